@@ -1,0 +1,5 @@
+import sys
+
+from archgap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,56 @@
+"""The command line: one module per command; the only layer that prints.
+
+Exit codes (documented in the README):
+  0  no gap found
+  1  a gap was found (a package cannot run on a GPU that is present or required)
+  2  usage error, or the facts could not be collected
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from archgap import __version__
+from archgap.cli.common import EXIT_ERROR, Output, UsageError
+
+# Each name is a module archgap.cli.<name> with register(subparsers) and run(args, out) -> int.
+COMMANDS = ("scan", "kernels")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archgap",
+        description="Will this Python GPU stack run on this GPU? If not: exactly why, and the fix.",
+    )
+    parser.add_argument("--version", action="version", version=f"archgap {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"archgap.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Output.for_args(args)
+    try:
+        code: int = args.run(args, out)
+        return code
+    except UsageError as exc:
+        out.error(str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return 130
+    except Exception as exc:  # the user gets one line, never a traceback (ARCHGAP_DEBUG=1 shows it)
+        if os.environ.get("ARCHGAP_DEBUG"):
+            raise
+        out.error(f"internal error: {type(exc).__name__}: {exc} (set ARCHGAP_DEBUG=1 for details)")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""What every command shares: options, output (rich text or JSON), progress, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+EXIT_OK = 0
+EXIT_GAP = 1
+EXIT_ERROR = 2
+
+
+class UsageError(Exception):
+    """A bad argument: reported on one line, exit code 2."""
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document (versioned schema) instead of text")
+
+
+def add_environment_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--python", metavar="PATH",
+                        help="inspect the environment of this interpreter (default: archgap's own)")
+    # A recorded system tree instead of / (tests and offline analysis of a captured machine).
+    parser.add_argument("--root", default="/", help=argparse.SUPPRESS)
+
+
+@dataclass
+class Output:
+    """Where a command's results go: rich text on a terminal, plain text in a pipe, or JSON."""
+
+    json_mode: bool
+    interactive: bool
+
+    @classmethod
+    def for_args(cls, args: argparse.Namespace) -> Output:
+        return cls(json_mode=bool(getattr(args, "json", False)), interactive=sys.stderr.isatty())
+
+    @property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+
+    def print(self, *renderables: Any) -> None:
+        self.console.print(*renderables)
+
+    def emit(self, command: str, body: dict[str, Any]) -> None:
+        from archgap.report.jsondoc import document, dumps
+
+        sys.stdout.write(dumps(document(command, body)) + "\n")
+
+    def error(self, message: str) -> None:
+        if self.json_mode:
+            sys.stdout.write(json.dumps({"error": message}) + "\n")
+        sys.stderr.write(f"archgap: {message}\n")
+
+    @contextmanager
+    def progress(self, label: str, total: int) -> Iterator[Callable[[str], None]]:
+        """A progress bar on a terminal; silent in a pipe or with --json. Yields advance(label)."""
+        if self.json_mode or not self.interactive or total <= 1:
+            yield lambda _item: None
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("[dim]{task.fields[item]}"))
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(label, total=total, item="")
+
+            def advance(item: str) -> None:
+                bar.update(task, advance=1, item=item[-60:])
+
+            yield advance
