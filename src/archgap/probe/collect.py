@@ -1,0 +1,51 @@
+"""The probe's single entry point: a JSON request in, JSON facts out.
+
+Local commands call ``collect`` in-process; remote ones send this package to the target's Python
+and call the same function there (``python -m archgap.probe`` reads the request on stdin). Each
+section is a function ``collect_<section>(system, params) -> JSON data`` in a probe module; a
+section that fails becomes an error value, never an exception, and the other sections go on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import socket
+import sys
+from typing import Any, Callable, Dict, Mapping, Tuple
+
+from .facts import FACTS_VERSION
+from .system import System
+
+# section name -> (probe module, function). Modules are imported only when their section is asked.
+SECTIONS: Dict[str, Tuple[str, str]] = {
+    "gpu": ("gpu", "collect_gpu"),
+    "python": ("pyenv", "collect_python"),
+    "binaries": ("fatbin", "collect_binaries"),
+}
+
+
+def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
+    """Run every requested section; ``request`` maps section name -> its parameters."""
+    facts: Dict[str, Any] = {
+        "facts_version": FACTS_VERSION,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "probe_python": sys.version.split()[0],
+        "env": dict(system.env),
+        "env_source": system.env_source,
+        "sections": {},
+        "errors": {},
+    }
+    for name, params in request.items():
+        if name not in SECTIONS:
+            facts["errors"][name] = "unknown section"
+            continue
+        module_name, function_name = SECTIONS[name]
+        try:
+            module = importlib.import_module("." + module_name, __package__)
+            function: Callable[[System, Any], Any] = getattr(module, function_name)
+            facts["sections"][name] = function(system, params)
+        except Exception as exc:  # a broken section is a value; the rest of the probe goes on
+            facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
+    return facts
