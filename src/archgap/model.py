@@ -91,7 +91,9 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
             return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
         if len(args) != len(data):
             raise DecodeError(f"{where}: expected {len(args)} items")
-        return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+        return tuple(
+            _decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data, strict=True))
+        )
     if origin is dict:
         if not isinstance(data, dict):
             raise DecodeError(f"{where}: expected an object")

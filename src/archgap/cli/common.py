@@ -23,13 +23,19 @@ class UsageError(Exception):
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON document (versioned schema) instead of text")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document (versioned schema) instead of text",
+    )
 
 
 def add_environment_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--python", metavar="PATH",
-                        help="inspect the environment of this interpreter (default: archgap's own)")
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="inspect the environment of this interpreter (default: archgap's own)",
+    )
     # A recorded system tree instead of / (tests and offline analysis of a captured machine).
     parser.add_argument("--root", default="/", help=argparse.SUPPRESS)
 
@@ -73,8 +79,12 @@ class Output:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("[dim]{task.fields[item]}"))
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[dim]{task.fields[item]}"),
+        )
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(label, total=total, item="")
 

@@ -74,11 +74,13 @@ class System:
     env_source: str = "shell"  # "shell", "/proc/PID/environ", a file name
 
     @classmethod
-    def local(cls, root: str = "/", environ: Optional[Dict[str, str]] = None,
-              env_source: str = "shell") -> "System":
+    def local(
+        cls, root: str = "/", environ: Optional[Dict[str, str]] = None, env_source: str = "shell"
+    ) -> System:
         source = os.environ if environ is None else environ
-        return cls(root=root, env=tuple(sorted(allowlisted(dict(source)).items())),
-                   env_source=env_source)
+        return cls(
+            root=root, env=tuple(sorted(allowlisted(dict(source)).items())), env_source=env_source
+        )
 
     @property
     def environ(self) -> Dict[str, str]:
@@ -108,8 +110,13 @@ class System:
         args = tuple(argv)
         try:
             proc = subprocess.run(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                timeout=timeout, env=self._child_env(), check=False,
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                timeout=timeout,
+                env=self._child_env(),
+                check=False,
             )
         except subprocess.TimeoutExpired:
             return CommandResult(args, None, "", "", "timed out after %g s" % timeout)

@@ -1,0 +1,172 @@
+"""The inspected Python environment: its interpreter, site-packages and installed distributions.
+
+Nothing is imported from the environment. Another interpreter is asked for its paths as
+``python -I -S`` (no .pth files, no sitecustomize, no user site: none of its code runs), and
+distributions are read from their ``.dist-info`` METADATA and RECORD files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import sysconfig
+from dataclasses import asdict
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from .facts import Distribution, Problem, PythonEnvironment
+from .system import System
+
+# The suffixes of files that may carry device code.
+NATIVE_SUFFIXES = (".so", ".cubin", ".fatbin", ".a", ".o")
+
+# Run as ``python -I -S -c``: without site.py a venv's interpreter does not know its own prefix,
+# so the script finds pyvenv.cfg itself and asks sysconfig for that prefix's paths.
+_PATHS_SCRIPT = """
+import json, os, sys, sysconfig
+prefix, system_site = sys.prefix, False
+cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))), "pyvenv.cfg")
+if os.path.isfile(cfg):
+    prefix = os.path.dirname(cfg)
+    with open(cfg) as f:
+        for line in f:
+            key, _, value = line.partition("=")
+            if key.strip() == "include-system-site-packages":
+                system_site = value.strip().lower() == "true"
+paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
+dirs = [paths.get("purelib"), paths.get("platlib")]
+if system_site:
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    dirs += [base.get("purelib"), base.get("platlib")]
+print(json.dumps({"executable": sys.executable, "version": sys.version.split()[0], "paths": dirs}))
+"""
+
+
+def is_native_file(path: str) -> bool:
+    """A shared library (``x.so``, ``x.so.12``), object, archive, cubin or fatbin, by name."""
+    name = os.path.basename(path)
+    if name.endswith(NATIVE_SUFFIXES):
+        return True
+    return ".so." in name and name.rsplit(".so.", 1)[1].replace(".", "").isdigit()
+
+
+def interpreter_paths(
+    system: System, python: Optional[str] = None
+) -> Tuple[str, str, Tuple[str, ...], Optional[Problem]]:
+    """(executable, version, site-packages dirs, problem) of ``python`` (default: this one)."""
+    if python is None:
+        paths = sysconfig.get_paths()
+        dirs = _existing((paths.get("purelib"), paths.get("platlib")))
+        return sys.executable, sys.version.split()[0], dirs, None
+    result = system.run([python, "-I", "-S", "-c", _PATHS_SCRIPT], timeout=30)
+    if not result.ok:
+        reason = result.error or "failed"
+        detail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
+        message = "cannot run %s: %s%s" % (python, reason, (": " + detail[0]) if detail else "")
+        return python, "", (), Problem(python, message)
+    try:
+        data = json.loads(result.stdout)
+        return data["executable"], data["version"], _existing(data["paths"]), None
+    except (ValueError, KeyError, TypeError) as exc:
+        return python, "", (), Problem(python, "unexpected interpreter answer: %s" % exc)
+
+
+def _existing(paths: Any) -> Tuple[str, ...]:
+    seen: List[str] = []
+    for path in paths:
+        if (
+            path
+            and os.path.isdir(path)
+            and os.path.realpath(path) not in map(os.path.realpath, seen)
+        ):
+            seen.append(path)
+    return tuple(seen)
+
+
+def _read_metadata(dist_info: str) -> Tuple[str, str]:
+    name, version = "", ""
+    with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                break  # headers end at the first blank line; the description follows
+            if line.startswith("Name:") and not name:
+                name = line[5:].strip()
+            elif line.startswith("Version:") and not version:
+                version = line[8:].strip()
+    return name, version
+
+
+def record_files(dist_info: str) -> Tuple[str, ...]:
+    """Absolute paths of every file a distribution's RECORD lists (may include missing files)."""
+    site = os.path.dirname(dist_info)
+    files: List[str] = []
+    with open(
+        os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace", newline=""
+    ) as f:
+        for row in csv.reader(f):
+            if row and row[0]:
+                files.append(os.path.normpath(os.path.join(site, row[0])))
+    return tuple(files)
+
+
+def installed_distributions(
+    site_packages: Tuple[str, ...],
+) -> Tuple[Tuple[Distribution, ...], Tuple[Problem, ...]]:
+    """Every ``*.dist-info`` in the given directories, with the native files its RECORD owns."""
+    dists: List[Distribution] = []
+    problems: List[Problem] = []
+    for site in site_packages:
+        try:
+            names = sorted(os.listdir(site))
+        except OSError as exc:
+            problems.append(Problem(site, "cannot list: %s" % (exc.strerror or exc)))
+            continue
+        for entry in names:
+            if not entry.endswith(".dist-info"):
+                continue
+            dist_info = os.path.join(site, entry)
+            try:
+                name, version = _read_metadata(dist_info)
+            except OSError as exc:
+                problems.append(
+                    Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc))
+                )
+                continue
+            try:
+                native = tuple(p for p in record_files(dist_info) if is_native_file(p))
+            except OSError as exc:
+                problems.append(Problem(dist_info, "unreadable RECORD: %s" % (exc.strerror or exc)))
+                native = ()
+            dists.append(
+                Distribution(name or entry[: -len(".dist-info")], version, dist_info, native)
+            )
+    return tuple(dists), tuple(problems)
+
+
+def _unowned_native_files(site_packages: Tuple[str, ...], owned: Set[str]) -> Tuple[str, ...]:
+    """Native files under site-packages that no RECORD lists (vendored or copied in by hand)."""
+    found: List[str] = []
+    for site in site_packages:
+        for directory, subdirs, files in os.walk(site, followlinks=False):
+            subdirs[:] = [d for d in subdirs if not d.endswith((".dist-info", "__pycache__"))]
+            for name in files:
+                path = os.path.normpath(os.path.join(directory, name))
+                if is_native_file(path) and path not in owned and not os.path.islink(path):
+                    found.append(path)
+    return tuple(sorted(found))
+
+
+def discover_environment(system: System, python: Optional[str] = None) -> PythonEnvironment:
+    """The environment of ``python`` (default: the running interpreter)."""
+    executable, version, site_packages, problem = interpreter_paths(system, python)
+    dists, problems = installed_distributions(site_packages)
+    owned = {p for d in dists for p in d.native_files}
+    unowned = _unowned_native_files(site_packages, owned)
+    all_problems = ((problem,) if problem else ()) + problems
+    return PythonEnvironment(executable, version, site_packages, dists, unowned, all_problems)
+
+
+def collect_python(system: System, params: Any) -> Dict[str, Any]:
+    python = params.get("python") if isinstance(params, dict) else None
+    return asdict(discover_environment(system, python))
