@@ -1,0 +1,64 @@
+"""GPU products, compute capabilities, family-specific targets and the default GPU matrix."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from archgap.kb import load_json
+
+
+@dataclass(frozen=True)
+class GpuProduct:
+    name: str
+    compute_capability: str  # "12.0"
+    architecture: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MatrixEntry:
+    label: str
+    compute_capability: str
+
+
+@cache
+def products() -> tuple[GpuProduct, ...]:
+    return tuple(
+        GpuProduct(g["name"], g["compute_capability"], g["architecture"], g["source"])
+        for g in load_json("gpus.json")["gpus"]
+    )
+
+
+@cache
+def family_members() -> dict[str, tuple[str, ...]]:
+    """Family-specific target ("120f") -> the compute capabilities it runs on."""
+    return {f["target"]: tuple(f["members"]) for f in load_json("gpus.json")["families"]}
+
+
+@cache
+def default_matrix() -> tuple[MatrixEntry, ...]:
+    return tuple(
+        MatrixEntry(m["label"], m["compute_capability"])
+        for m in load_json("gpus.json")["default_matrix"]
+    )
+
+
+def _tokens(text: str) -> list[str]:
+    words = re.split(r"[\s\-_/()]+", text.lower())
+    return [w for w in words if w and w not in ("nvidia", "geforce", "tesla")]
+
+
+def find_products(query: str) -> tuple[GpuProduct, ...]:
+    """Products whose name holds every word of ``query`` ("RTX PRO 6000", "h100", "GB10").
+
+    Whole words only, so "A10" does not match "A100"; an exact name match wins outright.
+    """
+    wanted = _tokens(query)
+    if not wanted:
+        return ()
+    exact = tuple(p for p in products() if _tokens(p.name) == wanted)
+    if exact:
+        return exact
+    return tuple(p for p in products() if all(w in _tokens(p.name) for w in wanted))
