@@ -1,0 +1,698 @@
+"""Device code inside binaries: ELF section headers and fatbin headers, read through mmap.
+
+What is read (formats measured against cuobjdump 13.5: shared/reference/fatbin_format.md):
+
+- ELF shared libraries, executables and objects: the ``.nv_fatbin`` section holds one or more
+  fatbin containers back to back; ``__nv_relfatbin`` holds the relocatable (``-rdc``) fatbins of an
+  object file. Static archives (``ar``) are read member by member.
+- Loose ``.cubin`` files (an ELF image with e_machine 190) and ``.fatbin`` files (containers).
+- ``deep=True`` also searches the data sections (``.cask_resource``, ``.ldata``, ``.rodata``,
+  ``.data`` ...) for containers and bare cubins that libraries load themselves and cuobjdump never
+  lists. Every candidate header is validated before it counts, so a stray magic number is no hit.
+
+Only headers are touched (the ELF header, the section header table, 16 bytes per container and
+64 per entry); nothing is decompressed. Nothing here raises to the caller: an unreadable,
+truncated or corrupt file becomes a ``BinaryFacts`` with ``error`` set, keeping what was found
+before the damage.
+
+Which files a directory walk reads (``walk_binaries``): regular files named ``*.so``, ``*.so.N``,
+``*.a``, ``*.o``, ``*.cubin`` or ``*.fatbin``, and executable files whose first bytes are the ELF
+magic. Names with a known text/data extension (``.py``, ``.h``, ``.json`` ...) are never opened,
+which keeps a walk over a multi-gigabyte site-packages at one ``readdir`` per directory and one
+``stat`` per candidate.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import re
+import stat
+import struct
+from dataclasses import asdict
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+from .facts import BinaryFacts, KernelEntry
+from .system import System
+
+CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
+ELF_MAGIC = b"\x7fELF"
+AR_MAGIC = b"!<arch>\n"
+THIN_AR_MAGIC = b"!<thin>\n"
+
+EM_CUDA = 190
+ET_REL = 1
+SHT_NULL = 0
+SHT_PROGBITS = 1
+SHT_NOBITS = 8
+SHF_EXECINSTR = 0x4
+
+ENTRY_KINDS = {1: "ptx", 2: "sass", 8: "ltoir"}
+FLAG_DEBUG = 0x2
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY = 0x200000
+
+CONTAINER_HEADER = struct.Struct("<4sHHQ")  # magic, version, header size, bytes of entries
+# kind, version, header size, payload size, compressed size, options offset, minor, major, arch,
+# name offset, name length, flags, reserved, uncompressed size
+ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")
+MAX_ENTRY_HEADER = 4096  # 64..144 seen; anything far larger is garbage, not a header
+
+ELF64_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+ELF32_HEADER = struct.Struct("<16sHHIIIIIHHHHHH")
+ELF64_SECTION = struct.Struct("<IIQQQQIIQQ")
+ELF32_SECTION = struct.Struct("<IIIIIIIIII")
+
+# Sections a deep search never looks into: code, debug info, tables of the dynamic linker.
+NOT_DATA_PREFIXES = (
+    ".debug",
+    ".zdebug",
+    ".eh_frame",
+    ".gcc_except_table",
+    ".note",
+    ".comment",
+    ".nvFatBinSegment",
+    ".got",
+    ".init_array",
+    ".fini_array",
+    ".ctors",
+    ".dtors",
+    ".interp",
+    ".plt",
+    ".dynamic",
+    ".rela",
+    ".rel.",
+    ".gnu",
+    ".hash",
+    ".dynsym",
+    ".dynstr",
+    ".symtab",
+    ".strtab",
+    ".shstrtab",
+    ".tbss",
+)
+MAX_ERRORS = 4  # messages kept per file; the count of the rest is reported
+TKINFO_ARCH = re.compile(rb"-arch[ =]+sm_(\d+)([af]?)")
+
+# File names that are read without looking at their permission bits.
+CANDIDATE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
+# Extensions that are never device code: such files are not even stat'ed during a walk.
+TEXT_EXTENSIONS = frozenset(
+    (
+        ".py", ".pyc", ".pyi", ".pyx", ".pxd", ".h", ".hpp", ".hh", ".cuh", ".cu", ".c", ".cc",
+        ".cpp", ".cxx", ".inc", ".inl", ".txt", ".md", ".rst", ".json", ".yaml", ".yml", ".toml",
+        ".cfg", ".ini", ".typed", ".pth", ".html", ".js", ".css", ".csv", ".svg", ".png", ".jpg",
+        ".cmake", ".in", ".sh", ".bat", ".pem", ".whl", ".zip", ".gz", ".xml", ".proto", ".def",
+        ".jinja", ".j2", ".ipynb", ".pkl", ".npz", ".npy", ".pt", ".onnx", ".mlir", ".ll", ".ptx",
+    )
+)  # fmt: skip
+
+
+class _Reader:
+    """One file's bytes (an mmap) and what was found in them so far."""
+
+    def __init__(self, buf: Any, size: int, deep: bool) -> None:
+        self.buf = buf
+        self.size = size
+        self.deep = deep
+        self.entries: List[KernelEntry] = []
+        self.errors: List[str] = []
+        self.error_count = 0
+
+    def fail(self, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(message)
+
+    def error_text(self) -> Optional[str]:
+        if not self.error_count:
+            return None
+        more = self.error_count - len(self.errors)
+        return "; ".join(self.errors) + ("; %d more" % more if more > 0 else "")
+
+    def is_zero(self, start: int, end: int) -> bool:
+        return not self.buf[start:end].strip(b"\0")
+
+    # -- fatbin containers and entries ----------------------------------------------------------
+
+    def walk_containers(
+        self, start: int, end: int, section: str, listed: bool, member: Optional[str]
+    ) -> None:
+        """Containers laid back to back in [start, end) (``.nv_fatbin``, a ``.fatbin`` file)."""
+        pos = start
+        while pos + CONTAINER_HEADER.size <= end:
+            if self.buf[pos : pos + 4] != CONTAINER_MAGIC:
+                found = self.buf.find(CONTAINER_MAGIC, pos, end)
+                stop = end if found < 0 else found
+                if not self.is_zero(pos, stop):
+                    self.fail("%s: unrecognised bytes at 0x%x" % (section or "fatbin", pos))
+                if found < 0:
+                    return
+                pos = found
+                continue
+            _, version, header_size, fat_size = CONTAINER_HEADER.unpack_from(self.buf, pos)
+            if version != 1 or header_size != CONTAINER_HEADER.size:
+                self.fail(
+                    "%s: invalid container header at 0x%x (version %d, header size %d)"
+                    % (section or "fatbin", pos, version, header_size)
+                )
+                pos += 4
+                continue
+            body = pos + header_size
+            container_end = body + fat_size
+            if container_end > end:
+                self.fail(
+                    "%s: container at 0x%x runs 0x%x bytes past the end"
+                    % (section or "fatbin", pos, container_end - end)
+                )
+                container_end = end
+            self.walk_entries(body, container_end, section, listed, member)
+            pos = container_end
+        if pos < end and not self.is_zero(pos, end):
+            self.fail("%s: unrecognised bytes at 0x%x" % (section or "fatbin", pos))
+
+    def walk_entries(
+        self, pos: int, end: int, section: str, listed: bool, member: Optional[str]
+    ) -> None:
+        buf = self.buf
+        while pos + ENTRY_HEADER.size <= end:
+            (kind_code, _, header_size, payload_size, compressed_size, _, minor, major, arch,
+             _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack_from(buf, pos)  # fmt: skip
+            kind = ENTRY_KINDS.get(kind_code)
+            payload = pos + header_size
+            if (
+                kind is None
+                or not ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER
+                or payload + payload_size > end
+            ):
+                if kind_code == 0 and self.is_zero(pos, end):
+                    return  # padding after the last entry
+                self.fail("%s: invalid entry header at 0x%x" % (section or "fatbin", pos))
+                return
+            if flags & FLAG_ZSTD:
+                compression = "zstd"
+            elif flags & FLAG_LZ4:
+                compression = "lz4"
+            else:
+                compression = "unknown" if compressed_size else "none"
+            stored = compressed_size if compressed_size else payload_size
+            if flags & FLAG_ARCH_SPECIFIC:
+                variant = "a"
+            elif flags & FLAG_FAMILY:
+                variant = "f"
+            else:
+                variant = ""
+            self.entries.append(
+                KernelEntry(
+                    kind=kind,
+                    arch=arch,
+                    variant=variant,
+                    ptx_isa="%d.%d" % (major, minor) if kind == "ptx" else None,
+                    compression=compression,
+                    stored_size=stored,
+                    uncompressed_size=uncompressed if compressed_size and uncompressed else stored,
+                    section=section,
+                    offset=pos,
+                    debug=bool(flags & FLAG_DEBUG),
+                    listed=listed and kind != "ltoir",
+                    member=member,
+                )
+            )
+            pos = payload + payload_size
+        if pos < end and not self.is_zero(pos, end):
+            self.fail("%s: truncated entry header at 0x%x" % (section or "fatbin", pos))
+
+    def valid_container_at(self, pos: int, end: int) -> bool:
+        """A strict check for a container found by searching data: header and first entry."""
+        if pos + CONTAINER_HEADER.size + ENTRY_HEADER.size > end:
+            return False
+        _, version, header_size, fat_size = CONTAINER_HEADER.unpack_from(self.buf, pos)
+        body = pos + CONTAINER_HEADER.size
+        if version != 1 or header_size != CONTAINER_HEADER.size or body + fat_size > end:
+            return False
+        if fat_size < ENTRY_HEADER.size:
+            return False
+        kind, entry_version, entry_header, payload_size = struct.unpack_from(
+            "<HHIQ", self.buf, body
+        )
+        return (
+            kind in ENTRY_KINDS
+            and entry_version == 0x0101
+            and ENTRY_HEADER.size <= entry_header <= MAX_ENTRY_HEADER
+            and entry_header % 8 == 0
+            and body + entry_header + payload_size <= body + fat_size
+        )
+
+    # -- deep search of data sections ------------------------------------------------------------
+
+    def search_section(self, start: int, end: int, section: str, member: Optional[str]) -> None:
+        """Validated containers and bare cubins anywhere in [start, end) (not listed by cuobjdump)."""
+        buf = self.buf
+        if hasattr(buf, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+            aligned = start - start % mmap.PAGESIZE
+            try:  # this range is read front to back: let the kernel read ahead here
+                buf.madvise(mmap.MADV_SEQUENTIAL, aligned, end - aligned)
+            except (OSError, ValueError):
+                pass
+        pos = start
+        next_container = buf.find(CONTAINER_MAGIC, pos, end)
+        next_elf = buf.find(ELF_MAGIC, pos, end)
+        while next_container >= 0 or next_elf >= 0:
+            if next_container >= 0 and (next_elf < 0 or next_container < next_elf):
+                hit = next_container
+                if self.valid_container_at(hit, end):
+                    fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
+                    body = hit + CONTAINER_HEADER.size
+                    self.walk_entries(body, body + fat_size, section, False, member)
+                    pos = body + fat_size
+                else:
+                    pos = hit + 1
+            else:
+                hit = next_elf
+                cubin_end = self.cubin_at(hit, end, section, False, member)
+                pos = cubin_end if cubin_end > hit else hit + 1
+            if next_container >= 0 and next_container < pos:
+                next_container = buf.find(CONTAINER_MAGIC, pos, end)
+            if next_elf >= 0 and next_elf < pos:
+                next_elf = buf.find(ELF_MAGIC, pos, end)
+
+    # -- ELF ---------------------------------------------------------------------------------
+
+    def sections(
+        self, base: int, limit: int, where: str
+    ) -> Optional[Tuple[Tuple[Any, ...], List[Tuple[str, int, int, int, int, int]]]]:
+        """The ELF header fields and (name, type, flags, offset, size, link) of every section.
+
+        Offsets are absolute in the file. None when the header itself cannot be read."""
+        buf = self.buf
+        if base + 52 > limit:
+            self.fail("%struncated ELF header" % where)
+            return None
+        ident = buf[base : base + 16]
+        elf_class, data = ident[4], ident[5]
+        if elf_class not in (1, 2) or data not in (1, 2):
+            self.fail("%sunknown ELF class or byte order" % where)
+            return None
+        order = "<" if data == 1 else ">"
+        header = struct.Struct(order + (ELF64_HEADER if elf_class == 2 else ELF32_HEADER).format[1:])
+        section_struct = struct.Struct(
+            order + (ELF64_SECTION if elf_class == 2 else ELF32_SECTION).format[1:]
+        )
+        if base + header.size > limit:
+            self.fail("%struncated ELF header" % where)
+            return None
+        fields = header.unpack_from(buf, base)
+        shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
+        result: List[Tuple[str, int, int, int, int, int]] = []
+        if shoff == 0:
+            return fields, result
+        if shentsize != section_struct.size:
+            self.fail("%sunexpected section header size %d" % (where, shentsize))
+            return fields, result
+        table = base + shoff
+        if table + shentsize > limit:
+            self.fail("%struncated: section headers start past the end of the file" % where)
+            return fields, result
+        if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: the real values in section 0
+            first = section_struct.unpack_from(buf, table)
+            shnum = shnum or first[5]
+            if shstrndx == 0xFFFF:
+                shstrndx = first[6]
+        available = (limit - table) // shentsize
+        if shnum > available:
+            self.fail(
+                "%struncated: %d of %d section headers in the file" % (where, available, shnum)
+            )
+            shnum = available
+        raw = [section_struct.unpack_from(buf, table + i * shentsize) for i in range(shnum)]
+        names_start = names_end = 0
+        if shstrndx < len(raw):
+            names_start = base + raw[shstrndx][4]
+            names_end = min(names_start + raw[shstrndx][5], limit)
+        for sh_name, sh_type, sh_flags, _, sh_offset, sh_size, sh_link, _, _, _ in raw:
+            name = ""
+            at = names_start + sh_name
+            if names_start <= at < names_end:
+                stop = buf.find(b"\0", at, min(names_end, at + 256))
+                name = buf[at : stop if stop >= 0 else min(names_end, at + 256)].decode(
+                    "utf-8", "replace"
+                )
+            result.append((name, sh_type, sh_flags, base + sh_offset, sh_size, sh_link))
+        return fields, result
+
+    def read_elf(self, base: int, limit: int, member: Optional[str]) -> str:
+        """Device code in one ELF image in [base, limit). Returns "elf" or "cubin"."""
+        where = "%s: " % member if member else ""
+        if base + 20 <= limit and struct.unpack_from("<H", self.buf, base + 18)[0] == EM_CUDA:
+            self.cubin_at(base, limit, "", True, member, loose=True)
+            return "cubin"
+        parsed = self.sections(base, limit, where)
+        if parsed is None:
+            return "elf"
+        fields, sections = parsed
+        is_object = fields[1] == ET_REL
+        for name, sh_type, sh_flags, offset, size, _ in sections:
+            if sh_type in (SHT_NULL, SHT_NOBITS) or size == 0:
+                continue
+            end = offset + size
+            if end > limit:
+                if name == ".nv_fatbin" or name == "__nv_relfatbin" or self.deep:
+                    self.fail(
+                        "%struncated: section %s ends 0x%x bytes past the end"
+                        % (where, name, end - limit)
+                    )
+                end = limit
+            if offset >= end:
+                continue
+            if name == ".nv_fatbin":
+                self.walk_containers(offset, end, name, True, member)
+            elif name == "__nv_relfatbin":
+                # cuobjdump lists the relocatable fatbins of objects, not of linked binaries.
+                if is_object or self.deep:
+                    self.walk_containers(offset, end, name, is_object, member)
+            elif (
+                self.deep
+                and sh_type == SHT_PROGBITS
+                and not sh_flags & SHF_EXECINSTR
+                and not name.startswith(NOT_DATA_PREFIXES)
+            ):
+                self.search_section(offset, end, name, member)
+        return "elf"
+
+    def cubin_at(
+        self,
+        base: int,
+        limit: int,
+        section: str,
+        listed: bool,
+        member: Optional[str],
+        loose: bool = False,
+    ) -> int:
+        """One bare cubin at ``base``; returns where it ends (``base`` when it is not a cubin)."""
+        buf = self.buf
+        if base + ELF64_HEADER.size > limit:
+            if loose:
+                self.fail("truncated cubin header")
+            return base
+        fields = ELF64_HEADER.unpack_from(buf, base)
+        ident, machine, e_flags = fields[0], fields[2], fields[7]
+        shoff, ehsize, shentsize, shnum = fields[6], fields[8], fields[11], fields[12]
+        valid = (
+            ident[4] == 2
+            and ident[5] == 1
+            and machine == EM_CUDA
+            and ehsize == ELF64_HEADER.size
+            and (shoff == 0 or shentsize == ELF64_SECTION.size)
+        )
+        if not valid or (not loose and (shnum == 0 or base + shoff + shnum * shentsize > limit)):
+            if loose:
+                self.fail("not a 64-bit little-endian cubin")
+            return base
+        phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+        end = max(base + shoff + shnum * shentsize, base + phoff + phnum * phentsize)
+        sections: List[Tuple[str, int, int, int, int, int]] = []
+        if shoff:
+            parsed = self.sections(base, limit, "")
+            if parsed is not None:
+                sections = parsed[1]
+        for _, sh_type, _, offset, size, _ in sections:
+            if sh_type != SHT_NOBITS:
+                end = max(end, offset + size)
+        end = limit if loose else end  # a loose cubin is the whole file
+        if end > limit:
+            return base
+        # The SM sits in bits 8-15 of e_flags from ELF ABI version 8 (OSABI 0x41) on; older
+        # cubins keep it in bits 0-7 with 0x800 for an arch-specific ('a') build.
+        new_layout = ident[7] == 0x41 or ident[8] >= 8
+        arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
+        variant = "" if new_layout or not e_flags & 0x800 else "a"
+        debug = False
+        for name, _, _, offset, size, _ in sections:
+            if name == ".debug_info":
+                debug = True
+            elif name == ".note.nv.tkinfo" and offset + size <= limit:
+                # ptxas records its command line here: the only place a cubin keeps 'f'.
+                match = TKINFO_ARCH.search(buf[offset : offset + min(size, 65536)])
+                if match and int(match.group(1)) == arch:
+                    variant = match.group(2).decode()
+        self.entries.append(
+            KernelEntry(
+                kind="sass",
+                arch=arch,
+                variant=variant,
+                ptx_isa=None,
+                compression="none",
+                stored_size=end - base,
+                uncompressed_size=end - base,
+                section=section,
+                offset=base,
+                debug=debug,
+                listed=listed,
+                member=member,
+            )
+        )
+        return end
+
+    # -- static archives -------------------------------------------------------------------
+
+    def read_archive(self) -> None:
+        buf = self.buf
+        pos = len(AR_MAGIC)
+        long_names = b""
+        while pos + 60 <= self.size:
+            header = buf[pos : pos + 60]
+            if header[58:60] != b"`\n":
+                self.fail("archive: corrupt member header at 0x%x" % pos)
+                return
+            raw_name = header[0:16].rstrip(b" ")
+            try:
+                size = int(header[48:58].strip() or b"0")
+            except ValueError:
+                self.fail("archive: corrupt member size at 0x%x" % pos)
+                return
+            data = pos + 60
+            end = data + size
+            if end > self.size:
+                self.fail("truncated: archive member at 0x%x runs past the end" % pos)
+                end = self.size
+            name = raw_name.decode("utf-8", "replace")
+            if raw_name == b"//":
+                long_names = bytes(buf[data:end])
+            elif raw_name.startswith(b"#1/"):  # BSD: the name follows the header
+                try:
+                    name_len = int(raw_name[3:])
+                except ValueError:
+                    name_len = 0
+                name = buf[data : data + name_len].rstrip(b"\0").decode("utf-8", "replace")
+                data += name_len
+            elif raw_name.startswith(b"/") and raw_name[1:].isdigit():
+                at = int(raw_name[1:])
+                stop = long_names.find(b"/\n", at)
+                name = long_names[at : stop if stop >= 0 else None].decode("utf-8", "replace")
+            elif raw_name.endswith(b"/") and raw_name not in (b"/", b"/SYM64/"):
+                name = name[:-1]
+            if raw_name not in (b"/", b"//", b"/SYM64/") and buf[data : data + 4] == ELF_MAGIC:
+                self.read_elf(data, end, name)
+            pos = end + (end & 1)  # members are 2-byte aligned
+
+
+def _open_error(path: str, exc: OSError) -> str:
+    """Why a path could not be opened, in words."""
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        try:
+            return "dangling symlink to %s" % os.readlink(path)
+        except OSError:
+            return "dangling symlink"
+    if exc.errno == errno.EACCES or exc.errno == errno.EPERM:
+        return "permission denied"
+    return (exc.strerror or str(exc)).lower()
+
+
+def read_binary(path: str, deep: bool = False) -> BinaryFacts:
+    """The device code in one file. Never raises: problems are in ``error``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return BinaryFacts(path, 0, "unreadable", (), deep, _open_error(path, exc))
+    try:
+        return _read_open_file(path, fd, deep)
+    except Exception as exc:  # a reader bug or an odd file must not end a scan
+        return BinaryFacts(path, 0, "unreadable", (), deep, "%s: %s" % (type(exc).__name__, exc))
+    finally:
+        os.close(fd)
+
+
+def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        return BinaryFacts(path, 0, "unreadable", (), deep, "is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        return BinaryFacts(path, 0, "other", (), deep, "not a regular file")
+    size = info.st_size
+    try:
+        head = os.pread(fd, 8, 0)
+    except OSError as exc:
+        return BinaryFacts(path, size, "unreadable", (), deep, _open_error(path, exc))
+    if head[:4] == ELF_MAGIC:
+        kind = "elf"
+    elif head == AR_MAGIC:
+        kind = "archive"
+    elif head[:4] == CONTAINER_MAGIC:
+        kind = "fatbin"
+    elif head == THIN_AR_MAGIC:
+        return BinaryFacts(
+            path, size, "archive", (), deep, "thin archive: its members are separate files"
+        )
+    else:
+        return BinaryFacts(path, size, "other", (), deep)
+    try:
+        buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        return BinaryFacts(path, size, "unreadable", (), deep, "cannot map: %s" % exc)
+    try:
+        if hasattr(buf, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+            # Headers are scattered through the file: read-ahead would only pull in payloads.
+            buf.madvise(mmap.MADV_RANDOM)
+        reader = _Reader(buf, size, deep)
+        if kind == "elf":
+            kind = reader.read_elf(0, size, None)
+        elif kind == "archive":
+            reader.read_archive()
+        else:
+            reader.walk_containers(0, size, "", True, None)
+        return BinaryFacts(path, size, kind, tuple(reader.entries), deep, reader.error_text())
+    finally:
+        buf.close()
+
+
+# -- walking paths ------------------------------------------------------------------------------
+
+Discovered = Tuple[str, Optional[BinaryFacts]]  # (path, None): read it; (path, facts): a ready row
+
+
+def _row(path: str, reason: str) -> BinaryFacts:
+    return BinaryFacts(path, 0, "unreadable", (), False, reason)
+
+
+def _has_elf_magic(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def is_candidate_name(name: str) -> bool:
+    """Whether a walk reads this file by its name alone (executables are checked by magic)."""
+    return CANDIDATE_NAME.search(name) is not None
+
+
+def discover(paths: Iterable[str]) -> Iterator[Discovered]:
+    """The files to read under ``paths``, each once, plus rows for paths that cannot be walked."""
+    seen_files: Set[Tuple[int, int]] = set()
+    seen_dirs: Set[Tuple[int, int]] = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            yield path, _row(path, _open_error(path, exc))
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            for found in _walk_directory(path, info, seen_files, seen_dirs):
+                yield found
+        else:
+            key = (info.st_dev, info.st_ino)
+            if key not in seen_files:
+                seen_files.add(key)
+                yield path, None
+
+
+def _walk_directory(
+    top: str,
+    info: os.stat_result,
+    seen_files: Set[Tuple[int, int]],
+    seen_dirs: Set[Tuple[int, int]],
+) -> Iterator[Discovered]:
+    top_key = (info.st_dev, info.st_ino)
+    if top_key in seen_dirs:
+        return
+    seen_dirs.add(top_key)
+    # Depth first, names sorted; each frame carries the (dev, ino) chain of its ancestors.
+    stack: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = [(top, (top_key,))]
+    while stack:
+        directory, ancestors = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                items = sorted(scan, key=lambda item: item.name)
+        except OSError as exc:
+            yield directory, _row(directory, _open_error(directory, exc))
+            continue
+        subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = []
+        for item in items:
+            path = item.path
+            candidate = is_candidate_name(item.name)
+            try:
+                if item.is_dir():
+                    sub = item.stat()
+                    key = (sub.st_dev, sub.st_ino)
+                    if key in ancestors:
+                        yield path, _row(path, "symlink loop (a directory that contains it)")
+                    elif key not in seen_dirs:
+                        seen_dirs.add(key)
+                        subdirs.append((path, (*ancestors, key)))
+                    continue
+                if item.is_file():
+                    if not candidate:
+                        extension = os.path.splitext(item.name)[1].lower()
+                        if extension in TEXT_EXTENSIONS:
+                            continue
+                    sub = item.stat()
+                    key = (sub.st_dev, sub.st_ino)
+                    if key in seen_files:
+                        continue
+                    if not candidate and not (
+                        sub.st_mode & 0o111 and sub.st_size > 0 and _has_elf_magic(path)
+                    ):
+                        continue
+                    seen_files.add(key)
+                    yield path, None
+                elif candidate and item.is_symlink():
+                    os.stat(path)  # raises with the reason: dangling link or a loop
+            except OSError as exc:
+                if candidate or item.is_dir(follow_symlinks=False):
+                    yield path, _row(path, _open_error(path, exc))
+        stack.extend(reversed(subdirs))
+
+
+def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFacts]:
+    """``read_binary`` over every file under ``paths`` (see the module doc for which files)."""
+    for path, ready in discover(paths):
+        if ready is not None:
+            yield BinaryFacts(ready.path, ready.size, ready.format, ready.entries, deep, ready.error)
+        else:
+            yield read_binary(path, deep)
+
+
+def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Probe section "binaries": params {"paths": [...], "deep": bool}."""
+    paths = params.get("paths") or []
+    deep = bool(params.get("deep", False))
+    result: List[Dict[str, Any]] = []
+    for facts in walk_binaries([str(p) for p in paths], deep):
+        result.append(asdict(facts))
+    return result
+
+
+__all__ = [
+    "Discovered",
+    "collect_binaries",
+    "discover",
+    "is_candidate_name",
+    "read_binary",
+    "walk_binaries",
+]
