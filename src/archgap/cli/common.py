@@ -71,10 +71,14 @@ class Output:
         sys.stderr.write(f"archgap: {message}\n")
 
     @contextmanager
-    def progress(self, label: str, total: int) -> Iterator[Callable[[str], None]]:
-        """A progress bar on a terminal; silent in a pipe or with --json. Yields advance(label)."""
-        if self.json_mode or not self.interactive or total <= 1:
-            yield lambda _item: None
+    def progress(self, label: str, total: int) -> Iterator[Callable[..., None]]:
+        """A progress bar on a terminal; silent in a pipe or with --json.
+
+        Yields ``advance(item, total=None)``: one step done on ``item``; ``total`` corrects the
+        number of steps when it is only known once the work has started.
+        """
+        if self.json_mode or not self.interactive:
+            yield lambda _item, total=None: None
             return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -88,7 +92,9 @@ class Output:
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(label, total=total, item="")
 
-            def advance(item: str) -> None:
+            def advance(item: str, total: int | None = None) -> None:
+                if total is not None:
+                    bar.update(task, total=total)
                 bar.update(task, advance=1, item=item[-60:])
 
             yield advance

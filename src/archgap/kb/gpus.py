@@ -62,3 +62,18 @@ def find_products(query: str) -> tuple[GpuProduct, ...]:
     if exact:
         return exact
     return tuple(p for p in products() if all(w in _tokens(p.name) for w in wanted))
+
+
+def identify(device_name: str) -> GpuProduct | None:
+    """The product a driver-reported name denotes ("Tesla V100-SXM2-32GB" -> NVIDIA V100).
+
+    Takes the most specific product whose every name word appears in the device name; None when
+    nothing matches or the best matches disagree on the compute capability.
+    """
+    words = set(_tokens(device_name))
+    candidates = [p for p in products() if _tokens(p.name) and set(_tokens(p.name)) <= words]
+    if not candidates:
+        return None
+    most = max(len(_tokens(p.name)) for p in candidates)
+    best = [p for p in candidates if len(_tokens(p.name)) == most]
+    return best[0] if len({p.compute_capability for p in best}) == 1 else None

@@ -17,7 +17,7 @@ QUERY_FIELDS = "index,name,uuid,compute_cap,driver_version"
 NVIDIA_SMI_TIMEOUT = 15.0
 
 _CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9]+\.[0-9]+)")
-_KERNEL_MODULE = re.compile(r"Kernel Module\s+([0-9]+(?:\.[0-9]+)+)")
+_KERNEL_MODULE = re.compile(r"Kernel Module\b.*?\s([0-9]+\.[0-9]+(?:\.[0-9]+)*)\s")
 
 
 def parse_query_csv(text: str) -> Tuple[List[Gpu], Optional[str], List[Problem]]:
@@ -50,7 +50,7 @@ def read_proc_driver_version(system: System) -> Optional[str]:
     return match.group(1) if match else None
 
 
-def probe_gpus(system: System) -> GpuFacts:
+def probe_gpus(system: System, timeout: float = NVIDIA_SMI_TIMEOUT) -> GpuFacts:
     problems: List[Problem] = []
     proc_driver = read_proc_driver_version(system)
     smi = system.which("nvidia-smi")
@@ -61,7 +61,7 @@ def probe_gpus(system: System) -> GpuFacts:
 
     query = system.run(
         [smi, "--query-gpu=" + QUERY_FIELDS, "--format=csv,noheader,nounits"],
-        timeout=NVIDIA_SMI_TIMEOUT,
+        timeout=timeout,
     )
     gpus: List[Gpu] = []
     driver = proc_driver
@@ -80,7 +80,7 @@ def probe_gpus(system: System) -> GpuFacts:
     # The CUDA version the driver supports is only in the banner of plain `nvidia-smi`.
     cuda_version = None
     if query.ok:
-        banner = system.run([smi], timeout=NVIDIA_SMI_TIMEOUT)
+        banner = system.run([smi], timeout=timeout)
         match = _CUDA_VERSION.search(banner.stdout)
         cuda_version = match.group(1) if match else None
     return GpuFacts(tuple(gpus), driver, cuda_version, "nvidia-smi", tuple(problems))

@@ -1,0 +1,180 @@
+"""archgap scan: can every package of this Python environment run on these GPUs?"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_GAP,
+    EXIT_OK,
+    Output,
+    UsageError,
+    add_environment_options,
+    add_json_option,
+)
+
+VERDICT_STYLE = {
+    "native": "green",
+    "jit": "yellow",
+    "partial": "dark_orange",
+    "none": "bold red",
+    "unknown": "magenta",
+}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "scan",
+        help="verdict per package x GPU from the kernels in every native library",
+        description="For every installed package that carries CUDA code: can it run on each GPU?",
+    )
+    add_environment_options(parser)
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="GPU",
+        help="judge against this GPU: a compute capability (12.0, sm_120) or a name "
+        "(RTX PRO 6000, H100, B200, GB10); repeatable, comma-separated",
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="GPU",
+        help="like --gpu, for CI gates: exit 1 if any package cannot run on it",
+    )
+    parser.add_argument("--libs", action="store_true", help="show the per-library view")
+    add_json_option(parser)
+    parser.set_defaults(run=run)
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.analysis.compat import UnknownGpu
+    from archgap.api import scan
+    from archgap.probe.system import System
+
+    named = _split(args.gpu) + _split(args.require)
+    system = System.local(root=args.root)
+    started = time.monotonic()
+    try:
+        with out.progress("reading kernels", total=0) as advance:
+            report = scan(python=args.python, gpus=named, system=system, on_file=advance)
+    except UnknownGpu as exc:
+        raise UsageError(str(exc)) from exc
+    elapsed = time.monotonic() - started
+    broken = not report.environment.site_packages
+    if out.json_mode:
+        out.emit("scan", _body(report, elapsed))
+    else:
+        _print_report(out, report, args.libs, elapsed)
+    if broken:
+        return EXIT_ERROR
+    return EXIT_GAP if report.gaps else EXIT_OK
+
+
+def _body(report: Any, elapsed: float) -> dict[str, Any]:
+    env = report.environment
+    return {
+        "python": {
+            "executable": env.executable,
+            "version": env.python_version,
+            "site_packages": env.site_packages,
+        },
+        "gpu_facts": report.gpu_facts,
+        "gpus": [
+            {
+                "label": g.label,
+                "compute_capability": str(g.compute_capability),
+                "role": g.role,
+                "source": g.source,
+            }
+            for g in report.gpus
+        ],
+        "packages": report.packages,
+        "files_scanned": len(report.binaries),
+        "gap": bool(report.gaps),
+        "problems": report.problems,
+        "seconds": round(elapsed, 3),
+    }
+
+
+def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
+    from rich.table import Table
+
+    env = report.environment
+    out.print(f"[bold]Python[/] {env.executable} ({env.python_version or '?'})")
+    facts = report.gpu_facts
+    if facts.gpus:
+        driver = f", driver {facts.driver_version}" if facts.driver_version else ""
+        out.print(f"[bold]GPUs[/] {len(facts.gpus)} found by {facts.source}{driver}")
+    elif any(g.role == "matrix" for g in report.gpus):
+        out.print("[bold]GPUs[/] none found, none named: the default matrix (information only)")
+    for problem in report.problems:
+        out.print(f"[magenta]![/] {problem.subject}: {problem.reason}")
+
+    gpus = list(report.gpus)
+    cells = {(p.package, p.gpu): p for p in report.packages}
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("package")
+    table.add_column("version", style="dim")
+    for gpu in gpus:
+        table.add_column(f"{gpu.label}\n{gpu.compute_capability}", justify="center")
+    packages = sorted({(p.package, p.version) for p in report.packages}, key=lambda k: k[0].lower())
+    for name, version in packages:
+        row = []
+        for gpu in gpus:
+            verdict = cells[(name, gpu.label)].verdict
+            row.append(f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]")
+        table.add_row(name, version, *row)
+    if packages:
+        out.print(table)
+    else:
+        out.print("No installed package carries CUDA device code.")
+
+    if libs:
+        _print_libraries(out, report, gpus)
+
+    notes = [p for p in report.packages if p.verdict != "native"]
+    if notes:
+        out.print("\n[bold]Why[/]")
+        for p in notes:
+            style = VERDICT_STYLE.get(p.verdict, "")
+            out.print(f"  {p.package} on {p.gpu}: [{style}]{p.verdict}[/] — {p.reason}")
+    gaps = report.gaps
+    verdict = (
+        f"[bold red]{len(gaps)} gap(s)[/] on a present or named GPU"
+        if gaps
+        else "[green]no gap[/] on a present or named GPU"
+    )
+    out.print(f"\n{verdict} · {len(report.binaries)} native files read in {elapsed:.2f} s")
+
+
+def _print_libraries(out: Output, report: Any, gpus: list[Any]) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, header_style="bold", title="libraries")
+    table.add_column("library")
+    table.add_column("package", style="dim")
+    for gpu in gpus:
+        table.add_column(f"{gpu.label}\n{gpu.compute_capability}")
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in report.packages:
+        for lib in p.libraries:
+            rows.setdefault((lib.path, p.package), {})[p.gpu] = lib
+    for (path, package), by_gpu in sorted(rows.items()):
+        cells = []
+        for gpu in gpus:
+            lib = by_gpu[gpu.label]
+            style = VERDICT_STYLE.get(lib.verdict, "")
+            detail = lib.deciding_entry or lib.reason
+            cells.append(f"[{style}]{lib.verdict}[/] [dim]{detail}[/]")
+        table.add_row(path.rsplit("/", 1)[-1], package, *cells)
+    out.print(table)

@@ -1,0 +1,102 @@
+"""The compatibility rules, checked against the CUDA Programming Guide's statements."""
+
+import pytest
+
+from archgap.analysis.compat import (
+    ComputeCapability,
+    UnknownGpu,
+    ptx_jits_on,
+    resolve_gpu,
+    sass_runs_on,
+)
+
+CC = ComputeCapability.parse
+
+
+@pytest.mark.parametrize(
+    ("arch", "variant", "cc", "runs"),
+    [
+        # "GPUs with minor compute capability >= the cubin's ... can execute it", same major only
+        (86, "", "8.6", True),
+        (86, "", "8.9", True),
+        (86, "", "8.0", False),
+        (86, "", "9.0", False),
+        (100, "", "10.3", True),
+        (100, "", "12.0", False),
+        (120, "", "12.1", True),
+        (120, "", "13.0", False),  # an unknown future major: never across majors
+        # 'a' runs on exactly one compute capability
+        (90, "a", "9.0", True),
+        (100, "a", "10.3", False),
+        (120, "a", "12.1", False),
+        # 'f' runs on its family (Table 28)
+        (100, "f", "10.3", True),
+        (100, "f", "12.0", False),
+        (103, "f", "10.0", False),
+        (120, "f", "12.1", True),
+        (121, "f", "12.0", False),
+    ],
+)
+def test_sass(arch: int, variant: str, cc: str, runs: bool) -> None:
+    parsed = CC(cc)
+    assert parsed is not None
+    assert sass_runs_on(arch, variant, parsed) is runs
+
+
+@pytest.mark.parametrize(
+    ("arch", "variant", "cc", "jits"),
+    [
+        (80, "", "12.0", True),  # plain PTX is forward compatible across majors
+        (80, "", "7.5", False),
+        (120, "", "13.0", True),
+        (90, "a", "9.0", True),
+        (90, "a", "10.0", False),  # 'a' PTX is not forward compatible
+        (120, "f", "12.1", True),
+        (120, "f", "13.0", False),
+    ],
+)
+def test_ptx(arch: int, variant: str, cc: str, jits: bool) -> None:
+    parsed = CC(cc)
+    assert parsed is not None
+    assert ptx_jits_on(arch, variant, parsed) is jits
+
+
+@pytest.mark.parametrize(
+    ("text", "major", "minor"),
+    [("12.0", 12, 0), ("sm_120", 12, 0), ("sm120", 12, 0), ("compute_90a", 9, 0), ("75", 7, 5)],
+)
+def test_parse(text: str, major: int, minor: int) -> None:
+    assert CC(text) == ComputeCapability(major, minor)
+
+
+def test_parse_rejects_garbage() -> None:
+    assert CC("twelve") is None
+    assert CC("12.10") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [
+        ("RTX PRO 6000", "12.0"),  # every RTX PRO 6000 edition is 12.0
+        ("H100", "9.0"),
+        ("B200", "10.0"),
+        ("B300", "10.3"),
+        ("GB10", "12.1"),
+        ("T4", "7.5"),
+        ("V100", "7.0"),
+        ("A10", "8.6"),  # a whole word: not A100
+        ("RTX 5090", "12.0"),
+        ("13.0", "13.0"),  # a capability no table knows yet
+    ],
+)
+def test_resolve_gpu(name: str, cc: str) -> None:
+    target = resolve_gpu(name)
+    assert str(target.compute_capability) == cc
+    assert target.role == "named"
+
+
+def test_unknown_and_ambiguous_names_are_usage_errors() -> None:
+    with pytest.raises(UnknownGpu, match="unknown GPU"):
+        resolve_gpu("Voodoo 5")
+    with pytest.raises(UnknownGpu, match="ambiguous"):
+        resolve_gpu("RTX")  # RTX 20xx .. RTX PRO 6000 span many capabilities

@@ -1,0 +1,58 @@
+"""The probe travels: Python 3.8 syntax and library, nothing imported from outside itself."""
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import archgap.probe
+
+PROBE = Path(archgap.probe.__file__).parent
+MODULES = sorted(PROBE.glob("*.py"))
+
+
+def test_probe_imports_only_stdlib_and_itself() -> None:
+    offenders = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top != "__future__" and top not in sys.stdlib_module_names:
+                    offenders.append(f"{path.name}:{node.lineno} imports {name}")
+    assert not offenders
+
+
+def test_probe_is_python38_compatible() -> None:
+    vermin = shutil.which("vermin") or str(Path(sys.executable).parent / "vermin")
+    result = subprocess.run(
+        [vermin, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations", str(PROBE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_probe_runs_alone_in_an_isolated_interpreter(tmp_path: Path) -> None:
+    # Copied out of the package, under another name, with -I -S: as on a bare remote host.
+    shutil.copytree(PROBE, tmp_path / "travelling_probe")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r});"
+        "import json, travelling_probe.collect as c, travelling_probe.system as s;"
+        "print(json.dumps(c.collect({'nonsense': {}}, s.System.local())['errors']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "unknown section" in result.stdout
