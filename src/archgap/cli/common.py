@@ -46,10 +46,15 @@ class Output:
 
     json_mode: bool
     interactive: bool
+    command: str = ""
 
     @classmethod
     def for_args(cls, args: argparse.Namespace) -> Output:
-        return cls(json_mode=bool(getattr(args, "json", False)), interactive=sys.stderr.isatty())
+        return cls(
+            json_mode=bool(getattr(args, "json", False)),
+            interactive=sys.stderr.isatty(),
+            command=str(getattr(args, "command", "")),
+        )
 
     @property
     def console(self) -> Console:
@@ -66,8 +71,12 @@ class Output:
         sys.stdout.write(dumps(document(command, body)) + "\n")
 
     def error(self, message: str) -> None:
+        """A failure on one line on stderr; with --json also an error document on stdout."""
         if self.json_mode:
-            sys.stdout.write(json.dumps({"error": message}) + "\n")
+            from archgap.report.jsondoc import SCHEMA_VERSION
+
+            doc = {"schema_version": SCHEMA_VERSION, "command": self.command, "error": message}
+            sys.stdout.write(json.dumps(doc) + "\n")
         sys.stderr.write(f"archgap: {message}\n")
 
     @contextmanager

@@ -1,0 +1,63 @@
+"""Shared test helpers: run the real CLI, validate its JSON against the shipped schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from archgap.report.jsondoc import schema
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+CUDA_BIN = FIXTURES / "cuda" / "bin"
+DATA = ROOT / "tests" / ".data"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m archgap ARGS`` as a user runs it (a separate process, no TTY)."""
+    return subprocess.run(
+        [sys.executable, "-m", "archgap", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=False,
+    )
+
+
+def json_output(result: subprocess.CompletedProcess[str], command: str) -> dict[str, Any]:
+    """The command's JSON document, validated against its schema file."""
+    doc: dict[str, Any] = json.loads(result.stdout)
+    jsonschema.validate(doc, schema(command))
+    assert doc["command"] == command
+    return doc
+
+
+def make_venv(path: Path) -> Path:
+    """A real, empty virtual environment; returns its site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    (site,) = path.glob("lib/python*/site-packages")
+    return site
+
+
+def install_fake_distribution(site: Path, name: str, version: str, files: dict[str, Path]) -> None:
+    """A hand-built distribution: copies ``files`` (relative path -> source) and writes a RECORD."""
+    dist_info = site / f"{name}-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    rows = []
+    for relative, source in files.items():
+        target = site / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+        rows.append(f"{relative},,")
+    rows += [f"{dist_info.name}/METADATA,,", f"{dist_info.name}/RECORD,,"]
+    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
