@@ -19,8 +19,9 @@ CUDA_BIN = FIXTURES / "cuda" / "bin"
 DATA = ROOT / "tests" / ".data"
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``python -m archgap ARGS`` as a user runs it (a separate process, no TTY)."""
     return subprocess.run(
         [sys.executable, "-m", "archgap", *args],
@@ -52,7 +53,8 @@ def install_fake_distribution(site: Path, name: str, version: str, files: dict[s
     """A hand-built distribution: copies ``files`` (relative path -> source) and writes a RECORD."""
     dist_info = site / f"{name}-{version}.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    (dist_info / "METADATA").write_text(metadata)
     rows = []
     for relative, source in files.items():
         target = site / relative
