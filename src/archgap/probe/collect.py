@@ -22,6 +22,7 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "gpu": ("gpu", "collect_gpu"),
     "python": ("pyenv", "collect_python"),
     "binaries": ("fatbin", "collect_binaries"),
+    "toolchains": ("toolkit", "collect_toolchains"),
 }
 
 

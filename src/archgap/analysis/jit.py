@@ -1,0 +1,762 @@
+"""What the JIT compilers in the stack will do on first use: pure functions over facts + kb.
+
+One small resolver per package, each modelled on that package's real code for its installed
+version (rules and messages in kb/jit.json, with sources): FlashInfer (which nvcc it asks, how it
+normalises the GPU's arch, FLASHINFER_CUDA_ARCH_LIST), Triton (its ptxas vs the GPU's target),
+torch C++ extensions (TORCH_CUDA_ARCH_LIST, torch's CUDA vs nvcc's) and torch itself (its CUDA
+runtime vs the driver). A finding carries the error the user will see, the cause, the chain of
+facts with where each came from, and fixes naming real options found on the machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archgap.analysis.compat import GpuTarget, sass_runs_on
+from archgap.kb import toolchain as kb
+from archgap.probe.toolkit import SourceCheck, ToolchainFacts, Toolkit
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One link of the chain, and where it came from (file, command, env var and whose env)."""
+
+    what: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    action: str  # one line: "point CUDA_HOME at /usr/local/cuda-13.0 (nvcc 13.0 found there)"
+    tradeoff: str
+    env: tuple[tuple[str, str], ...] = ()  # variables to set (an env file), if that is the fix
+    command: str | None = None  # a command to run instead (pip install ...)
+
+
+@dataclass(frozen=True)
+class JitFinding:
+    package: str
+    version: str
+    gpu: str | None  # the GPU target's label; None when the finding holds for every GPU
+    compute_capability: str | None
+    status: str  # "ok", "fails", "unknown"
+    error: str | None  # the exact text the user will see, when known
+    cause: str  # one sentence
+    chain: tuple[Fact, ...]
+    fixes: tuple[Fix, ...]
+    when: str  # when it happens: "at the first FlashInfer JIT call", ...
+    gates_exit_code: bool = False
+
+
+# --- toolkit resolution ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedNvcc:
+    """The toolkit a package's lookup lands on, and the facts of the lookup."""
+
+    toolkit: Toolkit | None
+    chain: tuple[Fact, ...]
+
+
+def _env(facts: ToolchainFacts, name: str) -> str | None:
+    return next((v.value for v in facts.env if v.name == name), None)
+
+
+def _env_source(facts: ToolchainFacts) -> str:
+    return facts.env_source
+
+
+def _candidate(facts: ToolchainFacts, found_by: str) -> Toolkit | None:
+    return next((t for t in facts.toolkits if t.found_by == found_by and t.tool == "nvcc"), None)
+
+
+def resolve_nvcc(facts: ToolchainFacts, lookup: Sequence[str]) -> ResolvedNvcc:
+    """Follow ``lookup`` (CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda) like the package does."""
+    chain: list[Fact] = []
+    whose = _env_source(facts)
+    for step in lookup:
+        if step in ("CUDA_HOME", "CUDA_PATH"):
+            value = _env(facts, step)
+            if not value:  # `os.environ.get(...) or ...`: unset and empty both fall through
+                chain.append(Fact(f"{step} is not set", f"environment ({whose})"))
+                continue
+            chain.append(Fact(f"{step}={value}", f"env {step} ({whose})"))
+            return ResolvedNvcc(_candidate(facts, step), tuple(chain))
+        if step == "PATH":
+            if facts.which_nvcc:
+                chain.append(
+                    Fact(f"nvcc on PATH: {facts.which_nvcc}", f"`which nvcc` with PATH ({whose})")
+                )
+                return ResolvedNvcc(_candidate(facts, "PATH"), tuple(chain))
+            chain.append(Fact("no nvcc on PATH", f"`which nvcc` with PATH ({whose})"))
+            continue
+        chain.append(Fact(f"falls back to {step}", "the package's default location"))
+        return ResolvedNvcc(_candidate(facts, step), tuple(chain))
+    return ResolvedNvcc(None, tuple(chain))
+
+
+def _toolkit_fact(tk: Toolkit) -> Fact:
+    if tk.status == "ok":
+        return Fact(f"{tk.tool_path} reports CUDA {tk.version} ({tk.banner})", tk.version_from)
+    return Fact(f"{tk.tool_path}: {tk.status} ({tk.reason})", tk.version_from)
+
+
+def _ok_nvcc_toolkits(facts: ToolchainFacts) -> list[Toolkit]:
+    """Distinct working nvcc toolkits on the machine (first report of each home wins)."""
+    seen: set[str] = set()
+    found = []
+    # Versioned directories first: /usr/local/cuda-13.0 says more than the /usr/local/cuda link.
+    ordered = sorted(facts.toolkits, key=lambda t: t.found_by != "/usr/local/cuda-*")
+    for tk in ordered:
+        key = tk.real_home or tk.home
+        if tk.tool == "nvcc" and tk.status == "ok" and tk.version and key not in seen:
+            seen.add(key)
+            found.append(tk)
+    return found
+
+
+def _ok_ptxas(facts: ToolchainFacts) -> list[tuple[str, str]]:
+    """(ptxas path, CUDA version) of every working assembler on the machine."""
+    found: dict[str, str] = {}
+    for tk in facts.toolkits:
+        if tk.status != "ok" or not tk.version or not tk.tool_path:
+            continue
+        if tk.tool.startswith("ptxas"):
+            found.setdefault(tk.tool_path, tk.version)
+        elif tk.tool == "nvcc" and tk.found_by not in ("PATH",):
+            found.setdefault(tk.home.rstrip("/") + "/bin/ptxas", tk.version)
+    return list(found.items())
+
+
+def _source_facts(
+    facts: ToolchainFacts, checks: Sequence[dict[str, str]]
+) -> tuple[list[Fact], list[str]]:
+    """Chain facts for the source lines a rule depends on, and the keys NOT found."""
+    out: list[Fact] = []
+    missing: list[str] = []
+    by_needle: dict[str, SourceCheck] = {c.needle: c for c in facts.source_checks}
+    for check in checks:
+        found = by_needle.get(check["needle"])
+        if found is None:
+            out.append(Fact(f"not checked: {check['file']} ({check['key']})", "probe"))
+            missing.append(check["key"])
+        elif found.found:
+            out.append(
+                Fact(f"confirmed in installed source: {found.needle}", f"{found.file}:{found.line}")
+            )
+        else:
+            why = found.reason or "not found"
+            out.append(
+                Fact(
+                    f"NOT in installed source ({why}): {found.needle} — fork or patched build?",
+                    found.file,
+                )
+            )
+            missing.append(check["key"])
+    return out, missing
+
+
+# --- FlashInfer -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Normalised:
+    suffix: str | None  # the suffix nvcc gets for this GPU ("0f" -> minor+suffix below)
+    minor_text: str | None  # "0f", "3a"
+    raises: str | None  # the RuntimeError message raised instead
+
+
+def normalise_arch(rng: kb.FlashinferRange, major: int, minor: int, cuda: str | None) -> Normalised:
+    """FlashInfer's ``_normalize_cuda_arch`` for one version range, as data."""
+    for step in rng.normalise:
+        if step.major is not None and step.major != major:
+            continue
+        if step.major_min is not None and major < step.major_min:
+            continue
+        if step.minor is not None and step.minor != minor:
+            continue
+        if step.suffix is not None:
+            return Normalised(step.suffix, f"{minor}{step.suffix}", None)
+        have = kb.major_minor(cuda) if cuda else None
+        for cuda_min, suffix in step.needs:
+            need = kb.major_minor(cuda_min)
+            if have is not None and need is not None and have >= need:
+                text = "0f" if suffix == "f" and minor == 0 else f"{minor}{suffix}"
+                return Normalised(suffix, text, None)
+        return Normalised(None, None, step.raises)
+    return Normalised("", str(minor), None)
+
+
+@dataclass(frozen=True)
+class ArchListParse:
+    archs: tuple[tuple[int, str], ...]
+    error: str | None  # the exception `import flashinfer` raises
+
+
+def parse_flashinfer_arch_list(
+    value: str, rng: kb.FlashinferRange, cuda: str | None
+) -> ArchListParse:
+    """FLASHINFER_CUDA_ARCH_LIST as FlashInfer's own parser reads it (split(" "), split("."))."""
+    archs: list[tuple[int, str]] = []
+    for token in value.split(" "):
+        parts = token.split(".")
+        if len(parts) != 2:
+            what = (
+                "too many values to unpack (expected 2)"
+                if len(parts) > 2
+                else (f"not enough values to unpack (expected 2, got {len(parts)})")
+            )
+            return ArchListParse(tuple(archs), f"ValueError: {what}")
+        major_text, minor = parts
+        if not major_text.strip().lstrip("+-").isdigit():
+            return ArchListParse(
+                tuple(archs), f"ValueError: invalid literal for int() with base 10: {major_text!r}"
+            )
+        major = int(major_text)
+        if not minor:
+            return ArchListParse(tuple(archs), "IndexError: string index out of range")
+        if minor[-1].isalpha():
+            archs.append((major, minor))
+            continue
+        if not minor.strip().lstrip("+-").isdigit():
+            return ArchListParse(
+                tuple(archs), f"ValueError: invalid literal for int() with base 10: {minor!r}"
+            )
+        norm = normalise_arch(rng, major, int(minor), cuda)
+        if norm.raises:
+            return ArchListParse(tuple(archs), f"RuntimeError: {norm.raises}")
+        archs.append((major, norm.minor_text or minor))
+    return ArchListParse(tuple(archs), None)
+
+
+def _target(major: int, minor_text: str) -> str:
+    return f"compute_{major}{minor_text}"
+
+
+def _runs_on(major: int, minor_text: str, target: GpuTarget) -> bool:
+    digits = "".join(c for c in minor_text if c.isdigit())
+    variant = minor_text[len(digits) :]
+    if not digits or variant not in ("", "a", "f"):
+        return False
+    return sass_runs_on(major * 10 + int(digits), variant, target.compute_capability)
+
+
+def _flashinfer_fixes(
+    facts: ToolchainFacts,
+    rng: kb.FlashinferRange,
+    target: GpuTarget,
+    current_cuda: str | None,
+    current_home: str | None,
+) -> tuple[Fix, ...]:
+    cc = target.compute_capability
+    fixes: list[Fix] = []
+    # 1. Another toolkit on the machine with which detection and the JIT build both succeed.
+    for tk in _ok_nvcc_toolkits(facts):
+        if tk.version is None or current_home in (tk.home, tk.real_home):
+            continue
+        norm = normalise_arch(rng, cc.major, cc.minor, tk.version)
+        if norm.raises or norm.minor_text is None:
+            continue
+        tgt = _target(cc.major, norm.minor_text)
+        if kb.toolkit_can_target(tk.version, tgt):
+            torch_cuda = facts.torch.cuda if facts.torch else None
+            note = ""
+            if torch_cuda and kb.major_minor(torch_cuda) and kb.major_minor(tk.version):
+                same = kb.major_minor(torch_cuda)[0] == kb.major_minor(tk.version)[0]  # type: ignore[index]
+                note = (
+                    f" Matches torch's CUDA major ({torch_cuda})."
+                    if same
+                    else f" torch was built with CUDA {torch_cuda}: a different major can break "
+                    "torch C++ extension builds."
+                )
+            fixes.append(
+                Fix(
+                    f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
+                    "Every FlashInfer worker must get it (service unit / container env); the JIT "
+                    f"then builds {tgt} with that nvcc and its headers.{note}",
+                    env=(("CUDA_HOME", tk.home), ("PATH", f"{tk.home}/bin:$PATH")),
+                )
+            )
+    # 2. FLASHINFER_CUDA_ARCH_LIST with a suffix: used verbatim, bypassing the version check.
+    if current_cuda:
+        for suffix in ("a", "f"):
+            value = f"{cc.major}.{cc.minor}{suffix}"
+            parsed = parse_flashinfer_arch_list(value, rng, current_cuda)
+            if parsed.error or not parsed.archs:
+                continue
+            major, minor_text = parsed.archs[0]
+            tgt = _target(major, minor_text)
+            if kb.toolkit_can_target(current_cuda, tgt) and _runs_on(major, minor_text, target):
+                portability = (
+                    f"sm_{cc.sm}a cubins run only on compute capability {cc}"
+                    if suffix == "a"
+                    else f"sm_{cc.sm}f cubins run on the {cc.major}.x family"
+                )
+                fixes.append(
+                    Fix(
+                        f'export FLASHINFER_CUDA_ARCH_LIST="{value}" (nvcc {current_cuda} can '
+                        f"build {tgt}; checked against FlashInfer's parser)",
+                        f"Keeps the current toolkit; {portability}; must be in the environment "
+                        "of every worker process; other GPU models need their own entry.",
+                        env=(("FLASHINFER_CUDA_ARCH_LIST", value),),
+                    )
+                )
+                break
+    # 3. A FlashInfer release whose rules work with the current toolkit.
+    fixed_in = kb.jit_rules()["flashinfer"]["fixed_in"]
+    newer = kb.flashinfer_range(fixed_in)
+    if newer is not None and newer != rng and current_cuda:
+        norm = normalise_arch(newer, cc.major, cc.minor, current_cuda)
+        if (
+            not norm.raises
+            and norm.minor_text
+            and kb.toolkit_can_target(current_cuda, _target(cc.major, norm.minor_text))
+        ):
+            fixes.append(
+                Fix(
+                    f"upgrade flashinfer-python to >= {fixed_in}",
+                    f"{fixed_in} builds {_target(cc.major, norm.minor_text)} with nvcc "
+                    f"{current_cuda}; check the versions your serving framework pins "
+                    f"({kb.jit_rules()['flashinfer']['fixed_in_source']}).",
+                    command=f"pip install 'flashinfer-python>={fixed_in}'",
+                )
+            )
+    if not fixes:
+        need = None
+        norm = normalise_arch(rng, cc.major, cc.minor, "99.9")
+        if norm.minor_text:
+            need = kb.first_toolkit_for(_target(cc.major, norm.minor_text))
+        for step in rng.normalise:
+            if step.major == cc.major and step.needs:
+                need = max(
+                    [need or "0.0", *(n[0] for n in step.needs)],
+                    key=lambda v: kb.major_minor(v) or (0, 0),
+                )
+        if need:
+            fixes.append(
+                Fix(
+                    f"install a CUDA toolkit >= {need} and point CUDA_HOME at it",
+                    "No toolkit on this machine is new enough; a pip nvcc wheel or a system "
+                    "toolkit both work if CUDA_HOME/PATH name it in every worker's environment.",
+                )
+            )
+    avoid = kb.jit_rules()["flashinfer"]["avoid_options"]
+    fixes.append(Fix(f"avoid FlashInfer paths ({avoid})", "Slower kernels; partial."))
+    return tuple(fixes)
+
+
+def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list[JitFinding]:
+    pkg = next((p for p in facts.packages if p.name == "flashinfer-python"), None)
+    if pkg is None:
+        return []
+    rules = kb.jit_rules()["flashinfer"]
+    rng = kb.flashinfer_range(pkg.version)
+    when = "at the first FlashInfer JIT call (sampling, attention plan, norm, MoE ...)"
+    findings: list[JitFinding] = []
+    base_chain = [Fact(f"flashinfer-python {pkg.version} installed", f"{pkg.dist_info}/METADATA")]
+    if rng is None:
+        for target in targets:
+            findings.append(
+                JitFinding(
+                    "flashinfer-python",
+                    pkg.version,
+                    target.label,
+                    str(target.compute_capability),
+                    "unknown",
+                    None,
+                    f"flashinfer-python {pkg.version} picks architectures through torch; "
+                    "archgap models 0.3.1 and later.",
+                    tuple(base_chain),
+                    (),
+                    when,
+                )
+            )
+        return findings
+    resolved = resolve_nvcc(facts, rules["nvcc_lookup"])
+    chain = [*base_chain, *resolved.chain]
+    tk = resolved.toolkit
+    cuda: str | None = None
+    if tk is not None:
+        chain.append(_toolkit_fact(tk))
+        if tk.status == "ok":
+            cuda = tk.version
+    lookup_src = rules["nvcc_lookup_source"]
+    chain.append(Fact("FlashInfer asks that nvcc for the CUDA version (not torch)", lookup_src))
+    torch_cuda = facts.torch.cuda if facts.torch else None
+    hang = tk is not None and tk.status == "timeout"
+    if tk is not None and tk.status in ("missing", "broken") and torch_cuda:
+        # get_cuda_version falls back to torch.version.cuda when nvcc cannot run.
+        cuda = torch_cuda
+        chain.append(
+            Fact(
+                f"nvcc unusable, FlashInfer falls back to torch.version.cuda = {torch_cuda}",
+                facts.torch.file if facts.torch else "torch/version.py",
+            )
+        )
+    src_facts, missing = _source_facts(facts, rng.source_checks)
+    chain.extend(src_facts)
+    arch_list = _env(facts, rules["arch_env"])
+    for target in targets:
+        findings.append(
+            _flashinfer_one(
+                facts, pkg.version, rng, target, tk, cuda, hang, arch_list, chain, missing, when
+            )
+        )
+    return [f for f in findings if f.status != "ok"]
+
+
+def _flashinfer_one(
+    facts: ToolchainFacts,
+    version: str,
+    rng: kb.FlashinferRange,
+    target: GpuTarget,
+    tk: Toolkit | None,
+    cuda: str | None,
+    hang: bool,
+    arch_list: str | None,
+    base_chain: list[Fact],
+    missing_source: list[str],
+    when: str,
+) -> JitFinding:
+    cc = target.compute_capability
+    chain = list(base_chain)
+    chain.append(Fact(f"GPU {target.label}: compute capability {cc}", target.source))
+
+    def finding(
+        status: str, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
+    ) -> JitFinding:
+        if status == "fails" and missing_source:
+            status = "unknown"
+            cause += (
+                " (Not confirmed: the installed source lacks "
+                + ", ".join(missing_source)
+                + " — a fork or patched build may behave differently.)"
+            )
+        return JitFinding(
+            "flashinfer-python",
+            version,
+            target.label,
+            str(cc),
+            status,
+            error,
+            cause,
+            tuple(chain),
+            fixes,
+            when,
+            target.gates_exit_code,
+        )
+
+    home = tk.home if tk else None
+    if hang:
+        return finding(
+            "fails",
+            None,
+            f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"  # type: ignore[union-attr]
+            " so the process hangs when FlashInfer first asks for the CUDA version.",
+            _flashinfer_fixes(facts, rng, target, None, home),
+        )
+    if arch_list is not None:
+        whose = facts.env_source
+        chain.append(Fact(f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r}", f"env ({whose})"))
+        parsed = parse_flashinfer_arch_list(arch_list, rng, cuda)
+        if parsed.error:
+            return finding(
+                "fails",
+                parsed.error,
+                f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} does not parse with FlashInfer "
+                f"{version}'s parser (space-separated MAJOR.MINOR[a|f]); it raises at import.",
+                _flashinfer_fixes(facts, rng, target, cuda, home),
+            )
+        archs = parsed.archs
+        if not any(_runs_on(m, t, target) for m, t in archs):
+            return finding(
+                "fails",
+                "CUDA error: no kernel image is available for execution on the device",
+                f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} builds no target that runs on "
+                f"compute capability {cc}.",
+                _flashinfer_fixes(facts, rng, target, cuda, home),
+            )
+    else:
+        norm = normalise_arch(rng, cc.major, cc.minor, cuda)
+        if norm.raises:
+            chain.append(
+                Fact(
+                    f"_normalize_cuda_arch({cc.major}, {cc.minor}) raises "
+                    f"RuntimeError({norm.raises!r}) with CUDA {cuda or 'unknown'}; the broad "
+                    "`except Exception` logs it as a warning and TARGET_CUDA_ARCHS stays empty",
+                    rng.source,
+                )
+            )
+            warning = rng.warning.format(error=norm.raises, device_count="N")
+            return finding(
+                "fails",
+                f"RuntimeError: {rng.check_message}",
+                f"nvcc {cuda or '(none found)'} is too old for FlashInfer {version}'s SM "
+                f"{cc.major}.x rule ({norm.raises}); the error is swallowed at import "
+                f"(logged: {warning!r}) and check_cuda_arch() then rejects the GPU.",
+                _flashinfer_fixes(facts, rng, target, cuda, home),
+            )
+        archs = ((cc.major, norm.minor_text or str(cc.minor)),)
+        chain.append(
+            Fact(
+                f"FlashInfer {version} normalises {cc} to {_target(*archs[0])}"
+                + (f" with CUDA {cuda}" if cc.major == 12 else ""),
+                rng.source,
+            )
+        )
+    # The JIT build: every target goes to nvcc as -gencode=arch=compute_X,code=sm_X.
+    if tk is None or tk.status != "ok" or tk.version is None:
+        reason = "no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status}"
+        return finding(
+            "fails",
+            None,
+            f"FlashInfer must compile {', '.join(_target(*a) for a in archs)} but {reason}.",
+            _flashinfer_fixes(facts, rng, target, None, home),
+        )
+    for major, minor_text in archs:
+        tgt = _target(major, minor_text)
+        if not kb.toolkit_can_target(tk.version, tgt):
+            first = kb.first_toolkit_for(tgt)
+            chain.append(
+                Fact(
+                    f"nvcc {tk.version} cannot compile {tgt}"
+                    + (f" (first toolkit: CUDA {first})" if first else ""),
+                    "kb/toolkits.json",
+                )
+            )
+            return finding(
+                "fails",
+                kb.jit_rules()["flashinfer"]["nvcc_unsupported_arch"].format(target=tgt[8:]),
+                f"The arch set is fine but the JIT build fails: nvcc {tk.version} cannot "
+                f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
+                _flashinfer_fixes(facts, rng, target, tk.version, home),
+            )
+    return finding("ok", None, f"nvcc {tk.version} builds {tgt} for {cc}.")
+
+
+# --- Triton ---------------------------------------------------------------------------------
+
+
+def triton_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list[JitFinding]:
+    pkg = next((p for p in facts.packages if p.name == "triton"), None)
+    if pkg is None:
+        return []
+    rules = kb.jit_rules()["triton"]
+    sel = rules["ptxas_selection"]
+    suffix_from = kb.major_minor(rules["arch_name"]["suffix_a_from_cc"]) or (9, 0)
+    bundled = {t.tool: t for t in facts.toolkits if t.found_by == "triton"}
+    findings = []
+    for target in targets:
+        cc = target.compute_capability
+        arch = f"sm_{cc.sm}{'a' if (cc.major, cc.minor) >= suffix_from else ''}"
+        use_blackwell = cc.major >= sel["blackwell_from_major"] and (
+            sel["blackwell_binary"] in bundled or _env(facts, sel["env_blackwell"])
+        )
+        env_name = sel["env_blackwell"] if use_blackwell else sel["env"]
+        chain = [
+            Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
+            Fact(f"GPU {target.label}: compute capability {cc}", target.source),
+            Fact(f"triton assembles for {arch}", rules["arch_name"]["source"]),
+        ]
+        override = _env(facts, env_name)
+        if override:
+            tk = next((t for t in facts.toolkits if t.found_by == env_name), None)
+            chain.append(Fact(f"{env_name}={override}", f"env {env_name} ({facts.env_source})"))
+        else:
+            tk = bundled.get(sel["blackwell_binary"] if use_blackwell else "ptxas")
+        if tk is None:
+            continue  # no bundled ptxas in this build: nothing to judge
+        chain.append(_toolkit_fact(tk))
+        chain.append(Fact(f"ptxas selection: {env_name} or the bundled binary", sel["source"]))
+        if tk.status != "ok" or tk.version is None:
+            status, error, cause = "unknown", None, f"{tk.tool_path} does not run ({tk.reason})."
+        elif kb.toolkit_can_target(tk.version, arch):
+            continue
+        else:
+            status = "fails"
+            error = rules["error"].format(target=arch)
+            cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
+        fixes = []
+        for path, version in _ok_ptxas(facts):
+            if path != tk.tool_path and kb.toolkit_can_target(version, arch):
+                fixes.append(
+                    Fix(
+                        f"export {env_name}={path} (ptxas {version} found there)",
+                        "Triton then assembles every kernel with that ptxas; newer than the "
+                        "bundled one is usually fine, but it is not the version triton tested.",
+                        env=((env_name, path),),
+                    )
+                )
+        fixes.append(
+            Fix(
+                "upgrade triton (and the torch that pins it) to a release whose bundled ptxas "
+                f"knows {arch}",
+                "torch pins triton; upgrade them together.",
+            )
+        )
+        findings.append(
+            JitFinding(
+                "triton",
+                pkg.version,
+                target.label,
+                str(cc),
+                status,
+                error,
+                cause,
+                tuple(chain),
+                tuple(fixes),
+                "when the first triton kernel (torch.compile, vLLM/SGLang triton ops) compiles",
+                target.gates_exit_code,
+            )
+        )
+    return findings
+
+
+# --- torch C++ extensions and torch itself --------------------------------------------------
+
+
+def torch_findings(
+    facts: ToolchainFacts,
+    targets: Sequence[GpuTarget],
+    driver_version: str | None,
+    driver_source: str = "nvidia-smi",
+) -> list[JitFinding]:
+    torch = facts.torch
+    if torch is None or not torch.cuda:
+        return []
+    rules = kb.jit_rules()["torch_ext"]
+    gates = any(t.gates_exit_code for t in targets)
+    version = torch.version or "?"
+    findings: list[JitFinding] = []
+    base = [Fact(f"torch {version} built with CUDA {torch.cuda}", torch.file)]
+    when_ext = (
+        "when a torch C++/CUDA extension is built (torch.utils.cpp_extension, pip source builds)"
+    )
+    resolved = resolve_nvcc(facts, rules["cuda_home_lookup"])
+    tk = resolved.toolkit
+    if tk is not None and tk.status == "ok" and tk.version:
+        have, want = kb.major_minor(tk.version), kb.major_minor(torch.cuda)
+        if have and want and have[0] != want[0]:
+            fixes = [
+                Fix(
+                    f"point CUDA_HOME at {t.home} (nvcc {t.version} found there: {t.origin})",
+                    "Extension builds then use a toolkit of torch's CUDA major.",
+                    env=(("CUDA_HOME", t.home),),
+                )
+                for t in _ok_nvcc_toolkits(facts)
+                if (kb.major_minor(t.version or "") or (0, 0))[0] == want[0] and t.home != tk.home
+            ]
+            findings.append(
+                JitFinding(
+                    "torch (C++ extensions)",
+                    version,
+                    None,
+                    None,
+                    "fails",
+                    "RuntimeError: "
+                    + rules["mismatch_message"].format(nvcc=tk.version, torch=torch.cuda),
+                    f"nvcc {tk.version} (found through {tk.found_by}) and torch's CUDA "
+                    f"{torch.cuda} differ in major version; torch refuses to build extensions.",
+                    (
+                        *base,
+                        *resolved.chain,
+                        _toolkit_fact(tk),
+                        Fact("major mismatch raises", rules["mismatch_source"]),
+                    ),
+                    tuple(fixes),
+                    when_ext,
+                    gates,
+                )
+            )
+    arch_list = _env(facts, rules["arch_env"])
+    if arch_list:
+        valid = torch.supported_arches
+        valid_src = f"{torch.supported_arches_file} (supported_arches)"
+        definitive = valid is not None
+        if valid is None:
+            names: set[str] = set()
+            for entry in rules["valid_archs"]:
+                if version_ok(version, entry["min"], entry["max_excl"]):
+                    names |= set(entry["archs"])
+            valid = tuple(sorted(names))
+            valid_src = "kb/jit.json torch_ext.valid_archs"
+        for token in arch_list.replace(";", " ").split():
+            arch = token.removesuffix("+PTX")
+            if arch in valid:
+                continue
+            findings.append(
+                JitFinding(
+                    "torch (C++ extensions)",
+                    version,
+                    None,
+                    None,
+                    "fails" if definitive else "unknown",
+                    "ValueError: " + rules["unknown_arch_message"].format(arch=arch),
+                    f"TORCH_CUDA_ARCH_LIST entry {token!r} is not a name torch {version} accepts.",
+                    (
+                        *base,
+                        Fact(f"TORCH_CUDA_ARCH_LIST={arch_list!r}", f"env ({facts.env_source})"),
+                        Fact(f"accepted names: {' '.join(valid)}", valid_src),
+                    ),
+                    (
+                        Fix(
+                            "use names from torch's list, e.g. "
+                            + " ".join(sorted({f"{t.compute_capability}" for t in targets})),
+                            "Family 'f' names are not accepted by torch's parser.",
+                        ),
+                    ),
+                    when_ext,
+                    gates and definitive,
+                )
+            )
+            break
+    if driver_version:
+        ok, rule = kb.driver_runs_runtime(driver_version, torch.cuda)
+        if ok is False:
+            findings.append(
+                JitFinding(
+                    "torch",
+                    version,
+                    None,
+                    None,
+                    "fails",
+                    kb.jit_rules()["torch"]["driver_error"],
+                    f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
+                    f"{driver_version}.",
+                    (
+                        *base,
+                        Fact(f"driver {driver_version}", driver_source),
+                        Fact(rule, "kb/drivers.json"),
+                    ),
+                    (
+                        Fix(
+                            "upgrade the NVIDIA driver, or install a torch build for an older CUDA "
+                            "(a different +cuXYZ wheel)",
+                            "A driver upgrade needs a reboot/maintenance window.",
+                        ),
+                    ),
+                    "at CUDA initialisation (the first torch.cuda call)",
+                    gates,
+                )
+            )
+    return findings
+
+
+def version_ok(version: str, low: str, high: str | None) -> bool:
+    return kb.version_in_range(version.split("+")[0], low, high)
+
+
+def jit_findings(
+    facts: ToolchainFacts,
+    targets: Sequence[GpuTarget],
+    driver_version: str | None = None,
+    driver_source: str = "nvidia-smi",
+) -> tuple[JitFinding, ...]:
+    """Every JIT finding (status fails or unknown) for these GPUs."""
+    return (
+        *flashinfer_findings(facts, targets),
+        *triton_findings(facts, targets),
+        *torch_findings(facts, targets, driver_version, driver_source),
+    )

@@ -1,0 +1,244 @@
+"""Toolkits, drivers and JIT rules as typed data (toolkits.json, drivers.json, jit.json).
+
+Helpers the verdicts call: ``toolkit_can_target("12.8", "sm_120a")`` and
+``max_ptx_isa_for_driver("570.86.10")``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from archgap.kb import load_json
+
+_TARGET = re.compile(r"^(?:sm|compute)_(\d{2,3})([af]?)$")
+
+
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    """``"12.8"`` -> (12, 8); ``"570.86.10"`` -> (570, 86, 10); junk -> None."""
+    match = re.match(r"^\s*(\d+(?:\.\d+)*)", text or "")
+    if not match:
+        return None
+    return tuple(int(p) for p in match.group(1).split("."))
+
+
+def major_minor(text: str) -> tuple[int, int] | None:
+    parts = version_tuple(text)
+    if not parts:
+        return None
+    return (parts[0], parts[1] if len(parts) > 1 else 0)
+
+
+@dataclass(frozen=True)
+class ToolkitRelease:
+    cuda: str  # "12.8"
+    targets_added: tuple[str, ...]
+    targets_dropped: tuple[str, ...]
+    ptx_isa: str
+    ptx_isa_inferred: bool
+    min_driver_linux: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class MinorVersionCompat:
+    runtime_major: int
+    driver_min: str
+    driver_max_excl: str | None
+    source: str
+
+
+@cache
+def toolkit_releases() -> tuple[ToolkitRelease, ...]:
+    releases = (
+        ToolkitRelease(
+            e["cuda"],
+            tuple(e["targets_added"]),
+            tuple(e["targets_dropped"]),
+            e["ptx_isa"],
+            bool(e.get("ptx_isa_inferred")),
+            e.get("min_driver_linux"),
+            e["source"],
+        )
+        for e in load_json("toolkits.json")["toolkits"]
+    )
+    return tuple(sorted(releases, key=lambda r: major_minor(r.cuda) or (0, 0)))
+
+
+@cache
+def minor_version_compat() -> tuple[MinorVersionCompat, ...]:
+    return tuple(
+        MinorVersionCompat(
+            e["runtime_major"], e["driver_min"], e.get("driver_max_excl"), e["source"]
+        )
+        for e in load_json("drivers.json")["minor_version_compat"]
+    )
+
+
+def toolkit_release(cuda_version: str) -> ToolkitRelease | None:
+    wanted = major_minor(cuda_version)
+    return next((r for r in toolkit_releases() if major_minor(r.cuda) == wanted), None)
+
+
+def targets_of(cuda_version: str) -> frozenset[str] | None:
+    """``sm_*`` names nvcc ``cuda_version`` accepts; None for a version before the table."""
+    wanted = major_minor(cuda_version)
+    releases = toolkit_releases()
+    if wanted is None or wanted < (major_minor(releases[0].cuda) or (0, 0)):
+        return None
+    names: set[str] = set()
+    for release in releases:
+        if (major_minor(release.cuda) or (0, 0)) > wanted:
+            break  # a newer toolkit than the table knows keeps the newest known set
+        names |= set(release.targets_added)
+        names -= set(release.targets_dropped)
+    return frozenset(names)
+
+
+def toolkit_can_target(cuda_version: str, target: str) -> bool:
+    """Whether nvcc/ptxas of ``cuda_version`` accepts ``target`` ("sm_120a", "compute_120f")."""
+    match = _TARGET.match(target.strip())
+    names = targets_of(cuda_version)
+    if not match or names is None:
+        return False
+    return f"sm_{match.group(1)}{match.group(2)}" in names
+
+
+def first_toolkit_for(target: str) -> str | None:
+    """The first CUDA version whose nvcc accepts ``target`` (and has not dropped it since)."""
+    for release in toolkit_releases():
+        if toolkit_can_target(release.cuda, target):
+            return release.cuda
+    return None
+
+
+def driver_cuda_version(driver_version: str) -> str | None:
+    """The newest CUDA whose GA minimum Linux driver ``driver_version`` meets."""
+    have = version_tuple(driver_version)
+    if not have:
+        return None
+    best: str | None = None
+    for release in toolkit_releases():
+        need = version_tuple(release.min_driver_linux or "")
+        if need and have >= need:
+            best = release.cuda
+    return best
+
+
+def max_ptx_isa_for_driver(driver_version: str) -> str | None:
+    """The newest PTX ISA the driver can JIT: that of the newest toolkit whose minimum it meets."""
+    cuda = driver_cuda_version(driver_version)
+    release = toolkit_release(cuda) if cuda else None
+    return release.ptx_isa if release else None
+
+
+def driver_runs_runtime(driver_version: str, runtime_version: str) -> tuple[bool | None, str]:
+    """(whether a CUDA runtime of ``runtime_version`` runs on the driver, the rule that decided)."""
+    have = version_tuple(driver_version)
+    runtime = major_minor(runtime_version)
+    if not have or not runtime:
+        return None, "unparseable version"
+    release = toolkit_release(runtime_version)
+    if release is not None and release.min_driver_linux:
+        need = version_tuple(release.min_driver_linux)
+        if need and have >= need:
+            return True, (
+                f"driver {driver_version} >= {release.min_driver_linux} "
+                f"(CUDA {release.cuda} GA minimum)"
+            )
+    for rule in minor_version_compat():
+        if rule.runtime_major == runtime[0]:
+            floor = version_tuple(rule.driver_min) or ()
+            ok = have >= floor
+            return ok, (
+                f"minor-version compatibility: CUDA {runtime[0]}.x runs on driver >= "
+                f"{rule.driver_min} ({rule.source})"
+            )
+    return None, f"no rule for CUDA {runtime_version}"
+
+
+# --- JIT rules (jit.json) -----------------------------------------------------------------
+
+
+@cache
+def jit_rules() -> dict[str, Any]:
+    data: dict[str, Any] = load_json("jit.json")
+    return data
+
+
+def version_in_range(version: str, low: str | None, high_excl: str | None) -> bool:
+    have = version_tuple(version)
+    if have is None:
+        return False
+    if low is not None and have < (version_tuple(low) or ()):
+        return False
+    return not (high_excl is not None and have >= (version_tuple(high_excl) or ()))
+
+
+@dataclass(frozen=True)
+class NormaliseStep:
+    major: int | None
+    major_min: int | None
+    minor: int | None
+    suffix: str | None  # unconditional suffix
+    needs: tuple[tuple[str, str], ...]  # (cuda_min, suffix), first met wins
+    raises: str | None  # message when no ``needs`` is met
+
+
+@dataclass(frozen=True)
+class FlashinferRange:
+    low: str
+    high_excl: str | None
+    normalise: tuple[NormaliseStep, ...]
+    check_message: str
+    warning: str
+    source: str
+    source_checks: tuple[dict[str, str], ...]
+
+
+def flashinfer_ranges() -> tuple[FlashinferRange, ...]:
+    ranges = []
+    for r in jit_rules()["flashinfer"]["ranges"]:
+        steps = tuple(
+            NormaliseStep(
+                s.get("major"),
+                s.get("major_min"),
+                s.get("minor"),
+                s.get("suffix"),
+                tuple((n["cuda_min"], n["suffix"]) for n in s.get("needs", ())),
+                s.get("raise"),
+            )
+            for s in r["normalise"]
+        )
+        ranges.append(
+            FlashinferRange(
+                r["min"],
+                r["max_excl"],
+                steps,
+                r["check_message"],
+                r["warning"],
+                r["source"],
+                tuple(r.get("source_checks", ())),
+            )
+        )
+    return tuple(ranges)
+
+
+def flashinfer_range(version: str) -> FlashinferRange | None:
+    return next(
+        (r for r in flashinfer_ranges() if version_in_range(version, r.low, r.high_excl)), None
+    )
+
+
+def all_source_checks() -> list[dict[str, str]]:
+    """Every source line the JIT rules depend on, for the probe's "toolchains" request."""
+    checks: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for r in flashinfer_ranges():
+        for c in r.source_checks:
+            if (c["file"], c["needle"]) not in seen:
+                seen.add((c["file"], c["needle"]))
+                checks.append({"package": "flashinfer-python", **c})
+    return checks

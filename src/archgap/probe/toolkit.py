@@ -1,0 +1,532 @@
+"""CUDA toolkits the machine and the inspected environment hold, and what JIT compilers will see.
+
+Candidates, in the order the stacks look for them: ``CUDA_HOME``, ``CUDA_PATH``, the ``nvcc`` on
+``PATH``, ``/usr/local/cuda`` and ``/usr/local/cuda-*``, ``$CONDA_PREFIX``, pip toolkit wheels
+(``nvidia-cuda-nvcc*``, ``-runtime``, ``-nvrtc``, ``nvidia/cu13``) and Triton's bundled ``ptxas``.
+Each candidate is reported separately with how it was found, so the analysis can follow each
+package's own lookup order. Versions come from running ``nvcc --version`` / ``ptxas --version``
+(with a timeout: a hanging or crashing binary is a reported fact) or, where no binary runs, from
+the wheel's version. Nothing is imported from the inspected environment; package facts (torch's
+CUDA build, flashinfer's version, the source lines a rule depends on) are read from files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .facts import Problem
+from .system import System
+
+# "Cuda compilation tools, release 12.8, V12.8.93" (nvcc and ptxas print the same line).
+_RELEASE_RE = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
+_TORCH_VERSION_RE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+_TORCH_CUDA_RE = re.compile(r"""^cuda\s*(?::[^=]*)?=\s*(?:['"]([^'"]*)['"]|None)""", re.M)
+_TORCH_ARCHES_RE = re.compile(r"supported_arches\s*=\s*\[([^\]]*)\]")
+
+# Distributions whose version is a CUDA toolkit component version (nvcc 12.8.93, cudart 12.8.57).
+TOOLKIT_WHEEL_PREFIXES = ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc")
+# Packages whose JIT behaviour is modelled; their versions are reported.
+JIT_PACKAGES = ("flashinfer-python", "torch", "triton", "flashinfer-jit-cache", "flashinfer-cubin")
+# Variables that steer toolkit lookup and JIT compilation.
+RELEVANT_ENV = ("CUDA_HOME", "CUDA_PATH", "PATH", "CONDA_PREFIX")
+RELEVANT_ENV_PREFIXES = ("FLASHINFER_", "TORCH_", "TRITON_")
+DEFAULT_TOOL_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """A variable of the environment JIT compilers will run with, and whose environment it is."""
+
+    name: str
+    value: str
+    source: str  # "shell", "/proc/1234/environ", "/etc/sglang.env"
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """One toolkit candidate: where it is, how it was found, and which version its tool reports."""
+
+    home: str  # toolkit root as the target sees it: /usr/local/cuda-12.8, .../nvidia/cu13
+    found_by: str  # CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda, /usr/local/cuda-*, CONDA_PREFIX,
+    # wheel, triton, TRITON_PTXAS_PATH, TRITON_PTXAS_BLACKWELL_PATH
+    origin: str  # readable: "env CUDA_HOME (shell)", "RECORD of nvidia_cuda_nvcc_cu12-12.8.93"
+    tool: str  # "nvcc", "ptxas", "ptxas-blackwell" or "" (a wheel with no binary, e.g. cudart)
+    tool_path: Optional[str]  # the binary (target path), None when there is none
+    status: str  # "ok", "missing", "broken", "timeout", "wheel" (version from the wheel only)
+    version: Optional[str]  # "12.8"
+    full_version: Optional[str]  # "12.8.93"
+    version_from: str  # "`/usr/local/cuda-12.8/bin/nvcc --version`" or "wheel METADATA (...)"
+    reason: Optional[str] = None  # why status is not "ok"
+    banner: Optional[str] = None  # the release line the tool printed
+    component: str = ""  # wheel component: "nvcc", "runtime", "nvrtc" ("" for system toolkits)
+    real_home: str = ""  # home with links resolved: two candidates may be one toolkit
+
+
+@dataclass(frozen=True)
+class InstalledPackage:
+    name: str  # normalised distribution name: flashinfer-python, torch, triton
+    version: str
+    dist_info: str
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    """torch's own record of its build: ``torch/version.py``."""
+
+    version: Optional[str]  # "2.9.0+cu128"
+    cuda: Optional[str]  # "12.8"; None for a CPU build
+    file: str
+    # TORCH_CUDA_ARCH_LIST names its cpp_extension accepts, read from the installed source
+    supported_arches: Optional[Tuple[str, ...]] = None
+    supported_arches_file: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """Whether a line a rule depends on is really in the installed package's source."""
+
+    package: str
+    key: str  # which rule it confirms: "sm12_requires_12_9_raise", "broad_except" ...
+    file: str  # absolute path of the source file
+    needle: str  # the exact text looked for
+    found: bool
+    line: Optional[int]  # 1-based line of the first occurrence
+    reason: Optional[str] = None  # why it could not be checked (file missing, unreadable)
+
+
+@dataclass(frozen=True)
+class ToolchainFacts:
+    env_source: str
+    env: Tuple[EnvVar, ...]
+    which_nvcc: Optional[str]  # the nvcc that `which nvcc` finds with that environment's PATH
+    toolkits: Tuple[Toolkit, ...]
+    packages: Tuple[InstalledPackage, ...]
+    torch: Optional[TorchBuild]
+    source_checks: Tuple[SourceCheck, ...]
+    site_packages: Tuple[str, ...]
+    problems: Tuple[Problem, ...] = ()
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_release(text: str) -> Optional[Tuple[str, str, str]]:
+    """(major.minor, full version, the line) from a ``--version`` banner, or None."""
+    for line in text.splitlines():
+        match = _RELEASE_RE.search(line)
+        if match:
+            return match.group(1), match.group(2), line.strip()
+    return None
+
+
+class _ToolRunner:
+    """Runs each binary's ``--version`` once (several candidates often share one toolkit)."""
+
+    def __init__(self, system: System, timeout: float) -> None:
+        self.system = system
+        self.timeout = timeout
+        self.cache: Dict[str, Tuple[str, Optional[str], Optional[str], Optional[str], str]] = {}
+
+    def version(
+        self, tool_path: str
+    ) -> Tuple[str, Optional[str], Optional[str], Optional[str], str]:
+        """(status, version, full_version, banner or reason, how) for a target-system path."""
+        local = self.system.path(tool_path)
+        key = os.path.realpath(local)
+        if key not in self.cache:
+            self.cache[key] = self._run(tool_path, local)
+        return self.cache[key]
+
+    def _run(
+        self, tool_path: str, local: str
+    ) -> Tuple[str, Optional[str], Optional[str], Optional[str], str]:
+        how = "`%s --version`" % tool_path
+        if not os.path.lexists(local):
+            return "missing", None, None, "%s does not exist" % tool_path, how
+        if not os.path.isfile(local):
+            return "broken", None, None, "%s is not a file (dangling link?)" % tool_path, how
+        if not os.access(local, os.X_OK):
+            return "broken", None, None, "%s is not executable" % tool_path, how
+        result = self.system.run([local, "--version"], timeout=self.timeout)
+        if result.error is not None and result.returncode is None:
+            status = "timeout" if result.error.startswith("timed out") else "broken"
+            return status, None, None, "%s: %s" % (how, result.error), how
+        if result.returncode != 0:
+            code = result.returncode or 0
+            what = "killed by signal %d" % -code if code < 0 else "exited with status %d" % code
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+            return (
+                "broken",
+                None,
+                None,
+                "%s %s%s" % (how, what, (": " + detail[0][:200]) if detail else ""),
+                how,
+            )
+        parsed = parse_release(result.stdout + "\n" + result.stderr)
+        if parsed is None:
+            first = (result.stdout.strip().splitlines() or [""])[0][:200]
+            return "broken", None, None, "%s printed no release line: %r" % (how, first), how
+        return "ok", parsed[0], parsed[1], parsed[2], how
+
+
+def _toolkit(
+    runner: _ToolRunner, home: str, tool: str, tool_path: str, found_by: str, origin: str
+) -> Toolkit:
+    status, version, full, text, how = runner.version(tool_path)
+    ok = status == "ok"
+    local_home = runner.system.path(home)
+    real = _strip_root(runner.system, os.path.realpath(local_home))
+    return Toolkit(
+        real_home=real,
+        home=home,
+        found_by=found_by,
+        origin=origin,
+        tool=tool,
+        tool_path=tool_path,
+        status=status,
+        version=version,
+        full_version=full,
+        version_from=how,
+        reason=None if ok else text,
+        banner=text if ok else None,
+    )
+
+
+def _strip_root(system: System, local_path: str) -> str:
+    """The target-system path of a root-prefixed local path."""
+    root = system.root.rstrip("/")
+    if root and local_path.startswith(root + "/"):
+        return local_path[len(root) :]
+    return local_path
+
+
+def _system_toolkits(system: System, runner: _ToolRunner) -> Tuple[List[Toolkit], Optional[str]]:
+    found: List[Toolkit] = []
+    src = system.env_source
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        value = system.getenv(name)
+        if value:
+            home = value.rstrip("/") or "/"
+            found.append(
+                _toolkit(
+                    runner,
+                    home,
+                    "nvcc",
+                    os.path.join(home, "bin", "nvcc"),
+                    name,
+                    "env %s (%s)" % (name, src),
+                )
+            )
+    which = system.which("nvcc")
+    which_nvcc = _strip_root(system, which) if which else None
+    if which_nvcc:
+        home = os.path.dirname(os.path.dirname(which_nvcc))
+        found.append(
+            _toolkit(
+                runner, home, "nvcc", which_nvcc, "PATH", "`which nvcc` with PATH from %s" % src
+            )
+        )
+    found.append(
+        _toolkit(
+            runner,
+            "/usr/local/cuda",
+            "nvcc",
+            "/usr/local/cuda/bin/nvcc",
+            "/usr/local/cuda",
+            "default location /usr/local/cuda",
+        )
+    )
+    try:
+        entries = sorted(os.listdir(system.path("/usr/local")))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.startswith("cuda-") and os.path.isdir(system.path("/usr/local/" + entry)):
+            home = "/usr/local/" + entry
+            found.append(
+                _toolkit(
+                    runner,
+                    home,
+                    "nvcc",
+                    home + "/bin/nvcc",
+                    "/usr/local/cuda-*",
+                    "directory listing of /usr/local",
+                )
+            )
+    conda = system.getenv("CONDA_PREFIX")
+    if conda and os.path.exists(system.path(os.path.join(conda, "bin", "nvcc"))):
+        found.append(
+            _toolkit(
+                runner,
+                conda,
+                "nvcc",
+                os.path.join(conda, "bin", "nvcc"),
+                "CONDA_PREFIX",
+                "env CONDA_PREFIX (%s)" % src,
+            )
+        )
+    return found, which_nvcc
+
+
+def _read_metadata(dist_info: str) -> Tuple[str, str]:
+    name, version = "", ""
+    with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                break
+            if line.startswith("Name:") and not name:
+                name = line[5:].strip()
+            elif line.startswith("Version:") and not version:
+                version = line[8:].strip()
+    return name, version
+
+
+def _dists(
+    site_packages: Iterable[str], problems: List[Problem]
+) -> List[Tuple[str, str, str, str]]:
+    """(normalised name, version, dist-info path, site dir) of the interesting distributions."""
+    found: List[Tuple[str, str, str, str]] = []
+    for site in site_packages:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError as exc:
+            problems.append(Problem(site, "cannot list: %s" % (exc.strerror or exc)))
+            continue
+        for entry in entries:
+            if not entry.endswith(".dist-info"):
+                continue
+            guess = _normalise(entry[: -len(".dist-info")].rsplit("-", 1)[0])
+            if not (guess.startswith(TOOLKIT_WHEEL_PREFIXES) or guess in JIT_PACKAGES):
+                continue
+            dist_info = os.path.join(site, entry)
+            try:
+                name, version = _read_metadata(dist_info)
+            except OSError as exc:
+                problems.append(
+                    Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc))
+                )
+                continue
+            found.append((_normalise(name or guess), version, dist_info, site))
+    return found
+
+
+def _record_binaries(dist_info: str, site: str) -> List[str]:
+    """Absolute paths of the nvcc/ptxas binaries a distribution's RECORD lists."""
+    binaries: List[str] = []
+    try:
+        with open(os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace") as f:
+            for row in f:
+                path = row.split(",", 1)[0]
+                parts = path.split("/")
+                if len(parts) >= 2 and parts[-2] == "bin" and parts[-1] in ("nvcc", "ptxas"):
+                    binaries.append(os.path.normpath(os.path.join(site, path)))
+    except OSError:
+        pass
+    return binaries
+
+
+def _wheel_toolkits(dists: List[Tuple[str, str, str, str]], runner: _ToolRunner) -> List[Toolkit]:
+    found: List[Toolkit] = []
+    for name, version, dist_info, site in dists:
+        if not name.startswith(TOOLKIT_WHEEL_PREFIXES):
+            continue
+        component = name[len("nvidia-cuda-") :].split("-")[0]
+        origin = "RECORD of %s" % os.path.basename(dist_info)
+        binaries = _record_binaries(dist_info, site)
+        # Prefer nvcc (it is what JITs call); a ptxas-only wheel still tells its assembler.
+        binaries.sort(key=lambda p: 0 if p.endswith("nvcc") else 1)
+        if binaries:
+            tool_path = binaries[0]
+            home = os.path.dirname(os.path.dirname(tool_path))
+            tk = _toolkit(runner, home, os.path.basename(tool_path), tool_path, "wheel", origin)
+            found.append(_replace(tk, component=component))
+        else:
+            parts = version.split(".")
+            found.append(
+                Toolkit(
+                    home=os.path.dirname(dist_info),
+                    found_by="wheel",
+                    origin=origin,
+                    tool="",
+                    tool_path=None,
+                    status="wheel",
+                    version=".".join(parts[:2]) if len(parts) >= 2 else None,
+                    full_version=version,
+                    version_from="wheel METADATA (%s %s)" % (name, version),
+                    component=component,
+                )
+            )
+    return found
+
+
+def _replace(toolkit: Toolkit, **changes: Any) -> Toolkit:
+    data = asdict(toolkit)
+    data.update(changes)
+    return Toolkit(**data)
+
+
+def _triton_toolkits(
+    system: System, site_packages: Iterable[str], runner: _ToolRunner
+) -> List[Toolkit]:
+    found: List[Toolkit] = []
+    for site in site_packages:
+        bin_dir = os.path.join(site, "triton", "backends", "nvidia", "bin")
+        for tool in ("ptxas", "ptxas-blackwell"):
+            path = os.path.join(bin_dir, tool)
+            if os.path.lexists(path):
+                tk = _toolkit(runner, bin_dir, tool, path, "triton", "bundled with triton")
+                found.append(tk)
+    for name in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH"):
+        value = system.getenv(name)
+        if value:
+            found.append(
+                _toolkit(
+                    runner,
+                    os.path.dirname(value),
+                    "ptxas",
+                    value,
+                    name,
+                    "env %s (%s)" % (name, system.env_source),
+                )
+            )
+    return found
+
+
+def _torch_build(site_packages: Iterable[str], problems: List[Problem]) -> Optional[TorchBuild]:
+    for site in site_packages:
+        path = os.path.join(site, "torch", "version.py")
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(65536)
+        except OSError as exc:
+            problems.append(Problem(path, "unreadable: %s" % (exc.strerror or exc)))
+            return None
+        version = _TORCH_VERSION_RE.search(text)
+        cuda = _TORCH_CUDA_RE.search(text)
+        arches, arches_file = _torch_supported_arches(site)
+        return TorchBuild(
+            version.group(1) if version else None,
+            cuda.group(1) if cuda else None,
+            path,
+            arches,
+            arches_file,
+        )
+    return None
+
+
+def _torch_supported_arches(site: str) -> Tuple[Optional[Tuple[str, ...]], Optional[str]]:
+    path = os.path.join(site, "torch", "utils", "cpp_extension.py")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            match = _TORCH_ARCHES_RE.search(f.read(4000000))
+    except OSError:
+        return None, None
+    if not match:
+        return None, path
+    names = re.findall(r"""['"]([^'"]+)['"]""", match.group(1))
+    return tuple(names), path
+
+
+def _source_checks(site_packages: Tuple[str, ...], checks: Any) -> List[SourceCheck]:
+    """Look for each requested needle in the installed file (first site dir that has it)."""
+    results: List[SourceCheck] = []
+    if not isinstance(checks, list):
+        return results
+    texts: Dict[str, Tuple[Optional[List[str]], Optional[str]]] = {}
+    for check in checks:
+        if not isinstance(check, dict):
+            continue
+        package = str(check.get("package", ""))
+        rel = str(check.get("file", ""))
+        needle = str(check.get("needle", ""))
+        key = str(check.get("key", ""))
+        top = rel.split("/", 1)[0]
+        sites = [s for s in site_packages if os.path.isdir(os.path.join(s, top))]
+        if not sites or not needle:
+            continue  # the package is not installed here: nothing to confirm
+        path = os.path.join(sites[0], rel)
+        if path not in texts:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    texts[path] = (f.read(2000000).splitlines(), None)
+            except OSError as exc:
+                texts[path] = (None, "cannot read: %s" % (exc.strerror or exc))
+        lines, error = texts[path]
+        line_no: Optional[int] = None
+        if lines is not None:
+            for number, line in enumerate(lines, 1):
+                if needle in line:
+                    line_no = number
+                    break
+        results.append(SourceCheck(package, key, path, needle, line_no is not None, line_no, error))
+    return results
+
+
+def relevant_env(system: System) -> Tuple[EnvVar, ...]:
+    return tuple(
+        EnvVar(name, value, system.env_source)
+        for name, value in system.env
+        if name in RELEVANT_ENV or name.startswith(RELEVANT_ENV_PREFIXES)
+    )
+
+
+def discover_toolchains(
+    system: System,
+    site_packages: Tuple[str, ...],
+    source_checks: Any = None,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+) -> ToolchainFacts:
+    problems: List[Problem] = []
+    runner = _ToolRunner(system, timeout)
+    toolkits, which_nvcc = _system_toolkits(system, runner)
+    dists = _dists(site_packages, problems)
+    toolkits += _wheel_toolkits(dists, runner)
+    toolkits += _triton_toolkits(system, site_packages, runner)
+    packages = tuple(
+        InstalledPackage(name, version, dist_info)
+        for name, version, dist_info, _site in dists
+        if name in JIT_PACKAGES
+    )
+    return ToolchainFacts(
+        env_source=system.env_source,
+        env=relevant_env(system),
+        which_nvcc=which_nvcc,
+        toolkits=tuple(toolkits),
+        packages=packages,
+        torch=_torch_build(site_packages, problems),
+        source_checks=tuple(_source_checks(site_packages, source_checks)),
+        site_packages=site_packages,
+        problems=tuple(problems),
+    )
+
+
+def collect_toolchains(system: System, params: Any) -> Dict[str, Any]:
+    """Section "toolchains": params {"site_packages": [...], "python": PATH, "source_checks": [...],
+    "timeout": seconds}. Without site_packages, the given (or running) interpreter's are used."""
+    params = params if isinstance(params, dict) else {}
+    problems: List[Problem] = []
+    site = params.get("site_packages")
+    if isinstance(site, list):
+        site_packages = tuple(str(s) for s in site)
+    else:
+        from .pyenv import interpreter_paths
+
+        _exe, _ver, site_packages, problem = interpreter_paths(system, params.get("python"))
+        if problem is not None:
+            problems.append(problem)
+    timeout = params.get("timeout", DEFAULT_TOOL_TIMEOUT)
+    facts = discover_toolchains(
+        system,
+        site_packages,
+        params.get("source_checks"),
+        float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_TOOL_TIMEOUT,
+    )
+    data = asdict(facts)
+    data["problems"] = [asdict(p) for p in problems] + data["problems"]
+    return data
