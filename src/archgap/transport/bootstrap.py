@@ -1,0 +1,156 @@
+"""The probe as a program sent on stdin: loaded from memory on the target, nothing written there.
+
+The remote command is always ``PYTHON -I -S -c LOADER``: a one-line loader that refuses a Python
+older than 3.8 with a marker line, then reads a length-prefixed bootstrap program from stdin and
+runs it. The bootstrap reads the rest of stdin (JSON: the probe's module sources and the request),
+installs the modules as an in-memory package through an import hook, runs the probe's ``run``
+and prints the facts after a marker line. ``-I -S`` keep the target environment's ``.pth`` files,
+sitecustomize and user site out; no ``.pyc`` is written because no module comes from a file.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+PACKAGE = "archgap_probe"  # the probe's package name on the target (no clash with an install)
+FACTS_MARKER = "@@ARCHGAP-FACTS@@"
+TOO_OLD_MARKER = "@@ARCHGAP-TOO-OLD@@"
+MIN_PYTHON = (3, 8)
+TOO_OLD_STATUS = 3
+
+# One line, double quotes only, parseable by Python 2 so that even there it says "too old".
+LOADER = (
+    "import sys;o=sys.version_info<(3,8);"
+    f'o and sys.stdout.write("{TOO_OLD_MARKER} %s\\n"%sys.version.split()[0]);'
+    f"o and sys.exit({TOO_OLD_STATUS});"
+    "b=sys.stdin.buffer;n=int(b.readline());"
+    'eval(compile(b.read(n),"<archgap-bootstrap>","exec"))'
+)
+
+# Runs on the target under Python >= 3.8: keep it 3.8 syntax and standard library only.
+BOOTSTRAP = """
+import importlib, importlib.abc, importlib.util, json, sys
+sys.dont_write_bytecode = True
+_payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+_package = _payload["package"]
+_sources = dict((_package + ("." + k if k else ""), v) for k, v in _payload["modules"].items())
+
+class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _sources:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == _package)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__ == _package:
+            module.__path__ = []
+        code = compile(_sources[module.__name__], "<archgap>/" + module.__name__, "exec")
+        exec(code, module.__dict__)
+
+sys.meta_path.insert(0, _MemoryLoader())
+_facts = importlib.import_module(_package + ".__main__").run(_payload["input"])
+sys.stdout.write("\\n%s %s\\n" % (_payload["marker"], json.dumps(_facts)))
+sys.stdout.flush()
+"""
+
+# The standalone script (``archgap probe --script``) for engines that copy a file and run it.
+STANDALONE = '''#!/usr/bin/env python3
+"""archgap probe, standalone: prints this machine's facts as one JSON line (stdlib only).
+
+Usage: python3 archgap-probe.py [REQUEST_JSON]   (no file is written; Python >= 3.8)
+"""
+import importlib, importlib.abc, importlib.util, json, sys
+sys.dont_write_bytecode = True
+_package = "{package}"
+_modules = {modules}
+_input = {input}
+if len(sys.argv) > 1:
+    _input = json.loads(sys.argv[1])
+_sources = dict((_package + ("." + k if k else ""), v) for k, v in _modules.items())
+
+
+class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _sources:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == _package)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__ == _package:
+            module.__path__ = []
+        exec(compile(_sources[module.__name__], "<archgap>/" + module.__name__, "exec"),
+             module.__dict__)
+
+
+sys.meta_path.insert(0, _MemoryLoader())
+json.dump(importlib.import_module(_package + ".__main__").run(_input), sys.stdout)
+sys.stdout.write("\\n")
+'''
+
+
+def probe_sources() -> dict[str, str]:
+    """Every module of ``archgap.probe``: '' for the package itself, else the module name."""
+    sources: dict[str, str] = {}
+    for entry in resources.files("archgap.probe").iterdir():
+        name = entry.name
+        if name.endswith(".py") and entry.is_file():
+            module = name[:-3]
+            sources["" if module == "__init__" else module] = entry.read_text(encoding="utf-8")
+    return dict(sorted(sources.items()))
+
+
+def probe_input(
+    request: dict[str, Any], root: str = "/", env_from: str | None = None
+) -> dict[str, Any]:
+    return {"request": request, "root": root, "env_from": env_from}
+
+
+def stdin_payload(probe_in: dict[str, Any]) -> bytes:
+    """What the transport writes to the loader's stdin: length line, bootstrap, then the JSON."""
+    bootstrap = BOOTSTRAP.encode("utf-8")
+    body = json.dumps(
+        {
+            "package": PACKAGE,
+            "modules": probe_sources(),
+            "input": probe_in,
+            "marker": FACTS_MARKER,
+        }
+    ).encode("utf-8")
+    return b"%d\n" % len(bootstrap) + bootstrap + body
+
+
+def remote_argv(python: str) -> list[str]:
+    return [python, "-I", "-S", "-c", LOADER]
+
+
+def standalone_script(probe_in: dict[str, Any]) -> str:
+    """A self-contained Python file printing the facts (for Ansible, pdsh, a Kubernetes Job)."""
+    return STANDALONE.format(package=PACKAGE, modules=repr(probe_sources()), input=repr(probe_in))
+
+
+def find_facts(stdout: str) -> dict[str, Any] | None:
+    """The facts after the last marker line (login scripts may print before it), or None."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(FACTS_MARKER + " "):
+            try:
+                facts = json.loads(line[len(FACTS_MARKER) + 1 :])
+            except ValueError:
+                return None
+            return facts if isinstance(facts, dict) else None
+    return None
+
+
+def find_too_old(stdout: str) -> str | None:
+    """The version a too-old interpreter reported, or None."""
+    for line in stdout.splitlines():
+        if line.startswith(TOO_OLD_MARKER):
+            return line[len(TOO_OLD_MARKER) :].strip() or "unknown"
+    return None

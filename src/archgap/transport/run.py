@@ -1,0 +1,235 @@
+"""Running the probe on a target and telling its failures apart.
+
+``run_probe`` returns the facts (a dict) or a ``TransportError`` value: the caller reports it and
+goes on with the other hosts. Each run has a total time limit besides ssh's connect timeout; on
+expiry the whole process group that archgap started is killed, so nothing lingers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from archgap.transport.bootstrap import (
+    find_facts,
+    find_too_old,
+    probe_input,
+    remote_argv,
+    stdin_payload,
+)
+from archgap.transport.target import Target
+
+DEFAULT_TIMEOUT = 120.0
+
+# Kinds of failure, each with its own message (the JSON contract names them).
+UNREACHABLE = "unreachable"
+HOST_KEY = "host-key"
+AUTH = "auth"
+NO_INTERPRETER = "no-interpreter"
+TOO_OLD = "interpreter-too-old"
+TIMEOUT = "timeout"
+PROBE_FAILED = "probe-failed"
+TRANSPORT_MISSING = "transport-missing"
+ERROR_KINDS = (
+    UNREACHABLE,
+    HOST_KEY,
+    AUTH,
+    NO_INTERPRETER,
+    TOO_OLD,
+    TIMEOUT,
+    PROBE_FAILED,
+    TRANSPORT_MISSING,
+)
+
+
+@dataclass(frozen=True)
+class TransportError:
+    """Why a target gave no facts: a value, reported next to the hosts that answered."""
+
+    kind: str  # one of ERROR_KINDS
+    message: str
+    stderr: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+_UNREACHABLE_SIGNS = (
+    "connection refused",
+    "connection timed out",
+    "timed out during banner exchange",
+    "operation timed out",
+    "no route to host",
+    "network is unreachable",
+    "could not resolve hostname",
+    "name or service not known",
+    "connection closed by",
+    "connection reset by",
+    "kex_exchange_identification",
+)
+_HOST_KEY_SIGNS = (
+    "host key verification failed",
+    "remote host identification has changed",
+    "no matching host key type",
+)
+_NOT_FOUND = re.compile(
+    r"(command not found|not found|no such file or directory|executable file not found"
+    r"|permission denied)",
+    re.IGNORECASE,
+)
+
+
+def _tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def classify(
+    target: Target, returncode: int, stdout: str, stderr: str
+) -> dict[str, Any] | TransportError:
+    """Facts, or the failure that the exit status and the output point to."""
+    facts = find_facts(stdout)
+    if facts is not None and returncode == 0:
+        return facts
+    too_old = find_too_old(stdout)
+    if too_old is not None:
+        return TransportError(
+            TOO_OLD, f"{target.python} on {target.name} is Python {too_old}; the probe needs >= 3.8"
+        )
+    lowered = stderr.lower()
+    if "unknown option: -i" in lowered or "unknown option -i" in lowered:
+        return TransportError(
+            TOO_OLD,
+            f"{target.python} on {target.name} has no -I option (Python 2?); need >= 3.8",
+        )
+    first = _tail(stderr, 1) or f"exit status {returncode}"
+    uses_ssh = target.kind == "ssh" or (
+        target.prefix and os.path.basename(target.prefix[0]) == "ssh"
+    )
+    if uses_ssh and returncode == 255:
+        if any(sign in lowered for sign in _HOST_KEY_SIGNS):
+            return TransportError(
+                HOST_KEY,
+                f"{target.name}: host key not known or changed (check known_hosts): {first}",
+                _tail(stderr),
+            )
+        if "permission denied" in lowered or "too many authentication failures" in lowered:
+            return TransportError(
+                AUTH, f"{target.name}: authentication refused: {first}", _tail(stderr)
+            )
+        if any(sign in lowered for sign in _UNREACHABLE_SIGNS) or not lowered.strip():
+            return TransportError(UNREACHABLE, f"{target.name}: {first}", _tail(stderr))
+        return TransportError(UNREACHABLE, f"{target.name}: ssh failed: {first}", _tail(stderr))
+    # 126/127: the shell (or env, docker, kubectl) found no runnable interpreter of that name.
+    if returncode in (126, 127) or (
+        returncode != 0 and target.python in stderr and _NOT_FOUND.search(stderr)
+    ):
+        return TransportError(
+            NO_INTERPRETER,
+            f"no interpreter {target.python!r} on {target.name}: {first}",
+            _tail(stderr),
+        )
+    if returncode == 0:
+        return TransportError(
+            PROBE_FAILED, f"{target.name}: the probe printed no facts", _tail(stderr or stdout)
+        )
+    return TransportError(
+        PROBE_FAILED, f"{target.name}: the probe failed ({first})", _tail(stderr, 40)
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the group archgap started for this target only
+
+
+def run_command(
+    argv: list[str], stdin: bytes, timeout: float
+) -> tuple[int | None, str, str, str | None]:
+    """(returncode, stdout, stderr, error) of one command; never hangs past ``timeout``."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: a timeout kills ssh and its children
+        )
+    except FileNotFoundError:
+        return None, "", "", f"{argv[0]} not found on this machine"
+    except OSError as exc:
+        return None, "", "", f"cannot run {argv[0]}: {exc.strerror or exc}"
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        return None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), "timeout"
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), None
+
+
+def fill_python(request: dict[str, Any], python: str) -> dict[str, Any]:
+    """Sections that inspect "the" interpreter mean the target's ``--python`` on a remote host.
+
+    Under ``-I -S`` a venv's interpreter does not know its own venv, so a section parameter
+    ``"python": None`` becomes the interpreter path, which the probe resolves through pyvenv.cfg.
+    """
+    filled: dict[str, Any] = {}
+    for name, params in request.items():
+        if isinstance(params, dict) and "python" in params and params["python"] is None:
+            params = {**params, "python": python}
+        filled[name] = params
+    return filled
+
+
+def run_probe(
+    target: Target,
+    request: dict[str, Any],
+    timeout: float = DEFAULT_TIMEOUT,
+    root: str = "/",
+    env_from: str | None = None,
+) -> dict[str, Any] | TransportError:
+    """The facts ``request`` asks for, collected on ``target`` by the same probe code as locally."""
+    if target.is_local:
+        from archgap.probe.__main__ import run
+
+        return run(probe_input(request, root, env_from))
+    payload = stdin_payload(probe_input(fill_python(request, target.python), root, env_from))
+    started = time.monotonic()
+    code, out, err, error = run_command(
+        target.command(remote_argv(target.python)), payload, timeout
+    )
+    if error == "timeout":
+        elapsed = time.monotonic() - started
+        return TransportError(
+            TIMEOUT,
+            f"{target.name}: no answer within {elapsed:.0f} s (--timeout {timeout:g})",
+            _tail(err),
+        )
+    if error is not None or code is None:
+        return TransportError(TRANSPORT_MISSING, error or "could not start", "")
+    return classify(target, code, out, err)
+
+
+def run_many(
+    targets: Iterable[Target],
+    request: dict[str, Any],
+    jobs: int = 16,
+    timeout: float = DEFAULT_TIMEOUT,
+    env_from: str | None = None,
+) -> Iterator[tuple[Target, dict[str, Any] | TransportError]]:
+    """Probe many targets, at most ``jobs`` at a time; yields each as it answers."""
+    target_list = list(targets)
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(target_list) or 1))) as pool:
+        futures = {
+            pool.submit(run_probe, t, request, timeout, "/", env_from): t for t in target_list
+        }
+        for future in as_completed(futures):
+            yield futures[future], future.result()
