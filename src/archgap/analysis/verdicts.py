@@ -75,8 +75,9 @@ def _decide(
     """(verdict, reason, deciding entry) from one tier of entries, or None if none of them runs."""
     sass = [e for e in entries if e.kind == "sass" and sass_runs_on(e.arch, e.variant, cc)]
     if sass:
-        # The runtime picks the closest cubin: the highest arch not above the GPU.
-        best = max(sass, key=lambda e: (e.arch, e.variant != ""))
+        # The runtime picks the closest cubin (highest arch not above the GPU). Name a plain one
+        # when there is one: 'a'/'f' cubins are usually a few specialised kernels beside them.
+        best = max(sass, key=lambda e: (e.arch, e.variant == ""))
         name = f"{best.target} SASS in {_where(best)}"
         return NATIVE, f"{name} runs on {cc}", name
     ptx = [e for e in entries if e.kind == "ptx" and ptx_jits_on(e.arch, e.variant, cc)]
