@@ -1,0 +1,650 @@
+"""``trace``: every place a name occurs as code, split into writes and reads, with what feeds them.
+
+Python 3.8 standard library only (part of the probe). A bytes search finds the files that can
+match; only the top-level block around each hit is parsed. For each write: the branch that guards
+it, the environment variables that feed it (``source_flow.knobs``) and the broad ``except`` around
+it that swallows errors (``source_flow.swallow``). Nothing is imported or written.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .facts import Problem
+from .source_flow import (
+    Frame,
+    Knob,
+    Program,
+    Swallow,
+    dotted,
+    knobs,
+    string_value,
+    swallow,
+)
+from .source_scan import (
+    SourceFile,
+    files_containing,
+    module_name,
+    python_files,
+    shift_lines,
+    word_pattern,
+)
+from .system import System
+
+__all__ = [
+    "Frame",
+    "Guard",
+    "Knob",
+    "Occurrence",
+    "Swallow",
+    "TraceFacts",
+    "collect_trace",
+    "resolve_targets",
+    "trace",
+    "valid_name",
+]
+
+# A name to trace: an identifier, a dotted name, or a string key such as an env var or "a-b/c".
+_NAME = re.compile(r"^[A-Za-z_][\w.\-/:]*$")
+_MUTATORS = frozenset(
+    (
+        "add",
+        "append",
+        "extend",
+        "update",
+        "insert",
+        "setdefault",
+        "pop",
+        "clear",
+        "remove",
+        "discard",
+        "popitem",
+    )
+)
+# Writes whose value is computed (knobs and swallowed errors are worth finding for these).
+_VALUE_WRITES = (
+    "assign",
+    "augassign",
+    "annassign",
+    "unpack",
+    "for",
+    "with",
+    "walrus",
+    "subscript-assign",
+    "attribute-assign",
+    "setattr",
+)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One condition a statement sits under, innermost last."""
+
+    kind: str  # "if", "else", "while", "for", "try", "except", "try-else", "finally"
+    condition: str  # the test ("else": the test it is the else of); "" for try/finally
+    line: int
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    kind: str  # "write" or "read"
+    form: str  # assign, augassign, annassign, unpack, for, with, mutate:add, subscript-assign, ...
+    path: str
+    module: str
+    line: int
+    function: str  # enclosing function/class qualname, "<module>" at module level
+    text: str  # the source line, stripped
+    branch: Tuple[Guard, ...]
+    knobs: Tuple[Knob, ...] = ()
+    swallowed: Tuple[Swallow, ...] = ()
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    name: str
+    roots: Tuple[str, ...]
+    files_scanned: int
+    candidate_files: int
+    defining_files: Tuple[str, ...]  # where the name is defined (listed first)
+    occurrences: Tuple[Occurrence, ...]  # writes first (defining files first), then reads
+    problems: Tuple[Problem, ...]
+    error: Optional[str] = None  # why nothing could be traced (unknown distribution, bad name)
+
+
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name)) and ".." not in name
+
+
+def collect_trace(system: System, params: Any) -> Dict[str, Any]:
+    """Probe section: ``{"name", "paths": [...], "dists": [...], "python": str|None}``."""
+    name = str(params.get("name", ""))
+    if not valid_name(name):
+        return asdict(TraceFacts(name, (), 0, 0, (), (), (), "not a traceable name: %r" % name))
+    roots, problems, error = resolve_targets(
+        system, params.get("paths") or (), params.get("dists") or (), params.get("python")
+    )
+    if error:
+        return asdict(TraceFacts(name, tuple(roots), 0, 0, (), (), tuple(problems), error))
+    facts = trace(name, roots)
+    return asdict(replace(facts, problems=tuple(problems) + facts.problems))
+
+
+def resolve_targets(
+    system: System, paths: Sequence[str], dists: Sequence[str], python: Optional[str]
+) -> Tuple[List[str], List[Problem], Optional[str]]:
+    """(paths to scan, problems, error): given paths, distributions' files, or site-packages."""
+    if paths and not dists:
+        return list(paths), [], None
+    from .pyenv import installed_distributions, interpreter_paths, record_files
+
+    _, _, site_packages, problem = interpreter_paths(system, python)
+    problems = [problem] if problem else []
+    if problem is not None and not site_packages:
+        return [], problems, problem.reason
+    if not dists:
+        return list(site_packages), problems, None
+    installed, dist_problems = installed_distributions(site_packages)
+    problems.extend(dist_problems)
+    by_name = {_canonical(d.name): d for d in installed}
+    targets = list(paths)
+    for wanted in dists:
+        dist = by_name.get(_canonical(wanted))
+        if dist is None:
+            known = ", ".join(sorted(d.name for d in installed)[:20])
+            return [], problems, "unknown distribution %r (installed: %s)" % (wanted, known)
+        try:
+            targets.extend(p for p in record_files(dist.dist_info) if p.endswith(".py"))
+        except OSError as exc:
+            problems.append(Problem(dist.dist_info, "unreadable RECORD: %s" % exc))
+    return targets, problems, None
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def trace(name: str, paths: Sequence[str]) -> TraceFacts:
+    """Every occurrence of ``name`` as code under ``paths``."""
+    files, problems = python_files(paths)
+    last = name.rsplit(".", 1)[-1] if _is_identifier_path(name) else name
+    candidates, read_problems = files_containing(files, [last.encode("utf-8")])
+    problems.extend(read_problems)
+    matcher = _Matcher(name)
+    init_cache: Dict[str, bool] = {}
+    found: List[_Found] = []
+    sources: Dict[str, SourceFile] = {}
+    for path, data in sorted(candidates):
+        src, reason = SourceFile.load(path, data)
+        if src is None:
+            problems.append(Problem(path, reason))
+            continue
+        hits = [i for i, line in enumerate(src.lines) if matcher.word.search(line)]
+        if not hits:
+            continue
+        sources[path] = src
+        module, _ = module_name(path, init_cache)
+        covered: List[Tuple[int, int]] = []
+        for index in hits:
+            if any(start <= index < end for start, end in covered):
+                continue
+            start, end = src.enclosing_block(index)
+            tree, offset, error = src.parse_block(start, end)
+            if tree is None:
+                problems.append(Problem(path, error))
+                break
+            if offset == 0 and start != 0:  # fell back to the whole module: it covers all hits
+                start, end = 0, len(src.lines)
+            shift_lines(tree, offset)
+            covered.append((start, end))
+            finder = _Finder(matcher, src, module)
+            try:
+                finder.body(tree.body, (), (), (), None)
+            except RecursionError:
+                problems.append(Problem(path, "too deeply nested to analyse"))
+                continue
+            found.extend(finder.found)
+    occurrences = _analyse(found, sources)
+    defining = _defining_files(occurrences)
+    order = {path: i for i, path in enumerate(defining)}
+    occurrences.sort(
+        key=lambda o: (o.kind != "write", order.get(o.path, len(order)), o.path, o.line, o.form)
+    )
+    return TraceFacts(
+        name,
+        tuple(paths),
+        len(files),
+        len(candidates),
+        tuple(defining),
+        tuple(occurrences),
+        tuple(problems),
+    )
+
+
+def _is_identifier_path(name: str) -> bool:
+    return all(part.isidentifier() for part in name.split("."))
+
+
+@dataclass(frozen=True)
+class _Found:
+    kind: str
+    form: str
+    path: str
+    module: str
+    line: int
+    scope: Tuple[str, ...]
+    guards: Tuple[Guard, ...]
+    trys: Tuple[ast.Try, ...]
+    function: Optional[ast.AST]  # the innermost def (or the top-level statement) around it
+
+
+class _Matcher:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.identifier = _is_identifier_path(name)
+        self.last = name.rsplit(".", 1)[-1] if self.identifier else name
+        self.dotted = self.identifier and "." in name
+        self.word = word_pattern(self.last)
+        self.full_word = word_pattern(name)
+
+    def node(self, node: ast.AST) -> bool:
+        """A Name/Attribute (or string-keyed subscript) that is the traced name."""
+        if isinstance(node, ast.Name):
+            return not self.dotted and node.id == self.last
+        if isinstance(node, ast.Attribute):
+            if node.attr != self.last:
+                return False
+            return not self.dotted or (dotted(node) or "").endswith(self.name)
+        if isinstance(node, ast.Subscript):
+            return string_value(node.slice) == self.name
+        return False
+
+
+class _Finder:
+    """Walks one parsed block, recording occurrences with scope, guards and enclosing trys."""
+
+    def __init__(self, matcher: _Matcher, src: SourceFile, module: str) -> None:
+        self.m = matcher
+        self.src = src
+        self.module = module
+        self.found: List[_Found] = []
+        self.handled: set = set()  # type: ignore[type-arg]
+
+    def record(self, kind: str, form: str, line: int, ctx: Tuple[Any, ...]) -> None:
+        scope, guards, trys, function = ctx
+        self.found.append(
+            _Found(kind, form, self.src.path, self.module, line, scope, guards, trys, function)
+        )
+
+    def body(
+        self,
+        stmts: List[ast.stmt],
+        scope: Tuple[str, ...],
+        guards: Tuple[Guard, ...],
+        trys: Tuple[ast.Try, ...],
+        function: Optional[ast.AST],
+    ) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ast.Expr) and string_value(stmt.value) is not None:
+                continue  # a docstring or a bare string used as a comment: not code
+            owner = function if function is not None else stmt
+            self.stmt(stmt, (scope, guards, trys, owner))
+
+    def stmt(self, node: ast.stmt, ctx: Tuple[Any, ...]) -> None:
+        scope, guards, trys, function = ctx
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == self.m.last and not self.m.dotted:
+                form = "class" if isinstance(node, ast.ClassDef) else "def"
+                self.record("write", form, node.lineno, ctx)
+            for decorator in node.decorator_list:
+                self.expr(decorator, ctx)
+            if isinstance(node, ast.ClassDef):
+                for base in list(node.bases) + [k.value for k in node.keywords]:
+                    self.expr(base, ctx)
+                self.body(node.body, (*scope, node.name), (), (), None)
+            else:
+                self.arguments(node.args, ctx)
+                if node.returns is not None:
+                    self.expr(node.returns, ctx)
+                self.body(node.body, (*scope, node.name), (), (), node)
+            return
+        if isinstance(node, ast.If):
+            self.expr(node.test, ctx)
+            test = self.src.segment(node.test)
+            self.body(node.body, scope, (*guards, Guard("if", test, node.lineno)), trys, function)
+            self.body(
+                node.orelse, scope, (*guards, Guard("else", test, node.lineno)), trys, function
+            )
+            return
+        if isinstance(node, ast.While):
+            self.expr(node.test, ctx)
+            guard = Guard("while", self.src.segment(node.test), node.lineno)
+            self.body(node.body, scope, (*guards, guard), trys, function)
+            self.body(
+                node.orelse,
+                scope,
+                (*guards, Guard("else", guard.condition, node.lineno)),
+                trys,
+                function,
+            )
+            return
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            self.target(node.target, "for", ctx)
+            self.expr(node.iter, ctx)
+            text = "%s in %s" % (self.src.segment(node.target), self.src.segment(node.iter))
+            self.body(node.body, scope, (*guards, Guard("for", text, node.lineno)), trys, function)
+            self.body(
+                node.orelse, scope, (*guards, Guard("else", text, node.lineno)), trys, function
+            )
+            return
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            try_node: ast.Try = node  # type: ignore[assignment]
+            self.body(
+                try_node.body,
+                scope,
+                (*guards, Guard("try", "", node.lineno)),
+                (*trys, try_node),
+                function,
+            )
+            for handler in try_node.handlers:
+                if handler.type is not None:
+                    self.expr(handler.type, ctx)
+                if handler.name == self.m.last and not self.m.dotted:
+                    self.record("write", "except-as", handler.lineno, ctx)
+                guard = Guard(
+                    "except", self.src.segment(handler.type) if handler.type else "", handler.lineno
+                )
+                self.body(handler.body, scope, (*guards, guard), trys, function)
+            self.body(
+                try_node.orelse,
+                scope,
+                (*guards, Guard("try-else", "", node.lineno)),
+                trys,
+                function,
+            )
+            self.body(
+                try_node.finalbody,
+                scope,
+                (*guards, Guard("finally", "", node.lineno)),
+                trys,
+                function,
+            )
+            return
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.expr(item.context_expr, ctx)
+                if item.optional_vars is not None:
+                    self.target(item.optional_vars, "with", ctx)
+            self.body(node.body, scope, guards, trys, function)
+            return
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                self.target(target, "assign", ctx)
+            self.expr(node.value, ctx)
+            return
+        if isinstance(node, ast.AugAssign):
+            self.target(node.target, "augassign", ctx)
+            self.expr(node.value, ctx)
+            return
+        if isinstance(node, ast.AnnAssign):
+            self.target(node.target, "annassign", ctx)
+            self.expr(node.annotation, ctx)
+            if node.value is not None:
+                self.expr(node.value, ctx)
+            return
+        if isinstance(node, ast.Delete):
+            for target in node.targets:
+                self.target(target, "del", ctx)
+            return
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            if self.m.last in node.names and not self.m.dotted:
+                self.record("write", "global", self.line_of(node, self.m.last), ctx)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.imports(node, ctx)
+            return
+        # Anything else (return, raise, expression statements, match, assert ...): its parts.
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self.stmt(child, ctx)
+            elif isinstance(child, ast.expr):
+                self.expr(child, ctx)
+            else:
+                self.generic(child, ctx)
+
+    def generic(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
+        """Nodes that are neither statements nor expressions (match cases, patterns ...)."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self.stmt(child, ctx)
+            elif isinstance(child, ast.expr):
+                self.expr(child, ctx)
+            else:
+                self.generic(child, ctx)
+
+    def arguments(self, args: ast.arguments, ctx: Tuple[Any, ...]) -> None:
+        every = list(getattr(args, "posonlyargs", [])) + list(args.args) + list(args.kwonlyargs)
+        every += [a for a in (args.vararg, args.kwarg) if a is not None]
+        for arg in every:
+            if arg.arg == self.m.last and not self.m.dotted:
+                self.record("write", "parameter", arg.lineno, ctx)
+            if arg.annotation is not None:
+                self.expr(arg.annotation, ctx)
+        for default in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
+            self.expr(default, ctx)
+
+    def imports(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
+        last = self.m.last
+        module = getattr(node, "module", None)
+        if module and (self.m.name == module or last in module.split(".")):
+            self.record("read", "import-from", self.line_of(node, last), ctx)
+        for alias in node.names:  # type: ignore[attr-defined]
+            bound = alias.asname or (
+                alias.name if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
+            )
+            parts = alias.name.split(".")
+            if (bound == last and not self.m.dotted) or (
+                self.m.dotted and alias.name == self.m.name
+            ):
+                self.record("write", "import", self.line_of(node, last), ctx)
+            elif last in parts:
+                self.record("read", "import", self.line_of(node, last), ctx)
+
+    def line_of(self, node: ast.AST, word: str) -> int:
+        """The line of ``word`` inside a multi-line statement (aliases lack positions in 3.8)."""
+        start: int = getattr(node, "lineno", 1)
+        end = getattr(node, "end_lineno", start) or start
+        for number in range(start, end + 1):
+            if self.m.word.search(self.src.lines[number - 1]):
+                return number
+        return start
+
+    def target(self, node: ast.AST, form: str, ctx: Tuple[Any, ...]) -> None:
+        """A binding target: Name/Attribute/Subscript/Tuple/List/Starred."""
+        if isinstance(node, (ast.Tuple, ast.List)):
+            inner = "unpack" if form in ("assign", "annassign", "with") else form
+            for element in node.elts:
+                self.target(element, inner, ctx)
+            return
+        if isinstance(node, ast.Starred):
+            self.target(node.value, form, ctx)
+            return
+        if self.m.node(node) and not isinstance(node, ast.Subscript):
+            line = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+            self.record("write", form, line, ctx)
+            if isinstance(node, ast.Attribute):
+                self.expr(node.value, ctx)
+            return
+        if isinstance(node, ast.Subscript):
+            subform = "del" if form == "del" else "subscript-assign"
+            if self.m.node(node.value):  # NAME[k] = v mutates NAME
+                self.record("write", subform, self._line(node.value), ctx)
+                self.handled.add(id(node.value))
+            if string_value(node.slice) == self.m.name:  # d["NAME"] = v writes the key
+                self.record("write", subform, node.lineno, ctx)
+                self.handled.add(id(_unwrap(node.slice)))
+            self.expr(node.value, ctx)
+            self.expr(node.slice, ctx)
+            return
+        if isinstance(node, ast.Attribute):
+            if self.m.node(node.value):  # NAME.attr = v mutates NAME
+                form = "del" if form == "del" else "attribute-assign"
+                self.record("write", form, self._line(node.value), ctx)
+                self.handled.add(id(node.value))
+            self.expr(node.value, ctx)
+            return
+        self.expr(node, ctx)
+
+    def expr(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
+        stack = [node]
+        while stack:
+            node = stack.pop()
+            if id(node) in self.handled:
+                stack.extend(ast.iter_child_nodes(node))
+                continue
+            if isinstance(node, ast.Call):
+                self.call(node, ctx)
+            elif isinstance(node, ast.NamedExpr):
+                self.target(node.target, "walrus", ctx)
+                stack.append(node.value)
+                continue
+            elif isinstance(node, ast.comprehension):
+                self.target(node.target, "for", ctx)
+                stack.append(node.iter)
+                stack.extend(node.ifs)
+                continue
+            elif isinstance(node, ast.Lambda):
+                self.arguments(node.args, ctx)
+                stack.append(node.body)
+                continue
+            elif isinstance(node, (ast.Name, ast.Attribute)) and self.m.node(node):
+                form = "name" if isinstance(node, ast.Name) else "attribute"
+                self.record("read", form, self._line(node), ctx)
+            elif isinstance(node, ast.Subscript) and string_value(node.slice) == self.m.name:
+                self.record("read", "key", node.lineno, ctx)
+                self.handled.add(id(_unwrap(node.slice)))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self.string(node, ctx)
+            elif isinstance(node, ast.keyword) and node.arg == self.m.last:
+                self.record("read", "keyword", self._line(node.value), ctx)
+            stack.extend(ast.iter_child_nodes(node))
+
+    def call(self, node: ast.Call, ctx: Tuple[Any, ...]) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and self.m.node(func.value):
+            self.record("write", "mutate:." + func.attr, self._line(func.value), ctx)
+            self.handled.add(id(func.value))
+        name = dotted(func)
+        if (
+            name in ("setattr", "delattr")
+            and len(node.args) >= 2
+            and string_value(node.args[1]) == self.m.last
+        ):
+            form = "setattr" if name == "setattr" else "del"
+            self.record("write", form, node.lineno, ctx)
+            self.handled.add(id(node.args[1]))
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("setdefault", "pop", "update")
+            and node.args
+            and string_value(node.args[0]) == self.m.name
+        ):
+            self.record("write", "mutate:." + func.attr, node.lineno, ctx)
+            self.handled.add(id(node.args[0]))
+
+    def string(self, node: ast.Constant, ctx: Tuple[Any, ...]) -> None:
+        value = str(node.value)
+        if value == self.m.name:
+            self.record("read", "string-key", node.lineno, ctx)
+            return
+        if self.m.last not in value or not self.m.word.search(value):
+            return
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        for number in range(node.lineno, end + 1):
+            if self.m.word.search(self.src.lines[number - 1]):
+                self.record("read", "string", number, ctx)
+
+    @staticmethod
+    def _line(node: ast.AST) -> int:
+        line: int = getattr(node, "end_lineno", 0) or getattr(node, "lineno", 1)
+        return line
+
+
+def _unwrap(node: ast.AST) -> ast.AST:
+    return node.value if isinstance(node, ast.Index) else node  # type: ignore[attr-defined]
+
+
+def _analyse(found: List[_Found], sources: Dict[str, SourceFile]) -> List[Occurrence]:
+    """Occurrences with the source line; writes get their knobs and swallowed exceptions."""
+    program = Program()
+    knob_cache: Dict[Tuple[str, int], Tuple[Knob, ...]] = {}
+    swallow_cache: Dict[Tuple[str, int], Optional[Swallow]] = {}
+    seen = set()
+    out: List[Occurrence] = []
+    for item in found:
+        key = (item.kind, item.form, item.path, item.line)
+        if key in seen:
+            continue
+        seen.add(key)
+        src = sources[item.path]
+        function = ".".join(item.scope) or "<module>"
+        item_knobs: Tuple[Knob, ...] = ()
+        swallowed: List[Swallow] = []
+        if item.kind == "write" and item.form.startswith((*_VALUE_WRITES, "mutate")):
+            info = program.info(item.path, src)
+            owner = item.function
+            if info is not None and owner is not None:
+                qualname = _owner_qualname(item, owner)
+                cache_key = (item.path, owner.lineno)  # type: ignore[attr-defined]
+                if cache_key not in knob_cache:
+                    knob_cache[cache_key] = knobs(program, info, qualname, owner)
+                item_knobs = knob_cache[cache_key]
+                for try_node in item.trys:
+                    try_key = (item.path, try_node.lineno)
+                    if try_key not in swallow_cache:
+                        swallow_cache[try_key] = swallow(program, info, qualname, owner, try_node)
+                    found_swallow = swallow_cache[try_key]
+                    if found_swallow is not None:
+                        swallowed.append(found_swallow)
+        out.append(
+            Occurrence(
+                item.kind,
+                item.form,
+                item.path,
+                item.module,
+                item.line,
+                function,
+                src.line(item.line),
+                item.guards,
+                item_knobs,
+                tuple(swallowed),
+            )
+        )
+    return out
+
+
+def _owner_qualname(item: _Found, owner: ast.AST) -> str:
+    if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return ".".join(item.scope)
+    return "<module>"
+
+
+def _defining_files(occurrences: List[Occurrence]) -> List[str]:
+    """Files that define the name: def/class or module-level binding, else ``__init__`` writes."""
+    writes = [o for o in occurrences if o.kind == "write"]
+    tiers = (
+        [
+            o
+            for o in writes
+            if o.form in ("def", "class")
+            or (o.function == "<module>" and o.form in ("assign", "annassign", "unpack"))
+        ],
+        [o for o in writes if o.function.endswith("__init__")],
+        writes,
+    )
+    for tier in tiers:
+        if tier:
+            return sorted({o.path for o in tier})
+    return []

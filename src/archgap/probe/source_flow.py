@@ -1,0 +1,548 @@
+"""What feeds a function and what it can raise, within one distribution's source.
+
+Resolves calls statically (local and module imports, relative imports, ``self.method``, classes to
+their ``__init__``) to functions of the same top-level package, to a bounded depth, and reports
+environment variables read on the way (knobs) and ``raise`` statements that escape (for swallowed
+exceptions). Whole modules are parsed here, but only those the call graph actually reaches.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from .source_scan import SourceFile, module_name, module_path
+
+MAX_CALL_DEPTH = 6
+MAX_FUNCTIONS = 300  # per question: bounds the time on a pathological call graph
+
+# Handlers that catch anything.
+BROAD_EXCEPTIONS = frozenset(("Exception", "BaseException"))
+# Calls a swallowing handler may make while still "only logging or warning".
+_QUIET_CALL_WORDS = ("log", "warn", "print", "debug", "info", "error", "exception", "critical")
+_BUILTIN_CALLS = frozenset(
+    [
+        "range",
+        "len",
+        "int",
+        "str",
+        "float",
+        "bool",
+        "list",
+        "dict",
+        "set",
+        "tuple",
+        "sorted",
+        "reversed",
+        "enumerate",
+        "zip",
+        "map",
+        "filter",
+        "isinstance",
+        "issubclass",
+        "getattr",
+        "hasattr",
+        "setattr",
+        "print",
+        "min",
+        "max",
+        "sum",
+        "any",
+        "all",
+        "abs",
+        "repr",
+        "type",
+        "iter",
+        "next",
+        "open",
+        "format",
+        "super",
+        "object",
+        "frozenset",
+        "id",
+        "hash",
+        "round",
+        "divmod",
+        "callable",
+        "vars",
+    ]
+)
+_MUTATORS = frozenset(
+    ("add", "append", "extend", "update", "insert", "setdefault", "pop", "clear", "remove")
+)
+_ENV_MAPPINGS = ("os.environ", "environ")
+_ENV_GETTERS = {
+    "os.environ.get": "os.environ.get",
+    "environ.get": "os.environ.get",
+    "os.getenv": "os.getenv",
+    "getenv": "os.getenv",
+    "os.environ.setdefault": "os.environ.setdefault",
+    "os.environ.pop": "os.environ.pop",
+}
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One step of a call path: a function and the line in it (a call, or the final read)."""
+
+    function: str  # dotted module + qualname: flashinfer.jit.cpp_ext.get_cuda_path
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Knob:
+    """An environment variable that feeds a write."""
+
+    variable: str
+    access: str  # "os.environ[...]", "os.environ.get", "os.getenv", "in os.environ", ...
+    path: str
+    line: int
+    text: str
+    call_path: Tuple[Frame, ...]  # from the writing function to the one that reads it
+
+
+@dataclass(frozen=True)
+class Raiser:
+    """A ``raise`` that can reach a handler, and how."""
+
+    exception: str
+    message: str
+    path: str
+    line: int
+    function: str
+    call_path: Tuple[Frame, ...]  # first frame: the call inside the ``try`` body
+
+
+@dataclass(frozen=True)
+class CallSite:
+    call: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Swallow:
+    """A ``try`` whose broad ``except`` only logs, warns or passes."""
+
+    path: str
+    try_line: int
+    except_line: int
+    handler: str  # "except Exception as e:"
+    action: str  # the handler's first statement
+    raisers: Tuple[Raiser, ...]
+    external_calls: Tuple[CallSite, ...]  # calls outside the distribution that may raise too
+
+
+def dotted(node: ast.AST) -> Optional[str]:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def string_value(node: Optional[ast.AST]) -> Optional[str]:
+    if isinstance(node, ast.Index):  # Python 3.8 wraps subscripts
+        node = node.value  # type: ignore[attr-defined]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def env_reads(node: ast.AST) -> List[Tuple[str, str, ast.AST]]:
+    """(variable, access, node) for every literal environment read under ``node``."""
+    found: List[Tuple[str, str, ast.AST]] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Subscript) and dotted(sub.value) in _ENV_MAPPINGS:
+            key = string_value(sub.slice)
+            if key is not None:
+                found.append((key, "os.environ[...]", sub))
+        elif isinstance(sub, ast.Call) and sub.args:
+            access = _ENV_GETTERS.get(dotted(sub.func) or "")
+            key = string_value(sub.args[0])
+            if access and key is not None:
+                found.append((key, access, sub))
+        elif (
+            isinstance(sub, ast.Compare)
+            and len(sub.ops) == 1
+            and isinstance(sub.ops[0], (ast.In, ast.NotIn))
+            and dotted(sub.comparators[0]) in _ENV_MAPPINGS
+        ):
+            key = string_value(sub.left)
+            if key is not None:
+                found.append((key, "in os.environ", sub))
+    return found
+
+
+def handler_names(node: ast.Try) -> Set[str]:
+    """Exception names the handlers of a try catch; "*" for a broad one."""
+    names: Set[str] = set()
+    for handler in node.handlers:
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        for exc_type in types:
+            name = (dotted(exc_type) or "").rsplit(".", 1)[-1] if exc_type is not None else "*"
+            names.add("*" if name in BROAD_EXCEPTIONS or name == "*" else name)
+    return names
+
+
+def is_broad(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((dotted(t) or "").rsplit(".", 1)[-1] in BROAD_EXCEPTIONS for t in types)
+
+
+def only_quiet(body: List[ast.stmt]) -> bool:
+    """A handler body that logs, warns, passes or returns, and never raises."""
+    for stmt in body:
+        if any(isinstance(sub, ast.Raise) for sub in ast.walk(stmt)):
+            return False
+        if isinstance(stmt, (ast.Pass, ast.Continue, ast.Break, ast.Return)):
+            continue
+        if isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Constant):
+                continue
+            if isinstance(stmt.value, ast.Call):
+                name = (dotted(stmt.value.func) or "").lower()
+                if any(word in name for word in _QUIET_CALL_WORDS):
+                    continue
+            return False
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(
+            stmt.value, (ast.Constant, ast.Name, ast.List, ast.Dict, ast.Tuple, ast.Set)
+        ):
+            continue
+        return False
+    return True
+
+
+def raise_parts(node: ast.Raise, src: SourceFile) -> Tuple[str, str]:
+    """(exception name, message text) of a raise statement."""
+    exc = node.exc
+    if isinstance(exc, ast.Call):
+        name = dotted(exc.func) or src.segment(exc.func)
+        message = ""
+        if exc.args:
+            arg = exc.args[0]
+            text = string_value(arg)
+            message = text if text is not None else src.segment(arg)
+        return name, message
+    if exc is None:
+        return "", ""
+    return dotted(exc) or src.segment(exc), ""
+
+
+class ModuleInfo:
+    """A parsed module of the inspected tree: its imports and its functions by qualname."""
+
+    def __init__(self, path: str, src: SourceFile, tree: ast.Module, module: str, root: str):
+        self.path = path
+        self.src = src
+        self.module = module
+        self.root = root
+        self.package = module.split(".", 1)[0]
+        self.is_package = os.path.basename(path) == "__init__.py"
+        self.imports: Dict[str, Tuple[str, Optional[str]]] = {}
+        self.defs: Dict[str, ast.AST] = {}
+        self.env_globals: Dict[str, List[Tuple[str, str, ast.AST]]] = {}
+        for stmt in _top_level(tree.body):
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                self.imports.update(import_bindings(stmt, self))
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self._add_def(stmt, "")
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                reads = env_reads(stmt.value)
+                if reads:
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    for target in targets:
+                        if isinstance(target, ast.Name):
+                            self.env_globals[target.id] = reads
+
+    def _add_def(self, node: ast.AST, prefix: str) -> None:
+        name = prefix + node.name  # type: ignore[attr-defined]
+        self.defs.setdefault(name, node)
+        if isinstance(node, ast.ClassDef):
+            for stmt in _top_level(node.body):
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self._add_def(stmt, name + ".")
+
+    def absolute(self, module: Optional[str], level: int) -> str:
+        """The absolute name of a (possibly relative) imported module."""
+        if not level:
+            return module or ""
+        parts = self.module.split(".")
+        base = parts if self.is_package else parts[:-1]
+        base = base[: len(base) - (level - 1)] if level > 1 else base
+        return ".".join(base + ([module] if module else []))
+
+
+def _top_level(body: List[ast.stmt]) -> List[ast.stmt]:
+    """Statements of a body, looking into module-level if/try (conditional imports and defs)."""
+    out: List[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            out.extend(_top_level(stmt.body + stmt.orelse))
+        elif isinstance(stmt, ast.Try):
+            out.extend(_top_level(stmt.body + stmt.orelse + stmt.finalbody))
+            for handler in stmt.handlers:
+                out.extend(_top_level(handler.body))
+        else:
+            out.append(stmt)
+    return out
+
+
+def import_bindings(stmt: ast.AST, info: ModuleInfo) -> Dict[str, Tuple[str, Optional[str]]]:
+    """local name -> (module, attribute or None for the module itself)."""
+    bound: Dict[str, Tuple[str, Optional[str]]] = {}
+    if isinstance(stmt, ast.Import):
+        for alias in stmt.names:
+            if alias.asname:
+                bound[alias.asname] = (alias.name, None)
+            else:
+                top = alias.name.split(".", 1)[0]
+                bound[top] = (top, None)
+    elif isinstance(stmt, ast.ImportFrom):
+        base = info.absolute(stmt.module, stmt.level)
+        for alias in stmt.names:
+            if alias.name != "*":
+                bound[alias.asname or alias.name] = (base, alias.name)
+    return bound
+
+
+class Program:
+    """The inspected source tree, parsed module by module as the call graph reaches it."""
+
+    def __init__(self) -> None:
+        self._infos: Dict[str, Optional[ModuleInfo]] = {}
+        self._init_cache: Dict[str, bool] = {}
+
+    def info(self, path: str, src: Optional[SourceFile] = None) -> Optional[ModuleInfo]:
+        if path not in self._infos:
+            info: Optional[ModuleInfo] = None
+            if src is None:
+                src, _ = SourceFile.load(path)
+            if src is not None:
+                tree, _ = src.module()
+                if tree is not None:
+                    module, root = module_name(path, self._init_cache)
+                    info = ModuleInfo(path, src, tree, module, root)
+            self._infos[path] = info
+        return self._infos[path]
+
+    def lookup(
+        self, info: ModuleInfo, module: str, attr: Optional[str], hops: int = 0
+    ) -> Optional[Tuple[ModuleInfo, str, ast.AST]]:
+        """The function (or class __init__) ``module.attr``, within ``info``'s package."""
+        if attr is None or module.split(".", 1)[0] != info.package or hops > 3:
+            return None
+        path = module_path(info.root, module)
+        target = self.info(path) if path else None
+        if target is None:
+            return None
+        if attr in target.defs:
+            return _callable(target, attr)
+        if attr in target.imports:  # a re-export: follow it
+            mod, name = target.imports[attr]
+            return self.lookup(target, mod, name, hops + 1)
+        return None
+
+    def resolve(
+        self,
+        info: ModuleInfo,
+        qualname: str,
+        call: ast.Call,
+        local_imports: Dict[str, Tuple[str, Optional[str]]],
+    ) -> Optional[Tuple[ModuleInfo, str, ast.AST]]:
+        func = call.func
+        if isinstance(func, ast.Name):
+            if func.id in local_imports:
+                return self.lookup(info, *local_imports[func.id])
+            if func.id in info.defs:
+                return _callable(info, func.id)
+            if func.id in info.imports:
+                return self.lookup(info, *info.imports[func.id])
+            return None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            base, attr = func.value.id, func.attr
+            if base in ("self", "cls") and "." in qualname:
+                owner = qualname.rsplit(".", 1)[0]
+                while owner:
+                    if owner + "." + attr in info.defs:
+                        return _callable(info, owner + "." + attr)
+                    owner = owner.rsplit(".", 1)[0] if "." in owner else ""
+                return None
+            if base in info.defs and base + "." + attr in info.defs:
+                return _callable(info, base + "." + attr)
+            binding = local_imports.get(base) or info.imports.get(base)
+            if binding is not None:
+                module, name = binding
+                module = module if name is None else module + "." + name
+                return self.lookup(info, module, attr)
+        return None
+
+
+def _callable(info: ModuleInfo, qualname: str) -> Optional[Tuple[ModuleInfo, str, ast.AST]]:
+    node = info.defs[qualname]
+    if isinstance(node, ast.ClassDef):
+        init = qualname + ".__init__"
+        return (info, init, info.defs[init]) if init in info.defs else None
+    return info, qualname, node
+
+
+def local_imports(node: ast.AST, info: ModuleInfo) -> Dict[str, Tuple[str, Optional[str]]]:
+    bound: Dict[str, Tuple[str, Optional[str]]] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Import, ast.ImportFrom)):
+            bound.update(import_bindings(sub, info))
+    return bound
+
+
+def _calls(node: ast.AST) -> List[ast.Call]:
+    return sorted(
+        (sub for sub in ast.walk(node) if isinstance(sub, ast.Call)),
+        key=lambda c: (c.lineno, c.col_offset),
+    )
+
+
+def knobs(program: Program, info: ModuleInfo, qualname: str, node: ast.AST) -> Tuple[Knob, ...]:
+    """Environment variables read in ``node`` or in the functions it calls (bounded depth)."""
+    found: Dict[Tuple[str, str, int], Knob] = {}
+    queue: List[Tuple[ModuleInfo, str, ast.AST, Tuple[Frame, ...], int]] = [
+        (info, qualname, node, (), 0)
+    ]
+    seen = {(info.path, qualname)}
+    while queue and len(seen) <= MAX_FUNCTIONS:
+        current, name, body, frames, depth = queue.pop(0)
+        function = current.module + "." + name if name != "<module>" else current.module
+        for variable, access, read in env_reads(body):
+            line = read.lineno  # type: ignore[attr-defined]
+            key = (variable, current.path, line)
+            if key not in found:
+                path = (*frames, Frame(function, current.path, line))
+                found[key] = Knob(
+                    variable, access, current.path, line, current.src.line(line), path
+                )
+        for sub in ast.walk(body):
+            if isinstance(sub, ast.Name) and sub.id in current.env_globals:
+                for variable, access, read in current.env_globals[sub.id]:
+                    line = read.lineno  # type: ignore[attr-defined]
+                    key = (variable, current.path, line)
+                    if key not in found:
+                        path = (
+                            *frames,
+                            Frame(function, current.path, sub.lineno),
+                            Frame(current.module, current.path, line),
+                        )
+                        found[key] = Knob(
+                            variable, access, current.path, line, current.src.line(line), path
+                        )
+        if depth >= MAX_CALL_DEPTH:
+            continue
+        imports = local_imports(body, current)
+        for call in _calls(body):
+            target = program.resolve(current, name, call, imports)
+            if target is None or (target[0].path, target[1]) in seen:
+                continue
+            seen.add((target[0].path, target[1]))
+            step = (*frames, Frame(function, current.path, call.lineno))
+            queue.append((target[0], target[1], target[2], step, depth + 1))
+    return tuple(found.values())
+
+
+def swallow(
+    program: Program, info: ModuleInfo, qualname: str, function_node: ast.AST, node: ast.Try
+) -> Optional[Swallow]:
+    """The swallowing broad handler of ``node`` and what its body can raise, or None."""
+    handler = next((h for h in node.handlers if is_broad(h) and only_quiet(h.body)), None)
+    if handler is None:
+        return None
+    src = info.src
+    imports = local_imports(function_node, info)
+    raisers: List[Raiser] = []
+    external: List[CallSite] = []
+    seen = {(info.path, qualname)}
+
+    def visit(
+        current: ModuleInfo,
+        name: str,
+        nodes: Sequence[ast.AST],
+        caught: Set[str],
+        frames: Tuple[Frame, ...],
+        depth: int,
+        local: Dict[str, Tuple[str, Optional[str]]],
+    ) -> None:
+        fn = current.module + "." + name if name != "<module>" else current.module
+        for sub in nodes:
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(sub, ast.Try):
+                inner = caught | handler_names(sub)
+                visit(current, name, list(sub.body), inner, frames, depth, local)
+                for h in sub.handlers:
+                    visit(current, name, list(h.body), caught, frames, depth, local)
+                visit(
+                    current,
+                    name,
+                    list(sub.orelse) + list(sub.finalbody),
+                    caught,
+                    frames,
+                    depth,
+                    local,
+                )
+                continue
+            if isinstance(sub, ast.Raise) and sub.exc is not None:
+                exc, message = raise_parts(sub, current.src)
+                short = exc.rsplit(".", 1)[-1]
+                if "*" not in caught and short not in caught:
+                    raisers.append(
+                        Raiser(
+                            exc,
+                            message,
+                            current.path,
+                            sub.lineno,
+                            fn,
+                            (*frames, Frame(fn, current.path, sub.lineno)),
+                        )
+                    )
+            if isinstance(sub, ast.Call):
+                target = program.resolve(current, name, sub, local)
+                if target is not None:
+                    key = (target[0].path, target[1])
+                    if depth < MAX_CALL_DEPTH and key not in seen and len(seen) < MAX_FUNCTIONS:
+                        seen.add(key)
+                        callee_body = list(getattr(target[2], "body", []))
+                        visit(
+                            target[0],
+                            target[1],
+                            callee_body,
+                            caught,
+                            (*frames, Frame(fn, current.path, sub.lineno)),
+                            depth + 1,
+                            local_imports(target[2], target[0]),
+                        )
+                elif depth == 0:
+                    text = dotted(sub.func) or ""
+                    method = text.rsplit(".", 1)[-1]
+                    if (
+                        text
+                        and text not in _BUILTIN_CALLS
+                        and method not in _MUTATORS
+                        and not method.endswith(("Error", "Exception", "Warning"))
+                    ):
+                        external.append(CallSite(text, sub.lineno))
+            visit(current, name, list(ast.iter_child_nodes(sub)), caught, frames, depth, local)
+
+    body: List[ast.AST] = list(node.body)
+    visit(info, qualname, body, set(), (), 0, imports)
+    handler_text = src.line(handler.lineno)
+    action = src.line(handler.body[0].lineno) if handler.body else ""
+    unique_raisers = tuple({(r.path, r.line): r for r in raisers}.values())
+    unique_external = tuple({(c.call, c.line): c for c in external}.values())
+    return Swallow(
+        src.path, node.lineno, handler.lineno, handler_text, action, unique_raisers, unique_external
+    )

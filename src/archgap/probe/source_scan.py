@@ -1,0 +1,297 @@
+"""Fast access to Python source without importing it: find files, find candidates, parse blocks.
+
+Shared by ``source`` (trace) and ``source_gates``. Speed comes from never parsing what cannot
+match: a bytes search picks candidate files, and only the top-level ``def``/``class``/statement
+that encloses a hit is parsed (the whole module only when that block cannot be cut out cleanly).
+Nothing here writes anywhere; source that does not decode or parse becomes a ``Problem``.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import re
+import tokenize
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .facts import Problem
+
+# Most .py files are far smaller; larger ones are read in further chunks.
+_READ_BUFFER = 1 << 22
+_KEYWORD_CONTINUATIONS = ("except", "else", "elif", "finally", "case")
+_MAX_FILE_BYTES = 64 << 20  # generated monsters beyond this are reported, not parsed
+
+
+def python_files(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
+    """Every ``.py`` file under ``paths`` (files are taken as they are); symlinked dirs skipped."""
+    files: List[str] = []
+    problems: List[Problem] = []
+    stack: List[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            stack.append(path)
+        elif os.path.isfile(path):
+            if path.endswith(".py"):
+                files.append(path)
+        else:
+            problems.append(Problem(path, "no such file or directory"))
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    name = entry.name
+                    try:
+                        if name.endswith(".py"):
+                            if entry.is_file():
+                                files.append(entry.path)
+                        elif entry.is_dir(follow_symlinks=False) and name != "__pycache__":
+                            stack.append(entry.path)
+                    except OSError:
+                        continue  # vanished while listing
+        except OSError as exc:
+            problems.append(Problem(directory, "cannot list: %s" % (exc.strerror or exc)))
+    return files, problems
+
+
+def files_containing(
+    files: Sequence[str], needles: Sequence[bytes]
+) -> Tuple[List[Tuple[str, bytes]], List[Problem]]:
+    """(path, bytes) of the files that contain a needle: one read each into a reused buffer."""
+    found: List[Tuple[str, bytes]] = []
+    problems: List[Problem] = []
+    buffer = bytearray(_READ_BUFFER)
+    buffers = [buffer]
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    open_, readv, close = os.open, os.readv, os.close
+    for path in files:
+        try:
+            fd = open_(path, flags)
+        except OSError as exc:
+            problems.append(Problem(path, "cannot read: %s" % (exc.strerror or exc)))
+            continue
+        try:
+            size = readv(fd, buffers)
+            data: Optional[bytes] = None
+            if size == _READ_BUFFER:  # a large file: read the rest
+                chunks = [bytes(buffer)]
+                while True:
+                    chunk = os.read(fd, _READ_BUFFER)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+        except OSError as exc:
+            problems.append(Problem(path, "cannot read: %s" % (exc.strerror or exc)))
+            continue
+        finally:
+            close(fd)
+        if data is None:
+            for needle in needles:
+                if buffer.find(needle, 0, size) >= 0:
+                    found.append((path, bytes(buffer[:size])))
+                    break
+        elif any(needle in data for needle in needles):
+            found.append((path, data))
+    return found, problems
+
+
+def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(_MAX_FILE_BYTES + 1)
+
+
+def decode_source(data: bytes) -> str:
+    """Source text as Python decodes it: a BOM or PEP 263 coding cookie, else UTF-8."""
+    head = data[:400]
+    if head.startswith(b"\xef\xbb\xbf") or b"coding" in head:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+        return text[1:] if text.startswith("\ufeff") else text
+    return data.decode("utf-8")
+
+
+class SourceFile:
+    """One candidate file: its lines, and its AST pieces parsed on demand."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        # Line numbers as the compiler counts them: only \n, \r\n and \r end a line.
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        self.text = text
+        self.lines = text.split("\n")
+        self._module: Optional[ast.Module] = None
+        self._module_error: Optional[str] = None
+        self._line_offsets: Optional[List[int]] = None
+
+    @classmethod
+    def load(cls, path: str, data: Optional[bytes] = None) -> Tuple[Optional[SourceFile], str]:
+        """The file, or (None, reason) when it cannot be read or decoded."""
+        try:
+            raw = read_bytes(path) if data is None else data
+        except OSError as exc:
+            return None, "cannot read: %s" % (exc.strerror or exc)
+        if len(raw) > _MAX_FILE_BYTES:
+            return None, "larger than %d MiB: not parsed" % (_MAX_FILE_BYTES >> 20)
+        try:
+            return cls(path, decode_source(raw)), ""
+        except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+            return None, "cannot decode: %s" % exc
+
+    def module(self) -> Tuple[Optional[ast.Module], str]:
+        """The whole module's AST, or (None, why it does not parse)."""
+        if self._module is None and self._module_error is None:
+            self._module, self._module_error = parse(self.text)
+        return self._module, self._module_error or ""
+
+    def line(self, number: int) -> str:
+        """A 1-based line, stripped."""
+        if 1 <= number <= len(self.lines):
+            return self.lines[number - 1].strip()
+        return ""
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of a node (columns are UTF-8 byte offsets), on one line."""
+        start = getattr(node, "lineno", None)
+        end = getattr(node, "end_lineno", None)
+        if start is None or end is None:
+            return ""
+        col = getattr(node, "col_offset", 0)
+        end_col = getattr(node, "end_col_offset", None)
+        if start == end:
+            return _cut(self.lines[start - 1], col, end_col)
+        parts = [_cut(self.lines[start - 1], col, None)]
+        parts.extend(line.strip() for line in self.lines[start : end - 1])
+        parts.append(_cut(self.lines[end - 1], 0, end_col).strip())
+        return " ".join(p.strip() for p in parts if p.strip())
+
+    def inside_triple_string(self, index: int) -> bool:
+        """Whether line ``index`` (0-based) may start inside a triple-quoted string (odd count)."""
+        if self._line_offsets is None:
+            offsets, total = [], 0
+            for line in self.lines:
+                offsets.append(total)
+                total += len(line) + 1
+            self._line_offsets = offsets
+        end = self._line_offsets[index]
+        return bool(self.text.count('"""', 0, end) % 2 or self.text.count("'''", 0, end) % 2)
+
+    def enclosing_block(self, index: int) -> Tuple[int, int]:
+        """[start, end) 0-based lines of the top-level statement that holds line ``index``."""
+        lines = self.lines
+        start = index
+        while start > 0 and not _starts_statement(lines[start]):
+            start -= 1
+        # Decorators belong to their def/class: walk up over them (and their continuation lines).
+        probe = start - 1
+        while probe >= 0:
+            line = lines[probe]
+            if line.startswith("@"):
+                start = probe
+            elif line and line[0] in ")]}":  # the end of a multi-line decorator?
+                above = probe - 1
+                while above >= 0 and not _starts_statement(lines[above]):
+                    above -= 1
+                if above < 0 or not lines[above].startswith("@"):
+                    break
+                start = probe = above
+            elif line.strip() and not line.lstrip().startswith("#"):
+                break
+            probe -= 1
+        end = index + 1
+        # A hit on a decorator: the block goes on to the end of the decorated def/class.
+        in_decorators = lines[start].startswith("@") and not any(
+            _is_def(line) for line in lines[start : index + 1]
+        )
+        while end < len(lines):
+            line = lines[end]
+            if _starts_statement(line):
+                if not in_decorators:
+                    break
+                if _is_def(line):
+                    in_decorators = False
+                elif not line.startswith("@"):
+                    break
+            end += 1
+        return start, end
+
+    def parse_block(self, start: int, end: int) -> Tuple[Optional[ast.Module], int, str]:
+        """(AST, line offset, error) of lines [start, end); falls back to the whole module."""
+        if start > 0 and self.inside_triple_string(start):
+            tree, error = self.module()
+            return tree, 0, error
+        tree, _ = parse("\n".join(self.lines[start:end]))
+        if tree is not None:
+            return tree, start, ""
+        tree, error = self.module()
+        return tree, 0, error
+
+
+def _starts_statement(line: str) -> bool:
+    """A line that starts a new top-level statement (at column 0, not a continuation)."""
+    if not line or line[0] in " \t#)]}\f":
+        return False
+    if line[0].isalpha():
+        word = line.split(None, 1)[0].rstrip(":")
+        if word in _KEYWORD_CONTINUATIONS:
+            return False
+    return True
+
+
+def _is_def(line: str) -> bool:
+    return line.startswith(("def ", "async def ", "class "))
+
+
+def _cut(line: str, start: int, end: Optional[int]) -> str:
+    if line.isascii():
+        return line[start:end]
+    raw = line.encode("utf-8")
+    return raw[start:end].decode("utf-8", "replace")
+
+
+def parse(text: str) -> Tuple[Optional[ast.Module], str]:
+    try:
+        return ast.parse(text), ""
+    except SyntaxError as exc:
+        return None, "does not parse: %s (line %s)" % (exc.msg, exc.lineno)
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return None, "does not parse: %s" % (exc,)
+
+
+def shift_lines(tree: ast.AST, offset: int) -> None:
+    """Move a parsed block to its place in the file."""
+    if offset:
+        ast.increment_lineno(tree, offset)
+
+
+def word_pattern(word: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w])" + re.escape(word) + r"(?![\w])")
+
+
+def module_name(path: str, cache: Dict[str, bool]) -> Tuple[str, str]:
+    """(dotted module name, import root) of a file, by walking up over ``__init__.py`` dirs."""
+    directory, filename = os.path.split(os.path.abspath(path))
+    parts = [] if filename == "__init__.py" else [filename[:-3]]
+    while True:
+        has_init = cache.get(directory)
+        if has_init is None:
+            has_init = os.path.isfile(os.path.join(directory, "__init__.py"))
+            cache[directory] = has_init
+        if not has_init:
+            break
+        directory, package = os.path.split(directory)
+        parts.insert(0, package)
+        if not package:
+            break
+    return ".".join(parts), directory
+
+
+def module_path(root: str, module: str) -> Optional[str]:
+    """The file of a dotted module under an import root, or None."""
+    base = os.path.join(root, *module.split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
