@@ -8,13 +8,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
+from archgap.analysis.jit import JitFinding
 from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, verdicts_for
 from archgap.kb.gpus import identify
 from archgap.model import BinaryFacts, GpuFacts, Problem, PythonEnvironment
 from archgap.probe.system import System
+from archgap.probe.toolkit import ToolchainFacts
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,13 @@ class ScanReport:
     gpus: tuple[GpuTarget, ...]
     binaries: tuple[BinaryFacts, ...]
     packages: tuple[PackageVerdict, ...]
+    toolchains: ToolchainFacts | None = None  # toolkits and the environment JIT compilers see
+    jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (fails/unknown only)
+
+    @property
+    def jit_gaps(self) -> tuple[JitFinding, ...]:
+        """JIT findings that fail for a GPU that is present or was named."""
+        return tuple(f for f in self.jit if f.status == "fails" and f.gates_exit_code)
 
     @property
     def gaps(self) -> tuple[PackageVerdict, ...]:
@@ -76,9 +85,14 @@ def choose_targets(facts: GpuFacts, named: Sequence[str]) -> tuple[GpuTarget, ..
     """
     targets = [resolve_gpu(text) for text in named]
     targets += present_targets(facts)
+    # One column per compute capability and role: "RTX PRO 6000" and "sm_120" are the same GPU.
     unique: dict[tuple[ComputeCapability, str], GpuTarget] = {}
     for target in targets:
-        unique.setdefault((target.compute_capability, target.role), target)
+        key = (target.compute_capability, target.role)
+        if key in unique:
+            first = unique[key]
+            target = replace(first, label=f"{first.label} / {target.label}")
+        unique[key] = target
     return tuple(unique.values()) or matrix_targets()
 
 
@@ -92,10 +106,12 @@ def scan(
 
     ``on_file(path, total)`` is called before each file is read (for progress bars).
     """
-    from archgap.kb.toolchain import max_ptx_isa_for_driver
+    from archgap.analysis.jit import jit_findings
+    from archgap.kb.toolchain import all_source_checks, max_ptx_isa_for_driver
     from archgap.probe.fatbin import read_binary
     from archgap.probe.gpu import probe_gpus
     from archgap.probe.pyenv import discover_environment
+    from archgap.probe.toolkit import discover_toolchains
 
     system = system or System.local()
     gpu_facts = probe_gpus(system)
@@ -111,7 +127,9 @@ def scan(
     groups = group_by_package(env, binaries)
     isa = max_ptx_isa_for_driver(gpu_facts.driver_version) if gpu_facts.driver_version else None
     packages = verdicts_for(groups, targets, _isa_tuple(isa))
-    return ScanReport(env, gpu_facts, targets, tuple(binaries), packages)
+    toolchains = discover_toolchains(system, env.site_packages, all_source_checks())
+    jit = jit_findings(toolchains, targets, gpu_facts.driver_version, gpu_facts.source)
+    return ScanReport(env, gpu_facts, targets, tuple(binaries), packages, toolchains, jit)
 
 
 def _isa_tuple(isa: str | None) -> tuple[int, int] | None:

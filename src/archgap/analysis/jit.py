@@ -111,7 +111,10 @@ def _ok_nvcc_toolkits(facts: ToolchainFacts) -> list[Toolkit]:
     ordered = sorted(facts.toolkits, key=lambda t: t.found_by != "/usr/local/cuda-*")
     for tk in ordered:
         key = tk.real_home or tk.home
-        if tk.tool == "nvcc" and tk.status == "ok" and tk.version and key not in seen:
+        # A PATH hit's home is dirname(dirname(nvcc)): often a wrapper in /usr/local/bin, not a
+        # toolkit root with headers, so it is not offered as a CUDA_HOME.
+        usable = tk.tool == "nvcc" and tk.status == "ok" and tk.found_by != "PATH"
+        if usable and tk.version and key not in seen:
             seen.add(key)
             found.append(tk)
     return found

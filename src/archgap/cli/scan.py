@@ -48,6 +48,12 @@ def register(subparsers: Any) -> None:
         help="like --gpu, for CI gates: exit 1 if any package cannot run on it",
     )
     parser.add_argument("--libs", action="store_true", help="show the per-library view")
+    parser.add_argument(
+        "--env-from",
+        metavar="PID|FILE",
+        help="resolve toolkits and JIT settings with a service's environment: a process id "
+        "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON",
+    )
     add_json_option(parser)
     parser.set_defaults(run=run)
 
@@ -63,6 +69,13 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     named = _split(args.gpu) + _split(args.require)
     system = System.local(root=args.root)
+    if args.env_from:
+        from archgap.probe.envsource import system_with_env_from
+
+        replaced, why = system_with_env_from(args.env_from, system)
+        if replaced is None:
+            raise UsageError(f"--env-from {args.env_from}: {why}")
+        system = replaced
     started = time.monotonic()
     try:
         with out.progress("reading kernels", total=0) as advance:
@@ -77,10 +90,12 @@ def run(args: argparse.Namespace, out: Output) -> int:
         _print_report(out, report, args.libs, elapsed)
     if broken:
         return EXIT_ERROR
-    return EXIT_GAP if report.gaps else EXIT_OK
+    return EXIT_GAP if report.gaps or report.jit_gaps else EXIT_OK
 
 
 def _body(report: Any, elapsed: float) -> dict[str, Any]:
+    from archgap.model import to_json
+
     env = report.environment
     return {
         "python": {
@@ -100,10 +115,66 @@ def _body(report: Any, elapsed: float) -> dict[str, Any]:
         ],
         "packages": report.packages,
         "files_scanned": len(report.binaries),
-        "gap": bool(report.gaps),
+        "toolchains": _toolchains_body(report.toolchains),
+        "jit": [to_json(f) for f in report.jit],
+        "gap": bool(report.gaps or report.jit_gaps),
         "problems": report.problems,
         "seconds": round(elapsed, 3),
     }
+
+
+def _toolchains_body(facts: Any) -> dict[str, Any] | None:
+    from archgap.model import to_json
+
+    if facts is None:
+        return None
+    return {
+        "env_source": facts.env_source,
+        "env": to_json(facts.env),
+        "which_nvcc": facts.which_nvcc,
+        "toolkits": to_json(facts.toolkits),
+        "source_checks": to_json(facts.source_checks),
+        "problems": to_json(facts.problems),
+    }
+
+
+def _print_jit(out: Output, report: Any) -> None:
+    if report.toolchains is not None:
+        tc = report.toolchains
+        seen: set[str] = set()
+        parts = []
+        for tk in tc.toolkits:
+            key = f"{tk.tool_path}"
+            if key in seen or tk.status == "missing":
+                continue
+            seen.add(key)
+            what = (
+                f"{tk.tool} {tk.version}"
+                if tk.status == "ok"
+                else f"{tk.tool or 'wheel'} {tk.status}"
+            )
+            parts.append(f"{what} [dim]({tk.found_by}: {tk.tool_path or tk.home})[/]")
+        if parts:
+            out.print(f"[bold]Toolkits[/] (environment: {tc.env_source}) " + " · ".join(parts))
+    if not report.jit:
+        return
+    out.print("\n[bold]JIT compilers[/]")
+    for f in report.jit:
+        style = "bold red" if f.status == "fails" else "magenta"
+        where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
+        out.print(f"  [{style}]{f.status}[/] {f.package} {f.version}{where} — {f.when}")
+        if f.error:
+            out.print(f"    [bold]error:[/] {f.error}")
+        out.print(f"    [bold]cause:[/] {f.cause}")
+        for fact in f.chain:
+            out.print(f"      · {fact.what} [dim]← {fact.source}[/]")
+        for i, fix in enumerate(f.fixes, 1):
+            out.print(f"    [green]fix {i}:[/] {fix.action}")
+            if fix.command:
+                out.print(f"           $ {fix.command}")
+            for name, value in fix.env:
+                out.print(f"           {name}={value}")
+            out.print(f"           [dim]{fix.tradeoff}[/]")
 
 
 def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
@@ -148,7 +219,8 @@ def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
         for p in notes:
             style = VERDICT_STYLE.get(p.verdict, "")
             out.print(f"  {p.package} on {p.gpu}: [{style}]{p.verdict}[/] — {p.reason}")
-    gaps = report.gaps
+    _print_jit(out, report)
+    gaps = report.gaps + report.jit_gaps
     verdict = (
         f"[bold red]{len(gaps)} gap(s)[/] on a present or named GPU"
         if gaps
