@@ -24,12 +24,14 @@ which keeps a walk over a multi-gigabyte site-packages at one ``readdir`` per di
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
 import re
 import stat
 import struct
+import sys
 from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -37,6 +39,8 @@ from .facts import BinaryFacts, KernelEntry
 from .system import System
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
+# magic, version 1, header size 16: the part of a container header that never varies
+CONTAINER_PREFIX = CONTAINER_MAGIC + b"\x01\x00\x10\x00"
 ELF_MAGIC = b"\x7fELF"
 AR_MAGIC = b"!<arch>\n"
 THIN_AR_MAGIC = b"!<thin>\n"
@@ -109,6 +113,43 @@ TEXT_EXTENSIONS = frozenset(
         ".jinja", ".j2", ".ipynb", ".pkl", ".npz", ".npy", ".pt", ".onnx", ".mlir", ".ll", ".ptx",
     )
 )  # fmt: skip
+
+
+class _Sections:
+    """An ELF section table as columns; offsets are absolute in the file."""
+
+    def __init__(
+        self,
+        strtab: bytes,
+        base: int,
+        names: List[int],
+        types: List[int],
+        flags: List[int],
+        offsets: List[int],
+        sizes: List[int],
+    ) -> None:
+        self.strtab = strtab
+        self.names = names
+        self.types = types
+        self.flags = flags
+        self.offsets = [base + offset for offset in offsets]
+        self.sizes = sizes
+
+    def name(self, index: int) -> str:
+        at = self.names[index]
+        if at >= len(self.strtab):
+            return ""
+        stop = self.strtab.find(b"\0", at, at + 256)
+        return self.strtab[at : stop if stop >= 0 else at + 256].decode("utf-8", "replace")
+
+    def named(self, wanted: bytes) -> List[int]:
+        """Indices of the sections called ``wanted`` (names may share a string-table tail)."""
+        spots = set()
+        at = self.strtab.find(wanted + b"\0")
+        while at >= 0:
+            spots.add(at)
+            at = self.strtab.find(wanted + b"\0", at + 1)
+        return [i for i, name in enumerate(self.names) if name in spots] if spots else []
 
 
 class _Reader:
@@ -249,20 +290,31 @@ class _Reader:
     # -- deep search of data sections ------------------------------------------------------------
 
     def search_section(self, start: int, end: int, section: str, member: Optional[str]) -> None:
-        """Validated containers and bare cubins anywhere in [start, end) (not listed by cuobjdump)."""
+        """Validated containers and bare cubins in [start, end): device code cuobjdump skips.
+
+        Containers are searched by their full fixed header (magic, version 1, header size 16);
+        cubins only in the gaps between containers, so back-to-back containers (cuFFT's .ldata,
+        cuBLASLt's .cask_resource) cost one header read each and no scan."""
         buf = self.buf
         if hasattr(buf, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
             aligned = start - start % mmap.PAGESIZE
-            try:  # this range is read front to back: let the kernel read ahead here
+            # this range is read front to back: let the kernel read ahead here
+            with contextlib.suppress(OSError, ValueError):
                 buf.madvise(mmap.MADV_SEQUENTIAL, aligned, end - aligned)
-            except (OSError, ValueError):
-                pass
         pos = start
-        next_container = buf.find(CONTAINER_MAGIC, pos, end)
-        next_elf = buf.find(ELF_MAGIC, pos, end)
-        while next_container >= 0 or next_elf >= 0:
-            if next_container >= 0 and (next_elf < 0 or next_container < next_elf):
-                hit = next_container
+        while pos < end:
+            hit = buf.find(CONTAINER_PREFIX, pos, end)
+            gap_end = end if hit < 0 else hit
+            cubin = buf.find(ELF_MAGIC, pos, gap_end)
+            while cubin >= 0:
+                cubin_end = self.cubin_at(cubin, end, section, False, member)
+                if cubin_end > gap_end:  # the container candidate was inside this cubin
+                    break
+                next_from = cubin_end if cubin_end > cubin else cubin + 1
+                cubin = buf.find(ELF_MAGIC, next_from, gap_end)
+            else:
+                if hit < 0:
+                    return
                 if self.valid_container_at(hit, end):
                     fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
                     body = hit + CONTAINER_HEADER.size
@@ -270,100 +322,115 @@ class _Reader:
                     pos = body + fat_size
                 else:
                     pos = hit + 1
-            else:
-                hit = next_elf
-                cubin_end = self.cubin_at(hit, end, section, False, member)
-                pos = cubin_end if cubin_end > hit else hit + 1
-            if next_container >= 0 and next_container < pos:
-                next_container = buf.find(CONTAINER_MAGIC, pos, end)
-            if next_elf >= 0 and next_elf < pos:
-                next_elf = buf.find(ELF_MAGIC, pos, end)
+                continue
+            pos = cubin_end
 
     # -- ELF ---------------------------------------------------------------------------------
 
-    def sections(
-        self, base: int, limit: int, where: str
-    ) -> Optional[Tuple[Tuple[Any, ...], List[Tuple[str, int, int, int, int, int]]]]:
-        """The ELF header fields and (name, type, flags, offset, size, link) of every section.
+    def section_table(self, base: int, limit: int, where: str, only_fatbin: bool) -> Any:
+        """The ELF header fields and the section table of the image in [base, limit).
 
-        Offsets are absolute in the file. None when the header itself cannot be read."""
+        Returns (fields, sections); sections is None when there are none or, with
+        ``only_fatbin``, when no section name mentions a fatbin (the common case for objects in
+        static archives with thousands of sections: only the name table is read then)."""
         buf = self.buf
         if base + 52 > limit:
             self.fail("%struncated ELF header" % where)
-            return None
-        ident = buf[base : base + 16]
-        elf_class, data = ident[4], ident[5]
+            return None, None
+        elf_class, data = buf[base + 4], buf[base + 5]
         if elf_class not in (1, 2) or data not in (1, 2):
             self.fail("%sunknown ELF class or byte order" % where)
-            return None
+            return None, None
         order = "<" if data == 1 else ">"
-        header = struct.Struct(order + (ELF64_HEADER if elf_class == 2 else ELF32_HEADER).format[1:])
-        section_struct = struct.Struct(
-            order + (ELF64_SECTION if elf_class == 2 else ELF32_SECTION).format[1:]
-        )
+        wide = elf_class == 2
+        header = struct.Struct(order + (ELF64_HEADER if wide else ELF32_HEADER).format[1:])
+        entry = struct.Struct(order + (ELF64_SECTION if wide else ELF32_SECTION).format[1:])
         if base + header.size > limit:
             self.fail("%struncated ELF header" % where)
-            return None
+            return None, None
         fields = header.unpack_from(buf, base)
         shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
-        result: List[Tuple[str, int, int, int, int, int]] = []
         if shoff == 0:
-            return fields, result
-        if shentsize != section_struct.size:
+            return fields, None
+        if shentsize != entry.size:
             self.fail("%sunexpected section header size %d" % (where, shentsize))
-            return fields, result
+            return fields, None
         table = base + shoff
         if table + shentsize > limit:
-            self.fail("%struncated: section headers start past the end of the file" % where)
-            return fields, result
-        if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: the real values in section 0
-            first = section_struct.unpack_from(buf, table)
+            self.fail("%struncated: the section headers are past the end" % where)
+            return fields, None
+        if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: real values in section 0
+            first = entry.unpack_from(buf, table)
             shnum = shnum or first[5]
             if shstrndx == 0xFFFF:
                 shstrndx = first[6]
         available = (limit - table) // shentsize
         if shnum > available:
-            self.fail(
-                "%struncated: %d of %d section headers in the file" % (where, available, shnum)
-            )
+            self.fail("%struncated: %d of %d section headers present" % (where, available, shnum))
             shnum = available
-        raw = [section_struct.unpack_from(buf, table + i * shentsize) for i in range(shnum)]
-        names_start = names_end = 0
-        if shstrndx < len(raw):
-            names_start = base + raw[shstrndx][4]
-            names_end = min(names_start + raw[shstrndx][5], limit)
-        for sh_name, sh_type, sh_flags, _, sh_offset, sh_size, sh_link, _, _, _ in raw:
-            name = ""
-            at = names_start + sh_name
-            if names_start <= at < names_end:
-                stop = buf.find(b"\0", at, min(names_end, at + 256))
-                name = buf[at : stop if stop >= 0 else min(names_end, at + 256)].decode(
-                    "utf-8", "replace"
-                )
-            result.append((name, sh_type, sh_flags, base + sh_offset, sh_size, sh_link))
-        return fields, result
+        strtab = b""
+        if shstrndx < shnum:
+            names_header = entry.unpack_from(buf, table + shstrndx * shentsize)
+            names_start = base + names_header[4]
+            names_end = min(names_start + names_header[5], limit, names_start + (64 << 20))
+            if names_start < names_end:
+                strtab = bytes(buf[names_start:names_end])
+        if only_fatbin and b"fatbin\0" not in strtab:
+            return fields, None
+        raw = bytes(buf[table : table + shnum * shentsize])
+        if wide and order == "<" and sys.byteorder == "little":
+            # Columns straight out of the table: one C-level pass instead of a tuple per section.
+            words = memoryview(raw).cast("I")
+            quads = memoryview(raw).cast("Q")
+            columns = (words[0::16].tolist(), words[1::16].tolist(), quads[1::8].tolist(),
+                       quads[3::8].tolist(), quads[4::8].tolist())  # fmt: skip
+        else:
+            rows = [entry.unpack_from(raw, i * shentsize) for i in range(shnum)]
+            columns = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                       [r[4] for r in rows], [r[5] for r in rows])  # fmt: skip
+        return fields, _Sections(strtab, base, *columns)
 
     def read_elf(self, base: int, limit: int, member: Optional[str]) -> str:
         """Device code in one ELF image in [base, limit). Returns "elf" or "cubin"."""
+        buf = self.buf
         where = "%s: " % member if member else ""
-        if base + 20 <= limit and struct.unpack_from("<H", self.buf, base + 18)[0] == EM_CUDA:
+        if base + 20 <= limit and struct.unpack_from("<H", buf, base + 18)[0] == EM_CUDA:
             self.cubin_at(base, limit, "", True, member, loose=True)
             return "cubin"
-        parsed = self.sections(base, limit, where)
-        if parsed is None:
+        # An archive member without any magic past its header cannot hide device code.
+        deep = self.deep and (
+            member is None
+            or buf.find(CONTAINER_MAGIC, base, limit) >= 0
+            or buf.find(ELF_MAGIC, base + 4, limit) >= 0
+        )
+        fields, sections = self.section_table(base, limit, where, only_fatbin=not deep)
+        if sections is None:
             return "elf"
-        fields, sections = parsed
         is_object = fields[1] == ET_REL
-        for name, sh_type, sh_flags, offset, size, _ in sections:
-            if sh_type in (SHT_NULL, SHT_NOBITS) or size == 0:
+        if deep:
+            indices = [
+                i
+                for i, (kind, flags, size) in enumerate(
+                    zip(sections.types, sections.flags, sections.sizes)
+                )
+                if size and kind == SHT_PROGBITS and not flags & SHF_EXECINSTR
+            ]
+        else:
+            indices = sorted(sections.named(b".nv_fatbin") + sections.named(b"__nv_relfatbin"))
+        for i in indices:
+            if sections.types[i] in (SHT_NULL, SHT_NOBITS) or not sections.sizes[i]:
                 continue
-            end = offset + size
+            name = sections.name(i)
+            offset = sections.offsets[i]
+            end = offset + sections.sizes[i]
+            fatbin_section = name in (".nv_fatbin", "__nv_relfatbin")
+            if not fatbin_section and name.startswith(NOT_DATA_PREFIXES):
+                continue
             if end > limit:
-                if name == ".nv_fatbin" or name == "__nv_relfatbin" or self.deep:
-                    self.fail(
-                        "%struncated: section %s ends 0x%x bytes past the end"
-                        % (where, name, end - limit)
-                    )
+                self.fail(
+                    "%struncated: section %s ends 0x%x bytes past the end"
+                    % (where, name, end - limit)
+                )
                 end = limit
             if offset >= end:
                 continue
@@ -371,14 +438,9 @@ class _Reader:
                 self.walk_containers(offset, end, name, True, member)
             elif name == "__nv_relfatbin":
                 # cuobjdump lists the relocatable fatbins of objects, not of linked binaries.
-                if is_object or self.deep:
+                if is_object or deep:
                     self.walk_containers(offset, end, name, is_object, member)
-            elif (
-                self.deep
-                and sh_type == SHT_PROGBITS
-                and not sh_flags & SHF_EXECINSTR
-                and not name.startswith(NOT_DATA_PREFIXES)
-            ):
+            else:
                 self.search_section(offset, end, name, member)
         return "elf"
 
@@ -413,14 +475,14 @@ class _Reader:
             return base
         phoff, phentsize, phnum = fields[5], fields[9], fields[10]
         end = max(base + shoff + shnum * shentsize, base + phoff + phnum * phentsize)
-        sections: List[Tuple[str, int, int, int, int, int]] = []
-        if shoff:
-            parsed = self.sections(base, limit, "")
-            if parsed is not None:
-                sections = parsed[1]
-        for _, sh_type, _, offset, size, _ in sections:
-            if sh_type != SHT_NOBITS:
-                end = max(end, offset + size)
+        sections = self.section_table(base, limit, "", only_fatbin=False)[1] if shoff else None
+        listing: List[Tuple[str, int, int]] = []
+        if sections is not None:
+            for i, sh_type in enumerate(sections.types):
+                offset, size = sections.offsets[i], sections.sizes[i]
+                if sh_type != SHT_NOBITS:
+                    end = max(end, offset + size)
+                listing.append((sections.name(i), offset, size))
         end = limit if loose else end  # a loose cubin is the whole file
         if end > limit:
             return base
@@ -430,7 +492,7 @@ class _Reader:
         arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
         variant = "" if new_layout or not e_flags & 0x800 else "a"
         debug = False
-        for name, _, _, offset, size, _ in sections:
+        for name, offset, size in listing:
             if name == ".debug_info":
                 debug = True
             elif name == ".note.nv.tkinfo" and offset + size <= limit:
@@ -516,7 +578,8 @@ def _open_error(path: str, exc: OSError) -> str:
 def read_binary(path: str, deep: bool = False) -> BinaryFacts:
     """The device code in one file. Never raises: problems are in ``error``."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         return BinaryFacts(path, 0, "unreadable", (), deep, _open_error(path, exc))
     try:
@@ -673,7 +736,9 @@ def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFa
     """``read_binary`` over every file under ``paths`` (see the module doc for which files)."""
     for path, ready in discover(paths):
         if ready is not None:
-            yield BinaryFacts(ready.path, ready.size, ready.format, ready.entries, deep, ready.error)
+            yield BinaryFacts(
+                ready.path, ready.size, ready.format, ready.entries, deep, ready.error
+            )
         else:
             yield read_binary(path, deep)
 

@@ -1,0 +1,207 @@
+"""archgap kernels: the device code (SASS, PTX, LTO-IR) inside binaries, read from headers.
+
+Exit codes: 0 every file was read; 2 a path was missing or a file could not be read completely
+(unreadable, truncated, corrupt, a symlink loop or a dangling link). Every file that could be read
+is listed either way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, add_json_option
+
+if TYPE_CHECKING:
+    from archgap.probe.facts import BinaryFacts, KernelEntry
+
+KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "kernels",
+        help="list the fatbin entries (SASS, PTX, LTO-IR) in binaries",
+        description="List the device code in shared libraries, executables, static archives, "
+        "cubins and fatbins, from their headers only. Directories are walked. By default: what "
+        "`cuobjdump --list-elf/--list-ptx` lists, with the 'f' variant kept, one row per target.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="also search data sections for containers and cubins cuobjdump does not list "
+        "(cuBLASLt/cuDNN .cask_resource, cuFFT .ldata, .rodata, .data, __nv_relfatbin)",
+    )
+    parser.add_argument(
+        "--all",
+        dest="show_all",
+        action="store_true",
+        help="one row per entry instead of one per target, and list files without device code",
+    )
+    add_json_option(parser)
+    parser.set_defaults(run=run)
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """Entries of one file that share kind, arch and variant (and whether cuobjdump lists them)."""
+
+    kind: str
+    target: str
+    ptx_isa: str
+    compression: str
+    stored_size: int
+    uncompressed_size: int
+    sections: str
+    count: int
+    listed: bool
+
+
+def target_rows(entries: Iterable[KernelEntry]) -> list[TargetRow]:
+    """The de-duplicated view: nvcc's device-link step alone puts every target in twice."""
+    groups: dict[tuple[str, int, str, bool], list[KernelEntry]] = {}
+    for entry in entries:
+        groups.setdefault((entry.kind, entry.arch, entry.variant, entry.listed), []).append(entry)
+    rows = []
+    for (kind, arch, variant, listed), group in sorted(
+        groups.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), *item[0][1:3], item[0][3])
+    ):
+        rows.append(
+            TargetRow(
+                kind=kind,
+                target=group[0].target,
+                ptx_isa=_joined(e.ptx_isa or "" for e in group),
+                compression=_joined(e.compression for e in group),
+                stored_size=sum(e.stored_size for e in group),
+                uncompressed_size=sum(e.uncompressed_size for e in group),
+                sections=_joined(e.section or "(file)" for e in group),
+                count=len(group),
+                listed=listed,
+            )
+        )
+    return rows
+
+
+def _joined(values: Iterable[str]) -> str:
+    return ", ".join(sorted({v for v in values if v}))
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1048576:.1f} MiB"
+
+
+def run(args: Any, out: Output) -> int:
+    from archgap.probe.fatbin import discover, read_binary
+
+    started = time.perf_counter()
+    deep = bool(args.deep)
+    found = list(discover(args.paths))
+    files: list[BinaryFacts] = []
+    with out.progress("Reading binaries", len(found)) as advance:
+        for path, ready in found:
+            files.append(ready if ready is not None else read_binary(path, deep))
+            advance(path)
+    elapsed = time.perf_counter() - started
+    failed = [f for f in files if f.error or f.format == "unreadable"]
+    summary = {
+        "files": len(files),
+        "files_with_device_code": sum(1 for f in files if f.entries),
+        "entries": sum(len(f.entries) for f in files),
+        "listed_entries": sum(1 for f in files for e in f.entries if e.listed),
+        "unreadable": len(failed),
+        "deep": deep,
+        "seconds": round(elapsed, 3),
+    }
+    if out.json_mode:
+        out.emit("kernels", {"files": files, "summary": summary})
+    else:
+        _print_text(out, files, set(args.paths), deep, bool(args.show_all), summary)
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def _print_text(
+    out: Output,
+    files: Sequence[BinaryFacts],
+    named: set[str],
+    deep: bool,
+    show_all: bool,
+    summary: dict[str, Any],
+) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = out.console
+    quiet = 0
+    for facts in files:
+        title = f"[bold]{escape(facts.path)}[/]  [dim]{facts.format}, {_size(facts.size)}[/]"
+        if facts.error:
+            title += f"\n[red]{escape(facts.error)}[/]"
+        if not facts.entries:
+            if facts.error or show_all or facts.path in named:
+                note = "" if facts.error else "  [dim]no device code[/]"
+                console.print(title + note)
+            else:
+                quiet += 1
+            continue
+        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+        table.add_column("target", no_wrap=True)
+        table.add_column("kind", no_wrap=True)
+        table.add_column("PTX", no_wrap=True)
+        table.add_column("compr.", no_wrap=True)
+        table.add_column("stored", justify="right", no_wrap=True)
+        table.add_column("unpacked", justify="right", no_wrap=True)
+        table.add_column("section")
+        if show_all:
+            table.add_column("offset", justify="right", no_wrap=True)
+            if any(e.member for e in facts.entries):
+                table.add_column("member")
+            for e in facts.entries:
+                cells = [
+                    e.target + (" (-G)" if e.debug else ""),
+                    e.kind,
+                    e.ptx_isa or "",
+                    e.compression,
+                    _size(e.stored_size),
+                    _size(e.uncompressed_size),
+                    e.section or "(file)",
+                    hex(e.offset),
+                ]
+                if any(x.member for x in facts.entries):
+                    cells.append(e.member or "")
+                table.add_row(*cells, style=None if e.listed else "cyan")
+        else:
+            table.add_column("n", justify="right", no_wrap=True)
+            for row in target_rows(facts.entries):
+                table.add_row(
+                    row.target,
+                    row.kind,
+                    row.ptx_isa,
+                    row.compression,
+                    _size(row.stored_size),
+                    _size(row.uncompressed_size),
+                    row.sections,
+                    str(row.count),
+                    style=None if row.listed else "cyan",
+                )
+        console.print(table)
+        console.print()
+    line = (
+        f"{summary['files']} files, {summary['files_with_device_code']} with device code, "
+        f"{summary['entries']} entries"
+    )
+    if deep:
+        hidden = summary["entries"] - summary["listed_entries"]
+        line += f" ({hidden} not listed by cuobjdump, in cyan)"
+    if quiet:
+        line += f", {quiet} without device code not shown (--all shows them)"
+    if summary["unreadable"]:
+        line += f", [red]{summary['unreadable']} not fully readable[/]"
+    line += f" — {summary['seconds']:.2f} s"
+    console.print(line)
