@@ -9,6 +9,8 @@ it that swallows errors (``source_flow.swallow``). Nothing is imported or writte
 from __future__ import annotations
 
 import ast
+import bisect
+import gc
 import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -29,7 +31,6 @@ from .source_scan import (
     files_containing,
     module_name,
     python_files,
-    shift_lines,
     word_pattern,
 )
 from .system import System
@@ -168,6 +169,16 @@ def _canonical(name: str) -> str:
 
 def trace(name: str, paths: Sequence[str]) -> TraceFacts:
     """Every occurrence of ``name`` as code under ``paths``."""
+    collecting = gc.isenabled()
+    gc.disable()  # many short-lived AST nodes, no cycles: the collector only costs time here
+    try:
+        return _trace(name, paths)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
     files, problems = python_files(paths)
     last = name.rsplit(".", 1)[-1] if _is_identifier_path(name) else name
     candidates, read_problems = files_containing(files, [last.encode("utf-8")])
@@ -181,31 +192,19 @@ def trace(name: str, paths: Sequence[str]) -> TraceFacts:
         if src is None:
             problems.append(Problem(path, reason))
             continue
-        hits = [i for i, line in enumerate(src.lines) if matcher.word.search(line)]
+        hits = _hit_lines(src.text, matcher.last)
         if not hits:
             continue
         sources[path] = src
         module, _ = module_name(path, init_cache)
-        covered: List[Tuple[int, int]] = []
-        for index in hits:
-            if any(start <= index < end for start, end in covered):
-                continue
-            start, end = src.enclosing_block(index)
-            tree, offset, error = src.parse_block(start, end)
-            if tree is None:
-                problems.append(Problem(path, error))
-                break
-            if offset == 0 and start != 0:  # fell back to the whole module: it covers all hits
-                start, end = 0, len(src.lines)
-            shift_lines(tree, offset)
-            covered.append((start, end))
-            finder = _Finder(matcher, src, module)
-            try:
-                finder.body(tree.body, (), (), (), None)
-            except RecursionError:
-                problems.append(Problem(path, "too deeply nested to analyse"))
-                continue
-            found.extend(finder.found)
+        finder = _Finder(matcher, src, module, hits)
+        try:
+            error = _find_in_file(src, finder, hits)
+        except RecursionError:
+            error = "too deeply nested to analyse"
+        if error:
+            problems.append(Problem(path, error))
+        found.extend(finder.found)
     occurrences = _analyse(found, sources)
     defining = _defining_files(occurrences)
     order = {path: i for i, path in enumerate(defining)}
@@ -221,6 +220,63 @@ def trace(name: str, paths: Sequence[str]) -> TraceFacts:
         tuple(occurrences),
         tuple(problems),
     )
+
+
+def _hit_lines(text: str, word: str) -> List[int]:
+    """1-based numbers of the lines where ``word`` occurs as a whole word (C-speed find)."""
+    lines: List[int] = []
+    line, counted, position, size = 1, 0, 0, len(word)
+    while True:
+        position = text.find(word, position)
+        if position < 0:
+            return lines
+        after = position + size
+        if (position == 0 or not _is_word_char(text[position - 1])) and (
+            after >= len(text) or not _is_word_char(text[after])
+        ):
+            line += text.count("\n", counted, position)
+            counted = position
+            if not lines or lines[-1] != line:
+                lines.append(line)
+        position = after
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _find_in_file(src: SourceFile, finder: _Finder, hits: List[int]) -> str:
+    """Parse only what encloses each hit: its indented def, else its top-level statement.
+
+    Falls back to the whole module when a piece does not parse on its own; returns why the file
+    could not be analysed, or "".
+    """
+    covered: List[Tuple[int, int]] = []
+    for number in hits:
+        index = number - 1
+        if any(start <= index < end for start, end in covered):
+            continue
+        function = src.enclosing_function(index)
+        if function is not None:
+            start, end, scope = function
+            tree = src.parse_range(start, end, indented=True)
+            if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
+                covered.append((start, end))
+                finder.body(tree.body[0].body, scope, (), (), None)
+                continue
+        start, end = src.enclosing_block(index)
+        tree = src.parse_range(start, end, indented=False)
+        if tree is not None:
+            covered.append((start, end))
+            finder.body(tree.body, (), (), (), None)
+            continue
+        module, error = src.module()
+        if module is None:
+            return error
+        finder.found = []  # redo the file whole
+        finder.body(module.body, (), (), (), None)
+        return ""
+    return ""
 
 
 def _is_identifier_path(name: str) -> bool:
@@ -265,10 +321,11 @@ class _Matcher:
 class _Finder:
     """Walks one parsed block, recording occurrences with scope, guards and enclosing trys."""
 
-    def __init__(self, matcher: _Matcher, src: SourceFile, module: str) -> None:
+    def __init__(self, matcher: _Matcher, src: SourceFile, module: str, hits: List[int]) -> None:
         self.m = matcher
         self.src = src
         self.module = module
+        self.hits = hits  # sorted line numbers with a textual hit: other statements are skipped
         self.found: List[_Found] = []
         self.handled: set = set()  # type: ignore[type-arg]
 
@@ -289,6 +346,12 @@ class _Finder:
         for stmt in stmts:
             if isinstance(stmt, ast.Expr) and string_value(stmt.value) is not None:
                 continue  # a docstring or a bare string used as a comment: not code
+            first = stmt.lineno
+            for decorator in getattr(stmt, "decorator_list", ()):
+                first = min(first, decorator.lineno)
+            position = bisect.bisect_left(self.hits, first)
+            if position == len(self.hits) or self.hits[position] > (stmt.end_lineno or first):
+                continue  # no hit inside this statement
             owner = function if function is not None else stmt
             self.stmt(stmt, (scope, guards, trys, owner))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import os
 import re
 import tokenize
@@ -170,12 +171,8 @@ class SourceFile:
     def inside_triple_string(self, index: int) -> bool:
         """Whether line ``index`` (0-based) may start inside a triple-quoted string (odd count)."""
         if self._line_offsets is None:
-            offsets, total = [], 0
-            for line in self.lines:
-                offsets.append(total)
-                total += len(line) + 1
-            self._line_offsets = offsets
-        end = self._line_offsets[index]
+            self._line_offsets = list(itertools.accumulate(map(len, self.lines), initial=0))
+        end = self._line_offsets[index] + index  # + one newline per line
         return bool(self.text.count('"""', 0, end) % 2 or self.text.count("'''", 0, end) % 2)
 
     def enclosing_block(self, index: int) -> Tuple[int, int]:
@@ -217,16 +214,83 @@ class SourceFile:
             end += 1
         return start, end
 
-    def parse_block(self, start: int, end: int) -> Tuple[Optional[ast.Module], int, str]:
-        """(AST, line offset, error) of lines [start, end); falls back to the whole module."""
+    def enclosing_function(self, index: int) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
+        """[start, end) lines and outer scope names of the indented def that holds line ``index``.
+
+        None when the line is not inside an indented def (module level, a class body, or a def at
+        column 0: ``enclosing_block`` covers those). Found by indentation, checked by parsing.
+        """
+        lines = self.lines
+        limit = _indent(lines[index]) if lines[index].strip() else 1 << 30
+        header = -1
+        j = index - 1
+        while j >= 0:
+            line = lines[j]
+            stripped = line.lstrip()
+            if stripped and not stripped.startswith("#"):
+                width = len(line) - len(stripped)
+                if width < limit:
+                    if stripped.startswith(("def ", "async def ")):
+                        header = j
+                        break
+                    if stripped.startswith("class "):
+                        return None
+                    if width == 0:
+                        return None
+            j -= 1
+        if header < 0:
+            return None
+        indent = _indent(lines[header])
+        if indent == 0:
+            return None
+        names: List[str] = []
+        limit = indent
+        j = header - 1
+        while j >= 0 and limit > 0:
+            line = lines[j]
+            stripped = line.lstrip()
+            if stripped and not stripped.startswith("#"):
+                width = len(line) - len(stripped)
+                if width < limit and stripped.startswith(("def ", "async def ", "class ")):
+                    names.append(_header_name(stripped))
+                    limit = width
+            j -= 1
+        if limit > 0:
+            return None  # no column-0 class/def above: a def nested in if/try at module level
+        start = header
+        while start > 0 and lines[start - 1].lstrip().startswith("@"):
+            start -= 1
+        end = header + 1
+        while end < len(lines):
+            line = lines[end]
+            stripped = line.lstrip()
+            if (
+                stripped
+                and not stripped.startswith("#")
+                and len(line) - len(stripped) <= indent
+                and stripped[0] not in ")]}"
+            ):
+                break
+            end += 1
+        return start, end, tuple(reversed(names))
+
+    def parse_range(self, start: int, end: int, indented: bool) -> Optional[ast.Module]:
+        """Lines [start, end) parsed at their place in the file (line numbers as in the file).
+
+        An indented block is parsed under an ``if 1:`` header on the line above it, so columns
+        stay those of the file too. None when it does not parse on its own.
+        """
         if start > 0 and self.inside_triple_string(start):
-            tree, error = self.module()
-            return tree, 0, error
-        tree, _ = parse("\n".join(self.lines[start:end]))
-        if tree is not None:
-            return tree, start, ""
-        tree, error = self.module()
-        return tree, 0, error
+            return None
+        body = "\n".join(self.lines[start:end])
+        if indented:
+            if start == 0:
+                return None
+            text = "\n" * (start - 1) + "if 1:\n" + body
+        else:
+            text = "\n" * start + body
+        tree, _ = parse(text)
+        return tree
 
 
 def _starts_statement(line: str) -> bool:
@@ -238,6 +302,17 @@ def _starts_statement(line: str) -> bool:
         if word in _KEYWORD_CONTINUATIONS:
             return False
     return True
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _header_name(stripped: str) -> str:
+    """The name in ``def name(``, ``async def name(`` or ``class name:``."""
+    words = stripped.split(None, 2)
+    rest = words[2] if words[0] == "async" and len(words) > 2 else " ".join(words[1:])
+    return re.split(r"[(:\s\[]", rest, maxsplit=1)[0]
 
 
 def _is_def(line: str) -> bool:
@@ -258,12 +333,6 @@ def parse(text: str) -> Tuple[Optional[ast.Module], str]:
         return None, "does not parse: %s (line %s)" % (exc.msg, exc.lineno)
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return None, "does not parse: %s" % (exc,)
-
-
-def shift_lines(tree: ast.AST, offset: int) -> None:
-    """Move a parsed block to its place in the file."""
-    if offset:
-        ast.increment_lineno(tree, offset)
 
 
 def word_pattern(word: str) -> re.Pattern[str]:
