@@ -10,37 +10,12 @@ depend on the package's name or on files next to it.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping
 
 from .collect import collect
+from .envsource import system_with_env_from
 from .system import System
-
-
-def _environ_from(source: str, root: str) -> Tuple[Optional[Dict[str, str]], str]:
-    """The environment of a running service (a PID) or an env file (``KEY=VALUE`` lines)."""
-    if source.isdigit():
-        path = os.path.join(root, "proc", source, "environ")
-        with open(path, "rb") as f:
-            raw = f.read(1 << 20)
-        pairs = [item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item]
-        environ = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
-        return environ, "/proc/%s/environ" % source
-    environ = {}
-    with open(source, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("export "):
-                line = line[len("export ") :].strip()
-            if not line or line.startswith("#") or "=" not in line:
-                continue
-            key, value = line.split("=", 1)
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            environ[key.strip()] = value
-    return environ, source
 
 
 def run(payload: Mapping[str, Any]) -> Dict[str, Any]:
@@ -48,23 +23,34 @@ def run(payload: Mapping[str, Any]) -> Dict[str, Any]:
     request = payload.get("request")
     if not isinstance(request, dict):
         return {"errors": {"request": "expected an object mapping section -> parameters"}}
-    root = payload.get("root") or "/"
+    root = str(payload.get("root") or "/")
     env_from = payload.get("env_from")
-    environ: Optional[Dict[str, str]] = None
-    env_source = "shell"
+    system = System.local(root=root)
     env_problem = None
     if env_from:
-        try:
-            environ, env_source = _environ_from(str(env_from), str(root))
-        except (OSError, ValueError) as exc:
-            env_problem = "cannot read environment from %s: %s" % (
-                env_from,
-                getattr(exc, "strerror", None) or exc,
-            )
-    system = System.local(root=str(root), environ=environ, env_source=env_source)
-    facts = collect(request, system)
+        service_system, env_problem = system_with_env_from(str(env_from), system)
+        system = service_system or system
+    facts = _collect_with_kernels(request, system)
     if env_problem:
         facts.setdefault("errors", {})["env_from"] = env_problem
+    return facts
+
+
+def _collect_with_kernels(request: Dict[str, Any], system: System) -> Dict[str, Any]:
+    """``"binaries": {"of_python": true}`` reads the native files of the "python" section's
+    environment, so one round trip to a remote host brings both the packages and their kernels."""
+    binaries = request.get("binaries")
+    if not (isinstance(binaries, dict) and binaries.get("of_python") and "python" in request):
+        return collect(request, system)
+    facts = collect(dict((k, v) for k, v in request.items() if k != "binaries"), system)
+    env = facts["sections"].get("python") or {}
+    paths = set(env.get("unowned_native_files") or [])
+    for dist in env.get("distributions") or []:
+        paths.update(dist.get("native_files") or [])
+    params = {"paths": sorted(paths), "deep": bool(binaries.get("deep", True))}
+    more = collect({"binaries": params}, system)
+    facts["sections"].update(more["sections"])
+    facts["errors"].update(more["errors"])
     return facts
 
 

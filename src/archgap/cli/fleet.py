@@ -1,0 +1,319 @@
+"""archgap fleet: probe many machines (ssh, Slurm, or JSON from any engine) and compare them.
+
+Groups hosts with identical fingerprints (GPUs, driver, toolkits, Python, packages, kernel
+coverage, JIT outcome), shows the drift between groups, every host's gaps and the hosts that did
+not answer. Exit codes: 0 every host answered and none has a gap; 1 a host has a gap; 2 a host
+could not be probed (or a usage error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError, add_json_option
+
+VERDICT_STYLE = {
+    "native": "green",
+    "jit": "yellow",
+    "partial": "dark_orange",
+    "none": "bold red",
+    "unknown": "magenta",
+}
+
+
+def register(subparsers: Any) -> None:
+    from archgap.cli.probe import DEFAULT_SECTIONS
+    from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT
+
+    parser = subparsers.add_parser(
+        "fleet",
+        help="probe many hosts (ssh, Slurm, or probe JSON from any engine) and compare them",
+        description="Probe hosts and group identical ones; show drift, gaps and unreachable hosts. "
+        "Exit 0: all answered, no gap; 1: a host has a gap; 2: a host could not be probed.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--hosts", metavar="H1,H2", help="[user@]host[:port] list (ssh)")
+    source.add_argument(
+        "--hostfile", metavar="FILE", help="one host per line: [user@]host[:port] [PYTHON]"
+    )
+    source.add_argument(
+        "--slurm",
+        action="store_true",
+        help="one probe per node with srun --ntasks-per-node=1; srun options after --",
+    )
+    source.add_argument(
+        "--from",
+        dest="from_paths",
+        action="append",
+        metavar="DIR|FILE",
+        help="ingest probe JSON written by any engine (archgap probe, the --script, pdsh/clush)",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        default=None,
+        help="the interpreter to inspect on every host (default python3)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="GPU",
+        help="also judge every host against this GPU (12.0, sm_120, a name); repeatable",
+    )
+    parser.add_argument("--jobs", type=int, default=32, metavar="N", help="hosts at a time")
+    parser.add_argument(
+        "--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT, metavar="S"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="total time limit per host"
+    )
+    parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS), metavar="LIST")
+    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    parser.add_argument("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS)
+    add_json_option(parser)
+    parser.set_defaults(run=run)
+
+
+def _host_lines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    if args.hosts:
+        return [(h.strip(), None) for h in args.hosts.split(",") if h.strip()]
+    try:
+        text = Path(args.hostfile).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--hostfile {args.hostfile}: {exc.strerror or exc}") from None
+    hosts: list[tuple[str, str | None]] = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) > 2:
+            raise UsageError(f"--hostfile: expected 'HOST [PYTHON]', got {line.strip()!r}")
+        hosts.append((words[0], words[1] if len(words) == 2 else None))
+    return hosts
+
+
+def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
+    """Every host's facts or failure, as ``HostInput`` values."""
+    from archgap.analysis.fleet import HostInput
+    from archgap.cli.probe import build_request
+    from archgap.transport import TargetError, TransportError, run_many, ssh_target
+    from archgap.transport.slurm import run_probe_slurm
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    python = args.python or "python3"
+    request = build_request(sections, python)
+    if args.srun_args and not args.slurm:
+        raise UsageError("arguments after -- are srun options: use them with --slurm")
+    if args.from_paths:
+        return read_documents(args.from_paths)
+    if args.slurm:
+        slurm = run_probe_slurm(list(args.srun_args), request, python, args.timeout)
+        if slurm.error is not None:
+            e = slurm.error
+            return [HostInput("slurm", None, e.kind, e.message, e.stderr)]
+        return [
+            HostInput(name, r, None)
+            if not isinstance(r, TransportError)
+            else HostInput(name, None, r.kind, r.message, r.stderr)
+            for name, r in slurm.tasks
+        ]
+    targets = []
+    for spec, host_python in _host_lines(args):
+        try:
+            targets.append(ssh_target(spec, host_python or python, args.connect_timeout))
+        except TargetError as exc:
+            raise UsageError(str(exc)) from None
+    if not targets:
+        raise UsageError("no hosts given")
+    if len({t.name for t in targets}) != len(targets):
+        raise UsageError("a host is named twice")
+    hosts: list[HostInput] = []
+    with out.progress("probing hosts", total=len(targets)) as advance:
+        for target, result in run_many(targets, request, args.jobs, args.timeout):
+            advance(target.name)
+            if isinstance(result, TransportError):
+                hosts.append(
+                    HostInput(target.name, None, result.kind, result.message, result.stderr)
+                )
+            else:
+                hosts.append(HostInput(target.name, result))
+    return hosts
+
+
+def _documents_in(text: str) -> list[Any]:
+    """JSON documents in a file: one document, JSON Lines, or ``host: {json}`` lines (pdsh)."""
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    docs: list[Any] = []
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        prefix = line[:start].rstrip().rstrip(":").strip()
+        try:
+            doc = json.loads(line[start:])
+        except ValueError:
+            continue
+        docs.append({"__name": prefix, **doc} if prefix and isinstance(doc, dict) else doc)
+    return docs
+
+
+def read_documents(paths: list[str]) -> list[Any]:
+    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded."""
+    from archgap.analysis.fleet import HostInput
+
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UsageError(f"--from {given}: no such file or directory")
+    hosts: list[HostInput] = []
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            hosts.append(HostInput(str(file), None, "unreadable", exc.strerror or str(exc)))
+            continue
+        docs = _documents_in(text)
+        if not docs:
+            hosts.append(HostInput(str(file), None, "not-json", "no JSON document in the file"))
+        for doc in docs:
+            hosts.append(_host_from_document(doc, file))
+    return hosts
+
+
+def _host_from_document(doc: Any, file: Path) -> Any:
+    from archgap.analysis.fleet import HostInput
+
+    if not isinstance(doc, dict):
+        return HostInput(str(file), None, "not-facts", "a JSON document that is not an object")
+    given = doc.get("__name") or doc.get("target")
+    if doc.get("command") == "probe" and isinstance(doc.get("error"), dict):
+        err = doc["error"]
+        name = str(given or file.stem)
+        return HostInput(name, None, str(err.get("kind")), str(err.get("message")), "")
+    facts = doc.get("facts") if doc.get("command") == "probe" else doc
+    if not isinstance(facts, dict) or "sections" not in facts:
+        return HostInput(str(file), None, "not-facts", "not archgap probe facts")
+    name = str(facts.get("host") or file.stem) if given in (None, "local") else str(given)
+    return HostInput(name, facts)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.analysis.compat import UnknownGpu, resolve_gpu
+    from archgap.analysis.fleet import fleet_report
+
+    named = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
+    try:
+        for gpu in named:
+            resolve_gpu(gpu)
+    except UnknownGpu as exc:
+        raise UsageError(str(exc)) from exc
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    started = time.monotonic()
+    hosts = collect_hosts(args, out)
+    report = fleet_report(hosts, named)
+    elapsed = time.monotonic() - started
+    if args.html:
+        from archgap.report.html import fleet_html
+
+        try:
+            Path(args.html).write_text(fleet_html(report, elapsed), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from None
+    if out.json_mode:
+        out.emit("fleet", body(report, elapsed))
+    else:
+        print_report(out, report, elapsed, args.html)
+    if report.unreachable:
+        return EXIT_ERROR
+    return EXIT_GAP if report.gap_hosts else EXIT_OK
+
+
+def body(report: Any, elapsed: float) -> dict[str, Any]:
+    from archgap.analysis.fleet import coverage_matrix
+
+    packages, rows = coverage_matrix(report)
+    return {
+        "hosts": report.hosts,
+        "groups": [
+            {"fingerprint": g.fingerprint, "hosts": g.hosts, "size": len(g.hosts)}
+            for g in report.groups
+        ],
+        "drift": report.drift,
+        "unreachable": report.unreachable,
+        "coverage": {
+            "packages": packages,
+            "rows": [{"host": host, "verdicts": verdicts} for host, verdicts in rows],
+        },
+        "gap": bool(report.gap_hosts),
+        "seconds": round(elapsed, 3),
+    }
+
+
+def print_report(out: Output, report: Any, elapsed: float, html: str | None) -> None:
+    from rich.markup import escape
+
+    answered = len(report.hosts)
+    total = answered + len(report.unreachable)
+    out.print(
+        f"[bold]{answered}/{total} hosts answered[/] in {elapsed:.1f} s · "
+        f"{len(report.groups)} group(s) of identical hosts"
+    )
+    letters = {
+        g.fingerprint: chr(ord("A") + i) if i < 26 else str(i) for i, g in enumerate(report.groups)
+    }
+    for group in report.groups:
+        s = group.summary
+        out.print(
+            f"\n[bold]group {letters[group.fingerprint]}[/] ({len(group.hosts)} host(s), "
+            f"fingerprint {group.fingerprint}): {escape(', '.join(group.hosts))}"
+        )
+        out.print(f"  GPUs      {escape(', '.join(s.gpus) or 'none')}")
+        out.print(f"  driver    {escape(s.driver or 'none')}")
+        out.print(f"  toolkits  {escape(', '.join(s.toolkits) or 'none found')}")
+        out.print(f"  python    {escape(s.python)} · {len(s.packages)} packages")
+        if s.env:
+            out.print(f"  env       {escape(' '.join(s.env))}")
+        for c in s.coverage:
+            style = VERDICT_STYLE.get(c.verdict, "")
+            out.print(
+                f"  kernels   {escape(c.package)} {escape(c.version)} on {c.gpu}: "
+                f"[{style}]{c.verdict}[/]"
+            )
+    if report.drift:
+        out.print("\n[bold]Drift between groups[/]")
+        for drift in report.drift:
+            for fingerprint, values in drift.values:
+                if values:
+                    shown = ", ".join(values[:6]) + (
+                        f" (+{len(values) - 6})" if len(values) > 6 else ""
+                    )
+                    out.print(f"  {drift.field:9} only in {letters[fingerprint]}: {escape(shown)}")
+    gaps = [(h.name, g) for h in report.hosts for g in h.gaps]
+    if gaps:
+        out.print("\n[bold red]Gaps[/]")
+        for name, gap in gaps:
+            out.print(f"  {escape(name)}: {escape(gap)}")
+    problems = [(h.name, p) for h in report.hosts for p in h.problems]
+    for name, problem in problems[:20]:
+        out.print(f"[magenta]![/] {escape(name)}: {escape(problem)}")
+    if report.unreachable:
+        out.print("\n[bold red]Not probed[/]")
+        for u in report.unreachable:
+            out.print(f"  {escape(u.name)}: [red]{u.kind}[/] {escape(u.message)}")
+    if html:
+        out.print(f"\nHTML report: {escape(os.path.abspath(html))}")

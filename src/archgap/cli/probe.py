@@ -1,0 +1,151 @@
+"""archgap probe: the raw facts of this machine (or of --host/--container/--pod/--via) as JSON.
+
+What a fleet collects, so any engine can run it; with ``--require GPU`` also a health check
+(a Slurm prolog, a readiness probe): exit 1 when a required GPU is not present.
+``--script`` prints a standalone, standard-library-only Python file that prints the same facts,
+for engines that copy a file and run it (Ansible ``script``, clush, a Kubernetes Job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_GAP,
+    EXIT_OK,
+    Output,
+    UsageError,
+    add_environment_options,
+    add_json_option,
+)
+
+DEFAULT_SECTIONS = ("gpu", "python", "toolchains", "binaries")
+
+
+def register(subparsers: Any) -> None:
+    from archgap.transport import add_target_options
+
+    parser = subparsers.add_parser(
+        "probe",
+        help="raw facts of this machine (or a remote one) as JSON; a health check with --require",
+        description="Print the facts archgap collects on a machine (GPUs, driver, toolkits, the "
+        "Python environment and its kernels) as one JSON document. Exit 0; 1 when a --require'd "
+        "GPU is missing; 2 when the facts could not be collected.",
+    )
+    add_environment_options(parser)
+    add_target_options(parser)
+    parser.add_argument(
+        "--sections",
+        default=",".join(DEFAULT_SECTIONS),
+        metavar="LIST",
+        help="comma-separated sections to collect (default %(default)s)",
+    )
+    parser.add_argument(
+        "--env-from",
+        metavar="PID|FILE",
+        help="read the service's environment (on the target) instead of the shell's",
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="GPU",
+        help="exit 1 unless a GPU of this compute capability is present (12.0, sm_120, a name); "
+        "repeatable, comma-separated",
+    )
+    parser.add_argument(
+        "--script",
+        action="store_true",
+        help="print a standalone Python (>= 3.8, stdlib only) probe script instead of running it",
+    )
+    add_json_option(parser)
+    parser.set_defaults(run=run)
+
+
+def build_request(sections: list[str], python: str | None) -> dict[str, Any]:
+    """The probe request for these sections (the same for every engine and every host)."""
+    from archgap.probe.collect import SECTIONS
+
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        raise UsageError(
+            f"--sections: unknown {', '.join(unknown)} (known: {', '.join(sorted(SECTIONS))})"
+        )
+    request: dict[str, Any] = {}
+    for section in sections:
+        if section in ("python", "toolchains"):
+            request[section] = {"python": python}
+        elif section == "binaries":
+            request[section] = {"of_python": True, "deep": True}
+        else:
+            request[section] = {}
+    if "binaries" in request and "python" not in request:
+        request["binaries"] = {"paths": []}
+    return request
+
+
+def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:
+    """The required GPUs (by compute capability) that the facts do not show."""
+    from archgap.analysis.compat import ComputeCapability, UnknownGpu, resolve_gpu
+
+    present: set[str] = set()
+    gpu = (facts.get("sections") or {}).get("gpu") or {}
+    for entry in gpu.get("gpus") or []:
+        cc = ComputeCapability.parse(str(entry.get("compute_capability", "")))
+        if cc is not None:
+            present.add(str(cc))
+    missing = []
+    for text in required:
+        try:
+            wanted = str(resolve_gpu(text).compute_capability)
+        except UnknownGpu as exc:
+            raise UsageError(str(exc)) from exc
+        if wanted not in present:
+            missing.append(f"{text} (compute capability {wanted})")
+    return missing
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.transport import TransportError, run_probe, target_from_args
+    from archgap.transport.bootstrap import probe_input, standalone_script
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    required = [r.strip() for value in args.require for r in value.split(",") if r.strip()]
+    target = target_from_args(args)
+    python = args.python if (args.python or target.is_local) else target.python
+    request = build_request(sections, python)
+    if args.script:
+        sys.stdout.write(standalone_script(probe_input(request, "/", args.env_from)))
+        return EXIT_OK
+    if args.root != "/" and not target.is_local:
+        raise UsageError("--root works only on this machine")
+    result = run_probe(target, request, args.timeout, args.root, args.env_from)
+    if isinstance(result, TransportError):
+        body: dict[str, Any] = {
+            "target": target.name,
+            "transport": target.kind,
+            "error": {"kind": result.kind, "message": result.message, "stderr": result.stderr},
+        }
+        out.emit("probe", body)
+        sys.stderr.write(f"archgap: {result.message}\n")
+        if result.stderr and result.stderr not in result.message:
+            sys.stderr.write(result.stderr.rstrip() + "\n")
+        return EXIT_ERROR
+    missing = missing_required(result, required) if required else []
+    out.emit(
+        "probe",
+        {
+            "target": target.name,
+            "transport": target.kind,
+            "facts": result,
+            "required": required,
+            "missing": missing,
+        },
+    )
+    if missing:
+        sys.stderr.write(f"archgap: required GPU not present: {', '.join(missing)}\n")
+        return EXIT_GAP
+    return EXIT_OK
