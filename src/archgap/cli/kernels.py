@@ -66,7 +66,7 @@ def target_rows(entries: Iterable[KernelEntry]) -> list[TargetRow]:
     for entry in entries:
         groups.setdefault((entry.kind, entry.arch, entry.variant, entry.listed), []).append(entry)
     rows = []
-    for (kind, arch, variant, listed), group in sorted(
+    for (kind, _arch, _variant, listed), group in sorted(
         groups.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), *item[0][1:3], item[0][3])
     ):
         rows.append(

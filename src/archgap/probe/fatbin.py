@@ -666,8 +666,7 @@ def discover(paths: Iterable[str]) -> Iterator[Discovered]:
             yield path, _row(path, _open_error(path, exc))
             continue
         if stat.S_ISDIR(info.st_mode):
-            for found in _walk_directory(path, info, seen_files, seen_dirs):
-                yield found
+            yield from _walk_directory(path, info, seen_files, seen_dirs)
         else:
             key = (info.st_dev, info.st_ino)
             if key not in seen_files:

@@ -1,0 +1,63 @@
+"""`archgap kernels` end to end: text, --all, --deep, --json validated against its schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from archgap.cli import main
+from archgap.report.jsondoc import schema
+
+BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code = main(["kernels", "--json", *args])
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, schema("kernels"))
+    return code, doc
+
+
+def test_json_over_all_fixtures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, str(BIN))
+    assert code == 0
+    assert doc["command"] == "kernels"
+    assert doc["summary"]["files"] == len(list(BIN.iterdir()))
+    by_name = {Path(f["path"]).name: f for f in doc["files"]}
+    mix = [(e["kind"], e["arch"], e["variant"]) for e in by_name["libmix.so"]["entries"]]
+    assert mix.count(("sass", 103, "f")) == 2  # -gencode arch=compute_103f,code=sm_103f
+
+
+def test_json_deep_and_exit_code_for_missing_path(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, "--deep", str(BIN / "libhidden.so"), str(BIN / "missing.so"))
+    assert code == 2
+    hidden, missing = doc["files"]
+    assert len(hidden["entries"]) == 4 and not any(e["listed"] for e in hidden["entries"])
+    assert missing["format"] == "unreadable"
+    assert missing["error"] == "no such file or directory"
+    assert doc["summary"]["unreadable"] == 1
+
+
+def test_text_dedupes_targets_and_all_shows_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kernels", str(BIN / "libcomp_speed.so")]) == 0
+    text = capsys.readouterr().out
+    assert "sm_120a" in text and "compute_90" in text and "lz4" in text
+    assert "1 files, 1 with device code, 5 entries" in text
+    row = next(line for line in text.splitlines() if line.startswith("sm_80"))
+    assert row.rstrip().endswith("2")  # dlink + kernel container, shown once with a count
+    assert main(["kernels", "--all", str(BIN / "libcomp_speed.so")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sm_80")]
+    assert len(rows) == 2
+
+
+def test_text_reports_unreadable_rows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "libgone.so").symlink_to("nowhere.so")
+    code = main(["kernels", str(tmp_path), str(BIN / "libempty.so")])
+    text = capsys.readouterr().out
+    assert code == 2
+    assert "dangling symlink to nowhere.so" in text
+    assert "no device code" in text  # named on the command line, so shown

@@ -1,0 +1,188 @@
+"""The fatbin reader on the fixture binaries built by tests/fixtures/cuda/build.sh (nvcc 13.0).
+
+Every expectation below is written from the nvcc command line in build.sh, not from the reader's
+output: `-gencode arch=compute_90a,code=sm_90a` is a SASS sm_90a entry, `code=compute_75` a PTX
+compute_75 entry with PTX ISA 9.0 (CUDA 13.0). nvcc 13 device-links every shared library and
+executable, which adds a container with one small cubin per SASS target: each SASS target of a
+.so appears twice (shared/reference/fatbin_format.md section 1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from archgap.probe.facts import BinaryFacts
+from archgap.probe.fatbin import read_binary, walk_binaries
+
+BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
+
+
+def read(name: str, deep: bool = False) -> BinaryFacts:
+    facts = read_binary(str(BIN / name), deep=deep)
+    assert facts.error is None, facts.error
+    return facts
+
+
+def targets(facts: BinaryFacts, listed: bool | None = True) -> Counter[str]:
+    """How many entries each target has (PTX named compute_XY, SASS sm_XY)."""
+    return Counter(e.target for e in facts.entries if listed is None or e.listed is listed)
+
+
+def test_plain_arch_and_family_targets_default_compression() -> None:
+    facts = read("libmix.so")
+    assert facts.format == "elf"
+    assert targets(facts) == {
+        "sm_75": 2, "sm_90": 2, "sm_90a": 2, "sm_100a": 2, "sm_103f": 2, "sm_120": 2,
+        "sm_120a": 2, "compute_75": 1, "compute_100f": 1, "compute_120a": 1,
+    }  # fmt: skip
+    assert all(e.section == ".nv_fatbin" and e.member is None for e in facts.entries)
+    for entry in facts.entries:
+        if entry.kind == "ptx":
+            assert entry.ptx_isa == "9.0"
+            # nvcc 13's default (balance) compresses PTX with zstd; these small cubins stay raw.
+            assert entry.compression == "zstd"
+            assert entry.stored_size < entry.uncompressed_size
+        else:
+            assert entry.ptx_isa is None
+            assert entry.compression == "none"
+            assert entry.stored_size == entry.uncompressed_size
+        assert not entry.debug
+
+
+@pytest.mark.parametrize(
+    ("name", "sass", "ptx"),
+    [
+        ("libcomp_default.so", "none", "zstd"),
+        ("libcomp_nocompress.so", "none", "none"),
+        ("libcomp_none.so", "none", "none"),
+        ("libcomp_size.so", "zstd", "zstd"),
+        ("libcomp_speed.so", "none", "lz4"),
+        ("libcomp_all.so", "zstd", "zstd"),
+    ],
+)
+def test_compression_modes(name: str, sass: str, ptx: str) -> None:
+    facts = read(name)
+    assert targets(facts) == {"sm_80": 2, "sm_120a": 2, "compute_90": 1}
+    for entry in facts.entries:
+        assert entry.compression == (ptx if entry.kind == "ptx" else sass), entry
+        if entry.compression != "none":
+            assert 0 < entry.stored_size < entry.uncompressed_size
+
+
+def test_ptx_only() -> None:
+    facts = read("libptxonly.so")
+    assert targets(facts) == {"compute_80": 1}
+    assert facts.entries[0].kind == "ptx"
+
+
+def test_debug_build_is_flagged() -> None:
+    facts = read("libdebug.so")
+    assert targets(facts) == {"sm_80": 2}
+    assert all(e.debug for e in facts.entries)
+
+
+def test_executable_with_two_translation_units() -> None:
+    # -arch=sm_90 = SASS sm_90 + PTX compute_90; device-link container + one per .cu file.
+    facts = read("exe_two")
+    assert facts.format == "elf"
+    assert targets(facts) == {"sm_90": 3, "compute_90": 2}
+
+
+def test_rdc_shared_library_lists_only_the_linked_image() -> None:
+    facts = read("librdc.so")
+    assert targets(facts) == {"sm_80": 1, "sm_90a": 1, "sm_120f": 1}
+    assert all(e.section == ".nv_fatbin" for e in facts.entries)
+
+
+def test_rdc_shared_library_deep_adds_the_relocatable_fatbins() -> None:
+    facts = read("librdc.so", deep=True)
+    assert targets(facts) == {"sm_80": 1, "sm_90a": 1, "sm_120f": 1}
+    hidden = [e for e in facts.entries if not e.listed]
+    assert {e.section for e in hidden} == {"__nv_relfatbin"}
+    # two translation units, each with three SASS targets and one PTX target
+    assert Counter(e.target for e in hidden) == {
+        "sm_80": 2, "sm_90a": 2, "sm_120f": 2, "compute_90": 2,
+    }  # fmt: skip
+
+
+def test_rdc_object_lists_its_relocatable_fatbin() -> None:
+    facts = read("rdc_a.o")
+    assert facts.format == "elf"
+    assert targets(facts) == {"sm_80": 1, "sm_90a": 1, "sm_120f": 1, "compute_90": 1}
+    assert {e.section for e in facts.entries} == {"__nv_relfatbin"}
+
+
+def test_static_archive_of_rdc_objects() -> None:
+    facts = read("librdc.a")
+    assert facts.format == "archive"
+    for member in ("rdc_a.o", "rdc_b.o"):
+        mine = [e for e in facts.entries if e.member == member]
+        assert Counter(e.target for e in mine) == {
+            "sm_80": 1, "sm_90a": 1, "sm_120f": 1, "compute_90": 1,
+        }  # fmt: skip
+        assert all(e.listed and e.section == "__nv_relfatbin" for e in mine)
+    assert len(facts.entries) == 8
+
+
+def test_static_archive_of_whole_program_object() -> None:
+    facts = read("libplain.a")
+    assert targets(facts) == {"sm_86": 1, "compute_86": 1}
+    assert {e.member for e in facts.entries} == {"k_86.o"}
+    assert {e.section for e in facts.entries} == {".nv_fatbin"}
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("k_sm90a.cubin", "sm_90a"), ("k_sm120f.cubin", "sm_120f"), ("k_sm86.cubin", "sm_86")],
+)
+def test_loose_cubin(name: str, target: str) -> None:
+    facts = read(name)
+    assert facts.format == "cubin"
+    assert [e.target for e in facts.entries] == [target]
+    entry = facts.entries[0]
+    assert entry.listed and entry.section == "" and entry.offset == 0
+    assert entry.stored_size == facts.size
+
+
+def test_loose_fatbin() -> None:
+    facts = read("k.fatbin")
+    assert facts.format == "fatbin"
+    assert targets(facts) == {"sm_80": 1, "sm_100f": 1, "compute_89": 1}
+
+
+def test_hidden_in_data_only_deep_finds_it() -> None:
+    assert read("libhidden.so").entries == ()
+    facts = read("libhidden.so", deep=True)
+    # .rodata: the fatbin (SASS sm_86 + sm_110f, PTX compute_89); .data: a bare sm_89 cubin.
+    # The decoy (container magic with version 7) must not count.
+    assert Counter((e.target, e.section) for e in facts.entries) == {
+        ("sm_86", ".rodata"): 1,
+        ("sm_110f", ".rodata"): 1,
+        ("compute_89", ".rodata"): 1,
+        ("sm_89", ".data"): 1,
+    }
+    assert not any(e.listed for e in facts.entries)
+
+
+@pytest.mark.parametrize("name", ["libscript.so", "libempty.so"])
+def test_not_device_code(name: str) -> None:
+    facts = read(name)
+    assert facts.format == "other"
+    assert facts.entries == ()
+
+
+def test_deep_keeps_every_default_entry() -> None:
+    for path in sorted(BIN.iterdir()):
+        shallow = read_binary(str(path))
+        deep = read_binary(str(path), deep=True)
+        assert set(shallow.entries) <= set(deep.entries), path.name
+
+
+def test_walk_reads_every_fixture_once() -> None:
+    rows = list(walk_binaries([str(BIN), str(BIN / "libmix.so")]))
+    names = [Path(r.path).name for r in rows]
+    assert sorted(names) == sorted(p.name for p in BIN.iterdir())
+    assert all(r.error is None for r in rows)
