@@ -1,0 +1,490 @@
+"""Reading crash logs: de-prefixed, de-interleaved lines, Python tracebacks, warnings and evidence.
+
+Pure: text in, a frozen ``ParsedLog`` out. Real logs are hostile: ANSI colours, timestamps, rank
+prefixes (``[2026-11-28 10:00:01 TP3]``, ``(EngineCore_0 pid=9492)``), eight workers writing the
+same
+traceback at once, megabytes of unrelated output, single lines of megabytes. Every line is cut to
+``MAX_LINE`` characters before any regex sees it, every regex is anchored or starts on a literal,
+and cheap substring tests gate the rest, so time is linear in the input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+MAX_LINE = 4096  # longer lines are cut (and counted): no regex ever sees more
+MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
+MAX_FRAMES = 200
+MAX_EVIDENCE = 20  # distinct values kept per kind of evidence
+MAX_WARNINGS = 200
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)")
+
+# Prefixes peeled off the start of a line, repeatedly; each yields an optional worker id.
+_SGLANG_PREFIX = re.compile(
+    r"\[(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)"
+    r"(?P<rank>(?: (?:TP|DP|PP|EP|CP|MOE|RANK)[0-9]{1,4}){1,4})?\] ?"
+)
+_RANK_PREFIX = re.compile(
+    r"\[(?P<rank>(?:TP|DP|PP|EP|RANK|rank|Rank) ?[0-9]{1,4}"
+    r"(?:[ ,/](?:TP|DP|PP|EP)[0-9]{1,4}){0,3})\] ?"
+)
+_WORKER_PREFIX = re.compile(
+    r"\((?P<rank>[A-Za-z_][\w-]{0,40}(?: [\w-]{1,20}=[\w.-]{1,20}){0,3})\) ?"
+)
+_VLLM_PREFIX = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) {1,3}"
+    r"\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})? "
+    r"\[[^\]\s]{1,100}\] ?"
+)
+_GLOG_PREFIX = re.compile(
+    r"(?P<level>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{1,6} {1,8}(?P<pid>\d{1,8}) [^\]\s]{1,300}\] ?"
+)
+_TIMESTAMP = re.compile(
+    r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?\]?(?: ?[-|] ?| )"
+)
+_PY_LOGGING = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?:- |: )")
+_QUOTE = re.compile(r"> ?")
+
+_TRACEBACK_START = "Traceback (most recent call last):"
+_FRAME = re.compile(
+    r'\s*File "(?P<file>[^"]{1,1000})", line (?P<line>\d{1,7})(?:, in (?P<func>\S{1,200}))?\s*$'
+)
+_CARETS = re.compile(r"\s*[~^]+\s*$")
+_EXCEPTION = re.compile(r"(?P<type>[A-Za-z_][\w.]{0,120})(?:: ?(?P<message>.*))?$")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+_CPP_RAISED = re.compile(
+    r"Exception raised from (?P<func>\S{1,200}) at (?P<file>[^\s:]{1,500}):(?P<line>\d{1,7})"
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+    code: str  # the source line the log printed ("" when absent)
+
+
+@dataclass(frozen=True)
+class Traceback:
+    frames: tuple[Frame, ...]
+    exception_type: str
+    message: str  # the exception message, continuation lines joined with "\n"
+    workers: tuple[str, ...]  # every worker that printed this same traceback ("" = unprefixed)
+    first_line: int  # 1-based line number in the input
+    chained_from: int | None = None  # index of the traceback this one was raised while handling
+
+
+@dataclass(frozen=True)
+class Warning_:
+    text: str
+    workers: tuple[str, ...]
+    count: int
+    first_line: int
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str  # "gpu", "compute_capability", "torch", "flashinfer", "nvcc", "cuda_home", ...
+    value: str
+    line: int  # first line stating it
+    text: str  # that line, trimmed
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    lines: int
+    truncated_lines: int  # lines longer than MAX_LINE
+    workers: tuple[str, ...]
+    tracebacks: tuple[Traceback, ...]
+    warnings: tuple[Warning_, ...]
+    evidence: tuple[Evidence, ...]
+    messages: tuple[tuple[int, str], ...]  # (line, text) of lines worth matching signatures on
+
+    def evidence_of(self, kind: str) -> tuple[Evidence, ...]:
+        return tuple(e for e in self.evidence if e.kind == kind)
+
+
+@dataclass
+class _WarningCount:
+    first_line: int
+    workers: dict[str, None] = field(default_factory=dict)
+    count: int = 0
+
+
+@dataclass
+class _Line:
+    number: int
+    worker: str
+    level: str
+    text: str
+
+
+def strip_line(raw: str) -> tuple[str, str, str]:
+    """(worker, level, text) of one raw line: ANSI colours, timestamps and prefixes removed."""
+    text = _ANSI.sub("", raw[:MAX_LINE]).replace("\r", "").rstrip()
+    worker, level = "", ""
+    for _ in range(6):  # prefixes stack: "(EngineCore_0 pid=9) ERROR 09-06 23:28:45 [core.py:714] "
+        for pattern in (_SGLANG_PREFIX, _RANK_PREFIX, _VLLM_PREFIX, _GLOG_PREFIX, _WORKER_PREFIX):
+            match = pattern.match(text)
+            if match:
+                groups = match.groupdict()
+                if groups.get("rank"):
+                    worker = " ".join(groups["rank"].split())
+                elif groups.get("pid") and not worker:
+                    worker = "pid " + groups["pid"]
+                if groups.get("level"):
+                    level = groups["level"]
+                text = text[match.end() :]
+                break
+        else:
+            match = _TIMESTAMP.match(text) or _QUOTE.match(text)
+            if not match:
+                break
+            text = text[match.end() :]
+    match = _PY_LOGGING.match(text)
+    if match:
+        level = level or match.group("level")
+        text = text[match.end() :]
+    return worker, level, text
+
+
+# Evidence: what the log itself states. Each (kind, gate, regex): the regex runs only on lines
+# that contain the lowercase gate literal.
+_EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    (
+        "gpu",
+        "nvidia",
+        re.compile(
+            r"\b(NVIDIA(?: (?:GeForce|RTX|PRO|Tesla|Quadro|TITAN|[A-Z]{1,3}\d{1,4}[A-Za-z]{0,2}"
+            r"|\d{3,4}(?: Ti| D)?|Blackwell|Ada|Server|Workstation|Max-Q|Edition|Generation"
+            r"|SXM\d?-\d{2}GB|PCIE-\d{2}GB|[A-Z]\d{3,4}[A-Z]?(?:-\w{1,12})?))+)"
+        ),
+    ),
+    ("gpu", "with cuda capability", re.compile(r"(\S.{0,60}?) with CUDA capability sm_\d")),
+    ("gpu", "found gpu", re.compile(r"Found GPU ?\d{1,3} (\S.{0,60}?) which is of")),
+    (
+        "gpu",
+        "gpu 0",
+        re.compile(r"GPU \d{1,3}(?: \(CUDA order\))?\s*: (\S.{0,60}?)\s*(?:\||\(UUID|$)"),
+    ),
+    ("compute_capability", "sm_", re.compile(r"\bsm_(\d{2,3}[af]?)\b")),
+    ("compute_capability", "capability", re.compile(r"capability (?:\(CC\) )?(\d{1,2}\.\d)\b")),
+    ("compute_capability", "sm1", re.compile(r"\bSM(1\d{2})\b")),
+    ("torch", "pytorch", re.compile(r"PyTorch(?: version)?\s*:\s*(\d[\w.+]{1,30})")),
+    ("torch", "torch", re.compile(r"\btorch(?:==|\s{2,})(\d[\w.+]{1,30})")),
+    (
+        "torch_cuda",
+        "cuda used to build",
+        re.compile(r"CUDA used to build PyTorch\s*:\s*(\d[\w.]{0,10})"),
+    ),
+    (
+        "flashinfer",
+        "flashinfer",
+        re.compile(r"\bflashinfer(?:[-_]python)?(?:==|\s*:\s*|\s{2,})v?(\d+\.\d+[\w.+]{0,30})"),
+    ),
+    (
+        "flashinfer",
+        "flashinfer/",
+        re.compile(r"flashinfer/(?:autotune/)?(\d+\.\d+\.\d+[\w.]{0,10})/"),
+    ),
+    (
+        "flashinfer_cuda_version",
+        "flashinfer_cuda_version",
+        re.compile(r"FLASHINFER_CUDA_VERSION\s*[:=]\s*(\d[\w.]{0,10})"),
+    ),
+    (
+        "nvcc",
+        "cuda compilation tools",
+        re.compile(r"Cuda compilation tools, release (\d{1,2}\.\d{1,2})"),
+    ),
+    (
+        "driver",
+        "driver version",
+        re.compile(r"Driver Version\s*:?\s*(\d{3}\.\d{1,3}(?:\.\d{1,3})?)"),
+    ),
+    ("driver_cuda", "cuda version:", re.compile(r"CUDA Version:\s*(\d{1,2}\.\d)")),
+    ("cuda_home", "cuda_home", re.compile(r"CUDA_HOME\s*[:=]\s*(\S{1,300})")),
+    ("cuda_path", "cuda_path", re.compile(r"CUDA_PATH\s*[:=]\s*(\S{1,300})")),
+    (
+        "flashinfer_cuda_arch_list",
+        "flashinfer_cuda_arch_list",
+        re.compile(r"FLASHINFER_CUDA_ARCH_LIST\s*[:=]\s*(\S.{0,80})"),
+    ),
+    (
+        "torch_cuda_arch_list",
+        "torch_cuda_arch_list",
+        re.compile(r"TORCH_CUDA_ARCH_LIST\s*[:=]\s*(\S.{0,80})"),
+    ),
+    ("vllm", "vllm version", re.compile(r"vLLM Version\s*:\s*(\d[\w.+]{0,30})")),
+    ("sglang", "sglang", re.compile(r"\bsglang(?:==|:\s*|\s{2,})(\d+\.\d+[\w.+]{0,20})")),
+    (
+        "triton",
+        "triton",
+        re.compile(r"\b(?:pytorch-)?triton(?:==|:\s*|\s{2,})(\d+\.\d+[\w.+]{0,30})"),
+    ),
+)
+_GPU_NOISE = ("NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA Driver")
+
+
+def _collect_evidence(
+    line: _Line, seen: dict[tuple[str, str], Evidence], counts: dict[str, int]
+) -> None:
+    lowered = line.text.lower()
+    for kind, gate, pattern in _EVIDENCE_PATTERNS:
+        if gate not in lowered or counts.get(kind, 0) >= MAX_EVIDENCE:
+            continue
+        for match in pattern.finditer(line.text):
+            value = match.group(1).strip().rstrip(".,;:)")
+            if kind == "gpu" and (value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4):
+                continue
+            key = (kind, value)
+            if key not in seen:
+                seen[key] = Evidence(kind, value, line.number, line.text.strip()[:300])
+                counts[kind] = counts.get(kind, 0) + 1
+
+
+def _is_warning(line: _Line) -> bool:
+    if line.level in ("WARNING", "WARN", "W"):
+        return True
+    head = line.text[:200]
+    return "Warning:" in head or head.startswith(("Failed to get device capability", "WARNING"))
+
+
+# Lines worth matching signatures on: the signatures' keywords all sit in error-ish text; keeping
+# only lines with one of these literals keeps matching cheap on megabytes of unrelated output.
+_MESSAGE_GATES = (
+    "error",
+    "require",
+    "sm_",
+    "sm7",
+    "sm 1",
+    "capability",
+    "kernel image",
+    "not compatible",
+    "unsupported",
+    "gpu-name",
+    "unknown cuda arch",
+    "mismatch",
+    "flashattention",
+    "common_ops",
+    "not a recognized processor",
+    "insufficient",
+    "failed",
+    "found gpu",
+    "critical",
+)
+
+
+class _TracebackBuilder:
+    """Collects the traceback lines of one worker stream."""
+
+    def __init__(self, start: int, worker: str, chained_from: int | None) -> None:
+        self.start = start
+        self.worker = worker
+        self.frames: list[Frame] = []
+        self.pending: tuple[str, int, str] | None = None
+        self.exception: tuple[str, list[str]] | None = None
+        self.chained_from = chained_from
+
+    def feed(self, text: str) -> bool:
+        """Take one line; False when the line ends the traceback (not consumed)."""
+        if self.exception is not None:
+            stop = (
+                not text.strip()
+                or text.startswith(_CHAINED)
+                or _TRACEBACK_START in text
+                or len(self.exception[1]) >= MAX_MESSAGE_LINES
+            )
+            # A message continues on unindented lines only when its first line was empty
+            # ("RuntimeError:" then the text, as torch's cpp_extension prints it); otherwise a
+            # following unprefixed line is the next log record, not part of the message.
+            continues = text[:1].isspace() or not self.exception[1][0]
+            if stop or not continues:
+                return False
+            self.exception[1].append(text.strip())
+            return True
+        frame = _FRAME.match(text)
+        if frame:
+            self._flush()
+            self.pending = (
+                frame.group("file"),
+                int(frame.group("line")),
+                frame.group("func") or "",
+            )
+            return True
+        if _CARETS.match(text) or not text.strip():
+            return True
+        if text[:1].isspace():  # the code line under a frame
+            if self.pending is not None:
+                file, number, func = self.pending
+                if len(self.frames) < MAX_FRAMES:
+                    self.frames.append(Frame(file, number, func, text.strip()))
+                self.pending = None
+            return True
+        exception = _EXCEPTION.match(text)
+        if exception and (self.frames or self.pending):
+            self._flush()
+            self.exception = (exception.group("type"), [(exception.group("message") or "").strip()])
+            return True
+        return False
+
+    def _flush(self) -> None:
+        if self.pending is not None:
+            file, number, func = self.pending
+            if len(self.frames) < MAX_FRAMES:
+                self.frames.append(Frame(file, number, func, ""))
+            self.pending = None
+
+    def result(self) -> tuple[tuple[Frame, ...], str, str] | None:
+        self._flush()
+        if self.exception is None:
+            return None
+        kind, message = self.exception
+        return tuple(self.frames), kind, "\n".join(m for m in message if m)
+
+
+def parse_log(text: str) -> ParsedLog:
+    """Read a log (any size): workers, tracebacks, warnings, evidence and candidate messages."""
+    return parse_lines(text.splitlines())
+
+
+def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:
+    truncated = 0
+    workers: dict[str, None] = {}
+    builders: dict[str, _TracebackBuilder] = {}
+    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]] = []
+    warnings: dict[str, _WarningCount] = {}
+    evidence: dict[tuple[str, str], Evidence] = {}
+    evidence_counts: dict[str, int] = {}
+    messages: list[tuple[int, str]] = []
+    seen_messages: set[str] = set()
+    last_worker = ""
+    number = 0
+
+    def finish(worker: str) -> None:
+        builder = builders.pop(worker, None)
+        if builder is not None:
+            result = builder.result()
+            if result is not None:
+                finished.append((builder, *result))
+
+    for number, raw in enumerate(raw_lines, start=1):
+        if len(raw) > MAX_LINE:
+            truncated += 1
+        worker, level, text = strip_line(raw)
+        if worker:
+            workers.setdefault(worker, None)
+            last_worker = worker
+        else:
+            worker = last_worker  # an unprefixed line continues the stream that wrote last
+        line = _Line(number, worker, level, text)
+
+        _collect_evidence(line, evidence, evidence_counts)
+        builder = builders.get(worker)
+        if builder is not None and not builder.feed(text):
+            finish(worker)
+            builder = None
+        if builder is None and _TRACEBACK_START in text:
+            chained = None
+            if (
+                finished
+                and finished[-1][0].worker == worker
+                and number - finished[-1][0].start < 10_000
+            ):
+                chained = len(finished) - 1
+            builders[worker] = _TracebackBuilder(number, worker, chained)
+            continue
+        if builder is not None:
+            continue
+
+        cpp = _CPP_RAISED.search(text) if "Exception raised from" in text else None
+        if cpp:
+            frame = Frame(cpp.group("file"), int(cpp.group("line")), cpp.group("func"), "")
+            prior = messages[-1][1] if messages else ""
+            kind, _, message = prior.partition(": ")
+            finished_builder = _TracebackBuilder(number, worker, None)
+            finished.append(
+                (finished_builder, (frame,), kind if message else "Error", message or prior)
+            )
+        if _is_warning(line) and len(warnings) < MAX_WARNINGS:
+            entry = warnings.setdefault(text.strip(), _WarningCount(number))
+            entry.workers.setdefault(worker, None)
+            entry.count += 1
+        lowered = text.lower()
+        if any(g in lowered for g in _MESSAGE_GATES):
+            key = text.strip()
+            if key and key not in seen_messages and len(messages) < 10_000:
+                seen_messages.add(key)
+                messages.append((number, key))
+    for worker in list(builders):
+        finish(worker)
+
+    return ParsedLog(
+        lines=number,
+        truncated_lines=truncated,
+        workers=tuple(workers),
+        tracebacks=_merge_tracebacks(finished),
+        warnings=tuple(
+            Warning_(text, tuple(entry.workers), entry.count, entry.first_line)
+            for text, entry in warnings.items()
+        ),
+        evidence=tuple(sorted(evidence.values(), key=lambda e: e.line)),
+        messages=tuple(messages),
+    )
+
+
+def _merge_tracebacks(
+    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
+) -> tuple[Traceback, ...]:
+    """One Traceback per distinct (frames, type, message), listing every worker that printed it."""
+    merged: dict[tuple[object, ...], Traceback] = {}
+    index_of: dict[int, int] = {}
+    order: list[tuple[object, ...]] = []
+    position_of: dict[tuple[object, ...], int] = {}
+    for position, (builder, frames, kind, message) in enumerate(finished):
+        key = (tuple((f.file, f.line, f.function) for f in frames), kind, message)
+        existing = merged.get(key)
+        if existing is None:
+            chained = (
+                index_of.get(builder.chained_from) if builder.chained_from is not None else None
+            )
+            merged[key] = Traceback(
+                frames, kind, message, (builder.worker,), builder.start, chained
+            )
+            position_of[key] = len(order)
+            order.append(key)
+        elif builder.worker not in existing.workers:
+            merged[key] = Traceback(
+                existing.frames,
+                existing.exception_type,
+                existing.message,
+                (*existing.workers, builder.worker),
+                existing.first_line,
+                existing.chained_from,
+            )
+        index_of[position] = position_of[key]
+    # Workers in the order their copies of the traceback began.
+    starts: dict[tuple[object, ...], dict[str, int]] = {}
+    for builder, frames, kind, message in finished:
+        start_key: tuple[object, ...] = (
+            tuple((f.file, f.line, f.function) for f in frames),
+            kind,
+            message,
+        )
+        starts.setdefault(start_key, {}).setdefault(builder.worker, builder.start)
+    out: list[Traceback] = []
+    for ordered_key in order:
+        tb = merged[ordered_key]
+        first = starts[ordered_key]
+        ordered = tuple(sorted(tb.workers, key=lambda w: first.get(w, 0)))
+        out.append(
+            Traceback(
+                tb.frames, tb.exception_type, tb.message, ordered, tb.first_line, tb.chained_from
+            )
+        )
+    return tuple(out)
