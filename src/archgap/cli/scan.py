@@ -139,6 +139,8 @@ def _toolchains_body(facts: Any) -> dict[str, Any] | None:
 
 
 def _print_jit(out: Output, report: Any) -> None:
+    from rich.markup import escape as e
+
     if report.toolchains is not None:
         tc = report.toolchains
         seen: set[str] = set()
@@ -162,19 +164,19 @@ def _print_jit(out: Output, report: Any) -> None:
     for f in report.jit:
         style = "bold red" if f.status == "fails" else "magenta"
         where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
-        out.print(f"  [{style}]{f.status}[/] {f.package} {f.version}{where} — {f.when}")
+        out.print(f"  [{style}]{f.status}[/] {e(f.package)} {e(f.version)}{e(where)} — {e(f.when)}")
         if f.error:
-            out.print(f"    [bold]error:[/] {f.error}")
-        out.print(f"    [bold]cause:[/] {f.cause}")
+            out.print(f"    [bold]error:[/] {e(f.error)}")
+        out.print(f"    [bold]cause:[/] {e(f.cause)}")
         for fact in f.chain:
-            out.print(f"      · {fact.what} [dim]← {fact.source}[/]")
+            out.print(f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]")
         for i, fix in enumerate(f.fixes, 1):
-            out.print(f"    [green]fix {i}:[/] {fix.action}")
+            out.print(f"    [green]fix {i}:[/] {e(fix.action)}")
             if fix.command:
-                out.print(f"           $ {fix.command}")
+                out.print(f"           $ {e(fix.command)}")
             for name, value in fix.env:
-                out.print(f"           {name}={value}")
-            out.print(f"           [dim]{fix.tradeoff}[/]")
+                out.print(f"           {e(name)}={e(value)}")
+            out.print(f"           [dim]{e(fix.tradeoff)}[/]")
 
 
 def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:

@@ -1,0 +1,63 @@
+"""Stub CUDA toolkits for tests: a ``bin/nvcc`` that prints a real recorded ``nvcc --version``
+banner (tests/fixtures/nvcc_banners, sources in SOURCES.md), one that hangs, one that crashes.
+They stand in at the process boundary only: no nvcc 12.6/12.8/12.9 exists on these machines."""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from pathlib import Path
+
+from tests.helpers import DATA, FIXTURES
+
+BANNERS = FIXTURES / "nvcc_banners"
+REAL_CUDA_13 = Path("/usr/local/cuda-13.0")
+
+
+def _script(home: Path, body: str) -> Path:
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\n" + body + "\n")
+    nvcc.chmod(0o755)
+    return home
+
+
+def banner_toolkit(root: Path, version: str) -> Path:
+    """A toolkit whose nvcc prints the recorded banner of CUDA ``version`` (12.6, 12.8, 12.9)."""
+    banner = BANNERS / f"nvcc-{version}.txt"
+    return _script(root / f"cuda-{version}", f"cat '{banner}'")
+
+
+def hanging_toolkit(root: Path) -> Path:
+    return _script(root / "cuda-hangs", "exec sleep 60")
+
+
+def crashing_toolkit(root: Path) -> Path:
+    return _script(root / "cuda-crashes", "kill -SEGV $$")
+
+
+def toolkit(root: Path, version: str) -> Path:
+    """The real nvcc 13.0 where it exists, a recorded banner otherwise."""
+    if version == "13.0" and (REAL_CUDA_13 / "bin" / "nvcc").exists():
+        return REAL_CUDA_13
+    if version == "13.0":
+        raise FileNotFoundError("no nvcc 13.0 and no recorded 13.0 banner")
+    return banner_toolkit(root, version)
+
+
+def venv_python(name: str) -> Path:
+    return DATA / name / "bin" / "python"
+
+
+def site_packages(name: str) -> tuple[str, ...]:
+    return tuple(glob.glob(os.path.join(DATA, name, "lib", "python*", "site-packages")))
+
+
+def wait_for_exec(pid: int) -> None:
+    # Between fork and exec the child still shows the parent's image; wait for `sleep`.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"):
+            return
+        time.sleep(0.01)
