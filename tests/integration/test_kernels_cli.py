@@ -47,10 +47,12 @@ def test_text_dedupes_targets_and_all_shows_entries(capsys: pytest.CaptureFixtur
     text = capsys.readouterr().out
     assert "sm_120a" in text and "compute_90" in text and "lz4" in text
     assert "1 files, 1 with device code, 5 entries" in text
-    row = next(line for line in text.splitlines() if line.startswith("sm_80"))
+    row = next(line for line in text.splitlines() if line.strip().startswith("sm_80"))
     assert row.rstrip().endswith("2")  # dlink + kernel container, shown once with a count
     assert main(["kernels", "--all", str(BIN / "libcomp_speed.so")]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sm_80")]
+    rows = [
+        line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("sm_80")
+    ]
     assert len(rows) == 2
 
 

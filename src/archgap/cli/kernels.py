@@ -126,6 +126,33 @@ def run(args: Any, out: Output) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
+def _columns(header: Sequence[str], rows: Sequence[tuple[list[str], bool]]) -> list[str]:
+    """Rows aligned under a header (numbers right-aligned); rows that cuobjdump skips in cyan.
+
+    Plain string work: rich's Table measures every cell and costs ~1 s for a site-packages."""
+    from rich.markup import escape
+
+    widths = [len(h) for h in header]
+    for cells, _ in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
+    right = {i for i, h in enumerate(header) if h in RIGHT_ALIGNED}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    lines = ["  [bold]" + escape(line(header)) + "[/]"]
+    for cells, listed in rows:
+        text = escape(line(cells))
+        lines.append("  " + (text if listed else f"[cyan]{text}[/]"))
+    return lines
+
+
+RIGHT_ALIGNED = ("stored", "unpacked", "n", "offset")
+
+
 def _print_text(
     out: Output,
     files: Sequence[BinaryFacts],
@@ -135,33 +162,24 @@ def _print_text(
     summary: dict[str, Any],
 ) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    console = out.console
+    lines: list[str] = []
     quiet = 0
+    header = ["target", "kind", "PTX", "compr.", "stored", "unpacked", "section"]
     for facts in files:
         title = f"[bold]{escape(facts.path)}[/]  [dim]{facts.format}, {_size(facts.size)}[/]"
         if facts.error:
-            title += f"\n[red]{escape(facts.error)}[/]"
+            title += f"  [red]{escape(facts.error)}[/]"
         if not facts.entries:
             if facts.error or show_all or facts.path in named:
-                note = "" if facts.error else "  [dim]no device code[/]"
-                console.print(title + note)
+                lines.append(title + ("" if facts.error else "  [dim]no device code[/]"))
             else:
                 quiet += 1
             continue
-        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-        table.add_column("target", no_wrap=True)
-        table.add_column("kind", no_wrap=True)
-        table.add_column("PTX", no_wrap=True)
-        table.add_column("compr.", no_wrap=True)
-        table.add_column("stored", justify="right", no_wrap=True)
-        table.add_column("unpacked", justify="right", no_wrap=True)
-        table.add_column("section")
+        lines.append(title)
+        rows: list[tuple[list[str], bool]] = []
         if show_all:
-            table.add_column("offset", justify="right", no_wrap=True)
-            if any(e.member for e in facts.entries):
-                table.add_column("member")
+            members = any(e.member for e in facts.entries)
             for e in facts.entries:
                 cells = [
                     e.target + (" (-G)" if e.debug else ""),
@@ -173,13 +191,11 @@ def _print_text(
                     e.section or "(file)",
                     hex(e.offset),
                 ]
-                if any(x.member for x in facts.entries):
-                    cells.append(e.member or "")
-                table.add_row(*cells, style=None if e.listed else "cyan")
+                rows.append((cells + ([e.member or ""] if members else []), e.listed))
+            columns = [*header, "offset", *(["member"] if members else [])]
         else:
-            table.add_column("n", justify="right", no_wrap=True)
             for row in target_rows(facts.entries):
-                table.add_row(
+                cells = [
                     row.target,
                     row.kind,
                     row.ptx_isa,
@@ -188,10 +204,11 @@ def _print_text(
                     _size(row.uncompressed_size),
                     row.sections,
                     str(row.count),
-                    style=None if row.listed else "cyan",
-                )
-        console.print(table)
-        console.print()
+                ]
+                rows.append((cells, row.listed))
+            columns = [*header, "n"]
+        lines.extend(_columns(columns, rows))
+        lines.append("")
     line = (
         f"{summary['files']} files, {summary['files_with_device_code']} with device code, "
         f"{summary['entries']} entries"
@@ -204,4 +221,5 @@ def _print_text(
     if summary["unreadable"]:
         line += f", [red]{summary['unreadable']} not fully readable[/]"
     line += f" — {summary['seconds']:.2f} s"
-    console.print(line)
+    lines.append(line)
+    out.console.print("\n".join(lines), highlight=False, crop=False, overflow="ignore")

@@ -101,6 +101,11 @@ NOT_DATA_PREFIXES = (
 MAX_ERRORS = 4  # messages kept per file; the count of the rest is reported
 TKINFO_ARCH = re.compile(rb"-arch[ =]+sm_(\d+)([af]?)")
 
+# Files without an extension that are never binaries (wheel metadata, licences).
+NOT_BINARY_NAMES = frozenset(
+    ("RECORD", "METADATA", "WHEEL", "INSTALLER", "REQUESTED", "LICENSE", "NOTICE", "COPYING",
+     "AUTHORS", "README", "Makefile", "BUILD", "CMakeLists")
+)  # fmt: skip
 # File names that are read without looking at their permission bits.
 CANDIDATE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
 # Extensions that are never device code: such files are not even stat'ed during a walk.
@@ -685,50 +690,68 @@ def _walk_directory(
         return
     seen_dirs.add(top_key)
     # Depth first, names sorted; each frame carries the (dev, ino) chain of its ancestors.
+    # Entries that are not symlinks take their identity from readdir (parent's device, d_ino):
+    # no stat call for the thousands of ordinary files and directories of a site-packages.
     stack: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = [(top, (top_key,))]
     while stack:
         directory, ancestors = stack.pop()
+        device = ancestors[-1][0]
         try:
             with os.scandir(directory) as scan:
-                items = sorted(scan, key=lambda item: item.name)
+                items = list(scan)
         except OSError as exc:
             yield directory, _row(directory, _open_error(directory, exc))
             continue
+        items.sort(key=_entry_name)
         subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = []
         for item in items:
-            path = item.path
-            candidate = is_candidate_name(item.name)
+            name = item.name
+            dot = name.rfind(".")
+            if dot > 0 and name[dot:].lower() in TEXT_EXTENSIONS and not item.is_dir():
+                continue
+            candidate = CANDIDATE_NAME.search(name) is not None
             try:
+                link = item.is_symlink()
                 if item.is_dir():
-                    sub = item.stat()
-                    key = (sub.st_dev, sub.st_ino)
+                    if link:
+                        sub = item.stat()
+                        key = (sub.st_dev, sub.st_ino)
+                    else:
+                        key = (device, item.inode())
                     if key in ancestors:
-                        yield path, _row(path, "symlink loop (a directory that contains it)")
+                        yield (
+                            item.path,
+                            _row(item.path, "symlink loop (a directory that contains it)"),
+                        )
                     elif key not in seen_dirs:
                         seen_dirs.add(key)
-                        subdirs.append((path, (*ancestors, key)))
+                        subdirs.append((item.path, (*ancestors, key)))
                     continue
                 if item.is_file():
-                    if not candidate:
-                        extension = os.path.splitext(item.name)[1].lower()
-                        if extension in TEXT_EXTENSIONS:
+                    if not candidate and (dot < 0 and name in NOT_BINARY_NAMES):
+                        continue
+                    if link or not candidate:
+                        sub = item.stat()
+                        key = (sub.st_dev, sub.st_ino)
+                        if not candidate and not (
+                            sub.st_mode & 0o111 and sub.st_size > 0 and _has_elf_magic(item.path)
+                        ):
                             continue
-                    sub = item.stat()
-                    key = (sub.st_dev, sub.st_ino)
-                    if key in seen_files:
-                        continue
-                    if not candidate and not (
-                        sub.st_mode & 0o111 and sub.st_size > 0 and _has_elf_magic(path)
-                    ):
-                        continue
-                    seen_files.add(key)
-                    yield path, None
-                elif candidate and item.is_symlink():
-                    os.stat(path)  # raises with the reason: dangling link or a loop
+                    else:
+                        key = (device, item.inode())
+                    if key not in seen_files:
+                        seen_files.add(key)
+                        yield item.path, None
+                elif candidate and link:
+                    os.stat(item.path)  # raises with the reason: dangling link or a loop
             except OSError as exc:
                 if candidate or item.is_dir(follow_symlinks=False):
-                    yield path, _row(path, _open_error(path, exc))
+                    yield item.path, _row(item.path, _open_error(item.path, exc))
         stack.extend(reversed(subdirs))
+
+
+def _entry_name(item: Any) -> str:
+    return str(item.name)
 
 
 def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFacts]:
