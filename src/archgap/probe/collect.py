@@ -23,6 +23,8 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "python": ("pyenv", "collect_python"),
     "binaries": ("fatbin", "collect_binaries"),
     "toolchains": ("toolkit", "collect_toolchains"),
+    "trace": ("source", "collect_trace"),
+    "gates": ("source_gates", "collect_gates"),
 }
 
 

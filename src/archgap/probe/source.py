@@ -43,6 +43,7 @@ __all__ = [
     "Swallow",
     "TraceFacts",
     "collect_trace",
+    "distribution_targets",
     "resolve_targets",
     "trace",
     "valid_name",
@@ -137,8 +138,19 @@ def resolve_targets(
     system: System, paths: Sequence[str], dists: Sequence[str], python: Optional[str]
 ) -> Tuple[List[str], List[Problem], Optional[str]]:
     """(paths to scan, problems, error): given paths, distributions' files, or site-packages."""
+    targets, problems, error = distribution_targets(system, paths, dists, python)
+    return [p for _, group in targets for p in group], problems, error
+
+
+def distribution_targets(
+    system: System, paths: Sequence[str], dists: Sequence[str], python: Optional[str]
+) -> Tuple[List[Tuple[str, List[str]]], List[Problem], Optional[str]]:
+    """(label, paths) groups: each given path, each distribution's .py files (from its RECORD),
+    or, with neither, the interpreter's site-packages; plus problems, and an error for an
+    unknown distribution or an interpreter that cannot be asked."""
+    groups: List[Tuple[str, List[str]]] = [(p, [p]) for p in paths]
     if paths and not dists:
-        return list(paths), [], None
+        return groups, [], None
     from .pyenv import installed_distributions, interpreter_paths, record_files
 
     _, _, site_packages, problem = interpreter_paths(system, python)
@@ -146,21 +158,22 @@ def resolve_targets(
     if problem is not None and not site_packages:
         return [], problems, problem.reason
     if not dists:
-        return list(site_packages), problems, None
+        return [(site, [site]) for site in site_packages], problems, None
     installed, dist_problems = installed_distributions(site_packages)
     problems.extend(dist_problems)
     by_name = {_canonical(d.name): d for d in installed}
-    targets = list(paths)
     for wanted in dists:
         dist = by_name.get(_canonical(wanted))
         if dist is None:
-            known = ", ".join(sorted(d.name for d in installed)[:20])
+            known = ", ".join(sorted(d.name for d in installed)[:20]) or "none"
             return [], problems, "unknown distribution %r (installed: %s)" % (wanted, known)
         try:
-            targets.extend(p for p in record_files(dist.dist_info) if p.endswith(".py"))
+            files = [p for p in record_files(dist.dist_info) if p.endswith(".py")]
         except OSError as exc:
             problems.append(Problem(dist.dist_info, "unreadable RECORD: %s" % exc))
-    return targets, problems, None
+            files = []
+        groups.append(("%s %s" % (dist.name, dist.version), files))
+    return groups, problems, None
 
 
 def _canonical(name: str) -> str:
@@ -246,37 +259,11 @@ def _is_word_char(char: str) -> bool:
 
 
 def _find_in_file(src: SourceFile, finder: _Finder, hits: List[int]) -> str:
-    """Parse only what encloses each hit: its indented def, else its top-level statement.
-
-    Falls back to the whole module when a piece does not parse on its own; returns why the file
-    could not be analysed, or "".
-    """
-    covered: List[Tuple[int, int]] = []
-    for number in hits:
-        index = number - 1
-        if any(start <= index < end for start, end in covered):
-            continue
-        function = src.enclosing_function(index)
-        if function is not None:
-            start, end, scope = function
-            tree = src.parse_range(start, end, indented=True)
-            if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
-                covered.append((start, end))
-                finder.body(tree.body[0].body, scope, (), (), None)
-                continue
-        start, end = src.enclosing_block(index)
-        tree = src.parse_range(start, end, indented=False)
-        if tree is not None:
-            covered.append((start, end))
-            finder.body(tree.body, (), (), (), None)
-            continue
-        module, error = src.module()
-        if module is None:
-            return error
-        finder.found = []  # redo the file whole
-        finder.body(module.body, (), (), (), None)
-        return ""
-    return ""
+    """Visit what encloses each hit; returns why the file could not be analysed, or ""."""
+    pieces, error = src.pieces(hits)
+    for stmts, scope in pieces:
+        finder.body(stmts, scope, (), (), None)
+    return error
 
 
 def _is_identifier_path(name: str) -> bool:

@@ -155,10 +155,11 @@ def string_value(node: Optional[ast.AST]) -> Optional[str]:
     return None
 
 
-def env_reads(node: ast.AST) -> List[Tuple[str, str, ast.AST]]:
-    """(variable, access, node) for every literal environment read under ``node``."""
+def env_reads(node: ast.AST, walk: bool = True) -> List[Tuple[str, str, ast.AST]]:
+    """(variable, access, node) for every literal environment read under ``node`` (or in
+    ``node`` itself when ``walk`` is false)."""
     found: List[Tuple[str, str, ast.AST]] = []
-    for sub in ast.walk(node):
+    for sub in ast.walk(node) if walk else (node,):
         if isinstance(sub, ast.Subscript) and dotted(sub.value) in _ENV_MAPPINGS:
             key = string_value(sub.slice)
             if key is not None:

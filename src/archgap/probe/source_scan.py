@@ -274,6 +274,39 @@ class SourceFile:
             end += 1
         return start, end, tuple(reversed(names))
 
+    def pieces(
+        self, hits: Sequence[int]
+    ) -> Tuple[List[Tuple[List[ast.stmt], Tuple[str, ...]]], str]:
+        """(statements, outer scope names) that together enclose every hit line (1-based).
+
+        Each hit's indented def is parsed on its own, else its top-level statement; when one of
+        them does not parse on its own the whole module is the only piece. Returns the pieces and
+        why the file cannot be parsed at all ("" when it can).
+        """
+        pieces: List[Tuple[List[ast.stmt], Tuple[str, ...]]] = []
+        covered: List[Tuple[int, int]] = []
+        for number in hits:
+            index = number - 1
+            if any(start <= index < end for start, end in covered):
+                continue
+            function = self.enclosing_function(index)
+            if function is not None:
+                start, end, scope = function
+                tree = self.parse_range(start, end, indented=True)
+                if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
+                    covered.append((start, end))
+                    pieces.append((tree.body[0].body, scope))
+                    continue
+            start, end = self.enclosing_block(index)
+            tree = self.parse_range(start, end, indented=False)
+            if tree is not None:
+                covered.append((start, end))
+                pieces.append((tree.body, ()))
+                continue
+            module, error = self.module()
+            return ([(module.body, ())] if module is not None else []), error
+        return pieces, ""
+
     def parse_range(self, start: int, end: int, indented: bool) -> Optional[ast.Module]:
         """Lines [start, end) parsed at their place in the file (line numbers as in the file).
 

@@ -1,0 +1,317 @@
+"""``gates``: the code in a package that detects or gates GPU architectures, grouped by function.
+
+Python 3.8 standard library only (part of the probe). Finds capability queries
+(``get_device_capability``, ``get_arch_list``, ``cudaGetDeviceProperties``, NVML compute
+capability), comparisons on major/minor/capability/sm numbers, ``*ARCH*`` environment reads, and
+raises, asserts and warnings whose message names an SM, a compute capability, an architecture or
+a CUDA version; each with the branch conditions it sits under. Nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import gc
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .facts import Problem
+from .source import Guard, distribution_targets
+from .source_flow import dotted, env_reads, raise_parts, string_value
+from .source_scan import SourceFile, module_name, python_files
+from .system import System
+
+# Calls that read what the GPU is (last dotted component -> kind).
+CAPABILITY_CALLS = {
+    "get_device_capability": "capability-call",
+    "has_device_capability": "capability-call",
+    "is_device_capability": "capability-call",
+    "cuDeviceComputeCapability": "capability-call",
+    "nvmlDeviceGetCudaComputeCapability": "nvml-call",
+    "get_arch_list": "arch-list-call",
+    "_get_cuda_arch_flags": "arch-list-call",
+    "get_device_properties": "device-properties-call",
+    "cudaGetDeviceProperties": "device-properties-call",
+    "cuDeviceGetAttribute": "device-properties-call",
+    "cudaDeviceGetAttribute": "device-properties-call",
+}
+_WARN_CALLS = ("warn", "warning", "warning_once", "warn_once")
+# Identifier words that make a comparison an architecture comparison.
+_ARCH_WORDS = frozenset(("major", "minor", "capability", "cc", "sm", "arch", "archs", "compute"))
+# A message about an architecture, an SM, a compute capability or a CUDA version.
+ARCH_MESSAGE = re.compile(
+    r"\bsm_?\d|\bsm ?\d+(\.\d+|x)|\bsm\d|compute capabilit|\bcapabilit|architecture|\barchs?\b"
+    r"|cuda\s*(version|toolkit|>=|>|<=|<|==|\d)|\bblackwell\b|\bhopper\b|\bampere\b",
+    re.IGNORECASE,
+)
+# Lines worth looking at: every gate has one of these on one of its lines (searched in the
+# lowercased text). Files without any are not parsed; statements without any are not walked.
+# Separate patterns with a literal start: Python's regex engine scans for those at C speed.
+_TRIGGERS = tuple(
+    re.compile(p)
+    for p in (
+        "capabilit",
+        "arch",
+        "major",
+        "minor",
+        "blackwell",
+        "hopper",
+        "ampere",
+        "device(?:properties|getattribute)",
+        r"cuda\s*(?:version|toolkit|[<>=]|\d)",
+    )
+)
+_WORD_TRIGGERS = (re.compile(r"sm(?:_?\d|\b)"), re.compile(r"cc\b"))  # need a word start
+
+
+@dataclass(frozen=True)
+class Gate:
+    kind: str  # capability-call, arch-list-call, device-properties-call, nvml-call,
+    # comparison, arch-env, raise, assert, warning
+    line: int
+    text: str  # the source line, stripped
+    detail: str  # the call, the comparison, the variable, or the exception type
+    condition: str  # the branch conditions it sits under, outermost first ("" at top level)
+    message: str  # raise/assert/warning message ("" for the others)
+
+
+@dataclass(frozen=True)
+class GateFunction:
+    path: str
+    module: str
+    function: str  # qualname, "<module>" for module-level code
+    line: int  # of the def (1 for module level)
+    gates: Tuple[Gate, ...]
+
+
+@dataclass(frozen=True)
+class GatesTarget:
+    label: str  # "flashinfer-python 0.6.8", or the scanned path
+    files_scanned: int
+    candidate_files: int
+    functions: Tuple[GateFunction, ...]
+
+
+@dataclass(frozen=True)
+class GatesFacts:
+    targets: Tuple[GatesTarget, ...]
+    problems: Tuple[Problem, ...]
+    error: Optional[str] = None
+
+
+def collect_gates(system: System, params: Any) -> Dict[str, Any]:
+    """Probe section: ``{"dists": [...], "paths": [...], "python": str|None}``."""
+    targets, problems, error = distribution_targets(
+        system, params.get("paths") or (), params.get("dists") or (), params.get("python")
+    )
+    if error:
+        return asdict(GatesFacts((), tuple(problems), error))
+    results = []
+    for label, paths in targets:
+        target, target_problems = gates(label, paths)
+        results.append(target)
+        problems.extend(target_problems)
+    return asdict(GatesFacts(tuple(results), tuple(problems)))
+
+
+def gates(label: str, paths: Sequence[str]) -> Tuple[GatesTarget, List[Problem]]:
+    collecting = gc.isenabled()
+    gc.disable()  # many short-lived AST nodes, no cycles
+    try:
+        return _gates(label, paths)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _gates(label: str, paths: Sequence[str]) -> Tuple[GatesTarget, List[Problem]]:
+    files, problems = python_files(paths)
+    init_cache: Dict[str, bool] = {}
+    functions: List[GateFunction] = []
+    candidates = 0
+    for path in sorted(files):
+        src, reason = SourceFile.load(path)
+        if src is None:
+            problems.append(Problem(path, reason))
+            continue
+        triggers = _trigger_lines(src.text)
+        if not triggers:
+            continue
+        candidates += 1
+        pieces, error = src.pieces(triggers)
+        if error:
+            problems.append(Problem(path, error))
+        module, _ = module_name(path, init_cache)
+        finder = _GateFinder(src, triggers)
+        try:
+            for stmts, scope in pieces:
+                finder.body(stmts, scope, (), 1)
+        except RecursionError:
+            problems.append(Problem(path, "too deeply nested to analyse"))
+            continue
+        for (function, line), found in finder.found.items():
+            unique = {(g.line, g.kind, g.detail): g for g in found}
+            ordered = tuple(sorted(unique.values(), key=lambda g: (g.line, g.kind)))
+            functions.append(GateFunction(path, module, function, line, ordered))
+    functions.sort(key=lambda f: (f.path, f.line))
+    return GatesTarget(label, len(files), candidates, tuple(functions)), problems
+
+
+def render_guards(guards: Sequence[Guard]) -> str:
+    parts = []
+    for guard in guards:
+        if guard.kind in ("if", "while"):
+            parts.append("%s %s" % (guard.kind, guard.condition))
+        elif guard.kind == "else":
+            parts.append("not (%s)" % guard.condition)
+        elif guard.kind == "for":
+            parts.append("for " + guard.condition)
+        elif guard.kind == "except":
+            parts.append("except " + (guard.condition or "(any)"))
+    return " / ".join(parts)
+
+
+class _GateFinder:
+    def __init__(self, src: SourceFile, triggers: List[int]) -> None:
+        self.src = src
+        self.triggers = triggers
+        self.found: Dict[Tuple[str, int], List[Gate]] = {}
+
+    def add(self, scope: Tuple[Any, ...], kind: str, line: int, detail: str, message: str) -> None:
+        names, guards, def_line = scope
+        key = (".".join(names) or "<module>", def_line)
+        gate = Gate(kind, line, self.src.line(line), detail, render_guards(guards), message)
+        self.found.setdefault(key, []).append(gate)
+
+    def body(
+        self,
+        stmts: Sequence[ast.stmt],
+        names: Tuple[str, ...],
+        guards: Tuple[Guard, ...],
+        def_line: int,
+    ) -> None:
+        for stmt in stmts:
+            position = bisect.bisect_left(self.triggers, stmt.lineno)
+            if position == len(self.triggers) or self.triggers[position] > (
+                stmt.end_lineno or stmt.lineno
+            ):
+                continue  # no trigger word anywhere in this statement
+            self.stmt(stmt, (names, guards, def_line))
+
+    def stmt(self, node: ast.stmt, scope: Tuple[Any, ...]) -> None:
+        names, guards, def_line = scope
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.body(node.body, (*names, node.name), (), node.lineno)
+            return
+        if isinstance(node, (ast.If, ast.While)):
+            self.expr(node.test, scope)
+            test = self.src.segment(node.test)
+            kind = "if" if isinstance(node, ast.If) else "while"
+            self.body(node.body, names, (*guards, Guard(kind, test, node.lineno)), def_line)
+            self.body(node.orelse, names, (*guards, Guard("else", test, node.lineno)), def_line)
+            return
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            self.expr(node.iter, scope)
+            text = "%s in %s" % (self.src.segment(node.target), self.src.segment(node.iter))
+            self.body(node.body, names, (*guards, Guard("for", text, node.lineno)), def_line)
+            self.body(node.orelse, names, guards, def_line)
+            return
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            try_node: ast.Try = node  # type: ignore[assignment]
+            self.body(try_node.body, names, guards, def_line)
+            for handler in try_node.handlers:
+                text = self.src.segment(handler.type) if handler.type is not None else ""
+                guard = Guard("except", text, handler.lineno)
+                self.body(handler.body, names, (*guards, guard), def_line)
+            self.body(try_node.orelse + try_node.finalbody, names, guards, def_line)
+            return
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exception, message = raise_parts(node, self.src)
+            if ARCH_MESSAGE.search(message):
+                self.add(scope, "raise", node.lineno, exception, message)
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            message = self._message(node.msg)
+            if ARCH_MESSAGE.search(message):
+                self.add(scope, "assert", node.lineno, self.src.segment(node.test), message)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self.stmt(child, scope)
+            else:
+                self.expr(child, scope)
+
+    def _message(self, node: ast.AST) -> str:
+        text = string_value(node)
+        return text if text is not None else self.src.segment(node)
+
+    def expr(self, node: ast.AST, scope: Tuple[Any, ...]) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                self.call(sub, scope)
+            elif isinstance(sub, ast.Compare) and self._arch_comparison(sub):
+                self.add(scope, "comparison", sub.lineno, self.src.segment(sub), "")
+            if isinstance(sub, (ast.Subscript, ast.Call, ast.Compare)):
+                for variable, _, read in env_reads(sub, walk=False):
+                    if "ARCH" in variable.upper():
+                        line = getattr(read, "lineno", sub.lineno)
+                        self.add(scope, "arch-env", line, variable, "")
+
+    def call(self, node: ast.Call, scope: Tuple[Any, ...]) -> None:
+        name = dotted(node.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        kind = CAPABILITY_CALLS.get(last)
+        if kind is None and "capability" in last.lower():
+            kind = "nvml-call" if last.startswith("nvml") else "capability-call"
+        if kind is not None:
+            self.add(scope, kind, node.lineno, name, "")
+        elif last in _WARN_CALLS and node.args:
+            message = self._message(node.args[0])
+            if ARCH_MESSAGE.search(message):
+                self.add(scope, "warning", node.lineno, name, message)
+
+    @staticmethod
+    def _arch_comparison(node: ast.Compare) -> bool:
+        operands = [node.left, *node.comparators]
+        mentions_arch = numeric = False
+        for operand in operands:
+            text = dotted(operand) or ""
+            if "version_info" in text or "python" in text.lower():
+                return False
+            if isinstance(operand, ast.Call) and dotted(operand.func) == "len":
+                return False  # a count of archs, not an arch number
+            for sub in ast.walk(operand):
+                word = sub.id if isinstance(sub, ast.Name) else getattr(sub, "attr", None)
+                if isinstance(word, str) and _ARCH_WORDS.intersection(word.lower().split("_")):
+                    mentions_arch = True
+            if _is_number(operand):
+                numeric = True
+        return mentions_arch and numeric
+
+
+def _trigger_lines(text: str) -> List[int]:
+    """1-based numbers of the lines that hold a trigger word."""
+    lower = text.lower()
+    starts = [m.start() for pattern in _TRIGGERS for m in pattern.finditer(lower)]
+    for pattern in _WORD_TRIGGERS:
+        for match in pattern.finditer(lower):
+            before = lower[match.start() - 1] if match.start() else " "
+            if not (before.isalnum() or before == "_"):
+                starts.append(match.start())
+    lines: List[int] = []
+    line, counted = 1, 0
+    for start in sorted(starts):
+        line += lower.count("\n", counted, start)
+        counted = start
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Tuple):
+        return bool(node.elts) and all(_is_number(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _is_number(node.operand)
+    return False
