@@ -1,0 +1,99 @@
+"""archgap gates [DIST ...]: the code in each package that detects or gates GPU architectures."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any
+
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Output,
+    UsageError,
+    add_environment_options,
+    add_json_option,
+)
+
+if TYPE_CHECKING:
+    from archgap.probe.source_gates import GatesFacts
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "gates",
+        help="where packages detect or gate GPU architectures, grouped by function",
+        description="Capability queries (get_device_capability, get_arch_list, "
+        "cudaGetDeviceProperties, NVML), comparisons on major/minor/capability/sm numbers, *ARCH* "
+        "environment reads, and raises/asserts/warnings whose message names an SM, a compute "
+        "capability, an architecture or a CUDA version: each with its branch conditions.",
+    )
+    parser.add_argument(
+        "dists",
+        nargs="*",
+        metavar="DIST",
+        help="installed distributions to map (default: all of site-packages)",
+    )
+    parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or directory to map instead (repeatable)",
+    )
+    add_environment_options(parser)
+    add_json_option(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.probe.source import distribution_targets
+    from archgap.probe.source_gates import GatesFacts, gates
+    from archgap.probe.system import System
+
+    missing = [p for p in args.path if not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
+    system = System.local(root=args.root)
+    groups, problems, error = distribution_targets(system, args.path, args.dists, args.python)
+    if error:
+        out.error(error)
+        return EXIT_ERROR
+    targets = []
+    for label, paths in groups:
+        target, target_problems = gates(label, paths)
+        targets.append(target)
+        problems.extend(target_problems)
+    facts = GatesFacts(tuple(targets), tuple(problems))
+    if out.json_mode:
+        out.emit("gates", {"gates": facts})
+    else:
+        render(facts, out)
+    return EXIT_OK
+
+
+def render(facts: GatesFacts, out: Output) -> None:
+    from rich.markup import escape
+
+    from archgap.cli.trace import short_path
+
+    for target in facts.targets:
+        count = sum(len(f.gates) for f in target.functions)
+        out.print(
+            f"[bold]{escape(target.label)}[/]: {count} gates in {len(target.functions)} functions "
+            f"[dim]({target.files_scanned} .py files, {target.candidate_files} read closely)[/]"
+        )
+        path = None
+        for function in target.functions:
+            if function.path != path:
+                path = function.path
+                out.print(f"  [cyan]{escape(short_path(function.path, function.module))}[/]")
+            out.print(f"    [bold]{escape(function.function)}[/] [dim](line {function.line})[/]")
+            for gate in function.gates:
+                detail = gate.message or gate.detail
+                out.print(
+                    f"      {gate.line:>5}  [magenta]{gate.kind}[/]  {escape(detail)}"
+                    + (f"  [dim]when {escape(gate.condition)}[/]" if gate.condition else "")
+                )
+    for problem in facts.problems:
+        out.print(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")

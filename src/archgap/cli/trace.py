@@ -1,0 +1,213 @@
+"""archgap trace NAME: where a value is decided (written), not just where it is read."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any
+
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Output,
+    UsageError,
+    add_environment_options,
+    add_json_option,
+)
+
+if TYPE_CHECKING:
+    from archgap.probe.source import Guard, Occurrence, TraceFacts
+    from archgap.probe.source_flow import Frame
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "trace",
+        help="every place a name is written and read, with the env vars that feed it",
+        description="Every place NAME occurs as code in the environment's site-packages (or the "
+        "given distributions or paths): writes first, defining module first, each with its branch; "
+        "the environment variables that feed each write (through calls, with the call path); and "
+        "broad excepts around a write that swallow what their try can raise.",
+    )
+    parser.add_argument(
+        "name",
+        metavar="NAME",
+        help="an identifier (TARGET_CUDA_ARCHS), a dotted name (torch.cuda.get_device_capability) "
+        "or a string key (FLASHINFER_CUDA_ARCH_LIST)",
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories to search")
+    parser.add_argument(
+        "--dist",
+        action="append",
+        default=[],
+        metavar="DIST",
+        help="search only this installed distribution's files (repeatable)",
+    )
+    add_environment_options(parser)
+    add_json_option(parser)
+    parser.set_defaults(run=run)
+
+
+def check_name(name: str) -> None:
+    from archgap.probe.source import valid_name
+
+    if not valid_name(name):
+        raise UsageError(
+            f"cannot trace {name!r}: give an identifier, a dotted name or a string key "
+            "(letters, digits, _ . - / :), without spaces or shell characters"
+        )
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.probe.source import distribution_targets, trace
+    from archgap.probe.system import System
+
+    check_name(args.name)
+    missing = [p for p in args.paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
+    system = System.local(root=args.root)
+    groups, problems, error = distribution_targets(system, args.paths, args.dist, args.python)
+    if error:
+        out.error(error)
+        return EXIT_ERROR
+    roots = [p for _, group in groups for p in group]
+    facts = trace(args.name, roots)
+    facts = facts.__class__(
+        facts.name,
+        tuple(label for label, _ in groups),
+        facts.files_scanned,
+        facts.candidate_files,
+        facts.defining_files,
+        facts.occurrences,
+        tuple(problems) + facts.problems,
+    )
+    if out.json_mode:
+        out.emit("trace", {"trace": facts})
+    else:
+        render(facts, out)
+    return EXIT_OK
+
+
+def short_path(path: str, module: str) -> str:
+    """The path from the import root: flashinfer/jit/core.py."""
+    if not module:
+        return path
+    depth = len(module.split(".")) + (1 if path.endswith("__init__.py") else 0)
+    return "/".join(path.split(os.sep)[-depth:])
+
+
+def short_function(frame: Frame) -> str:
+    return frame.function.rsplit(".", 1)[-1] if "." in frame.function else frame.function
+
+
+def guards_text(guards: tuple[Guard, ...]) -> str:
+    parts = []
+    for guard in guards:
+        if guard.kind in ("if", "while"):
+            parts.append(f"{guard.kind} {guard.condition}")
+        elif guard.kind == "else":
+            parts.append(f"else of ({guard.condition})")
+        elif guard.kind == "for":
+            parts.append(f"for {guard.condition}")
+        elif guard.kind == "except":
+            parts.append(f"except {guard.condition}".rstrip())
+        else:
+            parts.append(f"{guard.kind} (line {guard.line})")
+    return " › ".join(parts)
+
+
+def render(facts: TraceFacts, out: Output) -> None:
+    from rich.markup import escape
+
+    writes = [o for o in facts.occurrences if o.kind == "write"]
+    reads = [o for o in facts.occurrences if o.kind == "read"]
+    files = len({o.path for o in facts.occurrences})
+    out.print(
+        f"[bold]{escape(facts.name)}[/]: {len(writes)} writes, {len(reads)} reads in {files} files "
+        f"[dim]({facts.files_scanned} .py files scanned, {facts.candidate_files} read closely)[/]"
+    )
+    if not facts.occurrences:
+        out.print("[dim]no occurrence as code[/]")
+    if writes:
+        out.print("\n[bold]Writes[/] [dim](defining module first)[/]")
+        _render_group(writes, out, with_flow=True)
+    if reads:
+        out.print("\n[bold]Reads[/]")
+        _render_group(reads, out, with_flow=False)
+    for problem in facts.problems:
+        out.print(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
+
+
+def _render_group(items: list[Occurrence], out: Output, with_flow: bool) -> None:
+    from rich.markup import escape
+
+    previous: Occurrence | None = None
+    for item in items:
+        if (
+            previous is not None
+            and with_flow
+            and ((item.path, item.function) != (previous.path, previous.function))
+        ):
+            _render_flow(previous, out)
+        if previous is None or item.path != previous.path:
+            out.print(f"  [cyan]{escape(short_path(item.path, item.module))}[/]")
+        previous = item
+        out.print(
+            f"    [bold]{item.line:>5}[/]  {escape(item.function)}  [magenta]{item.form}[/]  "
+            f"{escape(item.text)}"
+        )
+        if with_flow and item.branch:
+            out.print(f"           [dim]branch:[/] {escape(guards_text(item.branch))}")
+        if with_flow:
+            for swallow in item.swallowed:
+                out.print(
+                    f"           [red]swallowed:[/] {escape(swallow.handler)} "
+                    f"[dim](line {swallow.except_line}, try at {swallow.try_line})[/] "
+                    f"→ {escape(swallow.action)}"
+                )
+                for raiser in swallow.raisers:
+                    via = " → ".join(short_function(f) for f in raiser.call_path)
+                    call_line = raiser.call_path[0].line if raiser.call_path else raiser.line
+                    out.print(
+                        f"             hides {escape(raiser.exception)}"
+                        f"({escape(repr(raiser.message))}) raised at "
+                        f"{escape(short_path(raiser.path, _module_of(raiser.call_path)))}:"
+                        f"{raiser.line}, reached from line {call_line} via {escape(via)}"
+                    )
+                if swallow.external_calls:
+                    calls = ", ".join(f"{c.call} ({c.line})" for c in swallow.external_calls)
+                    out.print(f"             and whatever these raise: {escape(calls)}")
+    if with_flow and previous is not None:
+        _render_flow(previous, out)
+
+
+def _module_of(frames: tuple[Frame, ...]) -> str:
+    if not frames:
+        return ""
+    function = frames[-1].function
+    # module.qualname: the module is the part that names the file (its path ends with it).
+    parts = function.split(".")
+    path = frames[-1].path
+    for cut in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:cut])
+        tail = os.sep.join(parts[:cut])
+        if path.endswith(tail + ".py") or path.endswith(os.path.join(tail, "__init__.py")):
+            return candidate
+    return ""
+
+
+def _render_flow(item: Occurrence, out: Output) -> None:
+    from rich.markup import escape
+
+    if not item.knobs:
+        return
+    out.print(f"           [green]knobs feeding {escape(item.function)}:[/]")
+    for knob in item.knobs:
+        where = f"{short_path(knob.path, _module_of(knob.call_path))}:{knob.line}"
+        via = " → ".join(f"{short_function(f)}:{f.line}" for f in knob.call_path[:-1])
+        suffix = f" [dim]via {escape(via)}[/]" if via else ""
+        out.print(
+            f"             [bold]{escape(knob.variable)}[/] [dim]{escape(knob.access)}[/] "
+            f"in {escape(short_function(knob.call_path[-1]))} at {escape(where)}{suffix}"
+        )
