@@ -107,7 +107,8 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     python = args.python or "python3"
-    request = build_request(sections, python)
+    # None: each host's own interpreter (a hostfile may name one per host), filled in per target.
+    request = build_request(sections, None)
     if args.srun_args and not args.slurm:
         raise UsageError("arguments after -- are srun options: use them with --slurm")
     if args.from_paths:

@@ -1,0 +1,160 @@
+"""archgap fleet against real sshd hosts, a real one-node Slurm, and probe JSON from other engines.
+
+Kernel verdicts follow from the nvcc command lines in tests/fixtures/cuda/build.sh:
+libmix.so has SASS sm_75 ... sm_120 (runs natively on a T4, 7.5, and on 12.0);
+libptxonly.so has only compute_80 PTX, which cannot serve a T4 (7.5 < 8.0): a gap there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CUDA_BIN, ROOT, install_fake_distribution, json_output, make_venv, run_cli
+from tests.integration.test_remote_services import closed_port, require, ssh_env
+
+ARTIFACTS = ROOT / "tests" / ".artifacts"
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("fleetvenvs")
+    good = base / "good"
+    install_fake_distribution(
+        make_venv(good), "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}
+    )
+    old = base / "old"
+    install_fake_distribution(
+        make_venv(old), "ptxkernels", "0.1", {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"}
+    )
+    return {"good": good / "bin" / "python", "old": old / "bin" / "python"}
+
+
+def fleet(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+    result = run_cli("fleet", "--json", *args, env={**ssh_env(), **(env or {})}, timeout=180)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json_output(result, "fleet")
+
+
+def test_fleet_groups_identical_hosts_and_shows_drift_gaps_and_dead_hosts(
+    venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    dead = f"root@127.0.0.1:{closed_port()}"
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(
+        f"# two identical hosts, one with old kernels, one dead\n"
+        f"h01 {venvs['good']}\nh02 {venvs['good']}\nbeta {venvs['old']}\n{dead}\n"
+    )
+    html = tmp_path / "fleet.html"
+    code, doc = fleet("--hostfile", str(hostfile), "--gpu", "T4", "--html", str(html))
+    assert code == 2  # a host could not be probed
+    assert [g["hosts"] for g in doc["groups"]] == [["h01", "h02"], ["beta"]]
+    assert [(u["name"], u["kind"]) for u in doc["unreachable"]] == [(dead, "unreachable")]
+    hosts = {h["name"]: h for h in doc["hosts"]}
+    assert (
+        hosts["h01"]["fingerprint"] == hosts["h02"]["fingerprint"] != hosts["beta"]["fingerprint"]
+    )
+    assert hosts["h01"]["gaps"] == [] and hosts["h01"]["packages"] == ["fakekernels==1.2.3"]
+    assert [c["verdict"] for c in hosts["h01"]["coverage"]] == ["native"]  # sm_75 SASS
+    (gap,) = hosts["beta"]["gaps"]
+    assert gap.startswith("ptxkernels 0.1 cannot run on 7.5")
+    drift = {d["field"]: d for d in doc["drift"]}
+    assert {"packages", "coverage", "env"} <= set(drift)
+    by_group = dict(map(tuple, drift["packages"]["values"]))  # type: ignore[arg-type]
+    assert by_group[hosts["h01"]["fingerprint"]] == ["fakekernels==1.2.3"]
+    assert by_group[hosts["beta"]["fingerprint"]] == ["ptxkernels==0.1"]
+    assert doc["coverage"]["packages"] == ["fakekernels", "ptxkernels"]
+    rows = {r["host"]: r["verdicts"] for r in doc["coverage"]["rows"]}
+    assert rows == {"beta": ["", "none"], "h01": ["native", ""], "h02": ["native", ""]}
+    assert html.read_text().startswith("<!DOCTYPE html>")
+    screenshot(html, "fleet-ssh")
+
+
+def test_fleet_all_good_exit_zero_and_text_report(venvs: dict[str, Path]) -> None:
+    result = run_cli(
+        "fleet", "--hosts", "h03,h04,h05", "--python", str(venvs["good"]), "--gpu", "12.0",
+        env=ssh_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3/3 hosts answered" in result.stdout
+    assert "1 group(s)" in result.stdout and "h03, h04, h05" in result.stdout
+
+
+def test_fleet_from_files_of_other_engines(venvs: dict[str, Path], tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    # 1. archgap probe's own document, as an Ansible task would save it.
+    result = run_cli("probe", "--host", "h06", "--python", str(venvs["good"]), env=ssh_env())
+    assert result.returncode == 0, result.stderr
+    (inbox / "h06.json").write_text(result.stdout)
+    # 2. The standalone script, run by "another engine" with a plain interpreter (pdsh style).
+    script = run_cli("probe", "--script", "--python", str(venvs["old"]))
+    assert script.returncode == 0
+    (tmp_path / "archgap-probe.py").write_text(script.stdout)
+    ran = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "archgap-probe.py")],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    (inbox / "pdsh.out").write_text(f"node7: {ran.stdout.strip()}\n")
+    # 3. A host that failed, as archgap probe reported it.
+    failed = run_cli("probe", "--host", f"127.0.0.1:{closed_port()}", env=ssh_env())
+    (inbox / "dead.json").write_text(failed.stdout)
+    code, doc = fleet("--from", str(inbox), "--gpu", "T4")
+    assert code == 2
+    names = sorted(h["name"] for h in doc["hosts"])
+    assert names == ["h06", "node7"]
+    hosts = {h["name"]: h for h in doc["hosts"]}
+    assert hosts["node7"]["packages"] == ["ptxkernels==0.1"] and hosts["node7"]["gaps"]
+    assert [u["kind"] for u in doc["unreachable"]] == ["unreachable"]
+
+
+def test_fleet_over_slurm_one_document_per_node(venvs: dict[str, Path]) -> None:
+    info = require("slurm")
+    code, doc = fleet(
+        "--slurm", "--python", str(venvs["good"]), "--gpu", "T4", "--", "-N1",
+        env={"SLURM_CONF": info["conf"]},
+    )  # fmt: skip
+    assert code == 0, doc
+    (host,) = doc["hosts"]
+    assert host["name"] == socket.gethostname()
+    assert host["packages"] == ["fakekernels==1.2.3"]
+
+
+def screenshot(html: Path, name: str) -> None:
+    """Render the page in headless Chromium; keep a screenshot under tests/.artifacts/."""
+    chromium = require("chromium")["path"] or shutil.which("chromium")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    png = ARTIFACTS / f"{name}.png"
+    png.unlink(missing_ok=True)
+    profile = html.parent / "chromium-profile"
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+    ]
+    url = html.resolve().as_uri()
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "HOME": str(html.parent)},
+    )  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="heatmap"' in dom.stdout and "<th>h01</th>" in dom.stdout
+    shot = subprocess.run(
+        [chromium, *flags, f"--screenshot={png}", "--window-size=1200,900", url],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(html.parent)},
+    )  # fmt: skip
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    json.dumps({"screenshot": str(png)})
