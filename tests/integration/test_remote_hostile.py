@@ -105,7 +105,7 @@ def test_hostile_request_values_travel_as_data_not_arguments(tmp_path: Path) -> 
 @pytest.mark.parametrize("option", ["--container", "--pod"], ids=["container", "pod"])
 def test_hostile_container_and_pod_names_are_refused(tmp_path: Path, option: str) -> None:
     canary = tmp_path / "CANARY"
-    for name in payloads(canary)[:5] + ["-it", "../x"]:
+    for name in [*payloads(canary)[:5], "-it", "../x"]:
         result = run_cli("probe", option, name, timeout=60)
         assert result.returncode == 2, (option, name, result.stdout)
         assert option.strip("-") in result.stderr
