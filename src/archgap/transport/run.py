@@ -8,6 +8,7 @@ expiry the whole process group that archgap started is killed, so nothing linger
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -200,7 +201,9 @@ def run_probe(
     if target.is_local:
         from archgap.probe.__main__ import run
 
-        return run(probe_input(request, root, env_from))
+        # Through JSON, so local facts have exactly the shape remote ones have (lists, not tuples).
+        facts: dict[str, Any] = json.loads(json.dumps(run(probe_input(request, root, env_from))))
+        return facts
     payload = stdin_payload(probe_input(fill_python(request, target.python), root, env_from))
     started = time.monotonic()
     code, out, err, error = run_command(

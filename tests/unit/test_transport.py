@@ -1,0 +1,261 @@
+"""The transport without a network: target parsing, argument vectors, the loader on real local
+interpreters through real command prefixes, and error classification of real ssh messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from archgap.analysis.fleet import HostInput, coverage_matrix, fleet_report
+from archgap.report.html import fleet_html
+from archgap.transport import (
+    LOCAL,
+    TargetError,
+    TransportError,
+    container_target,
+    parse_host,
+    pod_target,
+    run_probe,
+    ssh_target,
+    via_target,
+)
+from archgap.transport.bootstrap import LOADER, probe_input, probe_sources, standalone_script
+from archgap.transport.run import classify
+
+PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3")
+PY37 = Path("/root/.pyenv/versions/3.7.16/bin/python3")
+PY27 = Path("/root/.pyenv/versions/2.7.18/bin/python")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("gpu1", (None, "gpu1", None)),
+        ("root@gpu1", ("root", "gpu1", None)),
+        ("root@10.0.0.7:2222", ("root", "10.0.0.7", 2222)),
+        ("svc_user@node-01.cluster.local", ("svc_user", "node-01.cluster.local", None)),
+        ("[::1]:22", (None, "::1", 22)),
+        ("admin@[fe80::1%eth0]", ("admin", "fe80::1%eth0", None)),
+    ],
+)
+def test_parse_host_accepts_real_names(text: str, expected: tuple) -> None:
+    assert parse_host(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "-oProxyCommand=sh",
+        "gpu1;id",
+        "gpu1 id",
+        "$(id)",
+        "`id`",
+        "gpu'1",
+        'gpu"1',
+        "gpu1:0",
+        "gpu1:99999",
+        "gpu1:22x",
+        "ro;ot@gpu1",
+        "[::1",
+        "gpu1|id",
+        "gpu1&",
+    ],
+)
+def test_parse_host_refuses_unsafe_text(text: str) -> None:
+    with pytest.raises(TargetError):
+        parse_host(text)
+
+
+def test_ssh_argv_quotes_every_remote_argument() -> None:
+    python = "/opt/my venv/bin/python; touch /tmp/x '$(id)'"
+    target = ssh_target("svc@gpu1:2222", python, connect_timeout=3, ssh_config="/etc/cfg")
+    argv = target.command(["PY", "-I", "-S", "-c", LOADER])
+    assert argv[:2] == ["ssh", "-T"]
+    assert "BatchMode=yes" in argv and "ConnectTimeout=3" in argv
+    assert argv[argv.index("-F") + 1] == "/etc/cfg"
+    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "svc"
+    assert argv[-3:-1] == ["--", "gpu1"]
+    # The remote shell splits the one command string back into exactly the words we meant.
+    assert shlex.split(argv[-1]) == ["PY", "-I", "-S", "-c", LOADER]
+    remote = target.command([python, "-I"])[-1]
+    assert shlex.split(remote) == [python, "-I"]
+
+
+def test_container_pod_and_via_argv() -> None:
+    assert container_target("sglang-0", engine="podman").command(["p"]) == [
+        "podman", "exec", "-i", "sglang-0", "p",
+    ]  # fmt: skip
+    assert pod_target("ml/server-7:worker").command(["p"]) == [
+        "kubectl", "exec", "-i", "-n", "ml", "server-7", "-c", "worker", "--", "p",
+    ]  # fmt: skip
+    assert via_target("env -i FOO='a b'").command(["p"]) == ["env", "-i", "FOO=a b", "p"]
+    assert via_target("ssh -J bastion gpu1").remote_shell is True
+    for bad in ("", "-x", "'unclosed"):
+        with pytest.raises(TargetError):
+            via_target(bad)
+    with pytest.raises(TargetError):
+        container_target("-it")
+    with pytest.raises(TargetError):
+        pod_target("Bad_Pod")
+
+
+def test_probe_over_env_prefix_matches_local_collect() -> None:
+    request = {"gpu": {}, "python": {"python": sys.executable}}
+    remote = run_probe(via_target("env", sys.executable), request, timeout=60)
+    local = run_probe(LOCAL, request)
+    assert isinstance(remote, dict) and isinstance(local, dict)
+    assert remote["sections"] == local["sections"]
+    assert remote["errors"] == {}
+
+
+def test_probe_leaves_no_file_behind(tmp_path: Path) -> None:
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    prefix = f"env -i HOME={home} TMPDIR={tmp} PATH=/usr/bin:/bin"
+    facts = run_probe(via_target(prefix, sys.executable), {"gpu": {}}, timeout=60)
+    assert isinstance(facts, dict), facts
+    assert facts["env"]["HOME"] == str(home)
+    assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+
+
+@pytest.mark.skipif(not PY38.exists(), reason=f"no {PY38}")
+def test_python_3_8_runs_the_probe_and_the_standalone_script(tmp_path: Path) -> None:
+    facts = run_probe(via_target("env -i", str(PY38)), {"gpu": {}, "python": {}}, timeout=60)
+    assert isinstance(facts, dict) and facts["probe_python"].startswith("3.8")
+    assert facts["errors"] == {}
+    script = tmp_path / "probe.py"
+    script.write_text(standalone_script(probe_input({"gpu": {}})))
+    done = subprocess.run(
+        [str(PY38), "-I", str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
+    standalone = json.loads(done.stdout)
+    assert standalone["probe_python"].startswith("3.8") and "gpu" in standalone["sections"]
+    assert sorted(os.listdir(tmp_path)) == ["probe.py"]  # no __pycache__ either
+
+
+@pytest.mark.parametrize(
+    ("python", "version"), [(PY37, "3.7.16"), (PY27, None)], ids=["3.7", "2.7"]
+)
+def test_too_old_interpreters_are_named(python: Path, version: str | None) -> None:
+    if not python.exists():
+        pytest.skip(f"no {python}")
+    result = run_probe(via_target("env", str(python)), {"gpu": {}}, timeout=60)
+    assert isinstance(result, TransportError)
+    assert result.kind == "interpreter-too-old"
+    if version:
+        assert version in result.message
+
+
+def test_missing_interpreter_and_missing_transport() -> None:
+    result = run_probe(via_target("env", "/nonexistent/python"), {"gpu": {}}, timeout=30)
+    assert isinstance(result, TransportError) and result.kind == "no-interpreter"
+    result = run_probe(via_target("archgap-no-such-transport-cmd"), {"gpu": {}}, timeout=30)
+    assert isinstance(result, TransportError) and result.kind == "transport-missing"
+
+
+def test_total_timeout_kills_the_whole_group() -> None:
+    started = time.monotonic()
+    result = run_probe(via_target("sh -c 'sleep 30 & sleep 30' sh"), {"gpu": {}}, timeout=1)
+    assert isinstance(result, TransportError) and result.kind == "timeout"
+    assert time.monotonic() - started < 5
+
+
+def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
+    # A "python" that reads the probe and dies: what the user sees is its stderr.
+    prefix = "sh -c 'cat >/dev/null; echo boom: segfault in libfoo >&2; exit 139' sh"
+    result = run_probe(via_target(prefix), {"gpu": {}}, timeout=30)
+    assert isinstance(result, TransportError) and result.kind == "probe-failed"
+    assert "boom: segfault in libfoo" in result.stderr
+
+
+# Real OpenSSH 9.2 client messages (exit status 255).
+@pytest.mark.parametrize(
+    ("stderr", "kind"),
+    [
+        ("ssh: connect to host 10.1.1.1 port 22: Connection refused", "unreachable"),
+        ("ssh: connect to host 10.1.1.1 port 22: Connection timed out", "unreachable"),
+        (
+            "Connection timed out during banner exchange\r\nConnection to 127.0.0.1 port 4 timed out",
+            "unreachable",
+        ),  # noqa: E501
+        ("ssh: Could not resolve hostname gpu9: Name or service not known", "unreachable"),
+        ("Host key verification failed.", "host-key"),
+        ("root@127.0.0.2: Permission denied (publickey).", "auth"),
+    ],
+)
+def test_ssh_failures_are_told_apart(stderr: str, kind: str) -> None:
+    result = classify(ssh_target("gpu1"), 255, "", stderr)
+    assert isinstance(result, TransportError) and result.kind == kind
+
+
+def test_probe_sources_are_the_whole_probe_package() -> None:
+    sources = probe_sources()
+    probe_dir = Path(__file__).resolve().parents[2] / "src" / "archgap" / "probe"
+    expected = {p.stem for p in probe_dir.glob("*.py")}
+    assert {"" if k == "" else k for k in sources} == {
+        "" if s == "__init__" else s for s in expected
+    }
+    assert "__main__" in sources and "collect" in sources
+
+
+def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict:
+    dists = [
+        {"name": n, "version": v, "dist_info": f"/s/{n}.dist-info", "native_files": []}
+        for n, v in packages.items()
+    ]
+    return {
+        "host": host,
+        "env": {"CUDA_HOME": cuda_home},
+        "errors": {},
+        "sections": {
+            "gpu": {
+                "gpus": [],
+                "driver_version": "580.65.06",
+                "driver_cuda_version": "13.0",
+                "source": "nvidia-smi",
+                "problems": [],
+            },  # fmt: skip
+            "python": {
+                "executable": "/v/bin/python",
+                "python_version": "3.12.3",
+                "site_packages": ["/s"],
+                "distributions": dists,
+                "unowned_native_files": [],
+                "problems": [],
+            },  # fmt: skip
+        },
+    }
+
+
+def test_fleet_report_groups_and_drift_from_hand_made_facts() -> None:
+    hosts = [
+        HostInput("n1", _facts("n1", {"torch": "2.9.0"}, "/usr/local/cuda-12.8")),
+        HostInput("n2", _facts("n2", {"torch": "2.9.0"}, "/usr/local/cuda-12.8")),
+        HostInput("n3", _facts("n3", {"torch": "2.8.0"}, "/usr/local/cuda-12.8")),
+        HostInput("n4", None, "unreachable", "n4: Connection refused"),
+    ]
+    report = fleet_report(hosts)
+    assert [g.hosts for g in report.groups] == [("n1", "n2"), ("n3",)]
+    drift = {d.field: dict(d.values) for d in report.drift}
+    assert set(drift) == {"packages"}
+    assert sorted(drift["packages"].values()) == [("torch==2.8.0",), ("torch==2.9.0",)]
+    assert [(u.name, u.kind) for u in report.unreachable] == [("n4", "unreachable")]
+    assert coverage_matrix(report) == ((), (("n1", ()), ("n2", ()), ("n3", ())))
+
+
+def test_html_escapes_what_hosts_report() -> None:
+    evil = "<script>alert(1)</script>"
+    report = fleet_report(
+        [HostInput("n1", _facts(evil, {evil: "1"}, evil)), HostInput(evil, None, "auth", evil)]
+    )
+    page = fleet_html(report, 1.0)
+    assert "<script>" not in page and "&lt;script&gt;" in page
