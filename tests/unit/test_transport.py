@@ -184,9 +184,10 @@ def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
         ("ssh: connect to host 10.1.1.1 port 22: Connection refused", "unreachable"),
         ("ssh: connect to host 10.1.1.1 port 22: Connection timed out", "unreachable"),
         (
-            "Connection timed out during banner exchange\r\nConnection to 127.0.0.1 port 4 timed out",
+            "Connection timed out during banner exchange\r\n"
+            "Connection to 127.0.0.1 port 4 timed out",
             "unreachable",
-        ),  # noqa: E501
+        ),
         ("ssh: Could not resolve hostname gpu9: Name or service not known", "unreachable"),
         ("Host key verification failed.", "host-key"),
         ("root@127.0.0.2: Permission denied (publickey).", "auth"),
@@ -223,7 +224,7 @@ def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict:
                 "driver_cuda_version": "13.0",
                 "source": "nvidia-smi",
                 "problems": [],
-            },  # fmt: skip
+            },
             "python": {
                 "executable": "/v/bin/python",
                 "python_version": "3.12.3",
@@ -231,7 +232,7 @@ def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict:
                 "distributions": dists,
                 "unowned_native_files": [],
                 "problems": [],
-            },  # fmt: skip
+            },
         },
     }
 
