@@ -41,8 +41,8 @@ _WARN_CALLS = ("warn", "warning", "warning_once", "warn_once")
 _ARCH_WORDS = frozenset(("major", "minor", "capability", "cc", "sm", "arch", "archs", "compute"))
 # A message about an architecture, an SM, a compute capability or a CUDA version.
 ARCH_MESSAGE = re.compile(
-    r"\bsm_?\d|\bsm ?\d+(\.\d+|x)|\bsm\d|compute capabilit|\bcapabilit|architecture|\barchs?\b"
-    r"|cuda\s*(version|toolkit|>=|>|<=|<|==|\d)|\bblackwell\b|\bhopper\b|\bampere\b",
+    r"\bsm_?(?:\d|\{|%)|\bsm ?\d+(\.\d+|x)|compute capabilit|\bcapabilit|architecture"
+    r"|\barchs?\b|cuda\s*(version|toolkit|>=|>|<=|<|==|\d)|\bblackwell\b|\bhopper\b|\bampere\b",
     re.IGNORECASE,
 )
 # Lines worth looking at: every gate has one of these on one of its lines (searched in the
