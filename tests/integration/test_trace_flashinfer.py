@@ -1,0 +1,154 @@
+"""`archgap trace TARGET_CUDA_ARCHS` on the real flashinfer-python 0.6.8 and 0.6.16 wheels
+(installed --no-deps by scripts/testdata, never imported), through the real CLI.
+
+Expected lines were read off the released files by hand (sed -n on
+flashinfer/compilation_context.py): in 0.6.8 ``self.TARGET_CUDA_ARCHS = set()`` is line 62, the
+FLASHINFER_CUDA_ARCH_LIST branch adds at 70 and 72, auto-detection adds at 79 inside the try of
+line 76 whose ``except Exception as e:`` is line 80, and ``raise RuntimeError("SM 12.x requires
+CUDA >= 12.9")`` is line 56. In 0.6.16 the same code sits at 89, 97, 99, 106, try 103, except 107,
+raise 83."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import json_output, run_cli
+from tests.toolkit_stubs import venv_python
+
+RELEASES = {
+    #          writes            try  except raise
+    "0.6.8": ((62, 70, 72, 79), 76, 80, 56),
+    "0.6.16": ((89, 97, 99, 106), 103, 107, 83),
+}
+
+
+def flashinfer_python(version: str) -> Path:
+    python = venv_python(f"venv-flashinfer-python-{version}")
+    if not python.exists():
+        pytest.skip("scripts/testdata has not installed the flashinfer wheels")
+    return python
+
+
+@functools.cache  # one real CLI run per release serves every test (read-only use)
+def trace_json(version: str, name: str = "TARGET_CUDA_ARCHS") -> dict[str, Any]:
+    python = flashinfer_python(version)
+    result = run_cli(
+        "trace", name, "--python", str(python), "--dist", "flashinfer-python", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    trace: dict[str, Any] = json_output(result, "trace")["trace"]
+    return trace
+
+
+def relative(path: str) -> str:
+    return path.split("site-packages/", 1)[1]
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_writes_in_compilation_context_come_before_the_reads(version: str) -> None:
+    write_lines, _, _, _ = RELEASES[version]
+    trace = trace_json(version)
+    assert trace["roots"] == [f"flashinfer-python {version}"]
+    occurrences = trace["occurrences"]
+    writes = [o for o in occurrences if o["kind"] == "write"]
+    assert [(relative(o["path"]), o["line"]) for o in writes] == [
+        ("flashinfer/compilation_context.py", line) for line in write_lines
+    ]
+    assert [o["form"] for o in writes] == ["assign", "mutate:.add", "mutate:.add", "mutate:.add"]
+    assert {o["function"] for o in writes} == {"CompilationContext.__init__"}
+    kinds = [o["kind"] for o in occurrences]
+    assert kinds == ["write"] * 4 + ["read"] * (len(kinds) - 4)
+    read_files = {relative(o["path"]) for o in occurrences if o["kind"] == "read"}
+    assert {"flashinfer/jit/core.py", "flashinfer/jit/env.py"} <= read_files
+    core = [o for o in occurrences if relative(o["path"]) == "flashinfer/jit/core.py"]
+    assert [o["function"] for o in core] == ["check_cuda_arch"]
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_branches_of_the_writes(version: str) -> None:
+    _, try_line, _, _ = RELEASES[version]
+    writes = [o for o in trace_json(version)["occurrences"] if o["kind"] == "write"]
+    branches = [[(g["kind"], g["condition"]) for g in o["branch"]] for o in writes]
+    env_test = '"FLASHINFER_CUDA_ARCH_LIST" in os.environ'
+    assert branches[0] == []
+    assert branches[1][0] == ("if", env_test) and branches[1][-1] == (
+        "if",
+        "minor[-1].isalpha()",
+    )
+    assert branches[2][0] == ("if", env_test) and branches[2][-1][0] == "else"
+    assert [g["kind"] for g in writes[3]["branch"]] == ["else", "try", "for"]
+    assert writes[3]["branch"][0]["condition"] == env_test
+    assert writes[3]["branch"][1]["line"] == try_line
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_knobs_reach_the_writes(version: str) -> None:
+    writes = [o for o in trace_json(version)["occurrences"] if o["kind"] == "write"]
+    for write in writes:
+        knobs = {k["variable"]: k for k in write["knobs"]}
+        assert {"FLASHINFER_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH"} <= set(knobs)
+        path = [f["function"].rsplit(".", 1)[-1] for f in knobs["CUDA_HOME"]["call_path"]]
+        assert path == [
+            "__init__",
+            "_normalize_cuda_arch",
+            "is_cuda_version_at_least",
+            "get_cuda_version",
+            "get_cuda_path",
+        ]
+        assert relative(knobs["CUDA_HOME"]["path"]) == "flashinfer/jit/cpp_ext.py"
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_the_except_swallows_what_the_auto_detect_write_raises(version: str) -> None:
+    write_lines, try_line, except_line, raise_line = RELEASES[version]
+    writes = {o["line"]: o for o in trace_json(version)["occurrences"] if o["kind"] == "write"}
+    assert [writes[line]["swallowed"] for line in write_lines[:3]] == [[], [], []]
+    (swallow,) = writes[write_lines[3]]["swallowed"]
+    assert (swallow["try_line"], swallow["except_line"]) == (try_line, except_line)
+    assert swallow["handler"] == "except Exception as e:"
+    assert swallow["action"].startswith("logger.warning(")
+    sm12 = [r for r in swallow["raisers"] if r["message"] == "SM 12.x requires CUDA >= 12.9"]
+    assert len(sm12) == 1
+    assert relative(sm12[0]["path"]) == "flashinfer/compilation_context.py"
+    assert sm12[0]["line"] == raise_line
+    assert sm12[0]["call_path"][0]["line"] == write_lines[3]
+    external = {c["call"] for c in swallow["external_calls"]}
+    assert "torch.cuda.get_device_capability" in external
+
+
+def test_text_output_tells_the_story() -> None:
+    python = flashinfer_python("0.6.8")
+    result = run_cli(
+        "trace", "TARGET_CUDA_ARCHS", "--python", str(python), "--dist", "flashinfer-python"
+    )
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.index("Writes") < text.index("compilation_context.py") < text.index("Reads")
+    assert text.index("Reads") < text.index("flashinfer/jit/core.py")
+    assert "except Exception as e: (line 80, try at 76)" in text
+    assert "SM 12.x requires CUDA >= 12.9" in text
+    assert "CUDA_HOME" in text and "FLASHINFER_CUDA_ARCH_LIST" in text
+
+
+def test_whole_site_packages_by_default_and_usage_errors() -> None:
+    python = flashinfer_python("0.6.8")
+    site = sorted(python.parent.parent.glob("lib/python*/site-packages"))
+    result = run_cli("trace", "check_cuda_arch", "--python", str(python), "--json")
+    assert result.returncode == 0, result.stderr
+    trace = json_output(result, "trace")["trace"]
+    assert trace["roots"] == [str(p) for p in site]
+    defs = [o for o in trace["occurrences"] if o["form"] == "def"]
+    assert [(relative(o["path"]), o["line"]) for o in defs] == [("flashinfer/jit/core.py", 96)]
+
+    unknown = run_cli("trace", "X", "--python", str(python), "--dist", "no-such-dist")
+    assert unknown.returncode == 2
+    assert "unknown distribution 'no-such-dist'" in unknown.stderr
+    bad = run_cli("trace", "X; rm -rf /", "--json")
+    assert bad.returncode == 2
+    assert "shell characters" in bad.stderr
+    missing = run_cli("trace", "X", "/no/such/dir")
+    assert missing.returncode == 2
