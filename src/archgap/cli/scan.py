@@ -142,22 +142,7 @@ def _print_jit(out: Output, report: Any) -> None:
     from rich.markup import escape as e
 
     if report.toolchains is not None:
-        tc = report.toolchains
-        seen: set[str] = set()
-        parts = []
-        for tk in tc.toolkits:
-            key = f"{tk.tool_path}"
-            if key in seen or tk.status == "missing":
-                continue
-            seen.add(key)
-            what = (
-                f"{tk.tool} {tk.version}"
-                if tk.status == "ok"
-                else f"{tk.tool or 'wheel'} {tk.status}"
-            )
-            parts.append(f"{what} [dim]({tk.found_by}: {tk.tool_path or tk.home})[/]")
-        if parts:
-            out.print(f"[bold]Toolkits[/] (environment: {tc.env_source}) " + " · ".join(parts))
+        _print_toolkits(out, report.toolchains)
     if not report.jit:
         return
     out.print("\n[bold]JIT compilers[/]")
@@ -177,6 +162,35 @@ def _print_jit(out: Output, report: Any) -> None:
             for name, value in fix.env:
                 out.print(f"           {e(name)}={e(value)}")
             out.print(f"           [dim]{e(fix.tradeoff)}[/]")
+
+
+def _print_toolkits(out: Output, toolchains: Any) -> None:
+    """One line per distinct tool (several lookups often reach the same nvcc)."""
+    from rich.markup import escape as e
+
+    found_by: dict[str, list[str]] = {}
+    first: dict[str, Any] = {}
+    for tk in toolchains.toolkits:
+        if tk.status == "missing":
+            continue
+        key = f"{tk.real_home or tk.home}:{tk.tool}:{tk.component}"
+        found_by.setdefault(key, []).append(tk.found_by)
+        first.setdefault(key, tk)
+    if not first:
+        return
+    out.print(f"[bold]Toolkits[/] (environment: {e(toolchains.env_source)})")
+    for key, tk in first.items():
+        name = tk.tool or f"{tk.component or 'toolkit'} wheel"
+        version = tk.full_version or tk.version or "?"
+        state = (
+            ""
+            if tk.status in ("ok", "wheel")
+            else f" [magenta]{tk.status}: {e(tk.reason or '')}[/]"
+        )
+        via = ", ".join(dict.fromkeys(found_by[key]))
+        out.print(
+            f"  {e(name)} {e(version)}{state} [dim]{e(tk.tool_path or tk.home)} ({e(via)})[/]"
+        )
 
 
 def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:

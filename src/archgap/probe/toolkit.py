@@ -528,5 +528,5 @@ def collect_toolchains(system: System, params: Any) -> Dict[str, Any]:
         float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_TOOL_TIMEOUT,
     )
     data = asdict(facts)
-    data["problems"] = [asdict(p) for p in problems] + data["problems"]
+    data["problems"] = [asdict(p) for p in problems] + list(data["problems"])
     return data
