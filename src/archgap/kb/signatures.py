@@ -78,13 +78,13 @@ class SignatureError(ValueError):
 
 
 def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of a version string: "0.6.8.post1" -> (0, 6, 8), "2.7.0+cu128" -> (2, 7, 0)."""
+    """The numeric release of a version: "0.6.8.post1" -> (0, 6, 8), "2.7.0+cu128" -> (2, 7, 0)."""
     match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
     return tuple(int(p) for p in match.group(1).split(".")) if match else ()
 
 
 def version_in(version: str, spec: str) -> bool:
-    """Whether ``version`` satisfies a comma-separated spec of >=, <=, <, >, == clauses ("" = any)."""
+    """Whether ``version`` satisfies comma-separated >=, <=, <, >, == clauses ("" = any)."""
     have = _release(version)
     if not have:
         return not spec.strip()
