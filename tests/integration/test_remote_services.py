@@ -71,7 +71,7 @@ def leftovers(before: dict[str, set[str]]) -> dict[str, set[str]]:
     found = {}
     for d, names in before.items():
         new = set(os.listdir(d)) - names if os.path.isdir(d) else set()
-        dedicated = "remote-tmp" in d
+        dedicated = "remote-tmp" in d or "remote-home" in d
         hits = {n for n in new if dedicated or "archgap" in n.lower()}
         if hits:
             found[d] = hits

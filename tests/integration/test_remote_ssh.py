@@ -37,7 +37,8 @@ def probe(*args: str, timeout: float = 90) -> tuple[int, dict]:
 
 def remote_dirs() -> list[str]:
     hosts = require("ssh")["hosts"]
-    return [h["tmpdir"] for h in hosts.values()] + ["/tmp", "/var/tmp", os.path.expanduser("~")]
+    dedicated = [h["tmpdir"] for h in hosts.values()] + [h["home"] for h in hosts.values()]
+    return [*dedicated, "/tmp", "/var/tmp", os.path.expanduser("~")]
 
 
 def test_each_host_reports_its_own_environment_and_venv() -> None:
