@@ -277,3 +277,24 @@ def test_valid_names(name: str) -> None:
 )
 def test_names_with_shell_characters_are_rejected(name: str) -> None:
     assert not valid_name(name)
+
+
+def test_a_continuation_line_below_a_nested_def(tmp_path: Path) -> None:
+    # The hit's own indentation (8) is deeper than the nested def above it (4), which does not
+    # hold it: the enclosing function is the outer one.
+    source = textwrap.dedent(
+        """\
+        def outer(q):
+            def reference():
+                return q
+
+            if (
+                not q
+                or probe(q) != (9, 0)
+            ):
+                return reference()
+        """
+    )
+    write_module(tmp_path, source)
+    facts = trace("probe", [str(tmp_path)])
+    assert [(o.line, o.kind, o.function) for o in facts.occurrences] == [(7, "read", "outer")]

@@ -290,7 +290,8 @@ class SourceFile:
             if any(start <= index < end for start, end in covered):
                 continue
             function = self.enclosing_function(index)
-            if function is not None:
+            # A continuation line's indentation can mislead the search: the def must hold the hit.
+            if function is not None and function[0] <= index < function[1]:
                 start, end, scope = function
                 tree = self.parse_range(start, end, indented=True)
                 if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
