@@ -237,6 +237,7 @@ class SourceFile:
                         return None
                     if width == 0:
                         return None
+                    limit = width  # inside this block: its def is further out
             j -= 1
         if header < 0:
             return None
