@@ -158,3 +158,20 @@ def screenshot(html: Path, name: str) -> None:
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     json.dumps({"screenshot": str(png)})
+
+
+def test_fleet_finds_the_incident_only_where_it_is() -> None:
+    """flashinfer 0.6.8 + nvcc 12.8 (CUDA_HOME of the h* hosts) on sm_120: the JIT rejects the GPU
+    (SM 12.x requires CUDA >= 12.9); beta has 0.6.16 and CUDA_HOME at a 12.9 toolkit."""
+    data = ROOT / "tests" / ".data"
+    old, new = (
+        data / f"venv-flashinfer-python-{v}" / "bin" / "python" for v in ("0.6.8", "0.6.16")
+    )
+    if not old.exists() or not new.exists():
+        pytest.skip("scripts/testdata has not installed the flashinfer venvs")
+    code, doc = fleet("--hosts", "h07", "--python", str(old), "--gpu", "12.0")
+    assert code == 1
+    (host,) = doc["hosts"]
+    assert any("SM 12.x requires CUDA >= 12.9" in gap for gap in host["gaps"]), host["gaps"]
+    code, doc = fleet("--hosts", "beta", "--python", str(new), "--gpu", "12.0")
+    assert code == 0 and doc["hosts"][0]["gaps"] == []

@@ -295,6 +295,8 @@ def print_report(out: Output, report: Any, elapsed: float, html: str | None) -> 
                 f"  kernels   {escape(c.package)} {escape(c.version)} on {c.gpu}: "
                 f"[{style}]{c.verdict}[/]"
             )
+        for line in s.jit:
+            out.print(f"  [yellow]JIT[/]       {escape(line)}")
     if report.drift:
         out.print("\n[bold]Drift between groups[/]")
         for drift in report.drift:

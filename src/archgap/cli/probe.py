@@ -76,8 +76,13 @@ def build_request(sections: list[str], python: str | None) -> dict[str, Any]:
         )
     request: dict[str, Any] = {}
     for section in sections:
-        if section in ("python", "toolchains"):
+        if section == "python":
             request[section] = {"python": python}
+        elif section == "toolchains":
+            from archgap.kb.toolchain import all_source_checks
+
+            # The installed source is checked where it is (the rules' raises really there?).
+            request[section] = {"python": python, "source_checks": all_source_checks()}
         elif section == "binaries":
             request[section] = {"of_python": True, "deep": True}
         else:
