@@ -68,18 +68,20 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if out.json_mode:
         out.emit("gates", {"gates": facts})
     else:
-        render(facts, out)
+        lines: list[str] = []
+        render(facts, lines)
+        out.print("\n".join(lines))  # one console write: rich costs per call
     return EXIT_OK
 
 
-def render(facts: GatesFacts, out: Output) -> None:
+def render(facts: GatesFacts, lines: list[str]) -> None:
     from rich.markup import escape
 
     from archgap.cli.trace import short_path
 
     for target in facts.targets:
         count = sum(len(f.gates) for f in target.functions)
-        out.print(
+        lines.append(
             f"[bold]{escape(target.label)}[/]: {count} gates in {len(target.functions)} functions "
             f"[dim]({target.files_scanned} .py files, {target.candidate_files} read closely)[/]"
         )
@@ -87,13 +89,13 @@ def render(facts: GatesFacts, out: Output) -> None:
         for function in target.functions:
             if function.path != path:
                 path = function.path
-                out.print(f"  [cyan]{escape(short_path(function.path, function.module))}[/]")
-            out.print(f"    [bold]{escape(function.function)}[/] [dim](line {function.line})[/]")
+                lines.append(f"  [cyan]{escape(short_path(function.path, function.module))}[/]")
+            lines.append(f"    [bold]{escape(function.function)}[/] [dim](line {function.line})[/]")
             for gate in function.gates:
                 detail = gate.message or gate.detail
-                out.print(
+                lines.append(
                     f"      {gate.line:>5}  [magenta]{gate.kind}[/]  {escape(detail)}"
                     + (f"  [dim]when {escape(gate.condition)}[/]" if gate.condition else "")
                 )
     for problem in facts.problems:
-        out.print(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
+        lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")

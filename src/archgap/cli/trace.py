@@ -85,7 +85,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if out.json_mode:
         out.emit("trace", {"trace": facts})
     else:
-        render(facts, out)
+        lines: list[str] = []
+        render(facts, lines)
+        out.print("\n".join(lines))  # one console write: rich costs per call
     return EXIT_OK
 
 
@@ -117,29 +119,29 @@ def guards_text(guards: tuple[Guard, ...]) -> str:
     return " › ".join(parts)
 
 
-def render(facts: TraceFacts, out: Output) -> None:
+def render(facts: TraceFacts, lines: list[str]) -> None:
     from rich.markup import escape
 
     writes = [o for o in facts.occurrences if o.kind == "write"]
     reads = [o for o in facts.occurrences if o.kind == "read"]
     files = len({o.path for o in facts.occurrences})
-    out.print(
+    lines.append(
         f"[bold]{escape(facts.name)}[/]: {len(writes)} writes, {len(reads)} reads in {files} files "
         f"[dim]({facts.files_scanned} .py files scanned, {facts.candidate_files} read closely)[/]"
     )
     if not facts.occurrences:
-        out.print("[dim]no occurrence as code[/]")
+        lines.append("[dim]no occurrence as code[/]")
     if writes:
-        out.print("\n[bold]Writes[/] [dim](defining module first)[/]")
-        _render_group(writes, out, with_flow=True)
+        lines.append("\n[bold]Writes[/] [dim](defining module first)[/]")
+        _render_group(writes, lines, with_flow=True)
     if reads:
-        out.print("\n[bold]Reads[/]")
-        _render_group(reads, out, with_flow=False)
+        lines.append("\n[bold]Reads[/]")
+        _render_group(reads, lines, with_flow=False)
     for problem in facts.problems:
-        out.print(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
+        lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
 
 
-def _render_group(items: list[Occurrence], out: Output, with_flow: bool) -> None:
+def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) -> None:
     from rich.markup import escape
 
     previous: Occurrence | None = None
@@ -149,19 +151,19 @@ def _render_group(items: list[Occurrence], out: Output, with_flow: bool) -> None
             and with_flow
             and ((item.path, item.function) != (previous.path, previous.function))
         ):
-            _render_flow(previous, out)
+            _render_flow(previous, lines)
         if previous is None or item.path != previous.path:
-            out.print(f"  [cyan]{escape(short_path(item.path, item.module))}[/]")
+            lines.append(f"  [cyan]{escape(short_path(item.path, item.module))}[/]")
         previous = item
-        out.print(
+        lines.append(
             f"    [bold]{item.line:>5}[/]  {escape(item.function)}  [magenta]{item.form}[/]  "
             f"{escape(item.text)}"
         )
         if with_flow and item.branch:
-            out.print(f"           [dim]branch:[/] {escape(guards_text(item.branch))}")
+            lines.append(f"           [dim]branch:[/] {escape(guards_text(item.branch))}")
         if with_flow:
             for swallow in item.swallowed:
-                out.print(
+                lines.append(
                     f"           [red]swallowed:[/] {escape(swallow.handler)} "
                     f"[dim](line {swallow.except_line}, try at {swallow.try_line})[/] "
                     f"→ {escape(swallow.action)}"
@@ -169,7 +171,7 @@ def _render_group(items: list[Occurrence], out: Output, with_flow: bool) -> None
                 for raiser in swallow.raisers:
                     via = " → ".join(short_function(f) for f in raiser.call_path)
                     call_line = raiser.call_path[0].line if raiser.call_path else raiser.line
-                    out.print(
+                    lines.append(
                         f"             hides {escape(raiser.exception)}"
                         f"({escape(repr(raiser.message))}) raised at "
                         f"{escape(short_path(raiser.path, _module_of(raiser.call_path)))}:"
@@ -177,9 +179,9 @@ def _render_group(items: list[Occurrence], out: Output, with_flow: bool) -> None
                     )
                 if swallow.external_calls:
                     calls = ", ".join(f"{c.call} ({c.line})" for c in swallow.external_calls)
-                    out.print(f"             and whatever these raise: {escape(calls)}")
+                    lines.append(f"             and whatever these raise: {escape(calls)}")
     if with_flow and previous is not None:
-        _render_flow(previous, out)
+        _render_flow(previous, lines)
 
 
 def _module_of(frames: tuple[Frame, ...]) -> str:
@@ -197,17 +199,17 @@ def _module_of(frames: tuple[Frame, ...]) -> str:
     return ""
 
 
-def _render_flow(item: Occurrence, out: Output) -> None:
+def _render_flow(item: Occurrence, lines: list[str]) -> None:
     from rich.markup import escape
 
     if not item.knobs:
         return
-    out.print(f"           [green]knobs feeding {escape(item.function)}:[/]")
+    lines.append(f"           [green]knobs feeding {escape(item.function)}:[/]")
     for knob in item.knobs:
         where = f"{short_path(knob.path, _module_of(knob.call_path))}:{knob.line}"
         via = " → ".join(f"{short_function(f)}:{f.line}" for f in knob.call_path[:-1])
         suffix = f" [dim]via {escape(via)}[/]" if via else ""
-        out.print(
+        lines.append(
             f"             [bold]{escape(knob.variable)}[/] [dim]{escape(knob.access)}[/] "
             f"in {escape(short_function(knob.call_path[-1]))} at {escape(where)}{suffix}"
         )

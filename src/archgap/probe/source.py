@@ -28,9 +28,8 @@ from .source_flow import (
 )
 from .source_scan import (
     SourceFile,
-    files_containing,
+    candidate_files,
     module_name,
-    python_files,
     word_pattern,
 )
 from .system import System
@@ -192,10 +191,8 @@ def trace(name: str, paths: Sequence[str]) -> TraceFacts:
 
 
 def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
-    files, problems = python_files(paths)
     last = name.rsplit(".", 1)[-1] if _is_identifier_path(name) else name
-    candidates, read_problems = files_containing(files, [last.encode("utf-8")])
-    problems.extend(read_problems)
+    scanned, candidates, problems = candidate_files(paths, [last.encode("utf-8")])
     matcher = _Matcher(name)
     init_cache: Dict[str, bool] = {}
     found: List[_Found] = []
@@ -227,7 +224,7 @@ def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
     return TraceFacts(
         name,
         tuple(paths),
-        len(files),
+        scanned,
         len(candidates),
         tuple(defining),
         tuple(occurrences),

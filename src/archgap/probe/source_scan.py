@@ -56,10 +56,102 @@ def python_files(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
     return files, problems
 
 
-def files_containing(
+def candidate_files(
+    paths: Iterable[str], needles: Sequence[bytes]
+) -> Tuple[int, List[Tuple[str, bytes]], List[Problem]]:
+    """(.py files scanned, (path, bytes) of those holding a needle, problems) under ``paths``.
+
+    With more than one core a forked child walks and reads every other second-level entry and
+    sends back its counts and matches (the parent re-reads those few files): walking and reading
+    are system calls and memory copies, so the two halves run in parallel. Anything unusual
+    falls back to one process.
+    """
+    units, problems = _work_units(paths)
+    if len(units) < 8 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return _walk_and_scan(units, needles, problems)
+    try:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+    except OSError:
+        return _walk_and_scan(units, needles, problems)
+    if pid == 0:  # the child: never returns into the caller's code
+        status = 1
+        try:
+            os.close(read_end)
+            count, matched, child_problems = _walk_and_scan(units[1::2], needles, [])
+            lines = ["N\t%d" % count] + ["M\t" + path for path, _ in matched]
+            lines += ["P\t%s\t%s" % (p.subject, p.reason) for p in child_problems]
+            view = memoryview("\n".join(lines).encode("utf-8", "surrogateescape"))
+            while view:
+                view = view[os.write(write_end, view) :]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    count, found, problems = _walk_and_scan(units[0::2], needles, problems)
+    chunks = []
+    while True:
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:  # the child failed: do its half here
+        more, more_found, problems = _walk_and_scan(units[1::2], needles, problems)
+        return count + more, found + more_found, problems
+    for line in b"".join(chunks).decode("utf-8", "surrogateescape").split("\n"):
+        kind, _, rest = line.partition("\t")
+        if kind == "N":
+            count += int(rest)
+        elif kind == "M":
+            try:
+                found.append((rest, read_bytes(rest)))
+            except OSError as exc:
+                problems.append(Problem(rest, "cannot read: %s" % (exc.strerror or exc)))
+        elif kind == "P":
+            subject, _, reason = rest.partition("\t")
+            problems.append(Problem(subject, reason))
+    return count, found, problems
+
+
+def _work_units(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
+    """Files and directories two levels below each root: pieces of similar size to share out."""
+    units: List[str] = []
+    problems: List[Problem] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            units.append(path)
+            continue
+        for entry in _entries(path, problems):
+            if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                units.extend(e.path for e in _entries(entry.path, problems))
+            else:
+                units.append(entry.path)
+    return units, problems
+
+
+def _entries(directory: str, problems: List[Problem]) -> List[os.DirEntry]:  # type: ignore[type-arg]
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except OSError as exc:
+        problems.append(Problem(directory, "cannot list: %s" % (exc.strerror or exc)))
+        return []
+
+
+def _walk_and_scan(
+    units: Sequence[str], needles: Sequence[bytes], problems: List[Problem]
+) -> Tuple[int, List[Tuple[str, bytes]], List[Problem]]:
+    files, walk_problems = python_files(u for u in units if os.path.isdir(u) or u.endswith(".py"))
+    found, read_problems = _scan(files, needles)
+    return len(files), found, problems + walk_problems + read_problems
+
+
+def _scan(
     files: Sequence[str], needles: Sequence[bytes]
 ) -> Tuple[List[Tuple[str, bytes]], List[Problem]]:
-    """(path, bytes) of the files that contain a needle: one read each into a reused buffer."""
+    """One read per file into a reused buffer; the bytes of the files that hold a needle."""
     found: List[Tuple[str, bytes]] = []
     problems: List[Problem] = []
     buffer = bytearray(_READ_BUFFER)
