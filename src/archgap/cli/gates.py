@@ -68,16 +68,16 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if out.json_mode:
         out.emit("gates", {"gates": facts})
     else:
+        from archgap.cli.trace import emit_text
+
         lines: list[str] = []
         render(facts, lines)
-        out.print("\n".join(lines))  # one console write: rich costs per call
+        emit_text(lines, out)
     return EXIT_OK
 
 
 def render(facts: GatesFacts, lines: list[str]) -> None:
-    from rich.markup import escape
-
-    from archgap.cli.trace import short_path
+    from archgap.cli.trace import escape, short_path
 
     for target in facts.targets:
         count = sum(len(f.gates) for f in target.functions)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
@@ -87,8 +89,27 @@ def run(args: argparse.Namespace, out: Output) -> int:
     else:
         lines: list[str] = []
         render(facts, lines)
-        out.print("\n".join(lines))  # one console write: rich costs per call
+        emit_text(lines, out)
     return EXIT_OK
+
+
+# The tags this module's text uses; everything else in a line is escaped with escape().
+_TAG = re.compile(r"(?<!\\)\[(?:/|bold|dim|cyan|magenta|red|green|yellow)[^\]\[]*\]")
+
+
+def escape(text: str) -> str:
+    """Text shown literally by rich (what rich.markup.escape does for the '[' of a tag)."""
+    return text.replace("[", "\\[")
+
+
+def emit_text(lines: list[str], out: Output) -> None:
+    """Rich text on a terminal; in a pipe the same text without styles, and without loading
+    rich at all (its import is a noticeable part of a fast command's time)."""
+    text = "\n".join(lines)
+    if sys.stdout.isatty():
+        out.print(text)
+    else:
+        sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
 
 
 def short_path(path: str, module: str) -> str:
@@ -120,8 +141,6 @@ def guards_text(guards: tuple[Guard, ...]) -> str:
 
 
 def render(facts: TraceFacts, lines: list[str]) -> None:
-    from rich.markup import escape
-
     writes = [o for o in facts.occurrences if o.kind == "write"]
     reads = [o for o in facts.occurrences if o.kind == "read"]
     files = len({o.path for o in facts.occurrences})
@@ -142,8 +161,6 @@ def render(facts: TraceFacts, lines: list[str]) -> None:
 
 
 def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) -> None:
-    from rich.markup import escape
-
     previous: Occurrence | None = None
     for item in items:
         if (
@@ -200,8 +217,6 @@ def _module_of(frames: tuple[Frame, ...]) -> str:
 
 
 def _render_flow(item: Occurrence, lines: list[str]) -> None:
-    from rich.markup import escape
-
     if not item.knobs:
         return
     lines.append(f"           [green]knobs feeding {escape(item.function)}:[/]")
