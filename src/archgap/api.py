@@ -7,16 +7,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
 from archgap.analysis.jit import JitFinding
 from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, verdicts_for
 from archgap.kb.gpus import identify
-from archgap.model import BinaryFacts, GpuFacts, Problem, PythonEnvironment
-from archgap.probe.system import System
+from archgap.model import BinaryFacts, GpuFacts, Problem, PythonEnvironment, decode
 from archgap.probe.toolkit import ToolchainFacts
+from archgap.transport import LOCAL, Target, run_probe
+from archgap.transport.run import DEFAULT_TIMEOUT, TransportError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class ScanReport:
     packages: tuple[PackageVerdict, ...]
     toolchains: ToolchainFacts | None = None  # toolkits and the environment JIT compilers see
     jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (fails/unknown only)
+    collection_errors: tuple[Problem, ...] = ()  # probe sections that failed
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
@@ -43,7 +48,12 @@ class ScanReport:
     @property
     def problems(self) -> tuple[Problem, ...]:
         facts = self.gpu_facts
-        return self.environment.problems + facts.problems + unidentified_gpus(facts)
+        return (
+            self.collection_errors
+            + self.environment.problems
+            + facts.problems
+            + unidentified_gpus(facts)
+        )
 
 
 def unidentified_gpus(facts: GpuFacts) -> tuple[Problem, ...]:
@@ -96,40 +106,76 @@ def choose_targets(facts: GpuFacts, named: Sequence[str]) -> tuple[GpuTarget, ..
     return tuple(unique.values()) or matrix_targets()
 
 
+class ProbeError(Exception):
+    """The facts could not be collected: an unreachable host, an unreadable --env-from."""
+
+
+def scan_request(python: str | None) -> dict[str, Any]:
+    """The probe request behind ``archgap scan``: one round trip, locally or to a remote host."""
+    from archgap.kb.toolchain import all_source_checks
+
+    return {
+        "gpu": {},
+        "python": {"python": python},
+        "toolchains": {"python": python, "source_checks": all_source_checks()},
+        "binaries": {"of_python": True, "deep": True},
+    }
+
+
+def _section(facts: Mapping[str, Any], name: str, cls: type[T]) -> T | None:
+    data = (facts.get("sections") or {}).get(name)
+    return None if data is None else decode(cls, data)
+
+
+def report_from_facts(
+    facts: Mapping[str, Any], gpus: Sequence[str] = (), matrix: bool = True
+) -> ScanReport:
+    """Judge probe facts (from any host) against the named, present or default GPUs. Pure.
+
+    Raises ``UnknownGpu`` for a GPU name no table knows and ``DecodeError`` for facts that do
+    not have the probe's shape.
+    """
+    from archgap.analysis.jit import jit_findings
+    from archgap.kb.toolchain import max_ptx_isa_for_driver
+
+    errors = tuple(Problem(f"probe: {k}", str(v)) for k, v in (facts.get("errors") or {}).items())
+    gpu_facts = _section(facts, "gpu", GpuFacts) or GpuFacts((), None, None, "none")
+    env = _section(facts, "python", PythonEnvironment) or PythonEnvironment("", "", (), (), ())
+    found = (facts.get("sections") or {}).get("binaries") or ()
+    binaries = tuple(decode(BinaryFacts, b) for b in found)
+    toolchains = _section(facts, "toolchains", ToolchainFacts)
+    targets = choose_targets(gpu_facts, gpus) if matrix or gpus or gpu_facts.gpus else ()
+    isa = max_ptx_isa_for_driver(gpu_facts.driver_version) if gpu_facts.driver_version else None
+    packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa))
+    jit: tuple[JitFinding, ...] = ()
+    if toolchains is not None and targets:
+        jit = tuple(jit_findings(toolchains, targets, gpu_facts.driver_version, gpu_facts.source))
+    return ScanReport(env, gpu_facts, targets, binaries, packages, toolchains, jit, errors)
+
+
 def scan(
     python: str | None = None,
     gpus: Sequence[str] = (),
-    system: System | None = None,
-    on_file: Callable[[str, int], None] | None = None,
+    target: Target = LOCAL,
+    env_from: str | None = None,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> ScanReport:
-    """Scan an environment's native libraries and judge each package against each GPU.
+    """Scan an environment's native libraries and toolchains; judge each package on each GPU.
 
-    ``on_file(path, total)`` is called before each file is read (for progress bars).
+    ``target`` says where (this machine, an ssh host, a container...); ``env_from`` names the
+    service's environment there (a PID or an env file). Raises ``ProbeError`` when no facts
+    could be collected and ``UnknownGpu`` for an unknown GPU name.
     """
-    from archgap.analysis.jit import jit_findings
-    from archgap.kb.toolchain import all_source_checks, max_ptx_isa_for_driver
-    from archgap.probe.fatbin import read_binary
-    from archgap.probe.gpu import probe_gpus
-    from archgap.probe.pyenv import discover_environment
-    from archgap.probe.toolkit import discover_toolchains
-
-    system = system or System.local()
-    gpu_facts = probe_gpus(system)
-    targets = choose_targets(gpu_facts, gpus)
-    env = discover_environment(system, python)
-    owned = {p for d in env.distributions for p in d.native_files}
-    paths = sorted(owned | set(env.unowned_native_files))
-    binaries = []
-    for path in paths:
-        if on_file:
-            on_file(path, len(paths))
-        binaries.append(read_binary(path, deep=True))
-    groups = group_by_package(env, binaries)
-    isa = max_ptx_isa_for_driver(gpu_facts.driver_version) if gpu_facts.driver_version else None
-    packages = verdicts_for(groups, targets, _isa_tuple(isa))
-    toolchains = discover_toolchains(system, env.site_packages, all_source_checks())
-    jit = jit_findings(toolchains, targets, gpu_facts.driver_version, gpu_facts.source)
-    return ScanReport(env, gpu_facts, targets, tuple(binaries), packages, toolchains, jit)
+    for name in gpus:
+        resolve_gpu(name)  # a bad name fails before anything is probed
+    facts = run_probe(target, scan_request(python), timeout, root, env_from)
+    if isinstance(facts, TransportError):
+        raise ProbeError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+    env_problem = (facts.get("errors") or {}).get("env_from")
+    if env_problem:
+        raise ProbeError(f"--env-from {env_from}: {env_problem}")
+    return report_from_facts(facts, gpus)
 
 
 def _isa_tuple(isa: str | None) -> tuple[int, int] | None:

@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.model import BinaryFacts, DecodeError, GpuFacts, PythonEnvironment, decode
-
 # What makes two hosts "the same" for a fleet report, in the order drift is shown.
 FINGERPRINT_FIELDS = (
     "gpus",
@@ -113,158 +111,88 @@ class FleetReport:
         return tuple(h.name for h in self.hosts if h.gaps)
 
 
-def _section(facts: Mapping[str, Any], name: str) -> Any:
-    sections = facts.get("sections")
-    return sections.get(name) if isinstance(sections, dict) else None
-
-
-def _gpu_facts(facts: Mapping[str, Any]) -> GpuFacts:
-    data = _section(facts, "gpu")
-    try:
-        return decode(GpuFacts, data) if data is not None else GpuFacts((), None, None, "none")
-    except DecodeError:
-        return GpuFacts((), None, None, "none")
-
-
-def _environment(facts: Mapping[str, Any]) -> PythonEnvironment | None:
-    data = _section(facts, "python")
-    try:
-        return decode(PythonEnvironment, data) if data is not None else None
-    except DecodeError:
-        return None
-
-
-def _binaries(facts: Mapping[str, Any]) -> tuple[BinaryFacts, ...]:
-    data = _section(facts, "binaries")
-    if not isinstance(data, list):
-        return ()
-    found = []
-    for item in data:
-        try:
-            found.append(decode(BinaryFacts, item))
-        except DecodeError:
-            continue
-    return tuple(found)
-
-
 def summarise_host(
     name: str, facts: Mapping[str, Any], named_gpus: Sequence[str] = ()
 ) -> HostSummary:
-    """A host's facts as the comparable summary a fleet report groups by."""
-    from archgap.analysis.compat import UnknownGpu
-    from archgap.analysis.verdicts import NONE, group_by_package, verdicts_for
-    from archgap.api import choose_targets
+    """A host's facts as the comparable summary a fleet report groups by.
 
-    problems: list[str] = [f"{k}: {v}" for k, v in (facts.get("errors") or {}).items()]
-    gpu_facts = _gpu_facts(facts)
-    problems += [
-        f"{p.subject}: {p.reason}" for p in gpu_facts.problems if p.subject != "nvidia-smi"
-    ]
+    The host is judged exactly as ``archgap scan`` judges it (``report_from_facts``), against the
+    GPUs it has and the GPUs named; a fleet never falls back to the default matrix.
+    """
+    from archgap.analysis.compat import UnknownGpu
+    from archgap.api import report_from_facts
+    from archgap.model import DecodeError
+
+    problems: list[str] = []
     try:
-        targets = choose_targets(gpu_facts, named_gpus) if (gpu_facts.gpus or named_gpus) else ()
-    except UnknownGpu as exc:
+        report = report_from_facts(facts, named_gpus, matrix=False)
+    except (UnknownGpu, DecodeError) as exc:
         problems.append(str(exc))
-        targets = ()
+        report = report_from_facts({"errors": facts.get("errors") or {}}, (), matrix=False)
+    problems += [f"{p.subject}: {p.reason}" for p in report.problems if p.subject != "nvidia-smi"]
+    gpu_facts = report.gpu_facts
     counts: dict[tuple[str, str], int] = {}
     for gpu in gpu_facts.gpus:
-        counts[(gpu.compute_capability, gpu.name)] = (
-            counts.get((gpu.compute_capability, gpu.name), 0) + 1
-        )
+        key = (gpu.compute_capability, gpu.name)
+        counts[key] = counts.get(key, 0) + 1
     gpus = tuple(f"{cc} {gpu_name} ×{n}" for (cc, gpu_name), n in sorted(counts.items()))
     gpus += tuple(
         f"{t.compute_capability} (named"
         + ("" if t.label == str(t.compute_capability) else f" {t.label}")
         + ")"
-        for t in targets
+        for t in report.gpus
         if t.role != "present"
     )
-
-    env = _environment(facts)
-    packages: tuple[str, ...] = ()
-    python = "unknown"
-    coverage: list[Coverage] = []
-    gaps: list[str] = []
-    if env is not None:
-        python = f"{env.python_version or '?'} {env.executable}"
-        packages = tuple(sorted(f"{d.name}=={d.version}" for d in env.distributions))
-        problems += [f"{p.subject}: {p.reason}" for p in env.problems]
-        binaries = _binaries(facts)
-        if binaries and targets:
-            for verdict in verdicts_for(group_by_package(env, binaries), targets):
-                target = next(t for t in targets if t.label == verdict.gpu)
-                coverage.append(
-                    Coverage(
-                        verdict.package,
-                        verdict.version,
-                        str(target.compute_capability),
-                        verdict.verdict,
-                        verdict.reason,
-                    )
-                )
-                if verdict.verdict == NONE and target.gates_exit_code:
-                    gaps.append(
-                        f"{verdict.package} {verdict.version} cannot run on "
-                        f"{target.compute_capability} ({target.label}): {verdict.reason}"
-                    )
-    toolkits, jit = _toolchains(facts, targets, gpu_facts, gaps, problems)
+    env = report.environment
+    by_label = {t.label: t for t in report.gpus}
+    coverage = tuple(
+        Coverage(v.package, v.version, str(by_label[v.gpu].compute_capability), v.verdict, v.reason)
+        for v in report.packages
+    )
+    gaps = [
+        f"{v.package} {v.version} cannot run on {by_label[v.gpu].compute_capability} "
+        f"({v.gpu}): {v.reason}"
+        for v in report.gaps
+    ]
+    jit = tuple(
+        sorted(
+            {
+                f"{f.package} {f.version} on {f.compute_capability or 'any GPU'}: {f.cause}"
+                for f in report.jit
+                if f.status == "fails"
+            }
+        )
+    )
+    gaps += [
+        f"JIT: {f.package} {f.version} on {f.compute_capability or 'any GPU'}: {f.cause}"
+        for f in report.jit_gaps
+    ]
+    toolkits: tuple[str, ...] = ()
+    if report.toolchains is not None:
+        toolkits = tuple(
+            f"{t.version or '?'} {t.home} ({t.found_by})"
+            for t in report.toolchains.toolkits
+            if t.tool in ("nvcc", "") and t.status in ("ok", "wheel")
+        )
     environ = facts.get("env") if isinstance(facts.get("env"), dict) else {}
     assert isinstance(environ, dict)
-    env_lines = tuple(f"{k}={environ[k]}" for k in FINGERPRINT_ENV if k in environ)
     summary = HostSummary(
         name=name,
         hostname=str(facts.get("host") or name),
         gpus=gpus,
-        compute_capabilities=tuple(sorted({str(t.compute_capability) for t in targets})),
+        compute_capabilities=tuple(sorted({str(t.compute_capability) for t in report.gpus})),
         driver=gpu_facts.driver_version,
         toolkits=toolkits,
-        python=python,
-        packages=packages,
-        coverage=tuple(coverage),
+        python=f"{env.python_version or '?'} {env.executable}" if env.executable else "unknown",
+        packages=tuple(sorted(f"{d.name}=={d.version}" for d in env.distributions)),
+        coverage=coverage,
         jit=jit,
-        env=env_lines,
+        env=tuple(f"{k}={environ[k]}" for k in FINGERPRINT_ENV if k in environ),
         gaps=tuple(gaps),
         problems=tuple(problems),
         fingerprint="",
     )
     return _with_fingerprint(summary)
-
-
-def _toolchains(
-    facts: Mapping[str, Any],
-    targets: Sequence[Any],
-    gpu_facts: GpuFacts,
-    gaps: list[str],
-    problems: list[str],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    data = _section(facts, "toolchains")
-    if data is None:
-        return (), ()
-    from archgap.analysis.jit import jit_findings
-    from archgap.probe.toolkit import ToolchainFacts
-
-    try:
-        toolchains = decode(ToolchainFacts, data)
-    except DecodeError as exc:
-        problems.append(f"toolchains: {exc}")
-        return (), ()
-    toolkits = tuple(
-        f"{t.version or '?'} {t.home} ({t.found_by})"
-        for t in toolchains.toolkits
-        if t.tool in ("nvcc", "") and t.status in ("ok", "wheel")
-    )
-    lines: list[str] = []
-    if targets:
-        for finding in jit_findings(
-            toolchains, targets, gpu_facts.driver_version, gpu_facts.source
-        ):
-            if finding.status != "fails":
-                continue
-            gpu = finding.compute_capability or "any GPU"
-            line = f"{finding.package} {finding.version} on {gpu}: {finding.cause}"
-            lines.append(line)
-            if finding.gates_exit_code:
-                gaps.append(f"JIT: {line}")
-    return toolkits, tuple(sorted(set(lines)))
 
 
 def _with_fingerprint(summary: HostSummary) -> HostSummary:

@@ -80,6 +80,17 @@ class Output:
         sys.stderr.write(f"archgap: {message}\n")
 
     @contextmanager
+    def status(self, label: str) -> Iterator[None]:
+        """A spinner on a terminal while one long step runs; silent in a pipe or with --json."""
+        if self.json_mode or not self.interactive:
+            yield
+            return
+        from rich.console import Console
+
+        with Console(stderr=True).status(label):
+            yield
+
+    @contextmanager
     def progress(self, label: str, total: int) -> Iterator[Callable[..., None]]:
         """A progress bar on a terminal; silent in a pipe or with --json.
 

@@ -15,6 +15,7 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
 )
+from archgap.transport import add_target_options
 
 VERDICT_STYLE = {
     "native": "green",
@@ -55,6 +56,7 @@ def register(subparsers: Any) -> None:
         "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON",
     )
     add_json_option(parser)
+    add_target_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -64,23 +66,16 @@ def _split(values: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu
-    from archgap.api import scan
-    from archgap.probe.system import System
+    from archgap.api import ProbeError, scan
+    from archgap.transport import target_from_args
 
     named = _split(args.gpu) + _split(args.require)
-    system = System.local(root=args.root)
-    if args.env_from:
-        from archgap.probe.envsource import system_with_env_from
-
-        replaced, why = system_with_env_from(args.env_from, system)
-        if replaced is None:
-            raise UsageError(f"--env-from {args.env_from}: {why}")
-        system = replaced
+    target = target_from_args(args)
     started = time.monotonic()
     try:
-        with out.progress("reading kernels", total=0) as advance:
-            report = scan(python=args.python, gpus=named, system=system, on_file=advance)
-    except UnknownGpu as exc:
+        with out.status(f"scanning {target.name}"):
+            report = scan(args.python, named, target, args.env_from, args.root, args.timeout)
+    except (UnknownGpu, ProbeError) as exc:
         raise UsageError(str(exc)) from exc
     elapsed = time.monotonic() - started
     broken = not report.environment.site_packages

@@ -30,27 +30,9 @@ def run(payload: Mapping[str, Any]) -> Dict[str, Any]:
     if env_from:
         service_system, env_problem = system_with_env_from(str(env_from), system)
         system = service_system or system
-    facts = _collect_with_kernels(request, system)
+    facts = collect(request, system)
     if env_problem:
         facts.setdefault("errors", {})["env_from"] = env_problem
-    return facts
-
-
-def _collect_with_kernels(request: Dict[str, Any], system: System) -> Dict[str, Any]:
-    """``"binaries": {"of_python": true}`` reads the native files of the "python" section's
-    environment, so one round trip to a remote host brings both the packages and their kernels."""
-    binaries = request.get("binaries")
-    if not (isinstance(binaries, dict) and binaries.get("of_python") and "python" in request):
-        return collect(request, system)
-    facts = collect(dict((k, v) for k, v in request.items() if k != "binaries"), system)
-    env = facts["sections"].get("python") or {}
-    paths = set(env.get("unowned_native_files") or [])
-    for dist in env.get("distributions") or []:
-        paths.update(dist.get("native_files") or [])
-    params = {"paths": sorted(paths), "deep": bool(binaries.get("deep", True))}
-    more = collect({"binaries": params}, system)
-    facts["sections"].update(more["sections"])
-    facts["errors"].update(more["errors"])
     return facts
 
 

@@ -29,7 +29,11 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
 
 
 def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
-    """Run every requested section; ``request`` maps section name -> its parameters."""
+    """Run every requested section; ``request`` maps section name -> its parameters.
+
+    ``"binaries": {"of_python": true}`` reads the native files of the environment the "python"
+    section found, so one round trip brings both the packages and their kernels.
+    """
     facts: Dict[str, Any] = {
         "facts_version": FACTS_VERSION,
         "host": socket.gethostname(),
@@ -40,15 +44,30 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         "sections": {},
         "errors": {},
     }
+    binaries = request.get("binaries")
+    deferred = binaries.get("of_python") if isinstance(binaries, dict) else None
     for name, params in request.items():
-        if name not in SECTIONS:
-            facts["errors"][name] = "unknown section"
-            continue
-        module_name, function_name = SECTIONS[name]
-        try:
-            module = importlib.import_module("." + module_name, __package__)
-            function: Callable[[System, Any], Any] = getattr(module, function_name)
-            facts["sections"][name] = function(system, params)
-        except Exception as exc:  # a broken section is a value; the rest of the probe goes on
-            facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
+        if not (deferred and name == "binaries"):
+            _run_section(facts, name, params, system)
+    if deferred:
+        env = facts["sections"].get("python") or {}
+        paths = set(env.get("unowned_native_files") or [])
+        for dist in env.get("distributions") or []:
+            paths.update(dist.get("native_files") or [])
+        deep = bool(binaries.get("deep", True)) if isinstance(binaries, dict) else True
+        params = {"paths": sorted(paths), "deep": deep}
+        _run_section(facts, "binaries", params, system)
     return facts
+
+
+def _run_section(facts: Dict[str, Any], name: str, params: Any, system: System) -> None:
+    if name not in SECTIONS:
+        facts["errors"][name] = "unknown section"
+        return
+    module_name, function_name = SECTIONS[name]
+    try:
+        module = importlib.import_module("." + module_name, __package__)
+        function: Callable[[System, Any], Any] = getattr(module, function_name)
+        facts["sections"][name] = function(system, params)
+    except Exception as exc:  # a broken section is a value; the rest of the probe goes on
+        facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
