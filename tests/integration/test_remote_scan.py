@@ -48,3 +48,19 @@ def test_unreachable_host_is_a_probe_error() -> None:
     result = run_cli("scan", "--host", "root@127.0.0.1:1", "--gpu", "12.0", env=ssh_env())
     assert result.returncode == 2
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_kernels_on_a_remote_host() -> None:
+    # The path is read on the far side; a missing one is a row there, exit 2 here.
+    from tests.helpers import CUDA_BIN
+
+    require("ssh")
+    libptx = str(CUDA_BIN / "libptxonly.so")
+    missing = str(CUDA_BIN / "not-there.so")
+    result = run_cli("kernels", "--host", "alpha", libptx, missing, "--json", env=ssh_env())
+    doc = json_output(result, "kernels")
+    by_path = {f["path"]: f for f in doc["files"]}
+    # -gencode arch=compute_80,code=compute_80: PTX only.
+    assert {(e["kind"], e["arch"]) for e in by_path[libptx]["entries"]} == {("ptx", 80)}
+    assert by_path[missing]["format"] == "unreadable"
+    assert result.returncode == 2

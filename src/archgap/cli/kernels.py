@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, add_json_option
+from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, UsageError, add_json_option
+from archgap.transport import add_target_options
 
 if TYPE_CHECKING:
     from archgap.probe.facts import BinaryFacts, KernelEntry
@@ -42,6 +43,8 @@ def register(subparsers: Any) -> None:
         help="one row per entry instead of one per target, and list files without device code",
     )
     add_json_option(parser)
+    add_target_options(parser)
+    parser.add_argument("--python", help="the interpreter that runs the probe on a remote target")
     parser.set_defaults(run=run)
 
 
@@ -97,17 +100,40 @@ def _size(n: int) -> str:
     return f"{n / 1048576:.1f} MiB"
 
 
-def run(args: Any, out: Output) -> int:
+def _read_local(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
     from archgap.probe.fatbin import discover, read_binary
 
-    started = time.perf_counter()
-    deep = bool(args.deep)
-    found = list(discover(args.paths))
+    found = list(discover(paths))
     files: list[BinaryFacts] = []
     with out.progress("Reading binaries", len(found)) as advance:
         for path, ready in found:
             files.append(ready if ready is not None else read_binary(path, deep))
             advance(path)
+    return files
+
+
+def _read_remote(args: Any, deep: bool, out: Output) -> list[BinaryFacts]:
+    """The same probe section on another machine: paths are that machine's paths."""
+    from archgap.model import BinaryFacts, decode
+    from archgap.transport import run_probe, target_from_args
+    from archgap.transport.run import TransportError
+
+    target = target_from_args(args)
+    request = {"binaries": {"paths": list(args.paths), "deep": deep}}
+    with out.status(f"reading binaries on {target.name}"):
+        facts = run_probe(target, request, args.timeout)
+    if isinstance(facts, TransportError):
+        raise UsageError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+    if "binaries" in facts.get("errors", {}):
+        raise UsageError(f"probe failed: {facts['errors']['binaries']}")
+    return [decode(BinaryFacts, item) for item in facts["sections"].get("binaries", [])]
+
+
+def run(args: Any, out: Output) -> int:
+    started = time.perf_counter()
+    deep = bool(args.deep)
+    remote = any(getattr(args, k, None) for k in ("host", "container", "pod", "via"))
+    files = _read_remote(args, deep, out) if remote else _read_local(args.paths, deep, out)
     elapsed = time.perf_counter() - started
     failed = [f for f in files if f.error or f.format == "unreadable"]
     summary = {
