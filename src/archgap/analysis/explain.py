@@ -1,26 +1,33 @@
 """From a crash log to the root cause: signature match, chain of steps, root cause, ranked fixes.
 
-Pure: a parsed log, the signatures, and (optionally) a view of the examined environment (installed
-sources as text, environment variables, the GPU, the nvcc a JIT would use) in; a ``Diagnosis`` out.
-
-With an environment, the chain is read off the installed code: the raising line and its guard, the
-state the guard reads (``TARGET_CUDA_ARCHS``), every write of that state with the branch it sits in,
-knobs (environment variables in those branch conditions), exceptions swallowed around a write and
-what raises them, and the CUDA-version and GPU conditions of that raise joined with the machine's
-facts. Every line number comes from the installed source, none is stored. Without an environment
-the answer is built from what the log states and the signatures' knowledge, marked as such. An
-error no signature knows is reported as unknown, with what was recognised: never an invented cause.
+Pure: a parsed log, the signatures and, optionally, the probe's facts of the examined environment
+(this machine or a remote one) in; a ``Diagnosis`` out. The facts are asked for in two steps:
+``code_request`` names the raise sites to read (the log's last frame, the signatures' known raise
+sites); ``names_to_trace`` names the state the raising condition depends on (for the probe's
+``trace``). With those facts the chain is: the raising line and its condition, every write of that
+state with its branch, the knob that decides the branch, the broad ``except`` that swallows a
+failing write and the raise it hides, whose GPU and CUDA-version conditions are joined with the GPU
+and the nvcc the package resolves (``analysis.jit``). Line numbers come from the installed source,
+none is stored. Without an environment the answer is built from what the log states and the
+signatures' knowledge, marked as such; an error no signature knows is reported as unknown.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from archgap.analysis.compat import GpuTarget
+from archgap.analysis.jit import flashinfer_findings, resolve_nvcc
 from archgap.analysis.logparse import Frame, ParsedLog
+from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.signatures import FIX_KINDS, Signature
+from archgap.probe.source import Guard, Occurrence, TraceFacts
+from archgap.probe.source_flow import Raiser, Swallow
+from archgap.probe.source_sites import CodeFacts, CodeSite
+from archgap.probe.toolkit import ToolchainFacts
 
 # How a step is known.
 CONFIRMED = "confirmed"  # read on the examined environment (installed source, env, nvcc, --gpu)
@@ -28,78 +35,26 @@ FROM_LOG = "from-log"  # stated by the log
 KNOWLEDGE = "knowledge"  # archgap's signature knowledge base (not checked here)
 UNCONFIRMED = "unconfirmed"  # from the log, contradicted by the examined environment
 
-_MUTATORS = frozenset(
-    (
-        "add",
-        "append",
-        "extend",
-        "update",
-        "insert",
-        "setdefault",
-        "pop",
-        "clear",
-        "remove",
-        "discard",
-    )
-)
-_BROAD = frozenset(("Exception", "BaseException"))
 _SITE_DIRS = ("site-packages/", "dist-packages/")
 _VERSION_CALL = re.compile(r"cuda_version", re.IGNORECASE)
+_EMPTY_VALUE = re.compile(r"=\s*(?:(?:set|list|dict|tuple)\(\)|\[\]|\{\}|\(\))\s*$")
+# Writes that bind a name without computing a value for it.
+_NOT_VALUE_WRITES = ("parameter", "import", "global", "except-as", "del", "def", "class")
 
 
-# ---------------------------------------------------------------- inputs: the examined environment
+# ---------------------------------------------------------------- input: the examined environment
 @dataclass(frozen=True)
-class InstalledDistribution:
-    name: str
-    version: str
-    files: Mapping[str, str]  # site-packages-relative path of each .py it owns -> source text
+class Examined:
+    """What the probe saw in the examined environment (here, or on a remote host)."""
 
-
-@dataclass(frozen=True)
-class NvccFact:
-    """The nvcc a JIT resolves (FlashInfer: CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda)."""
-
-    path: str
-    version: str | None  # "12.8"; None when it could not be run
-    resolved_from: str  # "CUDA_HOME=/usr/local/cuda-12.8 (shell)", "PATH", "/usr/local/cuda"
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolkitOption:
-    home: str
-    version: str
-
-
-@dataclass(frozen=True)
-class GpuFact:
-    name: str
-    compute_capability: str  # "12.0"
-    source: str  # "--gpu sm_120", "nvidia-smi"
-
-
-@dataclass(frozen=True)
-class ExaminedEnvironment:
-    description: str  # "/path/bin/python (3.11.2)"
-    env: Mapping[str, str]
+    description: str  # "/venv/bin/python (Python 3.11.2) on alpha"
+    env: Mapping[str, str]  # the allowlisted environment (the service's, with --env-from)
     env_source: str  # "shell", "/proc/123/environ", an env file
-    distributions: tuple[InstalledDistribution, ...]
-    gpus: tuple[GpuFact, ...] = ()
-    nvcc: NvccFact | None = None
-    toolkits: tuple[ToolkitOption, ...] = ()  # other toolkits found (for fixes)
-
-    def distribution_of(self, relpath: str) -> InstalledDistribution | None:
-        for dist in self.distributions:
-            if relpath in dist.files:
-                return dist
-        return None
-
-    def distribution(self, name: str) -> InstalledDistribution | None:
-        wanted = _normalise(name)
-        for dist in self.distributions:
-            if _normalise(dist.name) == wanted:
-                return dist
-        return None
+    code: CodeFacts
+    traces: tuple[TraceFacts, ...] = ()
+    toolchains: ToolchainFacts | None = None
+    gpus: tuple[GpuTarget, ...] = ()
+    problems: tuple[str, ...] = ()  # probe sections that failed
 
 
 # ---------------------------------------------------------------- outputs
@@ -194,268 +149,139 @@ def match_signatures(log: ParsedLog, signatures: Sequence[Signature]) -> tuple[S
     return tuple(sorted(found.values(), key=lambda m: (not m.in_traceback, m.line)))
 
 
-# ---------------------------------------------------------------- code facts (ast over text)
 @dataclass(frozen=True)
-class Guard:
-    kind: str  # "if" (inside the body), "else" (inside orelse), "for", "try"
-    line: int
-    text: str
-    node: ast.AST = field(compare=False, repr=False)
+class _Focus:
+    """The error the log ends with, the match that explains it, and the frames that raised it."""
+
+    matches: tuple[SignatureMatch, ...]
+    primary: SignatureMatch
+    signature: Signature
+    explaining: SignatureMatch | None
+    root_signature: Signature
+    frames: tuple[Frame, ...]
+    by_id: Mapping[str, Signature]
 
 
-@dataclass(frozen=True)
-class RaiseFact:
-    file: str
-    line: int
-    function: str
-    code: str
-    message: str
-    guards: tuple[Guard, ...]
+def _focus(log: ParsedLog, signatures: Sequence[Signature]) -> _Focus | None:
+    matches = match_signatures(log, signatures)
+    if not matches:
+        return None
+    by_id = {s.id: s for s in signatures}
+    primary = _primary(matches, by_id)
+    explaining = _explaining(primary, matches, by_id)
+    root = by_id[(explaining or primary).signature]
+    frames = _error_frames(log, primary)
+    return _Focus(matches, primary, by_id[primary.signature], explaining, root, frames, by_id)
 
 
-@dataclass(frozen=True)
-class WriteFact:
-    file: str
-    line: int
-    function: str
-    code: str
-    empty_init: bool
-    guards: tuple[Guard, ...]
-    swallowed_at: int | None  # line of a broad except around it that only logs or passes
-    handler_text: str
-    raises: tuple[RaiseFact, ...]  # raises reachable through calls in the written value
+def _primary(matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]) -> SignatureMatch:
+    """The error the log ends with: the last traceback's match, else the last non-secondary one."""
+    in_tb = [m for m in matches if m.in_traceback]
+    if in_tb:
+        return max(in_tb, key=lambda m: m.line)
+    primary = [m for m in matches if not by_id[m.signature].secondary]
+    return max(primary or list(matches), key=lambda m: m.line)
 
 
-class _Module:
-    def __init__(self, relpath: str, text: str) -> None:
-        self.relpath = relpath
-        self.lines = text.splitlines()
-        try:
-            self.tree: ast.Module | None = ast.parse(text)
-        except (SyntaxError, ValueError):
-            self.tree = None
-        self.parents: dict[ast.AST, ast.AST] = {}
-        if self.tree is not None:
-            for node in ast.walk(self.tree):
-                for child in ast.iter_child_nodes(node):
-                    self.parents[child] = node
+def _explaining(
+    primary: SignatureMatch, matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]
+) -> SignatureMatch | None:
+    """Another match in the log that the primary's signature names as its usual cause."""
+    wanted = by_id[primary.signature].explained_by
+    for wanted_id in wanted:
+        for match in matches:
+            if match.signature == wanted_id and match is not primary:
+                if wanted_id == "flashinfer-failed-device-capability":
+                    deeper = [m for m in matches if m.signature in wanted and m is not match]
+                    if deeper:
+                        continue
+                return match
+    return None
 
-    def line(self, number: int) -> str:
-        return self.lines[number - 1].strip() if 0 < number <= len(self.lines) else ""
 
-    def statement_at(self, number: int) -> ast.stmt | None:
-        best: ast.stmt | None = None
-        if self.tree is None:
-            return None
-        for node in ast.walk(self.tree):
-            if not isinstance(node, ast.stmt):
+def _error_frames(log: ParsedLog, primary: SignatureMatch) -> tuple[Frame, ...]:
+    for tb in reversed(log.tracebacks):
+        if primary.text in " ".join(f"{tb.exception_type}: {tb.message}".split()):
+            return tb.frames
+    return ()
+
+
+# ---------------------------------------------------------------- what to ask the probe
+def code_request(log: ParsedLog, signatures: Sequence[Signature]) -> dict[str, Any]:
+    """Parameters of the probe's "code" section: the error's last frame (site-packages-relative,
+    as the log may come from another machine) and the known raise sites of its signature and of
+    the signatures that explain it (the raise a swallowing handler may hide)."""
+    focus = _focus(log, signatures)
+    if focus is None:
+        return {"frames": [], "raise_sites": []}
+    frames = []
+    relative = site_relative(focus.frames[-1].file) if focus.frames else None
+    if relative is not None:
+        last = focus.frames[-1]
+        frames.append({"path": relative, "line": last.line, "code": last.code})
+    related = [focus.signature, focus.root_signature]
+    related += [focus.by_id[i] for i in focus.signature.explained_by if i in focus.by_id]
+    sites = {
+        (r.distribution, r.file, r.code): {
+            "distribution": r.distribution,
+            "file": r.file,
+            "code": r.code,
+        }
+        for signature in related
+        for r in signature.raise_sites
+    }
+    return {"frames": frames, "raise_sites": list(sites.values())}
+
+
+def names_to_trace(
+    log: ParsedLog, signatures: Sequence[Signature], code: CodeFacts
+) -> tuple[tuple[str, str], ...]:
+    """(name, distribution) of the state the raising condition depends on, for the probe's
+    "trace" section: upper-case names (module or instance state) the condition reads directly or
+    through the assignments of the names it reads (a flag set in a loop over the state)."""
+    focus = _focus(log, signatures)
+    site = _raise_site(focus, code)[0] if focus is not None else None
+    return _state_of(site) if site is not None and site.distribution else ()
+
+
+def _state_of(site: CodeSite) -> tuple[tuple[str, str], ...]:
+    names = [n for b in site.bindings for n in b.reads] + list(site.reads)
+    state = [n for n in dict.fromkeys(names) if n.isupper()]
+    return tuple((name, site.distribution) for name in state[:1])
+
+
+def _raise_site(focus: _Focus, code: CodeFacts) -> tuple[CodeSite | None, str | None]:
+    """The installed raise site: the log's last frame mapped onto this environment, else the
+    signature's known site in the installed version; and a note when the two versions differ."""
+    last = focus.frames[-1] if focus.frames else None
+    relative = site_relative(last.file) if last else None
+    if last is not None and relative is not None:
+        for site in code.sites:
+            if (site.requested_path, site.requested_line) != (relative, last.line):
                 continue
-            inside = node.lineno <= number <= (node.end_lineno or 0)
-            if inside and (best is None or node.lineno >= best.lineno):
-                best = node
-        return best
-
-    def function_of(self, node: ast.AST) -> str:
-        current: ast.AST | None = node
-        while current is not None:
-            if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return current.name
-            current = self.parents.get(current)
-        return "<module>"
-
-    def guards(self, node: ast.AST) -> tuple[Guard, ...]:
-        out: list[Guard] = []
-        child, parent = node, self.parents.get(node)
-        while parent is not None and not isinstance(
-            parent, (ast.FunctionDef, ast.AsyncFunctionDef)
-        ):
-            if isinstance(parent, ast.If):
-                kind = "if" if child in parent.body else "else" if child in parent.orelse else ""
-                if kind:
-                    out.append(Guard(kind, parent.lineno, ast.unparse(parent.test), parent))
-            elif isinstance(parent, (ast.For, ast.AsyncFor)) and child in parent.body:
-                out.append(Guard("for", parent.lineno, ast.unparse(parent.iter), parent))
-            elif isinstance(parent, ast.Try) and child in parent.body:
-                out.append(Guard("try", parent.lineno, "", parent))
-            child, parent = parent, self.parents.get(parent)
-        return tuple(out)
-
-    def functions(self, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-        if self.tree is None:
-            return []
-        return [
-            n
-            for n in ast.walk(self.tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
-        ]
-
-    def raises_in(self, function: ast.AST) -> tuple[RaiseFact, ...]:
-        out: list[RaiseFact] = []
-        for node in ast.walk(function):
-            if isinstance(node, ast.Raise) and node.exc is not None:
-                out.append(self._raise_fact(node))
-        return tuple(out)
-
-    def _raise_fact(self, node: ast.Raise) -> RaiseFact:
-        message = ""
-        exc = node.exc
-        if isinstance(exc, ast.Call) and exc.args:
-            message = _literal_text(exc.args[0])
-        return RaiseFact(
-            self.relpath,
-            node.lineno,
-            self.function_of(node),
-            self.line(node.lineno),
-            message,
-            self.guards(node),
-        )
-
-
-def _literal_text(node: ast.AST) -> str:
-    """The constant text of a string or f-string (placeholders dropped)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return "".join(
-            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
-        )
-    return ""
-
-
-def _written_names(target: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(target):
-        if isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.Name):
-            names.add(node.id)
-    return names
-
-
-def _names_read(expr: ast.AST) -> list[str]:
-    """Names and attribute names an expression reads, outermost attribute last."""
-    out: list[str] = []
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Name):
-            out.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            out.append(node.attr)
-    return out
-
-
-def _swallowing_handler(module: _Module, guards: tuple[Guard, ...]) -> tuple[int | None, str]:
-    """The broad ``except`` around a statement whose body only logs, prints or passes."""
-    for guard in guards:
-        if guard.kind != "try" or not isinstance(guard.node, ast.Try):
-            continue
-        for handler in guard.node.handlers:
-            broad = handler.type is None or (
-                isinstance(handler.type, ast.Name) and handler.type.id in _BROAD
-            )
-            quiet = all(
-                isinstance(s, (ast.Pass, ast.Continue))
-                or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call))
-                for s in handler.body
-            )
-            if broad and quiet:
-                body = "; ".join(module.line(s.lineno) for s in handler.body)
-                return handler.lineno, body
-    return None, ""
-
-
-def find_writes(module: _Module, name: str) -> tuple[WriteFact, ...]:
-    """Every statement of a module that writes ``name`` (assignment or mutation)."""
-    if module.tree is None:
-        return ()
-    statements: dict[int, tuple[ast.stmt, bool]] = {}
-    for node in ast.walk(module.tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(name in _written_names(t) and _last_name(t) == name for t in targets):
-                value = node.value
-                empty = (
-                    isinstance(value, ast.Call)
-                    and not value.args
-                    and _call_name(value) in ("set", "list", "dict", "tuple")
-                ) or (isinstance(value, (ast.List, ast.Dict, ast.Set)) and not _has_items(value))
-                statements[node.lineno] = (node, bool(empty))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _MUTATORS
-            and _last_name(node.func.value) == name
-        ):
-            stmt = _enclosing_statement(module, node)
-            if stmt is not None:
-                statements.setdefault(stmt.lineno, (stmt, False))
-    out: list[WriteFact] = []
-    for line in sorted(statements):
-        stmt, empty = statements[line]
-        guards = module.guards(stmt)
-        swallowed, handler = _swallowing_handler(module, guards)
-        raises: list[RaiseFact] = []
-        for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call)):
-            callee = _call_name(call)
-            if callee and callee not in _MUTATORS:
-                for function in module.functions(callee):
-                    raises.extend(module.raises_in(function))
-        out.append(
-            WriteFact(
-                module.relpath,
-                line,
-                module.function_of(stmt),
-                module.line(line),
-                empty,
-                guards,
-                swallowed,
-                handler,
-                tuple(raises),
-            )
-        )
-    return tuple(out)
-
-
-def _has_items(node: ast.AST) -> bool:
-    if isinstance(node, (ast.List, ast.Set)):
-        return bool(node.elts)
-    if isinstance(node, ast.Dict):
-        return bool(node.keys)
-    return True
-
-
-def _last_name(node: ast.AST) -> str:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Subscript):
-        return _last_name(node.value)
-    return ""
-
-
-def _call_name(call: ast.Call) -> str:
-    return _last_name(call.func)
-
-
-def _enclosing_statement(module: _Module, node: ast.AST) -> ast.stmt | None:
-    current: ast.AST | None = node
-    while current is not None and not isinstance(current, ast.stmt):
-        current = module.parents.get(current)
-    return current
-
-
-def _env_knobs(text: str) -> tuple[str, ...]:
-    """Environment variables a condition reads: "X" in os.environ, os.environ.get("X"), getenv."""
-    found = re.findall(r"""['"]([A-Z][A-Z0-9_]{2,})['"]\s*(?:in\s+os\.environ|\))""", text)
-    found += re.findall(r"""(?:environ\.get|getenv)\(\s*['"]([A-Z][A-Z0-9_]{2,})['"]""", text)
-    return tuple(dict.fromkeys(found))
+            if not site.distribution:
+                break  # not installed here: fall back to the known sites
+            if site.line != last.line or site.error:
+                note = (
+                    f"{relative}:{last.line} here does not read `{last.code.strip()}` as in the "
+                    f"log: the installed {site.distribution} {site.version} differs from the one "
+                    "that crashed"
+                )
+                return (site if not site.error else None), note
+            return site, None
+    for raise_site in focus.signature.raise_sites:
+        for site in code.sites:
+            if (
+                not site.requested_line
+                and site.line
+                and (site.requested_path, site.requested_code) == (raise_site.file, raise_site.code)
+                and raise_site.covers(site.version)
+            ):
+                return site, None
+    return None, None
 
 
 # ---------------------------------------------------------------- helpers
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def site_relative(path: str) -> str | None:
     """A frame's path relative to its site-packages (paths in logs come from other machines)."""
     path = path.replace("\\", "/")
@@ -464,6 +290,10 @@ def site_relative(path: str) -> str | None:
         if index >= 0:
             return path[index + len(marker) :]
     return None
+
+
+def _where(path: str, line: int) -> str:
+    return f"{site_relative(path) or path}:{line}"
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
@@ -476,35 +306,38 @@ def _cc_major(cc: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _condition(guard: Guard) -> str:
+    return f"not ({guard.condition})" if guard.kind == "else" else guard.condition
+
+
+def _guard_code(guard: Guard) -> str:
+    return f"if {guard.condition}:" if guard.kind == "if" else f"else of `if {guard.condition}:`"
+
+
+def _short(function: str) -> str:
+    return function.rsplit(".", 1)[-1]
+
+
 def recognise(log: ParsedLog) -> Recognised:
     last = log.tracebacks[-1] if log.tracebacks else None
-    versions = tuple(
-        (e.kind, e.value)
-        for e in log.evidence
-        if e.kind
-        in (
-            "torch",
-            "torch_cuda",
-            "flashinfer",
-            "nvcc",
-            "driver",
-            "driver_cuda",
-            "vllm",
-            "sglang",
-            "triton",
-            "flashinfer_cuda_version",
-        )
+    version_kinds = (
+        "torch",
+        "torch_cuda",
+        "flashinfer",
+        "nvcc",
+        "driver",
+        "driver_cuda",
+        "vllm",
+        "sglang",
+        "triton",
+        "flashinfer_cuda_version",
     )
-    paths = tuple(
-        (e.kind, e.value)
-        for e in log.evidence
-        if e.kind in ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
-    )
+    path_kinds = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
     return Recognised(
         gpus=tuple(e.value for e in log.evidence_of("gpu")),
         compute_capabilities=tuple(e.value for e in log.evidence_of("compute_capability")),
-        versions=versions,
-        paths=paths,
+        versions=tuple((e.kind, e.value) for e in log.evidence if e.kind in version_kinds),
+        paths=tuple((e.kind, e.value) for e in log.evidence if e.kind in path_kinds),
         frames=tuple(f"{f.file}:{f.line} in {f.function}" for f in last.frames) if last else (),
         error=f"{last.exception_type}: {last.message.splitlines()[0] if last.message else ''}"
         if last
@@ -522,6 +355,7 @@ class _Chain:
     contradicted: bool = False
     required_cuda: str | None = None
     knobs_unset: list[str] = field(default_factory=list)
+    knobs_set: list[str] = field(default_factory=list)
     nvcc_line: str = ""
 
     def add(self, text: str, location: str, fact: str, source: str, status: str) -> None:
@@ -529,18 +363,16 @@ class _Chain:
 
 
 def explain(
-    log: ParsedLog,
-    signatures: Sequence[Signature],
-    environment: ExaminedEnvironment | None = None,
+    log: ParsedLog, signatures: Sequence[Signature], examined: Examined | None = None
 ) -> Diagnosis:
-    """The diagnosis of a log, confirmed on ``environment`` where one is given."""
-    by_id = {s.id: s for s in signatures}
-    matches = match_signatures(log, signatures)
+    """The diagnosis of a log, confirmed on the ``examined`` environment's facts where given."""
     recognised = recognise(log)
-    if not matches:
-        status = "unknown" if log.tracebacks or _looks_like_error(log) else "no-error"
+    where = examined.description if examined else ""
+    focus = _focus(log, signatures)
+    if focus is None:
+        looks_like_error = any("error" in text.lower() for _, text in log.messages)
         return Diagnosis(
-            status=status,
+            status="unknown" if log.tracebacks or looks_like_error else "no-error",
             signature=None,
             root_signature=None,
             error=recognised.error,
@@ -551,21 +383,16 @@ def explain(
             recognised=recognised,
             confirmed=False,
             notes=("no known architecture-gap signature in this input",),
-            environment=environment.description if environment else "",
+            environment=where,
         )
-
-    primary = _primary(matches, by_id)
-    signature = by_id[primary.signature]
-    explaining = _explaining(primary, matches, by_id)
-    root = explaining or primary
-    root_signature = by_id[root.signature]
-
     chain = _Chain()
-    frames = _error_frames(log, primary)
+    primary, explaining = focus.primary, focus.explaining
     chain.add(
         f"The error: {primary.text}",
-        _frame_location(frames[-1]) if frames else "",
-        frames[-1].code if frames else "",
+        f"{site_relative(focus.frames[-1].file) or focus.frames[-1].file}:{focus.frames[-1].line}"
+        if focus.frames
+        else "",
+        focus.frames[-1].code if focus.frames else "",
         f"log line {primary.line}" + _workers_note(primary),
         FROM_LOG,
     )
@@ -577,63 +404,30 @@ def explain(
             f"log line {explaining.line}" + _workers_note(explaining),
             FROM_LOG,
         )
-
-    walked = False
-    if environment is not None:
-        walked = _walk_code(chain, log, signature, frames, environment, matches, by_id)
+    walked = examined is not None and _walk_code(chain, log, focus, examined)
     if not walked:
-        _knowledge_steps(chain, log, signature, root_signature, environment)
-
-    root_cause = _root_cause(chain, signature, root_signature, root, log, environment, walked)
-    fixes = _fixes(signature, root_signature, chain, log, environment)
+        _knowledge_steps(chain, log, focus, examined)
     if chain.contradicted:
         chain.notes.append(
             "unconfirmed: the log contradicts the examined environment; the service's environment "
             "differs (examine the service's own environment with --env-from PID or an env file)"
         )
+    if examined is not None:
+        chain.notes.extend(examined.problems)
     return Diagnosis(
         status="diagnosed",
-        signature=signature.id,
-        root_signature=root_signature.id,
+        signature=focus.signature.id,
+        root_signature=focus.root_signature.id,
         error=primary.text,
         steps=tuple(chain.steps),
-        root_cause=root_cause,
-        fixes=fixes,
-        matches=matches,
+        root_cause=_root_cause(chain, focus, walked),
+        fixes=_fixes(focus, chain, log, examined),
+        matches=focus.matches,
         recognised=recognised,
         confirmed=chain.confirmed and not chain.contradicted,
         notes=tuple(chain.notes),
-        environment=environment.description if environment else "",
+        environment=where,
     )
-
-
-def _looks_like_error(log: ParsedLog) -> bool:
-    return any(("error" in text.lower()) for _, text in log.messages)
-
-
-def _primary(matches: tuple[SignatureMatch, ...], by_id: dict[str, Signature]) -> SignatureMatch:
-    """The error the log ends with: the last traceback's match, else the last non-secondary one."""
-    in_tb = [m for m in matches if m.in_traceback]
-    if in_tb:
-        return max(in_tb, key=lambda m: m.line)
-    primary = [m for m in matches if not by_id[m.signature].secondary]
-    return max(primary or list(matches), key=lambda m: m.line)
-
-
-def _explaining(
-    primary: SignatureMatch, matches: tuple[SignatureMatch, ...], by_id: dict[str, Signature]
-) -> SignatureMatch | None:
-    """Another match in the log that the primary's signature names as its usual cause."""
-    wanted = by_id[primary.signature].explained_by
-    for wanted_id in wanted:
-        for match in matches:
-            if match.signature == wanted_id and match is not primary:
-                if wanted_id == "flashinfer-failed-device-capability":
-                    deeper = [m for m in matches if m.signature in wanted and m is not match]
-                    if deeper:
-                        continue
-                return match
-    return None
 
 
 def _workers_note(match: SignatureMatch) -> str:
@@ -644,416 +438,293 @@ def _workers_note(match: SignatureMatch) -> str:
     return f", {match.count}x from {shown}"
 
 
-def _error_frames(log: ParsedLog, primary: SignatureMatch) -> tuple[Frame, ...]:
-    for tb in reversed(log.tracebacks):
-        if primary.text in " ".join(f"{tb.exception_type}: {tb.message}".split()):
-            return tb.frames
-    return ()
-
-
-def _frame_location(frame: Frame) -> str:
-    relative = site_relative(frame.file)
-    return f"{relative or frame.file}:{frame.line}"
-
-
-def _walk_code(
-    chain: _Chain,
-    log: ParsedLog,
-    signature: Signature,
-    frames: tuple[Frame, ...],
-    environment: ExaminedEnvironment,
-    matches: tuple[SignatureMatch, ...],
-    by_id: dict[str, Signature],
-) -> bool:
+def _walk_code(chain: _Chain, log: ParsedLog, focus: _Focus, examined: Examined) -> bool:
     """The chain read off the installed code; False when the raise site is not installed."""
-    site = _locate_raise(signature, frames, environment, chain)
+    site, note = _raise_site(focus, examined.code)
+    if note:
+        chain.notes.append(note)
     if site is None:
         return False
-    dist, module, raise_line = site
-    source = f"{dist.name} {dist.version} installed ({environment.description})"
-    statement = module.statement_at(raise_line)
-    if statement is None:
-        return False
-    function = module.function_of(statement)
+    source = f"{site.distribution} {site.version} installed ({examined.description})"
     chain.add(
-        f"Raised in {function}()",
-        f"{module.relpath}:{raise_line}",
-        module.line(raise_line),
+        f"Raised in {site.function}()",
+        f"{site.requested_path}:{site.line}",
+        site.text,
         source,
         CONFIRMED,
     )
     chain.confirmed = True
-    guards = module.guards(statement)
-    condition = next((g for g in guards if g.kind in ("if", "else")), None)
-    state_names: list[str] = []
+    condition = next((g for g in reversed(site.guards) if g.kind in ("if", "else")), None)
     if condition is not None:
         chain.add(
-            f"It raises when `{_condition_text(condition)}`",
-            f"{module.relpath}:{condition.line}",
-            module.line(condition.line),
+            f"It raises when `{_condition(condition)}`",
+            f"{site.requested_path}:{condition.line}",
+            _guard_code(condition),
             source,
             CONFIRMED,
         )
-        state_names = _state_names(module, statement, condition)
-    for name in state_names[:2]:
-        _follow_state(chain, log, name, dist, source, environment, module, statement)
+    for name, _ in _state_of(site):
+        facts = next((t for t in examined.traces if t.name == name), None)
+        if facts is not None:
+            _follow_state(chain, log, facts, examined, source)
     return True
 
 
-def _condition_text(condition: Guard) -> str:
-    return f"not ({condition.text})" if condition.kind == "else" else condition.text
-
-
-def _locate_raise(
-    signature: Signature,
-    frames: tuple[Frame, ...],
-    environment: ExaminedEnvironment,
-    chain: _Chain,
-) -> tuple[InstalledDistribution, _Module, int] | None:
-    # 1. The log's own last frame, mapped by site-packages-relative path onto this environment.
-    if frames:
-        last = frames[-1]
-        relative = site_relative(last.file)
-        dist = environment.distribution_of(relative) if relative else None
-        if dist is not None and relative is not None:
-            module = _Module(relative, dist.files[relative])
-            installed = module.line(last.line)
-            if last.code and installed != last.code.strip():
-                located = _find_code(module, last.code.strip())
-                chain.notes.append(
-                    f"{relative}:{last.line} here reads `{installed}`, the log shows "
-                    f"`{last.code.strip()}`: the installed {dist.name} {dist.version} differs from "
-                    "the one that crashed"
-                )
-                if located is None:
-                    return None
-                return dist, module, located
-            return dist, module, last.line
-    # 2. The signature's known raise sites, found by their code text in the installed version.
-    for raise_site in signature.raise_sites:
-        dist = environment.distribution(raise_site.distribution)
-        if dist is None or not raise_site.covers(dist.version) or raise_site.file not in dist.files:
-            continue
-        module = _Module(raise_site.file, dist.files[raise_site.file])
-        line = _find_code(module, raise_site.code)
-        if line is not None:
-            return dist, module, line
-    return None
-
-
-def _find_code(module: _Module, code: str) -> int | None:
-    for number, text in enumerate(module.lines, start=1):
-        if code in text:
-            return number
-    return None
-
-
-def _state_names(module: _Module, statement: ast.stmt, condition: Guard) -> list[str]:
-    """The state a raise's condition depends on: names in the test, and the loop each is set in."""
-    names = [n for n in _names_read(condition.node.test) if n not in ("not", "len")]  # type: ignore[attr-defined]
-    function = _enclosing_function(module, statement)
-    state: list[str] = []
-    if function is None:
-        return names
-    for name in names:
-        for node in ast.walk(function):
-            if isinstance(node, ast.Assign) and any(_last_name(t) == name for t in node.targets):
-                for guard in module.guards(node):
-                    if guard.kind == "for" and isinstance(guard.node, (ast.For, ast.AsyncFor)):
-                        # The loop's collection: its outermost attribute (ctx.TARGET_CUDA_ARCHS).
-                        collection = _last_name(guard.node.iter)
-                        if collection and collection not in state:
-                            state.append(collection)
-    # Upper-case names (module or instance state) are what other code writes.
-    direct = [n for n in names if n.isupper()]
-    return state + [n for n in direct if n not in state]
-
-
-def _enclosing_function(module: _Module, node: ast.AST) -> ast.AST | None:
-    current: ast.AST | None = node
-    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        current = module.parents.get(current)
-    return current
+def _branch(write: Occurrence) -> tuple[Guard | None, tuple[str, ...]]:
+    """The if/else a write belongs to (the one a knob decides, else the innermost) and its knobs."""
+    branches = [g for g in write.branch if g.kind in ("if", "else")]
+    for guard in branches:
+        knobs = [k.variable for k in write.knobs if k.path == write.path and k.line == guard.line]
+        if knobs:
+            return guard, tuple(dict.fromkeys(knobs))
+    return (branches[-1] if branches else None), ()
 
 
 def _follow_state(
-    chain: _Chain,
-    log: ParsedLog,
-    name: str,
-    dist: InstalledDistribution,
-    source: str,
-    environment: ExaminedEnvironment,
-    reader: _Module,
-    statement: ast.stmt,
+    chain: _Chain, log: ParsedLog, facts: TraceFacts, examined: Examined, source: str
 ) -> None:
-    writes: list[WriteFact] = []
-    modules: dict[str, _Module] = {}
-    for relpath, text in dist.files.items():
-        if name in text:
-            module = _Module(relpath, text)
-            found = find_writes(module, name)
-            if found:
-                modules[relpath] = module
-                writes.extend(found)
-    if not writes:
-        return
-    writes.sort(key=lambda w: (w.file, w.line))
-    empty = [w for w in writes if w.empty_init]
-    for write in empty:
-        chain.add(
-            f"{name} starts empty",
-            f"{write.file}:{write.line}",
-            write.code,
-            source,
-            CONFIRMED,
-        )
-    # Group the other writes by the branch (if/else) that guards them.
-    branches: dict[tuple[int, str], list[WriteFact]] = {}
+    name = facts.name
+    writes = [o for o in facts.occurrences if o.kind == "write" and o.form not in _NOT_VALUE_WRITES]
+    groups: dict[tuple[int, str], list[Occurrence]] = {}
     for write in writes:
-        if write.empty_init:
+        if write.form == "assign" and _EMPTY_VALUE.search(write.text):
+            where = _where(write.path, write.line)
+            chain.add(f"{name} starts empty", where, write.text, source, CONFIRMED)
             continue
-        branch = _branch_guard(write)
-        key = (branch.line, branch.kind) if branch else (0, "")
-        branches.setdefault(key, []).append(write)
-    for (_, kind), group in sorted(
-        branches.items(), key=lambda item: (item[0][0], item[0][1] != "if")
-    ):
-        module = modules[group[0].file]
-        lines = "/".join(str(w.line) for w in group)
-        condition = _branch_guard(group[0])
-        knobs = _env_knobs(condition.text) if condition else ()
-        swallowing = [w for w in group if w.swallowed_at is not None]
+        guard, _ = _branch(write)
+        groups.setdefault((guard.line, guard.kind) if guard else (0, ""), []).append(write)
+    for (_, kind), group in sorted(groups.items(), key=lambda i: (i[0][0], i[0][1] != "if")):
+        guard, knobs = _branch(group[0])
+        lines = "/".join(f":{w.line}" for w in group)
+        swallowing = [(w, s) for w in group for s in w.swallowed]
         if knobs and kind == "if" and not swallowing:
-            _knob_branch(chain, log, name, group, knobs, condition, environment, source, lines)
+            _knob_branch(chain, name, group[0], guard, knobs[0], lines, examined)
         elif swallowing:
-            for write in swallowing:
-                _swallowed_write(chain, log, name, write, module, environment, source, kind, knobs)
+            for write, swallow in swallowing:
+                knob = knobs[0] if kind == "else" and knobs else None
+                _swallowed_write(chain, log, write, swallow, examined, source, knob)
         else:
-            where = f" (under `{condition.text}`)" if condition else ""
-            chain.add(
-                f"{name} is also written here{where}",
-                f"{group[0].file}:{lines}",
-                group[0].code,
-                source,
-                CONFIRMED,
-            )
-
-
-def _branch_guard(write: WriteFact) -> Guard | None:
-    """The branch a write belongs to: the one a knob decides, else the innermost if/else."""
-    branches = [g for g in write.guards if g.kind in ("if", "else")]
-    return next((g for g in branches if _env_knobs(g.text)), branches[0] if branches else None)
+            under = f" (under `{guard.condition}`)" if guard else ""
+            first = group[0]
+            where = _where(first.path, first.line)
+            chain.add(f"{name} is also written here{under}", where, first.text, source, CONFIRMED)
 
 
 def _knob_branch(
     chain: _Chain,
-    log: ParsedLog,
     name: str,
-    group: list[WriteFact],
-    knobs: tuple[str, ...],
-    condition: Guard | None,
-    environment: ExaminedEnvironment,
-    source: str,
+    write: Occurrence,
+    guard: Guard | None,
+    knob: str,
     lines: str,
+    examined: Examined,
 ) -> None:
-    knob = knobs[0]
-    value = environment.env.get(knob)
-    file = group[0].file
+    value = examined.env.get(knob)
+    location = _where(write.path, guard.line if guard else write.line)
+    fact = _guard_code(guard) if guard else write.text
+    whose = f"environment ({examined.env_source})"
     if value is None:
         chain.knobs_unset.append(knob)
-        chain.add(
-            f"The {knob} branch (writes at :{lines.replace('/', '/:')}) is not taken: "
-            f"{knob} is not "
-            f"set in the examined environment ({environment.env_source})",
-            f"{file}:{condition.line if condition else group[0].line}",
-            condition.text if condition else "",
-            f"environment ({environment.env_source})",
-            CONFIRMED,
+        text = (
+            f"The {knob} branch (writes at {lines}) is not taken: {knob} is not set in the "
+            f"examined environment ({examined.env_source})"
         )
     else:
-        chain.add(
-            f"{knob}={value!r} is set ({environment.env_source}): {name} is taken from it "
-            f"(writes at {file}:{lines})",
-            f"{file}:{condition.line if condition else group[0].line}",
-            condition.text if condition else "",
-            f"environment ({environment.env_source})",
-            CONFIRMED,
-        )
+        chain.knobs_set.append(knob)
+        text = f"{knob}={value!r} is set ({examined.env_source}): {name} is taken from it ({lines})"
+    chain.add(text, location, fact, whose, CONFIRMED)
+
+
+def _fired(log: ParsedLog, raisers: Sequence[Raiser]) -> tuple[Raiser | None, str]:
+    """The raise whose message the log shows (the handler logged it), and that log text."""
+    texts = [w.text for w in log.warnings] + [t for _, t in log.messages]
+    for raiser in raisers:
+        if raiser.message:
+            for text in texts:
+                if raiser.message in text:
+                    return raiser, text
+    return None, ""
+
+
+def _site_of(code: CodeFacts, raiser: Raiser) -> CodeSite | None:
+    """The code facts (guards) of a raise, when the probe read that site."""
+    relative = site_relative(raiser.path) or raiser.path
+    return next(
+        (s for s in code.sites if s.requested_path == relative and s.line == raiser.line), None
+    )
 
 
 def _swallowed_write(
     chain: _Chain,
     log: ParsedLog,
-    name: str,
-    write: WriteFact,
-    module: _Module,
-    environment: ExaminedEnvironment,
+    write: Occurrence,
+    swallow: Swallow,
+    examined: Examined,
     source: str,
-    branch_kind: str,
-    knobs: tuple[str, ...],
+    knob: str | None,
 ) -> None:
-    # Which of the raises reachable from the write fired: the one whose message the log shows.
-    logged = {w.text: w for w in log.warnings}
-    fired: RaiseFact | None = None
-    seen_text = ""
-    for candidate in write.raises:
-        if not candidate.message:
-            continue
-        for text in [*logged, *(t for _, t in log.messages)]:
-            if candidate.message in text:
-                fired, seen_text = candidate, text
-                break
-        if fired:
-            break
-    branch = (
-        f" in the else branch of `{', '.join(knobs)}`" if branch_kind == "else" and knobs else ""
-    )
+    branch = f" in the else branch of `{knob}`" if knob else ""
+    where = _where(write.path, write.line)
+    fired, seen_text = _fired(log, swallow.raisers)
     if fired is None:
         # No message in the log: a raise whose conditions hold on this environment fires here.
-        for candidate in write.raises:
+        for raiser in swallow.raisers:
+            site = _site_of(examined.code, raiser)
             scratch = _Chain()
-            evaluated, holds = _raise_conditions(scratch, candidate, environment, source)
-            if evaluated and holds:
-                chain.add(
-                    f"The auto-detect write at :{write.line}{branch} never completes: "
-                    f"{candidate.function}() raises at :{candidate.line} on this environment and "
-                    f"the `except` at :{write.swallowed_at} swallows it",
-                    f"{write.file}:{write.line}",
-                    write.code,
-                    source,
-                    CONFIRMED,
-                )
-                chain.add(
-                    f"The swallowed exception: {candidate.message}",
-                    f"{candidate.file}:{candidate.line}",
-                    candidate.code,
-                    source,
-                    CONFIRMED,
-                )
-                chain.steps.extend(scratch.steps)
-                chain.required_cuda = scratch.required_cuda
-                chain.nvcc_line = scratch.nvcc_line
-                return
-    if fired is None:
+            if site is None or _raise_conditions(scratch, site, examined) != (True, True):
+                continue
+            chain.add(
+                f"The write at :{write.line}{branch} never completes: {_short(raiser.function)}() "
+                f"raises at :{raiser.line} on this environment and the `except` at "
+                f":{swallow.except_line} swallows it",
+                where,
+                write.text,
+                source,
+                CONFIRMED,
+            )
+            chain.add(
+                f"The swallowed exception: {raiser.message}",
+                _where(raiser.path, raiser.line),
+                site.text,
+                source,
+                CONFIRMED,
+            )
+            chain.steps.extend(scratch.steps)
+            chain.required_cuda, chain.nvcc_line = scratch.required_cuda, scratch.nvcc_line
+            return
         chain.add(
             f"The write at :{write.line}{branch} can fail silently: the `except` at "
-            f":{write.swallowed_at} swallows any exception ({write.handler_text})",
-            f"{write.file}:{write.line}",
-            write.code,
+            f":{swallow.except_line} swallows any exception ({swallow.action})",
+            where,
+            write.text,
             source,
             CONFIRMED,
         )
-        for candidate in write.raises:
+        for raiser in swallow.raisers:
             chain.add(
-                f"{candidate.function}() can raise {candidate.message or 'an exception'}",
-                f"{candidate.file}:{candidate.line}",
-                candidate.code,
+                f"{_short(raiser.function)}() can raise {raiser.message or raiser.exception}",
+                _where(raiser.path, raiser.line),
+                "",
                 source,
                 CONFIRMED,
             )
         return
-    warning = logged.get(seen_text)
+    warning = next((w for w in log.warnings if w.text == seen_text), None)
     who = ""
     if warning is not None:
         workers = [w for w in warning.workers if w]
         who = f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
     chain.add(
-        f"The auto-detect write at :{write.line}{branch} never completes: "
-        f"{fired.function}() raises "
-        f"at :{fired.line} and the `except` at :{write.swallowed_at} swallows it",
-        f"{write.file}:{write.line}",
-        write.code,
+        f"The write at :{write.line}{branch} never completes: {_short(fired.function)}() raises "
+        f"at :{fired.line} and the `except` at :{swallow.except_line} swallows it",
+        where,
+        write.text,
         source,
         CONFIRMED,
     )
+    if knob and knob in chain.knobs_set:
+        chain.contradicted = True
+        chain.add(
+            f"The log shows this branch ran, so {knob} was not set where the service ran; here "
+            f"it is set ({examined.env_source}): this environment would not run it",
+            where,
+            write.text,
+            f"environment ({examined.env_source})",
+            UNCONFIRMED,
+        )
+    site = _site_of(examined.code, fired)
     chain.add(
         f"The swallowed exception, as the handler logged it{who}: {seen_text}",
-        f"{fired.file}:{fired.line}",
-        fired.code,
+        _where(fired.path, fired.line),
+        site.text if site else "",
         "log",
         FROM_LOG,
     )
-    _raise_conditions(chain, fired, environment, source)
+    if site is not None:
+        _raise_conditions(chain, site, examined)
 
 
-def _raise_conditions(
-    chain: _Chain, fired: RaiseFact, environment: ExaminedEnvironment, source: str
-) -> tuple[int, bool]:
-    """Join the raise's guards (GPU major, CUDA version) with the machine's facts.
+def _raise_conditions(chain: _Chain, site: CodeSite, examined: Examined) -> tuple[bool, bool]:
+    """Join the raise's conditions (GPU major, CUDA version) with the machine's facts.
 
-    Returns (how many guards were evaluated, whether all evaluated ones hold)."""
-    evaluated, holds_all = 0, True
-    for guard in reversed(fired.guards):  # outermost first: the GPU test, then the version
-        if guard.kind not in ("if", "else"):
-            continue
-        major = re.fullmatch(r"major\s*==\s*(\d+)", guard.text)
-        version_call = _VERSION_CALL.search(guard.text)
+    Returns (whether any condition was evaluated, whether all evaluated ones hold)."""
+    evaluated, holds_all = False, True
+    for guard in site.guards:  # outermost first: the GPU test, then the version
+        location = f"{site.requested_path}:{guard.line}"
+        major = re.fullmatch(r"major\s*==\s*(\d+)", guard.condition)
+        required = re.search(r"['\"](\d+\.\d+)['\"]", guard.condition)
         if major and guard.kind == "if":
-            wanted = int(major.group(1))
-            gpus = [g for g in environment.gpus if _cc_major(g.compute_capability) == wanted]
-            evaluated += 1
-            if not gpus:
-                holds_all = False
-            if gpus:
-                gpu = gpus[0]
+            gpus = [g for g in examined.gpus if g.compute_capability.major == int(major[1])]
+            evaluated = True
+            holds_all = holds_all and bool(gpus)
+            for gpu in gpus[:1]:
                 chain.add(
-                    f"`{guard.text}` holds: the GPU is {gpu.name} (compute capability "
+                    f"`{guard.condition}` holds: the GPU is {gpu.label} (compute capability "
                     f"{gpu.compute_capability})",
-                    f"{fired.file}:{guard.line}",
-                    guard.text,
+                    location,
+                    _guard_code(guard),
                     gpu.source,
                     CONFIRMED,
                 )
-        elif version_call:
-            required = re.search(r"['\"](\d+\.\d+)['\"]", guard.text)
-            if not required:
-                continue
-            chain.required_cuda = required.group(1)
-            needs_false = guard.kind == "else"
-            nvcc = environment.nvcc
-            if nvcc is None or nvcc.version is None:
-                why = nvcc.error if nvcc and nvcc.error else "no nvcc found"
-                chain.add(
-                    f"`{guard.text}` depends on the CUDA version of the nvcc the package finds: "
-                    f"here {why}",
-                    f"{fired.file}:{guard.line}",
-                    guard.text,
-                    "toolchain",
-                    CONFIRMED,
-                )
-                continue
-            below = _version_tuple(nvcc.version) < _version_tuple(required.group(1))
-            relation = "<" if below else ">="
-            holds = below == needs_false
-            evaluated += 1
-            holds_all = holds_all and holds
-            chain.nvcc_line = f"nvcc {nvcc.version} at {nvcc.path} (from {nvcc.resolved_from})"
-            chain.add(
-                f"The nvcc it resolves is {nvcc.version} {relation} {required.group(1)}, so "
-                f"`{guard.text}` is {'false' if below else 'true'}"
-                + ("" if holds else ": this environment would NOT raise here"),
-                "",
-                f"{nvcc.path} --version: release {nvcc.version}; "
-                f"resolved from {nvcc.resolved_from}",
-                f"nvcc --version ({environment.env_source} environment)",
-                CONFIRMED if holds else UNCONFIRMED,
-            )
-            if not holds:
-                chain.contradicted = True
+        elif guard.kind in ("if", "else") and _VERSION_CALL.search(guard.condition) and required:
+            chain.required_cuda = required[1]
+            holds = _version_condition(chain, guard, required[1], location, examined)
+            if holds is not None:
+                evaluated = True
+                holds_all = holds_all and holds
     return evaluated, holds_all
 
 
+def _version_condition(
+    chain: _Chain, guard: Guard, required: str, location: str, examined: Examined
+) -> bool | None:
+    """Whether a CUDA-version condition is as the raise needs it, with the nvcc the package
+    resolves (FlashInfer's lookup, ``analysis.jit``); None when no nvcc version is known."""
+    toolchains = examined.toolchains
+    resolved = (
+        resolve_nvcc(toolchains, toolchain_kb.jit_rules()["flashinfer"]["nvcc_lookup"])
+        if toolchains
+        else None
+    )
+    toolkit = resolved.toolkit if resolved else None
+    if resolved is None or toolkit is None or toolkit.status != "ok" or toolkit.version is None:
+        why = "no toolchain facts" if toolchains is None else "no working nvcc found"
+        if toolkit is not None and toolkit.reason:
+            why = toolkit.reason
+        chain.add(
+            f"`{guard.condition}` depends on the CUDA version of the nvcc the package finds: "
+            f"here {why}",
+            location,
+            _guard_code(guard),
+            "toolchains",
+            CONFIRMED,
+        )
+        return None
+    how = "; ".join(f.what for f in resolved.chain)
+    below = _version_tuple(toolkit.version) < _version_tuple(required)
+    holds = below == (guard.kind == "else")
+    chain.nvcc_line = f"nvcc {toolkit.version} at {toolkit.tool_path} (from {how})"
+    chain.add(
+        f"The nvcc it resolves is {toolkit.version} {'<' if below else '>='} {required}, so "
+        f"`{guard.condition}` is {'false' if below else 'true'}"
+        + ("" if holds else ": this environment would NOT raise here"),
+        "",
+        f"{toolkit.version_from}: {toolkit.banner}; resolved from {how}",
+        f"nvcc --version ({examined.env_source} environment)",
+        CONFIRMED if holds else UNCONFIRMED,
+    )
+    chain.contradicted = chain.contradicted or not holds
+    return holds
+
+
 def _knowledge_steps(
-    chain: _Chain,
-    log: ParsedLog,
-    signature: Signature,
-    root: Signature,
-    environment: ExaminedEnvironment | None,
+    chain: _Chain, log: ParsedLog, focus: _Focus, examined: Examined | None
 ) -> None:
-    if environment is not None:
+    signature, root = focus.signature, focus.root_signature
+    if examined is not None:
         chain.notes.append(
             f"the code that raises this is not installed in the examined environment "
-            f"({environment.description}); the chain below comes from the log and archgap's "
+            f"({examined.description}); the chain below comes from the log and archgap's "
             "knowledge base"
         )
     chain.add(root.meaning, "", "", f"signature {root.id} ({root.source})", KNOWLEDGE)
@@ -1079,86 +750,72 @@ def _knowledge_steps(
             )
 
 
-def _root_cause(
-    chain: _Chain,
-    signature: Signature,
-    root_signature: Signature,
-    root: SignatureMatch,
-    log: ParsedLog,
-    environment: ExaminedEnvironment | None,
-    walked: bool,
-) -> str:
+def _root_cause(chain: _Chain, focus: _Focus, walked: bool) -> str:
     if walked and chain.required_cuda and chain.nvcc_line and not chain.contradicted:
         knob = f", {chain.knobs_unset[0]} is not set" if chain.knobs_unset else ""
         return (
             f"The nvcc the package resolves ({chain.nvcc_line}) is older than the "
             f"{chain.required_cuda} it requires for this GPU{knob}: the arch detection raises, a "
             f"bare `except` swallows it, and the empty arch set makes it reject the GPU "
-            f"({signature.id})."
+            f"({focus.signature.id})."
         )
-    if chain.contradicted and chain.required_cuda:
+    if chain.contradicted:
+        here = f" ({chain.nvcc_line})" if chain.nvcc_line else ""
+        knob = (
+            f"; here {chain.knobs_set[0]} is set, so the detection would not even run"
+            if chain.knobs_set
+            else ""
+        )
+        older = f"a CUDA toolkit older than {chain.required_cuda}" if chain.required_cuda else ""
         return (
-            f"In the service's environment the package found a CUDA toolkit older than "
-            f"{chain.required_cuda} (the log shows its version check failing), unlike the "
-            f"examined environment ({chain.nvcc_line}); its arch detection failed silently and "
-            f"the GPU was rejected."
+            f"In the service's environment the package found {older or 'other settings'} (the "
+            f"log shows its detection failing), unlike the examined environment{here}{knob}; its "
+            f"arch detection failed silently and the GPU was rejected."
         )
-    cause = root_signature.causes[0].text if root_signature.causes else root_signature.meaning
-    return f"{cause} (from the log and the knowledge base: {root_signature.id})."
+    root = focus.root_signature
+    cause = root.causes[0].text if root.causes else root.meaning
+    return f"{cause} (from the log and the knowledge base: {root.id})."
 
 
 def _fixes(
-    signature: Signature,
-    root: Signature,
-    chain: _Chain,
-    log: ParsedLog,
-    environment: ExaminedEnvironment | None,
+    focus: _Focus, chain: _Chain, log: ParsedLog, examined: Examined | None
 ) -> tuple[FixSuggestion, ...]:
-    majors: set[int] = set()
-    if environment is not None:
-        majors.update(m for g in environment.gpus if (m := _cc_major(g.compute_capability)))
+    signature, root = focus.signature, focus.root_signature
+    majors: set[int] = {g.compute_capability.major for g in examined.gpus} if examined else set()
     for evidence in log.evidence_of("compute_capability"):
         digits = re.match(r"(\d{1,2}?)(\d)[af]?$", evidence.value)
         if "." in evidence.value:
-            if (m := _cc_major(evidence.value)) is not None:
-                majors.add(m)
+            if (major := _cc_major(evidence.value)) is not None:
+                majors.add(major)
         elif digits:
             majors.add(int(digits.group(1)))
     if not majors and any("SM 12" in t for _, t in log.messages):
         majors.add(12)
-    fixes: list[FixSuggestion] = []
-    seen: set[str] = set()
+    # What the FlashInfer resolver says on these facts: a real toolkit to point CUDA_HOME at, and
+    # whether FLASHINFER_CUDA_ARCH_LIST can help with the nvcc found.
+    findings = []
+    if examined is not None and examined.toolchains is not None and examined.gpus:
+        findings = [
+            f
+            for f in flashinfer_findings(examined.toolchains, examined.gpus)
+            if f.status == "fails"
+        ]
+    jit_fixes = [fix for finding in findings for fix in finding.fixes]
+    real_toolkit = next((f for f in jit_fixes if any(k == "CUDA_HOME" for k, _ in f.env)), None)
+    arch_list_helps = any(k == "FLASHINFER_CUDA_ARCH_LIST" for f in jit_fixes for k, _ in f.env)
     # The explaining signature's fixes; the error's own only for kinds the first lacks.
     candidates = list(root.fixes)
     kinds = {f.kind for f in candidates}
     candidates += [f for f in signature.fixes if root is not signature and f.kind not in kinds]
-    if True:
-        for fix in candidates:
-            if (
-                fix.applies_to_cc_major is not None
-                and majors
-                and fix.applies_to_cc_major not in majors
-            ):
-                continue
-            text = fix.text
-            if fix.kind == "toolkit" and environment is not None and chain.required_cuda:
-                usable = [
-                    t
-                    for t in environment.toolkits
-                    if _version_tuple(t.version) >= _version_tuple(chain.required_cuda)
-                ]
-                if usable:
-                    best = max(usable, key=lambda t: _version_tuple(t.version))
-                    text = (
-                        f"export CUDA_HOME={best.home} PATH={best.home}/bin:$PATH in the service's "
-                        f"environment (nvcc {best.version} found there)"
-                    )
-            if fix.kind == "env" and chain.knobs_unset and "FLASHINFER_CUDA_ARCH_LIST" in text:
-                nvcc = environment.nvcc if environment else None
-                if nvcc and nvcc.version and _version_tuple(nvcc.version) < (12, 8):
-                    continue  # 12.0a needs nvcc >= 12.8
-            key = f"{fix.kind}:{text}"
-            if key not in seen:
-                seen.add(key)
-                fixes.append(FixSuggestion(fix.kind, text, fix.source))
-    return tuple(sorted(fixes, key=lambda f: FIX_KINDS.index(f.kind)))
+    fixes: dict[str, FixSuggestion] = {}
+    for fix in candidates:
+        if fix.applies_to_cc_major is not None and majors and fix.applies_to_cc_major not in majors:
+            continue
+        text, source = fix.text, fix.source
+        if fix.kind == "toolkit" and real_toolkit is not None:
+            text, source = real_toolkit.action, f"{real_toolkit.tradeoff} ({fix.source})"
+        arch_list = fix.kind == "env" and "FLASHINFER_CUDA_ARCH_LIST" in text
+        if arch_list and findings and not arch_list_helps:
+            continue  # the nvcc found cannot build the suffixed target either
+        fixes.setdefault(f"{fix.kind}:{text}", FixSuggestion(fix.kind, text, source))
+    return tuple(sorted(fixes.values(), key=lambda f: FIX_KINDS.index(f.kind)))

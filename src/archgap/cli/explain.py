@@ -8,9 +8,8 @@ with what it recognised); 2 = usage error (no input, unreadable file, bad --gpu/
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
@@ -21,10 +20,14 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
 )
+from archgap.transport import add_target_options
 
 if TYPE_CHECKING:
-    from archgap.analysis.explain import Diagnosis, ExaminedEnvironment
-    from archgap.probe.system import System
+    from archgap.analysis.compat import GpuTarget
+    from archgap.analysis.explain import Diagnosis, Examined
+    from archgap.analysis.logparse import ParsedLog
+    from archgap.kb.signatures import Signature
+    from archgap.transport import Target
 
 MAX_INPUT = 64 * 1024 * 1024  # bytes read from a log; the rest is ignored (and said so)
 
@@ -42,13 +45,17 @@ def register(subparsers: Any) -> None:
         "--gpu", action="append", default=[], metavar="GPU", help="the GPU of the crashed host"
     )
     parser.add_argument(
-        "--env-from", metavar="PID|FILE", help="the service's environment (process or env file)"
+        "--env-from",
+        metavar="PID|FILE",
+        help="the service's environment on the examined host: a process id (/proc/PID/environ), "
+        "an env file (KEY=VALUE lines) or `docker inspect` JSON",
     )
     parser.add_argument(
         "--log-only", action="store_true", help="do not examine any environment; the log alone"
     )
     add_environment_options(parser)
     add_json_option(parser)
+    add_target_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -68,133 +75,100 @@ def _read_input(args: argparse.Namespace) -> tuple[str, str]:
         raise UsageError(f"cannot read {args.logfile}: {exc.strerror or exc}") from exc
 
 
-class _RecordSources(Mapping[str, str]):
-    """The .py files a distribution's RECORD lists, read on first access (never imported)."""
-
-    def __init__(self, site: str, relpaths: tuple[str, ...]) -> None:
-        self._site = site
-        self._relpaths = relpaths
-        self._known = frozenset(relpaths)
-        self._cache: dict[str, str] = {}
-
-    def __getitem__(self, key: str) -> str:
-        if key not in self._known:
-            raise KeyError(key)
-        if key not in self._cache:
-            try:
-                with open(os.path.join(self._site, key), "rb") as f:
-                    self._cache[key] = f.read(4_000_000).decode("utf-8", "replace")
-            except OSError:
-                self._cache[key] = ""
-        return self._cache[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._relpaths)
-
-    def __len__(self) -> int:
-        return len(self._relpaths)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._known
-
-
-def _environment(args: argparse.Namespace) -> ExaminedEnvironment:
+def _named_gpus(values: list[str]) -> tuple[GpuTarget, ...]:
     from archgap.analysis.compat import UnknownGpu, resolve_gpu
-    from archgap.analysis.explain import ExaminedEnvironment, GpuFact, InstalledDistribution
-    from archgap.probe.pyenv import discover_environment, record_files
-    from archgap.probe.system import System
 
-    system = System.local(root=args.root)
-    if args.env_from:
-        from archgap.probe.envsource import system_with_env_from
+    try:
+        return tuple(resolve_gpu(v.strip()) for t in values for v in t.split(",") if v.strip())
+    except UnknownGpu as exc:
+        raise UsageError(str(exc)) from exc
 
-        loaded, why = system_with_env_from(args.env_from, system)
-        if loaded is None:
-            raise UsageError(why or f"cannot read --env-from {args.env_from}")
-        system = loaded
-    gpus: list[GpuFact] = []
-    for text in args.gpu:
-        try:
-            target = resolve_gpu(text)
-        except UnknownGpu as exc:
-            raise UsageError(str(exc)) from exc
-        gpus.append(GpuFact(target.label, str(target.compute_capability), f"--gpu {text}"))
-    env = discover_environment(system, args.python)
-    dists: list[InstalledDistribution] = []
-    for dist in env.distributions:
-        site = os.path.dirname(dist.dist_info)
-        try:
-            files = record_files(dist.dist_info)
-        except OSError:
-            continue
-        relpaths = tuple(
-            os.path.relpath(p, site) for p in files if p.endswith(".py") and p.startswith(site)
+
+def _probe(
+    target: Target, request: dict[str, Any], args: argparse.Namespace, env_from: str | None
+) -> dict[str, Any]:
+    from archgap.transport import TransportError, run_probe
+
+    facts = run_probe(target, request, args.timeout, args.root, env_from)
+    if isinstance(facts, TransportError):
+        raise UsageError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+    problem = (facts.get("errors") or {}).pop("env_from", None)
+    if problem:
+        raise UsageError(f"--env-from {env_from}: {problem}")
+    return facts
+
+
+def _examine(
+    args: argparse.Namespace, log: ParsedLog, signatures: Sequence[Signature], target: Target
+) -> Examined:
+    """The examined environment's facts, all from the probe (here or on the target): the python
+    environment, toolchains, GPUs and the raise sites first; then the trace of the state the
+    raising condition reads."""
+    from archgap.analysis.explain import Examined, code_request, names_to_trace
+    from archgap.api import present_targets
+    from archgap.kb.toolchain import all_source_checks
+    from archgap.model import GpuFacts, PythonEnvironment, decode
+    from archgap.probe.source import TraceFacts
+    from archgap.probe.source_sites import CodeFacts
+    from archgap.probe.toolkit import ToolchainFacts
+
+    python = args.python
+    request = {
+        "gpu": {},
+        "python": {"python": python},
+        "toolchains": {"python": python, "source_checks": all_source_checks()},
+        "code": {"python": python, **code_request(log, signatures)},
+    }
+    facts = _probe(target, request, args, args.env_from)
+    sections, errors = facts.get("sections") or {}, dict(facts.get("errors") or {})
+    env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
+    if env is None or not env.site_packages:
+        problems = env.problems if env is not None else ()
+        why = errors.get("python") or "; ".join(p.reason for p in problems) or "none"
+        raise UsageError(f"cannot examine {python or 'this interpreter'} on {target.name}: {why}")
+    empty: dict[str, list[Any]] = {"site_packages": [], "sites": [], "problems": []}
+    code = decode(CodeFacts, sections.get("code") or empty)
+    traces = []
+    for name, dist in names_to_trace(log, signatures, code):
+        more = _probe(
+            target, {"trace": {"name": name, "dists": [dist], "python": python}}, args, None
         )
-        dists.append(InstalledDistribution(dist.name, dist.version, _RecordSources(site, relpaths)))
-    nvcc, toolkits = _toolchain(system)
-    return ExaminedEnvironment(
-        description=f"{env.executable} (Python {env.python_version})",
-        env=system.environ,
-        env_source=system.env_source,
-        distributions=tuple(dists),
-        gpus=tuple(gpus),
-        nvcc=nvcc,
-        toolkits=toolkits,
+        errors.update(more.get("errors") or {})
+        if (more.get("sections") or {}).get("trace"):
+            traces.append(decode(TraceFacts, more["sections"]["trace"]))
+    toolchains = (
+        decode(ToolchainFacts, sections["toolchains"]) if sections.get("toolchains") else None
     )
-
-
-def _toolchain(system: System) -> tuple[Any, tuple[Any, ...]]:
-    """The nvcc FlashInfer resolves (CUDA_HOME -> CUDA_PATH -> which nvcc -> /usr/local/cuda)
-    and the other toolkits on the machine (for fixes)."""
-    import glob
-    import re
-
-    from archgap.analysis.explain import NvccFact, ToolkitOption
-
-    def version_of(nvcc: str) -> tuple[str | None, str | None]:
-        result = system.run([nvcc, "--version"], timeout=15)
-        match = re.search(r"release (\d+\.\d+)", result.stdout)
-        if match:
-            return match.group(1), None
-        return None, result.error or "no version in nvcc --version output"
-
-    home, how = None, ""
-    for name in ("CUDA_HOME", "CUDA_PATH"):
-        value = system.getenv(name)
-        if value:
-            home, how = value, f"{name}={value} ({system.env_source})"
-            break
-    if home is None:
-        found = system.which("nvcc")
-        if found:
-            home, how = os.path.dirname(os.path.dirname(found)), f"PATH ({found})"
-        else:
-            home, how = "/usr/local/cuda", "default /usr/local/cuda"
-    nvcc_path = os.path.join(system.path(home), "bin", "nvcc")
-    if os.path.exists(nvcc_path):
-        version, error = version_of(nvcc_path)
-    else:
-        version, error = None, f"{nvcc_path} does not exist"
-    fact = NvccFact(nvcc_path, version, how, error)
-    toolkits = []
-    for candidate in sorted(glob.glob(system.path("/usr/local/cuda-*"))):
-        path = os.path.join(candidate, "bin", "nvcc")
-        if os.path.exists(path):
-            found_version, _ = version_of(path)
-            if found_version:
-                toolkits.append(ToolkitOption(candidate, found_version))
-    return fact, tuple(toolkits)
+    present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
+    where = "" if target.is_local else f" on {target.name}"
+    return Examined(
+        description=f"{env.executable} (Python {env.python_version}){where}",
+        env=dict(facts.get("env") or {}),
+        env_source=str(facts.get("env_source") or "shell"),
+        code=code,
+        traces=tuple(traces),
+        toolchains=toolchains,
+        gpus=(*_named_gpus(args.gpu), *present),
+        problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
+    )
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.explain import explain
     from archgap.analysis.logparse import parse_log
     from archgap.kb.signatures import load_signatures
+    from archgap.transport import target_from_args
 
     text, origin = _read_input(args)
+    _named_gpus(args.gpu)  # a bad GPU name fails before anything is probed
+    target = target_from_args(args)
     log = parse_log(text)
-    environment = None if args.log_only else _environment(args)
-    diagnosis = explain(log, load_signatures(), environment)
+    signatures = load_signatures()
+    examined = None
+    if not args.log_only:
+        with out.status(f"examining {target.name}"):
+            examined = _examine(args, log, signatures, target)
+    diagnosis = explain(log, signatures, examined)
     if out.json_mode:
         out.emit("explain", _document(diagnosis, origin, log.lines, log.truncated_lines))
     else:

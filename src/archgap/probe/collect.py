@@ -25,6 +25,7 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "toolchains": ("toolkit", "collect_toolchains"),
     "trace": ("source", "collect_trace"),
     "gates": ("source_gates", "collect_gates"),
+    "code": ("source_sites", "collect_code"),
 }
 
 
