@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Problem
 from .source_flow import (
+    AST_INDEX,
     Frame,
     Knob,
     Program,
@@ -620,7 +621,7 @@ class _Finder:
 
 
 def _unwrap(node: ast.AST) -> ast.AST:
-    return node.value if isinstance(node, ast.Index) else node  # type: ignore[attr-defined]
+    return node.value if isinstance(node, AST_INDEX) else node  # type: ignore[attr-defined]
 
 
 def _analyse(found: List[_Found], sources: Dict[str, SourceFile]) -> List[Occurrence]:

@@ -16,6 +16,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from .source_scan import SourceFile, module_name, module_path
 
 MAX_CALL_DEPTH = 6
+# Python 3.8 wraps subscript keys in ast.Index; later versions deprecate (and drop) the class.
+AST_INDEX: Tuple[type, ...] = tuple(getattr(ast, n) for n in ("Index",) if hasattr(ast, n))
 MAX_FUNCTIONS = 300  # per question: bounds the time on a pathological call graph
 
 # Handlers that catch anything.
@@ -148,8 +150,8 @@ def dotted(node: ast.AST) -> Optional[str]:
 
 
 def string_value(node: Optional[ast.AST]) -> Optional[str]:
-    if isinstance(node, ast.Index):  # Python 3.8 wraps subscripts
-        node = node.value  # type: ignore[attr-defined]
+    if isinstance(node, AST_INDEX):  # Python 3.8 wraps subscripts
+        node = getattr(node, "value", None)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None

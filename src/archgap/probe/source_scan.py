@@ -14,7 +14,7 @@ import itertools
 import os
 import re
 import tokenize
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
 from .facts import Problem
 
@@ -462,7 +462,7 @@ def parse(text: str) -> Tuple[Optional[ast.Module], str]:
         return None, "does not parse: %s" % (exc,)
 
 
-def word_pattern(word: str) -> re.Pattern[str]:
+def word_pattern(word: str) -> Pattern[str]:
     return re.compile(r"(?<![\w])" + re.escape(word) + r"(?![\w])")
 
 
