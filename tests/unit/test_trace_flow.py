@@ -4,6 +4,7 @@ except only logs, through a helper in another module that reads CUDA_HOME and ca
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -133,3 +134,31 @@ def test_nothing_is_written_into_the_inspected_tree(tmp_path: Path) -> None:
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     trace("ARCHS", [str(tmp_path)])
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_trace_and_gates_are_probe_sections(tmp_path: Path) -> None:
+    from archgap.model import decode
+    from archgap.probe.collect import collect
+    from archgap.probe.source import TraceFacts
+    from archgap.probe.source_gates import GatesFacts
+    from archgap.probe.system import System
+
+    make_package(tmp_path)
+    request = {
+        "trace": {"name": "ARCHS", "paths": [str(tmp_path)]},
+        "gates": {"paths": [str(tmp_path)]},
+    }
+    facts = json.loads(json.dumps(collect(request, System.local())))  # as it crosses the wire
+    assert facts["errors"] == {}
+    traced = decode(TraceFacts, facts["sections"]["trace"])
+    assert [o.line for o in traced.occurrences if o.kind == "write"] == [20, 22, 26, 32]
+    gated = decode(GatesFacts, facts["sections"]["gates"])
+    (target,) = gated.targets
+    found = {f.function: [(g.line, g.kind) for g in f.gates] for f in target.functions}
+    assert found == {
+        "<module>": [(7, "arch-env")],  # os.getenv("PKG_DEFAULT_ARCH")
+        "Context.normalize": [(13, "comparison"), (16, "raise")],
+        "Context.__init__": [(21, "arch-env"), (22, "arch-env")],
+    }
+    bad = collect({"trace": {"name": "a;b"}}, System.local())["sections"]["trace"]
+    assert bad["error"] == "not a traceable name: 'a;b'"
