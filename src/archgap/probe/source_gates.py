@@ -41,7 +41,7 @@ _WARN_CALLS = ("warn", "warning", "warning_once", "warn_once")
 _ARCH_WORDS = frozenset(("major", "minor", "capability", "cc", "sm", "arch", "archs", "compute"))
 # A message about an architecture, an SM, a compute capability or a CUDA version.
 ARCH_MESSAGE = re.compile(
-    r"\bsm_?(?:\d|\{|%)|\bsm ?\d+(\.\d+|x)|compute capabilit|\bcapabilit|architecture"
+    r"\bsm_?(?:\d|\{|%)|\bsm ?\d|compute capabilit|\bcapabilit|architecture"
     r"|\barchs?\b|cuda\s*(version|toolkit|>=|>|<=|<|==|\d)|\bblackwell\b|\bhopper\b|\bampere\b",
     re.IGNORECASE,
 )
