@@ -531,7 +531,10 @@ def _knob_branch(
         )
     else:
         chain.knobs_set.append(knob)
-        text = f"{knob}={value!r} is set ({examined.env_source}): {name} is taken from it ({lines})"
+        text = (
+            f"{knob}={value!r} is set ({examined.env_source}): {name} is taken from it "
+            f"(writes at {lines})"
+        )
     chain.add(text, location, fact, whose, CONFIRMED)
 
 
