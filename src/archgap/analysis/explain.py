@@ -38,6 +38,9 @@ UNCONFIRMED = "unconfirmed"  # from the log, contradicted by the examined enviro
 _SITE_DIRS = ("site-packages/", "dist-packages/")
 _VERSION_CALL = re.compile(r"cuda_version", re.IGNORECASE)
 _EMPTY_VALUE = re.compile(r"=\s*(?:(?:set|list|dict|tuple)\(\)|\[\]|\{\}|\(\))\s*$")
+# Evidence of the log reported as versions.
+_VERSION_KINDS: tuple[str, ...] = ("torch", "torch_cuda", "flashinfer", "nvcc", "driver", "vllm")
+_VERSION_KINDS += ("driver_cuda", "sglang", "triton", "flashinfer_cuda_version")
 # Writes that bind a name without computing a value for it.
 _NOT_VALUE_WRITES = ("parameter", "import", "global", "except-as", "del", "def", "class")
 
@@ -320,18 +323,7 @@ def _short(function: str) -> str:
 
 def recognise(log: ParsedLog) -> Recognised:
     last = log.tracebacks[-1] if log.tracebacks else None
-    version_kinds = (
-        "torch",
-        "torch_cuda",
-        "flashinfer",
-        "nvcc",
-        "driver",
-        "driver_cuda",
-        "vllm",
-        "sglang",
-        "triton",
-        "flashinfer_cuda_version",
-    )
+    version_kinds = _VERSION_KINDS
     path_kinds = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
     return Recognised(
         gpus=tuple(e.value for e in log.evidence_of("gpu")),
@@ -557,6 +549,16 @@ def _site_of(code: CodeFacts, raiser: Raiser) -> CodeSite | None:
     )
 
 
+def _holding_raise(swallow: Swallow, examined: Examined) -> tuple[Raiser, _Chain] | None:
+    """A hidden raise whose conditions all hold on this environment, with the steps saying so."""
+    for raiser in swallow.raisers:
+        site = _site_of(examined.code, raiser)
+        scratch = _Chain()
+        if site is not None and _raise_conditions(scratch, site, examined) == (True, True):
+            return raiser, scratch
+    return None
+
+
 def _swallowed_write(
     chain: _Chain,
     log: ParsedLog,
@@ -569,32 +571,10 @@ def _swallowed_write(
     branch = f" in the else branch of `{knob}`" if knob else ""
     where = _where(write.path, write.line)
     fired, seen_text = _fired(log, swallow.raisers)
-    if fired is None:
-        # No message in the log: a raise whose conditions hold on this environment fires here.
-        for raiser in swallow.raisers:
-            site = _site_of(examined.code, raiser)
-            scratch = _Chain()
-            if site is None or _raise_conditions(scratch, site, examined) != (True, True):
-                continue
-            chain.add(
-                f"The write at :{write.line}{branch} never completes: {_short(raiser.function)}() "
-                f"raises at :{raiser.line} on this environment and the `except` at "
-                f":{swallow.except_line} swallows it",
-                where,
-                write.text,
-                source,
-                CONFIRMED,
-            )
-            chain.add(
-                f"The swallowed exception: {raiser.message}",
-                _where(raiser.path, raiser.line),
-                site.text,
-                source,
-                CONFIRMED,
-            )
-            chain.steps.extend(scratch.steps)
-            chain.required_cuda, chain.nvcc_line = scratch.required_cuda, scratch.nvcc_line
-            return
+    # No message in the log: a raise whose conditions hold on this environment fires here.
+    held = _holding_raise(swallow, examined) if fired is None else None
+    raiser = fired or (held[0] if held else None)
+    if raiser is None:
         chain.add(
             f"The write at :{write.line}{branch} can fail silently: the `except` at "
             f":{swallow.except_line} swallows any exception ({swallow.action})",
@@ -603,28 +583,29 @@ def _swallowed_write(
             source,
             CONFIRMED,
         )
-        for raiser in swallow.raisers:
+        for hidden in swallow.raisers:
+            what = hidden.message or hidden.exception
+            location = _where(hidden.path, hidden.line)
             chain.add(
-                f"{_short(raiser.function)}() can raise {raiser.message or raiser.exception}",
-                _where(raiser.path, raiser.line),
-                "",
-                source,
-                CONFIRMED,
+                f"{_short(hidden.function)}() can raise {what}", location, "", source, CONFIRMED
             )
         return
-    warning = next((w for w in log.warnings if w.text == seen_text), None)
-    who = ""
-    if warning is not None:
-        workers = [w for w in warning.workers if w]
-        who = f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
     chain.add(
-        f"The write at :{write.line}{branch} never completes: {_short(fired.function)}() raises "
-        f"at :{fired.line} and the `except` at :{swallow.except_line} swallows it",
+        f"The write at :{write.line}{branch} never completes: {_short(raiser.function)}() raises "
+        f"at :{raiser.line}{'' if fired else ' on this environment'} and the `except` at "
+        f":{swallow.except_line} swallows it",
         where,
         write.text,
         source,
         CONFIRMED,
     )
+    site = _site_of(examined.code, raiser)
+    location, code = _where(raiser.path, raiser.line), site.text if site else ""
+    if held is not None:
+        chain.add(f"The swallowed exception: {raiser.message}", location, code, source, CONFIRMED)
+        chain.steps.extend(held[1].steps)
+        chain.required_cuda, chain.nvcc_line = held[1].required_cuda, held[1].nvcc_line
+        return
     if knob and knob in chain.knobs_set:
         chain.contradicted = True
         chain.add(
@@ -635,14 +616,13 @@ def _swallowed_write(
             f"environment ({examined.env_source})",
             UNCONFIRMED,
         )
-    site = _site_of(examined.code, fired)
-    chain.add(
-        f"The swallowed exception, as the handler logged it{who}: {seen_text}",
-        _where(fired.path, fired.line),
-        site.text if site else "",
-        "log",
-        FROM_LOG,
-    )
+    warning = next((w for w in log.warnings if w.text == seen_text), None)
+    who = ""
+    if warning is not None:
+        workers = [w for w in warning.workers if w]
+        who = f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
+    text = f"The swallowed exception, as the handler logged it{who}: {seen_text}"
+    chain.add(text, location, code, "log", FROM_LOG)
     if site is not None:
         _raise_conditions(chain, site, examined)
 
