@@ -2,7 +2,12 @@
 
 Exit codes: 1 = an architecture-gap error was recognised and explained; 0 = no known
 architecture-gap signature in the input (an error archgap does not know is printed as "unknown",
-with what it recognised); 2 = usage error (no input, unreadable file, bad --gpu/--env-from).
+with what it recognised); 2 = usage or probe error (no input, unreadable file, bad --gpu,
+unreadable --env-from, an unreachable host or a missing interpreter there).
+
+Every fact of the examined environment comes from the probe, on this machine or on the target
+(--host/--container/--pod/--via): the Python environment, toolchains, GPUs and the raise sites the
+log points at in one request, then the trace of the state the raising condition reads.
 """
 
 from __future__ import annotations
