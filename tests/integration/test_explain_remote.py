@@ -110,3 +110,12 @@ def test_unreachable_host_is_a_clear_error() -> None:
     )
     assert result.returncode == 2
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_via_a_local_command_prefix_uses_the_environment_it_sets(tmp_path: Path) -> None:
+    from tests.integration.test_explain_incident import _toolkit
+
+    home = _toolkit(tmp_path, "12.8")
+    code, via = explain("--via", f"env -i CUDA_HOME={home}", env=_clean_env())
+    assert code == 1 and via["confirmed"] is True
+    assert "12.8 < 12.9" in texts(via) and str(home) in via["root_cause"]
