@@ -13,7 +13,7 @@ import os
 import sys
 import sysconfig
 from dataclasses import asdict
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .facts import Distribution, Problem, PythonEnvironment
 from .system import System
@@ -84,7 +84,8 @@ def _existing(paths: Any) -> Tuple[str, ...]:
     return tuple(seen)
 
 
-def _read_metadata(dist_info: str) -> Tuple[str, str]:
+def read_metadata(dist_info: str) -> Tuple[str, str]:
+    """(Name, Version) from a .dist-info METADATA file's headers."""
     name, version = "", ""
     with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -110,12 +111,8 @@ def record_files(dist_info: str) -> Tuple[str, ...]:
     return tuple(files)
 
 
-def installed_distributions(
-    site_packages: Tuple[str, ...],
-) -> Tuple[Tuple[Distribution, ...], Tuple[Problem, ...]]:
-    """Every ``*.dist-info`` in the given directories, with the native files its RECORD owns."""
-    dists: List[Distribution] = []
-    problems: List[Problem] = []
+def dist_infos(site_packages: Iterable[str], problems: List[Problem]) -> Iterator[Tuple[str, str]]:
+    """(site directory, .dist-info path) of every distribution; unlistable dirs go to problems."""
     for site in site_packages:
         try:
             names = sorted(os.listdir(site))
@@ -123,24 +120,29 @@ def installed_distributions(
             problems.append(Problem(site, "cannot list: %s" % (exc.strerror or exc)))
             continue
         for entry in names:
-            if not entry.endswith(".dist-info"):
-                continue
-            dist_info = os.path.join(site, entry)
-            try:
-                name, version = _read_metadata(dist_info)
-            except OSError as exc:
-                problems.append(
-                    Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc))
-                )
-                continue
-            try:
-                native = tuple(p for p in record_files(dist_info) if is_native_file(p))
-            except OSError as exc:
-                problems.append(Problem(dist_info, "unreadable RECORD: %s" % (exc.strerror or exc)))
-                native = ()
-            dists.append(
-                Distribution(name or entry[: -len(".dist-info")], version, dist_info, native)
-            )
+            if entry.endswith(".dist-info"):
+                yield site, os.path.join(site, entry)
+
+
+def installed_distributions(
+    site_packages: Tuple[str, ...],
+) -> Tuple[Tuple[Distribution, ...], Tuple[Problem, ...]]:
+    """Every ``*.dist-info`` in the given directories, with the native files its RECORD owns."""
+    dists: List[Distribution] = []
+    problems: List[Problem] = []
+    for _site, dist_info in dist_infos(site_packages, problems):
+        try:
+            name, version = read_metadata(dist_info)
+        except OSError as exc:
+            problems.append(Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc)))
+            continue
+        try:
+            native = tuple(p for p in record_files(dist_info) if is_native_file(p))
+        except OSError as exc:
+            problems.append(Problem(dist_info, "unreadable RECORD: %s" % (exc.strerror or exc)))
+            native = ()
+        fallback = os.path.basename(dist_info)[: -len(".dist-info")]
+        dists.append(Distribution(name or fallback, version, dist_info, native))
     return tuple(dists), tuple(problems)
 
 

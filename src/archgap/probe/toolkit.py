@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .facts import Problem
+from .pyenv import dist_infos, interpreter_paths, read_metadata, record_files
 from .system import System
 
 # "Cuda compilation tools, release 12.8, V12.8.93" (nvcc and ptxas print the same line).
@@ -272,61 +273,33 @@ def _system_toolkits(system: System, runner: _ToolRunner) -> Tuple[List[Toolkit]
     return found, which_nvcc
 
 
-def _read_metadata(dist_info: str) -> Tuple[str, str]:
-    name, version = "", ""
-    with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                break
-            if line.startswith("Name:") and not name:
-                name = line[5:].strip()
-            elif line.startswith("Version:") and not version:
-                version = line[8:].strip()
-    return name, version
-
-
 def _dists(
     site_packages: Iterable[str], problems: List[Problem]
 ) -> List[Tuple[str, str, str, str]]:
     """(normalised name, version, dist-info path, site dir) of the interesting distributions."""
     found: List[Tuple[str, str, str, str]] = []
-    for site in site_packages:
-        try:
-            entries = sorted(os.listdir(site))
-        except OSError as exc:
-            problems.append(Problem(site, "cannot list: %s" % (exc.strerror or exc)))
+    for site, dist_info in dist_infos(site_packages, problems):
+        guess = _normalise(os.path.basename(dist_info)[: -len(".dist-info")].rsplit("-", 1)[0])
+        if not (guess.startswith(TOOLKIT_WHEEL_PREFIXES) or guess in JIT_PACKAGES):
             continue
-        for entry in entries:
-            if not entry.endswith(".dist-info"):
-                continue
-            guess = _normalise(entry[: -len(".dist-info")].rsplit("-", 1)[0])
-            if not (guess.startswith(TOOLKIT_WHEEL_PREFIXES) or guess in JIT_PACKAGES):
-                continue
-            dist_info = os.path.join(site, entry)
-            try:
-                name, version = _read_metadata(dist_info)
-            except OSError as exc:
-                problems.append(
-                    Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc))
-                )
-                continue
-            found.append((_normalise(name or guess), version, dist_info, site))
+        try:
+            name, version = read_metadata(dist_info)
+        except OSError as exc:
+            problems.append(Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc)))
+            continue
+        found.append((_normalise(name or guess), version, dist_info, site))
     return found
 
 
 def _record_binaries(dist_info: str, site: str) -> List[str]:
     """Absolute paths of the nvcc/ptxas binaries a distribution's RECORD lists."""
-    binaries: List[str] = []
     try:
-        with open(os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace") as f:
-            for row in f:
-                path = row.split(",", 1)[0]
-                parts = path.split("/")
-                if len(parts) >= 2 and parts[-2] == "bin" and parts[-1] in ("nvcc", "ptxas"):
-                    binaries.append(os.path.normpath(os.path.join(site, path)))
+        files = record_files(dist_info)
     except OSError:
-        pass
-    return binaries
+        return []
+    return [
+        p for p in files if p.split(os.sep)[-2:-1] == ["bin"] and p.endswith(("/nvcc", "/ptxas"))
+    ]
 
 
 def _wheel_toolkits(dists: List[Tuple[str, str, str, str]], runner: _ToolRunner) -> List[Toolkit]:
@@ -515,8 +488,6 @@ def collect_toolchains(system: System, params: Any) -> Dict[str, Any]:
     if isinstance(site, list):
         site_packages = tuple(str(s) for s in site)
     else:
-        from .pyenv import interpreter_paths
-
         _exe, _ver, site_packages, problem = interpreter_paths(system, params.get("python"))
         if problem is not None:
             problems.append(problem)
