@@ -220,7 +220,8 @@ def test_comments_docstrings_and_longer_names_are_not_occurrences(tmp_path: Path
 
 
 def test_unparseable_and_binary_files_are_reported_and_skipped(tmp_path: Path) -> None:
-    write_module(tmp_path, "def broken(:\n    NAME = 1\n", "bad.py")
+    # Only what encloses a hit is parsed: the syntax error is in the hit's own statement.
+    write_module(tmp_path, "def broken():\n    NAME = = 1\n", "bad.py")
     (tmp_path / "pkg" / "junk.py").write_bytes(b"\x00\xff\xfeNAME\x00\x81garbage")
     write_module(tmp_path, "NAME = 2\n", "good.py")
     facts = trace("NAME", [str(tmp_path)])

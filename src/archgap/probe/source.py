@@ -258,8 +258,8 @@ def _is_word_char(char: str) -> bool:
 
 def _find_in_file(src: SourceFile, finder: _Finder, hits: List[int]) -> str:
     """Visit what encloses each hit; returns why the file could not be analysed, or ""."""
-    pieces, error = src.pieces(hits)
-    for stmts, scope in pieces:
+    pieces, error = src.statement_pieces(hits)
+    for stmts, scope, _ in pieces:
         finder.body(stmts, scope, (), (), None)
     return error
 
@@ -643,6 +643,11 @@ def _analyse(found: List[_Found], sources: Dict[str, SourceFile]) -> List[Occurr
         if item.kind == "write" and item.form.startswith((*_VALUE_WRITES, "mutate")):
             info = program.info(item.path, src)
             owner = item.function
+            if info is not None and item.scope:
+                # A hit parsed as one statement of a function body: its function, whole.
+                defined = info.defs.get(".".join(item.scope))
+                if isinstance(defined, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    owner = defined
             if info is not None and owner is not None:
                 qualname = _owner_qualname(item, owner)
                 cache_key = (item.path, owner.lineno)  # type: ignore[attr-defined]

@@ -139,14 +139,14 @@ def _gates(label: str, paths: Sequence[str]) -> Tuple[GatesTarget, List[Problem]
         if not triggers:
             continue
         candidates += 1
-        pieces, error = src.pieces(triggers)
+        pieces, error = src.statement_pieces(triggers)
         if error:
             problems.append(Problem(path, error))
         module, _ = module_name(path, init_cache)
         finder = _GateFinder(src, triggers)
         try:
-            for stmts, scope in pieces:
-                finder.body(stmts, scope, (), 1)
+            for stmts, scope, def_line in pieces:
+                finder.body(stmts, scope, (), def_line or 1)
         except RecursionError:
             problems.append(Problem(path, "too deeply nested to analyse"))
             continue

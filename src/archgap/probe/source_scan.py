@@ -218,6 +218,7 @@ class SourceFile:
         self._module: Optional[ast.Module] = None
         self._module_error: Optional[str] = None
         self._line_offsets: Optional[List[int]] = None
+        self.last_header = 0
 
     @classmethod
     def load(cls, path: str, data: Optional[bytes] = None) -> Tuple[Optional[SourceFile], str]:
@@ -306,7 +307,9 @@ class SourceFile:
             end += 1
         return start, end
 
-    def enclosing_function(self, index: int) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
+    def enclosing_function(
+        self, index: int, allow_top: bool = False
+    ) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
         """[start, end) lines and outer scope names of the indented def that holds line ``index``.
 
         None when the line is not inside an indented def (module level, a class body, or a def at
@@ -334,7 +337,7 @@ class SourceFile:
         if header < 0:
             return None
         indent = _indent(lines[header])
-        if indent == 0:
+        if indent == 0 and not allow_top:
             return None
         names: List[str] = []
         limit = indent
@@ -367,21 +370,80 @@ class SourceFile:
             end += 1
         return start, end, tuple(reversed(names))
 
+    def body_statement(self, index: int) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
+        """[start, end) and scope names (with the def) of the statement of a function body that
+        holds line ``index``: the smallest piece that still carries every branch around a hit
+        inside a function. Found by indentation; ``parse_range`` checks it."""
+        found = self.enclosing_function(index, allow_top=True)
+        if found is None or not found[0] <= index < found[1]:
+            return None
+        lines = self.lines
+        start, end, scope = found
+        header = start
+        while header < index and not _is_def(lines[header].lstrip()):
+            header += 1
+        if header >= index:
+            return None
+        outer = _indent(lines[header])
+        widths = [
+            _indent(line)
+            for line in lines[header + 1 : index + 1]
+            if line.strip() and not line.lstrip().startswith(("#", ")", "]", "}"))
+        ]
+        body = min((w for w in widths if w > outer), default=0)
+        if not body:
+            return None
+        first = index
+        while first > header and not (
+            _indent(lines[first]) == body and _starts_statement(lines[first][body:])
+        ):
+            first -= 1
+        if first <= header:
+            return None
+        last = index + 1
+        while last < end:
+            line = lines[last]
+            if line.strip() and _indent(line) <= body and _starts_statement(line[_indent(line) :]):
+                break
+            last += 1
+        self.last_header = header + 1  # the def line of the latest body statement (1-based)
+        return first, last, (*scope, _header_name(lines[header].lstrip()))
+
     def pieces(
         self, hits: Sequence[int]
     ) -> Tuple[List[Tuple[List[ast.stmt], Tuple[str, ...]]], str]:
-        """(statements, outer scope names) that together enclose every hit line (1-based).
+        """(statements, outer scope names) that together enclose every hit line (1-based): each
+        hit's indented def, else its top-level statement, else the whole module."""
+        found, error = self.statement_pieces(hits, statements=False)
+        return [(stmts, scope) for stmts, scope, _ in found], error
+
+    def statement_pieces(
+        self, hits: Sequence[int], statements: bool = True
+    ) -> Tuple[List[Tuple[List[ast.stmt], Tuple[str, ...], int]], str]:
+        """(statements, scope names, def line or 0) that together enclose every hit line.
+
+        With ``statements`` a hit inside a function is parsed as the one statement of the
+        function body that holds it (scope names then end with the function's, and the def line
+        is given); the pieces are smaller, and still carry every branch around the hit.
 
         Each hit's indented def is parsed on its own, else its top-level statement; when one of
         them does not parse on its own the whole module is the only piece. Returns the pieces and
         why the file cannot be parsed at all ("" when it can).
         """
-        pieces: List[Tuple[List[ast.stmt], Tuple[str, ...]]] = []
+        pieces: List[Tuple[List[ast.stmt], Tuple[str, ...], int]] = []
         covered: List[Tuple[int, int]] = []
         for number in hits:
             index = number - 1
             if any(start <= index < end for start, end in covered):
                 continue
+            statement = self.body_statement(index) if statements else None
+            if statement is not None:
+                start, end, scope = statement
+                tree = self.parse_range(start, end, indented=True)
+                if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
+                    covered.append((start, end))
+                    pieces.append((tree.body[0].body, scope, self.last_header))
+                    continue
             function = self.enclosing_function(index)
             # A continuation line's indentation can mislead the search: the def must hold the hit.
             if function is not None and function[0] <= index < function[1]:
@@ -389,16 +451,16 @@ class SourceFile:
                 tree = self.parse_range(start, end, indented=True)
                 if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
                     covered.append((start, end))
-                    pieces.append((tree.body[0].body, scope))
+                    pieces.append((tree.body[0].body, scope, 0))
                     continue
             start, end = self.enclosing_block(index)
             tree = self.parse_range(start, end, indented=False)
             if tree is not None:
                 covered.append((start, end))
-                pieces.append((tree.body, ()))
+                pieces.append((tree.body, (), 0))
                 continue
             module, error = self.module()
-            return ([(module.body, ())] if module is not None else []), error
+            return ([(module.body, (), 0)] if module is not None else []), error
         return pieces, ""
 
     def parse_range(self, start: int, end: int, indented: bool) -> Optional[ast.Module]:
