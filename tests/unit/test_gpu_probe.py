@@ -2,11 +2,13 @@
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from archgap.api import choose_targets
+from archgap.probe.facts import Problem
 from archgap.probe.gpu import probe_gpus
 from archgap.probe.system import System
 
@@ -30,7 +32,7 @@ def system_with_smi(tmp_path: Path, csv: str, root: str = "/", **extra: str) -> 
 
 
 @pytest.fixture(autouse=True)
-def _clean_env():
+def _clean_env() -> Iterator[None]:
     yield
     for key in [k for k in os.environ if k.startswith("NVSMI")]:
         del os.environ[key]
@@ -65,6 +67,7 @@ def test_hanging_nvidia_smi_is_cut_off(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     assert facts.gpus == ()
     assert "timed out" in facts.problems[0].reason
+    assert len(facts.problems) == 1  # NVML would block as nvidia-smi did: not asked
 
 
 def test_no_nvidia_smi_falls_back_to_proc_through_the_root_prefix(tmp_path: Path) -> None:
@@ -74,5 +77,7 @@ def test_no_nvidia_smi_falls_back_to_proc_through_the_root_prefix(tmp_path: Path
     assert facts.driver_version == "580.105.06"
     assert facts.source == "/proc/driver/nvidia/version"
     assert "not found" in facts.problems[0].reason
+    # NVML is looked for under the root only (the host's library is not the target's).
+    assert facts.problems[1] == Problem("nvml", "libnvidia-ml.so.1 not found")
     # With no GPU found and none named, the default matrix is shown as information.
     assert {t.role for t in choose_targets(facts, [])} == {"matrix"}
