@@ -64,8 +64,9 @@ def test_no_gap_exit_zero_and_text_output(venv: Path) -> None:
 
 
 def test_default_matrix_never_fails(venv: Path, tmp_path: Path) -> None:
-    # No nvidia-smi on PATH and no --gpu: the default matrix, as information (exit 0).
-    result = run_cli("scan", "--python", str(venv), "--json", env={"PATH": str(tmp_path)})
+    # No nvidia-smi, no NVML under an empty root, no --gpu: the default matrix, as information.
+    empty = str(tmp_path)
+    result = run_cli("scan", "--python", str(venv), "--root", empty, "--json", env={"PATH": empty})
     doc = json_output(result, "scan")
     assert {g["role"] for g in doc["gpus"]} == {"matrix"}
     assert result.returncode == 0

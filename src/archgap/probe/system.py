@@ -7,12 +7,15 @@ hangs longer than its timeout (``nvidia-smi`` blocks when a GPU falls off the bu
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple
 
 DEFAULT_TIMEOUT = 10.0
+KILL_GRACE = 2.0  # seconds to reap a killed command before abandoning it
 
 # Only these variables are ever read from an environment or reported: names that steer CUDA
 # toolchains and GPU stacks. Anything that looks like a credential is refused even if it matches.
@@ -106,29 +109,40 @@ class System:
         return None
 
     def run(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> CommandResult:
-        """Run a command (an argument vector, never a shell string) with a hard timeout."""
+        """Run a command (an argument vector, never a shell string) with a hard timeout.
+
+        On timeout the command's whole process group is killed; a process that cannot die (stuck
+        in the GPU driver) is abandoned after a short grace period instead of waited for.
+        """
         args = tuple(argv)
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                timeout=timeout,
                 env=self._child_env(),
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            return CommandResult(args, None, "", "", "timed out after %g s" % timeout)
         except FileNotFoundError:
             return CommandResult(args, None, "", "", "not found")
         except PermissionError:
             return CommandResult(args, None, "", "", "permission denied")
         except OSError as exc:
             return CommandResult(args, None, "", "", "cannot run: %s" % (exc.strerror or exc))
-        out = proc.stdout.decode("utf-8", "replace")
-        err = proc.stderr.decode("utf-8", "replace")
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=KILL_GRACE)
+            return CommandResult(args, None, "", "", "timed out after %g s" % timeout)
+        out = stdout.decode("utf-8", "replace")
+        err = stderr.decode("utf-8", "replace")
         error = None if proc.returncode == 0 else "exited with status %d" % proc.returncode
+        if proc.returncode < 0:
+            error = "killed by signal %d" % -proc.returncode
         return CommandResult(args, proc.returncode, out, err, error)
 
     def _child_env(self) -> Dict[str, str]:
