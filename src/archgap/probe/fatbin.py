@@ -39,9 +39,11 @@ from .facts import BinaryFacts, KernelEntry
 from .system import System
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
-# magic, version 1, header size 16: the part of a container header that never varies
-CONTAINER_PREFIX = CONTAINER_MAGIC + b"\x01\x00\x10\x00"
 ELF_MAGIC = b"\x7fELF"
+# What a deep search looks for to find a bare cubin: the ELF ident of a 64-bit little-endian
+# ELF version 1 image, the only kind cubin_at accepts (7 bytes: searched ~25 % faster than 4).
+CUBIN_IDENT = ELF_MAGIC + b"\x02\x01\x01"
+READAHEAD_MIN = 1 << 20  # searched ranges at least this large get the kernel's read-ahead back
 AR_MAGIC = b"!<arch>\n"
 THIN_AR_MAGIC = b"!<thin>\n"
 
@@ -297,38 +299,49 @@ class _Reader:
     def search_section(self, start: int, end: int, section: str, member: Optional[str]) -> None:
         """Validated containers and bare cubins in [start, end): device code cuobjdump skips.
 
-        Containers are searched by their full fixed header (magic, version 1, header size 16);
-        cubins only in the gaps between containers, so back-to-back containers (cuFFT's .ldata,
-        cuBLASLt's .cask_resource) cost one header read each and no scan."""
+        Two searches cover the bytes between containers: one for the container magic, one for
+        the cubin ELF ident. Containers themselves are never searched: a valid one is skipped
+        by its size, so back-to-back containers (cuFFT's .ldata, cuBLASLt's .cask_resource)
+        cost one header read each and no scan."""
         buf = self.buf
-        if hasattr(buf, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+        if end - start >= READAHEAD_MIN and hasattr(buf, "madvise"):
+            # This range is read front to back: undo the file's MADV_RANDOM here so a cold cache
+            # reads ahead (4x faster cold on cuBLASLt). Not MADV_SEQUENTIAL: pages touched through
+            # such a mapping count as unused and are reclaimed first, making the next run cold.
             aligned = start - start % mmap.PAGESIZE
-            # this range is read front to back: let the kernel read ahead here
-            with contextlib.suppress(OSError, ValueError):
-                buf.madvise(mmap.MADV_SEQUENTIAL, aligned, end - aligned)
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
         pos = start
         while pos < end:
-            hit = buf.find(CONTAINER_PREFIX, pos, end)
-            gap_end = end if hit < 0 else hit
-            cubin = buf.find(ELF_MAGIC, pos, gap_end)
-            while cubin >= 0:
-                cubin_end = self.cubin_at(cubin, end, section, False, member)
-                if cubin_end > gap_end:  # the container candidate was inside this cubin
-                    break
-                next_from = cubin_end if cubin_end > cubin else cubin + 1
-                cubin = buf.find(ELF_MAGIC, next_from, gap_end)
+            if buf[pos : pos + 4] == CONTAINER_MAGIC:
+                hit = pos  # the next container follows the last one directly: no search
             else:
+                # The 4-byte magic, not the 8-byte fixed header: a needle ending in 0xba is
+                # searched ~20 % faster than one ending in 0x00 (zero bytes fill data sections).
+                hit = buf.find(CONTAINER_MAGIC, pos, end)
+                gap_end = end if hit < 0 else hit
+                # A valid container is rarely inside a cubin; cubins end where their sections do.
+                cubin = buf.find(CUBIN_IDENT, pos, gap_end)
+                while cubin >= 0:
+                    cubin_end = self.cubin_at(cubin, end, section, False, member)
+                    if cubin_end > gap_end:  # the container candidate was inside this cubin
+                        break
+                    next_from = cubin_end if cubin_end > cubin else cubin + 1
+                    cubin = buf.find(CUBIN_IDENT, next_from, gap_end)
+                else:
+                    cubin_end = -1
+                if cubin_end > gap_end:
+                    pos = cubin_end
+                    continue
                 if hit < 0:
                     return
-                if self.valid_container_at(hit, end):
-                    fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
-                    body = hit + CONTAINER_HEADER.size
-                    self.walk_entries(body, body + fat_size, section, False, member)
-                    pos = body + fat_size
-                else:
-                    pos = hit + 1
-                continue
-            pos = cubin_end
+            if self.valid_container_at(hit, end):
+                fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
+                body = hit + CONTAINER_HEADER.size
+                self.walk_entries(body, body + fat_size, section, False, member)
+                pos = body + fat_size
+            else:
+                pos = hit + 1
 
     # -- ELF ---------------------------------------------------------------------------------
 
@@ -406,7 +419,7 @@ class _Reader:
         deep = self.deep and (
             member is None
             or buf.find(CONTAINER_MAGIC, base, limit) >= 0
-            or buf.find(ELF_MAGIC, base + 4, limit) >= 0
+            or buf.find(CUBIN_IDENT, base + 4, limit) >= 0
         )
         fields, sections = self.section_table(base, limit, where, only_fatbin=not deep)
         if sections is None:
