@@ -17,8 +17,8 @@ from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, ve
 from archgap.kb.gpus import identify
 from archgap.model import BinaryFacts, GpuFacts, Problem, PythonEnvironment, decode
 from archgap.probe.toolkit import ToolchainFacts
-from archgap.transport import LOCAL, Target, run_probe
-from archgap.transport.run import DEFAULT_TIMEOUT, TransportError
+from archgap.transport.run import TransportError, run_probe
+from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 T = TypeVar("T")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.transport import ssh_target, via_target
 from archgap.transport.run import run_probe
+from archgap.transport.target import ssh_target, via_target
 from tests.helpers import json_output, run_cli
 from tests.integration.test_remote_services import require, ssh_env
 

@@ -15,19 +15,17 @@ import pytest
 
 from archgap.analysis.fleet import HostInput, coverage_matrix, fleet_report
 from archgap.report.html import fleet_html
-from archgap.transport import (
+from archgap.transport.bootstrap import LOADER, probe_input, probe_sources, standalone_script
+from archgap.transport.run import TransportError, classify, run_probe
+from archgap.transport.target import (
     LOCAL,
     TargetError,
-    TransportError,
     container_target,
     parse_host,
     pod_target,
-    run_probe,
     ssh_target,
     via_target,
 )
-from archgap.transport.bootstrap import LOADER, probe_input, probe_sources, standalone_script
-from archgap.transport.run import classify
 
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3")
 PY37 = Path("/root/.pyenv/versions/3.7.16/bin/python3")

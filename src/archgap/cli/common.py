@@ -10,8 +10,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
+
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from archgap.transport.target import Target
 
 EXIT_OK = 0
 EXIT_GAP = 1
@@ -118,3 +122,86 @@ class Output:
                 bar.update(task, advance=1, item=item[-60:])
 
             yield advance
+
+
+def add_target_options(
+    parser: argparse.ArgumentParser, *, timeout_default: float = DEFAULT_TIMEOUT
+) -> None:
+    """``--host/--container/--pod/--via`` (one at most), ``--connect-timeout`` and ``--timeout``:
+    where the probe runs (default: this machine, in-process)."""
+    group = parser.add_argument_group("where to look (default: this machine)")
+    where = group.add_mutually_exclusive_group()
+    where.add_argument(
+        "--host",
+        metavar="[USER@]HOST[:PORT]",
+        help="probe over ssh (your ~/.ssh/config, agent and known_hosts apply; BatchMode)",
+    )
+    where.add_argument(
+        "--container", metavar="NAME", help="probe inside a container (docker/podman exec -i)"
+    )
+    where.add_argument(
+        "--pod",
+        metavar="[NS/]POD[:CONTAINER]",
+        help="probe inside a Kubernetes pod (kubectl exec -i)",
+    )
+    where.add_argument(
+        "--via",
+        metavar="'CMD ...'",
+        help="probe through any command prefix that starts a program there with stdin/stdout",
+    )
+    group.add_argument("--container-engine", choices=("docker", "podman"), help=argparse.SUPPRESS)
+    group.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="S",
+        help="ssh connect timeout in seconds (default %(default)g)",
+    )
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=timeout_default,
+        metavar="S",
+        help="total time limit per target in seconds (default %(default)g)",
+    )
+
+
+def target_from_args(args: argparse.Namespace) -> Target:
+    """The target the options name (``LOCAL`` if none); a bad name raises ``UsageError``."""
+    from archgap.transport.target import (
+        LOCAL,
+        TargetError,
+        container_target,
+        pod_target,
+        ssh_target,
+        via_target,
+    )
+
+    python = getattr(args, "python", None) or DEFAULT_PYTHON
+    try:
+        if getattr(args, "host", None):
+            return ssh_target(
+                args.host, python, getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+            )
+        if getattr(args, "container", None):
+            return container_target(args.container, python, getattr(args, "container_engine", None))
+        if getattr(args, "pod", None):
+            return pod_target(args.pod, python)
+        if getattr(args, "via", None):
+            return via_target(args.via, python)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+    return LOCAL
+
+
+def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> dict[str, Any]:
+    """Run the probe ``request`` on the target the options name; a failure is a ``UsageError``."""
+    from archgap.transport.run import TransportError, run_probe
+
+    target = target_from_args(args)
+    env_from = getattr(args, "env_from", None)
+    with out.status(f"probing {target.name}"):
+        facts = run_probe(target, request, args.timeout, getattr(args, "root", "/"), env_from)
+    if isinstance(facts, TransportError):
+        raise UsageError(str(facts) + (f"\n{facts.stderr.rstrip()}" if facts.stderr else ""))
+    return facts

@@ -24,15 +24,16 @@ from archgap.cli.common import (
     UsageError,
     add_environment_options,
     add_json_option,
+    add_target_options,
+    target_from_args,
 )
-from archgap.transport import add_target_options
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain import Diagnosis, Examined
     from archgap.analysis.logparse import ParsedLog
     from archgap.kb.signatures import Signature
-    from archgap.transport import Target
+    from archgap.transport.target import Target
 
 MAX_INPUT = 64 * 1024 * 1024  # bytes read from a log; the rest is ignored (and said so)
 
@@ -92,7 +93,7 @@ def _named_gpus(values: list[str]) -> tuple[GpuTarget, ...]:
 def _probe(
     target: Target, request: dict[str, Any], args: argparse.Namespace, env_from: str | None
 ) -> dict[str, Any]:
-    from archgap.transport import TransportError, run_probe
+    from archgap.transport.run import TransportError, run_probe
 
     facts = run_probe(target, request, args.timeout, args.root, env_from)
     if isinstance(facts, TransportError):
@@ -162,7 +163,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.explain import explain
     from archgap.analysis.logparse import parse_log
     from archgap.kb.signatures import load_signatures
-    from archgap.transport import target_from_args
 
     text, origin = _read_input(args)
     _named_gpus(args.gpu)  # a bad GPU name fails before anything is probed

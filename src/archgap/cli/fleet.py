@@ -102,8 +102,9 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
     """Every host's facts or failure, as ``HostInput`` values."""
     from archgap.analysis.fleet import HostInput
     from archgap.cli.probe import build_request
-    from archgap.transport import TargetError, TransportError, run_many, ssh_target
+    from archgap.transport.run import TransportError, run_many
     from archgap.transport.slurm import run_probe_slurm
+    from archgap.transport.target import TargetError, ssh_target
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     python = args.python or "python3"

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     Output,
-    UsageError,
     add_environment_options,
     add_json_option,
+    add_target_options,
+    probe_facts,
 )
 
 if TYPE_CHECKING:
@@ -43,33 +43,24 @@ def register(subparsers: Any) -> None:
     )
     add_environment_options(parser)
     add_json_option(parser)
+    add_target_options(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.probe.source import distribution_targets
-    from archgap.probe.source_gates import GatesFacts, gates
-    from archgap.probe.system import System
+    from archgap.cli.trace import check_local_paths, emit_text, section
+    from archgap.model import decode
+    from archgap.probe.source_gates import GatesFacts
 
-    missing = [p for p in args.path if not os.path.exists(p)]
-    if missing:
-        raise UsageError(f"no such file or directory: {', '.join(missing)}")
-    system = System.local(root=args.root)
-    groups, problems, error = distribution_targets(system, args.path, args.dists, args.python)
-    if error:
-        out.error(error)
+    check_local_paths(args, args.path)
+    params = {"dists": args.dists, "paths": args.path, "python": args.python}
+    facts = decode(GatesFacts, section(probe_facts(args, out, {"gates": params}), "gates"))
+    if facts.error:
+        out.error(facts.error)
         return EXIT_ERROR
-    targets = []
-    for label, paths in groups:
-        target, target_problems = gates(label, paths)
-        targets.append(target)
-        problems.extend(target_problems)
-    facts = GatesFacts(tuple(targets), tuple(problems))
     if out.json_mode:
         out.emit("gates", {"gates": facts})
     else:
-        from archgap.cli.trace import emit_text
-
         lines: list[str] = []
         render(facts, lines)
         emit_text(lines, out)

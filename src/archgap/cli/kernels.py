@@ -12,8 +12,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, UsageError, add_json_option
-from archgap.transport import add_target_options
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Output,
+    UsageError,
+    add_json_option,
+    add_target_options,
+    probe_facts,
+)
 
 if TYPE_CHECKING:
     from archgap.probe.facts import BinaryFacts, KernelEntry
@@ -112,18 +119,12 @@ def _read_local(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFac
     return files
 
 
-def _read_remote(args: Any, deep: bool, out: Output) -> list[BinaryFacts]:
+def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
     """The same probe section on another machine: paths are that machine's paths."""
     from archgap.model import BinaryFacts, decode
-    from archgap.transport import run_probe, target_from_args
-    from archgap.transport.run import TransportError
 
-    target = target_from_args(args)
-    request = {"binaries": {"paths": list(args.paths), "deep": deep}}
-    with out.status(f"reading binaries on {target.name}"):
-        facts = run_probe(target, request, args.timeout)
-    if isinstance(facts, TransportError):
-        raise UsageError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+    request = {"binaries": {"paths": list(args.paths), "deep": bool(args.deep)}}
+    facts = probe_facts(args, out, request)
     if "binaries" in facts.get("errors", {}):
         raise UsageError(f"probe failed: {facts['errors']['binaries']}")
     return [decode(BinaryFacts, item) for item in facts["sections"].get("binaries", [])]
@@ -133,7 +134,7 @@ def run(args: Any, out: Output) -> int:
     started = time.perf_counter()
     deep = bool(args.deep)
     remote = any(getattr(args, k, None) for k in ("host", "container", "pod", "via"))
-    files = _read_remote(args, deep, out) if remote else _read_local(args.paths, deep, out)
+    files = _read_remote(args, out) if remote else _read_local(args.paths, deep, out)
     elapsed = time.perf_counter() - started
     failed = [f for f in files if f.error or f.format == "unreadable"]
     summary = {

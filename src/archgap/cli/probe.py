@@ -20,13 +20,14 @@ from archgap.cli.common import (
     UsageError,
     add_environment_options,
     add_json_option,
+    add_target_options,
+    target_from_args,
 )
 
 DEFAULT_SECTIONS = ("gpu", "python", "toolchains", "binaries")
 
 
 def register(subparsers: Any) -> None:
-    from archgap.transport import add_target_options
 
     parser = subparsers.add_parser(
         "probe",
@@ -114,8 +115,8 @@ def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.transport import TransportError, run_probe, target_from_args
     from archgap.transport.bootstrap import probe_input, standalone_script
+    from archgap.transport.run import TransportError, run_probe
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     required = [r.strip() for value in args.require for r in value.split(",") if r.strip()]

@@ -14,8 +14,9 @@ from archgap.cli.common import (
     UsageError,
     add_environment_options,
     add_json_option,
+    add_target_options,
+    target_from_args,
 )
-from archgap.transport import add_target_options
 
 VERDICT_STYLE = {
     "native": "green",
@@ -67,7 +68,6 @@ def _split(values: list[str]) -> list[str]:
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu
     from archgap.api import ProbeError, scan
-    from archgap.transport import target_from_args
 
     named = _split(args.gpu) + _split(args.require)
     target = target_from_args(args)

@@ -15,6 +15,8 @@ from archgap.cli.common import (
     UsageError,
     add_environment_options,
     add_json_option,
+    add_target_options,
+    probe_facts,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ def register(subparsers: Any) -> None:
     )
     add_environment_options(parser)
     add_json_option(parser)
+    add_target_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -61,29 +64,16 @@ def check_name(name: str) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.probe.source import distribution_targets, trace
-    from archgap.probe.system import System
+    from archgap.model import decode
+    from archgap.probe.source import TraceFacts
 
     check_name(args.name)
-    missing = [p for p in args.paths if not os.path.exists(p)]
-    if missing:
-        raise UsageError(f"no such file or directory: {', '.join(missing)}")
-    system = System.local(root=args.root)
-    groups, problems, error = distribution_targets(system, args.paths, args.dist, args.python)
-    if error:
-        out.error(error)
+    check_local_paths(args, args.paths)
+    params = {"name": args.name, "paths": args.paths, "dists": args.dist, "python": args.python}
+    facts = decode(TraceFacts, section(probe_facts(args, out, {"trace": params}), "trace"))
+    if facts.error:
+        out.error(facts.error)
         return EXIT_ERROR
-    roots = [p for _, group in groups for p in group]
-    facts = trace(args.name, roots)
-    facts = facts.__class__(
-        facts.name,
-        tuple(label for label, _ in groups),
-        facts.files_scanned,
-        facts.candidate_files,
-        facts.defining_files,
-        facts.occurrences,
-        tuple(problems) + facts.problems,
-    )
     if out.json_mode:
         out.emit("trace", {"trace": facts})
     else:
@@ -91,6 +81,22 @@ def run(args: argparse.Namespace, out: Output) -> int:
         render(facts, lines)
         emit_text(lines, out)
     return EXIT_OK
+
+
+def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
+    """Paths on this machine must exist (a remote target's paths are checked there)."""
+    remote = any(getattr(args, k, None) for k in ("host", "container", "pod", "via"))
+    missing = [p for p in paths if not remote and not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
+
+
+def section(facts: dict[str, Any], name: str) -> Any:
+    """A probe section's data, or the probe's error for it as a ``UsageError``."""
+    error = (facts.get("errors") or {}).get(name)
+    if error:
+        raise UsageError(f"probe failed: {error}")
+    return facts["sections"][name]
 
 
 # The tags this module's text uses; everything else in a line is escaped with escape().

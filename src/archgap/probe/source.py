@@ -44,7 +44,6 @@ __all__ = [
     "TraceFacts",
     "collect_trace",
     "distribution_targets",
-    "resolve_targets",
     "trace",
     "valid_name",
 ]
@@ -125,21 +124,14 @@ def collect_trace(system: System, params: Any) -> Dict[str, Any]:
     name = str(params.get("name", ""))
     if not valid_name(name):
         return asdict(TraceFacts(name, (), 0, 0, (), (), (), "not a traceable name: %r" % name))
-    roots, problems, error = resolve_targets(
+    groups, problems, error = distribution_targets(
         system, params.get("paths") or (), params.get("dists") or (), params.get("python")
     )
+    labels = tuple(label for label, _ in groups)
     if error:
-        return asdict(TraceFacts(name, tuple(roots), 0, 0, (), (), tuple(problems), error))
-    facts = trace(name, roots)
-    return asdict(replace(facts, problems=tuple(problems) + facts.problems))
-
-
-def resolve_targets(
-    system: System, paths: Sequence[str], dists: Sequence[str], python: Optional[str]
-) -> Tuple[List[str], List[Problem], Optional[str]]:
-    """(paths to scan, problems, error): given paths, distributions' files, or site-packages."""
-    targets, problems, error = distribution_targets(system, paths, dists, python)
-    return [p for _, group in targets for p in group], problems, error
+        return asdict(TraceFacts(name, labels, 0, 0, (), (), tuple(problems), error))
+    facts = trace(name, [p for _, group in groups for p in group])
+    return asdict(replace(facts, roots=labels, problems=tuple(problems) + facts.problems))
 
 
 def distribution_targets(

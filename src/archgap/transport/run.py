@@ -26,9 +26,7 @@ from archgap.transport.bootstrap import (
     remote_argv,
     stdin_payload,
 )
-from archgap.transport.target import Target
-
-DEFAULT_TIMEOUT = 120.0
+from archgap.transport.target import DEFAULT_TIMEOUT, Target
 
 # Kinds of failure, each with its own message (the JSON contract names them).
 UNREACHABLE = "unreachable"

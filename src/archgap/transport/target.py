@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 DEFAULT_PYTHON = "python3"
 DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_TIMEOUT = 120.0  # total seconds per target, besides the connect timeout
 # ssh asks the server for a sign of life this often, and gives up after this many silent replies.
 SERVER_ALIVE_INTERVAL = 5
 SERVER_ALIVE_COUNT = 3

@@ -1,4 +1,4 @@
-"""archgap scan over real ssh: the remote environment and the remote CUDA_HOME decide.
+"""archgap scan, kernels, trace and gates over real ssh: the remote files and environment decide.
 
 The test sshd host alpha sets CUDA_HOME to a toolkit whose nvcc prints the recorded 12.8 banner
 (scripts/services); beta sets a 12.9 one. With flashinfer-python 0.6.8 and an RTX PRO 6000 the
@@ -64,3 +64,29 @@ def test_kernels_on_a_remote_host() -> None:
     assert {(e["kind"], e["arch"]) for e in by_path[libptx]["entries"]} == {("ptx", 80)}
     assert by_path[missing]["format"] == "unreadable"
     assert result.returncode == 2
+
+
+def test_trace_and_gates_on_a_remote_host() -> None:
+    # Line numbers read off flashinfer-python 0.6.8's compilation_context.py by hand.
+    require("ssh")
+    if not VENV_068.exists():
+        pytest.skip("scripts/testdata has not installed the flashinfer venvs")
+    common = ("--host", "alpha", "--python", str(VENV_068), "--json")
+    result = run_cli(
+        "trace", "TARGET_CUDA_ARCHS", "--dist", "flashinfer-python", *common, env=ssh_env()
+    )
+    doc = json_output(result, "trace")
+    writes = [
+        o["line"]
+        for o in doc["trace"]["occurrences"]
+        if o["kind"] == "write" and o["path"].endswith("flashinfer/compilation_context.py")
+    ]
+    assert writes == [62, 70, 72, 79]
+    assert doc["trace"]["roots"] == ["flashinfer-python 0.6.8"]
+    result = run_cli("gates", "flashinfer-python", *common, env=ssh_env(), timeout=300)
+    functions = {
+        f["function"]
+        for t in json_output(result, "gates")["gates"]["targets"]
+        for f in t["functions"]
+    }
+    assert {"check_cuda_arch", "CompilationContext._normalize_cuda_arch"} <= functions
