@@ -21,6 +21,15 @@ EXIT_OK = 0
 EXIT_GAP = 1
 EXIT_ERROR = 2
 
+# How each verdict is shown on a terminal (scan, fleet).
+VERDICT_STYLE = {
+    "native": "green",
+    "jit": "yellow",
+    "partial": "dark_orange",
+    "none": "bold red",
+    "unknown": "magenta",
+}
+
 
 class UsageError(Exception):
     """A bad argument: reported on one line, exit code 2."""

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError, add_json_option
-
-VERDICT_STYLE = {
-    "native": "green",
-    "jit": "yellow",
-    "partial": "dark_orange",
-    "none": "bold red",
-    "unknown": "magenta",
-}
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_GAP,
+    EXIT_OK,
+    VERDICT_STYLE,
+    Output,
+    UsageError,
+    add_json_option,
+)
 
 
 def register(subparsers: Any) -> None:

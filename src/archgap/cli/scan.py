@@ -10,6 +10,7 @@ from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
+    VERDICT_STYLE,
     Output,
     UsageError,
     add_environment_options,
@@ -17,14 +18,6 @@ from archgap.cli.common import (
     add_target_options,
     target_from_args,
 )
-
-VERDICT_STYLE = {
-    "native": "green",
-    "jit": "yellow",
-    "partial": "dark_orange",
-    "none": "bold red",
-    "unknown": "magenta",
-}
 
 
 def register(subparsers: Any) -> None:

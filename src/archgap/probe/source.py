@@ -446,16 +446,10 @@ class _Finder:
             self.imports(node, ctx)
             return
         # Anything else (return, raise, expression statements, match, assert ...): its parts.
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                self.stmt(child, ctx)
-            elif isinstance(child, ast.expr):
-                self.expr(child, ctx)
-            else:
-                self.generic(child, ctx)
+        self.generic(node, ctx)
 
     def generic(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
-        """Nodes that are neither statements nor expressions (match cases, patterns ...)."""
+        """The parts of a node: statements, expressions, and the nodes that are neither."""
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
                 self.stmt(child, ctx)

@@ -29,14 +29,9 @@ LOADER = (
     'eval(compile(b.read(n),"<archgap-bootstrap>","exec"))'
 )
 
-# Runs on the target under Python >= 3.8: keep it 3.8 syntax and standard library only.
-BOOTSTRAP = """
-import importlib, importlib.abc, importlib.util, json, sys
-sys.dont_write_bytecode = True
-_payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-_package = _payload["package"]
-_sources = dict((_package + ("." + k if k else ""), v) for k, v in _payload["modules"].items())
-
+# Installs the modules in ``_sources`` as the in-memory package ``_package``: shared by the stdin
+# bootstrap and the standalone script. Runs on the target: Python 3.8 syntax, standard library.
+_MEMORY_PACKAGE = """
 class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in _sources:
@@ -52,14 +47,29 @@ class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         code = compile(_sources[module.__name__], "<archgap>/" + module.__name__, "exec")
         exec(code, module.__dict__)
 
+
 sys.meta_path.insert(0, _MemoryLoader())
+"""
+
+BOOTSTRAP = (
+    """
+import importlib, importlib.abc, importlib.util, json, sys
+sys.dont_write_bytecode = True
+_payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+_package = _payload["package"]
+_sources = dict((_package + ("." + k if k else ""), v) for k, v in _payload["modules"].items())
+"""
+    + _MEMORY_PACKAGE
+    + """
 _facts = importlib.import_module(_package + ".__main__").run(_payload["input"])
 sys.stdout.write("\\n%s %s\\n" % (_payload["marker"], json.dumps(_facts)))
 sys.stdout.flush()
 """
+)
 
 # The standalone script (``archgap probe --script``) for engines that copy a file and run it.
-STANDALONE = '''#!/usr/bin/env python3
+STANDALONE = (
+    '''#!/usr/bin/env python3
 """archgap probe, standalone: prints this machine's facts as one JSON line (stdlib only).
 
 Usage: python3 archgap-probe.py [REQUEST_JSON]   (no file is written; Python >= 3.8)
@@ -72,28 +82,13 @@ _input = {input}
 if len(sys.argv) > 1:
     _input = json.loads(sys.argv[1])
 _sources = dict((_package + ("." + k if k else ""), v) for k, v in _modules.items())
-
-
-class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in _sources:
-            return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == _package)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        if module.__name__ == _package:
-            module.__path__ = []
-        exec(compile(_sources[module.__name__], "<archgap>/" + module.__name__, "exec"),
-             module.__dict__)
-
-
-sys.meta_path.insert(0, _MemoryLoader())
+'''
+    + _MEMORY_PACKAGE
+    + """
 json.dump(importlib.import_module(_package + ".__main__").run(_input), sys.stdout)
 sys.stdout.write("\\n")
-'''
+"""
+)
 
 
 def probe_sources() -> dict[str, str]:
