@@ -280,7 +280,6 @@ class _Matcher:
         self.last = name.rsplit(".", 1)[-1] if self.identifier else name
         self.dotted = self.identifier and "." in name
         self.word = word_pattern(self.last)
-        self.full_word = word_pattern(name)
 
     def node(self, node: ast.AST) -> bool:
         """A Name/Attribute (or string-keyed subscript) that is the traced name."""

@@ -17,7 +17,6 @@ from typing import Any
 PACKAGE = "archgap_probe"  # the probe's package name on the target (no clash with an install)
 FACTS_MARKER = "@@ARCHGAP-FACTS@@"
 TOO_OLD_MARKER = "@@ARCHGAP-TOO-OLD@@"
-MIN_PYTHON = (3, 8)
 TOO_OLD_STATUS = 3
 
 # One line, double quotes only, parseable by Python 2 so that even there it says "too old".

@@ -37,23 +37,13 @@ TOO_OLD = "interpreter-too-old"
 TIMEOUT = "timeout"
 PROBE_FAILED = "probe-failed"
 TRANSPORT_MISSING = "transport-missing"
-ERROR_KINDS = (
-    UNREACHABLE,
-    HOST_KEY,
-    AUTH,
-    NO_INTERPRETER,
-    TOO_OLD,
-    TIMEOUT,
-    PROBE_FAILED,
-    TRANSPORT_MISSING,
-)
 
 
 @dataclass(frozen=True)
 class TransportError:
     """Why a target gave no facts: a value, reported next to the hosts that answered."""
 
-    kind: str  # one of ERROR_KINDS
+    kind: str  # UNREACHABLE, HOST_KEY, AUTH, NO_INTERPRETER, TOO_OLD, TIMEOUT, PROBE_FAILED, ...
     message: str
     stderr: str = ""
 
