@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
-from archgap.analysis.jit import JitFinding
+from archgap.analysis.jit import JitFinding, jit_findings
 from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, verdicts_for
 from archgap.kb.gpus import identify
 from archgap.model import BinaryFacts, GpuFacts, Problem, PythonEnvironment, decode
@@ -135,7 +135,6 @@ def report_from_facts(
     Raises ``UnknownGpu`` for a GPU name no table knows and ``DecodeError`` for facts that do
     not have the probe's shape.
     """
-    from archgap.analysis.jit import jit_findings
     from archgap.kb.toolchain import max_ptx_isa_for_driver
 
     errors = tuple(Problem(f"probe: {k}", str(v)) for k, v in (facts.get("errors") or {}).items())
