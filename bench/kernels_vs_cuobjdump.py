@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -67,10 +68,13 @@ def drop_caches() -> bool:
         return False
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], loads: list[float] | None = None) -> float:
     started = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    if loads is not None:
+        loads.append(os.getloadavg()[0])
+    return elapsed
 
 
 def cuobjdump_all(
@@ -125,14 +129,15 @@ def main() -> int:
     )
     print(f"files read by archgap (candidates): {len(files)}")
 
-    # warm: one run of each first, then medians
+    # warm: one run of each first, then medians; the machine is shared, so the 1-minute load
+    # average is sampled after every run and reported with the medians
     timed([*ARCHGAP, "kernels", str(site)])
-    default_warm = statistics.median(
-        timed([*ARCHGAP, "kernels", str(site)]) for _ in range(args.runs)
-    )
-    deep_warm = statistics.median(
-        timed([*ARCHGAP, "kernels", "--deep", str(site)]) for _ in range(args.runs)
-    )
+    timed([*ARCHGAP, "kernels", "--deep", str(site)])
+    loads: list[float] = []
+    default_runs = [timed([*ARCHGAP, "kernels", str(site)], loads) for _ in range(args.runs)]
+    deep_runs = [timed([*ARCHGAP, "kernels", "--deep", str(site)], loads) for _ in range(args.runs)]
+    default_warm = statistics.median(default_runs)
+    deep_warm = statistics.median(deep_runs)
     cuobj_warm, theirs = cuobjdump_all(cuobjdump, files)
 
     mismatched = [p for p in files if ours.get(p) != theirs.get(p)]
@@ -168,6 +173,10 @@ def main() -> int:
           f"   ratio {cuobj_warm / default_warm:6.0f}x  (target >= 100x)")  # fmt: skip
     print(f"  archgap kernels --deep (median of {args.runs}):  {deep_warm:8.3f} s"
           f"   ratio {cuobj_warm / deep_warm:6.0f}x  (target < 1.5 s)")  # fmt: skip
+    print(f"  runs: default {min(default_runs):.3f}-{max(default_runs):.3f} s, --deep "
+          f"{min(deep_runs):.3f}-{max(deep_runs):.3f} s; 1-min load average "
+          f"{statistics.median(loads):.2f} (min {min(loads):.2f}, max {max(loads):.2f}) "
+          f"on {os.cpu_count()} CPUs")  # fmt: skip
 
     if args.cold:
         if not drop_caches():
