@@ -21,20 +21,23 @@ from archgap.cli.common import EXIT_ERROR, Output, UsageError
 COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; when ``argv`` names a command, only that command's module is imported."""
     parser = argparse.ArgumentParser(
         prog="archgap",
         description="Will this Python GPU stack run on this GPU? If not: exactly why, and the fix.",
     )
     parser.add_argument("--version", action="version", version=f"archgap {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    named = next((a for a in argv if not a.startswith("-")), None)
+    for name in (named,) if named in COMMANDS else COMMANDS:
         importlib.import_module(f"archgap.cli.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(arguments).parse_args(arguments)
     out = Output.for_args(args)
     try:
         code: int = args.run(args, out)

@@ -9,7 +9,7 @@ section that fails becomes an error value, never an exception, and the other sec
 from __future__ import annotations
 
 import importlib
-import platform
+import os
 import socket
 import sys
 from typing import Any, Callable, Dict, Mapping, Tuple
@@ -38,7 +38,7 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
     facts: Dict[str, Any] = {
         "facts_version": FACTS_VERSION,
         "host": socket.gethostname(),
-        "platform": platform.platform(),
+        "platform": "%s %s %s" % (os.uname().sysname, os.uname().release, os.uname().machine),
         "probe_python": sys.version.split()[0],
         "env": dict(system.env),
         "env_source": system.env_source,

@@ -8,6 +8,7 @@ distributions are read from their ``.dist-info`` METADATA and RECORD files.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import sys
@@ -51,6 +52,7 @@ def is_native_file(path: str) -> bool:
     return ".so." in name and name.rsplit(".so.", 1)[1].replace(".", "").isdigit()
 
 
+@functools.lru_cache(maxsize=8)  # several sections of one probe ask about the same interpreter
 def interpreter_paths(
     system: System, python: Optional[str] = None
 ) -> Tuple[str, str, Tuple[str, ...], Optional[Problem]]:

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,6 +217,8 @@ def run_many(
 ) -> Iterator[tuple[Target, dict[str, Any] | TransportError]]:
     """Probe many targets, at most ``jobs`` at a time; yields each as it answers."""
     target_list = list(targets)
+    from concurrent.futures import ThreadPoolExecutor, as_completed  # fleets only
+
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(target_list) or 1))) as pool:
         futures = {
             pool.submit(run_probe, t, request, timeout, "/", env_from): t for t in target_list
