@@ -167,6 +167,15 @@ def test_total_timeout_kills_the_whole_group() -> None:
     assert time.monotonic() - started < 5
 
 
+def test_total_timeout_abandons_a_process_that_left_the_group() -> None:
+    # setsid puts the sleeper in a session of its own: killing the group cannot end it, and it
+    # holds stdout open; the timeout still answers after the kill grace (2 s), not after 30 s.
+    started = time.monotonic()
+    result = run_probe(via_target("sh -c 'setsid sleep 30 & sleep 30' sh"), {"gpu": {}}, timeout=1)
+    assert isinstance(result, TransportError) and result.kind == "timeout"
+    assert time.monotonic() - started < 1 + 2 + 3
+
+
 def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
     # A "python" that reads the probe and dies: what the user sees is its stderr.
     prefix = "sh -c 'cat >/dev/null; echo boom: segfault in libfoo >&2; exit 139' sh"

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from archgap.probe.system import KILL_GRACE
 from archgap.transport.bootstrap import (
     find_facts,
     find_too_old,
@@ -133,9 +134,18 @@ def classify(
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Kill the group archgap started for this target only; what it printed, if it goes at once."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # the group archgap started for this target only
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        return proc.communicate(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        # A process that left the group (setsid, a daemon) still holds the pipes: abandon it.
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return b"", b""
 
 
 def run_command(
@@ -157,8 +167,7 @@ def run_command(
     try:
         out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
+        out, err = _kill_group(proc)
         return None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), "timeout"
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), None
 
