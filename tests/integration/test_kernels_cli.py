@@ -39,6 +39,7 @@ def test_json_deep_and_exit_code_for_missing_path(capsys: pytest.CaptureFixture[
     assert len(hidden["entries"]) == 4 and not any(e["listed"] for e in hidden["entries"])
     assert missing["format"] == "unreadable"
     assert missing["error"] == "no such file or directory"
+    assert missing["deep"] is True  # as the probe section on a remote target reports it
     assert doc["summary"]["unreadable"] == 1
 
 

@@ -108,14 +108,13 @@ def _size(n: int) -> str:
 
 
 def _read_local(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
-    from archgap.probe.fatbin import discover, read_binaries, read_binary
+    from archgap.probe.fatbin import discover, read_binary, walk_binaries
 
-    found = list(discover(paths))
     if deep:
-        # Deep reads search whole data sections: read_binaries may share them with a forked
+        # Deep reads search whole data sections: walk_binaries may share them with a forked
         # helper, which it only does from a process without threads (so no progress bar here).
-        read = iter(read_binaries([p for p, ready in found if ready is None], deep))
-        return [ready if ready is not None else next(read) for _, ready in found]
+        return list(walk_binaries(paths, deep))
+    found = list(discover(paths))
     files: list[BinaryFacts] = []
     with out.progress("Reading binaries", len(found)) as advance:
         for path, ready in found:

@@ -36,7 +36,7 @@ import stat
 import struct
 import sys
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .facts import BinaryFacts, KernelEntry
@@ -777,12 +777,7 @@ def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFa
     to_read = [path for path, ready in found if ready is None]
     read = iter(read_binaries(to_read, deep))
     for _, ready in found:
-        if ready is not None:
-            yield BinaryFacts(
-                ready.path, ready.size, ready.format, ready.entries, deep, ready.error
-            )
-        else:
-            yield next(read)
+        yield next(read) if ready is None else replace(ready, deep=deep)
 
 
 # -- reading many files: a deep read is shared with one helper process -------------------------
