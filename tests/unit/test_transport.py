@@ -253,6 +253,11 @@ def test_fleet_report_groups_and_drift_from_hand_made_facts() -> None:
     ]
     report = fleet_report(hosts)
     assert [g.hosts for g in report.groups] == [("n1", "n2"), ("n3",)]
+    # The biggest group is A in every report (text and HTML).
+    assert list(report.group_letters.items()) == [
+        (report.groups[0].fingerprint, "A"),
+        (report.groups[1].fingerprint, "B"),
+    ]
     drift = {d.field: dict(d.values) for d in report.drift}
     assert set(drift) == {"packages"}
     assert sorted(drift["packages"].values()) == [("torch==2.8.0",), ("torch==2.9.0",)]

@@ -110,6 +110,14 @@ class FleetReport:
     def gap_hosts(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts if h.gaps)
 
+    @property
+    def group_letters(self) -> dict[str, str]:
+        """What reports call each group, by fingerprint: A to Z (biggest first), then 26, 27..."""
+        return {
+            g.fingerprint: chr(ord("A") + i) if i < 26 else str(i)
+            for i, g in enumerate(self.groups)
+        }
+
 
 def summarise_host(
     name: str, facts: Mapping[str, Any], named_gpus: Sequence[str] = ()

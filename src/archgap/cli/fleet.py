@@ -275,9 +275,7 @@ def print_report(out: Output, report: Any, elapsed: float, html: str | None) -> 
         f"[bold]{answered}/{total} hosts answered[/] in {elapsed:.1f} s · "
         f"{len(report.groups)} group(s) of identical hosts"
     )
-    letters = {
-        g.fingerprint: chr(ord("A") + i) if i < 26 else str(i) for i, g in enumerate(report.groups)
-    }
+    letters = report.group_letters
     for group in report.groups:
         s = group.summary
         out.print(

@@ -47,9 +47,7 @@ def fleet_html(report: Any, seconds: float) -> str:
     from archgap.analysis.fleet import coverage_matrix
 
     packages, rows = coverage_matrix(report)
-    letters = {
-        g.fingerprint: chr(ord("A") + i) if i < 26 else str(i) for i, g in enumerate(report.groups)
-    }
+    letters = report.group_letters
     group_of = {h: g.fingerprint for g in report.groups for h in g.hosts}
     answered, dead = len(report.hosts), len(report.unreachable)
     gap_hosts = report.gap_hosts
