@@ -3,6 +3,8 @@ code (stack_gates.md) and the CUDA tables (arch_kb.md), not from archgap's outpu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from archgap.analysis.compat import resolve_gpu
@@ -195,3 +197,31 @@ def test_torch_runtime_needs_newer_driver() -> None:
     got = jit_findings(f, [resolve_gpu("H100")], driver_version="570.86.10")
     (finding,) = [x for x in got if x.package == "torch"]
     assert finding.error == "CUDA driver version is insufficient for CUDA runtime version"
+
+
+@pytest.mark.parametrize(
+    ("torch_version", "arch_list", "rejected"),
+    [
+        # torch's parser has no family names; 12.1/12.1a came in torch 2.13 (stack_gates.md 4.1).
+        ("2.9.0+cu130", "9.0;12.0a", None),
+        ("2.9.0+cu130", "9.0 12.0f", "12.0f"),
+        ("2.9.0+cu130", "12.1a+PTX", "12.1a"),
+        ("2.13.0+cu130", "12.1a+PTX", None),
+    ],
+)
+def test_torch_arch_list_names_from_the_kb_when_torch_has_no_readable_list(
+    torch_version: str, arch_list: str, rejected: str | None
+) -> None:
+    env = (EnvVar("TORCH_CUDA_ARCH_LIST", arch_list, "svc.env"),)
+    f = replace(
+        facts(flashinfer=None, nvcc="13.0", extra_env=env),
+        torch=TorchBuild(torch_version, "13.0", "/site/torch/version.py"),
+    )
+    got = [x for x in jit_findings(f, [resolve_gpu("GB10")]) if x.package.startswith("torch")]
+    if rejected is None:
+        assert got == []
+        return
+    (finding,) = got
+    # Without the installed torch's own list the kb's list only makes it "unknown".
+    assert finding.status == "unknown" and not finding.gates_exit_code
+    assert finding.error == f"ValueError: Unknown CUDA arch ({rejected}) or GPU not supported"

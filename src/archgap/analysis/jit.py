@@ -64,10 +64,6 @@ def _env(facts: ToolchainFacts, name: str) -> str | None:
     return next((v.value for v in facts.env if v.name == name), None)
 
 
-def _env_source(facts: ToolchainFacts) -> str:
-    return facts.env_source
-
-
 def _candidate(facts: ToolchainFacts, found_by: str) -> Toolkit | None:
     return next((t for t in facts.toolkits if t.found_by == found_by and t.tool == "nvcc"), None)
 
@@ -75,7 +71,7 @@ def _candidate(facts: ToolchainFacts, found_by: str) -> Toolkit | None:
 def resolve_nvcc(facts: ToolchainFacts, lookup: Sequence[str]) -> ResolvedNvcc:
     """Follow ``lookup`` (CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda) like the package does."""
     chain: list[Fact] = []
-    whose = _env_source(facts)
+    whose = facts.env_source
     for step in lookup:
         if step in ("CUDA_HOME", "CUDA_PATH"):
             value = _env(facts, step)
@@ -128,7 +124,7 @@ def _ok_ptxas(facts: ToolchainFacts) -> list[tuple[str, str]]:
             continue
         if tk.tool.startswith("ptxas"):
             found.setdefault(tk.tool_path, tk.version)
-        elif tk.tool == "nvcc" and tk.found_by not in ("PATH",):
+        elif tk.tool == "nvcc" and tk.found_by != "PATH":
             found.setdefault(tk.home.rstrip("/") + "/bin/ptxas", tk.version)
     return list(found.items())
 
@@ -255,6 +251,8 @@ def _flashinfer_fixes(
 ) -> tuple[Fix, ...]:
     cc = target.compute_capability
     fixes: list[Fix] = []
+    torch_cuda = facts.torch.cuda if facts.torch else None
+    torch_major_minor = kb.major_minor(torch_cuda) if torch_cuda else None
     # 1. Another toolkit on the machine with which detection and the JIT build both succeed.
     for tk in _ok_nvcc_toolkits(facts):
         if tk.version is None or current_home in (tk.home, tk.real_home):
@@ -264,10 +262,10 @@ def _flashinfer_fixes(
             continue
         tgt = _target(cc.major, norm.minor_text)
         if kb.toolkit_can_target(tk.version, tgt):
-            torch_cuda = facts.torch.cuda if facts.torch else None
             note = ""
-            if torch_cuda and kb.major_minor(torch_cuda) and kb.major_minor(tk.version):
-                same = kb.major_minor(torch_cuda)[0] == kb.major_minor(tk.version)[0]  # type: ignore[index]
+            tk_major_minor = kb.major_minor(tk.version)
+            if torch_major_minor and tk_major_minor:
+                same = torch_major_minor[0] == tk_major_minor[0]
                 note = (
                     f" Matches torch's CUDA major ({torch_cuda})."
                     if same
@@ -388,7 +386,6 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
     lookup_src = rules["nvcc_lookup_source"]
     chain.append(Fact("FlashInfer asks that nvcc for the CUDA version (not torch)", lookup_src))
     torch_cuda = facts.torch.cuda if facts.torch else None
-    hang = tk is not None and tk.status == "timeout"
     if tk is not None and tk.status in ("missing", "broken") and torch_cuda:
         # get_cuda_version falls back to torch.version.cuda when nvcc cannot run.
         cuda = torch_cuda
@@ -404,7 +401,7 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
     for target in targets:
         findings.append(
             _flashinfer_one(
-                facts, pkg.version, rng, target, tk, cuda, hang, arch_list, chain, missing, when
+                facts, pkg.version, rng, target, tk, cuda, arch_list, chain, missing, when
             )
         )
     return [f for f in findings if f.status != "ok"]
@@ -417,7 +414,6 @@ def _flashinfer_one(
     target: GpuTarget,
     tk: Toolkit | None,
     cuda: str | None,
-    hang: bool,
     arch_list: str | None,
     base_chain: list[Fact],
     missing_source: list[str],
@@ -452,11 +448,11 @@ def _flashinfer_one(
         )
 
     home = tk.home if tk else None
-    if hang:
+    if tk is not None and tk.status == "timeout":
         return finding(
             "fails",
             None,
-            f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"  # type: ignore[union-attr]
+            f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"
             " so the process hangs when FlashInfer first asks for the CUDA version.",
             _flashinfer_fixes(facts, rng, target, None, home),
         )
@@ -681,7 +677,7 @@ def torch_findings(
         if valid is None:
             names: set[str] = set()
             for entry in rules["valid_archs"]:
-                if version_ok(version, entry["min"], entry["max_excl"]):
+                if kb.version_in_range(version, entry["min"], entry["max_excl"]):
                     names |= set(entry["archs"])
             valid = tuple(sorted(names))
             valid_src = "kb/jit.json torch_ext.valid_archs"
@@ -745,10 +741,6 @@ def torch_findings(
                 )
             )
     return findings
-
-
-def version_ok(version: str, low: str, high: str | None) -> bool:
-    return kb.version_in_range(version.split("+")[0], low, high)
 
 
 def jit_findings(
