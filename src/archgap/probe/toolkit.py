@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .facts import Problem
@@ -273,12 +273,10 @@ def _system_toolkits(system: System, runner: _ToolRunner) -> Tuple[List[Toolkit]
     return found, which_nvcc
 
 
-def _dists(
-    site_packages: Iterable[str], problems: List[Problem]
-) -> List[Tuple[str, str, str, str]]:
-    """(normalised name, version, dist-info path, site dir) of the interesting distributions."""
-    found: List[Tuple[str, str, str, str]] = []
-    for site, dist_info in dist_infos(site_packages, problems):
+def _dists(site_packages: Iterable[str], problems: List[Problem]) -> List[Tuple[str, str, str]]:
+    """(normalised name, version, dist-info path) of the interesting distributions."""
+    found: List[Tuple[str, str, str]] = []
+    for _site, dist_info in dist_infos(site_packages, problems):
         guess = _normalise(os.path.basename(dist_info)[: -len(".dist-info")].rsplit("-", 1)[0])
         if not (guess.startswith(TOOLKIT_WHEEL_PREFIXES) or guess in JIT_PACKAGES):
             continue
@@ -287,11 +285,11 @@ def _dists(
         except OSError as exc:
             problems.append(Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc)))
             continue
-        found.append((_normalise(name or guess), version, dist_info, site))
+        found.append((_normalise(name or guess), version, dist_info))
     return found
 
 
-def _record_binaries(dist_info: str, site: str) -> List[str]:
+def _record_binaries(dist_info: str) -> List[str]:
     """Absolute paths of the nvcc/ptxas binaries a distribution's RECORD lists."""
     try:
         files = record_files(dist_info)
@@ -302,21 +300,21 @@ def _record_binaries(dist_info: str, site: str) -> List[str]:
     ]
 
 
-def _wheel_toolkits(dists: List[Tuple[str, str, str, str]], runner: _ToolRunner) -> List[Toolkit]:
+def _wheel_toolkits(dists: List[Tuple[str, str, str]], runner: _ToolRunner) -> List[Toolkit]:
     found: List[Toolkit] = []
-    for name, version, dist_info, site in dists:
+    for name, version, dist_info in dists:
         if not name.startswith(TOOLKIT_WHEEL_PREFIXES):
             continue
         component = name[len("nvidia-cuda-") :].split("-")[0]
         origin = "RECORD of %s" % os.path.basename(dist_info)
-        binaries = _record_binaries(dist_info, site)
+        binaries = _record_binaries(dist_info)
         # Prefer nvcc (it is what JITs call); a ptxas-only wheel still tells its assembler.
         binaries.sort(key=lambda p: 0 if p.endswith("nvcc") else 1)
         if binaries:
             tool_path = binaries[0]
             home = os.path.dirname(os.path.dirname(tool_path))
             tk = _toolkit(runner, home, os.path.basename(tool_path), tool_path, "wheel", origin)
-            found.append(_replace(tk, component=component))
+            found.append(replace(tk, component=component))
         else:
             parts = version.split(".")
             found.append(
@@ -334,12 +332,6 @@ def _wheel_toolkits(dists: List[Tuple[str, str, str, str]], runner: _ToolRunner)
                 )
             )
     return found
-
-
-def _replace(toolkit: Toolkit, **changes: Any) -> Toolkit:
-    data = asdict(toolkit)
-    data.update(changes)
-    return Toolkit(**data)
 
 
 def _triton_toolkits(
@@ -463,7 +455,7 @@ def discover_toolchains(
     toolkits += _triton_toolkits(system, site_packages, runner)
     packages = tuple(
         InstalledPackage(name, version, dist_info)
-        for name, version, dist_info, _site in dists
+        for name, version, dist_info in dists
         if name in JIT_PACKAGES
     )
     return ToolchainFacts(
