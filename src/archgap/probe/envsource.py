@@ -58,8 +58,6 @@ def parse_env_file(text: str) -> Tuple[Dict[str, str], List[str]]:
             env[key] = words[0] if len(words) == 1 else _unquote(value)
         except ValueError:
             env[key] = _unquote(value)
-        if not value.strip():
-            env[key] = ""
     return env, bad
 
 
