@@ -218,7 +218,6 @@ class SourceFile:
         self._module: Optional[ast.Module] = None
         self._module_error: Optional[str] = None
         self._line_offsets: Optional[List[int]] = None
-        self.last_header = 0
 
     @classmethod
     def load(cls, path: str, data: Optional[bytes] = None) -> Tuple[Optional[SourceFile], str]:
@@ -370,10 +369,10 @@ class SourceFile:
             end += 1
         return start, end, tuple(reversed(names))
 
-    def body_statement(self, index: int) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
-        """[start, end) and scope names (with the def) of the statement of a function body that
-        holds line ``index``: the smallest piece that still carries every branch around a hit
-        inside a function. Found by indentation; ``parse_range`` checks it."""
+    def body_statement(self, index: int) -> Optional[Tuple[int, int, Tuple[str, ...], int]]:
+        """[start, end), scope names (with the def) and the def line (1-based) of the statement
+        of a function body that holds line ``index``: the smallest piece that still carries every
+        branch around a hit inside a function. Found by indentation; ``parse_range`` checks it."""
         found = self.enclosing_function(index, allow_top=True)
         if found is None or not found[0] <= index < found[1]:
             return None
@@ -406,8 +405,7 @@ class SourceFile:
             if line.strip() and _indent(line) <= body and _starts_statement(line[_indent(line) :]):
                 break
             last += 1
-        self.last_header = header + 1  # the def line of the latest body statement (1-based)
-        return first, last, (*scope, _header_name(lines[header].lstrip()))
+        return first, last, (*scope, _header_name(lines[header].lstrip())), header + 1
 
     def pieces(
         self, hits: Sequence[int]
@@ -438,11 +436,11 @@ class SourceFile:
                 continue
             statement = self.body_statement(index) if statements else None
             if statement is not None:
-                start, end, scope = statement
+                start, end, scope, def_line = statement
                 tree = self.parse_range(start, end, indented=True)
                 if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
                     covered.append((start, end))
-                    pieces.append((tree.body[0].body, scope, self.last_header))
+                    pieces.append((tree.body[0].body, scope, def_line))
                     continue
             function = self.enclosing_function(index)
             # A continuation line's indentation can mislead the search: the def must hold the hit.
