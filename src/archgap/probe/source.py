@@ -184,9 +184,8 @@ def trace(name: str, paths: Sequence[str]) -> TraceFacts:
 
 
 def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
-    last = name.rsplit(".", 1)[-1] if _is_identifier_path(name) else name
-    scanned, candidates, problems = candidate_files(paths, [last.encode("utf-8")])
     matcher = _Matcher(name)
+    scanned, candidates, problems = candidate_files(paths, [matcher.last.encode("utf-8")])
     init_cache: Dict[str, bool] = {}
     found: List[_Found] = []
     sources: Dict[str, SourceFile] = {}
