@@ -441,50 +441,25 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:
 def _merge_tracebacks(
     finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
 ) -> tuple[Traceback, ...]:
-    """One Traceback per distinct (frames, type, message), listing every worker that printed it."""
-    merged: dict[tuple[object, ...], Traceback] = {}
-    index_of: dict[int, int] = {}
-    order: list[tuple[object, ...]] = []
-    position_of: dict[tuple[object, ...], int] = {}
-    for position, (builder, frames, kind, message) in enumerate(finished):
-        key = (tuple((f.file, f.line, f.function) for f in frames), kind, message)
-        existing = merged.get(key)
-        if existing is None:
-            chained = (
-                index_of.get(builder.chained_from) if builder.chained_from is not None else None
-            )
-            merged[key] = Traceback(
-                frames, kind, message, (builder.worker,), builder.start, chained
-            )
-            position_of[key] = len(order)
-            order.append(key)
-        elif builder.worker not in existing.workers:
-            merged[key] = Traceback(
-                existing.frames,
-                existing.exception_type,
-                existing.message,
-                (*existing.workers, builder.worker),
-                existing.first_line,
-                existing.chained_from,
-            )
-        index_of[position] = position_of[key]
-    # Workers in the order their copies of the traceback began.
-    starts: dict[tuple[object, ...], dict[str, int]] = {}
+    """One Traceback per distinct (frames, type, message), listing every worker that printed it
+    (in the order their copies began); the first copy to finish gives the line and the chaining."""
+    index_of: dict[tuple[object, ...], int] = {}
+    copies: list[tuple[tuple[Frame, ...], str, str, list[_TracebackBuilder]]] = []
+    merged_at: list[int] = []  # position in ``finished`` -> index of its merged traceback
     for builder, frames, kind, message in finished:
-        start_key: tuple[object, ...] = (
-            tuple((f.file, f.line, f.function) for f in frames),
-            kind,
-            message,
-        )
-        starts.setdefault(start_key, {}).setdefault(builder.worker, builder.start)
+        key = (tuple((f.file, f.line, f.function) for f in frames), kind, message)
+        if key not in index_of:
+            index_of[key] = len(copies)
+            copies.append((frames, kind, message, []))
+        copies[index_of[key]][3].append(builder)
+        merged_at.append(index_of[key])
     out: list[Traceback] = []
-    for ordered_key in order:
-        tb = merged[ordered_key]
-        first = starts[ordered_key]
-        ordered = tuple(sorted(tb.workers, key=lambda w: first.get(w, 0)))
-        out.append(
-            Traceback(
-                tb.frames, tb.exception_type, tb.message, ordered, tb.first_line, tb.chained_from
-            )
-        )
+    for frames, kind, message, builders in copies:
+        first = builders[0]
+        starts: dict[str, int] = {}
+        for builder in builders:
+            starts.setdefault(builder.worker, builder.start)
+        chained = merged_at[first.chained_from] if first.chained_from is not None else None
+        workers = tuple(sorted(starts, key=starts.__getitem__))
+        out.append(Traceback(frames, kind, message, workers, first.start, chained))
     return tuple(out)
