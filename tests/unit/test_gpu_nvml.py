@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.api import choose_targets
+from archgap.analysis.scan import choose_targets
 from archgap.probe.facts import Gpu, Problem
 from archgap.probe.gpu import NVML_QUERY_CODE, cuda_version_text, probe_gpus
 from archgap.probe.system import System

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.api import choose_targets
+from archgap.analysis.scan import choose_targets
 from archgap.probe.facts import Problem
 from archgap.probe.gpu import probe_gpus
 from archgap.probe.system import System

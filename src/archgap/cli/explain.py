@@ -111,7 +111,7 @@ def _examine(
     environment, toolchains, GPUs and the raise sites first; then the trace of the state the
     raising condition reads."""
     from archgap.analysis.explain import Examined, code_request, names_to_trace
-    from archgap.api import present_targets
+    from archgap.analysis.scan import present_targets
     from archgap.kb.toolchain import all_source_checks
     from archgap.model import GpuFacts, PythonEnvironment, decode
     from archgap.probe.source import TraceFacts

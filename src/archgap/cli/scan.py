@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
     EXIT_ERROR,
@@ -18,6 +18,12 @@ from archgap.cli.common import (
     add_target_options,
     target_from_args,
 )
+
+if TYPE_CHECKING:
+    from archgap.analysis.compat import GpuTarget
+    from archgap.analysis.scan import ScanReport
+    from archgap.analysis.verdicts import LibraryVerdict
+    from archgap.probe.toolkit import ToolchainFacts, Toolkit
 
 
 def register(subparsers: Any) -> None:
@@ -78,12 +84,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
         _print_report(out, report, args.libs, elapsed)
     if broken:
         return EXIT_ERROR
-    return EXIT_GAP if report.gaps or report.jit_gaps else EXIT_OK
+    return EXIT_GAP if report.has_gap else EXIT_OK
 
 
-def _body(report: Any, elapsed: float) -> dict[str, Any]:
-    from archgap.model import to_json
-
+def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:
     env = report.environment
     return {
         "python": {
@@ -104,14 +108,15 @@ def _body(report: Any, elapsed: float) -> dict[str, Any]:
         "packages": report.packages,
         "files_scanned": len(report.binaries),
         "toolchains": _toolchains_body(report.toolchains),
-        "jit": [to_json(f) for f in report.jit],
-        "gap": bool(report.gaps or report.jit_gaps),
+        "jit": report.jit,
+        "gap": report.has_gap,
         "problems": report.problems,
         "seconds": round(elapsed, 3),
     }
 
 
-def _toolchains_body(facts: Any) -> dict[str, Any] | None:
+def _toolchains_body(facts: ToolchainFacts | None) -> dict[str, Any] | None:
+    """What JIT resolution saw; packages and site-packages are left out (in "python" already)."""
     from archgap.model import to_json
 
     if facts is None:
@@ -126,7 +131,7 @@ def _toolchains_body(facts: Any) -> dict[str, Any] | None:
     }
 
 
-def _print_jit(out: Output, report: Any) -> None:
+def _print_jit(out: Output, report: ScanReport) -> None:
     from rich.markup import escape as e
 
     if report.toolchains is not None:
@@ -152,12 +157,12 @@ def _print_jit(out: Output, report: Any) -> None:
             out.print(f"           [dim]{e(fix.tradeoff)}[/]")
 
 
-def _print_toolkits(out: Output, toolchains: Any) -> None:
+def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
     """One line per distinct tool (several lookups often reach the same nvcc)."""
     from rich.markup import escape as e
 
     found_by: dict[str, list[str]] = {}
-    first: dict[str, Any] = {}
+    first: dict[str, Toolkit] = {}
     for tk in toolchains.toolkits:
         if tk.status == "missing":
             continue
@@ -181,11 +186,12 @@ def _print_toolkits(out: Output, toolchains: Any) -> None:
         )
 
 
-def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
+def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
+    from rich.markup import escape as e
     from rich.table import Table
 
     env = report.environment
-    out.print(f"[bold]Python[/] {env.executable} ({env.python_version or '?'})")
+    out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'})")
     facts = report.gpu_facts
     if facts.gpus:
         driver = f", driver {facts.driver_version}" if facts.driver_version else ""
@@ -193,7 +199,7 @@ def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
     elif any(g.role == "matrix" for g in report.gpus):
         out.print("[bold]GPUs[/] none found, none named: the default matrix (information only)")
     for problem in report.problems:
-        out.print(f"[magenta]![/] {problem.subject}: {problem.reason}")
+        out.print(f"[magenta]![/] {e(problem.subject)}: {e(problem.reason)}")
 
     gpus = list(report.gpus)
     cells = {(p.package, p.gpu): p for p in report.packages}
@@ -201,14 +207,14 @@ def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
     table.add_column("package")
     table.add_column("version", style="dim")
     for gpu in gpus:
-        table.add_column(f"{gpu.label}\n{gpu.compute_capability}", justify="center")
+        table.add_column(f"{e(gpu.label)}\n{gpu.compute_capability}", justify="center")
     packages = sorted({(p.package, p.version) for p in report.packages}, key=lambda k: k[0].lower())
     for name, version in packages:
         row = []
         for gpu in gpus:
             verdict = cells[(name, gpu.label)].verdict
             row.append(f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]")
-        table.add_row(name, version, *row)
+        table.add_row(e(name), e(version), *row)
     if packages:
         out.print(table)
     else:
@@ -222,26 +228,27 @@ def _print_report(out: Output, report: Any, libs: bool, elapsed: float) -> None:
         out.print("\n[bold]Why[/]")
         for p in notes:
             style = VERDICT_STYLE.get(p.verdict, "")
-            out.print(f"  {p.package} on {p.gpu}: [{style}]{p.verdict}[/] — {p.reason}")
+            out.print(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
     _print_jit(out, report)
-    gaps = report.gaps + report.jit_gaps
+    gaps = len(report.gaps) + len(report.jit_gaps)
     verdict = (
-        f"[bold red]{len(gaps)} gap(s)[/] on a present or named GPU"
+        f"[bold red]{gaps} gap(s)[/] on a present or named GPU"
         if gaps
         else "[green]no gap[/] on a present or named GPU"
     )
     out.print(f"\n{verdict} · {len(report.binaries)} native files read in {elapsed:.2f} s")
 
 
-def _print_libraries(out: Output, report: Any, gpus: list[Any]) -> None:
+def _print_libraries(out: Output, report: ScanReport, gpus: list[GpuTarget]) -> None:
+    from rich.markup import escape as e
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False, header_style="bold", title="libraries")
     table.add_column("library")
     table.add_column("package", style="dim")
     for gpu in gpus:
-        table.add_column(f"{gpu.label}\n{gpu.compute_capability}")
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+        table.add_column(f"{e(gpu.label)}\n{gpu.compute_capability}")
+    rows: dict[tuple[str, str], dict[str, LibraryVerdict]] = {}
     for p in report.packages:
         for lib in p.libraries:
             rows.setdefault((lib.path, p.package), {})[p.gpu] = lib
@@ -251,6 +258,6 @@ def _print_libraries(out: Output, report: Any, gpus: list[Any]) -> None:
             lib = by_gpu[gpu.label]
             style = VERDICT_STYLE.get(lib.verdict, "")
             detail = lib.deciding_entry or lib.reason
-            cells.append(f"[{style}]{lib.verdict}[/] [dim]{detail}[/]")
-        table.add_row(path.rsplit("/", 1)[-1], package, *cells)
+            cells.append(f"[{style}]{lib.verdict}[/] [dim]{e(detail)}[/]")
+        table.add_row(e(path.rsplit("/", 1)[-1]), e(package), *cells)
     out.print(table)

@@ -1,0 +1,149 @@
+"""A scan's verdicts from probe facts: which GPUs to judge, and every package against each.
+
+Pure: the facts may come from this machine or any other (``archgap probe``, a fleet engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
+from archgap.analysis.jit import JitFinding, jit_findings
+from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, verdicts_for
+from archgap.kb.gpus import identify
+from archgap.kb.toolchain import max_ptx_isa_for_driver
+from archgap.model import BinaryFacts, Gpu, GpuFacts, Problem, PythonEnvironment, decode
+from archgap.probe.toolkit import ToolchainFacts
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    environment: PythonEnvironment
+    gpu_facts: GpuFacts
+    gpus: tuple[GpuTarget, ...]
+    binaries: tuple[BinaryFacts, ...]
+    packages: tuple[PackageVerdict, ...]
+    toolchains: ToolchainFacts | None = None  # toolkits and the environment JIT compilers see
+    jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (fails/unknown only)
+    collection_errors: tuple[Problem, ...] = ()  # probe sections that failed
+
+    @property
+    def jit_gaps(self) -> tuple[JitFinding, ...]:
+        """JIT findings that fail for a GPU that is present or was named."""
+        return tuple(f for f in self.jit if f.status == "fails" and f.gates_exit_code)
+
+    @property
+    def has_gap(self) -> bool:
+        """Whether the run fails: a package or a JIT build cannot work on a gating GPU."""
+        return bool(self.gaps or self.jit_gaps)
+
+    @property
+    def gaps(self) -> tuple[PackageVerdict, ...]:
+        """Packages that cannot run at all on a GPU that is present or was named."""
+        gating = {g.label for g in self.gpus if g.gates_exit_code}
+        return tuple(p for p in self.packages if p.verdict == NONE and p.gpu in gating)
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        facts = self.gpu_facts
+        return (
+            self.collection_errors
+            + self.environment.problems
+            + facts.problems
+            + unidentified_gpus(facts)
+        )
+
+
+def gpu_capability(gpu: Gpu) -> ComputeCapability | None:
+    """What the driver reports; for an old driver that does not, what the product name says."""
+    cc = ComputeCapability.parse(gpu.compute_capability)
+    if cc is None:
+        product = identify(gpu.name)
+        cc = ComputeCapability.parse(product.compute_capability) if product else None
+    return cc
+
+
+def unidentified_gpus(facts: GpuFacts) -> tuple[Problem, ...]:
+    """GPUs whose compute capability neither the driver nor the knowledge base gives."""
+    return tuple(
+        Problem(
+            f"GPU {gpu.index} ({gpu.name})",
+            "compute capability unknown: the driver does not report it and kb/gpus.json does not "
+            "know this name; name it with --gpu X.Y",
+        )
+        for gpu in facts.gpus
+        if gpu_capability(gpu) is None
+    )
+
+
+def present_targets(facts: GpuFacts) -> tuple[GpuTarget, ...]:
+    """One target per distinct compute capability among the GPUs nvidia-smi reported."""
+    by_cc: dict[ComputeCapability, list[str]] = {}
+    names: dict[ComputeCapability, str] = {}
+    for gpu in facts.gpus:
+        cc = gpu_capability(gpu)
+        if cc is None:
+            continue  # reported by unidentified_gpus()
+        by_cc.setdefault(cc, []).append(str(gpu.index))
+        names.setdefault(cc, gpu.name)
+    return tuple(
+        GpuTarget(f"{names[cc]} (GPU {','.join(indices)})", cc, "present", facts.source)
+        for cc, indices in sorted(by_cc.items())
+    )
+
+
+def choose_targets(facts: GpuFacts, named: Sequence[str]) -> tuple[GpuTarget, ...]:
+    """Named GPUs and the present ones; the default matrix when there are neither.
+
+    Raises ``archgap.analysis.compat.UnknownGpu`` for a name no table knows.
+    """
+    targets = [resolve_gpu(text) for text in named]
+    targets += present_targets(facts)
+    # One column per compute capability and role: "RTX PRO 6000" and "sm_120" are the same GPU.
+    unique: dict[tuple[ComputeCapability, str], GpuTarget] = {}
+    for target in targets:
+        key = (target.compute_capability, target.role)
+        if key in unique:
+            first = unique[key]
+            target = replace(first, label=f"{first.label} / {target.label}")
+        unique[key] = target
+    return tuple(unique.values()) or matrix_targets()
+
+
+def _section(facts: Mapping[str, Any], name: str, cls: type[T]) -> T | None:
+    data = (facts.get("sections") or {}).get(name)
+    return None if data is None else decode(cls, data)
+
+
+def report_from_facts(
+    facts: Mapping[str, Any], gpus: Sequence[str] = (), matrix: bool = True
+) -> ScanReport:
+    """Judge probe facts (from any host) against the named, present or default GPUs. Pure.
+
+    Raises ``UnknownGpu`` for a GPU name no table knows and ``DecodeError`` for facts that do
+    not have the probe's shape.
+    """
+    errors = tuple(Problem(f"probe: {k}", str(v)) for k, v in (facts.get("errors") or {}).items())
+    gpu_facts = _section(facts, "gpu", GpuFacts) or GpuFacts((), None, None, "none")
+    env = _section(facts, "python", PythonEnvironment) or PythonEnvironment("", "", (), (), ())
+    found = (facts.get("sections") or {}).get("binaries") or ()
+    binaries = tuple(decode(BinaryFacts, b) for b in found)
+    toolchains = _section(facts, "toolchains", ToolchainFacts)
+    targets = choose_targets(gpu_facts, gpus) if matrix or gpus or gpu_facts.gpus else ()
+    isa = max_ptx_isa_for_driver(gpu_facts.driver_version) if gpu_facts.driver_version else None
+    packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa))
+    jit: tuple[JitFinding, ...] = ()
+    if toolchains is not None and targets:
+        jit = tuple(jit_findings(toolchains, targets, gpu_facts.driver_version, gpu_facts.source))
+    return ScanReport(env, gpu_facts, targets, binaries, packages, toolchains, jit, errors)
+
+
+def _isa_tuple(isa: str | None) -> tuple[int, int] | None:
+    if not isa:
+        return None
+    major, _, minor = isa.partition(".")
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
