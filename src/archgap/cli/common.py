@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -69,7 +70,7 @@ class Output:
             command=str(getattr(args, "command", "")),
         )
 
-    @property
+    @functools.cached_property
     def console(self) -> Console:
         from rich.console import Console
 
@@ -104,14 +105,13 @@ class Output:
             yield
 
     @contextmanager
-    def progress(self, label: str, total: int) -> Iterator[Callable[..., None]]:
+    def progress(self, label: str, total: int) -> Iterator[Callable[[str], None]]:
         """A progress bar on a terminal; silent in a pipe or with --json.
 
-        Yields ``advance(item, total=None)``: one step done on ``item``; ``total`` corrects the
-        number of steps when it is only known once the work has started.
+        Yields ``advance(item)``: one step done, on ``item``.
         """
         if self.json_mode or not self.interactive:
-            yield lambda _item, total=None: None
+            yield lambda _item: None
             return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -125,9 +125,7 @@ class Output:
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(label, total=total, item="")
 
-            def advance(item: str, total: int | None = None) -> None:
-                if total is not None:
-                    bar.update(task, total=total)
+            def advance(item: str) -> None:
                 bar.update(task, advance=1, item=item[-60:])
 
             yield advance
