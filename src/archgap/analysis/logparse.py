@@ -193,11 +193,6 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"flashinfer/(?:autotune/)?(\d+\.\d+\.\d+[\w.]{0,10})/"),
     ),
     (
-        "flashinfer_cuda_version",
-        "flashinfer_cuda_version",
-        re.compile(r"FLASHINFER_CUDA_VERSION\s*[:=]\s*(\d[\w.]{0,10})"),
-    ),
-    (
         "nvcc",
         "cuda compilation tools",
         re.compile(r"Cuda compilation tools, release (\d{1,2}\.\d{1,2})"),
@@ -208,24 +203,23 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"Driver Version\s*:?\s*(\d{3}\.\d{1,3}(?:\.\d{1,3})?)"),
     ),
     ("driver_cuda", "cuda version:", re.compile(r"CUDA Version:\s*(\d{1,2}\.\d)")),
-    ("cuda_home", "cuda_home", re.compile(r"CUDA_HOME\s*[:=]\s*(\S{1,300})")),
-    ("cuda_path", "cuda_path", re.compile(r"CUDA_PATH\s*[:=]\s*(\S{1,300})")),
-    (
-        "flashinfer_cuda_arch_list",
-        "flashinfer_cuda_arch_list",
-        re.compile(r"FLASHINFER_CUDA_ARCH_LIST\s*[:=]\s*(\S.{0,80})"),
-    ),
-    (
-        "torch_cuda_arch_list",
-        "torch_cuda_arch_list",
-        re.compile(r"TORCH_CUDA_ARCH_LIST\s*[:=]\s*(\S.{0,80})"),
-    ),
     ("vllm", "vllm version", re.compile(r"vLLM Version\s*:\s*(\d[\w.+]{0,30})")),
     ("sglang", "sglang", re.compile(r"\bsglang(?:==|:\s*|\s{2,})(\d+\.\d+[\w.+]{0,20})")),
     (
         "triton",
         "triton",
         re.compile(r"\b(?:pytorch-)?triton(?:==|:\s*|\s{2,})(\d+\.\d+[\w.+]{0,30})"),
+    ),
+    # Settings printed as NAME=value or NAME: value; the kind is the lowercase name.
+    *(
+        (name.lower(), name.lower(), re.compile(name + r"\s*[:=]\s*(" + value + ")"))
+        for name, value in (
+            ("FLASHINFER_CUDA_VERSION", r"\d[\w.]{0,10}"),
+            ("CUDA_HOME", r"\S{1,300}"),
+            ("CUDA_PATH", r"\S{1,300}"),
+            ("FLASHINFER_CUDA_ARCH_LIST", r"\S.{0,80}"),
+            ("TORCH_CUDA_ARCH_LIST", r"\S.{0,80}"),
+        )
     ),
 )
 _GPU_NOISE = ("NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA Driver")
