@@ -65,9 +65,7 @@ def test_rtx_pro_6000_with_nvcc_12_8_predicts_the_sm75_error(tmp_path: Path) -> 
     assert any(s.endswith("flashinfer/compilation_context.py:56") for s in sources.values())
     assert any(s.endswith("flashinfer/compilation_context.py:80") for s in sources.values())
     actions = [f["action"] for f in finding["fixes"]]
-    assert 'export FLASHINFER_CUDA_ARCH_LIST="12.0a"' in actions[0] or any(
-        a.startswith('export FLASHINFER_CUDA_ARCH_LIST="12.0a"') for a in actions
-    )
+    assert any(a.startswith('export FLASHINFER_CUDA_ARCH_LIST="12.0a"') for a in actions)
     assert "upgrade flashinfer-python to >= 0.7.1" in actions
     if (REAL_CUDA_13 / "bin/nvcc").exists():
         assert any(a.startswith(f"point CUDA_HOME at {REAL_CUDA_13} (nvcc 13.0") for a in actions)
