@@ -153,9 +153,9 @@ def distribution_targets(
         return [(site, [site]) for site in site_packages], problems, None
     installed, dist_problems = installed_distributions(site_packages)
     problems.extend(dist_problems)
-    by_name = {_canonical(d.name): d for d in installed}
+    by_name = {canonical_name(d.name): d for d in installed}
     for wanted in dists:
-        dist = by_name.get(_canonical(wanted))
+        dist = by_name.get(canonical_name(wanted))
         if dist is None:
             known = ", ".join(sorted(d.name for d in installed)[:20]) or "none"
             return [], problems, "unknown distribution %r (installed: %s)" % (wanted, known)
@@ -168,7 +168,8 @@ def distribution_targets(
     return groups, problems, None
 
 
-def _canonical(name: str) -> str:
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them: runs of -_. as one -, lowercase."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Distribution, Problem
-from .source import Guard
+from .source import Guard, canonical_name
 from .source_flow import dotted
 from .source_scan import SourceFile
 from .system import System
@@ -122,12 +121,8 @@ class _Owners:
         return None
 
     def named(self, name: str) -> Optional[Distribution]:
-        wanted = _canonical(name)
-        return next((d for d in self.dists if _canonical(d.name) == wanted), None)
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+        wanted = canonical_name(name)
+        return next((d for d in self.dists if canonical_name(d.name) == wanted), None)
 
 
 def _missing(relpath: str, line: int, code: str, why: str, dist: Any = None) -> CodeSite:
