@@ -672,11 +672,6 @@ def _has_elf_magic(path: str) -> bool:
         return False
 
 
-def is_candidate_name(name: str) -> bool:
-    """Whether a walk reads this file by its name alone (executables are checked by magic)."""
-    return CANDIDATE_NAME.search(name) is not None
-
-
 def discover(paths: Iterable[str]) -> Iterator[Discovered]:
     """The files to read under ``paths``, each once, plus rows for paths that cannot be walked."""
     seen_files: Set[Tuple[int, int]] = set()
@@ -745,7 +740,7 @@ def _walk_directory(
                         subdirs.append((item.path, (*ancestors, key)))
                     continue
                 if item.is_file():
-                    if not candidate and (dot < 0 and name in NOT_BINARY_NAMES):
+                    if name in NOT_BINARY_NAMES:
                         continue
                     if link or not candidate:
                         sub = item.stat()
@@ -910,7 +905,6 @@ __all__ = [
     "Discovered",
     "collect_binaries",
     "discover",
-    "is_candidate_name",
     "read_binaries",
     "read_binary",
     "walk_binaries",
