@@ -385,15 +385,12 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
             cuda = tk.version
     lookup_src = rules["nvcc_lookup_source"]
     chain.append(Fact("FlashInfer asks that nvcc for the CUDA version (not torch)", lookup_src))
-    torch_cuda = facts.torch.cuda if facts.torch else None
-    if tk is not None and tk.status in ("missing", "broken") and torch_cuda:
+    torch = facts.torch
+    if tk is not None and tk.status in ("missing", "broken") and torch and torch.cuda:
         # get_cuda_version falls back to torch.version.cuda when nvcc cannot run.
-        cuda = torch_cuda
+        cuda = torch.cuda
         chain.append(
-            Fact(
-                f"nvcc unusable, FlashInfer falls back to torch.version.cuda = {torch_cuda}",
-                facts.torch.file if facts.torch else "torch/version.py",
-            )
+            Fact(f"nvcc unusable, FlashInfer falls back to torch.version.cuda = {cuda}", torch.file)
         )
     src_facts, missing = _source_facts(facts, rng.source_checks)
     chain.extend(src_facts)
