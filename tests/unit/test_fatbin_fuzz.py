@@ -50,7 +50,9 @@ def test_mutated_binaries_never_raise(case: tuple[str, bytes], deep: bool) -> No
         assert time.perf_counter() - started < 2.0
     assert isinstance(facts, BinaryFacts)
     assert facts.size == len(data)
-    assert not (facts.error or "").startswith(("IndexError", "struct.error", "ValueError"))
+    # Every mutated file is a regular file that opens and maps: "unreadable" here can only be
+    # the catch-all of read_binary turning a reader exception into a row.
+    assert facts.format != "unreadable", facts.error
     for entry in facts.entries:
         assert entry.kind in ("sass", "ptx", "ltoir")
         assert entry.offset < len(data)
