@@ -41,6 +41,8 @@ _EMPTY_VALUE = re.compile(r"=\s*(?:(?:set|list|dict|tuple)\(\)|\[\]|\{\}|\(\))\s
 # Evidence of the log reported as versions.
 _VERSION_KINDS: tuple[str, ...] = ("torch", "torch_cuda", "flashinfer", "nvcc", "driver", "vllm")
 _VERSION_KINDS += ("driver_cuda", "sglang", "triton", "flashinfer_cuda_version")
+# ... and as paths.
+_PATH_KINDS = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
 # Writes that bind a name without computing a value for it.
 _NOT_VALUE_WRITES = ("parameter", "import", "global", "except-as", "del", "def", "class")
 
@@ -299,16 +301,6 @@ def _where(path: str, line: int) -> str:
     return f"{site_relative(path) or path}:{line}"
 
 
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    match = re.match(r"\s*(\d+(?:\.\d+)*)", text or "")
-    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
-
-
-def _cc_major(cc: str) -> int | None:
-    match = re.match(r"(\d+)\.", cc)
-    return int(match.group(1)) if match else None
-
-
 def _condition(guard: Guard) -> str:
     return f"not ({guard.condition})" if guard.kind == "else" else guard.condition
 
@@ -323,13 +315,11 @@ def _short(function: str) -> str:
 
 def recognise(log: ParsedLog) -> Recognised:
     last = log.tracebacks[-1] if log.tracebacks else None
-    version_kinds = _VERSION_KINDS
-    path_kinds = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
     return Recognised(
         gpus=tuple(e.value for e in log.evidence_of("gpu")),
         compute_capabilities=tuple(e.value for e in log.evidence_of("compute_capability")),
-        versions=tuple((e.kind, e.value) for e in log.evidence if e.kind in version_kinds),
-        paths=tuple((e.kind, e.value) for e in log.evidence if e.kind in path_kinds),
+        versions=tuple((e.kind, e.value) for e in log.evidence if e.kind in _VERSION_KINDS),
+        paths=tuple((e.kind, e.value) for e in log.evidence if e.kind in _PATH_KINDS),
         frames=tuple(f"{f.file}:{f.line} in {f.function}" for f in last.frames) if last else (),
         error=f"{last.exception_type}: {last.message.splitlines()[0] if last.message else ''}"
         if last
@@ -684,7 +674,8 @@ def _version_condition(
         )
         return None
     how = "; ".join(f.what for f in resolved.chain)
-    below = _version_tuple(toolkit.version) < _version_tuple(required)
+    version_tuple = toolchain_kb.version_tuple
+    below = (version_tuple(toolkit.version) or ()) < (version_tuple(required) or ())
     holds = below == (guard.kind == "else")
     chain.nvcc_line = f"nvcc {toolkit.version} at {toolkit.tool_path} (from {how})"
     chain.add(
@@ -722,7 +713,7 @@ def _knowledge_steps(
         ("flashinfer", "flashinfer"),
         ("torch", "torch"),
     ):
-        values = [e for e in log.evidence if e.kind == kind]
+        values = log.evidence_of(kind)
         if values:
             chain.add(
                 f"The log states {label}: {', '.join(dict.fromkeys(e.value for e in values[:4]))}",
@@ -768,8 +759,8 @@ def _fixes(
     for evidence in log.evidence_of("compute_capability"):
         digits = re.match(r"(\d{1,2}?)(\d)[af]?$", evidence.value)
         if "." in evidence.value:
-            if (major := _cc_major(evidence.value)) is not None:
-                majors.add(major)
+            if (major_minor := toolchain_kb.major_minor(evidence.value)) is not None:
+                majors.add(major_minor[0])
         elif digits:
             majors.add(int(digits.group(1)))
     if not majors and any("SM 12" in t for _, t in log.messages):
