@@ -28,7 +28,7 @@ from archgap.cli.common import (
 
 def register(subparsers: Any) -> None:
     from archgap.cli.probe import DEFAULT_SECTIONS
-    from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT
+    from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
 
     parser = subparsers.add_parser(
         "fleet",
@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
         "--python",
         metavar="PATH",
         default=None,
-        help="the interpreter to inspect on every host (default python3)",
+        help=f"the interpreter to inspect on every host (default {DEFAULT_PYTHON})",
     )
     parser.add_argument(
         "--gpu",
@@ -71,7 +71,11 @@ def register(subparsers: Any) -> None:
         "--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT, metavar="S"
     )
     parser.add_argument(
-        "--timeout", type=float, default=120.0, metavar="S", help="total time limit per host"
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help="total time limit per host",
     )
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS), metavar="LIST")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
@@ -104,10 +108,10 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
     from archgap.cli.probe import build_request
     from archgap.transport.run import TransportError, run_many
     from archgap.transport.slurm import run_probe_slurm
-    from archgap.transport.target import TargetError, ssh_target
+    from archgap.transport.target import DEFAULT_PYTHON, TargetError, ssh_target
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    python = args.python or "python3"
+    python = args.python or DEFAULT_PYTHON
     # None: each host's own interpreter (a hostfile may name one per host), filled in per target.
     request = build_request(sections, None)
     if args.srun_args and not args.slurm:
