@@ -145,10 +145,3 @@ def load_signatures() -> tuple[Signature, ...]:
     """The signatures shipped with archgap."""
     text = resources.files("archgap.kb").joinpath("signatures.json").read_text(encoding="utf-8")
     return parse_signatures(json.loads(text))
-
-
-def by_id(signature_id: str) -> Signature:
-    for signature in load_signatures():
-        if signature.id == signature_id:
-            return signature
-    raise KeyError(signature_id)
