@@ -71,12 +71,9 @@ def sass_runs_on(arch: int, variant: str, cc: ComputeCapability) -> bool:
 
 def ptx_jits_on(arch: int, variant: str, cc: ComputeCapability) -> bool:
     """Whether ``compute_<arch><variant>`` PTX can be JIT-compiled for ``cc`` (ISA aside)."""
-    target = ComputeCapability.of_arch(arch)
-    if variant == "a":
-        return cc == target
-    if variant == "f":
-        return _family_runs_on(arch, cc)
-    return cc >= target
+    if variant:  # 'a' and 'f' PTX are exactly as portable as their SASS: not forward
+        return sass_runs_on(arch, variant, cc)
+    return cc >= ComputeCapability.of_arch(arch)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import csv
 import functools
 import json
 import os
+import re
 import sys
 import sysconfig
 from dataclasses import asdict
@@ -20,7 +21,7 @@ from .facts import Distribution, Problem, PythonEnvironment
 from .system import System
 
 # The suffixes of files that may carry device code.
-NATIVE_SUFFIXES = (".so", ".cubin", ".fatbin", ".a", ".o")
+NATIVE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
 
 # Run as ``python -I -S -c``: without site.py a venv's interpreter does not know its own prefix,
 # so the script finds pyvenv.cfg itself and asks sysconfig for that prefix's paths.
@@ -46,10 +47,7 @@ print(json.dumps({"executable": sys.executable, "version": sys.version.split()[0
 
 def is_native_file(path: str) -> bool:
     """A shared library (``x.so``, ``x.so.12``), object, archive, cubin or fatbin, by name."""
-    name = os.path.basename(path)
-    if name.endswith(NATIVE_SUFFIXES):
-        return True
-    return ".so." in name and name.rsplit(".so.", 1)[1].replace(".", "").isdigit()
+    return NATIVE_NAME.search(path) is not None
 
 
 @functools.lru_cache(maxsize=8)  # several sections of one probe ask about the same interpreter
