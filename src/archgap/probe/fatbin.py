@@ -194,13 +194,14 @@ class _Reader:
         self, start: int, end: int, section: str, listed: bool, member: Optional[str]
     ) -> None:
         """Containers laid back to back in [start, end) (``.nv_fatbin``, a ``.fatbin`` file)."""
+        label = section or "fatbin"
         pos = start
         while pos + CONTAINER_HEADER.size <= end:
             if self.buf[pos : pos + 4] != CONTAINER_MAGIC:
                 found = self.buf.find(CONTAINER_MAGIC, pos, end)
                 stop = end if found < 0 else found
                 if not self.is_zero(pos, stop):
-                    self.fail("%s: unrecognised bytes at 0x%x" % (section or "fatbin", pos))
+                    self.fail("%s: unrecognised bytes at 0x%x" % (label, pos))
                 if found < 0:
                     return
                 pos = found
@@ -209,7 +210,7 @@ class _Reader:
             if version != 1 or header_size != CONTAINER_HEADER.size:
                 self.fail(
                     "%s: invalid container header at 0x%x (version %d, header size %d)"
-                    % (section or "fatbin", pos, version, header_size)
+                    % (label, pos, version, header_size)
                 )
                 pos += 4
                 continue
@@ -218,18 +219,19 @@ class _Reader:
             if container_end > end:
                 self.fail(
                     "%s: container at 0x%x runs 0x%x bytes past the end"
-                    % (section or "fatbin", pos, container_end - end)
+                    % (label, pos, container_end - end)
                 )
                 container_end = end
             self.walk_entries(body, container_end, section, listed, member)
             pos = container_end
         if pos < end and not self.is_zero(pos, end):
-            self.fail("%s: unrecognised bytes at 0x%x" % (section or "fatbin", pos))
+            self.fail("%s: unrecognised bytes at 0x%x" % (label, pos))
 
     def walk_entries(
         self, pos: int, end: int, section: str, listed: bool, member: Optional[str]
     ) -> None:
         buf = self.buf
+        label = section or "fatbin"
         while pos + ENTRY_HEADER.size <= end:
             (kind_code, _, header_size, payload_size, compressed_size, _, minor, major, arch,
              _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack_from(buf, pos)  # fmt: skip
@@ -242,7 +244,7 @@ class _Reader:
             ):
                 if kind_code == 0 and self.is_zero(pos, end):
                     return  # padding after the last entry
-                self.fail("%s: invalid entry header at 0x%x" % (section or "fatbin", pos))
+                self.fail("%s: invalid entry header at 0x%x" % (label, pos))
                 return
             if flags & FLAG_ZSTD:
                 compression = "zstd"
@@ -275,7 +277,7 @@ class _Reader:
             )
             pos = payload + payload_size
         if pos < end and not self.is_zero(pos, end):
-            self.fail("%s: truncated entry header at 0x%x" % (section or "fatbin", pos))
+            self.fail("%s: truncated entry header at 0x%x" % (label, pos))
 
     def valid_container_at(self, pos: int, end: int) -> bool:
         """A strict check for a container found by searching data: header and first entry."""
@@ -714,7 +716,7 @@ def _walk_directory(
         except OSError as exc:
             yield directory, _row(directory, _open_error(directory, exc))
             continue
-        items.sort(key=_entry_name)
+        items.sort(key=lambda item: item.name)
         subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = []
         for item in items:
             name = item.name
@@ -760,10 +762,6 @@ def _walk_directory(
                 if candidate or item.is_dir(follow_symlinks=False):
                     yield item.path, _row(item.path, _open_error(item.path, exc))
         stack.extend(reversed(subdirs))
-
-
-def _entry_name(item: Any) -> str:
-    return str(item.name)
 
 
 def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFacts]:
