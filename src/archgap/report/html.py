@@ -43,6 +43,13 @@ def _cell(verdict: str) -> str:
     )
 
 
+def _table_head(title: str, columns: tuple[str, ...], table_id: str = "") -> str:
+    """A section heading and the opening of its table, up to its header row."""
+    attribute = f' id="{table_id}"' if table_id else ""
+    header = "".join(f"<th>{column}</th>" for column in columns)
+    return f"<h2>{title}</h2><table{attribute}><tr>{header}</tr>"
+
+
 def fleet_html(report: Any, seconds: float) -> str:
     from archgap.analysis.fleet import coverage_matrix
 
@@ -90,8 +97,10 @@ def fleet_html(report: Any, seconds: float) -> str:
             "for a present or named GPU.</p>"
         )
     parts.append(
-        "<h2>Groups of identical hosts</h2><table><tr><th>group</th><th>hosts</th>"
-        "<th>GPUs</th><th>driver</th><th>toolkits</th><th>python</th><th>packages</th></tr>"
+        _table_head(
+            "Groups of identical hosts",
+            ("group", "hosts", "GPUs", "driver", "toolkits", "python", "packages"),
+        )
     )
     for group in report.groups:
         s = group.summary
@@ -104,10 +113,7 @@ def fleet_html(report: Any, seconds: float) -> str:
         )
     parts.append("</table>")
     if report.drift:
-        parts.append(
-            "<h2>Drift between groups</h2><table><tr><th>what</th><th>group</th>"
-            "<th>only there</th></tr>"
-        )
+        parts.append(_table_head("Drift between groups", ("what", "group", "only there")))
         for drift in report.drift:
             for fingerprint, values in drift.values:
                 if values:
@@ -122,10 +128,7 @@ def fleet_html(report: Any, seconds: float) -> str:
         parts += [f"<li><strong>{escape(n)}</strong>: {escape(g)}</li>" for n, g in gaps]
         parts.append("</ul>")
     if report.unreachable:
-        parts.append(
-            '<h2>Not probed</h2><table id="unreachable"><tr><th>host</th><th>why</th>'
-            "<th>message</th></tr>"
-        )
+        parts.append(_table_head("Not probed", ("host", "why", "message"), "unreachable"))
         for u in report.unreachable:
             parts.append(
                 f'<tr><td>{escape(u.name)}</td><td class="bad">{escape(u.kind)}</td>'
