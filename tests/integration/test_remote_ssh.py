@@ -117,15 +117,21 @@ def test_silent_listener_fails_within_the_connect_timeout() -> None:
     assert elapsed < 2 + 6  # the connect timeout plus process start-up, not the 60 s total
 
 
-def test_unknown_host_key_is_refused(tmp_path: Path) -> None:
+def probe_alpha_with_config(tmp_path: Path, option: str, value: Path) -> tuple[int, dict]:
+    """Probe alpha with the test ssh config, its ``option`` (IdentityFile...) set to ``value``."""
     config = Path(ssh_env()["ARCHGAP_SSH_CONFIG"]).read_text()
+    assert f"{option} " in config
+    own = tmp_path / "ssh_config"
+    own.write_text(config.replace(f"{option} ", f"{option} {value} #"))
+    result = run_cli("probe", "--host", "alpha", env={"ARCHGAP_SSH_CONFIG": str(own)}, timeout=60)
+    return result.returncode, json_output(result, "probe")
+
+
+def test_unknown_host_key_is_refused(tmp_path: Path) -> None:
     empty_known = tmp_path / "known_hosts"
     empty_known.write_text("")
-    own = tmp_path / "ssh_config"
-    own.write_text(config.replace("UserKnownHostsFile ", f"UserKnownHostsFile {empty_known} #"))
-    result = run_cli("probe", "--host", "alpha", env={"ARCHGAP_SSH_CONFIG": str(own)}, timeout=60)
-    doc = json_output(result, "probe")
-    assert result.returncode == 2
+    code, doc = probe_alpha_with_config(tmp_path, "UserKnownHostsFile", empty_known)
+    assert code == 2
     assert doc["error"]["kind"] == "host-key"
 
 
@@ -134,12 +140,8 @@ def test_wrong_key_is_an_auth_refusal(tmp_path: Path) -> None:
 
     key = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    config = Path(ssh_env()["ARCHGAP_SSH_CONFIG"]).read_text()
-    own = tmp_path / "ssh_config"
-    own.write_text(config.replace("IdentityFile ", f"IdentityFile {key} #"))
-    result = run_cli("probe", "--host", "alpha", env={"ARCHGAP_SSH_CONFIG": str(own)}, timeout=60)
-    doc = json_output(result, "probe")
-    assert result.returncode == 2
+    code, doc = probe_alpha_with_config(tmp_path, "IdentityFile", key)
+    assert code == 2
     assert doc["error"]["kind"] == "auth"
 
 
