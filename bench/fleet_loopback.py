@@ -21,12 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -34,27 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv  # noqa: E402
-
-
-def silent_listener() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            conn, _ = sock.accept()
-            held.append(conn)
-
-    threading.Thread(target=accept, daemon=True).start()
-    return int(sock.getsockname()[1])
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.integration.test_remote_services import SilentListener, closed_port  # noqa: E402
 
 
 def timed(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, dict]:
@@ -88,7 +66,7 @@ def main() -> int:
             site, "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}
         )
         config = Path(status["ssh"]["config"])
-        refused, silent = closed_port(), silent_listener()
+        refused, silent = closed_port(), SilentListener().port
         # Dead hosts: extra aliases in a copy of the test ssh config.
         extra = "".join(
             f"Host r{i:02d}\n  HostName 127.0.0.1\n  Port {refused}\n"
