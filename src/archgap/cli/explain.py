@@ -25,6 +25,7 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
     add_target_options,
+    probe_facts,
     target_from_args,
 )
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from archgap.analysis.explain import Diagnosis, Examined
     from archgap.analysis.logparse import ParsedLog
     from archgap.kb.signatures import Signature
-    from archgap.transport.target import Target
 
 MAX_INPUT = 64 * 1024 * 1024  # bytes read from a log; the rest is ignored (and said so)
 
@@ -90,22 +90,21 @@ def _named_gpus(values: list[str]) -> tuple[GpuTarget, ...]:
         raise UsageError(str(exc)) from exc
 
 
-def _probe(
-    target: Target, request: dict[str, Any], args: argparse.Namespace, env_from: str | None
-) -> dict[str, Any]:
-    from archgap.transport.run import TransportError, run_probe
-
-    facts = run_probe(target, request, args.timeout, args.root, env_from)
-    if isinstance(facts, TransportError):
-        raise UsageError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+def _probe(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> dict[str, Any]:
+    """``probe_facts``, with an unreadable --env-from as a usage error (not a section problem)."""
+    facts = probe_facts(args, out, request)
     problem = (facts.get("errors") or {}).pop("env_from", None)
     if problem:
-        raise UsageError(f"--env-from {env_from}: {problem}")
+        raise UsageError(f"--env-from {args.env_from}: {problem}")
     return facts
 
 
 def _examine(
-    args: argparse.Namespace, log: ParsedLog, signatures: Sequence[Signature], target: Target
+    args: argparse.Namespace,
+    out: Output,
+    log: ParsedLog,
+    signatures: Sequence[Signature],
+    named: tuple[GpuTarget, ...],
 ) -> Examined:
     """The examined environment's facts, all from the probe (here or on the target): the python
     environment, toolchains, GPUs and the raise sites first; then the trace of the state the
@@ -118,14 +117,14 @@ def _examine(
     from archgap.probe.source_sites import CodeFacts
     from archgap.probe.toolkit import ToolchainFacts
 
-    python = args.python
+    target, python = target_from_args(args), args.python
     request = {
         "gpu": {},
         "python": {"python": python},
         "toolchains": {"python": python, "source_checks": all_source_checks()},
         "code": {"python": python, **code_request(log, signatures)},
     }
-    facts = _probe(target, request, args, args.env_from)
+    facts = _probe(args, out, request)
     sections, errors = facts.get("sections") or {}, dict(facts.get("errors") or {})
     env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
     if env is None or not env.site_packages:
@@ -136,9 +135,7 @@ def _examine(
     code = decode(CodeFacts, sections.get("code") or empty)
     traces = []
     for name, dist in names_to_trace(log, signatures, code):
-        more = _probe(
-            target, {"trace": {"name": name, "dists": [dist], "python": python}}, args, None
-        )
+        more = _probe(args, out, {"trace": {"name": name, "dists": [dist], "python": python}})
         errors.update(more.get("errors") or {})
         if (more.get("sections") or {}).get("trace"):
             traces.append(decode(TraceFacts, more["sections"]["trace"]))
@@ -154,7 +151,7 @@ def _examine(
         code=code,
         traces=tuple(traces),
         toolchains=toolchains,
-        gpus=(*_named_gpus(args.gpu), *present),
+        gpus=(*named, *present),
         problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
     )
 
@@ -165,14 +162,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.kb.signatures import load_signatures
 
     text, origin = _read_input(args)
-    _named_gpus(args.gpu)  # a bad GPU name fails before anything is probed
-    target = target_from_args(args)
+    named = _named_gpus(args.gpu)  # a bad GPU name fails before anything is probed
+    target_from_args(args)  # and so does a bad target
     log = parse_log(text)
     signatures = load_signatures()
-    examined = None
-    if not args.log_only:
-        with out.status(f"examining {target.name}"):
-            examined = _examine(args, log, signatures, target)
+    examined = None if args.log_only else _examine(args, out, log, signatures, named)
     diagnosis = explain(log, signatures, examined)
     if out.json_mode:
         out.emit("explain", _document(diagnosis, origin, log.lines, log.truncated_lines))
