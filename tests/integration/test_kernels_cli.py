@@ -64,3 +64,10 @@ def test_text_reports_unreadable_rows(capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 2
     assert "dangling symlink to nowhere.so" in text
     assert "no device code" in text  # named on the command line, so shown
+
+
+def test_text_deep_counts_what_cuobjdump_does_not_list(capsys: pytest.CaptureFixture[str]) -> None:
+    # build.sh hides a fatbin (sm_86, sm_110f, compute_89) and a bare sm_89 cubin in data.
+    assert main(["kernels", "--deep", str(BIN / "libhidden.so")]) == 0
+    text = capsys.readouterr().out
+    assert "1 files, 1 with device code, 4 entries (4 not listed by cuobjdump, in cyan)" in text

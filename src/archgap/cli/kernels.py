@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from archgap.probe.facts import BinaryFacts, KernelEntry
 
 KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
+RIGHT_ALIGNED = ("stored", "unpacked", "n", "offset")
 
 
 def register(subparsers: Any) -> None:
@@ -77,7 +78,7 @@ def target_rows(entries: Iterable[KernelEntry]) -> list[TargetRow]:
         groups.setdefault((entry.kind, entry.arch, entry.variant, entry.listed), []).append(entry)
     rows = []
     for (kind, _arch, _variant, listed), group in sorted(
-        groups.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), *item[0][1:3], item[0][3])
+        groups.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), *item[0][1:])
     ):
         rows.append(
             TargetRow(
@@ -153,7 +154,7 @@ def run(args: Any, out: Output) -> int:
     if out.json_mode:
         out.emit("kernels", {"files": files, "summary": summary})
     else:
-        _print_text(out, files, set(args.paths), deep, bool(args.show_all), summary)
+        _print_text(out, files, set(args.paths), bool(args.show_all), summary)
     return EXIT_ERROR if failed else EXIT_OK
 
 
@@ -181,14 +182,10 @@ def _columns(header: Sequence[str], rows: Sequence[tuple[list[str], bool]]) -> l
     return lines
 
 
-RIGHT_ALIGNED = ("stored", "unpacked", "n", "offset")
-
-
 def _print_text(
     out: Output,
     files: Sequence[BinaryFacts],
     named: set[str],
-    deep: bool,
     show_all: bool,
     summary: dict[str, Any],
 ) -> None:
@@ -244,7 +241,7 @@ def _print_text(
         f"{summary['files']} files, {summary['files_with_device_code']} with device code, "
         f"{summary['entries']} entries"
     )
-    if deep:
+    if summary["deep"]:
         hidden = summary["entries"] - summary["listed_entries"]
         line += f" ({hidden} not listed by cuobjdump, in cyan)"
     if quiet:
