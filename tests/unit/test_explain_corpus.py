@@ -36,3 +36,16 @@ def test_corpus_case(case: dict[str, str | None]) -> None:
         assert diagnosis.signature == expected, [m.signature for m in diagnosis.matches]
         assert diagnosis.root_cause
         assert all(s.status in ("from-log", "knowledge") for s in diagnosis.steps)
+
+
+def test_the_generic_capability_failure_explains_when_no_deeper_cause_is_logged() -> None:
+    # signatures.json: flashinfer-sm75-gate is explained by flashinfer-failed-device-capability
+    # when neither SM-specific cause is in the log; two different logged reasons are still that.
+    text = (
+        "[2026-11-27 09:14:09 TP0] Failed to get device capability: no CUDA driver.\n"
+        "[2026-11-27 09:14:09 TP1] Failed to get device capability: device busy.\n"
+        "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
+    )
+    diagnosis = explain(parse_log(text), load_signatures())
+    assert diagnosis.signature == "flashinfer-sm75-gate"
+    assert diagnosis.root_signature == "flashinfer-failed-device-capability"

@@ -191,15 +191,11 @@ def _primary(matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]
 def _explaining(
     primary: SignatureMatch, matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]
 ) -> SignatureMatch | None:
-    """Another match in the log that the primary's signature names as its usual cause."""
-    wanted = by_id[primary.signature].explained_by
-    for wanted_id in wanted:
+    """Another match in the log that the primary's signature names as its usual cause; the
+    signature lists those causes deepest first."""
+    for wanted_id in by_id[primary.signature].explained_by:
         for match in matches:
             if match.signature == wanted_id and match is not primary:
-                if wanted_id == "flashinfer-failed-device-capability":
-                    deeper = [m for m in matches if m.signature in wanted and m is not match]
-                    if deeper:
-                        continue
                 return match
     return None
 
