@@ -143,8 +143,11 @@ def test_environments_differ_when_nvcc_here_is_12_9(tmp_path: Path) -> None:
 
 
 def test_unknown_error_is_said_unknown() -> None:
+    # An error line no signature knows is "unknown"; text without any error is "no-error".
     code, d = _explain("--message", "KeyError: 'model.layers.0.weight'", "--log-only")
-    assert code == 0 and d["status"] in ("unknown", "no-error") and d["root_cause"] == ""
+    assert code == 0 and d["status"] == "unknown" and d["root_cause"] == ""
+    code, d = _explain("--message", "served 10 requests in 2.1 s", "--log-only")
+    assert code == 0 and d["status"] == "no-error"
 
 
 def test_stdin_and_usage_errors() -> None:

@@ -81,7 +81,12 @@ def test_evidence_versions_and_paths() -> None:
         "Cuda compilation tools, release 12.8, V12.8.93\nFLASHINFER_CUDA_VERSION: 12.8\n"
     )
     found = {(e.kind, e.value) for e in log.evidence}
-    assert {("torch", "2.9.1+cu128"), ("cuda_home", "/usr/local/cuda"), ("nvcc", "12.8")} <= found
+    assert {
+        ("torch", "2.9.1+cu128"),
+        ("cuda_home", "/usr/local/cuda"),
+        ("nvcc", "12.8"),
+        ("flashinfer_cuda_version", "12.8"),
+    } <= found
 
 
 def test_ten_megabytes_and_a_five_megabyte_line_in_bounded_time() -> None:
