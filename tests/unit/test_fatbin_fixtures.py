@@ -9,13 +9,15 @@ executable, which adds a container with one small cubin per SASS target: each SA
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import read_binary, walk_binaries
+from archgap.probe.fatbin import _read_shared, read_binary, walk_binaries
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 
@@ -186,3 +188,16 @@ def test_walk_reads_every_fixture_once() -> None:
     names = [Path(r.path).name for r in rows]
     assert sorted(names) == sorted(p.name for p in BIN.iterdir())
     assert all(r.error is None for r in rows)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "fork") or threading.active_count() > 1, reason="forks only without threads"
+)
+def test_deep_read_shared_with_the_helper_process() -> None:
+    # read_binaries forks the helper only for >= 256 MB with an idle CPU; the fixtures are small,
+    # so the sharing step is called directly. Files the helper took but did not send back stay
+    # None: a helper that fails, or a transfer that loses rows, fails this test.
+    paths = [str(p) for p in sorted(BIN.iterdir())]
+    results: list[BinaryFacts | None] = [None] * len(paths)
+    _read_shared(paths, list(range(len(paths))), True, results)
+    assert results == [read_binary(p, deep=True) for p in paths]
