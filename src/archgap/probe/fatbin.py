@@ -784,10 +784,11 @@ QUEUE_RECORD = struct.Struct("<I")  # one file index in the work queue
 def read_binaries(paths: List[str], deep: bool = False) -> List[BinaryFacts]:
     """``read_binary`` over ``paths``; the results are in the order of ``paths``.
 
-    With ``deep``, when there are many bytes and more than one CPU, a forked helper process reads
-    some of the files (POSIX only, and only from a process without other threads: forking one
-    with threads can deadlock the child). The results are the ones one process gives, in the
-    same order; whatever goes wrong with the helper only means this process reads its files."""
+    With ``deep``, when the files hold at least ``HELPER_MIN_BYTES`` and a CPU is idle, a forked
+    helper process reads some of the files (POSIX only, and only from a process without other
+    threads: forking one with threads can deadlock the child). The results are the ones one
+    process gives, in the same order; whatever goes wrong with the helper only means this
+    process reads its files."""
     results: List[Optional[BinaryFacts]] = [None] * len(paths)
     if deep and len(paths) > 1 and _helper_allowed():
         sizes = []
@@ -891,12 +892,8 @@ def _read_shared(
 
 def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Probe section "binaries": params {"paths": [...], "deep": bool}."""
-    paths = params.get("paths") or []
-    deep = bool(params.get("deep", False))
-    result: List[Dict[str, Any]] = []
-    for facts in walk_binaries([str(p) for p in paths], deep):
-        result.append(asdict(facts))
-    return result
+    paths = [str(p) for p in params.get("paths") or []]
+    return [asdict(facts) for facts in walk_binaries(paths, bool(params.get("deep", False)))]
 
 
 __all__ = [
