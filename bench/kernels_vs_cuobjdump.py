@@ -24,6 +24,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / ".data"
@@ -93,7 +94,7 @@ def cuobjdump_all(
     return time.perf_counter() - started, names
 
 
-def archgap_names(doc: dict) -> dict[str, dict[str, list[str]]]:  # type: ignore[type-arg]
+def archgap_names(doc: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
     result: dict[str, dict[str, list[str]]] = {}
     for facts in doc["files"]:
         lists: dict[str, list[str]] = {"sass": [], "ptx": []}
@@ -110,7 +111,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="warm runs of archgap (median)")
     parser.add_argument("--cold", action="store_true", help="also time with dropped page cache")
-    parser.add_argument("--skip-cuobjdump-cold", action="store_true")
+    parser.add_argument(
+        "--skip-cuobjdump-cold", action="store_true", help="with --cold, time only archgap cold"
+    )
     args = parser.parse_args()
 
     site = ensure_torch_venv()
