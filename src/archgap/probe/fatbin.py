@@ -15,11 +15,12 @@ Only headers are touched (the ELF header, the section header table, 16 bytes per
 truncated or corrupt file becomes a ``BinaryFacts`` with ``error`` set, keeping what was found
 before the damage.
 
-Which files a directory walk reads (``walk_binaries``): regular files named ``*.so``, ``*.so.N``,
-``*.a``, ``*.o``, ``*.cubin`` or ``*.fatbin``, and executable files whose first bytes are the ELF
-magic. Names with a known text/data extension (``.py``, ``.h``, ``.json`` ...) are never opened,
-which keeps a walk over a multi-gigabyte site-packages at one ``readdir`` per directory and one
-``stat`` per candidate.
+Which files a directory walk reads (``discover``, under ``walk_binaries``): regular files named
+``*.so``, ``*.so.N``, ``*.a``, ``*.o``, ``*.cubin`` or ``*.fatbin``, and executable files whose
+first bytes are the ELF magic. Names with a known text/data extension (``.py``, ``.h``,
+``.json`` ...) are never looked at further, which keeps a walk over a multi-gigabyte
+site-packages at one ``readdir`` per directory: only symlinks and files with other names are
+``stat``'ed (for the executable bit), and only executables are opened to check their magic.
 """
 
 from __future__ import annotations
