@@ -43,6 +43,23 @@ ENV_ALLOWED_PREFIXES = ("FLASHINFER_", "TORCH_", "TRITON_", "VLLM_", "SGLANG_", 
 ENV_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
 
 
+def stop_process_group(proc: subprocess.Popen[bytes]) -> Tuple[bytes, bytes]:
+    """Kill the process group ``proc`` leads (it was started with start_new_session=True).
+
+    Returns what it printed if it goes within KILL_GRACE; a process that cannot die (stuck in the
+    GPU driver) or that left the group (setsid, a daemon) and still holds the pipes is abandoned.
+    """
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        return proc.communicate(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return b"", b""
+
+
 def env_allowed(name: str) -> bool:
     """Whether a variable may be read and reported (never tokens or secrets)."""
     upper = name.upper()
@@ -133,10 +150,7 @@ class System:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=KILL_GRACE)
+            stop_process_group(proc)
             return CommandResult(args, None, "", "", "timed out after %g s" % timeout)
         out = stdout.decode("utf-8", "replace")
         err = stderr.decode("utf-8", "replace")

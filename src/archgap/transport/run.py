@@ -7,18 +7,16 @@ expiry the whole process group that archgap started is killed, so nothing linger
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.probe.system import KILL_GRACE
+from archgap.probe.system import stop_process_group
 from archgap.transport.bootstrap import (
     find_facts,
     find_too_old,
@@ -76,7 +74,7 @@ _NOT_FOUND = re.compile(
 )
 
 
-def _tail(text: str, lines: int = 20) -> str:
+def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
@@ -98,7 +96,7 @@ def classify(
             TOO_OLD,
             f"{target.python} on {target.name} has no -I option (Python 2?); need >= 3.8",
         )
-    first = _tail(stderr, 1) or f"exit status {returncode}"
+    first = tail(stderr, 1) or f"exit status {returncode}"
     uses_ssh = target.kind == "ssh" or (
         target.prefix and os.path.basename(target.prefix[0]) == "ssh"
     )
@@ -107,15 +105,15 @@ def classify(
             return TransportError(
                 HOST_KEY,
                 f"{target.name}: host key not known or changed (check known_hosts): {first}",
-                _tail(stderr),
+                tail(stderr),
             )
         if "permission denied" in lowered or "too many authentication failures" in lowered:
             return TransportError(
-                AUTH, f"{target.name}: authentication refused: {first}", _tail(stderr)
+                AUTH, f"{target.name}: authentication refused: {first}", tail(stderr)
             )
         if any(sign in lowered for sign in _UNREACHABLE_SIGNS) or not lowered.strip():
-            return TransportError(UNREACHABLE, f"{target.name}: {first}", _tail(stderr))
-        return TransportError(UNREACHABLE, f"{target.name}: ssh failed: {first}", _tail(stderr))
+            return TransportError(UNREACHABLE, f"{target.name}: {first}", tail(stderr))
+        return TransportError(UNREACHABLE, f"{target.name}: ssh failed: {first}", tail(stderr))
     # 126/127: the shell (or env, docker, kubectl) found no runnable interpreter of that name.
     if returncode in (126, 127) or (
         returncode != 0 and target.python in stderr and _NOT_FOUND.search(stderr)
@@ -123,29 +121,15 @@ def classify(
         return TransportError(
             NO_INTERPRETER,
             f"no interpreter {target.python!r} on {target.name}: {first}",
-            _tail(stderr),
+            tail(stderr),
         )
     if returncode == 0:
         return TransportError(
-            PROBE_FAILED, f"{target.name}: the probe printed no facts", _tail(stderr or stdout)
+            PROBE_FAILED, f"{target.name}: the probe printed no facts", tail(stderr or stdout)
         )
     return TransportError(
-        PROBE_FAILED, f"{target.name}: the probe failed ({first})", _tail(stderr, 40)
+        PROBE_FAILED, f"{target.name}: the probe failed ({first})", tail(stderr, 40)
     )
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    """Kill the group archgap started for this target only; what it printed, if it goes at once."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        return proc.communicate(timeout=KILL_GRACE)
-    except subprocess.TimeoutExpired:
-        # A process that left the group (setsid, a daemon) still holds the pipes: abandon it.
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        return b"", b""
 
 
 def run_command(
@@ -167,7 +151,7 @@ def run_command(
     try:
         out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
-        out, err = _kill_group(proc)
+        out, err = stop_process_group(proc)
         return None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), "timeout"
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), None
 
@@ -210,7 +194,7 @@ def run_probe(
         return TransportError(
             TIMEOUT,
             f"{target.name}: no answer within {elapsed:.0f} s (--timeout {timeout:g})",
-            _tail(err),
+            tail(err),
         )
     if error is not None or code is None:
         return TransportError(TRANSPORT_MISSING, error or "could not start", "")

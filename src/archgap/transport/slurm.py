@@ -17,10 +17,10 @@ from archgap.transport.run import (
     TIMEOUT,
     TRANSPORT_MISSING,
     TransportError,
-    _tail,
     classify,
     fill_python,
     run_command,
+    tail,
 )
 from archgap.transport.target import Target, check_python
 
@@ -69,7 +69,7 @@ def run_probe_slurm(
     code, out, err, error = run_command(argv, payload, timeout)
     if error == "timeout":
         return SlurmResult(
-            (), TransportError(TIMEOUT, f"srun gave no answer within {timeout:g} s", _tail(err))
+            (), TransportError(TIMEOUT, f"srun gave no answer within {timeout:g} s", tail(err))
         )
     if error is not None or code is None:
         return SlurmResult((), TransportError(TRANSPORT_MISSING, error or "srun could not start"))
@@ -85,6 +85,6 @@ def run_probe_slurm(
     if not tasks:
         failure = classify(Target("via", "srun", ("srun",), python), code or 1, out, err)
         if not isinstance(failure, TransportError):
-            failure = TransportError(PROBE_FAILED, f"srun exited with status {code}", _tail(err))
+            failure = TransportError(PROBE_FAILED, f"srun exited with status {code}", tail(err))
         return SlurmResult((), failure)
     return SlurmResult(tuple(tasks))
