@@ -13,7 +13,7 @@ import bisect
 import gc
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .facts import Problem
 from .source_flow import (
@@ -30,6 +30,7 @@ from .source_flow import (
 from .source_scan import (
     SourceFile,
     candidate_files,
+    line_numbers,
     module_name,
     word_pattern,
 )
@@ -227,20 +228,20 @@ def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
 
 def _hit_lines(text: str, word: str) -> List[int]:
     """1-based numbers of the lines where ``word`` occurs as a whole word (C-speed find)."""
-    lines: List[int] = []
-    line, counted, position, size = 1, 0, 0, len(word)
+    return line_numbers(text, _word_starts(text, word))
+
+
+def _word_starts(text: str, word: str) -> Iterator[int]:
+    position, size = 0, len(word)
     while True:
         position = text.find(word, position)
         if position < 0:
-            return lines
+            return
         after = position + size
         if (position == 0 or not _is_word_char(text[position - 1])) and (
             after >= len(text) or not _is_word_char(text[after])
         ):
-            line += text.count("\n", counted, position)
-            counted = position
-            if not lines or lines[-1] != line:
-                lines.append(line)
+            yield position
         position = after
 
 

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .facts import Problem
 from .source import Guard, distribution_targets
 from .source_flow import dotted, env_reads, raise_parts, string_value
-from .source_scan import SourceFile, module_name, python_files
+from .source_scan import SourceFile, line_numbers, module_name, python_files
 from .system import System
 
 # Calls that read what the GPU is (last dotted component -> kind).
@@ -297,14 +297,7 @@ def _trigger_lines(text: str) -> List[int]:
             before = lower[match.start() - 1] if match.start() else " "
             if not (before.isalnum() or before == "_"):
                 starts.append(match.start())
-    lines: List[int] = []
-    line, counted = 1, 0
-    for start in sorted(starts):
-        line += lower.count("\n", counted, start)
-        counted = start
-        if not lines or lines[-1] != line:
-            lines.append(line)
-    return lines
+    return line_numbers(lower, sorted(starts))
 
 
 def _is_number(node: ast.AST) -> bool:

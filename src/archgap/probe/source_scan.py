@@ -522,6 +522,18 @@ def parse(text: str) -> Tuple[Optional[ast.Module], str]:
         return None, "does not parse: %s" % (exc,)
 
 
+def line_numbers(text: str, starts: Iterable[int]) -> List[int]:
+    """1-based numbers of the lines holding the ascending offsets ``starts``, once each."""
+    lines: List[int] = []
+    line, counted = 1, 0
+    for start in starts:
+        line += text.count("\n", counted, start)
+        counted = start
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
 def word_pattern(word: str) -> Pattern[str]:
     return re.compile(r"(?<![\w])" + re.escape(word) + r"(?![\w])")
 
