@@ -10,30 +10,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
+from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportError, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
-__all__ = ["ProbeError", "ScanReport", "report_from_facts", "scan", "scan_request"]
+__all__ = ["ProbeError", "ScanReport", "report_from_facts", "scan"]
 
 
 class ProbeError(Exception):
     """The facts could not be collected: an unreachable host, an unreadable --env-from."""
-
-
-def scan_request(python: str | None) -> dict[str, Any]:
-    """The probe request behind ``archgap scan``: one round trip, locally or to a remote host."""
-    from archgap.kb.toolchain import all_source_checks
-
-    return {
-        "gpu": {},
-        "python": {"python": python},
-        "toolchains": {"python": python, "source_checks": all_source_checks()},
-        "binaries": {"of_python": True, "deep": True},
-    }
 
 
 def scan(
@@ -52,7 +40,7 @@ def scan(
     """
     for name in gpus:
         resolve_gpu(name)  # a bad name fails before anything is probed
-    facts = run_probe(target, scan_request(python), timeout, root, env_from)
+    facts = run_probe(target, probe_request(DEFAULT_SECTIONS, python), timeout, root, env_from)
     if isinstance(facts, TransportError):
         raise ProbeError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
     env_problem = (facts.get("errors") or {}).get("env_from")

@@ -128,7 +128,7 @@ def summarise_host(
     GPUs it has and the GPUs named; a fleet never falls back to the default matrix.
     """
     from archgap.analysis.compat import UnknownGpu
-    from archgap.api import report_from_facts
+    from archgap.analysis.scan import report_from_facts
     from archgap.model import DecodeError
 
     problems: list[str] = []

@@ -157,20 +157,44 @@ def add_target_options(
         help="probe through any command prefix that starts a program there with stdin/stdout",
     )
     group.add_argument("--container-engine", choices=("docker", "podman"), help=argparse.SUPPRESS)
-    group.add_argument(
+    add_timeout_options(group, timeout_default=timeout_default)
+
+
+def add_timeout_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    timeout_default: float = DEFAULT_TIMEOUT,
+) -> None:
+    """``--connect-timeout`` (ssh) and ``--timeout`` (total, per target)."""
+    parser.add_argument(
         "--connect-timeout",
         type=float,
         default=DEFAULT_CONNECT_TIMEOUT,
         metavar="S",
         help="ssh connect timeout in seconds (default %(default)g)",
     )
-    group.add_argument(
+    parser.add_argument(
         "--timeout",
         type=float,
         default=timeout_default,
         metavar="S",
         help="total time limit per target in seconds (default %(default)g)",
     )
+
+
+def is_remote(args: argparse.Namespace) -> bool:
+    """Whether the target options name another machine (its paths are checked there)."""
+    return any(getattr(args, k, None) for k in ("host", "container", "pod", "via"))
+
+
+def request_or_usage_error(sections: list[str], python: str | None) -> dict[str, Any]:
+    """The probe request for ``--sections``; an unknown section is a usage error."""
+    from archgap.request import UnknownSection, probe_request
+
+    try:
+        return probe_request(sections, python)
+    except UnknownSection as exc:
+        raise UsageError(f"--sections: {exc}") from None
 
 
 def target_from_args(args: argparse.Namespace) -> Target:

@@ -23,12 +23,14 @@ from archgap.cli.common import (
     Output,
     UsageError,
     add_json_option,
+    add_timeout_options,
+    request_or_usage_error,
 )
 
 
 def register(subparsers: Any) -> None:
-    from archgap.cli.probe import DEFAULT_SECTIONS
-    from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
+    from archgap.request import DEFAULT_SECTIONS
+    from archgap.transport.target import DEFAULT_PYTHON
 
     parser = subparsers.add_parser(
         "fleet",
@@ -67,16 +69,7 @@ def register(subparsers: Any) -> None:
         help="also judge every host against this GPU (12.0, sm_120, a name); repeatable",
     )
     parser.add_argument("--jobs", type=int, default=32, metavar="N", help="hosts at a time")
-    parser.add_argument(
-        "--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT, metavar="S"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        metavar="S",
-        help="total time limit per host",
-    )
+    add_timeout_options(parser)
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS), metavar="LIST")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     parser.add_argument("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS)
@@ -105,7 +98,6 @@ def _host_lines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
     """Every host's facts or failure, as ``HostInput`` values."""
     from archgap.analysis.fleet import HostInput
-    from archgap.cli.probe import build_request
     from archgap.transport.run import TransportError, run_many
     from archgap.transport.slurm import run_probe_slurm
     from archgap.transport.target import DEFAULT_PYTHON, TargetError, ssh_target
@@ -113,7 +105,7 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     python = args.python or DEFAULT_PYTHON
     # None: each host's own interpreter (a hostfile may name one per host), filled in per target.
-    request = build_request(sections, None)
+    request = request_or_usage_error(sections, None)
     if args.srun_args and not args.slurm:
         raise UsageError("arguments after -- are srun options: use them with --slurm")
     if args.from_paths:

@@ -19,6 +19,7 @@ from archgap.cli.common import (
     UsageError,
     add_json_option,
     add_target_options,
+    is_remote,
     probe_facts,
 )
 
@@ -138,7 +139,7 @@ def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
 def run(args: Any, out: Output) -> int:
     started = time.perf_counter()
     deep = bool(args.deep)
-    remote = any(getattr(args, k, None) for k in ("host", "container", "pod", "via"))
+    remote = is_remote(args)
     files = _read_remote(args, out) if remote else _read_local(args.paths, deep, out)
     elapsed = time.perf_counter() - started
     failed = [f for f in files if f.error or f.format == "unreadable"]

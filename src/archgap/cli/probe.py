@@ -21,10 +21,10 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
     add_target_options,
+    request_or_usage_error,
     target_from_args,
 )
-
-DEFAULT_SECTIONS = ("gpu", "python", "toolchains", "binaries")
+from archgap.request import DEFAULT_SECTIONS
 
 
 def register(subparsers: Any) -> None:
@@ -66,33 +66,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def build_request(sections: list[str], python: str | None) -> dict[str, Any]:
-    """The probe request for these sections (the same for every engine and every host)."""
-    from archgap.probe.collect import SECTIONS
-
-    unknown = [s for s in sections if s not in SECTIONS]
-    if unknown:
-        raise UsageError(
-            f"--sections: unknown {', '.join(unknown)} (known: {', '.join(sorted(SECTIONS))})"
-        )
-    request: dict[str, Any] = {}
-    for section in sections:
-        if section == "python":
-            request[section] = {"python": python}
-        elif section == "toolchains":
-            from archgap.kb.toolchain import all_source_checks
-
-            # The installed source is checked where it is (the rules' raises really there?).
-            request[section] = {"python": python, "source_checks": all_source_checks()}
-        elif section == "binaries":
-            request[section] = {"of_python": True, "deep": True}
-        else:
-            request[section] = {}
-    if "binaries" in request and "python" not in request:
-        request["binaries"] = {"paths": []}
-    return request
-
-
 def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:
     """The required GPUs (by compute capability) that the facts do not show."""
     from archgap.analysis.compat import ComputeCapability, UnknownGpu, resolve_gpu
@@ -122,7 +95,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     required = [r.strip() for value in args.require for r in value.split(",") if r.strip()]
     target = target_from_args(args)
     python = args.python if (args.python or target.is_local) else target.python
-    request = build_request(sections, python)
+    request = request_or_usage_error(sections, python)
     if args.script:
         sys.stdout.write(standalone_script(probe_input(request, "/", args.env_from)))
         return EXIT_OK

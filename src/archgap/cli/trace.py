@@ -16,6 +16,7 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
     add_target_options,
+    is_remote,
     probe_facts,
 )
 
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
     """Paths on this machine must exist (a remote target's paths are checked there)."""
-    remote = any(getattr(args, k, None) for k in ("host", "container", "pod", "via"))
+    remote = is_remote(args)
     missing = [p for p in paths if not remote and not os.path.exists(p)]
     if missing:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
