@@ -7,12 +7,13 @@ are looked up in the installed source at run time, never stored) and ranked fixe
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
+
+from archgap.kb import load_json
+from archgap.kb.toolchain import version_tuple
 
 # Fix kinds, least invasive first: this order ranks every list of fixes archgap prints.
 FIX_KINDS = ("env", "toolkit", "upgrade", "patch")
@@ -77,22 +78,16 @@ class SignatureError(ValueError):
     """signatures.json does not have the expected shape."""
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of a version: "0.6.8.post1" -> (0, 6, 8), "2.7.0+cu128" -> (2, 7, 0)."""
-    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
-    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
-
-
 def version_in(version: str, spec: str) -> bool:
     """Whether ``version`` satisfies comma-separated >=, <=, <, >, == clauses ("" = any)."""
-    have = _release(version)
+    have = version_tuple(version) or ()
     if not have:
         return not spec.strip()
     for clause in filter(None, (c.strip() for c in spec.split(","))):
         match = re.fullmatch(r"(>=|<=|==|<|>)\s*(\S+)", clause)
         if not match:
             raise SignatureError(f"bad version clause {clause!r}")
-        op, bound = match.group(1), _release(match.group(2))
+        op, bound = match.group(1), version_tuple(match.group(2)) or ()
         width = max(len(have), len(bound))
         a, b = have + (0,) * (width - len(have)), bound + (0,) * (width - len(bound))
         ok = {">=": a >= b, "<=": a <= b, "==": a == b, "<": a < b, ">": a > b}[op]
@@ -143,5 +138,4 @@ def parse_signatures(data: Any) -> tuple[Signature, ...]:
 @cache
 def load_signatures() -> tuple[Signature, ...]:
     """The signatures shipped with archgap."""
-    text = resources.files("archgap.kb").joinpath("signatures.json").read_text(encoding="utf-8")
-    return parse_signatures(json.loads(text))
+    return parse_signatures(load_json("signatures.json"))

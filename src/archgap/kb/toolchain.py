@@ -17,8 +17,9 @@ _TARGET = re.compile(r"^(?:sm|compute)_(\d{2,3})([af]?)$")
 
 
 def version_tuple(text: str) -> tuple[int, ...] | None:
-    """``"12.8"`` -> (12, 8); ``"570.86.10"`` -> (570, 86, 10); junk -> None."""
-    match = re.match(r"^\s*(\d+(?:\.\d+)*)", text or "")
+    """The numeric release: ``"12.8"`` -> (12, 8); ``"v0.6.8.post1"`` -> (0, 6, 8);
+    ``"2.7.0+cu128"`` -> (2, 7, 0); junk -> None."""
+    match = re.match(r"^\s*v?(\d+(?:\.\d+)*)", text or "")
     if not match:
         return None
     return tuple(int(p) for p in match.group(1).split("."))
@@ -198,6 +199,7 @@ class FlashinferRange:
     source_checks: tuple[dict[str, str], ...]
 
 
+@cache
 def flashinfer_ranges() -> tuple[FlashinferRange, ...]:
     ranges = []
     for r in jit_rules()["flashinfer"]["ranges"]:
