@@ -43,6 +43,18 @@ def norm(major):
     return 0
 """
 RAISE_10 = 'raise RuntimeError("nothing eligible")'
+# load() raises at 6 in the handler of line 5, of the try at 3; the for-else raise is at 10.
+GUARDED = """def load(names):
+    import json
+    try:
+        return json.loads(names)
+    except ValueError as exc:
+        raise RuntimeError("bad names") from exc
+    for name in names:
+        break
+    else:
+        raise RuntimeError("no names")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +63,13 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = make_venv(base / "venv")
     source = base / "mod.py"
     source.write_text(MODULE)
+    guarded = base / "guarded.py"
+    guarded.write_text(GUARDED)
     install_fake_distribution(
-        site, "demo", "1.0", {"pkg/mod.py": source, "pkg/__init__.py": source}
+        site,
+        "demo",
+        "1.0",
+        {"pkg/mod.py": source, "pkg/__init__.py": source, "pkg/guarded.py": guarded},
     )
     (site / "stray.py").write_text(MODULE)  # in site-packages, owned by no RECORD
     return base / "venv" / "bin" / "python"
@@ -99,6 +116,22 @@ def test_a_known_raise_site_is_found_by_its_text_with_nested_conditions(venv: Pa
         ("if", "major == 12", 16),
         ("else", 'version_at_least("12.9")', 17),
     ]
+
+
+def test_except_guards_carry_the_handlers_line_and_a_for_else_reads_nothing(venv: Path) -> None:
+    wanted = [
+        {"distribution": "demo", "file": "pkg/guarded.py", "code": "bad names"},
+        {"distribution": "demo", "file": "pkg/guarded.py", "code": "no names"},
+    ]
+    handled, loop_else = code(venv, raise_sites=wanted).sites
+    assert (handled.line, handled.function) == (6, "load")
+    assert [(g.kind, g.condition, g.line) for g in handled.guards] == [("except", "ValueError", 5)]
+    assert handled.reads == ()
+    assert loop_else.line == 10
+    assert [(g.kind, g.condition, g.line) for g in loop_else.guards] == [
+        ("else", "name in names", 7)
+    ]
+    assert loop_else.reads == ()
 
 
 def test_unowned_missing_and_hostile_requests(venv: Path) -> None:

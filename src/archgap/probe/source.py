@@ -43,6 +43,7 @@ __all__ = [
     "Occurrence",
     "Swallow",
     "TraceFacts",
+    "branches",
     "collect_trace",
     "distribution_targets",
     "trace",
@@ -114,6 +115,41 @@ class TraceFacts:
     occurrences: Tuple[Occurrence, ...]  # writes first (defining files first), then reads
     problems: Tuple[Problem, ...]
     error: Optional[str] = None  # why nothing could be traced (unknown distribution, bad name)
+
+
+# One block of a compound statement: its guard, the test node it reads, its statements.
+Block = Tuple[Guard, Optional[ast.AST], List[ast.stmt]]
+
+
+def branches(src: SourceFile, stmt: ast.stmt) -> List[Block]:
+    """(guard, test node, body) of each block a compound statement holds; [] for the others.
+
+    The test node is what the block's condition reads: an if/while test (for its else too) or a
+    for loop's iterable; None for a for's else and the parts of a try.
+    """
+    if isinstance(stmt, (ast.If, ast.While)):
+        text = src.segment(stmt.test)
+        kind = "if" if isinstance(stmt, ast.If) else "while"
+        return [
+            (Guard(kind, text, stmt.lineno), stmt.test, stmt.body),
+            (Guard("else", text, stmt.lineno), stmt.test, stmt.orelse),
+        ]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        text = "%s in %s" % (src.segment(stmt.target), src.segment(stmt.iter))
+        return [
+            (Guard("for", text, stmt.lineno), stmt.iter, stmt.body),
+            (Guard("else", text, stmt.lineno), None, stmt.orelse),
+        ]
+    if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        node: ast.Try = stmt  # type: ignore[assignment]
+        out: List[Block] = [(Guard("try", "", stmt.lineno), None, node.body)]
+        for handler in node.handlers:
+            text = src.segment(handler.type) if handler.type is not None else ""
+            out.append((Guard("except", text, handler.lineno), None, handler.body))
+        out.append((Guard("try-else", "", stmt.lineno), None, node.orelse))
+        out.append((Guard("finally", "", stmt.lineno), None, node.finalbody))
+        return out
+    return []
 
 
 def valid_name(name: str) -> bool:
@@ -350,67 +386,23 @@ class _Finder:
                     self.expr(node.returns, ctx)
                 self.body(node.body, (*scope, node.name), (), (), node)
             return
-        if isinstance(node, ast.If):
-            self.expr(node.test, ctx)
-            test = self.src.segment(node.test)
-            self.body(node.body, scope, (*guards, Guard("if", test, node.lineno)), trys, function)
-            self.body(
-                node.orelse, scope, (*guards, Guard("else", test, node.lineno)), trys, function
-            )
-            return
-        if isinstance(node, ast.While):
-            self.expr(node.test, ctx)
-            guard = Guard("while", self.src.segment(node.test), node.lineno)
-            self.body(node.body, scope, (*guards, guard), trys, function)
-            self.body(
-                node.orelse,
-                scope,
-                (*guards, Guard("else", guard.condition, node.lineno)),
-                trys,
-                function,
-            )
-            return
-        if isinstance(node, (ast.For, ast.AsyncFor)):
-            self.target(node.target, "for", ctx)
-            self.expr(node.iter, ctx)
-            text = "%s in %s" % (self.src.segment(node.target), self.src.segment(node.iter))
-            self.body(node.body, scope, (*guards, Guard("for", text, node.lineno)), trys, function)
-            self.body(
-                node.orelse, scope, (*guards, Guard("else", text, node.lineno)), trys, function
-            )
-            return
-        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            try_node: ast.Try = node  # type: ignore[assignment]
-            self.body(
-                try_node.body,
-                scope,
-                (*guards, Guard("try", "", node.lineno)),
-                (*trys, try_node),
-                function,
-            )
-            for handler in try_node.handlers:
-                if handler.type is not None:
-                    self.expr(handler.type, ctx)
-                if handler.name == self.m.last and not self.m.dotted:
-                    self.record("write", "except-as", handler.lineno, ctx)
-                guard = Guard(
-                    "except", self.src.segment(handler.type) if handler.type else "", handler.lineno
-                )
-                self.body(handler.body, scope, (*guards, guard), trys, function)
-            self.body(
-                try_node.orelse,
-                scope,
-                (*guards, Guard("try-else", "", node.lineno)),
-                trys,
-                function,
-            )
-            self.body(
-                try_node.finalbody,
-                scope,
-                (*guards, Guard("finally", "", node.lineno)),
-                trys,
-                function,
-            )
+        blocks = branches(self.src, node)
+        if blocks:
+            if isinstance(node, (ast.If, ast.While)):
+                self.expr(node.test, ctx)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                self.target(node.target, "for", ctx)
+                self.expr(node.iter, ctx)
+            handlers = iter(getattr(node, "handlers", ()))
+            for guard, _, block in blocks:
+                if guard.kind == "except":
+                    handler = next(handlers)
+                    if handler.type is not None:
+                        self.expr(handler.type, ctx)
+                    if handler.name == self.m.last and not self.m.dotted:
+                        self.record("write", "except-as", handler.lineno, ctx)
+                inner = (*trys, node) if guard.kind == "try" else trys
+                self.body(block, scope, (*guards, guard), inner, function)
             return
         if isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:

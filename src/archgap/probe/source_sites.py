@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Distribution, Problem
-from .source import Guard, canonical_name
+from .source import Guard, branches, canonical_name
 from .source_flow import dotted
 from .source_scan import SourceFile
 from .system import System
@@ -236,16 +236,8 @@ def _locate(
             owner = function if isinstance(stmt, ast.ClassDef) else stmt
             inner = _locate(src, stmt.body, line, (), (), (*scope, stmt.name), owner)
             return inner or (stmt, guards, tests, scope, function)
-        for kind, test, text, sub in _branches(src, stmt):
-            found = _locate(
-                src,
-                sub,
-                line,
-                (*guards, Guard(kind, text, stmt.lineno)),
-                (*tests, test),
-                scope,
-                function,
-            )
+        for guard, test, sub in branches(src, stmt):
+            found = _locate(src, sub, line, (*guards, guard), (*tests, test), scope, function)
             if found is not None:
                 return found
         inner_body = (
@@ -257,31 +249,6 @@ def _locate(
                 return found
         return stmt, guards, tests, scope, function
     return None
-
-
-def _branches(
-    src: SourceFile, stmt: ast.stmt
-) -> List[Tuple[str, Optional[ast.AST], str, List[ast.stmt]]]:
-    """(guard kind, test node, condition text, body) of each block a compound statement holds."""
-    if isinstance(stmt, (ast.If, ast.While)):
-        text = src.segment(stmt.test)
-        kind = "if" if isinstance(stmt, ast.If) else "while"
-        return [(kind, stmt.test, text, stmt.body), ("else", stmt.test, text, stmt.orelse)]
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        text = "%s in %s" % (src.segment(stmt.target), src.segment(stmt.iter))
-        return [("for", stmt.iter, text, stmt.body), ("else", None, text, stmt.orelse)]
-    if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-        node: ast.Try = stmt  # type: ignore[assignment]
-        out: List[Tuple[str, Optional[ast.AST], str, List[ast.stmt]]] = [
-            ("try", None, "", node.body)
-        ]
-        for handler in node.handlers:
-            text = src.segment(handler.type) if handler.type is not None else ""
-            out.append(("except", None, text, handler.body))
-        out.append(("try-else", None, "", node.orelse))
-        out.append(("finally", None, "", node.finalbody))
-        return out
-    return []
 
 
 def _names(node: Optional[ast.AST]) -> Tuple[str, ...]:
