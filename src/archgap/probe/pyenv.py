@@ -84,6 +84,11 @@ def _existing(paths: Any) -> Tuple[str, ...]:
     return tuple(seen)
 
 
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them: runs of -_. as one -, lowercase."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def read_metadata(dist_info: str) -> Tuple[str, str]:
     """(Name, Version) from a .dist-info METADATA file's headers."""
     name, version = "", ""

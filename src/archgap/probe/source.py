@@ -180,7 +180,7 @@ def distribution_targets(
     groups: List[Tuple[str, List[str]]] = [(p, [p]) for p in paths]
     if paths and not dists:
         return groups, [], None
-    from .pyenv import installed_distributions, interpreter_paths, record_files
+    from .pyenv import canonical_name, installed_distributions, interpreter_paths, record_files
 
     _, _, site_packages, problem = interpreter_paths(system, python)
     problems = [problem] if problem else []
@@ -203,11 +203,6 @@ def distribution_targets(
             files = []
         groups.append(("%s %s" % (dist.name, dist.version), files))
     return groups, problems, None
-
-
-def canonical_name(name: str) -> str:
-    """A distribution name as PEP 503 compares them: runs of -_. as one -, lowercase."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def trace(name: str, paths: Sequence[str]) -> TraceFacts:

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Distribution, Problem
-from .source import Guard, branches, canonical_name
+from .pyenv import canonical_name
+from .source import Guard, branches
 from .source_flow import dotted
 from .source_scan import SourceFile
 from .system import System

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .facts import Problem
-from .pyenv import dist_infos, interpreter_paths, read_metadata, record_files
+from .pyenv import canonical_name, dist_infos, interpreter_paths, read_metadata, record_files
 from .system import System
 
 # "Cuda compilation tools, release 12.8, V12.8.93" (nvcc and ptxas print the same line).
@@ -109,10 +109,6 @@ class ToolchainFacts:
     source_checks: Tuple[SourceCheck, ...]
     site_packages: Tuple[str, ...]
     problems: Tuple[Problem, ...] = ()
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_release(text: str) -> Optional[Tuple[str, str, str]]:
@@ -277,7 +273,7 @@ def _dists(site_packages: Iterable[str], problems: List[Problem]) -> List[Tuple[
     """(normalised name, version, dist-info path) of the interesting distributions."""
     found: List[Tuple[str, str, str]] = []
     for _site, dist_info in dist_infos(site_packages, problems):
-        guess = _normalise(os.path.basename(dist_info)[: -len(".dist-info")].rsplit("-", 1)[0])
+        guess = canonical_name(os.path.basename(dist_info)[: -len(".dist-info")].rsplit("-", 1)[0])
         if not (guess.startswith(TOOLKIT_WHEEL_PREFIXES) or guess in JIT_PACKAGES):
             continue
         try:
@@ -285,7 +281,7 @@ def _dists(site_packages: Iterable[str], problems: List[Problem]) -> List[Tuple[
         except OSError as exc:
             problems.append(Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc)))
             continue
-        found.append((_normalise(name or guess), version, dist_info))
+        found.append((canonical_name(name or guess), version, dist_info))
     return found
 
 
