@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -236,3 +238,46 @@ def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) 
     if isinstance(facts, TransportError):
         raise UsageError(str(facts) + (f"\n{facts.stderr.rstrip()}" if facts.stderr else ""))
     return facts
+
+
+def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
+    """Paths on this machine must exist (a remote target's paths are checked there)."""
+    remote = is_remote(args)
+    missing = [p for p in paths if not remote and not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
+
+
+def probe_section(facts: dict[str, Any], name: str) -> Any:
+    """A probe section's data, or the probe's error for it as a ``UsageError``."""
+    error = (facts.get("errors") or {}).get(name)
+    if error:
+        raise UsageError(f"probe failed: {error}")
+    return facts["sections"][name]
+
+
+# The tags the plain-text renderers use; everything else in a line is escaped with escape().
+_TAG = re.compile(r"(?<!\\)\[(?:/|bold|dim|cyan|magenta|red|green|yellow)[^\]\[]*\]")
+
+
+def escape(text: str) -> str:
+    """Text shown literally by rich (what rich.markup.escape does for the '[' of a tag)."""
+    return text.replace("[", "\\[")
+
+
+def emit_text(lines: list[str], out: Output) -> None:
+    """Rich text on a terminal; in a pipe the same text without styles, and without loading
+    rich at all (its import is a noticeable part of a fast command's time)."""
+    text = "\n".join(lines)
+    if sys.stdout.isatty():
+        out.print(text)
+    else:
+        sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
+
+
+def short_path(path: str, module: str) -> str:
+    """The path from the import root: flashinfer/jit/core.py."""
+    if not module:
+        return path
+    depth = len(module.split(".")) + (1 if path.endswith("__init__.py") else 0)
+    return "/".join(path.split(os.sep)[-depth:])

@@ -48,13 +48,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.cli.trace import check_local_paths, emit_text, section
+    from archgap.cli.common import check_local_paths, emit_text, probe_section
     from archgap.model import decode
     from archgap.probe.source_gates import GatesFacts
 
     check_local_paths(args, args.path)
     params = {"dists": args.dists, "paths": args.path, "python": args.python}
-    facts = decode(GatesFacts, section(probe_facts(args, out, {"gates": params}), "gates"))
+    facts = decode(GatesFacts, probe_section(probe_facts(args, out, {"gates": params}), "gates"))
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 
 def render(facts: GatesFacts, lines: list[str]) -> None:
-    from archgap.cli.trace import escape, short_path
+    from archgap.cli.common import escape, short_path
 
     for target in facts.targets:
         count = sum(len(f.gates) for f in target.functions)

@@ -16,11 +16,11 @@ from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     Output,
-    UsageError,
     add_json_option,
     add_target_options,
     is_remote,
     probe_facts,
+    probe_section,
 )
 
 if TYPE_CHECKING:
@@ -130,10 +130,8 @@ def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
     from archgap.model import BinaryFacts, decode
 
     request = {"binaries": {"paths": list(args.paths), "deep": bool(args.deep)}}
-    facts = probe_facts(args, out, request)
-    if "binaries" in facts.get("errors", {}):
-        raise UsageError(f"probe failed: {facts['errors']['binaries']}")
-    return [decode(BinaryFacts, item) for item in facts["sections"].get("binaries", [])]
+    items = probe_section(probe_facts(args, out, request), "binaries")
+    return [decode(BinaryFacts, item) for item in items]
 
 
 def run(args: Any, out: Output) -> int:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import sys
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
@@ -16,8 +14,12 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
     add_target_options,
-    is_remote,
+    check_local_paths,
+    emit_text,
+    escape,
     probe_facts,
+    probe_section,
+    short_path,
 )
 
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     check_name(args.name)
     check_local_paths(args, args.paths)
     params = {"name": args.name, "paths": args.paths, "dists": args.dist, "python": args.python}
-    facts = decode(TraceFacts, section(probe_facts(args, out, {"trace": params}), "trace"))
+    facts = decode(TraceFacts, probe_section(probe_facts(args, out, {"trace": params}), "trace"))
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
@@ -82,49 +84,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
         render(facts, lines)
         emit_text(lines, out)
     return EXIT_OK
-
-
-def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
-    """Paths on this machine must exist (a remote target's paths are checked there)."""
-    remote = is_remote(args)
-    missing = [p for p in paths if not remote and not os.path.exists(p)]
-    if missing:
-        raise UsageError(f"no such file or directory: {', '.join(missing)}")
-
-
-def section(facts: dict[str, Any], name: str) -> Any:
-    """A probe section's data, or the probe's error for it as a ``UsageError``."""
-    error = (facts.get("errors") or {}).get(name)
-    if error:
-        raise UsageError(f"probe failed: {error}")
-    return facts["sections"][name]
-
-
-# The tags this module's text uses; everything else in a line is escaped with escape().
-_TAG = re.compile(r"(?<!\\)\[(?:/|bold|dim|cyan|magenta|red|green|yellow)[^\]\[]*\]")
-
-
-def escape(text: str) -> str:
-    """Text shown literally by rich (what rich.markup.escape does for the '[' of a tag)."""
-    return text.replace("[", "\\[")
-
-
-def emit_text(lines: list[str], out: Output) -> None:
-    """Rich text on a terminal; in a pipe the same text without styles, and without loading
-    rich at all (its import is a noticeable part of a fast command's time)."""
-    text = "\n".join(lines)
-    if sys.stdout.isatty():
-        out.print(text)
-    else:
-        sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
-
-
-def short_path(path: str, module: str) -> str:
-    """The path from the import root: flashinfer/jit/core.py."""
-    if not module:
-        return path
-    depth = len(module.split(".")) + (1 if path.endswith("__init__.py") else 0)
-    return "/".join(path.split(os.sep)[-depth:])
 
 
 def short_function(frame: Frame) -> str:
