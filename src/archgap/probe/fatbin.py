@@ -32,7 +32,6 @@ import os
 import pickle
 import re
 import select
-import signal
 import stat
 import struct
 import sys
@@ -41,6 +40,7 @@ from dataclasses import asdict, replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .facts import BinaryFacts, KernelEntry
+from .forked import in_two_processes
 from .system import System
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
@@ -839,56 +839,34 @@ def _read_shared(
 ) -> None:
     """Read ``paths[i]`` for ``i`` in ``indices`` in this process and one forked helper, each
     taking the next index from a pipe; fills ``results``. Files the helper took but did not
-    return stay None (the caller reads them). The helper is always waited for."""
+    return stay None (the caller reads them)."""
     try:
         queue_r, queue_w = os.pipe()
     except OSError:
         return
-    result_r = result_w = -1
-    pid = 0
     try:
         os.write(queue_w, b"".join(QUEUE_RECORD.pack(i) for i in indices))
         os.close(queue_w)
         queue_w = -1  # closed everywhere before the fork: an empty queue then reads as EOF
-        result_r, result_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the helper: read, send everything back, exit without cleanup handlers
-            status = 1
-            try:
-                os.close(result_r)
-                done = [(i, read_binary(paths[i], deep)) for i in _take(queue_r)]
-                data = memoryview(pickle.dumps(done, pickle.HIGHEST_PROTOCOL))
-                while data:
-                    data = data[os.write(result_w, data) :]
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(result_w)
-        result_w = -1
-        for i in _take(queue_r):
-            results[i] = read_binary(paths[i], deep)
-        chunks = []
-        chunk = os.read(result_r, 1 << 20)
-        while chunk:
-            chunks.append(chunk)
-            chunk = os.read(result_r, 1 << 20)
-        _, status = os.waitpid(pid, 0)
-        pid = 0
-        if status == 0:
-            for i, facts in pickle.loads(b"".join(chunks)):
-                results[i] = facts
+
+        def helper() -> bytes:
+            done = [(i, read_binary(paths[i], deep)) for i in _take(queue_r)]
+            return pickle.dumps(done, pickle.HIGHEST_PROTOCOL)
+
+        def here() -> None:
+            for i in _take(queue_r):
+                results[i] = read_binary(paths[i], deep)
+
+        _, sent = in_two_processes(helper, here)
+        for i, facts in pickle.loads(sent) if sent else ():
+            results[i] = facts
     except Exception:  # a failed pipe, fork or transfer: the caller reads what is missing
         pass
     finally:
-        for fd in (queue_r, queue_w, result_r, result_w):
+        for fd in (queue_r, queue_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if pid > 0:  # interrupted before the helper was waited for: stop it, leave no zombie
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
 
 
 def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, Any]]:

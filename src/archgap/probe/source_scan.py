@@ -17,6 +17,7 @@ import tokenize
 from typing import Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
 from .facts import Problem
+from .forked import in_two_processes
 
 # Most .py files are far smaller; larger ones are read in further chunks.
 _READ_BUFFER = 1 << 22
@@ -69,38 +70,20 @@ def candidate_files(
     units, problems = _work_units(paths)
     if len(units) < 8 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
         return _walk_and_scan(units, needles, problems)
-    try:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-    except OSError:
-        return _walk_and_scan(units, needles, problems)
-    if pid == 0:  # the child: never returns into the caller's code
-        status = 1
-        try:
-            os.close(read_end)
-            count, matched, child_problems = _walk_and_scan(units[1::2], needles, [])
-            lines = ["N\t%d" % count] + ["M\t" + path for path, _ in matched]
-            lines += ["P\t%s\t%s" % (p.subject, p.reason) for p in child_problems]
-            view = memoryview("\n".join(lines).encode("utf-8", "surrogateescape"))
-            while view:
-                view = view[os.write(write_end, view) :]
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    count, found, problems = _walk_and_scan(units[0::2], needles, problems)
-    chunks = []
-    while True:
-        chunk = os.read(read_end, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read_end)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:  # the child failed: do its half here
+
+    def child_half() -> bytes:
+        count, matched, child_problems = _walk_and_scan(units[1::2], needles, [])
+        lines = ["N\t%d" % count] + ["M\t" + path for path, _ in matched]
+        lines += ["P\t%s\t%s" % (p.subject, p.reason) for p in child_problems]
+        return "\n".join(lines).encode("utf-8", "surrogateescape")
+
+    (count, found, problems), sent = in_two_processes(
+        child_half, lambda: _walk_and_scan(units[0::2], needles, problems)
+    )
+    if sent is None:  # the child failed: do its half here
         more, more_found, problems = _walk_and_scan(units[1::2], needles, problems)
         return count + more, found + more_found, problems
-    for line in b"".join(chunks).decode("utf-8", "surrogateescape").split("\n"):
+    for line in sent.decode("utf-8", "surrogateescape").split("\n"):
         kind, _, rest = line.partition("\t")
         if kind == "N":
             count += int(rest)
