@@ -1,0 +1,45 @@
+"""The probe's one forked helper: results come back, failures mean 'do it here', no zombies."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from archgap.probe.forked import in_two_processes
+
+
+def test_both_halves_run_and_the_child_result_comes_back() -> None:
+    parent_pid = os.getpid()
+    result, sent = in_two_processes(lambda: str(os.getpid()).encode(), lambda: "here")
+    assert result == "here"
+    assert sent is not None and int(sent) != parent_pid  # computed in another process
+
+
+def test_a_failing_child_gives_none() -> None:
+    def boom() -> bytes:
+        raise RuntimeError("child failed")
+
+    assert in_two_processes(boom, lambda: 1) == (1, None)
+
+
+def test_a_failing_parent_propagates_and_the_child_is_reaped(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+
+    def child() -> bytes:
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(30)  # still running when the parent fails: must be killed, then reaped
+        return b"late"
+
+    def parent() -> None:
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise KeyError("parent failed")
+
+    started = time.monotonic()
+    with pytest.raises(KeyError):
+        in_two_processes(child, parent)
+    assert time.monotonic() - started < 10  # did not wait for the child's 30 s
+    with pytest.raises(ChildProcessError):  # already reaped: no zombie left
+        os.waitpid(int(pid_file.read_text()), os.WNOHANG)
