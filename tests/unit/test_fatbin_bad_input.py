@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -104,13 +105,37 @@ def test_directory_given_to_read_binary(tmp_path: Path) -> None:
     assert facts.error == "is a directory"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def _read_as_nobody(path: Path) -> str | None:
+    """read_binary(path).error in a child that dropped to uid/gid 65534 (root reads any mode)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write_end, (read_binary(str(path)).error or "").encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        error = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return error or None
+
+
 def test_permission_denied(tmp_path: Path) -> None:
-    path = tmp_path / "locked.so"
-    shutil.copy(BIN / "libmix.so", path)
-    path.chmod(0)
-    facts = read_binary(str(path))
-    assert facts.error == "permission denied"
+    # A directory every user may traverse, holding a file no user may read.
+    public = Path(tempfile.mkdtemp(prefix="archgap-perm-"))
+    try:
+        public.chmod(0o755)
+        path = public / "locked.so"
+        shutil.copy(BIN / "libmix.so", path)
+        path.chmod(0)
+        error = read_binary(str(path)).error if os.geteuid() else _read_as_nobody(path)
+        assert error == "permission denied"
+    finally:
+        shutil.rmtree(public)
 
 
 def test_fifo_is_not_opened_for_reading(tmp_path: Path) -> None:
