@@ -88,6 +88,8 @@ def test_branches_of_the_writes(version: str) -> None:
 @pytest.mark.parametrize("version", sorted(RELEASES))
 def test_knobs_reach_the_writes(version: str) -> None:
     writes = [o for o in trace_json(version)["occurrences"] if o["kind"] == "write"]
+    # The four writes of TARGET_CUDA_ARCHS in the released flashinfer/jit/core.py (RELEASES).
+    assert [w["line"] for w in writes] == list(RELEASES[version][0])
     for write in writes:
         knobs = {k["variable"]: k for k in write["knobs"]}
         assert {"FLASHINFER_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH"} <= set(knobs)
