@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -50,7 +51,7 @@ def _toolkit(tmp_path: Path, version: str) -> Path:
 
 def _explain(
     *args: str, cuda_home: Path | None = None, stdin: str | None = None
-) -> tuple[int, dict]:
+) -> tuple[int, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "FLASHINFER_"))}
     if cuda_home is not None:
         env["CUDA_HOME"] = str(cuda_home)
@@ -68,7 +69,7 @@ def _explain(
     return proc.returncode, doc["explain"]
 
 
-def _locations(diagnosis: dict) -> list[str]:
+def _locations(diagnosis: dict[str, Any]) -> list[str]:
     return [s["location"] for s in diagnosis["steps"] if s["status"] == "confirmed"]
 
 

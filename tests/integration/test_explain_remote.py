@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def explain(*args: str, env: dict[str, str]) -> tuple[int, dict]:
+def explain(*args: str, env: dict[str, str]) -> tuple[int, dict[str, Any]]:
     if not VENV_068.exists():
         pytest.skip("scripts/testdata has not installed the flashinfer venvs")
     common = ("--python", str(VENV_068), "--gpu", "sm_120", "--json", str(LOG))
@@ -49,7 +50,7 @@ def explain(*args: str, env: dict[str, str]) -> tuple[int, dict]:
     return result.returncode, json_output(result, "explain")["explain"]
 
 
-def texts(diagnosis: dict) -> str:
+def texts(diagnosis: dict[str, Any]) -> str:
     return "\n".join(s["text"] for s in diagnosis["steps"])
 
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"good": good / "bin" / "python", "old": old / "bin" / "python"}
 
 
-def fleet(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+def fleet(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     result = run_cli("fleet", "--json", *args, env={**ssh_env(), **(env or {})}, timeout=180)
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode, json_output(result, "fleet")
@@ -67,7 +68,7 @@ def test_fleet_groups_identical_hosts_and_shows_drift_gaps_and_dead_hosts(
     assert gap.startswith("ptxkernels 0.1 cannot run on 7.5")
     drift = {d["field"]: d for d in doc["drift"]}
     assert {"packages", "coverage", "env"} <= set(drift)
-    by_group = dict(map(tuple, drift["packages"]["values"]))  # type: ignore[arg-type]
+    by_group = dict(map(tuple, drift["packages"]["values"]))
     assert by_group[hosts["h01"]["fingerprint"]] == ["fakekernels==1.2.3"]
     assert by_group[hosts["beta"]["fingerprint"]] == ["ptxkernels==0.1"]
     assert doc["coverage"]["packages"] == ["fakekernels", "ptxkernels"]
@@ -130,6 +131,7 @@ def test_fleet_over_slurm_one_document_per_node(venvs: dict[str, Path]) -> None:
 def screenshot(html: Path, name: str) -> None:
     """Render the page in headless Chromium; keep a screenshot under tests/.artifacts/."""
     chromium = require("chromium")["path"] or shutil.which("chromium")
+    assert chromium, "chromium is not installed"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     png = ARTIFACTS / f"{name}.png"
     png.unlink(missing_ok=True)

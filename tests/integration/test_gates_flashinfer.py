@@ -81,9 +81,9 @@ def check_incident_functions(found: list[dict[str, Any]]) -> None:
     assert "major == 12" in sm12["condition"]
 
     init = functions[("flashinfer/compilation_context.py", "CompilationContext.__init__")]
-    found = {(g["line"], g["kind"], g["detail"]) for g in init["gates"]}
-    assert (78, "capability-call", "torch.cuda.get_device_capability") in found
-    assert (63, "arch-env", "FLASHINFER_CUDA_ARCH_LIST") in found
+    gates = {(g["line"], g["kind"], g["detail"]) for g in init["gates"]}
+    assert (78, "capability-call", "torch.cuda.get_device_capability") in gates
+    assert (63, "arch-env", "FLASHINFER_CUDA_ARCH_LIST") in gates
 
 
 def test_text_output_and_unknown_distribution() -> None:

@@ -8,6 +8,8 @@ higher") is predicted on alpha, not on beta: the shell running archgap has neith
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.helpers import DATA, json_output, run_cli
@@ -16,7 +18,7 @@ from tests.integration.test_remote_services import leftovers, require, snapshot,
 VENV_068 = DATA / "venv-flashinfer-python-0.6.8" / "bin" / "python"
 
 
-def remote_scan(host: str) -> tuple[int, dict]:
+def remote_scan(host: str) -> tuple[int, dict[str, Any]]:
     if not VENV_068.exists():
         pytest.skip("scripts/testdata has not installed the flashinfer venvs")
     args = ("scan", "--host", host, "--python", str(VENV_068), "--gpu", "RTX PRO 6000", "--json")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3")
 PY37 = Path("/root/.pyenv/versions/3.7.16/bin/python3")
 
 
-def probe(*args: str, timeout: float = 90) -> tuple[int, dict]:
+def probe(*args: str, timeout: float = 90) -> tuple[int, dict[str, Any]]:
     result = run_cli("probe", *args, env=ssh_env(), timeout=timeout)
     return result.returncode, json_output(result, "probe")
 
@@ -117,7 +118,7 @@ def test_silent_listener_fails_within_the_connect_timeout() -> None:
     assert elapsed < 2 + 6  # the connect timeout plus process start-up, not the 60 s total
 
 
-def probe_alpha_with_config(tmp_path: Path, option: str, value: Path) -> tuple[int, dict]:
+def probe_alpha_with_config(tmp_path: Path, option: str, value: Path) -> tuple[int, dict[str, Any]]:
     """Probe alpha with the test ssh config, its ``option`` (IdentityFile...) set to ``value``."""
     config = Path(ssh_env()["ARCHGAP_SSH_CONFIG"]).read_text()
     assert f"{option} " in config

@@ -8,6 +8,7 @@ Expected verdicts follow from the nvcc command lines in tests/fixtures/cuda/buil
 """
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "bin" / "python"
 
 
-def verdicts(doc: dict) -> dict[tuple[str, str], str]:
+def verdicts(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
     return {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
 
 

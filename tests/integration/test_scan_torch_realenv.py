@@ -8,6 +8,7 @@ an RTX PRO 6000, sm_75 a T4, and nothing serves a V100 (7.0: Volta was dropped i
 """
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,17 +22,17 @@ pytestmark = [
 ]
 
 
-def scan(*gpus: str) -> tuple[int, dict]:
+def scan(*gpus: str) -> tuple[int, dict[str, Any]]:
     args = [a for gpu in gpus for a in ("--gpu", gpu)]
     result = run_cli("scan", "--python", str(VENV), *args, "--json", timeout=600)
     return result.returncode, json_output(result, "scan")
 
 
-def torch_verdict(doc: dict, gpu: str) -> dict:
+def torch_verdict(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
     return next(p for p in doc["packages"] if p["package"] == "torch" and p["gpu"] == gpu)
 
 
-def library(verdict: dict, name: str) -> dict:
+def library(verdict: dict[str, Any], name: str) -> dict[str, Any]:
     return next(lib for lib in verdict["libraries"] if Path(lib["path"]).name == name)
 
 

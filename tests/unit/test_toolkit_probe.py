@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def env_system(**env: str) -> System:
     return System(env=tuple(sorted({"PATH": "/usr/bin:/bin", **env}.items())), env_source="test")
 
 
-def by_found(facts, found_by):  # type: ignore[no-untyped-def]
+def by_found(facts: Any, found_by: str) -> list[Any]:
     return [t for t in facts.toolkits if t.found_by == found_by]
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,9 @@ PY37 = Path("/root/.pyenv/versions/3.7.16/bin/python3")
 PY27 = Path("/root/.pyenv/versions/2.7.18/bin/python")
 
 
+HostParts = tuple[str | None, str, int | None]  # user, host, port
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -43,7 +47,9 @@ PY27 = Path("/root/.pyenv/versions/2.7.18/bin/python")
         ("admin@[fe80::1%eth0]", ("admin", "fe80::1%eth0", None)),
     ],
 )
-def test_parse_host_accepts_real_names(text: str, expected: tuple) -> None:
+def test_parse_host_accepts_real_names(
+    text: str, expected: tuple[str | None, str, int | None]
+) -> None:
     assert parse_host(text) == expected
 
 
@@ -215,7 +221,7 @@ def test_probe_sources_are_the_whole_probe_package() -> None:
     assert "__main__" in sources and "collect" in sources
 
 
-def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict:
+def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict[str, Any]:
     dists = [
         {"name": n, "version": v, "dist_info": f"/s/{n}.dist-info", "native_files": []}
         for n, v in packages.items()
