@@ -70,4 +70,8 @@ def test_text_deep_counts_what_cuobjdump_does_not_list(capsys: pytest.CaptureFix
     # build.sh hides a fatbin (sm_86, sm_110f, compute_89) and a bare sm_89 cubin in data.
     assert main(["kernels", "--deep", str(BIN / "libhidden.so")]) == 0
     text = capsys.readouterr().out
-    assert "1 files, 1 with device code, 4 entries (4 not listed by cuobjdump, in cyan)" in text
+    # Not a terminal, so no colour: the hidden rows carry a marker instead, and the line says so.
+    assert "1 files, 1 with device code, 4 entries (4 not listed by cuobjdump, marked *)" in text
+    marked = [line.split()[0] for line in text.splitlines() if line.strip().endswith(" 1")]
+    assert sorted(marked) == ["compute_89", "sm_110f", "sm_86", "sm_89"]
+    assert all(f"{t} *" in text for t in marked)

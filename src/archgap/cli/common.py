@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archgap.report.table import VERDICT_STYLE as VERDICT_STYLE
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -24,25 +25,30 @@ EXIT_OK = 0
 EXIT_GAP = 1
 EXIT_ERROR = 2
 
-# How each verdict is shown on a terminal (scan, fleet).
-VERDICT_STYLE = {
-    "native": "green",
-    "jit": "yellow",
-    "partial": "dark_orange",
-    "none": "bold red",
-    "unknown": "magenta",
-}
-
 
 class UsageError(Exception):
     """A bad argument: reported on one line, exit code 2."""
 
 
-def add_json_option(parser: argparse.ArgumentParser) -> None:
+TABLE_FORMATS = ("text", "json", "markdown", "csv")
+
+
+def add_json_option(
+    parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")
+) -> None:
+    """``--format`` (text by default) and ``--json``, the alias of ``--format json``."""
+    parser.add_argument(
+        "--format",
+        choices=formats,
+        default="text",
+        help="output format (default text; json follows a versioned schema)",
+    )
     parser.add_argument(
         "--json",
-        action="store_true",
-        help="print one JSON document (versioned schema) instead of text",
+        dest="format",
+        action="store_const",
+        const="json",
+        help="print one JSON document (versioned schema): --format json",
     )
 
 
@@ -63,14 +69,40 @@ class Output:
     json_mode: bool
     interactive: bool
     command: str = ""
+    format: str = "text"
 
     @classmethod
     def for_args(cls, args: argparse.Namespace) -> Output:
+        fmt = str(getattr(args, "format", None) or "text")
         return cls(
-            json_mode=bool(getattr(args, "json", False)),
+            json_mode=fmt == "json",
             interactive=sys.stderr.isatty(),
             command=str(getattr(args, "command", "")),
+            format=fmt,
         )
+
+    @functools.cached_property
+    def terminal(self) -> bool:
+        """Whether results go to a terminal (styles, fit to its width) or to a pipe or file."""
+        return sys.stdout.isatty()
+
+    @property
+    def width(self) -> int | None:
+        """The terminal's width to fit tables into; None off a terminal (never truncate)."""
+        return self.console.width if self.terminal else None
+
+    @property
+    def colour(self) -> bool:
+        """Whether styles show as colours (a terminal, and not NO_COLOR or TERM=dumb)."""
+        return self.terminal and self.console.color_system is not None
+
+    def lines(self, lines: list[str]) -> None:
+        """Rich-markup lines on a terminal (long lines wrap there, never cut); in a pipe the
+        same lines must come without markup (see report.table)."""
+        if self.terminal:
+            self.console.print("\n".join(lines), soft_wrap=True)
+        else:
+            sys.stdout.write("".join(line + "\n" for line in lines))
 
     @functools.cached_property
     def console(self) -> Console:

@@ -18,6 +18,7 @@ from archgap.cli.common import (
     Output,
     add_json_option,
     add_target_options,
+    emit_text,
     is_remote,
     probe_facts,
     probe_section,
@@ -157,28 +158,20 @@ def run(args: Any, out: Output) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
-def _columns(header: Sequence[str], rows: Sequence[tuple[list[str], bool]]) -> list[str]:
-    """Rows aligned under a header (numbers right-aligned); rows that cuobjdump skips in cyan.
+def _columns(
+    header: Sequence[str], rows: Sequence[tuple[list[str], bool]], colour: bool
+) -> list[str]:
+    """Rows aligned under a header (numbers right-aligned); rows that cuobjdump skips in cyan,
+    or marked with a * where there is no colour."""
+    from archgap.report.table import Cell, Column, Table, text_lines
 
-    Plain string work: rich's Table measures every cell and costs ~1 s for a site-packages."""
-    from rich.markup import escape
-
-    widths = [len(h) for h in header]
-    for cells, _ in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
-    right = {i for i, h in enumerate(header) if h in RIGHT_ALIGNED}
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    lines = ["  [bold]" + escape(line(header)) + "[/]"]
-    for cells, listed in rows:
-        text = escape(line(cells))
-        lines.append("  " + (text if listed else f"[cyan]{text}[/]"))
-    return lines
+    columns = tuple(Column(h, align="right" if h in RIGHT_ALIGNED else "left") for h in header)
+    table_rows = []
+    for texts, listed in rows:
+        if not listed and not colour:
+            texts = [texts[0] + " *", *texts[1:]]
+        table_rows.append(tuple(Cell(t, "" if listed else "cyan") for t in texts))
+    return text_lines(Table(columns, tuple(table_rows), keys=0, indent="  "), None, styled=True)
 
 
 def _print_text(
@@ -234,7 +227,7 @@ def _print_text(
                 ]
                 rows.append((cells, row.listed))
             columns = [*header, "n"]
-        lines.extend(_columns(columns, rows))
+        lines.extend(_columns(columns, rows, out.colour))
         lines.append("")
     line = (
         f"{summary['files']} files, {summary['files_with_device_code']} with device code, "
@@ -242,11 +235,12 @@ def _print_text(
     )
     if summary["deep"]:
         hidden = summary["entries"] - summary["listed_entries"]
-        line += f" ({hidden} not listed by cuobjdump, in cyan)"
+        marked = "in cyan" if out.colour else "marked *"
+        line += f" ({hidden} not listed by cuobjdump, {marked})"
     if quiet:
         line += f", {quiet} without device code not shown (--all shows them)"
     if summary["unreadable"]:
         line += f", [red]{summary['unreadable']} not fully readable[/]"
     line += f" — {summary['seconds']:.2f} s"
     lines.append(line)
-    out.console.print("\n".join(lines), highlight=False, crop=False, overflow="ignore")
+    emit_text(lines, out)

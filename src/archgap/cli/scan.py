@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
+    TABLE_FORMATS,
     VERDICT_STYLE,
     Output,
     UsageError,
@@ -20,9 +22,7 @@ from archgap.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from archgap.analysis.compat import GpuTarget
     from archgap.analysis.scan import ScanReport
-    from archgap.analysis.verdicts import LibraryVerdict
     from archgap.probe.toolkit import ToolchainFacts, Toolkit
 
 
@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
         help="resolve toolkits and JIT settings with a service's environment: a process id "
         "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON",
     )
-    add_json_option(parser)
+    add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
     parser.set_defaults(run=run)
 
@@ -80,6 +80,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
     broken = not report.environment.site_packages
     if out.json_mode:
         out.emit("scan", _body(report, elapsed))
+    elif out.format in ("markdown", "csv"):
+        from archgap.report import scan as rendering
+
+        render = rendering.markdown if out.format == "markdown" else rendering.csv
+        sys.stdout.write(render(report, args.libs))
     else:
         _print_report(out, report, args.libs, elapsed)
     if broken:
@@ -188,7 +193,9 @@ def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
 
 def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
     from rich.markup import escape as e
-    from rich.table import Table
+
+    from archgap.report.scan import library_table, package_table
+    from archgap.report.table import text_lines
 
     env = report.environment
     out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'})")
@@ -201,27 +208,15 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
     for problem in report.problems:
         out.print(f"[magenta]![/] {e(problem.subject)}: {e(problem.reason)}")
 
-    gpus = list(report.gpus)
-    cells = {(p.package, p.gpu): p for p in report.packages}
-    table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    table.add_column("package")
-    table.add_column("version", style="dim")
-    for gpu in gpus:
-        table.add_column(f"{e(gpu.label)}\n{gpu.compute_capability}", justify="center")
-    packages = sorted({(p.package, p.version) for p in report.packages}, key=lambda k: k[0].lower())
-    for name, version in packages:
-        row = []
-        for gpu in gpus:
-            verdict = cells[(name, gpu.label)].verdict
-            row.append(f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]")
-        table.add_row(e(name), e(version), *row)
-    if packages:
-        out.print(table)
+    table = package_table(report)
+    if table.rows:
+        out.lines(text_lines(table, out.width, out.terminal))
     else:
         out.print("No installed package carries CUDA device code.")
 
-    if libs:
-        _print_libraries(out, report, gpus)
+    if libs and table.rows:
+        out.print("")
+        out.lines(text_lines(library_table(report), out.width, out.terminal))
 
     notes = [p for p in report.packages if p.verdict != "native"]
     if notes:
@@ -237,27 +232,3 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
         else "[green]no gap[/] on a present or named GPU"
     )
     out.print(f"\n{verdict} · {len(report.binaries)} native files read in {elapsed:.2f} s")
-
-
-def _print_libraries(out: Output, report: ScanReport, gpus: list[GpuTarget]) -> None:
-    from rich.markup import escape as e
-    from rich.table import Table
-
-    table = Table(show_edge=False, pad_edge=False, header_style="bold", title="libraries")
-    table.add_column("library")
-    table.add_column("package", style="dim")
-    for gpu in gpus:
-        table.add_column(f"{e(gpu.label)}\n{gpu.compute_capability}")
-    rows: dict[tuple[str, str], dict[str, LibraryVerdict]] = {}
-    for p in report.packages:
-        for lib in p.libraries:
-            rows.setdefault((lib.path, p.package), {})[p.gpu] = lib
-    for (path, package), by_gpu in sorted(rows.items()):
-        cells = []
-        for gpu in gpus:
-            lib = by_gpu[gpu.label]
-            style = VERDICT_STYLE.get(lib.verdict, "")
-            detail = lib.deciding_entry or lib.reason
-            cells.append(f"[{style}]{lib.verdict}[/] [dim]{e(detail)}[/]")
-        table.add_row(e(path.rsplit("/", 1)[-1]), e(package), *cells)
-    out.print(table)

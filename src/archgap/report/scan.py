@@ -1,0 +1,132 @@
+"""A scan report as tables (package x GPU, library x GPU), Markdown and CSV."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from archgap import __version__
+from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
+
+if TYPE_CHECKING:
+    from archgap.analysis.scan import ScanReport
+    from archgap.analysis.verdicts import LibraryVerdict
+
+
+def _gpu_columns(report: ScanReport) -> tuple[Column, ...]:
+    return tuple(Column(g.label, str(g.compute_capability), "center") for g in report.gpus)
+
+
+def package_table(report: ScanReport) -> Table:
+    """One row per package, one verdict column per GPU."""
+    cells = {(p.package, p.gpu): p for p in report.packages}
+    packages = sorted({(p.package, p.version) for p in report.packages}, key=lambda k: k[0].lower())
+    rows = []
+    for name, version in packages:
+        verdicts = [cells[(name, g.label)].verdict for g in report.gpus]
+        rows.append(
+            (
+                Cell(name),
+                Cell(version, "dim"),
+                *(Cell(v, VERDICT_STYLE.get(v, "")) for v in verdicts),
+            )
+        )
+    columns = (Column("package"), Column("version"), *_gpu_columns(report))
+    return Table(columns, tuple(rows), keys=2, rule=True)
+
+
+def library_table(report: ScanReport) -> Table:
+    """One row per native library: the verdict per GPU and the entry that decides it."""
+    rows: dict[tuple[str, str], dict[str, LibraryVerdict]] = {}
+    for p in report.packages:
+        for lib in p.libraries:
+            rows.setdefault((lib.path, p.package), {})[p.gpu] = lib
+    out = []
+    for (path, package), by_gpu in sorted(rows.items()):
+        verdicts = [by_gpu[g.label] for g in report.gpus]
+        out.append(
+            (
+                Cell(_relative(path, report.environment.site_packages)),
+                Cell(package, "dim"),
+                *(
+                    Cell(
+                        f"{v.verdict} {v.deciding_entry or ''}".strip(),
+                        VERDICT_STYLE.get(v.verdict, ""),
+                    )
+                    for v in verdicts
+                ),
+            )
+        )
+    columns = (Column("library"), Column("package"), *_gpu_columns(report))
+    return Table(columns, tuple(out), keys=2, rule=True)
+
+
+def _relative(path: str, roots: tuple[str, ...] | list[str]) -> str:
+    """A path relative to the site-packages directory that holds it (or the path itself)."""
+    for root in roots:
+        prefix = root.rstrip("/") + "/"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
+def findings(report: ScanReport) -> list[str]:
+    """Every non-native verdict and JIT prediction, one sentence each."""
+    lines = [
+        f"{p.package} on {p.gpu}: {p.verdict} — {p.reason}"
+        for p in report.packages
+        if p.verdict != "native"
+    ]
+    for f in report.jit:
+        where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
+        lines.append(f"JIT {f.status}: {f.package} {f.version}{where} — {f.cause}")
+    return lines
+
+
+def summary_line(report: ScanReport) -> str:
+    gaps = len(report.gaps) + len(report.jit_gaps)
+    return (
+        f"{gaps} gap(s) on a present or named GPU" if gaps else "no gap on a present or named GPU"
+    )
+
+
+def markdown(report: ScanReport, libs: bool) -> str:
+    """Paste-ready for a GitHub issue: versions, GPUs, the table, the findings."""
+    from archgap.report.table import markdown_escape as esc
+
+    env = report.environment
+    facts = report.gpu_facts
+    lines = [
+        "### archgap scan",
+        "",
+        f"- archgap {__version__}",
+        f"- Python {esc(env.python_version or '?')} (`{env.executable}`)",
+    ]
+    if facts.gpus:
+        driver = f", driver {facts.driver_version}" if facts.driver_version else ""
+        lines.append(f"- GPUs: {len(facts.gpus)} found by {esc(facts.source)}{esc(driver)}")
+    if report.toolchains is not None:
+        tools = {
+            f"{tk.tool or tk.component} {tk.full_version or tk.version}": None
+            for tk in report.toolchains.toolkits
+            if tk.status in ("ok", "wheel")
+        }
+        if tools:
+            lines.append(f"- toolkits: {esc(', '.join(tools))}")
+    gpus = ", ".join(f"{g.label} ({g.compute_capability}, {g.role})" for g in report.gpus)
+    lines.append(f"- judged on: {esc(gpus)}")
+    lines += [f"- **{esc(summary_line(report))}**", ""]
+    table = package_table(report)
+    lines += (
+        markdown_lines(table) if table.rows else ["No installed package carries CUDA device code."]
+    )
+    if libs:
+        lines += ["", *markdown_lines(library_table(report))]
+    notes = findings(report) + [f"{p.subject}: {p.reason}" for p in report.problems]
+    if notes:
+        lines += ["", "#### Findings", ""] + [f"- {esc(n)}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def csv(report: ScanReport, libs: bool) -> str:
+    """The package x GPU table (with ``libs``: the library x GPU table) as CSV."""
+    return csv_text(library_table(report) if libs else package_table(report))
