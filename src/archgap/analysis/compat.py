@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
-from archgap.kb.gpus import default_matrix, family_members, find_products
+from archgap.kb.gpus import close_names, default_matrix, family_members, find_products
 
 _CC_DOTTED = re.compile(r"^(\d{1,2})\.(\d)$")
 _CC_SM = re.compile(r"^(?:sm_?|compute_?)?(\d{1,2})(\d)([af]?)$", re.IGNORECASE)
@@ -109,9 +109,11 @@ def resolve_gpu(text: str) -> GpuTarget:
         assert parsed is not None  # the knowledge base holds dotted capabilities only
         return GpuTarget(text.strip(), parsed, "named", f"kb/gpus.json: {names} ({product.source})")
     if not matches:
+        close = close_names(text)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise UnknownGpu(
-            f"unknown GPU {text!r}: give a compute capability (12.0, sm_120) or a product name "
-            "(RTX PRO 6000, H100, B200, GB10)"
+            f"unknown GPU {text!r}: {hint}give a compute capability (12.0, sm_120) or a product "
+            "name (RTX PRO 6000, H100, B200, GB10; `archgap gpus` lists them)"
         )
     options = "; ".join(f"{m.name} = {m.compute_capability}" for m in matches[:8])
     raise UnknownGpu(f"GPU {text!r} is ambiguous: {options}")

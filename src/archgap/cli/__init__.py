@@ -18,7 +18,7 @@ from archgap import __version__
 from archgap.cli.common import EXIT_ERROR, Output, UsageError
 
 # Each name is a module archgap.cli.<name> with register(subparsers) and run(args, out) -> int.
-COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates")
+COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates", "gpus")
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
@@ -32,12 +32,30 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     named = next((a for a in argv if not a.startswith("-")), None)
     for name in (named,) if named in COMMANDS else COMMANDS:
         importlib.import_module(f"archgap.cli.{name}").register(subparsers)
+    for command in subparsers.choices.values():
+        command.set_defaults(command_parser=command)
     return parser
+
+
+def parse(arguments: list[str]) -> argparse.Namespace:
+    """The arguments; an unknown option is reported with the usage of the command it was given
+    to (not the top level's), and the closest option that command has."""
+    import difflib
+
+    parser = build_parser(arguments)
+    args, extra = parser.parse_known_args(arguments)
+    if extra:
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        options = list(command._option_string_actions)
+        close = difflib.get_close_matches(extra[0].split("=")[0], options, n=1, cutoff=0.75)
+        command.error(message + (f" (did you mean {close[0]}?)" if close else ""))
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(arguments).parse_args(arguments)
+    args = parse(arguments)
     out = Output.for_args(args)
     try:
         code: int = args.run(args, out)

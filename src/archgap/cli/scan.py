@@ -8,7 +8,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
-    EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
     TABLE_FORMATS,
@@ -77,7 +76,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
     except (UnknownGpu, ProbeError) as exc:
         raise UsageError(str(exc)) from exc
     elapsed = time.monotonic() - started
-    broken = not report.environment.site_packages
+    env = report.environment
+    if not env.site_packages:  # errors first: one line, not a report of an empty environment
+        why = "; ".join(p.reason for p in env.problems) or f"no site-packages in {env.executable}"
+        raise UsageError(why)
     if out.json_mode:
         out.emit("scan", _body(report, elapsed))
     elif out.format in ("markdown", "csv"):
@@ -87,8 +89,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
         sys.stdout.write(render(report, args.libs))
     else:
         _print_report(out, report, args.libs, elapsed)
-    if broken:
-        return EXIT_ERROR
     return EXIT_GAP if report.has_gap else EXIT_OK
 
 

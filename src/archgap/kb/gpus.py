@@ -77,3 +77,21 @@ def identify(device_name: str) -> GpuProduct | None:
     most = max(len(_tokens(p.name)) for p in candidates)
     best = [p for p in candidates if len(_tokens(p.name)) == most]
     return best[0] if len({p.compute_capability for p in best}) == 1 else None
+
+
+def close_names(query: str, n: int = 3) -> tuple[str, ...]:
+    """Product names close to a name that matched nothing ("H10" -> "NVIDIA H100", "RTX PRO 600"
+    -> "NVIDIA RTX PRO 6000 ..."): for a "did you mean" hint. A name is close when each word of
+    the query is one of its words or close to one; failing that, whole names are compared."""
+    import difflib
+
+    by_words = {" ".join(_tokens(p.name)): p.name for p in products()}
+    wanted = _tokens(query)
+    words = {w for key in by_words for w in key.split()}
+    options = [{w, *difflib.get_close_matches(w, words, 3, 0.6)} for w in wanted]
+    close = [key for key in by_words if wanted and all(o & set(key.split()) for o in options)]
+    text = " ".join(wanted)
+    close.sort(key=lambda key: -difflib.SequenceMatcher(None, text, key).ratio())
+    if not close:
+        close = difflib.get_close_matches(text, list(by_words), n=n, cutoff=0.6)
+    return tuple(by_words[key] for key in close[:n])

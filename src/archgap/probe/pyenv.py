@@ -59,6 +59,8 @@ def interpreter_paths(
         paths = sysconfig.get_paths()
         dirs = _existing((paths.get("purelib"), paths.get("platlib")))
         return sys.executable, sys.version.split()[0], dirs, None
+    if os.sep in python and os.path.isdir(python):
+        return python, "", (), Problem(python, "cannot run %s: is a directory" % python)
     result = system.run([python, "-I", "-S", "-c", _PATHS_SCRIPT], timeout=30)
     if not result.ok:
         reason = result.error or "failed"

@@ -182,7 +182,7 @@ def distribution_targets(
         return groups, [], None
     from .pyenv import canonical_name, installed_distributions, interpreter_paths, record_files
 
-    _, _, site_packages, problem = interpreter_paths(system, python)
+    executable, _, site_packages, problem = interpreter_paths(system, python)
     problems = [problem] if problem else []
     if problem is not None and not site_packages:
         return [], problems, problem.reason
@@ -194,8 +194,7 @@ def distribution_targets(
     for wanted in dists:
         dist = by_name.get(canonical_name(wanted))
         if dist is None:
-            known = ", ".join(sorted(d.name for d in installed)[:20]) or "none"
-            return [], problems, "unknown distribution %r (installed: %s)" % (wanted, known)
+            return [], problems, unknown_distribution(wanted, installed, executable)
         try:
             files = [p for p in record_files(dist.dist_info) if p.endswith(".py")]
         except OSError as exc:
@@ -203,6 +202,28 @@ def distribution_targets(
             files = []
         groups.append(("%s %s" % (dist.name, dist.version), files))
     return groups, problems, None
+
+
+def unknown_distribution(wanted: str, installed: Sequence[Any], executable: str) -> str:
+    """Why ``wanted`` was not found: the environment asked, the closest installed names, and
+    how to name another environment."""
+    import difflib
+
+    from .pyenv import canonical_name
+
+    names = {canonical_name(d.name): d.name for d in installed}
+    key = canonical_name(wanted)
+    close = [n for n in names if n.startswith(key) or key.startswith(n)]
+    close += difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
+    close = list(dict.fromkeys(close))[:3]
+    if close:
+        hint = "did you mean %s?" % " or ".join(names[n] for n in close)
+    else:
+        hint = "installed: %s" % (", ".join(sorted(names.values())[:20]) or "none")
+    return (
+        "unknown distribution %r in the environment of %s (%s); --python PATH inspects "
+        "another environment" % (wanted, executable, hint)
+    )
 
 
 def trace(name: str, paths: Sequence[str]) -> TraceFacts:

@@ -1,0 +1,72 @@
+"""archgap gpus [GPU...]: the GPUs archgap knows, with compute capability, architecture, the
+family-specific targets that run on each, and the source of each entry (kb/gpus.json)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from archgap.cli.common import EXIT_OK, TABLE_FORMATS, Output, UsageError, add_json_option
+
+if TYPE_CHECKING:
+    from archgap.kb.gpus import GpuProduct
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "gpus",
+        help="the GPUs archgap knows: compute capability, architecture, family targets, source",
+        description="List the GPU products archgap resolves names with (kb/gpus.json), newest "
+        "compute capability first; like nvidia-smi -L for GPUs you do not have.",
+    )
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="GPU",
+        help="only these: a product name (H100, RTX PRO 6000) or a compute capability (12.0)",
+    )
+    add_json_option(parser, TABLE_FORMATS)
+    parser.set_defaults(run=run)
+
+
+def select(names: list[str]) -> list[GpuProduct] | None:
+    """The products the names denote (None: all); a name that denotes none is a usage error."""
+    from archgap.analysis.compat import ComputeCapability, UnknownGpu, resolve_gpu
+    from archgap.kb.gpus import find_products, products
+
+    if not names:
+        return None
+    chosen: dict[str, GpuProduct] = {}
+    for name in names:
+        cc = ComputeCapability.parse(name)
+        found = (
+            [p for p in products() if p.compute_capability == str(cc)]
+            if cc
+            else list(find_products(name))
+        )
+        if not found:
+            if cc:
+                raise UsageError(f"no known GPU has compute capability {cc}")
+            try:
+                resolve_gpu(name)
+            except UnknownGpu as exc:
+                raise UsageError(str(exc)) from None
+        chosen.update((p.name, p) for p in found)
+    return list(chosen.values())
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.report import gpus
+
+    items = gpus.rows(select(list(args.names)))
+    if out.json_mode:
+        out.emit("gpus", {"gpus": items})
+    elif out.format in ("markdown", "csv"):
+        sys.stdout.write(gpus.markdown(items) if out.format == "markdown" else gpus.csv(items))
+    else:
+        from archgap.report.table import text_lines
+
+        lines = text_lines(gpus.table(items, True), out.width, out.terminal)
+        out.lines([*lines, "", *gpus.sources(items)])
+    return EXIT_OK

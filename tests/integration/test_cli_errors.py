@@ -1,0 +1,81 @@
+"""Errors first: a failure is one line on stderr and exit 2, before (instead of) any report; a
+wrong option shows the usage of the command it was given to; names that match nothing come
+with the closest known ones. And `archgap gpus`, the list those names come from."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from tests.helpers import DATA, json_output, run_cli
+
+FLASHINFER = DATA / "venv-flashinfer-python-0.6.8" / "bin" / "python"
+
+
+def one_error_line(result, text: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("archgap: ") and text in lines[0], result.stderr
+
+
+def test_missing_interpreter_is_one_error_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "bin" / "python"
+    one_error_line(
+        run_cli("scan", "--python", str(missing), "--gpu", "12.0"),
+        f"cannot run {missing}: not found",
+    )
+
+
+def test_directory_as_interpreter_says_so(tmp_path: Path) -> None:
+    for command in (["scan", "--gpu", "12.0"], ["gates"], ["trace", "X"]):
+        result = run_cli(*command, "--python", str(tmp_path))
+        one_error_line(result, f"cannot run {tmp_path}: is a directory")
+
+
+def test_wrong_option_shows_the_commands_usage() -> None:
+    result = run_cli("scan", "--jsn")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("usage: archgap scan ")
+    assert (
+        "archgap scan: error: unrecognized arguments: --jsn (did you mean --json?)" in result.stderr
+    )
+    result = run_cli("kernels", "--bogus", ".")
+    assert (
+        result.stderr.startswith("usage: archgap kernels ") and "did you mean" not in result.stderr
+    )
+
+
+def test_unknown_gpu_suggests_close_names() -> None:
+    result = run_cli("scan", "--gpu", "H10")
+    one_error_line(result, "unknown GPU 'H10': did you mean NVIDIA H100")
+    result = run_cli("scan", "--gpu", "RTX PRO 600")
+    one_error_line(result, "did you mean NVIDIA RTX PRO 6000 Blackwell")
+    one_error_line(
+        run_cli("scan", "--gpu", "Voodoo 5"), "unknown GPU 'Voodoo 5': give a compute capability"
+    )
+
+
+def test_unknown_distribution_suggests_the_installed_name_and_python() -> None:
+    result = run_cli("gates", "flashinfer", "--python", str(FLASHINFER))
+    assert result.returncode == 2
+    assert "unknown distribution 'flashinfer' in the environment of" in result.stderr
+    assert "did you mean flashinfer-python?" in result.stderr and "--python PATH" in result.stderr
+
+
+def test_gpus_lists_the_knowledge_base() -> None:
+    doc = json_output(run_cli("gpus", "--json"), "gpus")
+    by_name = {g["name"]: g for g in doc["gpus"]}
+    # CUDA Programming Guide, Table 28: sm_120f code runs on 12.0 and 12.1, sm_121f on 12.1 only.
+    assert by_name["NVIDIA GB10 (DGX Spark)"]["family_targets"] == ["120f", "121f"]
+    assert by_name["NVIDIA H100"]["compute_capability"] == "9.0"
+    assert by_name["NVIDIA H100"]["family_targets"] == []
+    ccs = [tuple(map(int, g["compute_capability"].split("."))) for g in doc["gpus"]]
+    assert ccs == sorted(ccs, reverse=True)  # newest first
+    result = run_cli("gpus", "12.1", "--format", "csv")
+    header, *rows = list(csv.reader(result.stdout.splitlines()))
+    assert header[:2] == ["GPU", "CC"] and {r[1] for r in rows} == {"12.1"}
+    text = run_cli("gpus", "H100").stdout.splitlines()
+    assert text[1].split()[:4] == ["NVIDIA", "H100", "9.0", "sm_90"]
+    assert text[-1] == "[1] https://developer.nvidia.com/cuda-gpus"
+    one_error_line(run_cli("gpus", "H10"), "did you mean NVIDIA H100")
