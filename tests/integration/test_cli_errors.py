@@ -5,6 +5,7 @@ with the closest known ones. And `archgap gpus`, the list those names come from.
 from __future__ import annotations
 
 import csv
+import subprocess
 from pathlib import Path
 
 from tests.helpers import DATA, json_output, run_cli
@@ -12,7 +13,7 @@ from tests.helpers import DATA, json_output, run_cli
 FLASHINFER = DATA / "venv-flashinfer-python-0.6.8" / "bin" / "python"
 
 
-def one_error_line(result, text: str) -> None:  # type: ignore[no-untyped-def]
+def one_error_line(result: subprocess.CompletedProcess[str], text: str) -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()

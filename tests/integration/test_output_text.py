@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from markdown_it.token import Token
 
 from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
 
@@ -149,7 +150,7 @@ def test_terminal_records_when_keys_do_not_fit(venv: Path, tmp_path: Path) -> No
     ]
 
 
-def _table(tokens: list, start: int) -> list[list[str]]:
+def _table(tokens: list[Token], start: int) -> list[list[str]]:
     """The rows (header first) of the Markdown table that opens at tokens[start]."""
     rows: list[list[str]] = []
     for token in tokens[start:]:
