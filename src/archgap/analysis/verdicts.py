@@ -185,7 +185,7 @@ def group_by_package(
             owner[path] = (dist.name, dist.version)
     groups: dict[tuple[str, str], list[BinaryFacts]] = {}
     for binary in binaries:
-        if not has_device_code(binary) and binary.format != "unreadable":
+        if not has_device_code(binary) and binary.format not in ("unreadable", "unknown"):
             continue
         key = owner.get(binary.path, (UNOWNED, ""))
         groups.setdefault(key, []).append(binary)

@@ -51,7 +51,7 @@ class BinaryFacts:
 
     path: str
     size: int
-    format: str  # "elf", "archive", "cubin", "fatbin", "other", "unreadable"
+    format: str  # "elf", "archive", "cubin", "fatbin", "other", "unreadable", "unknown"
     entries: Tuple[KernelEntry, ...]
     deep: bool  # containers outside .nv_fatbin were searched too
     error: Optional[str] = None  # why the file could not be read (fully); entries read so far stay

@@ -56,6 +56,7 @@ EM_CUDA = 190
 ET_REL = 1
 SHT_NULL = 0
 SHT_PROGBITS = 1
+SHT_STRTAB = 3
 SHT_NOBITS = 8
 SHF_EXECINSTR = 0x4
 
@@ -106,6 +107,17 @@ NOT_DATA_PREFIXES = (
     ".tbss",
 )
 MAX_ERRORS = 4  # messages kept per file; the count of the rest is reported
+# Work allowed per file, in units of one section header parsed, one entry or cubin header
+# checked, or one KiB searched: far above any real library (cuBLASLt --deep: ~0.5 M), far below
+# what a hostile file can ask for. A file that reaches it is "unknown" with the reason.
+WORK_BUDGET = 16_000_000
+MAX_SECTIONS = 1 << 20  # section headers parsed per table (64 MiB of table) at most
+MAX_LONG_NAMES = 16 << 20  # bytes kept of an archive's long-name table
+# Entry sizes that cannot be: an LZ4 block expands at most ~255x and a Zstandard block
+# (128 KiB from a few bytes) ~2^15x; nothing unpacks to more than this many bytes.
+MAX_EXPANSION = 1 << 16
+MAX_UNPACKED = 1 << 40
+ZERO_CHUNK = 1 << 20  # bytes compared at a time when checking that a range is zero
 TKINFO_ARCH = re.compile(rb"-arch[ =]+sm_(\d+)([af]?)")
 
 # Files without an extension that are never binaries (wheel metadata, licences).
@@ -164,16 +176,49 @@ class _Sections:
         return [i for i, name in enumerate(self.names) if name in spots] if spots else []
 
 
+class WorkBoundReached(Exception):
+    """A file asked for more work than ``WORK_BUDGET``: it is reported as "unknown"."""
+
+
 class _Reader:
     """One file's bytes (an mmap) and what was found in them so far."""
 
-    def __init__(self, buf: Any, size: int, deep: bool) -> None:
+    def __init__(self, buf: Any, size: int, deep: bool, fd: int = -1) -> None:
         self.buf = buf
         self.size = size
         self.deep = deep
+        self.fd = fd  # for SEEK_DATA: holes of a sparse file are zero and never touched
         self.entries: List[KernelEntry] = []
         self.errors: List[str] = []
         self.error_count = 0
+        self.work = 0
+        # Offsets already read: a region is read once, however many headers point at it.
+        self.seen_containers: Dict[int, int] = {}  # container offset -> where its walk ended
+        self.seen_entries: Set[int] = set()
+        self.seen_cubins: Dict[int, int] = {}  # cubin offset -> its end
+        self.seen_tables: Set[int] = set()  # section tables that belong to a found cubin
+        self.seen_regions: Set[Tuple[int, int]] = set()
+
+    def spend(self, units: int) -> None:
+        self.work += units
+        if self.work > WORK_BUDGET:
+            raise WorkBoundReached(
+                "work bound reached (%d units: headers, entries and KiB searched)" % WORK_BUDGET
+            )
+
+    def data_at(self, pos: int, end: int) -> Tuple[int, int]:
+        """[start, stop) of the first stretch of file data in [pos, end), skipping holes of a
+        sparse file; (end, end) when only holes are left."""
+        if self.fd < 0 or not hasattr(os, "SEEK_DATA"):
+            return pos, end
+        try:
+            start = os.lseek(self.fd, pos, os.SEEK_DATA)
+            stop = os.lseek(self.fd, start, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end of the file
+                return end, end
+            return pos, end
+        return min(start, end), min(stop, end)
 
     def fail(self, message: str) -> None:
         self.error_count += 1
@@ -187,7 +232,18 @@ class _Reader:
         return "; ".join(self.errors) + ("; %d more" % more if more > 0 else "")
 
     def is_zero(self, start: int, end: int) -> bool:
-        return not self.buf[start:end].strip(b"\0")
+        """Whether [start, end) holds only zero bytes; holes are not read, and no more than
+        ``ZERO_CHUNK`` bytes are copied at a time."""
+        pos = start
+        while pos < end:
+            pos, stop = self.data_at(pos, end)
+            while pos < stop:
+                chunk = min(stop, pos + ZERO_CHUNK)
+                self.spend((chunk - pos) >> 10)
+                if self.buf[pos:chunk].strip(b"\0"):
+                    return False
+                pos = chunk
+        return True
 
     # -- fatbin containers and entries ----------------------------------------------------------
 
@@ -223,6 +279,10 @@ class _Reader:
                     % (label, pos, container_end - end)
                 )
                 container_end = end
+            if pos in self.seen_containers:  # another header pointed here: read already
+                pos = max(container_end, self.seen_containers[pos])
+                continue
+            self.seen_containers[pos] = container_end
             self.walk_entries(body, container_end, section, listed, member)
             pos = container_end
         if pos < end and not self.is_zero(pos, end):
@@ -234,6 +294,9 @@ class _Reader:
         buf = self.buf
         label = section or "fatbin"
         while pos + ENTRY_HEADER.size <= end:
+            if pos in self.seen_entries:  # the rest of this chain was read from another start
+                return
+            self.spend(1)
             (kind_code, _, header_size, payload_size, compressed_size, _, minor, major, arch,
              _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack_from(buf, pos)  # fmt: skip
             kind = ENTRY_KINDS.get(kind_code)
@@ -254,6 +317,12 @@ class _Reader:
             else:
                 compression = "unknown" if compressed_size else "none"
             stored = compressed_size if compressed_size else payload_size
+            impossible = _impossible_sizes(payload_size, compressed_size, uncompressed)
+            if impossible:
+                self.fail("%s: invalid entry at 0x%x: %s" % (label, pos, impossible))
+                pos = payload + payload_size
+                continue
+            self.seen_entries.add(pos)
             if flags & FLAG_ARCH_SPECIFIC:
                 variant = "a"
             elif flags & FLAG_FAMILY:
@@ -323,10 +392,14 @@ class _Reader:
             if buf[pos : pos + 4] == CONTAINER_MAGIC:
                 hit = pos  # the next container follows the last one directly: no search
             else:
+                pos, data_end = self.data_at(pos, end)  # holes of a sparse file hold nothing
+                if pos >= end:
+                    return
                 # The 4-byte magic, not the 8-byte fixed header: a needle ending in 0xba is
                 # searched ~20 % faster than one ending in 0x00 (zero bytes fill data sections).
-                hit = buf.find(CONTAINER_MAGIC, pos, end)
-                gap_end = end if hit < 0 else hit
+                hit = buf.find(CONTAINER_MAGIC, pos, data_end)
+                gap_end = data_end if hit < 0 else hit
+                self.spend((gap_end - pos) >> 9)  # two searches: one unit per KiB each
                 # A valid container is rarely inside a cubin; cubins end where their sections do.
                 cubin = buf.find(CUBIN_IDENT, pos, gap_end)
                 while cubin >= 0:
@@ -341,11 +414,14 @@ class _Reader:
                     pos = cubin_end
                     continue
                 if hit < 0:
-                    return
+                    pos = data_end
+                    continue
             if self.valid_container_at(hit, end):
                 fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
                 body = hit + CONTAINER_HEADER.size
-                self.walk_entries(body, body + fat_size, section, False, member)
+                if hit not in self.seen_containers:
+                    self.seen_containers[hit] = body + fat_size
+                    self.walk_entries(body, body + fat_size, section, False, member)
                 pos = body + fat_size
             else:
                 pos = hit + 1
@@ -393,6 +469,9 @@ class _Reader:
         if shnum > available:
             self.fail("%struncated: %d of %d section headers present" % (where, available, shnum))
             shnum = available
+        if shnum > MAX_SECTIONS:
+            self.fail("%s%d section headers: the first %d are read" % (where, shnum, MAX_SECTIONS))
+            shnum = MAX_SECTIONS
         strtab = b""
         if shstrndx < shnum:
             names_header = entry.unpack_from(buf, table + shstrndx * shentsize)
@@ -402,6 +481,7 @@ class _Reader:
                 strtab = bytes(buf[names_start:names_end])
         if only_fatbin and b"fatbin\0" not in strtab:
             return fields, None
+        self.spend(shnum)
         raw = bytes(buf[table : table + shnum * shentsize])
         if wide and order == "<" and sys.byteorder == "little":
             # Columns straight out of the table: one C-level pass instead of a tuple per section.
@@ -457,8 +537,9 @@ class _Reader:
                     % (where, name, end - limit)
                 )
                 end = limit
-            if offset >= end:
-                continue
+            if offset >= end or (offset, end) in self.seen_regions:
+                continue  # empty, or read already through another header
+            self.seen_regions.add((offset, end))
             if name == ".nv_fatbin":
                 self.walk_containers(offset, end, name, True, member)
             elif name == "__nv_relfatbin":
@@ -468,6 +549,22 @@ class _Reader:
             else:
                 self.search_section(offset, end, name, member)
         return "elf"
+
+    def plausible_cubin(self, base: int, fields: Tuple[Any, ...]) -> bool:
+        """Cheap checks of a cubin found by searching, before its section table is parsed: its
+        name table is a string table, and no other cubin owns its section table. Each candidate
+        costs a constant, so a data section of fake headers that share one huge table stays
+        linear."""
+        self.spend(1)
+        shoff, shnum, shstrndx = fields[6], fields[12], fields[13]
+        table = base + shoff
+        if table in self.seen_tables or not 0 < shstrndx < shnum:
+            return False
+        names_type = struct.unpack_from("<I", self.buf, table + shstrndx * ELF64_SECTION.size + 4)
+        if names_type[0] != SHT_STRTAB:
+            return False
+        self.seen_tables.add(table)
+        return True
 
     def cubin_at(
         self,
@@ -480,6 +577,8 @@ class _Reader:
     ) -> int:
         """One bare cubin at ``base``; returns where it ends (``base`` when it is not a cubin)."""
         buf = self.buf
+        if base in self.seen_cubins:  # found before, through another section header
+            return self.seen_cubins[base]
         if base + ELF64_HEADER.size > limit:
             if loose:
                 self.fail("truncated cubin header")
@@ -497,6 +596,8 @@ class _Reader:
         if not valid or (not loose and (shnum == 0 or base + shoff + shnum * shentsize > limit)):
             if loose:
                 self.fail("not a 64-bit little-endian cubin")
+            return base
+        if not loose and not self.plausible_cubin(base, fields):
             return base
         phoff, phentsize, phnum = fields[5], fields[9], fields[10]
         end = max(base + shoff + shnum * shentsize, base + phoff + phnum * phentsize)
@@ -541,6 +642,7 @@ class _Reader:
                 member=member,
             )
         )
+        self.seen_cubins[base] = end
         return end
 
     # -- static archives -------------------------------------------------------------------
@@ -555,11 +657,11 @@ class _Reader:
                 self.fail("archive: corrupt member header at 0x%x" % pos)
                 return
             raw_name = header[0:16].rstrip(b" ")
-            try:
-                size = int(header[48:58].strip() or b"0")
-            except ValueError:
+            size_field = header[48:58].strip() or b"0"
+            if not size_field.isdigit():  # int() takes "-60": the walk would loop back forever
                 self.fail("archive: corrupt member size at 0x%x" % pos)
                 return
+            size = int(size_field)
             data = pos + 60
             end = data + size
             if end > self.size:
@@ -567,7 +669,7 @@ class _Reader:
                 end = self.size
             name = raw_name.decode("utf-8", "replace")
             if raw_name == b"//":
-                long_names = bytes(buf[data:end])
+                long_names = bytes(buf[data : min(end, data + MAX_LONG_NAMES)])
             elif raw_name.startswith(b"#1/"):  # BSD: the name follows the header
                 try:
                     name_len = int(raw_name[3:])
@@ -584,6 +686,18 @@ class _Reader:
             if raw_name not in (b"/", b"//", b"/SYM64/") and buf[data : data + 4] == ELF_MAGIC:
                 self.read_elf(data, end, name)
             pos = end + (end & 1)  # members are 2-byte aligned
+
+
+def _impossible_sizes(payload_size: int, compressed_size: int, uncompressed: int) -> str:
+    """Why an entry's sizes cannot be (compressed bytes past the payload, an expansion no
+    compressor reaches), or ""."""
+    if not compressed_size:
+        return ""
+    if compressed_size > payload_size:
+        return "%d compressed bytes in a %d-byte payload" % (compressed_size, payload_size)
+    if uncompressed > min(compressed_size * MAX_EXPANSION, MAX_UNPACKED):
+        return "%d bytes would unpack to %d" % (compressed_size, uncompressed)
+    return ""
 
 
 def _open_error(path: str, exc: OSError) -> str:
@@ -646,13 +760,18 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
         if hasattr(buf, "madvise") and hasattr(mmap, "MADV_RANDOM"):
             # Headers are scattered through the file: read-ahead would only pull in payloads.
             buf.madvise(mmap.MADV_RANDOM)
-        reader = _Reader(buf, size, deep)
-        if kind == "elf":
-            kind = reader.read_elf(0, size, None)
-        elif kind == "archive":
-            reader.read_archive()
-        else:
-            reader.walk_containers(0, size, "", True, None)
+        reader = _Reader(buf, size, deep, fd)
+        try:
+            if kind == "elf":
+                kind = reader.read_elf(0, size, None)
+            elif kind == "archive":
+                reader.read_archive()
+            else:
+                reader.walk_containers(0, size, "", True, None)
+        except WorkBoundReached as exc:
+            reader.errors.insert(0, str(exc))
+            reader.error_count += 1
+            kind = "unknown"
         return BinaryFacts(path, size, kind, tuple(reader.entries), deep, reader.error_text())
     finally:
         buf.close()
