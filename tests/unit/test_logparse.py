@@ -118,3 +118,50 @@ def test_pathological_lines_do_not_backtrack() -> None:
     started = time.perf_counter()
     parse_log("\n".join(hostile * 5))
     assert time.perf_counter() - started < 10
+
+
+def test_unprefixed_traceback_is_its_own_not_the_last_ranks() -> None:
+    # TP3 logged last; the main process then prints its own traceback without a prefix.
+    text = (
+        "[2026-11-27 09:14:09 TP3] Load weight end.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/launch.py", line 9, in <module>\n'
+        "    main()\n"
+        "RuntimeError: engine died\n"
+    )
+    log = parse_log(text)
+    assert [(tb.exception_type, tb.workers) for tb in log.tracebacks] == [("RuntimeError", ("",))]
+
+
+def test_prefixed_traceback_keeps_its_unprefixed_frames_and_chain() -> None:
+    # Python logging with exc_info: the first line carries the prefix, the rest does not.
+    text = (
+        "[2026-11-27 09:14:09 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/app/a.py", line 1, in f\n'
+        "    g()\n"
+        "ValueError: first\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/b.py", line 2, in h\n'
+        "    f()\n"
+        "RuntimeError: second\n"
+    )
+    tbs = parse_log(text).tracebacks
+    assert [(tb.exception_type, tb.workers) for tb in tbs] == [
+        ("ValueError", ("TP0",)),
+        ("RuntimeError", ("TP0",)),
+    ]
+    assert tbs[1].chained_from == 0
+
+
+def test_frames_pasted_without_the_traceback_header_are_read() -> None:
+    text = (
+        '  File "/x/site-packages/flashinfer/jit/core.py", line 108, in check_cuda_arch\n'
+        '    raise RuntimeError("FlashInfer requires GPUs with sm75 or higher")\n'
+        "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
+    )
+    (tb,) = parse_log(text).tracebacks
+    assert [(f.line, f.function) for f in tb.frames] == [(108, "check_cuda_arch")]
+    assert tb.message == "FlashInfer requires GPUs with sm75 or higher"

@@ -19,11 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from archgap.analysis import causes as causes_
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.jit import flashinfer_findings, resolve_nvcc
 from archgap.analysis.logparse import Frame, ParsedLog
 from archgap.kb import toolchain as toolchain_kb
-from archgap.kb.signatures import FIX_KINDS, Signature
+from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks
 from archgap.probe.source import Guard, Occurrence, TraceFacts
 from archgap.probe.source_flow import Raiser, Swallow
 from archgap.probe.source_sites import CodeFacts, CodeSite
@@ -43,6 +44,8 @@ _VERSION_KINDS: tuple[str, ...] = ("torch", "torch_cuda", "flashinfer", "nvcc", 
 _VERSION_KINDS += ("driver_cuda", "sglang", "triton", "flashinfer_cuda_version")
 # ... and as paths.
 _PATH_KINDS = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
+# Lines that are source code printed in a traceback, not messages.
+_CODE_LINES = ("raise ", "assert ", 'File "')
 # Writes that bind a name without computing a value for it.
 _NOT_VALUE_WRITES = ("parameter", "import", "global", "except-as", "del", "def", "class")
 
@@ -103,7 +106,7 @@ class Recognised:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    status: str  # "diagnosed", "unknown", "no-error"
+    status: str  # "diagnosed", "not-architecture", "unknown", "no-error"
     signature: str | None  # the signature of the error the log ends with
     root_signature: str | None  # the signature that explains it (may be the same)
     error: str
@@ -115,6 +118,10 @@ class Diagnosis:
     confirmed: bool  # the chain was confirmed on the examined environment
     notes: tuple[str, ...] = ()
     environment: str = ""  # what was examined ("" = log only)
+    # How the root cause is known: "confirmed" (read on the examined environment), "determined"
+    # (the log's evidence pins it), "conditional", "undetermined" (analysis.causes), "" (none).
+    cause_status: str = ""
+    decide: tuple[str, ...] = ()  # what would decide the cause, when it is not determined
 
 
 # ---------------------------------------------------------------- signature matching
@@ -131,6 +138,8 @@ def match_signatures(log: ParsedLog, signatures: Sequence[Signature]) -> tuple[S
         workers, count = (warning.workers, warning.count) if warning else ((), 1)
         texts.append((text, line, workers, count, False))
     for text, line, workers, count, in_tb in texts:
+        if text.startswith(_CODE_LINES):
+            continue  # the source line a traceback prints under its frame, not a message
         for signature in signatures:
             match = signature.search(text)
             if match is None:
@@ -180,12 +189,15 @@ def _focus(log: ParsedLog, signatures: Sequence[Signature]) -> _Focus | None:
 
 
 def _primary(matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]) -> SignatureMatch:
-    """The error the log ends with: the last traceback's match, else the last non-secondary one."""
+    """The error the log ends with: the last traceback's match, else the last non-secondary
+    architecture match, else the last non-secondary one (a warning about NCCL after a ptxas
+    failure does not hide the failure)."""
     in_tb = [m for m in matches if m.in_traceback]
     if in_tb:
         return max(in_tb, key=lambda m: m.line)
     primary = [m for m in matches if not by_id[m.signature].secondary]
-    return max(primary or list(matches), key=lambda m: m.line)
+    arch = [m for m in primary if by_id[m.signature].architecture]
+    return max(arch or primary or list(matches), key=lambda m: m.line)
 
 
 def _explaining(
@@ -363,6 +375,8 @@ def explain(
             notes=("no known architecture-gap signature in this input",),
             environment=where,
         )
+    if not focus.signature.architecture:
+        return _not_architecture(focus, recognised, where)
     chain = _Chain()
     primary, explaining = focus.primary, focus.explaining
     chain.add(
@@ -383,8 +397,11 @@ def explain(
             FROM_LOG,
         )
     walked = examined is not None and _walk_code(chain, log, focus, examined)
+    gpus = examined.gpus if examined is not None else ()
+    facts = causes_.version_facts(log, _texts(log), load_version_marks(), gpus)
+    judgement = causes_.judge(focus.root_signature.causes, facts)
     if not walked:
-        _knowledge_steps(chain, log, focus, examined)
+        _knowledge_steps(chain, log, focus, examined, facts)
     if chain.contradicted:
         chain.notes.append(
             "unconfirmed: the log contradicts the examined environment; the service's environment "
@@ -392,28 +409,67 @@ def explain(
         )
     if examined is not None:
         chain.notes.extend(examined.problems)
+    root_cause, cause_status = _root_cause(chain, focus, walked, judgement)
+    decide = judgement.decide if cause_status in (causes_.CONDITIONAL, causes_.UNDETERMINED) else ()
+    if decide and examined is None:
+        decide += (
+            "or run `archgap explain` on the machine that crashed (or with --host), so the "
+            "installed code and toolchain are read",
+        )
     return Diagnosis(
         status="diagnosed",
         signature=focus.signature.id,
         root_signature=focus.root_signature.id,
         error=primary.text,
         steps=tuple(chain.steps),
-        root_cause=_root_cause(chain, focus, walked),
-        fixes=_fixes(focus, chain, log, examined),
+        root_cause=root_cause,
+        fixes=_fixes(focus, chain, log, examined, facts),
         matches=focus.matches,
         recognised=recognised,
         confirmed=chain.confirmed and not chain.contradicted,
         notes=tuple(chain.notes),
+        environment=where,
+        cause_status=cause_status,
+        decide=decide,
+    )
+
+
+def _texts(log: ParsedLog) -> list[str]:
+    """The error texts whose wording may pin a release: exception messages and message lines."""
+    return [f"{tb.exception_type}: {tb.message}" for tb in log.tracebacks] + [
+        text for _, text in log.messages
+    ]
+
+
+def _not_architecture(focus: _Focus, recognised: Recognised, where: str) -> Diagnosis:
+    """A known error that is not an architecture gap: named, with no architecture cause."""
+    signature = focus.signature
+    return Diagnosis(
+        status="not-architecture",
+        signature=signature.id,
+        root_signature=None,
+        error=focus.primary.text,
+        steps=(),
+        root_cause="",
+        fixes=(),
+        matches=focus.matches,
+        recognised=recognised,
+        confirmed=False,
+        notes=(
+            f"recognised: {signature.meaning}; archgap gives no architecture cause for it "
+            f"({signature.source})",
+        ),
         environment=where,
     )
 
 
 def _workers_note(match: SignatureMatch) -> str:
     workers = [w for w in match.workers if w]
+    times = f"{match.count}x" if match.count > 1 else ""
     if not workers:
-        return f" ({match.count}x)" if match.count > 1 else ""
+        return f" ({times})" if times else ""
     shown = ", ".join(workers[:8]) + (", ..." if len(workers) > 8 else "")
-    return f", {match.count}x from {shown}"
+    return f", {times + ' ' if times else ''}from {shown}"
 
 
 def _walk_code(chain: _Chain, log: ParsedLog, focus: _Focus, examined: Examined) -> bool:
@@ -604,7 +660,10 @@ def _swallowed_write(
         )
     warning = next((w for w in log.warnings if w.text == seen_text), None)
     who = ""
-    if warning is not None:
+    # Counted once: the "Earlier in the log" step already says how often and from whom.
+    if warning is not None and not any(
+        s.text.startswith("Earlier in the log") for s in chain.steps
+    ):
         workers = [w for w in warning.workers if w]
         who = f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
     text = f"The swallowed exception, as the handler logged it{who}: {seen_text}"
@@ -669,11 +728,11 @@ def _version_condition(
             CONFIRMED,
         )
         return None
-    how = "; ".join(f.what for f in resolved.chain)
+    how = _resolution([f.what for f in resolved.chain])
     version_tuple = toolchain_kb.version_tuple
     below = (version_tuple(toolkit.version) or ()) < (version_tuple(required) or ())
     holds = below == (guard.kind == "else")
-    chain.nvcc_line = f"nvcc {toolkit.version} at {toolkit.tool_path} (from {how})"
+    chain.nvcc_line = f"nvcc {toolkit.version} at {toolkit.tool_path}"
     chain.add(
         f"The nvcc it resolves is {toolkit.version} {'<' if below else '>='} {required}, so "
         f"`{guard.condition}` is {'false' if below else 'true'}"
@@ -687,8 +746,21 @@ def _version_condition(
     return holds
 
 
+def _resolution(steps: Sequence[str]) -> str:
+    """How the nvcc was found, each source named once: "CUDA_HOME and CUDA_PATH unset; nvcc on
+    PATH: /usr/bin/nvcc"."""
+    unset = [s.removesuffix(" is not set") for s in steps if s.endswith(" is not set")]
+    rest = [s for s in steps if not s.endswith(" is not set")]
+    head = [f"{' and '.join(unset)} unset"] if unset else []
+    return "; ".join(head + rest)
+
+
 def _knowledge_steps(
-    chain: _Chain, log: ParsedLog, focus: _Focus, examined: Examined | None
+    chain: _Chain,
+    log: ParsedLog,
+    focus: _Focus,
+    examined: Examined | None,
+    facts: Mapping[str, causes_.Known],
 ) -> None:
     signature, root = focus.signature, focus.root_signature
     if examined is not None:
@@ -697,18 +769,30 @@ def _knowledge_steps(
             f"({examined.description}); the chain below comes from the log and archgap's "
             "knowledge base"
         )
+    else:
+        chain.notes.append(
+            "no environment examined: the chain below comes from the log and archgap's "
+            "knowledge base"
+        )
     chain.add(root.meaning, "", "", f"signature {root.id} ({root.source})", KNOWLEDGE)
     if root is not signature:
         chain.add(signature.meaning, "", "", f"signature {signature.id}", KNOWLEDGE)
+    # Only what bears on the GPU and the versions this signature's causes depend on.
+    relevant = {kind for cause in root.causes for kind, _ in cause.when} | {"cc"}
     for kind, label in (
         ("gpu", "GPU"),
-        ("compute_capability", "compute capability / arch"),
+        ("gpu_cc", "GPU compute capability"),
         ("nvcc", "nvcc release"),
         ("flashinfer_cuda_version", "FlashInfer's CUDA version"),
         ("cuda_home", "CUDA_HOME"),
         ("flashinfer", "flashinfer"),
         ("torch", "torch"),
+        ("triton", "triton"),
+        ("driver_cuda", "driver CUDA version"),
     ):
+        wanted = {"gpu": "cc", "gpu_cc": "cc", "flashinfer_cuda_version": "nvcc"}.get(kind, kind)
+        if wanted not in relevant and not (kind == "cuda_home" and "nvcc" in relevant):
+            continue
         values = log.evidence_of(kind)
         if values:
             chain.add(
@@ -720,7 +804,10 @@ def _knowledge_steps(
             )
 
 
-def _root_cause(chain: _Chain, focus: _Focus, walked: bool) -> str:
+def _root_cause(
+    chain: _Chain, focus: _Focus, walked: bool, judgement: causes_.Judgement
+) -> tuple[str, str]:
+    """The root cause and how it is known (``Diagnosis.cause_status``)."""
     if walked and chain.required_cuda and chain.nvcc_line and not chain.contradicted:
         knob = f", {chain.knobs_unset[0]} is not set" if chain.knobs_unset else ""
         return (
@@ -728,7 +815,7 @@ def _root_cause(chain: _Chain, focus: _Focus, walked: bool) -> str:
             f"{chain.required_cuda} it requires for this GPU{knob}: the arch detection raises, a "
             f"bare `except` swallows it, and the empty arch set makes it reject the GPU "
             f"({focus.signature.id})."
-        )
+        ), "confirmed"
     if chain.contradicted:
         here = f" ({chain.nvcc_line})" if chain.nvcc_line else ""
         knob = (
@@ -741,24 +828,43 @@ def _root_cause(chain: _Chain, focus: _Focus, walked: bool) -> str:
             f"In the service's environment the package found {older or 'other settings'} (the "
             f"log shows its detection failing), unlike the examined environment{here}{knob}; its "
             f"arch detection failed silently and the GPU was rejected."
+        ), judgement.status
+    return _judged_cause(focus.root_signature, judgement), judgement.status
+
+
+def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
+    evidence = "; ".join(judgement.evidence) or "none"
+    if judgement.status == causes_.DETERMINED and judgement.cause is not None:
+        return (
+            f"{judgement.cause.text} (from the log and the knowledge base: {root.id}; the log's "
+            f"evidence: {evidence})."
         )
-    root = focus.root_signature
-    cause = root.causes[0].text if root.causes else root.meaning
-    return f"{cause} (from the log and the knowledge base: {root.id})."
+    if judgement.status == causes_.CONDITIONAL:
+        branches = [
+            f"if {causes_.condition_text(c)}: {c.text}" if c.when else f"otherwise: {c.text}"
+            for c in judgement.candidates
+        ]
+        return (
+            f"Recognised ({root.id}); the log does not pin down which known cause applies "
+            f"(evidence: {evidence}). " + "; ".join(branches) + "."
+        )
+    known = "; ".join(causes_.condition_text(c) for c in root.causes if c.when)
+    return (
+        f"Recognised ({root.id}), cause not determined for this version: the log's evidence "
+        f"({evidence}) fits none of the known causes (they apply when {known or 'never'})."
+    )
 
 
 def _fixes(
-    focus: _Focus, chain: _Chain, log: ParsedLog, examined: Examined | None
+    focus: _Focus,
+    chain: _Chain,
+    log: ParsedLog,
+    examined: Examined | None,
+    facts: Mapping[str, causes_.Known],
 ) -> tuple[FixSuggestion, ...]:
     signature, root = focus.signature, focus.root_signature
-    majors: set[int] = {g.compute_capability.major for g in examined.gpus} if examined else set()
-    for evidence in log.evidence_of("compute_capability"):
-        digits = re.match(r"(\d{1,2}?)(\d)[af]?$", evidence.value)
-        if "." in evidence.value:
-            if (major_minor := toolchain_kb.major_minor(evidence.value)) is not None:
-                majors.add(major_minor[0])
-        elif digits:
-            majors.add(int(digits.group(1)))
+    ccs = facts["cc"].exact if "cc" in facts else ()
+    majors = {int(cc.split(".")[0]) for cc in ccs}
     if not majors and any("SM 12" in t for _, t in log.messages):
         majors.add(12)
     # What the FlashInfer resolver says on these facts: a real toolkit to point CUDA_HOME at, and
@@ -781,7 +887,9 @@ def _fixes(
     for fix in candidates:
         if fix.applies_to_cc_major is not None and majors and fix.applies_to_cc_major not in majors:
             continue
-        text, source = fix.text, fix.source
+        if not causes_.fix_applies(fix, ccs, facts):
+            continue
+        text, source = causes_.for_gpu(fix.text, ccs), fix.source
         if fix.kind == "toolkit" and real_toolkit is not None:
             text, source = real_toolkit.action, f"{real_toolkit.tradeoff} ({fix.source})"
         arch_list = fix.kind == "env" and "FLASHINFER_CUDA_ARCH_LIST" in text

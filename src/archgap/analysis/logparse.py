@@ -172,11 +172,53 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         "gpu 0",
         re.compile(r"GPU \d{1,3}(?: \(CUDA order\))?\s*: (\S.{0,60}?)\s*(?:\||\(UUID|$)"),
     ),
+    # The GPU's own capability, as torch, SGLang's check_env and sgl-kernel state it.
+    ("gpu_cc", "with cuda capability", re.compile(r"with CUDA capability sm_(\d{2,3})\b")),
+    (
+        "gpu_cc",
+        "capability",
+        re.compile(
+            r"(?:which is of (?:cuda|compute) capability(?: \(CC\))?|Compute [Cc]apability:)"
+            r"\s*(\d{1,2}\.\d)\b"
+        ),
+    ),
+    *(
+        ("gpu", gate, re.compile(r"\b((?:GeForce )?" + name + r")\b"))
+        for gate, name in (
+            ("rtx", r"RTX (?:PRO )?\d{4}(?: Ti| Ada)?"),
+            ("gb10", r"GB10"),
+            ("dgx spark", r"DGX Spark"),
+            ("h100", r"H100"),
+            ("h200", r"H200"),
+            ("b200", r"G?B200"),
+            ("b300", r"G?B300"),
+            ("v100", r"V100"),
+            ("a100", r"A100"),
+            ("jetson", r"Jetson (?:AGX )?(?:Orin|Thor|Xavier)"),
+        )
+    ),
     ("compute_capability", "sm_", re.compile(r"\bsm_(\d{2,3}[af]?)\b")),
     ("compute_capability", "capability", re.compile(r"capability (?:\(CC\) )?(\d{1,2}\.\d)\b")),
     ("compute_capability", "sm1", re.compile(r"\bSM(1\d{2})\b")),
     ("torch", "pytorch", re.compile(r"PyTorch(?: version)?\s*:\s*(\d[\w.+]{1,30})")),
     ("torch", "torch", re.compile(r"\btorch(?:==|\s{2,})(\d[\w.+]{1,30})")),
+    # Versions named in prose ("flashinfer 0.2.5", "PyTorch 2.8.0+cu128", "nvcc 12.8").
+    (
+        "torch",
+        "torch",
+        re.compile(r"\b(?:torch|PyTorch)(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})"),
+    ),
+    (
+        "flashinfer",
+        "flashinfer",
+        re.compile(r"\bflashinfer(?:[-_]python)?(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})"),
+    ),
+    ("triton", "triton", re.compile(r"\btriton(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})")),
+    (
+        "nvcc",
+        "nvcc",
+        re.compile(r"\b(?:nvcc|CUDA [Tt]oolkit)(?: version)?\s*:?\s*v?(\d{1,2}\.\d{1,2})\b"),
+    ),
     (
         "torch_cuda",
         "cuda used to build",
@@ -236,6 +278,11 @@ def _collect_evidence(
             value = match.group(1).strip().rstrip(".,;:)")
             if kind == "gpu" and (value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4):
                 continue
+            if kind == "gpu" and any(
+                e.kind == "gpu" and e.line == line.number and value in e.value
+                for e in seen.values()
+            ):
+                continue  # "RTX PRO 6000" inside "NVIDIA RTX PRO 6000 Blackwell ..." said once
             key = (kind, value)
             if key not in seen:
                 seen[key] = Evidence(kind, value, line.number, line.text.strip()[:300])
@@ -271,6 +318,25 @@ _MESSAGE_GATES = (
     "failed",
     "found gpu",
     "critical",
+    "nccl",
+    "illegal",
+    "misaligned",
+    "out of memory",
+    "kv cache",
+    "cache blocks",
+    ".target",
+    ".version",
+    "headers are incompatible",
+    "invalid device function",
+    "arch_mismatch",
+    "not supported",
+    "only supported",
+    "backend",
+    "repository not found",
+    "gated repo",
+    "resolutionimpossible",
+    "no matching distribution",
+    "could not find a version",
 )
 
 
@@ -358,6 +424,7 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
     messages: list[tuple[int, str]] = []
     seen_messages: set[str] = set()
     last_worker = ""
+    stream: str | None = None  # whose traceback the last non-blank line belonged to
     number = 0
 
     def finish(worker: str) -> None:
@@ -374,6 +441,12 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
         if worker:
             workers.setdefault(worker, None)
             last_worker = worker
+        elif _TRACEBACK_START in text:
+            # An unprefixed traceback is its own (or chained to the one just printed), not the
+            # traceback of whichever rank wrote last.
+            worker = stream if stream is not None else ""
+        elif "" in builders:
+            worker = ""  # continues the open unprefixed traceback
         else:
             worker = last_worker  # an unprefixed line continues the stream that wrote last
         line = _Line(number, worker, level, text)
@@ -383,6 +456,12 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
         if builder is not None and not builder.feed(text):
             finish(worker)
             builder = None
+        if builder is None and _FRAME.match(text):
+            # A traceback pasted without its header line still has frames.
+            builder = builders[worker] = _TracebackBuilder(number, worker, None)
+            builder.feed(text)
+            stream = worker
+            continue
         if builder is None and _TRACEBACK_START in text:
             chained = None
             if (
@@ -392,9 +471,15 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
             ):
                 chained = len(finished) - 1
             builders[worker] = _TracebackBuilder(number, worker, chained)
+            stream = worker
             continue
         if builder is not None:
+            stream = worker
             continue
+        if text.startswith(_CHAINED):
+            stream = worker
+        elif text.strip():
+            stream = None
 
         cpp = _CPP_RAISED.search(text) if "Exception raised from" in text else None
         if cpp:

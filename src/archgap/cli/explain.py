@@ -2,8 +2,10 @@
 
 Exit codes: 1 = an architecture-gap error was recognised and explained; 0 = no known
 architecture-gap signature in the input (an error archgap does not know is printed as "unknown",
-with what it recognised); 2 = usage or probe error (no input, unreadable file, bad --gpu,
-unreadable --env-from, an unreachable host or a missing interpreter there).
+with what it recognised; a known error that is not an architecture gap, such as CUDA out of
+memory or an NCCL failure, is named, with no architecture cause); 2 = usage or probe error (no
+input, unreadable file, bad --gpu, unreadable --env-from, an unreachable host or a missing
+interpreter there).
 
 Every fact of the examined environment comes from the probe, on this machine or on the target
 (--host/--container/--pod/--via): the Python environment, toolchains, GPUs and the raise sites the
@@ -191,13 +193,28 @@ _STATUS_LABEL = {
 }
 
 
+_CAUSE_LABEL = {
+    "conditional": " [yellow](conditional)[/]",
+    "undetermined": " [red](not determined for this version)[/]",
+}
+
+
 def _print(out: Output, diagnosis: Diagnosis, origin: str, lines: int) -> None:
     from rich.markup import escape
 
     where = diagnosis.environment or "no environment (log only)"
+    plural = "line" if lines == 1 else "lines"
     out.print(
-        f"[bold]archgap explain[/] {escape(origin)} ({lines} lines) — examined: {escape(where)}"
+        f"[bold]archgap explain[/] {escape(origin)} ({lines} {plural}) — examined: {escape(where)}"
     )
+    if diagnosis.status == "not-architecture":
+        out.print(
+            f"\n[bold yellow]not an architecture gap[/] {escape(diagnosis.error)}  "
+            f"[dim]({diagnosis.signature})[/]"
+        )
+        for note in diagnosis.notes:
+            out.print(f"  {escape(note)}")
+        return
     if diagnosis.status != "diagnosed":
         label = "unknown error" if diagnosis.status == "unknown" else "no error found"
         out.print(f"\n[bold yellow]{label}[/]: no known architecture-gap signature matches.")
@@ -215,6 +232,8 @@ def _print(out: Output, diagnosis: Diagnosis, origin: str, lines: int) -> None:
                 out.print(f"  {label}: {escape(', '.join(values))}")
         return
     out.print(f"\n[bold red]error[/] {escape(diagnosis.error)}  [dim]({diagnosis.signature})[/]")
+    for note in diagnosis.notes:
+        out.print(f"\n[bold yellow]note[/] {escape(note)}")
     out.print("\n[bold]chain[/]")
     for number, step in enumerate(diagnosis.steps, start=1):
         location = f" [bold]{escape(step.location)}[/]" if step.location else ""
@@ -222,9 +241,12 @@ def _print(out: Output, diagnosis: Diagnosis, origin: str, lines: int) -> None:
         if step.fact:
             out.print(f"     [dim]{escape(step.fact)}[/]")
         out.print(f"     [dim]source: {escape(step.source)}[/]")
-    for note in diagnosis.notes:
-        out.print(f"\n[bold yellow]note[/] {escape(note)}")
-    out.print(f"\n[bold]root cause[/] {escape(diagnosis.root_cause)}")
+    label = _CAUSE_LABEL.get(diagnosis.cause_status, "")
+    out.print(f"\n[bold]root cause[/]{label} {escape(diagnosis.root_cause)}")
+    if diagnosis.decide:
+        out.print("\n[bold]what would decide it[/]")
+        for item in diagnosis.decide:
+            out.print(f"  - {escape(item)}")
     if diagnosis.fixes:
         out.print("\n[bold]fixes[/] (least invasive first)")
         for number, fix in enumerate(diagnosis.fixes, start=1):

@@ -19,10 +19,41 @@ from archgap.kb.toolchain import version_tuple
 FIX_KINDS = ("env", "toolkit", "upgrade", "patch")
 
 
+# What a cause's ``when`` may test: a version range of a package or tool the log may name, or of
+# the GPU's compute capability ("cc", dotted: ">=12.0,<13.0").
+CONDITION_KINDS = (
+    "cc",
+    "flashinfer",
+    "torch",
+    "triton",
+    "nvcc",
+    "driver_cuda",
+    "vllm",
+    "sglang",
+    "flash_attn",
+)
+
+
 @dataclass(frozen=True)
 class Cause:
     text: str
     source: str
+    # Version ranges under which this cause applies, by kind (CONDITION_KINDS); {} = any.
+    when: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class VersionMark:
+    """Evidence that pins a package's version range: a message wording that changed between
+    releases, or a frame (file, function, line) of a released file."""
+
+    kind: str  # a CONDITION_KINDS entry: "flashinfer"
+    versions: str  # ">=0.6.3,<0.6.16"
+    source: str
+    wording: str = ""  # text found in a matched error message
+    file: str = ""  # frame: path relative to site-packages
+    function: str = ""
+    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,6 +74,7 @@ class Fix:
     text: str
     source: str
     applies_to_cc_major: int | None = None  # only for GPUs of this major (None: any)
+    when: tuple[tuple[str, str], ...] = ()  # version ranges it applies under, as a Cause's
 
     @property
     def rank(self) -> int:
@@ -62,6 +94,7 @@ class Signature:
     source: str
     secondary: bool = False  # a symptom whose cause is usually another signature
     explained_by: tuple[str, ...] = ()
+    architecture: bool = True  # False: a known error that is not an architecture gap (OOM ...)
 
     def search(self, text: str) -> re.Match[str] | None:
         lowered = text.lower()
@@ -96,10 +129,81 @@ def version_in(version: str, spec: str) -> bool:
     return True
 
 
+Bound = tuple[tuple[int, ...], bool]  # (version, inclusive)
+
+
+def _bounds(spec: str) -> tuple[Bound | None, Bound | None]:
+    """(lower, upper) of a range spec, each (version, inclusive) or None (open)."""
+    low: Bound | None = None
+    high: Bound | None = None
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        match = re.fullmatch(r"(>=|<=|==|<|>)\s*(\S+)", clause)
+        if not match:
+            raise SignatureError(f"bad version clause {clause!r}")
+        op, bound = match.group(1), version_tuple(match.group(2)) or ()
+        if op in (">=", ">", "==") and (low is None or bound > low[0]):
+            low = (bound, op != ">")
+        if op in ("<=", "<", "==") and (high is None or bound < high[0]):
+            high = (bound, op != "<")
+    return low, high
+
+
+def _pad(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    width = max(len(a), len(b))
+    return a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+
+
+def ranges_overlap(first: str, second: str) -> bool:
+    """Whether some version satisfies both range specs ("" = any)."""
+    low_a, high_a = _bounds(first)
+    low_b, high_b = _bounds(second)
+    for low, high in ((low_a, high_b), (low_b, high_a)):
+        if low is None or high is None:
+            continue
+        lo, hi = _pad(low[0], high[0])
+        if lo > hi or (lo == hi and not (low[1] and high[1])):
+            return False
+    return True
+
+
+def _le(a: Bound | None, b: Bound | None, lower: bool) -> bool:
+    """Whether bound ``a`` is at least as tight as ``b`` (lower: a >= b; upper: a <= b)."""
+    if b is None:
+        return True
+    if a is None:
+        return False
+    x, y = _pad(a[0], b[0])
+    if x == y:
+        return b[1] or not a[1]
+    return x > y if lower else x < y
+
+
+def range_within(inner: str, outer: str) -> bool:
+    """Whether every version satisfying ``inner`` satisfies ``outer``."""
+    low_in, high_in = _bounds(inner)
+    low_out, high_out = _bounds(outer)
+    return _le(low_in, low_out, True) and _le(high_in, high_out, False)
+
+
+def _when(entry: dict[str, Any], owner: str) -> tuple[tuple[str, str], ...]:
+    when = entry.get("when") or {}
+    for kind, spec in when.items():
+        if kind not in CONDITION_KINDS:
+            raise SignatureError(f"{owner}: unknown condition {kind!r}")
+        _bounds(spec)  # a bad clause fails at load
+    return tuple(sorted(when.items()))
+
+
 def _signature(entry: dict[str, Any]) -> Signature:
     try:
         fixes = tuple(
-            Fix(f["kind"], f["text"], f["source"], f.get("applies_to_cc_major"))
+            Fix(
+                f["kind"],
+                f["text"],
+                f["source"],
+                f.get("applies_to_cc_major"),
+                _when(f, entry["id"]),
+            )
             for f in entry["fixes"]
         )
         for fix in fixes:
@@ -111,7 +215,9 @@ def _signature(entry: dict[str, Any]) -> Signature:
             keywords=tuple(k.lower() for k in entry["keywords"]),
             patterns=tuple(re.compile(p) for p in entry["patterns"]),
             meaning=entry["meaning"],
-            causes=tuple(Cause(c["text"], c["source"]) for c in entry["causes"]),
+            causes=tuple(
+                Cause(c["text"], c["source"], _when(c, entry["id"])) for c in entry["causes"]
+            ),
             raise_sites=tuple(
                 RaiseSite(r["distribution"], r["versions"], r["file"], r["function"], r["code"])
                 for r in entry["raise_sites"]
@@ -120,6 +226,7 @@ def _signature(entry: dict[str, Any]) -> Signature:
             source=entry["source"],
             secondary=bool(entry.get("secondary", False)),
             explained_by=tuple(entry.get("explained_by", ())),
+            architecture=bool(entry.get("architecture", True)),
         )
     except (KeyError, TypeError, re.error) as exc:
         raise SignatureError(f"bad signature entry {entry.get('id', '?')}: {exc}") from exc
@@ -135,7 +242,35 @@ def parse_signatures(data: Any) -> tuple[Signature, ...]:
     return signatures
 
 
+def parse_marks(data: Any) -> tuple[VersionMark, ...]:
+    marks = []
+    for entry in data.get("version_marks", []) if isinstance(data, dict) else []:
+        try:
+            mark = VersionMark(
+                entry["kind"],
+                entry["versions"],
+                entry["source"],
+                entry.get("wording", ""),
+                entry.get("file", ""),
+                entry.get("function", ""),
+                int(entry.get("line", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SignatureError(f"bad version mark {entry!r}: {exc}") from exc
+        if mark.kind not in CONDITION_KINDS or not (mark.wording or (mark.file and mark.line)):
+            raise SignatureError(f"bad version mark {entry!r}: needs a kind and a wording or frame")
+        _bounds(mark.versions)
+        marks.append(mark)
+    return tuple(marks)
+
+
 @cache
 def load_signatures() -> tuple[Signature, ...]:
     """The signatures shipped with archgap."""
     return parse_signatures(load_json("signatures.json"))
+
+
+@cache
+def load_version_marks() -> tuple[VersionMark, ...]:
+    """Wordings and frames that pin a package's version range (signatures.json)."""
+    return parse_marks(load_json("signatures.json"))
