@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from archgap.analysis.explain import explain
+from archgap.analysis.explain import Diagnosis, explain
 from archgap.analysis.logparse import parse_log
 from archgap.kb.signatures import (
     SignatureError,
@@ -38,7 +38,7 @@ def _traceback(core_line: int) -> str:
 ENV_5090 = "GPU 0: NVIDIA GeForce RTX 5090\nNVCC: Cuda compilation tools, release 12.8, V12.8.93\n"
 
 
-def _diagnose(text: str):  # type: ignore[no-untyped-def]
+def _diagnose(text: str) -> Diagnosis:
     return explain(parse_log(text), load_signatures())
 
 
