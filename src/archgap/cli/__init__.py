@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from archgap import __version__
-from archgap.cli.common import EXIT_ERROR, Output, UsageError
+from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python
 
 # Each name is a module archgap.cli.<name> with register(subparsers) and run(args, out) -> int.
 COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates", "gpus")
@@ -56,6 +56,7 @@ def parse(arguments: list[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parse(arguments)
+    choose_python(args)
     out = Output.for_args(args)
     try:
         code: int = args.run(args, out)
@@ -66,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         out.error("interrupted")
         return 130
+    except BrokenPipeError:  # `archgap ... | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:  # the user gets one line, never a traceback (ARCHGAP_DEBUG=1 shows it)
         if os.environ.get("ARCHGAP_DEBUG"):
             raise

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,10 +57,56 @@ def add_environment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="inspect the environment of this interpreter (default: archgap's own)",
+        help="inspect the environment of this interpreter (default: the active VIRTUAL_ENV or "
+        "CONDA_PREFIX, else python3 on PATH; on a remote target python3 there)",
     )
     # A recorded system tree instead of / (tests and offline analysis of a captured machine).
     parser.add_argument("--root", default="/", help=argparse.SUPPRESS)
+
+
+def default_python(environ: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """The interpreter to inspect when --python is not given, and why that one: the active
+    virtual environment, else the active conda environment, else python3 on PATH (not archgap's
+    own, which pipx or a venv of its own would make a useless default)."""
+    env = dict(os.environ) if environ is None else environ
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        home = env.get(variable)
+        for name in ("bin/python", "bin/python3") if home else ():
+            candidate = os.path.join(home or "", name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate, f"{variable}={home}"
+    found = shutil.which("python3", path=env.get("PATH", os.defpath))
+    if found:
+        return found, "python3 on PATH"
+    return None, "archgap's own interpreter: no VIRTUAL_ENV, CONDA_PREFIX or python3 on PATH"
+
+
+def choose_python(args: argparse.Namespace) -> None:
+    """Fill in ``args.python`` (when a command inspects an environment here and none is named)
+    and ``args.python_source``: which interpreter, and why, for every command to say."""
+    if not hasattr(args, "python") or getattr(args, "command", "") not in LOCAL_ENVIRONMENT:
+        return
+    if args.python:
+        args.python_source = "--python"
+    elif is_remote(args):
+        args.python_source = "python3 on the target"
+    else:
+        args.python, args.python_source = default_python()
+
+
+def environment_line(args: argparse.Namespace) -> list[str]:
+    """The line that says which interpreter's environment a text report is about."""
+    source = getattr(args, "python_source", "")
+    paths = getattr(args, "paths", None) or getattr(args, "path", None)
+    dists = getattr(args, "dists", None) or getattr(args, "dist", None)
+    if not source or (paths and not dists):  # only paths: no environment is inspected
+        return []
+    python = getattr(args, "python", None) or "archgap's own interpreter"
+    return [f"[bold]Python[/] {escape(python)} [dim]({escape(source)})[/]"]
+
+
+# The commands that inspect a Python environment (the default interpreter applies to them).
+LOCAL_ENVIRONMENT = ("scan", "gates", "trace", "explain", "probe")
 
 
 @dataclass
@@ -70,6 +117,7 @@ class Output:
     interactive: bool
     command: str = ""
     format: str = "text"
+    python_source: str = ""  # why this interpreter was inspected (--python, VIRTUAL_ENV=...)
 
     @classmethod
     def for_args(cls, args: argparse.Namespace) -> Output:
@@ -79,6 +127,7 @@ class Output:
             interactive=sys.stderr.isatty(),
             command=str(getattr(args, "command", "")),
             format=fmt,
+            python_source=str(getattr(args, "python_source", "")),
         )
 
     @functools.cached_property

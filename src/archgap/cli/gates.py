@@ -48,7 +48,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.cli.common import check_local_paths, emit_text, probe_section
+    from archgap.cli.common import (
+        check_local_paths,
+        emit_text,
+        environment_line,
+        probe_section,
+    )
     from archgap.model import decode
     from archgap.probe.source_gates import GatesFacts
 
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if out.json_mode:
         out.emit("gates", {"gates": facts})
     else:
-        lines: list[str] = []
+        lines: list[str] = environment_line(args)
         render(facts, lines)
         emit_text(lines, out)
     return EXIT_OK

@@ -198,7 +198,8 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
     from archgap.report.table import text_lines
 
     env = report.environment
-    out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'})")
+    source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
+    out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
     facts = report.gpu_facts
     if facts.gpus:
         driver = f", driver {facts.driver_version}" if facts.driver_version else ""

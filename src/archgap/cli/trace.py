@@ -16,6 +16,7 @@ from archgap.cli.common import (
     add_target_options,
     check_local_paths,
     emit_text,
+    environment_line,
     escape,
     probe_facts,
     probe_section,
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if out.json_mode:
         out.emit("trace", {"trace": facts})
     else:
-        lines: list[str] = []
+        lines: list[str] = environment_line(args)
         render(facts, lines)
         emit_text(lines, out)
     return EXIT_OK

@@ -219,7 +219,7 @@ def unknown_distribution(wanted: str, installed: Sequence[Any], executable: str)
     if close:
         hint = "did you mean %s?" % " or ".join(names[n] for n in close)
     else:
-        hint = "installed: %s" % (", ".join(sorted(names.values())[:20]) or "none")
+        hint = "none of its %d distributions has a close name" % len(names)
     return (
         "unknown distribution %r in the environment of %s (%s); --python PATH inspects "
         "another environment" % (wanted, executable, hint)
