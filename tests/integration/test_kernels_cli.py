@@ -75,3 +75,27 @@ def test_text_deep_counts_what_cuobjdump_does_not_list(capsys: pytest.CaptureFix
     marked = [line.split()[0] for line in text.splitlines() if line.strip().endswith(" 1")]
     assert sorted(marked) == ["compute_89", "sm_110f", "sm_86", "sm_89"]
     assert all(f"{t} *" in text for t in marked)
+
+
+def test_csv_and_markdown_carry_the_same_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+
+    from markdown_it import MarkdownIt
+
+    paths = [str(BIN / "libhidden.so"), str(BIN / "libcomp_speed.so")]
+    _, doc = run_json(capsys, "--deep", *paths)
+    assert main(["kernels", "--deep", "--format", "csv", *paths]) == 0
+    header, *rows = list(csv.reader(capsys.readouterr().out.splitlines()))
+    assert header[0] == "file" and header[-1] == "cuobjdump"
+    # libhidden: the 4 entries build.sh hides in data (none listed); libcomp_speed: sm_80, sm_120a
+    # and compute_90, each listed.
+    hidden = [r for r in rows if r[0].endswith("libhidden.so")]
+    assert sorted(r[1] for r in hidden) == ["compute_89", "sm_110f", "sm_86", "sm_89"]
+    assert {r[-1] for r in hidden} == {"not listed"}
+    assert {r[-1] for r in rows if r[0].endswith("libcomp_speed.so")} == {"listed"}
+    stored = sum(int(r[header.index("stored")]) for r in hidden)  # bytes, not KiB, in CSV
+    assert stored == sum(e["stored_size"] for e in doc["files"][0]["entries"])
+    assert main(["kernels", "--deep", "--format", "markdown", *paths]) == 0
+    tokens = MarkdownIt("commonmark").enable("table").parse(capsys.readouterr().out)
+    assert sum(t.type == "table_open" for t in tokens) == 2
+    assert sum(t.type == "tr_open" for t in tokens) == 2 + len(rows)  # two headers, every row

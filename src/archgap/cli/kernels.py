@@ -7,14 +7,15 @@ is listed either way.
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    TABLE_FORMATS,
     Output,
     add_json_option,
     add_target_options,
@@ -25,10 +26,9 @@ from archgap.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from archgap.probe.facts import BinaryFacts, KernelEntry
+    from archgap.probe.facts import BinaryFacts
 
-KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
-RIGHT_ALIGNED = ("stored", "unpacked", "n", "offset")
+from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
 
 
 def register(subparsers: Any) -> None:
@@ -52,62 +52,10 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="one row per entry instead of one per target, and list files without device code",
     )
-    add_json_option(parser)
+    add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
     parser.add_argument("--python", help="the interpreter that runs the probe on a remote target")
     parser.set_defaults(run=run)
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    """Entries of one file that share kind, arch and variant (and whether cuobjdump lists them)."""
-
-    kind: str
-    target: str
-    ptx_isa: str
-    compression: str
-    stored_size: int
-    uncompressed_size: int
-    sections: str
-    count: int
-    listed: bool
-
-
-def target_rows(entries: Iterable[KernelEntry]) -> list[TargetRow]:
-    """The de-duplicated view: nvcc's device-link step alone puts every target in twice."""
-    groups: dict[tuple[str, int, str, bool], list[KernelEntry]] = {}
-    for entry in entries:
-        groups.setdefault((entry.kind, entry.arch, entry.variant, entry.listed), []).append(entry)
-    rows = []
-    for (kind, _arch, _variant, listed), group in sorted(
-        groups.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), *item[0][1:])
-    ):
-        rows.append(
-            TargetRow(
-                kind=kind,
-                target=group[0].target,
-                ptx_isa=_joined(e.ptx_isa or "" for e in group),
-                compression=_joined(e.compression for e in group),
-                stored_size=sum(e.stored_size for e in group),
-                uncompressed_size=sum(e.uncompressed_size for e in group),
-                sections=_joined(e.section or "(file)" for e in group),
-                count=len(group),
-                listed=listed,
-            )
-        )
-    return rows
-
-
-def _joined(values: Iterable[str]) -> str:
-    return ", ".join(sorted({v for v in values if v}))
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n / 1048576:.1f} MiB"
 
 
 def _read_local(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
@@ -153,6 +101,11 @@ def run(args: Any, out: Output) -> int:
     }
     if out.json_mode:
         out.emit("kernels", {"files": files, "summary": summary})
+    elif out.format in ("markdown", "csv"):
+        from archgap.report import kernels as rendering
+
+        render = rendering.markdown if out.format == "markdown" else rendering.csv
+        sys.stdout.write(render(files, bool(args.show_all), summary))
     else:
         _print_text(out, files, set(args.paths), bool(args.show_all), summary)
     return EXIT_ERROR if failed else EXIT_OK
@@ -185,9 +138,8 @@ def _print_text(
 
     lines: list[str] = []
     quiet = 0
-    header = ["target", "kind", "PTX", "compr.", "stored", "unpacked", "section"]
     for facts in files:
-        title = f"[bold]{escape(facts.path)}[/]  [dim]{facts.format}, {_size(facts.size)}[/]"
+        title = f"[bold]{escape(facts.path)}[/]  [dim]{facts.format}, {size(facts.size)}[/]"
         if facts.error:
             title += f"  [red]{escape(facts.error)}[/]"
         if not facts.entries:
@@ -197,36 +149,7 @@ def _print_text(
                 quiet += 1
             continue
         lines.append(title)
-        rows: list[tuple[list[str], bool]] = []
-        if show_all:
-            members = any(e.member for e in facts.entries)
-            for e in facts.entries:
-                cells = [
-                    e.target + (" (-G)" if e.debug else ""),
-                    e.kind,
-                    e.ptx_isa or "",
-                    e.compression,
-                    _size(e.stored_size),
-                    _size(e.uncompressed_size),
-                    e.section or "(file)",
-                    hex(e.offset),
-                ]
-                rows.append((cells + ([e.member or ""] if members else []), e.listed))
-            columns = [*header, "offset", *(["member"] if members else [])]
-        else:
-            for row in target_rows(facts.entries):
-                cells = [
-                    row.target,
-                    row.kind,
-                    row.ptx_isa,
-                    row.compression,
-                    _size(row.stored_size),
-                    _size(row.uncompressed_size),
-                    row.sections,
-                    str(row.count),
-                ]
-                rows.append((cells, row.listed))
-            columns = [*header, "n"]
+        columns, rows = file_rows(facts, show_all)
         lines.extend(_columns(columns, rows, out.colour))
         lines.append("")
     line = (

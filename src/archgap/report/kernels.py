@@ -1,0 +1,159 @@
+"""The device code of binaries as rows: one per target (what cuobjdump lists, de-duplicated)
+or one per entry; as text, Markdown and CSV."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
+
+if TYPE_CHECKING:
+    from archgap.probe.facts import BinaryFacts, KernelEntry
+
+KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
+RIGHT_ALIGNED = ("stored", "unpacked", "n", "offset")
+HEADER = ["target", "kind", "PTX", "compr.", "stored", "unpacked", "section"]
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """Entries of one file that share kind, arch and variant (and whether cuobjdump lists them)."""
+
+    kind: str
+    target: str
+    ptx_isa: str
+    compression: str
+    stored_size: int
+    uncompressed_size: int
+    sections: str
+    count: int
+    listed: bool
+
+
+def target_rows(entries: Iterable[KernelEntry]) -> list[TargetRow]:
+    """The de-duplicated view: nvcc's device-link step alone puts every target in twice."""
+    groups: dict[tuple[str, int, str, bool], list[KernelEntry]] = {}
+    for entry in entries:
+        groups.setdefault((entry.kind, entry.arch, entry.variant, entry.listed), []).append(entry)
+    rows = []
+    for (kind, _arch, _variant, listed), group in sorted(
+        groups.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), *item[0][1:])
+    ):
+        rows.append(
+            TargetRow(
+                kind=kind,
+                target=group[0].target,
+                ptx_isa=_joined(e.ptx_isa or "" for e in group),
+                compression=_joined(e.compression for e in group),
+                stored_size=sum(e.stored_size for e in group),
+                uncompressed_size=sum(e.uncompressed_size for e in group),
+                sections=_joined(e.section or "(file)" for e in group),
+                count=len(group),
+                listed=listed,
+            )
+        )
+    return rows
+
+
+def _joined(values: Iterable[str]) -> str:
+    return ", ".join(sorted({v for v in values if v}))
+
+
+def size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1048576:.1f} MiB"
+
+
+def file_rows(
+    facts: BinaryFacts, show_all: bool, human: bool = True
+) -> tuple[list[str], list[tuple[list[str], bool]]]:
+    """The column names and the rows of one file (cells, listed by cuobjdump); sizes in KiB/MiB
+    when ``human``, else in bytes."""
+    shown = size if human else str
+    rows: list[tuple[list[str], bool]] = []
+    if show_all:
+        members = any(e.member for e in facts.entries)
+        for e in facts.entries:
+            cells = [
+                e.target + (" (-G)" if e.debug else ""),
+                e.kind,
+                e.ptx_isa or "",
+                e.compression,
+                shown(e.stored_size),
+                shown(e.uncompressed_size),
+                e.section or "(file)",
+                hex(e.offset),
+            ]
+            rows.append((cells + ([e.member or ""] if members else []), e.listed))
+        return [*HEADER, "offset", *(["member"] if members else [])], rows
+    for row in target_rows(facts.entries):
+        cells = [
+            row.target,
+            row.kind,
+            row.ptx_isa,
+            row.compression,
+            shown(row.stored_size),
+            shown(row.uncompressed_size),
+            row.sections,
+            str(row.count),
+        ]
+        rows.append((cells, row.listed))
+    return [*HEADER, "n"], rows
+
+
+def _table(columns: Sequence[str], rows: Sequence[tuple[list[str], bool]], extra: bool) -> Table:
+    """With ``extra``, a last column says whether cuobjdump lists the entry."""
+    heads = [Column(h, align="right" if h in RIGHT_ALIGNED else "left") for h in columns]
+    if extra:
+        heads.append(Column("cuobjdump"))
+    body = tuple(
+        tuple(Cell(c) for c in cells)
+        + ((Cell("listed" if listed else "not listed"),) if extra else ())
+        for cells, listed in rows
+    )
+    return Table(tuple(heads), body, keys=0)
+
+
+def markdown(files: Sequence[BinaryFacts], show_all: bool, summary: dict[str, Any]) -> str:
+    """One table per file with device code (and a line per file that could not be read)."""
+    from archgap import __version__
+
+    lines = ["### archgap kernels", "", f"archgap {__version__}"]
+    for facts in files:
+        state = f" — {markdown_escape(facts.error)}" if facts.error else ""
+        if not facts.entries:
+            if facts.error or show_all:
+                lines += ["", f"`{facts.path}` ({facts.format}, {size(facts.size)}){state}"]
+            continue
+        columns, rows = file_rows(facts, show_all)
+        lines += ["", f"`{facts.path}` ({facts.format}, {size(facts.size)}){state}", ""]
+        lines += markdown_lines(_table(columns, rows, bool(summary.get("deep"))))
+    lines += [
+        "",
+        f"{summary['files']} files, {summary['entries']} entries, "
+        f"{summary['unreadable']} not fully readable",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def csv(files: Sequence[BinaryFacts], show_all: bool, summary: dict[str, Any]) -> str:
+    """Every row of every file in one table, the file's path first, then whether cuobjdump
+    lists the entry."""
+    per_file = [(facts.path, *file_rows(facts, show_all, human=False)) for facts in files]
+    columns = max((names for _, names, _ in per_file), key=len, default=[*HEADER, "n"])
+    body = []
+    for path, _, rows in per_file:
+        for cells, listed in rows:
+            padded = [*cells, *[""] * (len(columns) - len(cells))]
+            body.append(tuple(Cell(c) for c in (path, *padded, _listed(listed))))
+    heads = (Column("file"), *(Column(c) for c in columns), Column("cuobjdump"))
+    return csv_text(Table(heads, tuple(body), keys=0))
+
+
+def _listed(listed: bool) -> str:
+    return "listed" if listed else "not listed"
