@@ -177,3 +177,32 @@ def test_fleet_finds_the_incident_only_where_it_is() -> None:
     assert any("SM 12.x requires CUDA >= 12.9" in gap for gap in host["gaps"]), host["gaps"]
     code, doc = fleet("--hosts", "beta", "--python", str(new), "--gpu", "12.0")
     assert code == 0 and doc["hosts"][0]["gaps"] == []
+
+
+def test_fleet_markdown_and_csv(venvs: dict[str, Path], tmp_path: Path) -> None:
+    import csv
+
+    from markdown_it import MarkdownIt
+
+    # Two local probes, saved as pdsh-style "host: {json}" lines.
+    lines = []
+    for name, venv in (("n1", venvs["good"]), ("n2", venvs["old"])):
+        probe = run_cli("probe", "--python", str(venv))
+        assert probe.returncode == 0, probe.stderr
+        lines.append(f"{name}: {json.dumps(json.loads(probe.stdout))}")
+    (tmp_path / "pdsh.out").write_text("\n".join(lines) + "\n")
+    args = ("fleet", "--from", str(tmp_path / "pdsh.out"), "--gpu", "T4")
+    result = run_cli(*args, "--format", "csv")
+    assert result.returncode == 1  # n2 has a gap on the T4
+    header, *rows = list(csv.reader(result.stdout.splitlines()))
+    assert header == ["host", "group", "gaps", "fakekernels", "ptxkernels"]
+    got = {r[0]: r[3:] for r in rows}
+    # build.sh: libmix.so has sm_75 SASS (native on a T4); libptxonly.so only compute_80 PTX,
+    # which a 7.5 GPU cannot JIT: none.
+    assert got == {"n1": ["native", ""], "n2": ["", "none"]}
+    text = run_cli(*args, "--format", "markdown").stdout
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    assert sum(t.type == "table_open" for t in tokens) == 2
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings[0] == "archgap fleet" and "Gaps" in headings
+    assert "n2: " in text.split("#### Gaps", 1)[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
+    TABLE_FORMATS,
     VERDICT_STYLE,
     Output,
     UsageError,
@@ -73,7 +75,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS), metavar="LIST")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     parser.add_argument("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS)
-    add_json_option(parser)
+    add_json_option(parser, TABLE_FORMATS)
     parser.set_defaults(run=run)
 
 
@@ -234,6 +236,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
             raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from None
     if out.json_mode:
         out.emit("fleet", body(report, elapsed))
+    elif out.format in ("markdown", "csv"):
+        from archgap.report import fleet_tables
+
+        text = fleet_tables.markdown(report, elapsed) if out.format == "markdown" else None
+        sys.stdout.write(text or fleet_tables.csv(report))
     else:
         print_report(out, report, elapsed, args.html)
     if report.unreachable:
