@@ -46,7 +46,7 @@ def _isa(text: str | None) -> tuple[int, int] | None:
         return None
 
 
-def _runtime_entries(binary: BinaryFacts) -> tuple[KernelEntry, ...]:
+def runtime_entries(binary: BinaryFacts) -> tuple[KernelEntry, ...]:
     """Entries the CUDA runtime or the library itself can load on a GPU.
 
     LTO-IR needs nvJitLink first; a shared object's ``__nv_relfatbin`` is the relocatable copy kept
@@ -61,7 +61,7 @@ def _runtime_entries(binary: BinaryFacts) -> tuple[KernelEntry, ...]:
 
 
 def has_device_code(binary: BinaryFacts) -> bool:
-    return bool(_runtime_entries(binary))
+    return bool(runtime_entries(binary))
 
 
 def _where(entry: KernelEntry) -> str:
@@ -109,7 +109,7 @@ def library_verdict(
 ) -> LibraryVerdict:
     """The verdict of one library for one GPU: the listed containers first, then the deep ones."""
     cc = gpu.compute_capability
-    entries = _runtime_entries(binary)
+    entries = runtime_entries(binary)
     if binary.error and not entries:
         return LibraryVerdict(binary.path, gpu.label, UNKNOWN, binary.error, None, False)
     listed = [e for e in entries if e.listed]

@@ -40,6 +40,9 @@ class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         return None
 
+    def get_source(self, fullname):
+        return _sources.get(fullname)
+
     def exec_module(self, module):
         if module.__name__ == _package:
             module.__path__ = []
