@@ -26,6 +26,7 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "trace": ("source", "collect_trace"),
     "gates": ("source_gates", "collect_gates"),
     "code": ("source_sites", "collect_code"),
+    "verify": ("verify", "collect_verify"),
 }
 
 
