@@ -18,7 +18,7 @@ from archgap import __version__
 from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python
 
 # Each name is a module archgap.cli.<name> with register(subparsers) and run(args, out) -> int.
-COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates", "gpus")
+COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates", "gpus", "verify")
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:

@@ -1,0 +1,328 @@
+"""Ground truth against the prediction: what the CUDA driver loaded vs the scan's verdicts. Pure.
+
+``load_plan`` says which images the probe's "verify" section should offer the driver (the
+entries the scan's verdicts count); ``compare`` puts the section's answer beside the scan's
+library verdicts for the same GPU (``verdicts_for``, the scan's own analysis with the scan's
+driver PTX rule) and turns every disagreement into a ready-to-file report of a bug in archgap's
+rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from archgap.analysis.compat import ComputeCapability, GpuTarget
+from archgap.analysis.verdicts import (
+    UNKNOWN,
+    UNOWNED,
+    LibraryVerdict,
+    group_by_package,
+    runtime_entries,
+    verdicts_for,
+)
+from archgap.kb.toolchain import major_minor, max_ptx_isa_for_driver, toolkit_release
+from archgap.model import BinaryFacts, PythonEnvironment
+from archgap.probe.gpu import cuda_version_text
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One image offered to the driver."""
+
+    image: str  # "sm_90 SASS in .nv_fatbin at 0x2640"
+    ok: bool
+    error: str | None  # the driver's error name: CUDA_ERROR_NO_BINARY_FOR_GPU
+    error_text: str | None  # cuGetErrorString
+    error_log: str  # CU_JIT_ERROR_LOG_BUFFER
+    info_log: str  # CU_JIT_INFO_LOG_BUFFER
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Check:
+    """One library on one GPU: the scan's verdict and what the driver did."""
+
+    path: str
+    package: str
+    version: str
+    gpu_index: int
+    predicted: str  # the scan's library verdict: native, jit, none, unknown
+    prediction: str  # its reason
+    deciding_entry: str | None
+    observed: str  # native (SASS loaded), jit (PTX JIT-compiled), none, unknown (not settled)
+    observation: str
+    target: str | None  # the target that loaded
+    images: int  # images of that target offered
+    loaded: int
+    functions: int | None  # cuModuleGetFunctionCount over the loaded images
+    seconds: float  # load wall time of those images
+    jit_ms: float | None  # the driver's own JIT wall time (CU_JIT_WALL_TIME), PTX only
+    attempts: tuple[Attempt, ...]
+    failures: tuple[Attempt, ...]  # images of the loading target that did not load
+
+    @property
+    def settled(self) -> bool:
+        return UNKNOWN not in (self.predicted, self.observed)
+
+    @property
+    def agrees(self) -> bool:
+        return self.predicted == self.observed
+
+    @property
+    def load_failure(self) -> bool:
+        """Nothing (or not everything of the chosen target) loaded, or the driver hung."""
+        return self.observed in ("none", UNKNOWN) or bool(self.failures)
+
+
+@dataclass(frozen=True)
+class VerifiedGpu:
+    index: int
+    name: str
+    compute_capability: str
+    status: str  # ok, failed, timed out
+    error: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A bug in archgap's rules, with the report to file."""
+
+    path: str
+    gpu_index: int
+    predicted: str
+    observed: str
+    report: str  # Markdown, ready to paste into an issue
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    driver_library: str
+    driver_cuda: str | None  # cuDriverGetVersion as X.Y
+    driver_version: str | None  # the kernel driver (nvidia-smi / NVML), when known
+    driver_ptx_isa: str | None  # the newest PTX ISA the scan assumes the driver JITs
+    error: str | None  # why the driver could not be used (no GPU, no libcuda.so.1)
+    gpus: tuple[VerifiedGpu, ...]
+    checks: tuple[Check, ...]
+    skipped: tuple[tuple[str, str], ...]  # (path, why it is not loaded)
+    problems: tuple[tuple[str, str], ...]
+    disagreements: tuple[Disagreement, ...]
+
+    @property
+    def settled(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.settled)
+
+    @property
+    def agreements(self) -> int:
+        return sum(1 for c in self.settled if c.agrees)
+
+
+NOT_LOADABLE = "a static archive or object file: linked into a program, never loaded as it is"
+
+
+def load_plan(
+    binaries: Sequence[BinaryFacts],
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The verify section's libraries (the entries the verdicts count) and the files left out."""
+    plan: list[dict[str, Any]] = []
+    skipped: list[tuple[str, str]] = []
+    for binary in sorted(binaries, key=lambda b: b.path):
+        entries = runtime_entries(binary)
+        if not entries:
+            if binary.error:
+                skipped.append((binary.path, f"unreadable: {binary.error}"))
+            continue
+        if binary.format == "archive" or binary.path.endswith(".o"):
+            skipped.append((binary.path, NOT_LOADABLE))
+            continue
+        plan.append(
+            {
+                "path": binary.path,
+                "entries": [
+                    {
+                        "offset": e.offset,
+                        "kind": e.kind,
+                        "arch": e.arch,
+                        "variant": e.variant,
+                        "size": e.stored_size,
+                        "listed": e.listed,
+                        "section": e.section,
+                    }
+                    for e in entries
+                ],
+            }
+        )
+    return plan, skipped
+
+
+def driver_ptx_isa(driver_version: str | None, cuda: str | None) -> str | None:
+    """The PTX ISA rule of the scan: from the kernel driver's version when known (what `scan`
+    uses), else from the CUDA version the driver API reports."""
+    if driver_version:
+        return max_ptx_isa_for_driver(driver_version)
+    release = toolkit_release(cuda) if cuda else None
+    return release.ptx_isa if release else None
+
+
+def _error(value: Any) -> str | None:
+    """A driver failure as text: "cuInit: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable ..."."""
+    if not isinstance(value, Mapping):
+        return None
+    call, name, code = value.get("call"), value.get("name"), value.get("code")
+    text = str(value.get("text") or "")
+    if call in ("child", "probe") or not name:
+        return text or (str(name) if name else None)
+    head = f"{call}: {name}" + (f" ({code})" if isinstance(code, int) else "")
+    return f"{head}: {text}" if text else head
+
+
+def _attempt(row: Mapping[str, Any]) -> Attempt:
+    error = row.get("error") if isinstance(row.get("error"), Mapping) else {}
+    return Attempt(
+        image=str(row.get("image") or ""),
+        ok=bool(row.get("ok")),
+        error=str(error["name"]) if error and error.get("name") else None,
+        error_text=str(error["text"]) if error and error.get("text") else None,
+        error_log=str(row.get("error_log") or ""),
+        info_log=str(row.get("info_log") or ""),
+        seconds=float(row.get("seconds") or 0.0),
+    )
+
+
+def _number(value: Any, cast: type[float] | type[int]) -> Any:
+    return cast(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _check(
+    row: Mapping[str, Any], gpu_index: int, predicted: LibraryVerdict | None, owner: tuple[str, str]
+) -> Check:
+    return Check(
+        path=str(row.get("path")),
+        package=owner[0],
+        version=owner[1],
+        gpu_index=gpu_index,
+        predicted=predicted.verdict if predicted else UNKNOWN,
+        prediction=predicted.reason if predicted else "no prediction for this file",
+        deciding_entry=predicted.deciding_entry if predicted else None,
+        observed=str(row.get("outcome") or UNKNOWN),
+        observation=str(row.get("reason") or ""),
+        target=row.get("target") if isinstance(row.get("target"), str) else None,
+        images=int(row.get("images") or 0),
+        loaded=int(row.get("loaded") or 0),
+        functions=_number(row.get("functions"), int),
+        seconds=float(row.get("seconds") or 0.0),
+        jit_ms=_number(row.get("jit_ms"), float),
+        attempts=tuple(_attempt(a) for a in row.get("attempts") or () if isinstance(a, Mapping)),
+        failures=tuple(_attempt(a) for a in row.get("failures") or () if isinstance(a, Mapping)),
+    )
+
+
+def _gpu(row: Mapping[str, Any]) -> VerifiedGpu:
+    return VerifiedGpu(
+        index=int(row.get("index") or 0),
+        name=str(row.get("name") or ""),
+        compute_capability=str(row.get("compute_capability") or ""),
+        status=str(row.get("status") or "failed"),
+        error=_error(row.get("error")),
+        seconds=float(row.get("seconds") or 0.0),
+    )
+
+
+def compare(
+    section: Mapping[str, Any],
+    binaries: Sequence[BinaryFacts],
+    env: PythonEnvironment,
+    skipped: Sequence[tuple[str, str]] = (),
+    driver_version: str | None = None,
+) -> VerifyReport:
+    """The verify section's answer beside the scan's verdicts for the same GPUs and driver."""
+    number = section.get("driver_version")
+    cuda = cuda_version_text(number) if isinstance(number, int) and number > 0 else None
+    isa = driver_ptx_isa(driver_version, cuda)
+    groups = group_by_package(env, binaries)
+    owners = {b.path: (g.package, g.version) for g in groups for b in g.binaries}
+    gpus: list[VerifiedGpu] = []
+    checks: list[Check] = []
+    for row in section.get("gpus") or ():
+        gpu = _gpu(row)
+        gpus.append(gpu)
+        cc = ComputeCapability.parse(gpu.compute_capability)
+        predicted: dict[str, LibraryVerdict] = {}
+        if cc is not None:
+            target = GpuTarget(f"GPU {gpu.index}", cc, "present", "CUDA driver API")
+            for package in verdicts_for(groups, [target], major_minor(isa) if isa else None):
+                predicted.update((lib.path, lib) for lib in package.libraries)
+        for lib in row.get("libraries") or ():
+            path = str(lib.get("path"))
+            owner = owners.get(path, (UNOWNED, ""))
+            checks.append(_check(lib, gpu.index, predicted.get(path), owner))
+    report = VerifyReport(
+        driver_library=str(section.get("library") or "libcuda.so.1"),
+        driver_cuda=cuda,
+        driver_version=driver_version,
+        driver_ptx_isa=isa,
+        error=_error(section.get("error")),
+        gpus=tuple(gpus),
+        checks=tuple(checks),
+        skipped=tuple(skipped),
+        problems=tuple(
+            (str(p[0]), str(p[1])) for p in section.get("problems") or () if len(p) == 2
+        ),
+        disagreements=(),
+    )
+    by_path = {b.path: b for b in binaries}
+    disagreements = tuple(
+        Disagreement(c.path, c.gpu_index, c.predicted, c.observed, bug_report(c, report, by_path))
+        for c in report.settled
+        if not c.agrees
+    )
+    return replace(report, disagreements=disagreements)
+
+
+def _entries_text(binary: BinaryFacts | None) -> str:
+    if binary is None:
+        return "(not read)"
+    targets: dict[str, int] = {}
+    for entry in runtime_entries(binary):
+        where = "" if entry.listed else f" [{entry.section}, not listed by cuobjdump]"
+        name = f"{entry.target}{f' (PTX ISA {entry.ptx_isa})' if entry.ptx_isa else ''}{where}"
+        targets[name] = targets.get(name, 0) + 1
+    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in targets.items())
+
+
+def bug_report(check: Check, report: VerifyReport, binaries: Mapping[str, BinaryFacts]) -> str:
+    """A Markdown issue body: what archgap predicted, what the driver did, and on what."""
+    from archgap import __version__
+
+    gpu = next((g for g in report.gpus if g.index == check.gpu_index), None)
+    gpu_text = f"{gpu.name}, compute capability {gpu.compute_capability}" if gpu else "?"
+    binary = binaries.get(check.path)
+    owner = (
+        f"package {check.package} {check.version}".rstrip()
+        if check.package != UNOWNED
+        else "no installed distribution owns it"
+    )
+    driver = f"CUDA {report.driver_cuda or '?'} (cuDriverGetVersion)"
+    if report.driver_version:
+        driver += f", driver {report.driver_version}"
+    lines = [
+        f"### archgap {__version__}: scan predicts `{check.predicted}`, "
+        f"the driver did `{check.observed}`",
+        "",
+        f"- file: `{check.path}` ({binary.size if binary else '?'} bytes; {owner})",
+        f"- entries: {_entries_text(binary)}",
+        f"- GPU: {gpu_text} (GPU {check.gpu_index})",
+        f"- driver: {driver}; PTX ISA assumed by the scan: {report.driver_ptx_isa or 'unknown'}",
+        f"- scan's rule: {check.prediction}",
+        f"- driver: {check.observation}",
+    ]
+    for attempt in check.attempts + check.failures:
+        result = "loaded" if attempt.ok else f"{attempt.error or 'not loaded'}"
+        lines.append(f"  - {attempt.image}: {result}")
+        for log in (attempt.error_log, attempt.info_log):
+            if log:
+                lines.append(f"    `{log.splitlines()[0][:300]}`")
+    lines += ["", f"Reproduce: `archgap verify {check.path} --gpu-index {check.gpu_index} --json`"]
+    return "\n".join(lines)
