@@ -13,7 +13,8 @@ import pytest
 
 from archgap.analysis.verify import NOT_LOADABLE, load_plan
 from archgap.probe.fatbin import read_binary
-from archgap.probe.verify import choose_devices, image_bytes
+from archgap.probe.system import System
+from archgap.probe.verify import _relocatable, child_env, choose_devices, image_bytes
 from tests.helpers import CUDA_BIN
 
 
@@ -68,3 +69,26 @@ def test_one_gpu_of_each_model_unless_named() -> None:
     ]
     assert [d["index"] for d in choose_devices(devices, None)[0]] == [0, 2]
     assert choose_devices(devices, [1, 4]) == ([devices[1]], [["GPU 4", "the driver has no GPU 4"]])
+
+
+def test_relocatable_cubins_are_not_offered(tmp_path: Path) -> None:
+    # An ET_REL cubin (e_type 1, like the ones CUPTI keeps in .data) is linked at run time.
+    data = bytearray((CUDA_BIN / "k_sm86.cubin").read_bytes())
+    assert data[16:18] == b"\x02\x00"  # nvcc -cubin writes ET_EXEC
+    relocatable = tmp_path / "rel.cubin"
+    data[16:18] = b"\x01\x00"
+    relocatable.write_bytes(bytes(data))
+    fd = os.open(relocatable, os.O_RDONLY)
+    other = os.open(CUDA_BIN / "k_sm86.cubin", os.O_RDONLY)
+    try:
+        assert _relocatable(fd, {"offset": 0}) is True
+        assert _relocatable(other, {"offset": 0}) is False
+    finally:
+        os.close(fd)
+        os.close(other)
+
+
+def test_the_child_sees_pci_order_and_no_jit_cache() -> None:
+    env = child_env(System.local(environ={"PATH": "/usr/bin"}))
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # indices as nvidia-smi numbers GPUs
+    assert env["CUDA_CACHE_DISABLE"] == "1"  # JIT timed from scratch, ~/.nv left alone

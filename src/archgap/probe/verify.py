@@ -6,7 +6,8 @@ first, the highest target first, each target's first image; the first target the
 the one it runs, and every other image of that target is loaded too. Only when no SASS loads is
 PTX offered, through the driver's JIT (its wall time measured). Containers cuobjdump does not
 list (``listed`` false: loaded by the library itself) are tried only when the listed ones give
-nothing. Nothing here decides what *should* load: that is the scan's prediction, compared on the
+nothing; bare relocatable cubins (linked at run time with cuLink*/nvJitLink) are not offered.
+Nothing here decides what *should* load: that is the scan's prediction, compared on the
 analysis side.
 
 An image is one fatbin entry re-wrapped as a one-entry fatbin container (header and payload copied
@@ -59,9 +60,12 @@ def child_argv(source: str, *args: str) -> List[str]:
 
 
 def child_env(system: System) -> Dict[str, str]:
-    """The target's environment; GPU indices in PCI bus order, as nvidia-smi numbers them."""
+    """The target's environment; GPU indices in PCI bus order, as nvidia-smi numbers them, and
+    the driver's JIT cache off: a JIT is timed from scratch (a first start's cost), and nothing
+    is written to the user's ~/.nv/ComputeCache."""
     env = system._child_env()
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_CACHE_DISABLE"] = "1"
     return env
 
 
@@ -257,6 +261,16 @@ def _load_target(
     )
 
 
+def _relocatable(fd: int, entry: Dict[str, Any]) -> bool:
+    """Whether the entry is a bare relocatable cubin (ET_REL): such images are linked at run
+    time (cuLink*, nvJitLink), never loaded as they are, so they are not offered."""
+    try:
+        head = os.pread(fd, 18, int(entry["offset"]))
+    except OSError:
+        return False
+    return head[:4] == ELF_MAGIC and len(head) == 18 and head[16:18] == b"\x01\x00"
+
+
 def verify_library(child: Child, library: Dict[str, Any]) -> Dict[str, Any]:
     """Load one library's device code as the runtime picks it (see the module doc)."""
     path = str(library.get("path"))
@@ -267,6 +281,7 @@ def verify_library(child: Child, library: Dict[str, Any]) -> Dict[str, Any]:
     except OSError as exc:
         return lib.result("unknown", "cannot open: %s" % (exc.strerror or str(exc)).lower())
     try:
+        entries = [e for e in entries if not _relocatable(fd, e)]
         for tier, listed in (("listed", True), ("hidden", False)):
             in_tier = [e for e in entries if bool(e.get("listed", True)) == listed]
             for kind in ("sass", "ptx"):
