@@ -1,6 +1,7 @@
 """``python -m archgap.probe``: a JSON request on stdin, the facts as JSON on stdout.
 
-Input: ``{"request": {section: params, ...}, "root": "/", "env_from": null}``. The output is the
+Input: ``{"request": {section: params, ...}, "root": "/", "env_from": null, "timeout": 120}``
+(``timeout``: the most seconds any command the probe runs may take). The output is the
 dict ``collect`` returns; it always exits 0 once it could read its input, because failures are
 values inside the facts. The transport runs the same ``run`` function on remote hosts, where this
 package is loaded from memory (its name there is not ``archgap.probe``), so nothing here may
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any, Dict, Mapping
 
 from .collect import collect
@@ -26,6 +28,9 @@ def run(payload: Mapping[str, Any]) -> Dict[str, Any]:
     root = str(payload.get("root") or "/")
     env_from = payload.get("env_from")
     system = System.local(root=root)
+    timeout = payload.get("timeout")
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+        system = replace(system, timeout=float(timeout))
     env_problem = None
     if env_from:
         service_system, env_problem = system_with_env_from(str(env_from), system)

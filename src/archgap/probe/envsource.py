@@ -120,6 +120,11 @@ def system_with_env_from(spec: str, base: System) -> Tuple[Optional[System], Opt
                     ", ".join(bad[:5]),
                 )
     return (
-        System(root=base.root, env=tuple(sorted(allowlisted(env).items())), env_source=source),
+        System(
+            root=base.root,
+            env=tuple(sorted(allowlisted(env).items())),
+            env_source=source,
+            timeout=base.timeout,
+        ),
         None,
     )

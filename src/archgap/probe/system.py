@@ -8,14 +8,25 @@ hangs longer than its timeout (``nvidia-smi`` blocks when a GPU falls off the bu
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import selectors
 import signal
+import stat
 import subprocess
+import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 DEFAULT_TIMEOUT = 10.0
 KILL_GRACE = 2.0  # seconds to reap a killed command before abandoning it
+OUTPUT_LIMIT = 16 << 20  # bytes of a command's stdout kept; past it the command is stopped
+STDERR_LIMIT = 256 << 10  # bytes of its stderr kept (the rest is read and dropped)
+# Every command archgap starts carries this variable (a fresh value per command): at a timeout,
+# the processes that hold it are that command's descendants even when they called setsid or
+# were re-parented, and are killed with it.
+RUN_MARK = "ARCHGAP_RUN"
 
 # Only these variables are ever read from an environment or reported: names that steer CUDA
 # toolchains and GPU stacks. Anything that looks like a credential is refused even if it matches.
@@ -43,12 +54,161 @@ ENV_ALLOWED_PREFIXES = ("FLASHINFER_", "TORCH_", "TRITON_", "VLLM_", "SGLANG_", 
 ENV_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
 
 
-def stop_process_group(proc: subprocess.Popen[bytes]) -> Tuple[bytes, bytes]:
-    """Kill the process group ``proc`` leads (it was started with start_new_session=True).
+def read_regular(path: str, limit: int) -> Tuple[bytes, bool]:
+    """(up to ``limit`` bytes of the regular file ``path``, whether there was more).
+
+    Opened without blocking (a FIFO never waits for a writer) and checked with fstat before any
+    read: a FIFO, device, socket or directory raises OSError "not a regular file"."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        chunks: List[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data[:limit], len(data) > limit
+
+
+def _process_table() -> Dict[int, int]:
+    """pid -> parent pid of every process /proc shows."""
+    parents: Dict[int, int] = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                parents[int(name)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return parents
+
+
+def _marked(pid: int, mark: bytes) -> bool:
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return mark in f.read(1 << 20).split(b"\0")
+    except OSError:
+        return False
+
+
+def sweep(root_pid: int, mark: str) -> int:
+    """Kill ``root_pid``'s descendants and every process that carries ``mark`` in its
+    environment (those that called setsid or were re-parented); returns how many were sent a
+    signal. Two rounds catch what a dying parent started in between."""
+    killed: Set[int] = set()
+    needle = mark.encode()
+    if not needle or b"=" not in needle:
+        needle = b""
+    for _round in range(2):
+        parents = _process_table()
+        children: Dict[int, List[int]] = {}
+        for pid, parent in parents.items():
+            children.setdefault(parent, []).append(pid)
+        found = {root_pid}
+        todo = [root_pid]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        if needle:
+            found.update(pid for pid in parents if pid != os.getpid() and _marked(pid, needle))
+        for pid in found - killed - {os.getpid()}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+    return len(killed)
+
+
+def new_mark() -> str:
+    """``NAME=VALUE`` of the environment variable that marks one command's processes."""
+    return "%s=%s" % (RUN_MARK, uuid.uuid4().hex)
+
+
+def _feed(fd: int, pending: memoryview) -> memoryview:
+    """Write what the pipe takes now of ``pending``; returns the rest (empty once done or once
+    the command closed its stdin)."""
+    try:
+        return pending[os.write(fd, pending[: 1 << 16]) :]
+    except BlockingIOError:
+        return pending
+    except OSError:  # EPIPE: the command does not read its input
+        return pending[:0]
+
+
+def communicate(
+    proc: subprocess.Popen[bytes],
+    stdin: bytes,
+    timeout: float,
+    limit: int = OUTPUT_LIMIT,
+) -> Tuple[bytes, bytes, Optional[str]]:
+    """(stdout, stderr, None), or what was read and why it stopped: "timeout", or "output over
+    N bytes" once stdout passes ``limit`` (the command is then stopped). Stderr keeps its first
+    ``STDERR_LIMIT`` bytes; the rest is read and dropped, so no output costs unbounded memory."""
+    deadline = time.monotonic() + timeout
+    kept: Dict[int, List[bytes]] = {}
+    sizes: Dict[int, int] = {}
+    pending = memoryview(stdin)
+    with selectors.DefaultSelector() as selector:
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                selector.register(pipe, selectors.EVENT_READ)
+                kept[pipe.fileno()], sizes[pipe.fileno()] = [], 0
+        out_fd = proc.stdout.fileno() if proc.stdout is not None else -1
+        stopped: Optional[str] = None
+        while selector.get_map() and stopped is None:
+            remaining = deadline - time.monotonic()
+            events = selector.select(remaining) if remaining > 0 else []
+            if not events and remaining <= 0:
+                stopped = "timeout"
+            for key, _events in events:
+                if key.fileobj is proc.stdin:
+                    pending = _feed(key.fd, pending)
+                    chunk = b"" if not pending else b"more"
+                else:
+                    chunk = os.read(key.fd, 1 << 16)
+                    sizes[key.fd] += len(chunk)
+                    if key.fd == out_fd or sizes[key.fd] <= STDERR_LIMIT:
+                        kept[key.fd].append(chunk)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    if key.fileobj is proc.stdin:
+                        proc.stdin.close()
+                elif key.fd == out_fd and sizes[out_fd] > limit:
+                    stopped = "output over %d bytes" % limit
+    out = b"".join(kept.get(out_fd, []))
+    err = b"".join(kept[proc.stderr.fileno()]) if proc.stderr is not None else b""
+    if stopped is None:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            stopped = "timeout"
+    return out, err, stopped
+
+
+def stop_process_group(
+    proc: subprocess.Popen[bytes], mark: Optional[str] = None
+) -> Tuple[bytes, bytes]:
+    """Kill the process group ``proc`` leads (it was started with start_new_session=True), its
+    descendants, and with ``mark`` every process carrying that mark (setsid'd ones included).
 
     Returns what it printed if it goes within KILL_GRACE; a process that cannot die (stuck in the
-    GPU driver) or that left the group (setsid, a daemon) and still holds the pipes is abandoned.
+    GPU driver) and still holds the pipes is abandoned.
     """
+    with contextlib.suppress(OSError):
+        sweep(proc.pid, mark or "")  # first, while the tree still hangs together
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     try:
@@ -92,6 +252,7 @@ class System:
     root: str = "/"
     env: Tuple[Tuple[str, str], ...] = field(default_factory=tuple)
     env_source: str = "shell"  # "shell", "/proc/PID/environ", a file name
+    timeout: float = 30.0  # the most any one command may take (the caller's --timeout)
 
     @classmethod
     def local(
@@ -125,20 +286,28 @@ class System:
                 return candidate
         return None
 
-    def run(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> CommandResult:
-        """Run a command (an argument vector, never a shell string) with a hard timeout.
+    def run(
+        self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT, limit: int = OUTPUT_LIMIT
+    ) -> CommandResult:
+        """Run a command (an argument vector, never a shell string) with a hard timeout (at most
+        ``self.timeout``) and at most ``limit`` bytes of output.
 
-        On timeout the command's whole process group is killed; a process that cannot die (stuck
-        in the GPU driver) is abandoned after a short grace period instead of waited for.
+        On timeout the command's whole process group and every process it started (setsid'd
+        ones too, see RUN_MARK) are killed; a process that cannot die (stuck in the GPU driver)
+        is abandoned after a short grace period instead of waited for.
         """
         args = tuple(argv)
+        timeout = min(timeout, self.timeout)
+        mark = new_mark()
+        env = self._child_env()
+        env[RUN_MARK] = mark.partition("=")[2]
         try:
             proc = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=self._child_env(),
+                env=env,
                 start_new_session=True,
             )
         except FileNotFoundError:
@@ -147,11 +316,11 @@ class System:
             return CommandResult(args, None, "", "", "permission denied")
         except OSError as exc:
             return CommandResult(args, None, "", "", "cannot run: %s" % (exc.strerror or exc))
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop_process_group(proc)
-            return CommandResult(args, None, "", "", "timed out after %g s" % timeout)
+        stdout, stderr, stopped = communicate(proc, b"", timeout, limit)
+        if stopped is not None:
+            stop_process_group(proc, mark)
+            reason = "timed out after %g s" % timeout if stopped == "timeout" else stopped
+            return CommandResult(args, None, "", "", reason)
         out = stdout.decode("utf-8", "replace")
         err = stderr.decode("utf-8", "replace")
         error = None if proc.returncode == 0 else "exited with status %d" % proc.returncode

@@ -105,9 +105,17 @@ def probe_sources() -> dict[str, str]:
 
 
 def probe_input(
-    request: dict[str, Any], root: str = "/", env_from: str | None = None
+    request: dict[str, Any],
+    root: str = "/",
+    env_from: str | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
-    return {"request": request, "root": root, "env_from": env_from}
+    """What the probe reads: the request, the root prefix, ``--env-from`` and the most seconds
+    any command on the target may take (``--timeout``)."""
+    probe_in: dict[str, Any] = {"request": request, "root": root, "env_from": env_from}
+    if timeout is not None:
+        probe_in["timeout"] = timeout
+    return probe_in
 
 
 def stdin_payload(probe_in: dict[str, Any]) -> bytes:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.probe.system import stop_process_group
+from archgap.probe.system import RUN_MARK, communicate, new_mark, stop_process_group
 from archgap.transport.bootstrap import (
     find_facts,
     find_too_old,
@@ -74,8 +74,19 @@ _NOT_FOUND = re.compile(
 )
 
 
+# The most bytes of facts one target may send (a deep scan of a large site-packages is ~10 MB),
+# and of one echoed stderr line.
+MAX_FACTS_BYTES = 256 << 20
+MAX_ECHOED_LINE = 400
+
+
 def tail(text: str, lines: int = 20) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+    """The last ``lines`` lines of ``text``, each cut to MAX_ECHOED_LINE characters."""
+    kept = text.strip().split("\n")[-lines:]
+    return "\n".join(
+        line if len(line) <= MAX_ECHOED_LINE else line[:MAX_ECHOED_LINE] + "... (cut)"
+        for line in kept
+    )
 
 
 def classify(
@@ -135,7 +146,9 @@ def classify(
 def run_command(
     argv: list[str], stdin: bytes, timeout: float
 ) -> tuple[int | None, str, str, str | None]:
-    """(returncode, stdout, stderr, error) of one command; never hangs past ``timeout``."""
+    """(returncode, stdout, stderr, error) of one command; never hangs past ``timeout`` and
+    never holds more than MAX_FACTS_BYTES of its output (error "output over N bytes")."""
+    mark = new_mark()
     try:
         proc = subprocess.Popen(
             argv,
@@ -143,16 +156,16 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group: a timeout kills ssh and its children
+            env={**os.environ, RUN_MARK: mark.partition("=")[2]},  # finds setsid'd descendants
         )
     except FileNotFoundError:
         return None, "", "", f"{argv[0]} not found on this machine"
     except OSError as exc:
         return None, "", "", f"cannot run {argv[0]}: {exc.strerror or exc}"
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out, err = stop_process_group(proc)
-        return None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), "timeout"
+    out, err, stopped = communicate(proc, stdin, timeout, MAX_FACTS_BYTES)
+    if stopped is not None:
+        stop_process_group(proc, mark)
+        return None, "", err.decode("utf-8", "replace"), stopped
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), None
 
 
@@ -182,9 +195,12 @@ def run_probe(
         from archgap.probe.__main__ import run
 
         # Through JSON, so local facts have exactly the shape remote ones have (lists, not tuples).
-        facts: dict[str, Any] = json.loads(json.dumps(run(probe_input(request, root, env_from))))
+        probe_in = probe_input(request, root, env_from, timeout)
+        facts: dict[str, Any] = json.loads(json.dumps(run(probe_in)))
         return facts
-    payload = stdin_payload(probe_input(fill_python(request, target.python), root, env_from))
+    payload = stdin_payload(
+        probe_input(fill_python(request, target.python), root, env_from, timeout)
+    )
     started = time.monotonic()
     code, out, err, error = run_command(
         target.command(remote_argv(target.python)), payload, timeout
@@ -196,6 +212,9 @@ def run_probe(
             f"{target.name}: no answer within {elapsed:.0f} s (--timeout {timeout:g})",
             tail(err),
         )
+    if error is not None and error.startswith("output over"):
+        message = f"{target.name}: the answer was cut: {error}"
+        return TransportError(PROBE_FAILED, message, tail(err))
     if error is not None or code is None:
         return TransportError(TRANSPORT_MISSING, error or "could not start", "")
     return classify(target, code, out, err)
