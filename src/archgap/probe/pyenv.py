@@ -18,7 +18,14 @@ from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .facts import Distribution, Problem, PythonEnvironment
-from .system import System
+from .system import System, read_regular
+
+# What is read of a distribution's metadata files, and what an interpreter may answer.
+MAX_METADATA_BYTES = 1 << 20  # the headers come first; long descriptions follow them
+MAX_RECORD_BYTES = 64 << 20  # a RECORD of 64 MiB lists ~500,000 files
+MAX_ANSWER_BYTES = 1 << 20
+MAX_PATH_CHARS = 4096
+MAX_SITE_DIRS = 64
 
 # The suffixes of files that may carry device code.
 NATIVE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
@@ -61,17 +68,46 @@ def interpreter_paths(
         return sys.executable, sys.version.split()[0], dirs, None
     if os.sep in python and os.path.isdir(python):
         return python, "", (), Problem(python, "cannot run %s: is a directory" % python)
-    result = system.run([python, "-I", "-S", "-c", _PATHS_SCRIPT], timeout=30)
+    result = system.run(
+        [python, "-I", "-S", "-c", _PATHS_SCRIPT], timeout=30, limit=MAX_ANSWER_BYTES
+    )
     if not result.ok:
         reason = result.error or "failed"
         detail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
         message = "cannot run %s: %s%s" % (python, reason, (": " + detail[0]) if detail else "")
         return python, "", (), Problem(python, message)
     try:
-        data = json.loads(result.stdout)
-        return data["executable"], data["version"], _existing(data["paths"]), None
-    except (ValueError, KeyError, TypeError) as exc:
+        answer = _checked_answer(json.loads(result.stdout))
+    except (ValueError, RecursionError) as exc:
         return python, "", (), Problem(python, "unexpected interpreter answer: %s" % exc)
+    return answer[0], answer[1], _existing(answer[2]), None
+
+
+def _checked_answer(data: Any) -> Tuple[str, str, List[str]]:
+    """(executable, version, paths) of an interpreter's answer; ValueError says what is wrong
+    (the interpreter is the inspected environment's: its answer is input like any file)."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    executable, version, paths = data.get("executable"), data.get("version"), data.get("paths")
+    if not isinstance(executable, str) or not _is_path(executable):
+        raise ValueError("executable is not a path")
+    if not isinstance(version, str) or not re.match(r"^\d+\.\d+[\w.+]*$", version):
+        raise ValueError("version is not a version")
+    if not isinstance(paths, list) or len(paths) > MAX_SITE_DIRS:
+        raise ValueError("paths is not a list of at most %d paths" % MAX_SITE_DIRS)
+    dirs = [path for path in paths if path is not None]
+    if not all(_is_path(path) for path in dirs):
+        raise ValueError("paths holds something that is not a path")
+    return executable, version, dirs
+
+
+def _is_path(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and value.startswith("/")
+        and len(value) <= MAX_PATH_CHARS
+        and "\0" not in value
+    )
 
 
 def _existing(paths: Any) -> Tuple[str, ...]:
@@ -94,27 +130,39 @@ def canonical_name(name: str) -> str:
 def read_metadata(dist_info: str) -> Tuple[str, str]:
     """(Name, Version) from a .dist-info METADATA file's headers."""
     name, version = "", ""
-    with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                break  # headers end at the first blank line; the description follows
-            if line.startswith("Name:") and not name:
-                name = line[5:].strip()
-            elif line.startswith("Version:") and not version:
-                version = line[8:].strip()
+    data, _ = read_regular(os.path.join(dist_info, "METADATA"), MAX_METADATA_BYTES)
+    for line in data.decode("utf-8", "replace").split("\n"):
+        if not line.strip():
+            break  # headers end at the first blank line; the description follows
+        if line.startswith("Name:") and not name:
+            name = line[5:].strip()
+        elif line.startswith("Version:") and not version:
+            version = line[8:].strip()
     return name, version
 
 
-def record_files(dist_info: str) -> Tuple[str, ...]:
-    """Absolute paths of every file a distribution's RECORD lists (may include missing files)."""
+def record_files(dist_info: str, bad: Optional[List[str]] = None) -> Tuple[str, ...]:
+    """Absolute paths of every file a distribution's RECORD lists (may include missing files).
+
+    Rows that cannot be read (a NUL byte, a field over csv's 128 KiB limit, a path with a NUL)
+    are skipped and described in ``bad``; the other rows count as before."""
     site = os.path.dirname(dist_info)
     files: List[str] = []
-    with open(
-        os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace", newline=""
-    ) as f:
-        for row in csv.reader(f):
-            if row and row[0]:
-                files.append(os.path.normpath(os.path.join(site, row[0])))
+    data, more = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES)
+    problems = bad if bad is not None else []
+    if more:
+        problems.append("RECORD is over %d MiB: the rest is not read" % (MAX_RECORD_BYTES >> 20))
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
+        try:
+            row = next(csv.reader([line]), [])
+        except csv.Error as exc:
+            problems.append("RECORD line %d: %s" % (number, exc))
+            continue
+        if row and row[0]:
+            if "\0" in row[0] or len(row[0]) > MAX_PATH_CHARS:
+                problems.append("RECORD line %d: not a file name" % number)
+                continue
+            files.append(os.path.normpath(os.path.join(site, row[0])))
     return tuple(files)
 
 
@@ -143,11 +191,15 @@ def installed_distributions(
         except OSError as exc:
             problems.append(Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc)))
             continue
+        bad: List[str] = []
         try:
-            native = tuple(p for p in record_files(dist_info) if is_native_file(p))
+            native = tuple(p for p in record_files(dist_info, bad) if is_native_file(p))
         except OSError as exc:
             problems.append(Problem(dist_info, "unreadable RECORD: %s" % (exc.strerror or exc)))
             native = ()
+        if bad:
+            more = " (and %d more)" % (len(bad) - 3) if len(bad) > 3 else ""
+            problems.append(Problem(dist_info, "; ".join(bad[:3]) + more))
         fallback = os.path.basename(dist_info)[: -len(".dist-info")]
         dists.append(Distribution(name or fallback, version, dist_info, native))
     return tuple(dists), tuple(problems)
