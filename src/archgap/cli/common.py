@@ -149,9 +149,9 @@ class Output:
         """Rich-markup lines on a terminal (long lines wrap there, never cut); in a pipe the
         same lines must come without markup (see report.table)."""
         if self.terminal:
-            self.console.print("\n".join(lines), soft_wrap=True)
+            self.console.print(terminal_safe("\n".join(lines)), soft_wrap=True)
         else:
-            sys.stdout.write("".join(line + "\n" for line in lines))
+            sys.stdout.write(terminal_safe("".join(line + "\n" for line in lines)))
 
     @functools.cached_property
     def console(self) -> Console:
@@ -160,7 +160,7 @@ class Output:
         return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
     def print(self, *renderables: Any) -> None:
-        self.console.print(*renderables)
+        self.console.print(*(terminal_safe(r) if isinstance(r, str) else r for r in renderables))
 
     def emit(self, command: str, body: dict[str, Any]) -> None:
         from archgap.report.jsondoc import document, dumps
@@ -174,7 +174,7 @@ class Output:
 
             doc = {"schema_version": SCHEMA_VERSION, "command": self.command, "error": message}
             sys.stdout.write(json.dumps(doc) + "\n")
-        sys.stderr.write(f"archgap: {message}\n")
+        sys.stderr.write(f"archgap: {terminal_safe(message)}\n")
 
     @contextmanager
     def status(self, label: str) -> Iterator[None]:
@@ -341,15 +341,37 @@ def probe_section(facts: dict[str, Any], name: str) -> Any:
 _TAG = re.compile(r"(?<!\\)\[(?:/|bold|dim|cyan|magenta|red|green|yellow)[^\]\[]*\]")
 
 
+# Control characters: a name or a remote message may carry ESC/OSC sequences (terminal titles,
+# colours, cursor moves) or newlines that forge rows. Shown as \xNN, never sent raw.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_NOT_LAYOUT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def literal(text: str) -> str:
+    """One value on one line: every control character (newlines too) as a visible \\xNN."""
+    return _CONTROL.sub(_visible, text)
+
+
+def terminal_safe(text: str) -> str:
+    """Text for the terminal: control characters other than newline and tab made visible (the
+    last line of defence; values are ``literal``/``escape``d where they are interpolated)."""
+    return _CONTROL_NOT_LAYOUT.sub(_visible, text)
+
+
 def escape(text: str) -> str:
-    """Text shown literally by rich (what rich.markup.escape does for the '[' of a tag)."""
-    return text.replace("[", "\\[")
+    """A value shown literally by rich (what rich.markup.escape does for the '[' of a tag) on
+    one line (control characters made visible)."""
+    return literal(text).replace("[", "\\[")
 
 
 def emit_text(lines: list[str], out: Output) -> None:
     """Rich text on a terminal; in a pipe the same text without styles, and without loading
     rich at all (its import is a noticeable part of a fast command's time)."""
-    text = "\n".join(lines)
+    text = terminal_safe("\n".join(lines))
     if sys.stdout.isatty():
         out.print(text)
     else:

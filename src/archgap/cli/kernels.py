@@ -20,6 +20,7 @@ from archgap.cli.common import (
     add_json_option,
     add_target_options,
     emit_text,
+    escape,
     is_remote,
     probe_facts,
     probe_section,
@@ -134,8 +135,6 @@ def _print_text(
     show_all: bool,
     summary: dict[str, Any],
 ) -> None:
-    from rich.markup import escape
-
     lines: list[str] = []
     quiet = 0
     for facts in files:

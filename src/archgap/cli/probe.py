@@ -23,6 +23,7 @@ from archgap.cli.common import (
     add_target_options,
     request_or_usage_error,
     target_from_args,
+    terminal_safe,
 )
 from archgap.request import DEFAULT_SECTIONS
 
@@ -109,9 +110,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
             "error": {"kind": result.kind, "message": result.message, "stderr": result.stderr},
         }
         out.emit("probe", body)
-        sys.stderr.write(f"archgap: {result.message}\n")
+        sys.stderr.write(f"archgap: {terminal_safe(result.message)}\n")
         if result.stderr and result.stderr not in result.message:
-            sys.stderr.write(result.stderr.rstrip() + "\n")
+            sys.stderr.write(terminal_safe(result.stderr.rstrip()) + "\n")
         return EXIT_ERROR
     missing = missing_required(result, required) if required else []
     out.emit(

@@ -18,6 +18,7 @@ from archgap.cli.common import (
     add_json_option,
     add_target_options,
     target_from_args,
+    terminal_safe,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         from archgap.report import scan as rendering
 
         render = rendering.markdown if out.format == "markdown" else rendering.csv
-        sys.stdout.write(render(report, args.libs))
+        sys.stdout.write(terminal_safe(render(report, args.libs)))
     else:
         _print_report(out, report, args.libs, elapsed)
     return EXIT_GAP if report.has_gap else EXIT_OK
