@@ -10,14 +10,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
+from archgap.analysis.verify import VerifyReport
 from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportError, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
-__all__ = ["ProbeError", "ScanReport", "report_from_facts", "scan"]
+__all__ = ["ProbeError", "ScanReport", "VerifyReport", "report_from_facts", "scan", "verify"]
 
 
 class ProbeError(Exception):
@@ -40,10 +42,63 @@ def scan(
     """
     for name in gpus:
         resolve_gpu(name)  # a bad name fails before anything is probed
-    facts = run_probe(target, probe_request(DEFAULT_SECTIONS, python), timeout, root, env_from)
-    if isinstance(facts, TransportError):
-        raise ProbeError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+    facts = _run(target, probe_request(DEFAULT_SECTIONS, python), timeout, root, env_from)
     env_problem = (facts.get("errors") or {}).get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
     return report_from_facts(facts, gpus)
+
+
+def _run(
+    target: Target, request: dict[str, Any], timeout: float, root: str, env_from: str | None = None
+) -> dict[str, Any]:
+    """The probe's facts; a transport failure raises ``ProbeError``."""
+    facts = run_probe(target, request, timeout, root, env_from)
+    if isinstance(facts, TransportError):
+        raise ProbeError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+    return facts
+
+
+def _facts(target: Target, request: dict[str, Any], timeout: float, root: str) -> dict[str, Any]:
+    """The probe's facts; a failed section also raises ``ProbeError``."""
+    facts = _run(target, request, timeout, root)
+    for section in request:
+        error = (facts.get("errors") or {}).get(section)
+        if error:
+            raise ProbeError(f"probe failed: {section}: {error}")
+    return facts
+
+
+def verify(
+    paths: Sequence[str] = (),
+    python: str | None = None,
+    gpu_indices: Sequence[int] = (),
+    target: Target = LOCAL,
+    gpu_timeout: float = 300.0,
+    root: str = "/",
+    timeout: float = 3600.0,
+) -> VerifyReport:
+    """Load each library's device code through the CUDA driver on the GPUs and compare with the
+    scan's verdicts. ``paths`` (files or directories) or else the environment of ``python``;
+    ``gpu_indices`` (default: one GPU of each model). Raises ``ProbeError`` when the facts could
+    not be collected; no GPU or driver is a report with ``error`` set."""
+    from archgap.analysis.verify import compare, load_plan
+    from archgap.model import BinaryFacts, GpuFacts, PythonEnvironment, decode
+
+    if paths:
+        request: dict[str, Any] = {"gpu": {}, "binaries": {"paths": list(paths), "deep": True}}
+    else:
+        request = probe_request(("gpu", "python", "binaries"), python)
+    facts = _facts(target, request, timeout, root)
+    sections = facts.get("sections") or {}
+    binaries = [decode(BinaryFacts, b) for b in sections.get("binaries") or ()]
+    python_data = sections.get("python")
+    env = decode(PythonEnvironment, python_data) if python_data else None
+    gpu_data = sections.get("gpu")
+    driver = decode(GpuFacts, gpu_data).driver_version if gpu_data else None
+    plan, skipped = load_plan(binaries)
+    params = {"libraries": plan, "gpu_indices": list(gpu_indices), "timeout": gpu_timeout}
+    loaded = _facts(target, {"verify": params}, timeout, root)
+    section = (loaded.get("sections") or {}).get("verify") or {}
+    empty = PythonEnvironment("", "", (), (), ())
+    return compare(section, binaries, env or empty, skipped, driver)

@@ -251,3 +251,17 @@ def test_the_loader_travels_over_a_transport(driver_dir: Path) -> None:
     result = verify(driver_dir, "--via", "env", str(CUDA_BIN / "libmix.so"), devices="12.0")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "libmix.so — sm_120 loaded (2/2 images, 2 functions)" in result.stdout
+
+
+def test_the_python_api(driver_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from archgap.api import verify as api_verify
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(driver_dir))
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", "12.1")
+    report = api_verify([str(CUDA_BIN / "k.fatbin")])
+    # k.fatbin: SASS sm_80 and sm_100f, PTX compute_89. On 12.1 (GB10) no SASS runs (other
+    # majors; the 100f family is {10.0, 10.3}), and compute_89 PTX is JIT-compiled (12.1 >= 8.9).
+    (check,) = report.checks
+    assert (check.predicted, check.observed, check.target) == ("jit", "jit", "compute_89")
+    assert [a.error for a in check.attempts] == ["CUDA_ERROR_NO_BINARY_FOR_GPU"] * 2 + [None]
+    assert report.agreements == 1 and report.disagreements == ()

@@ -17,14 +17,14 @@ from archgap.cli.common import (
     EXIT_OK,
     VERDICT_STYLE,
     Output,
+    UsageError,
     add_json_option,
     add_target_options,
     check_local_paths,
     emit_text,
     escape,
     is_remote,
-    probe_facts,
-    probe_section,
+    target_from_args,
 )
 
 if TYPE_CHECKING:
@@ -75,27 +75,22 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.verify import compare, load_plan
-    from archgap.model import BinaryFacts, GpuFacts, PythonEnvironment, decode
-    from archgap.request import probe_request
+    from archgap.api import ProbeError, verify
 
+    paths: list[str] = []
     if args.paths:
         check_local_paths(args, args.paths)
         # Absolute paths on this machine: the report names the files to whoever reads it.
         paths = args.paths if is_remote(args) else [os.path.abspath(p) for p in args.paths]
-        request: dict[str, Any] = {"gpu": {}, "binaries": {"paths": paths, "deep": True}}
-    else:
-        request = probe_request(("gpu", "python", "binaries"), args.python)
-    facts = probe_facts(args, out, request)
-    binaries = [decode(BinaryFacts, b) for b in probe_section(facts, "binaries")]
-    python = (facts.get("sections") or {}).get("python")
-    env = decode(PythonEnvironment, python) if python else PythonEnvironment("", "", (), (), ())
-    gpu_data = (facts.get("sections") or {}).get("gpu")
-    driver = decode(GpuFacts, gpu_data).driver_version if gpu_data else None
-    plan, skipped = load_plan(binaries)
-    params = {"libraries": plan, "gpu_indices": args.gpu_index, "timeout": args.gpu_timeout}
-    loaded = probe_facts(args, out, {"verify": params})
-    report = compare(probe_section(loaded, "verify"), binaries, env, skipped, driver)
+    target = target_from_args(args)
+    try:
+        with out.status(f"loading device code on {target.name}"):
+            report = verify(
+                paths, args.python, args.gpu_index, target, args.gpu_timeout, args.root,
+                args.timeout,
+            )  # fmt: skip
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from exc
     if out.json_mode:
         out.emit("verify", _body(report))
     else:
