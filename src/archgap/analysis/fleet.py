@@ -49,6 +49,17 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class JitStatus:
+    """A JIT compiler finding that is not ok, for the heat map and metrics."""
+
+    package: str
+    version: str
+    gpu: str  # compute capability, "12.0", or "any"
+    status: str  # fails / unknown (as archgap scan)
+    cause: str
+
+
+@dataclass(frozen=True)
 class HostSummary:
     name: str  # as addressed (host alias, user@host:port, slurm node)
     hostname: str  # what the host calls itself
@@ -64,6 +75,7 @@ class HostSummary:
     gaps: tuple[str, ...]  # one sentence per gap
     problems: tuple[str, ...]
     fingerprint: str
+    jit_findings: tuple[JitStatus, ...] = ()
 
     def field(self, name: str) -> tuple[str, ...]:
         if name == "coverage":
@@ -93,18 +105,25 @@ class HostGroup:
 
 @dataclass(frozen=True)
 class Drift:
-    """A fingerprint field that differs between groups: what each group has that others lack."""
+    """How one group differs from the baseline group in one fingerprint field."""
 
+    group: str  # the group's fingerprint
     field: str
-    values: tuple[tuple[str, tuple[str, ...]], ...]  # (group fingerprint, values only it has)
+    added: tuple[str, ...]  # values the group has and the baseline lacks
+    removed: tuple[str, ...]  # values the baseline has and the group lacks
 
 
 @dataclass(frozen=True)
 class FleetReport:
     hosts: tuple[HostSummary, ...]
     groups: tuple[HostGroup, ...]
-    drift: tuple[Drift, ...]
+    drift: tuple[Drift, ...]  # every other group against the baseline, field by field
     unreachable: tuple[Unreachable, ...]
+
+    @property
+    def baseline(self) -> HostGroup | None:
+        """The group drift is measured against: the largest (ties: the first host's name)."""
+        return self.groups[0] if self.groups else None
 
     @property
     def gap_hosts(self) -> tuple[str, ...]:
@@ -175,6 +194,16 @@ def summarise_host(
         f"JIT: {f.package} {f.version} on {f.compute_capability or 'any GPU'}: {f.cause}"
         for f in report.jit_gaps
     ]
+    jit_findings = tuple(
+        sorted(
+            {
+                JitStatus(f.package, f.version, f.compute_capability or "any", f.status, f.cause)
+                for f in report.jit
+                if f.status != "ok"
+            },
+            key=lambda j: (j.package.lower(), j.gpu, j.status, j.cause),
+        )
+    )
     toolkits: tuple[str, ...] = ()
     if report.toolchains is not None:
         toolkits = tuple(
@@ -199,6 +228,7 @@ def summarise_host(
         gaps=tuple(gaps),
         problems=tuple(problems),
         fingerprint="",
+        jit_findings=jit_findings,
     )
     return _with_fingerprint(summary)
 
@@ -244,30 +274,102 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
 
 
 def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:
-    """Per fingerprint field, the values each group has that not every group shares."""
+    """Each group against the baseline (``groups[0]``, the largest): per fingerprint field, the
+    values it has that the baseline lacks and those it lacks. Only real differences: a field a
+    group shares with the baseline is not listed, however many other groups differ in it."""
     if len(groups) < 2:
         return ()
+    base = groups[0].summary
     drift: list[Drift] = []
-    for name in FINGERPRINT_FIELDS:
-        per_group = [(g.fingerprint, set(g.summary.field(name))) for g in groups]
-        common = set.intersection(*(values for _, values in per_group))
-        differing = tuple((fp, tuple(sorted(values - common))) for fp, values in per_group)
-        if any(values for _, values in differing):
-            drift.append(Drift(name, differing))
+    for group in groups[1:]:
+        for name in FINGERPRINT_FIELDS:
+            mine, theirs = set(group.summary.field(name)), set(base.field(name))
+            if mine != theirs:
+                added, removed = tuple(sorted(mine - theirs)), tuple(sorted(theirs - mine))
+                drift.append(Drift(group.fingerprint, name, added, removed))
     return tuple(drift)
+
+
+VERDICT_ORDER = {"none": 0, "unknown": 1, "partial": 2, "jit": 3, "native": 4}
+JIT_ORDER = {"fails": 0, "unknown": 1}
+
+
+def kernel_cells(host: HostSummary, packages: Sequence[str]) -> tuple[str, ...]:
+    """The worst kernel verdict of each package on any of the host's GPUs; "": not there."""
+    worst: dict[str, str] = {}
+    for c in host.coverage:
+        if VERDICT_ORDER.get(c.verdict, 1) < VERDICT_ORDER.get(worst.get(c.package, ""), 5):
+            worst[c.package] = c.verdict
+    return tuple(worst.get(p, "") for p in packages)
+
+
+def jit_packages(report: FleetReport) -> tuple[str, ...]:
+    """Packages whose JIT compiler has a finding (fails / unknown) on some host."""
+    return tuple(sorted({j.package for h in report.hosts for j in h.jit_findings}, key=str.lower))
+
+
+def jit_cells(host: HostSummary, packages: Sequence[str]) -> tuple[str, ...]:
+    """Per package, the host's worst JIT status: fails, unknown, ``ok`` (installed and no
+    finding: the rules predict it builds), "" (not installed)."""
+    from archgap.probe.pyenv import canonical_name
+
+    installed = {canonical_name(p.split("==", 1)[0]) for p in host.packages}
+    worst: dict[str, str] = {}
+    for j in host.jit_findings:
+        if j.package not in worst or JIT_ORDER.get(j.status, 1) < JIT_ORDER.get(
+            worst[j.package], 1
+        ):
+            worst[j.package] = j.status
+    return tuple(worst.get(p) or ("ok" if canonical_name(p) in installed else "") for p in packages)
 
 
 def coverage_matrix(
     report: FleetReport,
 ) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
     """(packages, rows of (host, worst verdict per package)) for the heat map; "": not there."""
-    order = {"none": 0, "unknown": 1, "partial": 2, "jit": 3, "native": 4}
-    packages = sorted({c.package for h in report.hosts for c in h.coverage}, key=str.lower)
-    rows = []
-    for host in report.hosts:
-        worst: dict[str, str] = {}
-        for c in host.coverage:
-            if c.package not in worst or order.get(c.verdict, 1) < order.get(worst[c.package], 1):
-                worst[c.package] = c.verdict
-        rows.append((host.name, tuple(worst.get(p, "") for p in packages)))
-    return tuple(packages), tuple(rows)
+    packages = tuple(sorted({c.package for h in report.hosts for c in h.coverage}, key=str.lower))
+    return packages, tuple((host.name, kernel_cells(host, packages)) for host in report.hosts)
+
+
+def jit_matrix(
+    report: FleetReport,
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """(packages with a JIT finding somewhere, rows of (host, status per package))."""
+    packages = jit_packages(report)
+    return packages, tuple((host.name, jit_cells(host, packages)) for host in report.hosts)
+
+
+def compress_hosts(names: Iterable[str]) -> str:
+    """Host names in Slurm's hostlist form: ``gpu[001-512,514],login1`` (numbers with the same
+    prefix and zero padding become ranges; other names stay as they are)."""
+    import re
+
+    runs: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in dict.fromkeys(names):
+        match = re.fullmatch(r"(.*?)(\d+)", name)
+        if match and "[" not in name:
+            prefix, digits = match.groups()
+            width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+            runs.setdefault((prefix, width), []).append(int(digits))
+        else:
+            plain.append(name)
+    parts: list[str] = []
+    for (prefix, width), numbers in sorted(runs.items()):
+        numbers.sort()
+        if len(numbers) == 1:
+            parts.append(f"{prefix}{numbers[0]:0{width}d}")
+            continue
+        ranges: list[str] = []
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            ranges.append(
+                f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}"
+            )
+            if n is not None:
+                start = prev = n
+        parts.append(f"{prefix}[{','.join(ranges)}]")
+    return ",".join([*parts, *sorted(plain)])

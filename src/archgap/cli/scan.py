@@ -20,6 +20,7 @@ from archgap.cli.common import (
     target_from_args,
     terminal_safe,
 )
+from archgap.cli.engines import add_scan_options as add_engine_options
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
@@ -57,6 +58,7 @@ def register(subparsers: Any) -> None:
     )
     add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
+    add_engine_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -65,18 +67,42 @@ def _split(values: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    if not args.health:
+        return _run(args, out)
+    from archgap.cli.engines import finish_health
+    from archgap.report.health import failure
+
+    try:
+        return _run(args, out)
+    except UsageError as exc:  # the health check's one line, on stdout, for the scheduler's log
+        code = "probe-failed" if str(exc).startswith("probe:") else "usage"
+        return finish_health(args, failure(code, str(exc).removeprefix("probe: ")))
+
+
+def _run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu
     from archgap.api import ProbeError, scan
+    from archgap.cli.engines import check_scan_options, write_scan_files
 
+    check_scan_options(args)
     named = _split(args.gpu) + _split(args.require)
     target = target_from_args(args)
     started = time.monotonic()
     try:
         with out.status(f"scanning {target.name}"):
             report = scan(args.python, named, target, args.env_from, args.root, args.timeout)
-    except (UnknownGpu, ProbeError) as exc:
+    except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
+    except ProbeError as exc:
+        write_scan_files(args, None, time.monotonic() - started)
+        raise UsageError(f"probe: {exc}") from exc
     elapsed = time.monotonic() - started
+    write_scan_files(args, report, elapsed)
+    if args.health:
+        from archgap.cli.engines import finish_health, missing_gpus
+        from archgap.report.health import health
+
+        return finish_health(args, health(report, missing_gpus(args, report)))
     env = report.environment
     if not env.site_packages:  # errors first: one line, not a report of an empty environment
         why = "; ".join(p.reason for p in env.problems) or f"no site-packages in {env.executable}"

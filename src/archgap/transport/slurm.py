@@ -88,3 +88,58 @@ def run_probe_slurm(
             failure = TransportError(PROBE_FAILED, f"srun exited with status {code}", tail(err))
         return SlurmResult((), failure)
     return SlurmResult(tuple(tasks))
+
+
+# --- draining a node (archgap scan --health --drain) ----------------------------------------
+
+SCONTROL_TIMEOUT = 20.0
+
+
+def _run(program: str, args: list[str]) -> tuple[bool, str]:
+    """(succeeded, output or why not) of one ``scontrol``/``sinfo`` call."""
+    code, out, err, error = run_command([program, *args], b"", SCONTROL_TIMEOUT)
+    if error is not None:
+        return False, error
+    if code != 0:
+        why = tail(err or out, 3).strip()
+        return False, f"{program} {args[0]} exited with status {code}: {why}"
+    return True, out
+
+
+def _scontrol(args: list[str]) -> tuple[bool, str]:
+    return _run("scontrol", args)
+
+
+def node_state(node: str) -> tuple[str, str] | str:
+    """(state, reason) of a node as ``sinfo`` reports them ("drained", "archgap: ..."), or why
+    it could not (sinfo prints the reason without scontrol's "[user@time]" suffix)."""
+    ok, text = _run("sinfo", ["--noheader", "--Node", f"--nodes={node}", "--format=%T|%E"])
+    if not ok:
+        return text
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if "|" not in first:
+        return f"sinfo does not know node {node}"
+    state, _, reason = first.partition("|")
+    return state.strip(), reason.strip()
+
+
+def drain_node(node: str, reason: str) -> str | None:
+    """``scontrol update NodeName=NODE State=DRAIN Reason=REASON``; None, or why it failed."""
+    ok, text = _scontrol(["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
+    return None if ok else text
+
+
+def resume_if_drained_by(node: str, prefix: str) -> tuple[bool, str | None]:
+    """Resume a node that is draining or drained with a reason that starts with ``prefix``
+    (the drain was ours; any other reason is someone else's to lift).
+
+    Returns (resumed, why it could not look or resume).
+    """
+    state = node_state(node)
+    if isinstance(state, str):
+        return False, state
+    flags, reason = state
+    if "drain" not in flags.lower() or not reason.startswith(prefix):
+        return False, None
+    ok, text = _scontrol(["update", f"NodeName={node}", "State=RESUME"])
+    return (True, None) if ok else (False, text)

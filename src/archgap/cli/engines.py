@@ -1,0 +1,127 @@
+"""Outputs for the engines that run cluster nodes, shared by scan and fleet: a Slurm/NHC health
+line (``--health``, ``--drain``), node_exporter textfile metrics (``--prometheus``) and a Node
+Feature Discovery feature file (``--nfd``). Each renders the same report; none judges anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import TYPE_CHECKING
+
+from archgap.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from archgap.analysis.scan import ScanReport
+    from archgap.report.health import Health
+
+
+def add_scan_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster engines")
+    group.add_argument(
+        "--health",
+        action="store_true",
+        help="print one line, OK or 'archgap: CODE: PACKAGE VERSION on GPU: WHY' (Slurm "
+        "HealthCheckProgram, Prolog, NHC); exit 0 OK, 1 a gap, 2 could not judge",
+    )
+    group.add_argument(
+        "--drain",
+        action="store_true",
+        help="with --health under Slurm: drain this node (SLURMD_NODENAME) with that line as the "
+        "reason on a gap; resume it when OK and archgap drained it",
+    )
+    add_prometheus_option(group)
+    group.add_argument(
+        "--nfd",
+        metavar="FILE",
+        help="also write a Node Feature Discovery feature file (key=value labels), e.g. "
+        "/etc/kubernetes/node-feature-discovery/features.d/archgap",
+    )
+
+
+def add_prometheus_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--prometheus",
+        metavar="FILE",
+        help="also write metrics in node_exporter's textfile format, atomically "
+        "(e.g. /var/lib/node_exporter/textfile/archgap.prom)",
+    )
+
+
+def check_scan_options(args: argparse.Namespace) -> None:
+    """Option combinations that cannot work, before anything is probed."""
+    if args.drain and not args.health:
+        raise UsageError("--drain needs --health (the drain reason is the health line)")
+    if args.health and getattr(args, "format", "text") != "text":
+        raise UsageError("--health prints one line: it does not combine with --json/--format")
+    if args.drain and not os.environ.get("SLURMD_NODENAME"):
+        raise UsageError("--drain: SLURMD_NODENAME is not set (run it from Slurm: a Prolog, the "
+                         "HealthCheckProgram, a job step)")  # fmt: skip
+
+
+def write_atomic(path: str, text: str, option: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
+    so a reader (node_exporter, nfd-worker) never sees half a file. The temporary name does not
+    end in .prom, so the textfile collector never reads it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".archgap-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
+
+
+def write_scan_files(args: argparse.Namespace, report: ScanReport | None, seconds: float) -> None:
+    """``--prometheus`` and ``--nfd`` files of a scan (``report`` None: the scan failed)."""
+    if args.prometheus:
+        from archgap.report.prometheus import scan_metrics
+
+        write_atomic(args.prometheus, scan_metrics(report, time.time(), seconds), "--prometheus")
+    if args.nfd and report is not None:
+        from archgap.report.health import health
+        from archgap.report.nfd import feature_file
+
+        text = feature_file(report, health(report, missing_gpus(args, report)).code)
+        write_atomic(args.nfd, text, "--nfd")
+
+
+def missing_gpus(args: argparse.Namespace, report: ScanReport) -> list[str]:
+    """The --require'd GPUs (by compute capability) that are not present."""
+    from archgap.analysis.compat import resolve_gpu
+
+    present = {g.compute_capability for g in report.gpus if g.role == "present"}
+    wanted = [r.strip() for value in args.require for r in value.split(",") if r.strip()]
+    return [text for text in wanted if resolve_gpu(text).compute_capability not in present]
+
+
+def finish_health(args: argparse.Namespace, result: Health) -> int:
+    """Print the health line; with --drain, drain the node on a gap (or resume our drain)."""
+    sys.stdout.write(result.line + "\n")
+    sys.stdout.flush()
+    if not args.drain:
+        return result.exit_code
+    from archgap.report.health import PREFIX
+    from archgap.transport.slurm import drain_node, resume_if_drained_by
+
+    node = os.environ["SLURMD_NODENAME"]
+    if result.drains:
+        problem = drain_node(node, result.line)
+        if problem:  # the exit code still says "gap": a Prolog that fails drains the node too
+            sys.stderr.write(f"archgap: could not drain {node}: {problem}\n")
+    elif result.exit_code == 0:
+        _, problem = resume_if_drained_by(node, PREFIX)
+        if problem:
+            sys.stderr.write(f"archgap: could not check or resume {node}: {problem}\n")
+    return result.exit_code

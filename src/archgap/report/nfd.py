@@ -1,0 +1,66 @@
+"""A scan as a Node Feature Discovery feature file: ``name=value`` lines that nfd-worker's local
+source turns into node labels (``feature.node.kubernetes.io/<name>``), read from
+``/etc/kubernetes/node-feature-discovery/features.d/``.
+
+  archgap.ok=true|false                 no gap on a present (or named) GPU
+  archgap.health=ok|no-kernel|...       the health code (see report/health.py)
+  archgap.gaps=N
+  archgap.<package>.sm_<XY>=<verdict>   per package x GPU: native, jit, partial, none, unknown
+  archgap.<package>.jit.sm_<XY>=fails   per JIT finding that is not ok (fails, unknown)
+
+Names and values follow the Kubernetes label syntax (a name and a value of at most 63
+characters, alphanumerics with ``-_.`` inside); a package name that would not fit is cut and
+given a short hash so that two packages never share a label. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from archgap.analysis.scan import ScanReport
+
+MAX_NAME = 63
+PREFIX = "archgap."
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set
+LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def _name(package: str, suffix: str) -> str:
+    """``archgap.<package>.<suffix>`` within 63 characters, in label characters only."""
+    clean = re.sub(r"[^A-Za-z0-9]+", "-", package.lower()).strip("-") or "package"
+    room = MAX_NAME - len(PREFIX) - len(suffix) - 1
+    if len(clean) > room:
+        digest = hashlib.sha256(package.encode()).hexdigest()[:6]
+        clean = clean[: room - 7].rstrip("-") + "-" + digest
+    return f"{PREFIX}{clean}.{suffix}"
+
+
+def _sm(compute_capability: str) -> str:
+    return "sm_" + compute_capability.replace(".", "")
+
+
+def feature_file(report: ScanReport, health_code: str) -> str:
+    """The feature file for this node: present GPUs, and named ones (``--gpu``/``--require``)."""
+    labels: dict[str, str] = {
+        f"{PREFIX}ok": "false" if report.has_gap else "true",
+        f"{PREFIX}health": health_code,
+        f"{PREFIX}gaps": str(len(report.gaps) + len(report.jit_gaps)),
+    }
+    gating = {g.label: str(g.compute_capability) for g in report.gpus if g.gates_exit_code}
+    for p in sorted(report.packages, key=lambda p: (p.package.lower(), p.gpu)):
+        if p.gpu in gating:
+            labels[_name(p.package, _sm(gating[p.gpu]))] = p.verdict
+    order = {"fails": 0, "unknown": 1}
+    for f in report.jit:
+        if f.status == "ok":
+            continue
+        ccs = [gating[f.gpu]] if f.gpu in gating else sorted(set(gating.values()))
+        for cc in ccs:
+            key = _name(f.package, "jit." + _sm(cc))
+            if order.get(f.status, 2) < order.get(labels.get(key, ""), 2):
+                labels[key] = f.status
+    header = "# archgap scan: kernel and JIT verdicts for this node's GPUs (archgap scan --nfd)\n"
+    return header + "".join(f"{k}={v}\n" for k, v in labels.items() if LABEL_VALUE.fullmatch(v))
