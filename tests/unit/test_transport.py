@@ -264,9 +264,11 @@ def test_fleet_report_groups_and_drift_from_hand_made_facts() -> None:
         (report.groups[0].fingerprint, "A"),
         (report.groups[1].fingerprint, "B"),
     ]
-    drift = {d.field: dict(d.values) for d in report.drift}
-    assert set(drift) == {"packages"}
-    assert sorted(drift["packages"].values()) == [("torch==2.8.0",), ("torch==2.9.0",)]
+    # n3's group against the baseline (the largest group, n1 + n2): only the torch version.
+    drift = [(d.group, d.field, d.added, d.removed) for d in report.drift]
+    assert drift == [
+        (report.groups[1].fingerprint, "packages", ("torch==2.8.0",), ("torch==2.9.0",))
+    ]
     assert [(u.name, u.kind) for u in report.unreachable] == [("n4", "unreachable")]
     assert coverage_matrix(report) == ((), (("n1", ()), ("n2", ()), ("n3", ())))
 
@@ -276,5 +278,5 @@ def test_html_escapes_what_hosts_report() -> None:
     report = fleet_report(
         [HostInput("n1", _facts(evil, {evil: "1"}, evil)), HostInput(evil, None, "auth", evil)]
     )
-    page = fleet_html(report, 1.0)
+    page = fleet_html(report, evil)
     assert "<script>" not in page and "&lt;script&gt;" in page

@@ -28,6 +28,7 @@ from archgap.cli.common import (
     add_timeout_options,
     request_or_usage_error,
 )
+from archgap.cli.engines import add_prometheus_option
 
 
 def register(subparsers: Any) -> None:
@@ -74,6 +75,7 @@ def register(subparsers: Any) -> None:
     add_timeout_options(parser)
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS), metavar="LIST")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    add_prometheus_option(parser)
     parser.add_argument("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS)
     add_json_option(parser, TABLE_FORMATS)
     parser.set_defaults(run=run)
@@ -167,7 +169,9 @@ def _documents_in(text: str) -> list[Any]:
 
 
 def read_documents(paths: list[str]) -> list[Any]:
-    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded."""
+    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded.
+
+    One ``HostInput`` per document read (a file without one counts as one, a failure)."""
     from archgap.analysis.fleet import HostInput
 
     files: list[Path] = []
@@ -227,63 +231,86 @@ def run(args: argparse.Namespace, out: Output) -> int:
     hosts = collect_hosts(args, out)
     report = fleet_report(hosts, named)
     elapsed = time.monotonic() - started
+    headline = _headline(report, elapsed, len(hosts) if args.from_paths else None)
     if args.html:
         from archgap.report.html import fleet_html
 
         try:
-            Path(args.html).write_text(fleet_html(report, elapsed), encoding="utf-8")
+            Path(args.html).write_text(fleet_html(report, headline), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from None
+    if args.prometheus:
+        from archgap.cli.engines import write_atomic
+        from archgap.report.prometheus import fleet_metrics
+
+        write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
     if out.json_mode:
-        out.emit("fleet", body(report, elapsed))
+        out.emit("fleet", body(report, elapsed, len(hosts) if args.from_paths else None))
     elif out.format in ("markdown", "csv"):
         from archgap.report import fleet_tables
 
         text = fleet_tables.markdown(report, elapsed) if out.format == "markdown" else None
         sys.stdout.write(text or fleet_tables.csv(report))
     else:
-        print_report(out, report, elapsed, args.html)
+        print_report(out, report, headline, args.html)
     if report.unreachable:
         return EXIT_ERROR
     return EXIT_GAP if report.gap_hosts else EXIT_OK
 
 
-def body(report: Any, elapsed: float) -> dict[str, Any]:
-    from archgap.analysis.fleet import coverage_matrix
+def _headline(report: Any, elapsed: float, documents: int | None) -> str:
+    """What was read: hosts probed (ssh, Slurm, Ray), or documents read (--from)."""
+    answered, failed = len(report.hosts), len(report.unreachable)
+    groups = f"{len(report.groups)} group(s) of identical hosts"
+    if documents is None:
+        return f"{answered}/{answered + failed} hosts answered in {elapsed:.1f} s · {groups}"
+    return (
+        f"{documents} document(s) read in {elapsed:.1f} s: {answered} with facts, "
+        f"{failed} without · {groups}"
+    )
+
+
+def body(report: Any, elapsed: float, documents: int | None = None) -> dict[str, Any]:
+    from archgap.analysis.fleet import coverage_matrix, jit_matrix
 
     packages, rows = coverage_matrix(report)
+    jit_packages, jit_rows = jit_matrix(report)
+    baseline = report.baseline
     return {
         "hosts": report.hosts,
         "groups": [
             {"fingerprint": g.fingerprint, "hosts": g.hosts, "size": len(g.hosts)}
             for g in report.groups
         ],
+        "baseline": baseline.fingerprint if baseline else None,
         "drift": report.drift,
         "unreachable": report.unreachable,
         "coverage": {
             "packages": packages,
             "rows": [{"host": host, "verdicts": verdicts} for host, verdicts in rows],
         },
+        "jit_coverage": {
+            "packages": jit_packages,
+            "rows": [{"host": host, "statuses": statuses} for host, statuses in jit_rows],
+        },
+        "documents": documents,
         "gap": bool(report.gap_hosts),
         "seconds": round(elapsed, 3),
     }
 
 
-def print_report(out: Output, report: Any, elapsed: float, html: str | None) -> None:
+def print_report(out: Any, report: Any, headline: str, html: str | None) -> None:
     from rich.markup import escape
 
-    answered = len(report.hosts)
-    total = answered + len(report.unreachable)
-    out.print(
-        f"[bold]{answered}/{total} hosts answered[/] in {elapsed:.1f} s · "
-        f"{len(report.groups)} group(s) of identical hosts"
-    )
+    from archgap.analysis.fleet import compress_hosts
+
+    out.print(f"[bold]{escape(headline)}[/]")
     letters = report.group_letters
     for group in report.groups:
         s = group.summary
         out.print(
             f"\n[bold]group {letters[group.fingerprint]}[/] ({len(group.hosts)} host(s), "
-            f"fingerprint {group.fingerprint}): {escape(', '.join(group.hosts))}"
+            f"fingerprint {group.fingerprint}): {escape(compress_hosts(group.hosts))}"
         )
         out.print(f"  GPUs      {escape(', '.join(s.gpus) or 'none')}")
         out.print(f"  driver    {escape(s.driver or 'none')}")
@@ -299,26 +326,61 @@ def print_report(out: Output, report: Any, elapsed: float, html: str | None) -> 
             )
         for line in s.jit:
             out.print(f"  [yellow]JIT[/]       {escape(line)}")
-    if report.drift:
-        out.print("\n[bold]Drift between groups[/]")
-        for drift in report.drift:
-            for fingerprint, values in drift.values:
-                if values:
-                    shown = ", ".join(values[:6]) + (
-                        f" (+{len(values) - 6})" if len(values) > 6 else ""
-                    )
-                    out.print(f"  {drift.field:9} only in {letters[fingerprint]}: {escape(shown)}")
-    gaps = [(h.name, g) for h in report.hosts for g in h.gaps]
-    if gaps:
-        out.print("\n[bold red]Gaps[/]")
-        for name, gap in gaps:
-            out.print(f"  {escape(name)}: {escape(gap)}")
-    problems = [(h.name, p) for h in report.hosts for p in h.problems]
-    for name, problem in problems[:20]:
-        out.print(f"[magenta]![/] {escape(name)}: {escape(problem)}")
+    _print_drift(out, report)
+    _print_gaps(out, report)
     if report.unreachable:
         out.print("\n[bold red]Not probed[/]")
         for u in report.unreachable:
             out.print(f"  {escape(u.name)}: [red]{u.kind}[/] {escape(u.message)}")
     if html:
         out.print(f"\nHTML report: {escape(os.path.abspath(html))}")
+
+
+def _shown(values: tuple[str, ...], sign: str) -> str:
+    listed = ", ".join(sign + v for v in values[:6])
+    return listed + (f" (+{len(values) - 6} more)" if len(values) > 6 else "")
+
+
+def _print_drift(out: Any, report: Any) -> None:
+    """Each group's differences from the baseline (the largest group), field by field."""
+    from rich.markup import escape
+
+    baseline = report.baseline
+    if not report.drift or baseline is None:
+        return
+    letters = report.group_letters
+    sizes = {g.fingerprint: len(g.hosts) for g in report.groups}
+    out.print(
+        f"\n[bold]Drift against group {letters[baseline.fingerprint]}[/] (the largest, "
+        f"{len(baseline.hosts)} host(s)); + only in the group, - only in "
+        f"{letters[baseline.fingerprint]}"
+    )
+    current = None
+    for d in report.drift:
+        if d.group != current:
+            current = d.group
+            out.print(f"  [bold]group {letters[d.group]}[/] ({sizes[d.group]} host(s))")
+        changes = "; ".join(x for x in (_shown(d.added, "+"), _shown(d.removed, "-")) if x)
+        out.print(f"    {d.field:9} {escape(changes)}")
+
+
+def _print_gaps(out: Any, report: Any) -> None:
+    """Each distinct gap once, with the hosts that have it."""
+    from rich.markup import escape
+
+    from archgap.analysis.fleet import compress_hosts
+
+    by_gap: dict[str, list[str]] = {}
+    for h in report.hosts:
+        for gap in h.gaps:
+            by_gap.setdefault(gap, []).append(h.name)
+    if by_gap:
+        out.print("\n[bold red]Gaps[/]")
+        for gap, names in by_gap.items():
+            out.print(f"  {escape(compress_hosts(names))} ({len(names)}): {escape(gap)}")
+    by_problem: dict[str, list[str]] = {}
+    for h in report.hosts:
+        for problem in h.problems:
+            by_problem.setdefault(problem, []).append(h.name)
+    for problem, names in list(by_problem.items())[:20]:
+        out.print(f"[magenta]![/] {escape(compress_hosts(names))}: {escape(problem)}")

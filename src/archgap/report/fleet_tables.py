@@ -60,16 +60,16 @@ def markdown(report: FleetReport, elapsed: float) -> str:
         lines += ["", "#### Kernel coverage (worst verdict per package)", ""]
         lines += markdown_lines(coverage)
     letters = report.group_letters
+    base = letters[report.baseline.fingerprint] if report.baseline else ""
     drift = [
-        f"{d.field} only in {letters[fp]}: {', '.join(values)}"
+        f"group {letters[d.group]} against {base}: {d.field} "
+        + ", ".join([*(f"+{v}" for v in d.added), *(f"-{v}" for v in d.removed)])
         for d in report.drift
-        for fp, values in d.values
-        if values
     ]
     gaps = [f"{h.name}: {g}" for h in report.hosts for g in h.gaps]
     unreachable = [f"{u.name}: {u.kind} {u.message}" for u in report.unreachable]
     for title, items in (
-        ("Drift between groups", drift),
+        (f"Drift against group {base} (the largest)", drift),
         ("Gaps", gaps),
         ("Not probed", unreachable),
     ):

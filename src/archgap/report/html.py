@@ -1,7 +1,12 @@
-"""The fleet as one self-contained HTML page: a host x package heat map, groups, drift, gaps.
+"""The fleet as one self-contained HTML page: a group x package heat map, groups, drift, gaps.
 
 No script, no external stylesheet or font: the page opens from a file or an e-mail attachment.
 Every value is escaped (host names and package names come from the machines probed).
+
+It stays readable at thousands of hosts: identical hosts share a fingerprint (which includes
+their kernel coverage and JIT outcome), so the heat map has one row per group, with the group's
+hosts in Slurm's hostlist form; groups beyond a page are paginated with ``<details>``; gaps and
+unreachable hosts are listed once per distinct reason with the hosts that share it.
 """
 
 from __future__ import annotations
@@ -17,28 +22,45 @@ COLOURS = {
     "partial": ("#e16f24", "#ffffff"),
     "none": ("#cf222e", "#ffffff"),
     "unknown": ("#8250df", "#ffffff"),
+    "ok": ("#1a7f37", "#ffffff"),
+    "fails": ("#cf222e", "#ffffff"),
     "": ("#eaeef2", "#57606a"),
 }
+LEGEND = {
+    "native": "native kernels",
+    "jit": "PTX only (JIT at load)",
+    "partial": "some libraries lack it",
+    "none": "cannot run",
+    "unknown": "unknown",
+    "ok": "JIT builds",
+    "fails": "JIT fails",
+    "": "not installed",
+}
+PAGE = 50  # heat map rows (groups) per page
+HOSTS_SHOWN = 160  # characters of a group's host list shown before it is cut
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1f2328}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 .meta{color:#57606a}.ok{color:#1a7f37}.bad{color:#cf222e}
-table{border-collapse:collapse}td,th{padding:4px 8px;border:1px solid #d0d7de;text-align:left}
-th{background:#f6f8fa}.heat td.v{text-align:center;font-weight:600;min-width:64px}
+table{border-collapse:collapse}td,th{padding:4px 8px;border:1px solid #d0d7de;text-align:left;
+  vertical-align:top}
+th{background:#f6f8fa}.heat td.v{text-align:center;font-weight:600;min-width:56px}
 .heat th.p{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;
   vertical-align:bottom}
+.heat th.j{background:#fff8c5}.hosts{max-width:420px;overflow-wrap:anywhere}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;border-radius:3px}
+details{margin:6px 0}summary{cursor:pointer;color:#0969da}
 code{background:#f6f8fa;padding:1px 4px;border-radius:3px}
 """
 
 
-def _cell(verdict: str) -> str:
+def _cell(verdict: str, title: str = "") -> str:
     background, colour = COLOURS.get(verdict, COLOURS["unknown"])
     label = verdict or "–"
-    title = verdict if verdict else "not installed"
+    hint = title or LEGEND.get(verdict, verdict)
     return (
-        f'<td class="v" style="background:{background};color:{colour}" title="{escape(title)}">'
+        f'<td class="v" style="background:{background};color:{colour}" title="{escape(hint)}">'
         f"{escape(label)}</td>"
     )
 
@@ -50,90 +72,162 @@ def _table_head(title: str, columns: tuple[str, ...], table_id: str = "") -> str
     return f"<h2>{title}</h2><table{attribute}><tr>{header}</tr>"
 
 
-def fleet_html(report: Any, seconds: float) -> str:
-    from archgap.analysis.fleet import coverage_matrix
+def _hosts(names: tuple[str, ...] | list[str]) -> str:
+    """A host list in hostlist form, cut with the whole list in the tooltip."""
+    from archgap.analysis.fleet import compress_hosts
 
-    packages, rows = coverage_matrix(report)
+    text = compress_hosts(names)
+    if len(text) <= HOSTS_SHOWN:
+        return escape(text)
+    return f'<span title="{escape(text)}">{escape(text[:HOSTS_SHOWN])}… ({len(names)})</span>'
+
+
+def _heatmap(report: Any) -> list[str]:
+    from archgap.analysis.fleet import coverage_matrix, jit_cells, jit_packages, kernel_cells
+
+    packages, _ = coverage_matrix(report)
+    jit = jit_packages(report)
+    if not packages and not jit:
+        return [
+            '<p class="meta" id="heatmap">No host reported packages with CUDA device code or a '
+            "JIT finding for a present or named GPU.</p>"
+        ]
     letters = report.group_letters
-    group_of = {h: g.fingerprint for g in report.groups for h in g.hosts}
+    head = ["<tr><th>group</th><th>hosts</th><th>GPUs</th>"]
+    head += [f'<th class="p">{escape(p)}</th>' for p in packages]
+    head += [f'<th class="p j" title="JIT compiler">{escape(p)} (JIT)</th>' for p in jit]
+    head.append("</tr>")
+    rows = []
+    for group in report.groups:
+        s = group.summary
+        row = [
+            f"<tr><th>{escape(letters[group.fingerprint])}</th>",
+            f'<td class="hosts">{len(group.hosts)}: {_hosts(group.hosts)}</td>',
+            f"<td>{escape(', '.join(s.gpus) or 'none')}</td>",
+        ]
+        row += [_cell(v) for v in kernel_cells(s, packages)]
+        causes = {j.package: f"{j.status}: {j.cause}" for j in s.jit_findings}
+        row += [_cell(v, causes.get(p, "")) for p, v in zip(jit, jit_cells(s, jit), strict=True)]
+        row.append("</tr>")
+        rows.append("".join(row))
+    parts = ['<div id="heatmap">']
+    for start in range(0, len(rows), PAGE):
+        table = ['<table class="heat">', *head, *rows[start : start + PAGE], "</table>"]
+        if len(rows) <= PAGE:
+            parts += table
+            continue
+        is_open = " open" if start == 0 else ""
+        last = min(start + PAGE, len(rows))
+        summary = f"groups {start + 1}–{last} of {len(rows)}"
+        parts.append(f"<details{is_open}><summary>{summary}</summary>")
+        parts += [*table, "</details>"]
+    parts.append("</div>")
+    return parts
+
+
+def _groups(report: Any) -> list[str]:
+    letters = report.group_letters
+    parts = [
+        _table_head(
+            "Groups of identical hosts",
+            ("group", "hosts", "GPUs", "driver", "toolkits", "python", "packages"),
+            "groups",
+        )
+    ]
+    for group in report.groups:
+        s = group.summary
+        parts.append(
+            f"<tr><td>{escape(letters[group.fingerprint])}</td>"
+            f'<td class="hosts">{len(group.hosts)}: {_hosts(group.hosts)}</td>'
+            f"<td>{escape(', '.join(s.gpus) or 'none')}</td>"
+            f"<td>{escape(s.driver or 'none')}</td><td>{escape(', '.join(s.toolkits) or '–')}</td>"
+            f"<td>{escape(s.python)}</td><td>{len(s.packages)}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
+def _drift(report: Any) -> list[str]:
+    baseline = report.baseline
+    if not report.drift or baseline is None:
+        return []
+    letters = report.group_letters
+    base = letters[baseline.fingerprint]
+    parts = [
+        _table_head(
+            f"Drift against group {escape(base)} (the largest, {len(baseline.hosts)} hosts)",
+            ("group", "what", "only in the group (+)", f"only in {escape(base)} (−)"),
+            "drift",
+        )
+    ]
+    for d in report.drift:
+        parts.append(
+            f"<tr><td>{escape(letters[d.group])}</td><td>{escape(d.field)}</td>"
+            f"<td>{'<br>'.join(escape(v) for v in d.added)}</td>"
+            f"<td>{'<br>'.join(escape(v) for v in d.removed)}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
+def _grouped_lists(report: Any) -> list[str]:
+    parts: list[str] = []
+    by_gap: dict[str, list[str]] = {}
+    for h in report.hosts:
+        for gap in h.gaps:
+            by_gap.setdefault(gap, []).append(h.name)
+    if by_gap:
+        parts.append(_table_head("Gaps", ("hosts", "gap"), "gaps"))
+        parts += [
+            f'<tr><td class="hosts">{len(names)}: {_hosts(names)}</td><td>{escape(gap)}</td></tr>'
+            for gap, names in by_gap.items()
+        ]
+        parts.append("</table>")
+    by_kind: dict[str, list[Any]] = {}
+    for u in report.unreachable:
+        by_kind.setdefault(u.kind, []).append(u)
+    if by_kind:
+        parts.append(_table_head("Not probed", ("why", "hosts", "message"), "unreachable"))
+        for kind, hosts in by_kind.items():
+            example = hosts[0].message + (" (first of these)" if len(hosts) > 1 else "")
+            parts.append(
+                f'<tr><td class="bad">{escape(kind)}</td>'
+                f'<td class="hosts">{len(hosts)}: {_hosts([u.name for u in hosts])}</td>'
+                f"<td>{escape(example)}</td></tr>"
+            )
+        parts.append("</table>")
+    return parts
+
+
+def fleet_html(report: Any, headline: str) -> str:
+    """The page; ``headline`` says what was read ("3/4 hosts answered in 0.8 s · ...")."""
     answered, dead = len(report.hosts), len(report.unreachable)
     gap_hosts = report.gap_hosts
+    legend = "".join(
+        f'<span style="background:{COLOURS[v][0]};color:{COLOURS[v][1]}">{escape(v or "–")}: '
+        f"{escape(text)}</span>"
+        for v, text in LEGEND.items()
+    )
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
         f"<title>archgap fleet: {answered + dead} hosts</title><style>{STYLE}</style></head><body>",
         "<h1>archgap fleet report</h1>",
-        f'<p class="meta">{answered} of {answered + dead} hosts answered in {seconds:.1f} s · '
-        f"{len(report.groups)} group(s) · archgap {escape(__version__)}</p>",
+        f'<p class="meta">{escape(headline)} · archgap {escape(__version__)}</p>',
         f'<p class="{"bad" if gap_hosts else "ok"}" id="verdict"><strong>'
         + (
-            f"{len(gap_hosts)} host(s) with a gap: {escape(', '.join(gap_hosts))}"
+            f"{len(gap_hosts)} host(s) with a gap: {_hosts(gap_hosts)}"
             if gap_hosts
             else "No gap on any host that answered."
         )
         + "</strong></p>",
-        "<h2>Kernel coverage (host × package)</h2>",
-        '<p class="legend">'
-        + "".join(
-            f'<span style="background:{bg};color:{fg}">{escape(v or "not installed")}</span>'
-            for v, (bg, fg) in COLOURS.items()
-        )
-        + "</p>",
+        "<h2>Kernel and JIT coverage (one row per group of identical hosts)</h2>",
+        f'<p class="legend">{legend}</p>',
+        *_heatmap(report),
+        *_groups(report),
+        *_drift(report),
+        *_grouped_lists(report),
+        "</body></html>\n",
     ]
-    if packages:
-        parts.append('<table class="heat" id="heatmap"><tr><th>host</th><th>group</th>')
-        parts += [f'<th class="p">{escape(p)}</th>' for p in packages]
-        parts.append("</tr>")
-        for host, verdicts in rows:
-            group = letters.get(group_of.get(host, ""), "?")
-            parts.append(f"<tr><th>{escape(host)}</th><td>{escape(group)}</td>")
-            parts += [_cell(v) for v in verdicts]
-            parts.append("</tr>")
-        parts.append("</table>")
-    else:
-        parts.append(
-            '<p class="meta" id="heatmap">No host reported packages with CUDA device code '
-            "for a present or named GPU.</p>"
-        )
-    parts.append(
-        _table_head(
-            "Groups of identical hosts",
-            ("group", "hosts", "GPUs", "driver", "toolkits", "python", "packages"),
-        )
-    )
-    for group in report.groups:
-        s = group.summary
-        parts.append(
-            f"<tr><td>{escape(letters[group.fingerprint])}</td>"
-            f"<td>{escape(', '.join(group.hosts))}</td>"
-            f"<td>{escape(', '.join(s.gpus) or 'none')}</td>"
-            f"<td>{escape(s.driver or 'none')}</td><td>{escape(', '.join(s.toolkits) or '–')}</td>"
-            f"<td>{escape(s.python)}</td><td>{len(s.packages)}</td></tr>"
-        )
-    parts.append("</table>")
-    if report.drift:
-        parts.append(_table_head("Drift between groups", ("what", "group", "only there")))
-        for drift in report.drift:
-            for fingerprint, values in drift.values:
-                if values:
-                    parts.append(
-                        f"<tr><td>{escape(drift.field)}</td><td>{escape(letters[fingerprint])}</td>"
-                        f"<td>{'<br>'.join(escape(v) for v in values)}</td></tr>"
-                    )
-        parts.append("</table>")
-    gaps = [(h.name, g) for h in report.hosts for g in h.gaps]
-    if gaps:
-        parts.append("<h2>Gaps</h2><ul>")
-        parts += [f"<li><strong>{escape(n)}</strong>: {escape(g)}</li>" for n, g in gaps]
-        parts.append("</ul>")
-    if report.unreachable:
-        parts.append(_table_head("Not probed", ("host", "why", "message"), "unreachable"))
-        for u in report.unreachable:
-            parts.append(
-                f'<tr><td>{escape(u.name)}</td><td class="bad">{escape(u.kind)}</td>'
-                f"<td>{escape(u.message)}</td></tr>"
-            )
-        parts.append("</table>")
-    parts.append("</body></html>\n")
     return "\n".join(parts)
