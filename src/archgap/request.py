@@ -32,8 +32,11 @@ def probe_request(
             # The installed source is checked where it is (the rules' raises really there?).
             request[section] = {"python": python, "source_checks": all_source_checks()}
         elif section == "binaries":
-            # The kernels of the python section's environment, in the same round trip.
-            request[section] = {"of_python": True, "deep": True} if "python" in sections else {}
+            # The kernels of the python section's environment, in the same round trip; one row
+            # per kind of entry, not every entry (probe.summary): all that scan/fleet judge by.
+            request[section] = (
+                {"of_python": True, "deep": True, "detail": False} if "python" in sections else {}
+            )
         else:
             request[section] = {}
     return request

@@ -79,7 +79,9 @@ def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
     """The same probe section on another machine: paths are that machine's paths."""
     from archgap.model import BinaryFacts, decode
 
-    request = {"binaries": {"paths": list(args.paths), "deep": bool(args.deep)}}
+    # Every entry only when it is shown (--all, --json); else one row per kind of entry.
+    detail = bool(args.show_all) or out.json_mode
+    request = {"binaries": {"paths": list(args.paths), "deep": bool(args.deep), "detail": detail}}
     items = probe_section(probe_facts(args, out, request), "binaries")
     return [decode(BinaryFacts, item) for item in items]
 
@@ -94,8 +96,8 @@ def run(args: Any, out: Output) -> int:
     summary = {
         "files": len(files),
         "files_with_device_code": sum(1 for f in files if f.entries),
-        "entries": sum(len(f.entries) for f in files),
-        "listed_entries": sum(1 for f in files for e in f.entries if e.listed),
+        "entries": sum(e.count for f in files for e in f.entries),
+        "listed_entries": sum(e.count for f in files for e in f.entries if e.listed),
         "unreadable": len(failed),
         "deep": deep,
         "seconds": round(elapsed, 3),

@@ -57,7 +57,8 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         for dist in env.get("distributions") or []:
             paths.update(dist.get("native_files") or [])
         deep = bool(binaries.get("deep", True)) if isinstance(binaries, dict) else True
-        params = {"paths": sorted(paths), "deep": deep}
+        detail = bool(binaries.get("detail", True)) if isinstance(binaries, dict) else True
+        params = {"paths": sorted(paths), "deep": deep, "detail": detail}
         _run_section(facts, "binaries", params, system)
     return facts
 

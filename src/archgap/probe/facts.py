@@ -37,6 +37,9 @@ class KernelEntry:
     debug: bool  # built with -G
     listed: bool  # cuobjdump --list-elf / --list-ptx would list it (the default view)
     member: Optional[str] = None  # static-archive member that holds it
+    # Entries this one stands for: 1 for an entry as read; more in a summary (probe.summary), with
+    # the sizes added and the first entry's offset.
+    count: int = 1
 
     @property
     def target(self) -> str:

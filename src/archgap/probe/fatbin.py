@@ -36,11 +36,12 @@ import stat
 import struct
 import sys
 import threading
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .facts import BinaryFacts, KernelEntry
 from .forked import in_two_processes
+from .summary import binary_json
 from .system import System
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
@@ -989,9 +990,14 @@ def _read_shared(
 
 
 def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Probe section "binaries": params {"paths": [...], "deep": bool}."""
+    """Probe section "binaries": params {"paths": [...], "deep": bool, "detail": bool}.
+
+    Without ``detail`` (default: with it) entries that differ only in offset and size come as
+    one (``probe.summary``)."""
     paths = [str(p) for p in params.get("paths") or []]
-    return [asdict(facts) for facts in walk_binaries(paths, bool(params.get("deep", False)))]
+    detail = bool(params.get("detail", True))
+    found = walk_binaries(paths, bool(params.get("deep", False)))
+    return [binary_json(facts, detail) for facts in found]
 
 
 __all__ = [

@@ -50,7 +50,7 @@ def target_rows(entries: Iterable[KernelEntry]) -> list[TargetRow]:
                 stored_size=sum(e.stored_size for e in group),
                 uncompressed_size=sum(e.uncompressed_size for e in group),
                 sections=_joined(e.section or "(file)" for e in group),
-                count=len(group),
+                count=sum(e.count for e in group),
                 listed=listed,
             )
         )

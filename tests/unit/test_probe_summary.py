@@ -1,0 +1,91 @@
+"""The probe's summary of a file's entries (probe/summary.py): fewer rows, the same verdicts.
+
+Expectations from tests/fixtures/cuda/build.sh: nvcc 13 device-links every shared library, which
+adds a container with one cubin per SASS target, so each SASS target of libmix.so is there twice
+(shared/reference/fatbin_format.md section 1) and its summary has one row of count 2 for each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict
+
+from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.verdicts import library_verdict
+from archgap.model import BinaryFacts, decode
+from archgap.probe.collect import collect
+from archgap.probe.fatbin import read_binary, walk_binaries
+from archgap.probe.summary import binary_json, summarized
+from archgap.probe.system import System
+from tests.helpers import CUDA_BIN
+
+GPUS = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1", "3.7")
+
+
+def test_device_linked_sass_targets_become_one_row_of_two() -> None:
+    full = read_binary(str(CUDA_BIN / "libmix.so"))
+    summary = summarized(full)
+    sass = {e.target: e.count for e in summary.entries if e.kind == "sass"}
+    assert sass == {
+        "sm_75": 2, "sm_90": 2, "sm_90a": 2, "sm_100a": 2, "sm_103f": 2, "sm_120": 2, "sm_120a": 2
+    }  # fmt: skip
+    assert sum(e.count for e in summary.entries) == len(full.entries)
+    assert sum(e.stored_size for e in summary.entries) == sum(e.stored_size for e in full.entries)
+    first: dict[tuple[str, int, str], int] = {}
+    for e in full.entries:
+        first.setdefault((e.kind, e.arch, e.variant), e.offset)
+    assert all(e.offset == first[(e.kind, e.arch, e.variant)] for e in summary.entries)
+
+
+def test_summary_gives_the_same_verdicts_on_every_fixture() -> None:
+    files = list(walk_binaries([str(CUDA_BIN)], deep=True))
+    merged = 0
+    for facts in files:
+        summary = summarized(facts)
+        merged += len(facts.entries) - len(summary.entries)
+        # The analysis side sees the summary through JSON, as a remote probe sends it.
+        wire = decode(BinaryFacts, json.loads(json.dumps(binary_json(facts, detail=False))))
+        assert wire == summary
+        for gpu in GPUS:
+            target = resolve_gpu(gpu)
+            for isa in (None, (8, 0), (9, 0)):
+                assert library_verdict(wire, target, isa) == library_verdict(facts, target, isa)
+    assert merged > 20  # the summary did merge entries (every device-linked .so has duplicates)
+
+
+def test_detail_is_asdict_with_count_one() -> None:
+    facts = read_binary(str(CUDA_BIN / "libmix.so"), deep=True)
+    assert json.dumps(binary_json(facts)) == json.dumps(asdict(facts))
+    assert all(e["count"] == 1 for e in binary_json(facts)["entries"])
+
+
+def test_probe_request_without_detail_sends_the_summary() -> None:
+    paths = [str(CUDA_BIN / "libmix.so"), str(CUDA_BIN / "libcomp_all.so")]
+    system = System.local()
+    detail = collect({"binaries": {"paths": paths, "deep": True}}, system)
+    small = collect({"binaries": {"paths": paths, "deep": True, "detail": False}}, system)
+    found = zip(detail["sections"]["binaries"], small["sections"]["binaries"], strict=True)
+    for full, summary in found:
+        counted: Counter[str] = Counter()
+        for e in summary["entries"]:
+            counted[f"{e['kind']} {e['arch']}{e['variant']}"] += e["count"]
+        assert counted == Counter(f"{e['kind']} {e['arch']}{e['variant']}" for e in full["entries"])
+        assert len(summary["entries"]) < len(full["entries"])
+
+
+def test_fleet_judges_an_old_detailed_document_as_the_summary() -> None:
+    # A document of today's probe (every entry, no "count") and the summary of the same files.
+    from archgap.analysis.fleet import summarise_host
+
+    paths = [str(CUDA_BIN)]
+    system = System.local()
+    old = collect({"binaries": {"paths": paths, "deep": True}}, system)
+    for binary in old["sections"]["binaries"]:
+        for entry in binary["entries"]:
+            del entry["count"]
+    new = collect({"binaries": {"paths": paths, "deep": True, "detail": False}}, system)
+    old_host = summarise_host("h", json.loads(json.dumps(old)), ["8.6", "12.0"])
+    new_host = summarise_host("h", json.loads(json.dumps(new)), ["8.6", "12.0"])
+    assert old_host.coverage and old_host.coverage == new_host.coverage
+    assert old_host.fingerprint == new_host.fingerprint
