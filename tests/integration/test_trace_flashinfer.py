@@ -134,6 +134,12 @@ def test_text_output_tells_the_story() -> None:
     assert "except Exception as e: (line 80, try at 76)" in text
     assert "SM 12.x requires CUDA >= 12.9" in text
     assert "CUDA_HOME" in text and "FLASHINFER_CUDA_ARCH_LIST" in text
+    # flashinfer/jit/attention/fmha_v2/ has no __init__.py (a namespace package): the file is
+    # still named by its path from site-packages, in the text and as the JSON module.
+    assert "\n  flashinfer/jit/attention/fmha_v2/fmha_library.py\n" in text
+    modules = {relative(o["path"]): o["module"] for o in trace_json("0.6.8")["occurrences"]}
+    fmha = "flashinfer/jit/attention/fmha_v2/fmha_library.py"
+    assert modules[fmha] == "flashinfer.jit.attention.fmha_v2.fmha_library"
 
 
 def test_whole_site_packages_by_default_and_usage_errors() -> None:

@@ -83,3 +83,33 @@ def test_a_file_without_trigger_words_is_not_parsed(tmp_path: Path) -> None:
     target, problems = gates("x", [str(tmp_path)])
     assert (target.files_scanned, target.candidate_files, target.functions) == (2, 0, ())
     assert problems == []
+
+
+def test_shape_checks_are_not_architecture_gates(tmp_path: Path) -> None:
+    # Lines copied from flashinfer 0.6.8 (gemm kernels, green_ctx): divisibility and counts that
+    # happen to contain "major", "compute" or "sm"; beside them real gates that must stay.
+    (tmp_path / "shapes.py").write_text(
+        textwrap.dedent(
+            """\
+            def check(num_major_elements, num_contiguous_elements, sm_count, warp_idx, major):
+                if num_major_elements % num_contiguous_elements == 0:
+                    pass
+                if sm_count <= 0:
+                    pass
+                if warp_idx % self.num_compute_warps == 0:
+                    pass
+                if major_mode_size >= 64:
+                    pass
+                if major * 10 + 0 >= 90:
+                    pass
+                if sm_major >= 10:
+                    pass
+            """
+        )
+    )
+    target, _ = gates("x", [str(tmp_path)])
+    (function,) = target.functions
+    assert [(g.line, g.detail) for g in function.gates] == [
+        (10, "major * 10 + 0 >= 90"),
+        (12, "sm_major >= 10"),
+    ]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    TABLE_FORMATS,
     Output,
+    UsageError,
     add_environment_options,
     add_json_option,
     add_target_options,
@@ -41,8 +44,22 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="a file or directory to map instead (repeatable)",
     )
+    parser.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="only these kinds (repeatable, comma-separated): capability-call, arch-list-call, "
+        "device-properties-call, nvml-call, comparison, arch-env, raise, assert, warning",
+    )
+    parser.add_argument(
+        "--all",
+        dest="show_all",
+        action="store_true",
+        help="include vendored, example and test trees (left out by default, with a count)",
+    )
     add_environment_options(parser)
-    add_json_option(parser)
+    add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
     parser.set_defaults(run=run)
 
@@ -52,6 +69,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         check_local_paths,
         emit_text,
         environment_line,
+        escape,
         probe_section,
     )
     from archgap.model import decode
@@ -59,16 +77,27 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     check_local_paths(args, args.path)
     params = {"dists": args.dists, "paths": args.path, "python": args.python}
+    from archgap.report import gates as shown
+
+    kinds = tuple(k.strip() for value in args.kind for k in value.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in shown.KINDS]
+    if unknown:
+        raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
     facts = decode(GatesFacts, probe_section(probe_facts(args, out, {"gates": params}), "gates"))
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
+    facts, left = shown.select(facts, kinds, bool(args.show_all))
     if out.json_mode:
-        out.emit("gates", {"gates": facts})
+        out.emit("gates", {"gates": facts, "left_out": left})
+    elif out.format in ("markdown", "csv"):
+        text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
+        sys.stdout.write(text)
     else:
         lines: list[str] = environment_line(args)
         render(facts, lines)
-        emit_text(lines, out)
+        note = shown.left_out_text(left)
+        emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
     return EXIT_OK
 
 

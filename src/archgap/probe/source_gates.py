@@ -39,6 +39,15 @@ CAPABILITY_CALLS = {
 _WARN_CALLS = ("warn", "warning", "warning_once", "warn_once")
 # Identifier words that make a comparison an architecture comparison.
 _ARCH_WORDS = frozenset(("major", "minor", "capability", "cc", "sm", "arch", "archs", "compute"))
+# Words that make an identifier a count or a shape, not an architecture (sm_count, row_major,
+# num_major_elements): with them, an architecture word does not count.
+_SHAPE_WORDS = frozenset(
+    (
+        "count", "num", "elements", "size", "sizes", "dim", "dims", "stride", "strides", "axis",
+        "idx", "index", "order", "row", "col", "layout", "tile", "block", "blocks", "threads",
+        "warps", "bytes", "mem", "smem", "len", "length", "offset", "ids",
+    )
+)  # fmt: skip
 # A message about an architecture, an SM, a compute capability or a CUDA version.
 ARCH_MESSAGE = re.compile(
     r"\bsm_?(?:\d|\{|%)|\bsm ?\d|compute capabilit|\bcapabilit|architecture"
@@ -280,8 +289,11 @@ class _GateFinder:
             if isinstance(operand, ast.Call) and dotted(operand.func) == "len":
                 return False  # a count of archs, not an arch number
             for sub in ast.walk(operand):
+                if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
+                    return False  # divisibility (a % b == 0): a shape check
                 word = sub.id if isinstance(sub, ast.Name) else getattr(sub, "attr", None)
-                if isinstance(word, str) and _ARCH_WORDS.intersection(word.lower().split("_")):
+                words = set(word.lower().split("_")) if isinstance(word, str) else set()
+                if words & _ARCH_WORDS and not words & _SHAPE_WORDS:
                     mentions_arch = True
             if _is_number(operand):
                 numeric = True

@@ -521,9 +521,23 @@ def word_pattern(word: str) -> Pattern[str]:
     return re.compile(r"(?<![\w])" + re.escape(word) + r"(?![\w])")
 
 
+SITE_DIRS = ("site-packages", "dist-packages")
+
+
 def module_name(path: str, cache: Dict[str, bool]) -> Tuple[str, str]:
-    """(dotted module name, import root) of a file, by walking up over ``__init__.py`` dirs."""
-    directory, filename = os.path.split(os.path.abspath(path))
+    """(dotted module name, import root) of a file: under a site-packages directory, its path
+    from there (namespace packages and vendored trees without ``__init__.py`` included: a bare
+    file name says too little); elsewhere by walking up over ``__init__.py`` directories."""
+    absolute = os.path.abspath(path)
+    parts = absolute.split(os.sep)
+    for index in range(len(parts) - 2, 0, -1):
+        if parts[index] in SITE_DIRS and absolute.endswith(".py"):
+            relative = parts[index + 1 :]
+            relative[-1] = relative[-1][:-3]
+            if relative[-1] == "__init__" and len(relative) > 1:
+                relative.pop()
+            return ".".join(relative), os.sep.join(parts[: index + 1])
+    directory, filename = os.path.split(absolute)
     parts = [] if filename == "__init__.py" else [filename[:-3]]
     while True:
         has_init = cache.get(directory)

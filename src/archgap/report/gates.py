@@ -1,0 +1,108 @@
+"""What `gates` shows: the gates outside vendored/example/test trees (unless --all), of the
+asked kinds (--kind), with what was left out counted per tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from archgap.analysis.trees import aside, relative_path
+from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
+
+if TYPE_CHECKING:
+    from archgap.probe.source_gates import GatesFacts, GatesTarget
+
+KINDS = (
+    "capability-call",
+    "arch-list-call",
+    "device-properties-call",
+    "nvml-call",
+    "comparison",
+    "arch-env",
+    "raise",
+    "assert",
+    "warning",
+)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Gates not shown because their file is in a vendored, example or test tree."""
+
+    gates: int
+    functions: int
+    trees: tuple[tuple[str, str, int], ...]  # (kind, tree path, gates), most gates first
+
+
+def select(facts: GatesFacts, kinds: tuple[str, ...], show_all: bool) -> tuple[GatesFacts, LeftOut]:
+    """The facts with only the gates to show, and the count of those left out as aside."""
+    counts: dict[tuple[str, str], int] = {}
+    functions_out = 0
+    targets: list[GatesTarget] = []
+    for target in facts.targets:
+        kept = []
+        for function in target.functions:
+            gates = tuple(g for g in function.gates if not kinds or g.kind in kinds)
+            if not gates:
+                continue
+            tree = None if show_all else aside(relative_path(function.path, target.label))
+            if tree is not None:
+                counts[tree] = counts.get(tree, 0) + len(gates)
+                functions_out += 1
+                continue
+            kept.append(replace(function, gates=gates))
+        targets.append(replace(target, functions=tuple(kept)))
+    trees = tuple(
+        (kind, path, n) for (kind, path), n in sorted(counts.items(), key=lambda kv: -kv[1])
+    )
+    left = LeftOut(sum(counts.values()), functions_out, trees)
+    return replace(facts, targets=tuple(targets)), left
+
+
+def left_out_text(left: LeftOut) -> str:
+    """One sentence: how many gates were left out, from which trees ("" when none)."""
+    if not left.gates:
+        return ""
+    trees = ", ".join(f"{path} ({kind}, {n})" for kind, path, n in left.trees[:5])
+    more = f" and {len(left.trees) - 5} more" if len(left.trees) > 5 else ""
+    return (
+        f"{left.gates} gates in {left.functions} functions of vendored, example and test "
+        f"trees left out: {trees}{more}; --all shows them"
+    )
+
+
+def table(facts: GatesFacts) -> Table:
+    """One row per gate: where, in which function, what kind, what, under which condition."""
+    rows = []
+    for target in facts.targets:
+        for function in target.functions:
+            path = relative_path(function.path, target.label)
+            for gate in function.gates:
+                rows.append(
+                    tuple(
+                        Cell(t)
+                        for t in (
+                            target.label,
+                            f"{path}:{gate.line}",
+                            function.function,
+                            gate.kind,
+                            gate.message or gate.detail,
+                            gate.condition,
+                        )
+                    )
+                )
+    columns = ("target", "where", "function", "kind", "gate", "condition")
+    return Table(tuple(Column(c) for c in columns), tuple(rows), keys=0)
+
+
+def markdown(facts: GatesFacts, left: LeftOut) -> str:
+    from archgap import __version__
+
+    lines = ["### archgap gates", "", f"archgap {__version__}", "", *markdown_lines(table(facts))]
+    if left.gates:
+        lines += ["", markdown_escape(left_out_text(left))]
+    return "\n".join(lines) + "\n"
+
+
+def csv(facts: GatesFacts) -> str:
+    return csv_text(table(facts))
