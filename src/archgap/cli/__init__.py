@@ -17,8 +17,20 @@ from collections.abc import Sequence
 from archgap import __version__
 from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python
 
-# Each name is a module archgap.cli.<name> with register(subparsers) and run(args, out) -> int.
-COMMANDS = ("scan", "kernels", "explain", "probe", "fleet", "trace", "gates", "gpus", "verify")
+# Each name is a module archgap.cli.<name> (a dash in the name is an underscore in the module)
+# with register(subparsers) and run(args, out) -> int.
+COMMANDS = (
+    "scan",
+    "kernels",
+    "explain",
+    "probe",
+    "fleet",
+    "trace",
+    "gates",
+    "gpus",
+    "verify",
+    "k8s-manifest",
+)
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
@@ -31,7 +43,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     named = next((a for a in argv if not a.startswith("-")), None)
     for name in (named,) if named in COMMANDS else COMMANDS:
-        importlib.import_module(f"archgap.cli.{name}").register(subparsers)
+        importlib.import_module(f"archgap.cli.{name.replace('-', '_')}").register(subparsers)
     for command in subparsers.choices.values():
         command.set_defaults(command_parser=command)
     return parser
