@@ -64,6 +64,7 @@ def test_jit_cells_fails_ok_and_not_installed() -> None:
 def test_compress_hosts() -> None:
     names = ["gpu003", "gpu001", "gpu002", "gpu010", "login", "n9", "n10", "n11", "x01"]
     assert compress_hosts(names) == "gpu[001-003,010],n[9-11],x01,login"
+    assert compress_hosts(["gpu0999", "gpu1000", "gpu0001"]) == "gpu[0001,0999-1000]"
     assert compress_hosts([]) == ""
 
 

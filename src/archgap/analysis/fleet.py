@@ -344,16 +344,18 @@ def compress_hosts(names: Iterable[str]) -> str:
     prefix and zero padding become ranges; other names stay as they are)."""
     import re
 
+    matches = [(n, re.fullmatch(r"(.*?)(\d+)", n)) for n in dict.fromkeys(names)]
+    # Zero-padded widths per prefix: "gpu1000" joins gpu[0001-0999], "n10" joins n[9-11].
+    padded = {(m.group(1), len(m.group(2))) for _, m in matches if m and m.group(2)[0] == "0"}
     runs: dict[tuple[str, int], list[int]] = {}
     plain: list[str] = []
-    for name in dict.fromkeys(names):
-        match = re.fullmatch(r"(.*?)(\d+)", name)
-        if match and "[" not in name:
-            prefix, digits = match.groups()
-            width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
-            runs.setdefault((prefix, width), []).append(int(digits))
-        else:
+    for name, match in matches:
+        if match is None or "[" in name:
             plain.append(name)
+            continue
+        prefix, digits = match.groups()
+        width = len(digits) if (prefix, len(digits)) in padded else 0
+        runs.setdefault((prefix, width), []).append(int(digits))
     parts: list[str] = []
     for (prefix, width), numbers in sorted(runs.items()):
         numbers.sort()
