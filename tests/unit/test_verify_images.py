@@ -14,7 +14,13 @@ import pytest
 from archgap.analysis.verify import NOT_LOADABLE, load_plan
 from archgap.probe.fatbin import read_binary
 from archgap.probe.system import System
-from archgap.probe.verify import _relocatable, child_env, choose_devices, image_bytes
+from archgap.probe.verify import (
+    _relocatable,
+    child_env,
+    choose_devices,
+    containers,
+    image_bytes,
+)
 from tests.helpers import CUDA_BIN
 
 
@@ -92,3 +98,26 @@ def test_the_child_sees_pci_order_and_no_jit_cache() -> None:
     env = child_env(System.local(environ={"PATH": "/usr/bin"}))
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # indices as nvidia-smi numbers GPUs
     assert env["CUDA_CACHE_DISABLE"] == "1"  # JIT timed from scratch, ~/.nv left alone
+
+
+@pytest.mark.parametrize(
+    ("name", "sizes"),
+    [
+        # nvcc 13 links a device-link container (one stub cubin per SASS target) before the
+        # kernels' container: libmix.so's 7 SASS targets, then 7 SASS + 3 PTX.
+        ("libmix.so", [7, 10]),
+        # -arch=sm_90 over two .cu files: the stub, then sm_90 + compute_90 per translation unit.
+        ("exe_two", [1, 2, 2]),
+        ("k.fatbin", [3]),
+        # hidden.c: a fatbin (sm_86, sm_110f, compute_89) in .rodata and a bare sm_89 cubin.
+        ("libhidden.so", [3, 1]),
+    ],
+)
+def test_entries_grouped_by_container(name: str, sizes: list[int]) -> None:
+    binary = read_binary(str(CUDA_BIN / name), deep=True)
+    ((library,), _) = load_plan([binary])
+    fd = os.open(binary.path, os.O_RDONLY)
+    try:
+        assert [len(group) for group in containers(fd, library["entries"])] == sizes
+    finally:
+        os.close(fd)

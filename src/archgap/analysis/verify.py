@@ -53,14 +53,15 @@ class Check:
     deciding_entry: str | None
     observed: str  # native (SASS loaded), jit (PTX JIT-compiled), none, unknown (not settled)
     observation: str
-    target: str | None  # the target that loaded
-    images: int  # images of that target offered
-    loaded: int
+    target: str | None  # the targets that loaded ("sm_103f, sm_100")
+    images: int  # fatbin containers (or bare cubins) offered
+    loaded: int  # containers from which the driver loaded an image
+    empty: int  # containers with nothing this GPU takes (a device-link stub on a newer GPU)
     functions: int | None  # cuModuleGetFunctionCount over the loaded images
-    seconds: float  # load wall time of those images
+    seconds: float  # load wall time of the loaded images
     jit_ms: float | None  # the driver's own JIT wall time (CU_JIT_WALL_TIME), PTX only
-    attempts: tuple[Attempt, ...]
-    failures: tuple[Attempt, ...]  # images of the loading target that did not load
+    attempts: tuple[Attempt, ...]  # images the driver refused (one per target)
+    failures: tuple[Attempt, ...]  # images that failed otherwise (a corrupt image, a JIT error)
 
     @property
     def settled(self) -> bool:
@@ -149,6 +150,7 @@ def load_plan(
                         "size": e.stored_size,
                         "listed": e.listed,
                         "section": e.section,
+                        "ptx_isa": e.ptx_isa,
                     }
                     for e in entries
                 ],
@@ -211,6 +213,7 @@ def _check(
         target=row.get("target") if isinstance(row.get("target"), str) else None,
         images=int(row.get("images") or 0),
         loaded=int(row.get("loaded") or 0),
+        empty=int(row.get("empty") or 0),
         functions=_number(row.get("functions"), int),
         seconds=float(row.get("seconds") or 0.0),
         jit_ms=_number(row.get("jit_ms"), float),

@@ -136,12 +136,14 @@ def _check_json(check: Check) -> dict[str, Any]:
 
 
 def _observed(check: Check) -> str:
+    empty = f", {check.empty} with nothing for this GPU" if check.empty else ""
+    counted = f"{check.loaded}/{check.images} containers{empty}"
     if check.observed == "native":
         functions = "" if check.functions is None else f", {check.functions} functions"
-        return f"{check.target} loaded ({check.loaded}/{check.images} images{functions})"
+        return f"{check.target} loaded ({counted}{functions})"
     if check.observed == "jit":
         jit = f"driver JIT {check.jit_ms:.1f} ms, " if check.jit_ms is not None else ""
-        return f"{check.target} JIT-compiled ({jit}{check.seconds * 1000:.1f} ms wall)"
+        return f"{check.target} JIT-compiled ({counted}; {jit}{check.seconds * 1000:.1f} ms wall)"
     return check.observation
 
 
@@ -182,7 +184,8 @@ def _text(report: VerifyReport) -> list[str]:
     for path, reason in report.skipped:
         lines.append(f"[dim]skipped {escape(path)}: {escape(reason)}[/]")
     for bug in report.disagreements:
-        lines += ["", "[bold red]A bug in archgap's rules[/] (ready to file):", escape(bug.report)]
+        lines += ["", "[bold red]A bug in archgap's rules[/] (ready to file):"]
+        lines += [escape(line) for line in bug.report.splitlines()]
     settled = len(report.settled)
     failures = sum(1 for c in report.checks if c.load_failure)
     lines.append(

@@ -1,13 +1,13 @@
 """Probe section "verify": load device code through the CUDA driver and report what it did.
 
 For each GPU (a child interpreter per GPU running ``cuda_child``, killed at the timeout: a wedged
-driver blocks) and each library, the images are offered as the CUDA runtime picks them: SASS
-first, the highest target first, each target's first image; the first target the driver loads is
-the one it runs, and every other image of that target is loaded too. Only when no SASS loads is
-PTX offered, through the driver's JIT (its wall time measured). Containers cuobjdump does not
-list (``listed`` false: loaded by the library itself) are tried only when the listed ones give
-nothing; bare relocatable cubins (linked at run time with cuLink*/nvJitLink) are not offered.
-Nothing here decides what *should* load: that is the scan's prediction, compared on the
+driver blocks) and each library, every fatbin container's entries are offered as the CUDA runtime
+picks them: SASS first, the highest target first, until the driver takes one; PTX only when no
+SASS loads, through the driver's JIT (its wall time measured). A target the driver refused (no
+binary for this GPU, PTX too new) is not offered again in the next containers. Containers
+cuobjdump does not list (``listed`` false: loaded by the library itself) are tried only when the
+listed ones load nothing; bare relocatable cubins (linked at run time with cuLink*/nvJitLink) are
+not offered. Nothing here decides what *should* load: that is the scan's prediction, compared on the
 analysis side.
 
 An image is one fatbin entry re-wrapped as a one-entry fatbin container (header and payload copied
@@ -180,14 +180,39 @@ def _target(entry: Dict[str, Any]) -> str:
     return _label(entry).split(" ")[0]
 
 
-def _groups(entries: List[Dict[str, Any]], kind: str) -> List[List[Dict[str, Any]]]:
-    """Entries of ``kind`` by target, the highest target first (what the driver prefers)."""
-    by_target: Dict[Tuple[int, str], List[Dict[str, Any]]] = {}
-    for entry in entries:
-        if entry.get("kind") == kind:
-            key = (int(entry["arch"]), str(entry.get("variant") or ""))
-            by_target.setdefault(key, []).append(entry)
-    return [by_target[key] for key in sorted(by_target, key=lambda k: (-k[0], k[1]))]
+# Answers that say "not this image on this GPU": the same for every image of that target (and,
+# for PTX, that ISA version), so each target is offered once. Any other error is a failure.
+REFUSALS = ("CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+
+
+def _preference(entry: Dict[str, Any]) -> Tuple[bool, int, str]:
+    """The order the driver prefers: SASS before PTX, the highest target first."""
+    return (entry["kind"] != "sass", -int(entry["arch"]), str(entry.get("variant") or ""))
+
+
+def containers(fd: int, entries: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """Entries by the fatbin container that holds them (what the runtime registers and the
+    driver chooses from): a container's entries lie back to back, each ending where the next
+    begins; a bare cubin is a container of its own."""
+    groups: List[List[Dict[str, Any]]] = []
+    end = -1
+    for entry in sorted(entries, key=lambda e: int(e["offset"])):
+        offset = int(entry["offset"])
+        try:
+            head = os.pread(fd, ENTRY_HEADER.size, offset)
+        except OSError:
+            head = b""
+        if head[:4] == ELF_MAGIC or len(head) < ENTRY_HEADER.size:
+            groups.append([entry])
+            end = -1
+            continue
+        fields = ENTRY_HEADER.unpack(head)
+        if offset == end and groups:
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+        end = offset + fields[2] + fields[3]
+    return groups
 
 
 def _attempt(entry: Dict[str, Any], answer: Dict[str, Any]) -> Dict[str, Any]:
@@ -208,18 +233,62 @@ class _Library:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.attempts: List[Dict[str, Any]] = []
-        self.failures: List[Dict[str, Any]] = []
+        self.attempts: List[Dict[str, Any]] = []  # refusals, one per target
+        self.failures: List[Dict[str, Any]] = []  # images that failed otherwise
+        self.loaded: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []  # (entry, answer)
+        self.refused: Dict[Tuple[str, Any], Dict[str, Any]] = {}
+        self.empty = 0  # containers with nothing this GPU takes
 
     def result(self, outcome: str, reason: str, **details: Any) -> Dict[str, Any]:
         row: Dict[str, Any] = dict(
             path=self.path, outcome=outcome, reason=reason, target=None, tier=None, images=0,
-            loaded=0, functions=None, seconds=0.0, jit_ms=None,
+            loaded=0, empty=0, functions=None, seconds=0.0, jit_ms=None,
         )  # fmt: skip
         row.update(details)
         row["attempts"] = self.attempts
         row["failures"] = self.failures
         return row
+
+    def container(self, child: Child, fd: int, entries: List[Dict[str, Any]]) -> None:
+        """Offer a container's entries in the driver's order until one loads."""
+        for entry in sorted(entries, key=_preference):
+            key = (_target(entry), entry.get("ptx_isa") if entry["kind"] == "ptx" else None)
+            if key in self.refused:
+                continue
+            row = _load_entry(child, fd, entry)
+            if row["ok"]:
+                self.loaded.append((entry, row))
+                return
+            name = (row.get("error") or {}).get("name")
+            if name in REFUSALS:
+                self.refused[key] = row
+                self.attempts.append(row)
+            else:
+                self.failures.append(row)
+        self.empty += 1
+
+    def outcome(self, tier: str, offered: int) -> Dict[str, Any]:
+        """native: a container loaded SASS; jit: only PTX loaded; none: nothing loaded."""
+        if not self.loaded:
+            errors = _errors(self.attempts + self.failures)
+            return self.result("none", "no image loaded: %s" % errors, images=offered)
+        ptx_only = all(entry["kind"] == "ptx" for entry, _ in self.loaded)
+        targets = list(dict.fromkeys(_target(entry) for entry, _ in self.loaded))
+        rows = [row for _, row in self.loaded]
+        counts = [r["functions"] for r in rows if isinstance(r["functions"], int)]
+        jit = [float(r["jit_ms"] or 0) for e, r in self.loaded if e["kind"] == "ptx"]
+        return self.result(
+            "jit" if ptx_only else "native",
+            "%s loaded%s" % (", ".join(targets), " through the JIT" if ptx_only else ""),
+            target=", ".join(targets),
+            tier=tier,
+            images=offered,
+            loaded=len(rows),
+            empty=self.empty,
+            functions=sum(counts) if counts else None,
+            seconds=round(sum(r["seconds"] for r in rows), 6),
+            jit_ms=round(sum(jit), 3) if jit else None,
+        )
 
 
 def _load_entry(child: Child, fd: int, entry: Dict[str, Any]) -> Dict[str, Any]:
@@ -228,37 +297,6 @@ def _load_entry(child: Child, fd: int, entry: Dict[str, Any]) -> Dict[str, Any]:
         return {"image": _label(entry), "ok": False, "error": None, "error_log": why,
                 "info_log": "", "seconds": 0.0, "jit_ms": None, "functions": None}  # fmt: skip
     return _attempt(entry, child.load(image))
-
-
-def _load_target(
-    child: Child, fd: int, group: List[Dict[str, Any]], lib: _Library, tier: str
-) -> Optional[Dict[str, Any]]:
-    """Offer a target's first image; when it loads, every other image of the target too."""
-    first = _load_entry(child, fd, group[0])
-    lib.attempts.append(first)
-    if not first["ok"]:
-        return None
-    rows = [first]
-    for entry in group[1:]:
-        row = _load_entry(child, fd, entry)
-        rows.append(row)
-        if not row["ok"]:
-            lib.failures.append(row)
-    loaded = [r for r in rows if r["ok"]]
-    counts = [r["functions"] for r in loaded if isinstance(r["functions"], int)]
-    jit = [float(r["jit_ms"]) for r in loaded if isinstance(r["jit_ms"], (int, float))]
-    ptx = group[0]["kind"] == "ptx"
-    return lib.result(
-        "jit" if ptx else "native",
-        "%s loaded%s" % (_target(group[0]), " through the JIT" if ptx else ""),
-        target=_target(group[0]),
-        tier=tier,
-        images=len(rows),
-        loaded=len(loaded),
-        functions=sum(counts) if counts else None,
-        seconds=round(sum(r["seconds"] for r in rows), 6),
-        jit_ms=round(sum(jit), 3) if ptx and jit else None,
-    )
 
 
 def _relocatable(fd: int, entry: Dict[str, Any]) -> bool:
@@ -280,20 +318,21 @@ def verify_library(child: Child, library: Dict[str, Any]) -> Dict[str, Any]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         return lib.result("unknown", "cannot open: %s" % (exc.strerror or str(exc)).lower())
+    offered = 0
     try:
         entries = [e for e in entries if not _relocatable(fd, e)]
         for tier, listed in (("listed", True), ("hidden", False)):
-            in_tier = [e for e in entries if bool(e.get("listed", True)) == listed]
-            for kind in ("sass", "ptx"):
-                for group in _groups(in_tier, kind):
-                    done = _load_target(child, fd, group, lib, tier)
-                    if done is not None:
-                        return done
+            groups = containers(fd, [e for e in entries if bool(e.get("listed", True)) == listed])
+            offered += len(groups)
+            for group in groups:
+                lib.container(child, fd, group)
+            if lib.loaded:
+                return lib.outcome(tier, len(groups))
     finally:
         os.close(fd)
-    if not lib.attempts:
+    if not lib.attempts and not lib.failures:
         return lib.result("unknown", "no device code to load")
-    return lib.result("none", "no image loaded: %s" % _errors(lib.attempts))
+    return lib.outcome("", offered)
 
 
 def _errors(attempts: List[Dict[str, Any]]) -> str:
