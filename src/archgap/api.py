@@ -89,6 +89,7 @@ def verify(
         request: dict[str, Any] = {"gpu": {}, "binaries": {"paths": list(paths), "deep": True}}
     else:
         request = probe_request(("gpu", "python", "binaries"), python)
+        request["binaries"]["detail"] = True  # every entry, each one is loaded
     facts = _facts(target, request, timeout, root)
     sections = facts.get("sections") or {}
     binaries = [decode(BinaryFacts, b) for b in sections.get("binaries") or ()]

@@ -253,6 +253,9 @@ def test_an_environment_by_package(driver_dir: Path, tmp_path: Path) -> None:
         "mixpkg",
     )
     assert by[("libptxonly.so", 0)]["observed"] == "none"
+    # Every entry is loaded, not a summary of them: libmix.so's two containers (device-link
+    # stub and kernels) each give an sm_75 image.
+    assert (by[("libmix.so", 0)]["images"], by[("libmix.so", 0)]["loaded"]) == (2, 2)
     assert doc["agreements"] == doc["settled"] == 2
     # In an environment an expected "none" agrees (packages ship arch-specific extras): exit 0.
     assert result.returncode == 0
