@@ -190,11 +190,18 @@ def test_gpu_choice(driver_dir: Path) -> None:
     ]
 
 
-def test_a_hanging_driver_is_killed_at_the_timeout(driver_dir: Path) -> None:
+def test_a_hanging_driver_is_killed_at_the_timeout(driver_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
     started = time.monotonic()
-    result = verify(driver_dir, str(CUDA_BIN / "libmix.so"), str(CUDA_BIN / "libptxonly.so"),
-                    "--json", "--gpu-timeout", "1", hang="cuModuleLoadDataEx")  # fmt: skip
+    libs = [str(CUDA_BIN / "libmix.so"), str(CUDA_BIN / "libptxonly.so")]
+    result = verify(
+        driver_dir, *libs, "--json", "--gpu-timeout", "1", hang="cuModuleLoadDataEx", log=str(log)
+    )
     assert time.monotonic() - started < 20
+    (line,) = log.read_text().splitlines()
+    function, pid = line.split()[1:]
+    assert function == "cuModuleLoadDataEx"
+    assert not Path(f"/proc/{pid}").exists()  # the loader was killed and reaped, not left asleep
     doc = json_output(result, "verify")
     (gpu,) = doc["gpus"]
     assert gpu["status"] == "timed out"
