@@ -30,6 +30,7 @@ COMMANDS = (
     "gpus",
     "verify",
     "k8s-manifest",
+    "recipe",
 )
 
 

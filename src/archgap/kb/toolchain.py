@@ -115,6 +115,18 @@ def first_toolkit_for(target: str) -> str | None:
     return None
 
 
+def last_toolkit_for(target: str) -> str | None:
+    """The last CUDA version whose nvcc accepts ``target`` when a later one dropped it; None when
+    the newest known toolkit still accepts it (or none ever did)."""
+    last = None
+    for release in toolkit_releases():
+        if toolkit_can_target(release.cuda, target):
+            last = release.cuda
+        elif last is not None:
+            return last
+    return None
+
+
 def driver_cuda_version(driver_version: str) -> str | None:
     """The newest CUDA whose GA minimum Linux driver ``driver_version`` meets."""
     have = version_tuple(driver_version)
