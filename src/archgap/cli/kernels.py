@@ -1,6 +1,8 @@
 """archgap kernels: the device code (SASS, PTX, LTO-IR) inside binaries, read from headers.
 
-Exit codes: 0 every file was read; 2 a path was missing or a file could not be read completely
+Exit codes: 0 every file was read (and, with --require, every library with device code runs
+natively on every required GPU); 1 with --require: a library has nothing that runs on a required
+GPU (with --strict: only PTX); 2 a path was missing or a file could not be read completely
 (unreadable, truncated, corrupt, a symlink loop or a dangling link). Every file that could be read
 is listed either way.
 """
@@ -14,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
     EXIT_ERROR,
+    EXIT_GAP,
     EXIT_OK,
     TABLE_FORMATS,
     Output,
+    UsageError,
     add_json_option,
     add_target_options,
     emit_text,
@@ -27,6 +31,8 @@ from archgap.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from archgap.analysis.build_gate import GateResult
+    from archgap.analysis.compat import GpuTarget
     from archgap.probe.facts import BinaryFacts
 
 from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
@@ -52,6 +58,19 @@ def register(subparsers: Any) -> None:
         dest="show_all",
         action="store_true",
         help="one row per entry instead of one per target, and list files without device code",
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="GPU",
+        help="CI gate for a build: exit 1 when a library with device code has nothing that runs "
+        "on this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --require: only PTX (JIT at load) for a required GPU also fails",
     )
     add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
@@ -86,7 +105,25 @@ def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
     return [decode(BinaryFacts, item) for item in items]
 
 
+def _required(values: Sequence[str]) -> list[GpuTarget]:
+    from archgap.analysis.compat import UnknownGpu, resolve_gpu
+
+    gpus: dict[str, GpuTarget] = {}
+    try:
+        for name in (v.strip() for value in values for v in value.split(",") if v.strip()):
+            gpu = resolve_gpu(name)
+            gpus.setdefault(gpu.label, gpu)
+    except UnknownGpu as exc:
+        raise UsageError(str(exc)) from exc
+    return list(gpus.values())
+
+
 def run(args: Any, out: Output) -> int:
+    from archgap.analysis.build_gate import check_build
+
+    required = _required(args.require)
+    if args.strict and not required:
+        raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
     deep = bool(args.deep)
     remote = is_remote(args)
@@ -102,16 +139,61 @@ def run(args: Any, out: Output) -> int:
         "deep": deep,
         "seconds": round(elapsed, 3),
     }
+    gate = check_build(files, required, bool(args.strict)) if required else None
     if out.json_mode:
-        out.emit("kernels", {"files": files, "summary": summary})
+        body: dict[str, Any] = {"files": files, "summary": summary}
+        if gate is not None:
+            body["require"] = {**_gate_json(gate), "passed": gate.passed}
+        out.emit("kernels", body)
     elif out.format in ("markdown", "csv"):
         from archgap.report import kernels as rendering
 
         render = rendering.markdown if out.format == "markdown" else rendering.csv
         sys.stdout.write(render(files, bool(args.show_all), summary))
+        if gate is not None and out.format == "markdown":
+            _print_gate(out, gate)
     else:
         _print_text(out, files, set(args.paths), bool(args.show_all), summary)
-    return EXIT_ERROR if failed else EXIT_OK
+        if gate is not None:
+            _print_gate(out, gate)
+    if failed:
+        return EXIT_ERROR
+    return EXIT_GAP if gate is not None and not gate.passed else EXIT_OK
+
+
+def _gate_json(gate: GateResult) -> dict[str, Any]:
+    from archgap.model import to_json
+
+    data: dict[str, Any] = to_json(gate)
+    return data
+
+
+def _print_gate(out: Output, gate: GateResult) -> None:
+    from archgap.cli.common import escape
+
+    mode = " (strict: PTX only fails)" if gate.strict else ""
+    gpus = ", ".join(gate.gpus)
+    if gate.passed:
+        emit_text(
+            [
+                f"[green]require {escape(gpus)}{mode}: pass[/] — every one of "
+                f"{gate.libraries} libraries with device code runs natively"
+                + ("" if gate.strict else " or through PTX")
+                + " on each"
+            ],
+            out,
+        )
+        return
+    lines = [f"[red]require {escape(gpus)}{mode}: FAIL[/] ({len(gate.failures)} gap(s))"]
+    for f in gate.failures:
+        where = escape(f.path) if f.path else "(build output)"
+        expected = " or ".join(f.expected) or "nothing the recipe can build"
+        lines.append(f"  {where} on {escape(f.gpu)} ({f.compute_capability}): {f.verdict}")
+        lines.append(f"    {escape(f.reason)}")
+        lines.append(f"    expected from the recipe: {expected}")
+    lines.append(f'  recipe: TORCH_CUDA_ARCH_LIST="{gate.recipe}"')
+    lines.append(f"          nvcc {gate.recipe_nvcc}")
+    emit_text(lines, out)
 
 
 def _columns(

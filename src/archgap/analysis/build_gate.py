@@ -1,0 +1,88 @@
+"""The CI gate of a build (``archgap kernels PATH... --require GPU``): pure.
+
+Every built library with device code must run on every required GPU: ``native`` passes, ``none``
+fails, ``jit`` (only PTX) fails with ``strict``. A failure names the target the recipe for the
+required GPUs expects (recipe.py: the same rules), so the fix is the recipe's build line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from archgap.analysis.compat import GpuTarget
+from archgap.analysis.recipe import recipe
+from archgap.analysis.verdicts import JIT, NATIVE, NONE, has_device_code, library_verdict
+from archgap.model import BinaryFacts
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    path: str
+    gpu: str
+    compute_capability: str
+    verdict: str
+    reason: str
+    expected: tuple[str, ...]  # the recipe's SASS targets that run on this GPU
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gpus: tuple[str, ...]  # "B300 (10.3)"
+    strict: bool
+    libraries: int  # files with device code that were checked
+    failures: tuple[GateFailure, ...]
+    recipe: str  # the recipe's TORCH_CUDA_ARCH_LIST, shown with the failures
+    recipe_nvcc: str
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def _fails(verdict: str, strict: bool) -> bool:
+    """none fails; only PTX fails when strict; unknown (unreadable) fails: nothing is proven."""
+    return verdict != NATIVE and (strict or verdict != JIT)
+
+
+def check_build(
+    binaries: Iterable[BinaryFacts], gpus: Sequence[GpuTarget], strict: bool = False
+) -> GateResult:
+    """Each library with device code against each required GPU."""
+    libraries = [b for b in binaries if has_device_code(b)]
+    wanted = recipe(gpus)
+    expected = {
+        p.gpu: tuple(
+            t.name
+            for t in wanted.targets
+            if t.kind == "sass" and f"{p.gpu} ({p.compute_capability})" in t.runs_on
+        )
+        for p in wanted.gpus
+    }
+    failures = []
+    for gpu in gpus:
+        cc = str(gpu.compute_capability)
+        if not libraries:
+            reason = "no file with device code in the given paths"
+            failures.append(GateFailure("", gpu.label, cc, NONE, reason, expected[gpu.label]))
+        for binary in libraries:
+            verdict = library_verdict(binary, gpu)
+            if _fails(verdict.verdict, strict):
+                failures.append(
+                    GateFailure(
+                        binary.path,
+                        gpu.label,
+                        cc,
+                        verdict.verdict,
+                        verdict.reason,
+                        expected[gpu.label],
+                    )
+                )
+    return GateResult(
+        tuple(f"{g.label} ({g.compute_capability})" for g in gpus),
+        strict,
+        len(libraries),
+        tuple(failures),
+        wanted.spellings["TORCH_CUDA_ARCH_LIST"],
+        wanted.spellings["nvcc"],
+    )
