@@ -37,7 +37,8 @@ def recipe_of(capsys: pytest.CaptureFixture[str], gpus: list[str], arch: bool) -
     args = [a for g in gpus for a in ("--gpu", g)] + ["--toolkit", "13.0"]
     code, doc = run_json(capsys, "recipe", *args, *(["--arch-specific"] if arch else []))
     assert code == 0 and doc["complete"]
-    return doc
+    recipe_doc: dict[str, Any] = doc
+    return recipe_doc
 
 
 @pytest.fixture(scope="module")
