@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
 from archgap.analysis.jit import JitFinding, jit_findings
 from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, verdicts_for
@@ -30,6 +31,7 @@ class ScanReport:
     toolchains: ToolchainFacts | None = None  # toolkits and the environment JIT compilers see
     jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (fails/unknown only)
     collection_errors: tuple[Problem, ...] = ()  # probe sections that failed
+    caches: CacheReport | None = None  # the JIT caches of the environment's user
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
@@ -139,7 +141,13 @@ def report_from_facts(
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
         jit = tuple(jit_findings(toolchains, targets, gpu_facts.driver_version, gpu_facts.source))
-    return ScanReport(env, gpu_facts, targets, binaries, packages, toolchains, jit, errors)
+    cache_data = (facts.get("sections") or {}).get("caches")
+    caches = (
+        audit_caches(cache_data, targets, toolchains, env.python_version)
+        if isinstance(cache_data, dict)
+        else None
+    )
+    return ScanReport(env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches)
 
 
 def _isa_tuple(isa: str | None) -> tuple[int, int] | None:

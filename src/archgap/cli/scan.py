@@ -141,6 +141,7 @@ def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:
         "files_scanned": len(report.binaries),
         "toolchains": _toolchains_body(report.toolchains),
         "jit": report.jit,
+        "caches": report.caches,
         "gap": report.has_gap,
         "problems": report.problems,
         "seconds": round(elapsed, 3),
@@ -253,6 +254,10 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
             style = VERDICT_STYLE.get(p.verdict, "")
             out.print(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
     _print_jit(out, report)
+    if report.caches is not None:
+        from archgap.cli.caches_text import cache_lines
+
+        out.print("\n".join(cache_lines(report.caches)))
     gaps = len(report.gaps) + len(report.jit_gaps)
     verdict = (
         f"[bold red]{gaps} gap(s)[/] on a present or named GPU"

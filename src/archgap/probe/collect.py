@@ -27,6 +27,7 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "gates": ("source_gates", "collect_gates"),
     "code": ("source_sites", "collect_code"),
     "verify": ("verify", "collect_verify"),
+    "caches": ("jit_caches", "collect_caches"),
 }
 
 
