@@ -8,6 +8,7 @@ plain sm_XY runs on X.Z, Z >= Y, of the same major only (sm_75 not on 9.0 or 12.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,16 @@ def triton_cache(home: Path, bins: dict[str, Path]) -> None:
     (entry / "add_kernel.json").write_text(json.dumps({**meta, "triton_version": "3.3.0"}))
 
 
+def cupy_cache(home: Path, bins: dict[str, Path]) -> str:
+    # CuPy writes the md5 of the cubin (32 hex digits) and then the cubin, as <md5 of key>_2.cubin.
+    cubin = bins["sm90"].read_bytes()
+    name = hashlib.md5(b"key: arch, options, source").hexdigest() + "_2.cubin"
+    path = home / ".cupy" / "kernel_cache" / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(hashlib.md5(cubin).hexdigest().encode() + cubin)
+    return name
+
+
 def tree(root: Path) -> dict[str, tuple[int, int]]:
     return {
         str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()
@@ -103,6 +114,7 @@ def home(tmp_path: Path, binaries: dict[str, Path], monkeypatch: pytest.MonkeyPa
     flashinfer_cache(home, binaries, toolkit)
     torch_cache(home / ".cache" / "torch_extensions", binaries)
     triton_cache(home, binaries)
+    cupy_cache(home, binaries)
     for name in ("FLASHINFER_WORKSPACE_BASE", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -155,6 +167,11 @@ def test_three_layouts_judged_from_their_binaries(
     assert kernel["targets"] == ["sm_90"] and kernel["package_version"] == "3.3.0"
     assert verdicts(kernel) == {"GB10": "none", "H100": "native"}
     assert kernel["flags"] == []
+
+    # CuPy: the cubin behind the 32-digit digest is read; sm_90 runs on 9.0 only.
+    (cupy,) = by_key(doc, "cupy").values()
+    assert cupy["targets"] == ["sm_90"]
+    assert verdicts(cupy) == {"GB10": "none", "H100": "native"}
 
 
 def test_text_section(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

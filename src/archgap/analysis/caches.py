@@ -6,7 +6,7 @@ as the packages'), and flags:
   matters depends on the cache's key: torch extensions are loaded by name whatever the GPU (a
   shared cache built on another GPU means "no kernel image" or a PTX JIT on every start), FlashInfer
   keys its directory by the arch list (the entry is used when the list names it, e.g.
-  FLASHINFER_CUDA_ARCH_LIST="12.0a" on a GB10), Triton keys by target (an unused leftover);
+  FLASHINFER_CUDA_ARCH_LIST="12.0a" on a GB10), Triton and CuPy key by target (an unused leftover);
 - ``other-version``: built by another package version (FlashInfer's version directory, Triton's
   triton_version, torch's ``py<XY>_cu<XYZ>`` directory) than the one installed;
 - ``other-toolkit``: built with another CUDA toolkit than the one the package resolves now
@@ -28,7 +28,12 @@ from archgap.model import decode
 from archgap.probe.jit_caches import CacheEntry, CacheRoot
 from archgap.probe.toolkit import ToolchainFacts
 
-PACKAGE_OF = {"flashinfer": "flashinfer-python", "torch_extensions": "torch", "triton": "triton"}
+PACKAGE_OF = {
+    "flashinfer": "flashinfer-python",
+    "torch_extensions": "torch",
+    "triton": "triton",
+    "cupy": "cupy",
+}
 # The toolkit lookup of FlashInfer's get_cuda_path and torch's CUDA_HOME: env first, then PATH.
 TOOLKIT_ORDER = ("CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda")
 
@@ -157,7 +162,7 @@ def _gpu_flags(cache: str, verdicts: Sequence[EntryVerdict], targets: Sequence[s
             )
         else:
             severity = "info"
-            message = f"built for {built}: not for {gpu} (Triton keys its cache by target: unused)"
+            message = f"built for {built}: not for {gpu} (its cache key has the target: unused)"
         flags.append(Flag("other-gpu", severity, message))
     return flags
 

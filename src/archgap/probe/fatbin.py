@@ -730,6 +730,28 @@ def read_binary(path: str, deep: bool = False) -> BinaryFacts:
         os.close(fd)
 
 
+def read_cubin_at(path: str, offset: int) -> BinaryFacts:
+    """A cubin stored at ``offset`` of a file (CuPy's kernel cache puts an md5 digest first).
+    Never raises: problems are in ``error``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return BinaryFacts(path, 0, "unreadable", (), False, _open_error(path, exc))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size <= offset:
+            return BinaryFacts(path, info.st_size, "other", (), False, "no cubin at %d" % offset)
+        with contextlib.closing(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ)) as buf:
+            reader = _Reader(buf, info.st_size, False)
+            reader.cubin_at(offset, info.st_size, "", True, None, loose=True)
+            entries, error = tuple(reader.entries), reader.error_text()
+        return BinaryFacts(path, info.st_size, "cubin", entries, False, error)
+    except Exception as exc:  # a reader bug or an odd file must not end a scan
+        return BinaryFacts(path, 0, "unreadable", (), False, "%s: %s" % (type(exc).__name__, exc))
+    finally:
+        os.close(fd)
+
+
 def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
     info = os.fstat(fd)
     if stat.S_ISDIR(info.st_mode):

@@ -7,6 +7,8 @@ Where each package puts them (read from their installed source):
 - torch C++ extensions (utils/cpp_extension.py ``_get_build_directory``):
   ``$TORCH_EXTENSIONS_DIR/<name>/`` when set, else ``$XDG_CACHE_HOME`` (or ``~/.cache``)
   ``/torch_extensions/<py>_<cu>/<name>/``.
+- CuPy (cuda/compiler.py): ``$CUPY_CACHE_DIR`` or ``~/.cupy/kernel_cache``, one ``<md5>_2.cubin``
+  per kernel: the md5 of the cubin (32 hex digits) followed by the cubin.
 - Triton (knobs.py ``cache_knobs``): ``$TRITON_CACHE_DIR``, else ``$TRITON_HOME`` (or ``~``)
   ``/.triton/cache/<hash>/<kernel>.cubin`` beside ``<kernel>.json`` (``target.arch``,
   ``triton_version``, ``ptx_version``).
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .facts import BinaryFacts
-from .fatbin import read_binary
+from .fatbin import read_binary, read_cubin_at
 from .system import System
 
 MAX_ENTRIES = 2000  # binaries read per cache root; a walk stops there and says so
@@ -238,10 +240,31 @@ def _triton_entry(root: str, path: str, system: System) -> CacheEntry:
     )
 
 
+CUPY_DIGEST = 32  # hex digits of the md5 CuPy writes before each cached cubin
+
+
+def _cupy_entry(root: str, path: str, system: System) -> CacheEntry:
+    relative = os.path.relpath(path, root)
+    return CacheEntry(
+        path,
+        os.path.basename(relative),
+        read_cubin_at(path, CUPY_DIGEST),
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        (),
+        None,
+    )
+
+
 READERS = {
     "flashinfer": ((".so",), _flashinfer_entry),
     "torch_extensions": ((".so",), _torch_entry),
     "triton": ((".cubin",), _triton_entry),
+    "cupy": ((".cubin",), _cupy_entry),
 }
 
 
@@ -269,6 +292,10 @@ def cache_roots(system: System) -> List[Tuple[str, str, str]]:
     elif triton_home:
         found = "TRITON_HOME" if system.getenv("TRITON_HOME") else "HOME"
         roots.append(("triton", os.path.join(triton_home, ".triton", "cache"), found))
+    cupy = system.getenv("CUPY_CACHE_DIR")
+    if cupy or home:
+        found = "CUPY_CACHE_DIR" if cupy else "HOME"
+        roots.append(("cupy", cupy or os.path.join(home, ".cupy", "kernel_cache"), found))
     return roots
 
 

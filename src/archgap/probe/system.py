@@ -48,6 +48,7 @@ ENV_ALLOWED_NAMES = frozenset(
         "PYTHONPATH",
         "HOME",
         "XDG_CACHE_HOME",
+        "CUPY_CACHE_DIR",
     )
 )
 ENV_ALLOWED_PREFIXES = ("FLASHINFER_", "TORCH_", "TRITON_", "VLLM_", "SGLANG_", "SGL_", "DG_")
