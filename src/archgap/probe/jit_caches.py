@@ -29,7 +29,7 @@ from .facts import BinaryFacts
 from .fatbin import read_binary, read_cubin_at
 from .system import System
 
-MAX_ENTRIES = 2000  # binaries read per cache root; a walk stops there and says so
+MAX_ENTRIES = 1000  # binaries read per cache root; a walk stops there and says so
 MAX_DEPTH = 6
 MAX_SMALL_FILE = 1 << 20  # build.ninja, metadata JSON, version.json are read only below this
 NETWORK_FILESYSTEMS = frozenset(
