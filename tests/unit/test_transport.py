@@ -9,6 +9,8 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +282,29 @@ def test_html_escapes_what_hosts_report() -> None:
     )
     page = fleet_html(report, evil)
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_fleet_report_judges_each_distinct_host_once_from_a_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from archgap.analysis import fleet
+
+    judged: list[str] = []
+    real = fleet.summarise_host
+
+    def counting(name: str, facts: Any, named: Any = ()) -> Any:
+        judged.append(name)
+        return real(name, facts, named)
+
+    monkeypatch.setattr(fleet, "summarise_host", counting)
+
+    def stream() -> Iterator[HostInput]:  # hosts arrive one by one, as fleet --from reads them
+        for i in range(50):
+            yield HostInput(f"n{i:02d}", _facts(f"node{i:02d}", {"torch": "2.9.0"}, "/cuda"))
+        yield HostInput("odd", _facts("odd", {"torch": "2.8.0"}, "/cuda"))
+
+    report = fleet_report(stream())
+    assert judged == ["n00", "odd"]  # the 49 copies of n00 (but their names) are not judged again
+    assert [g.hosts for g in report.groups] == [tuple(f"n{i:02d}" for i in range(50)), ("odd",)]
+    assert [h.hostname for h in report.hosts[:2]] == ["node00", "node01"]
+    assert report.hosts[1] == replace(report.hosts[0], name="n01", hostname="node01")

@@ -242,16 +242,20 @@ def _with_fingerprint(summary: HostSummary) -> HostSummary:
 
 
 def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> FleetReport:
-    """Group hosts with identical fingerprints and show what differs between the groups."""
+    """Group hosts with identical fingerprints and show what differs between the groups.
+
+    ``hosts`` is consumed one at a time and only each host's summary is kept, so a generator of
+    hosts keeps the memory of a fleet of any size at about one host's facts."""
     summaries: list[HostSummary] = []
     unreachable: list[Unreachable] = []
+    judged: dict[str, HostSummary] = {}
     for host in hosts:
         if host.facts is None:
             unreachable.append(
                 Unreachable(host.name, host.error_kind or "unknown", host.error or "", host.stderr)
             )
         else:
-            summaries.append(summarise_host(host.name, host.facts, named_gpus))
+            summaries.append(_summarise_once(host.name, host.facts, named_gpus, judged))
     summaries.sort(key=lambda s: s.name)
     by_print: dict[str, list[HostSummary]] = {}
     for summary in summaries:
@@ -271,6 +275,25 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
         drift_between(groups),
         tuple(sorted(unreachable, key=lambda u: u.name)),
     )
+
+
+def _summarise_once(
+    name: str,
+    facts: Mapping[str, Any],
+    named_gpus: Sequence[str],
+    judged: dict[str, HostSummary],
+) -> HostSummary:
+    """``summarise_host``, once per distinct set of facts: a fleet is mostly copies of a few
+    machines, and hosts whose facts differ only in their name get the same summary."""
+    from dataclasses import replace
+
+    same = {k: v for k, v in facts.items() if k != "host"}
+    key = hashlib.sha256(json.dumps(same, default=str).encode()).hexdigest()
+    summary = judged.get(key)
+    if summary is None:
+        summary = judged[key] = summarise_host(name, facts, named_gpus)
+        return summary
+    return replace(summary, name=name, hostname=str(facts.get("host") or name))
 
 
 def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:

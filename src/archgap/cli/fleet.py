@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,9 @@ def _host_lines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     return hosts
 
 
-def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
-    """Every host's facts or failure, as ``HostInput`` values."""
+def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
+    """Every host's facts or failure, as ``HostInput`` values, as they come (the report keeps
+    a summary of each, not its facts)."""
     from archgap.analysis.fleet import HostInput
     from archgap.transport.run import TransportError, run_many
     from archgap.transport.slurm import run_probe_slurm
@@ -113,18 +115,20 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
     if args.srun_args and not args.slurm:
         raise UsageError("arguments after -- are srun options: use them with --slurm")
     if args.from_paths:
-        return read_documents(args.from_paths)
+        yield from read_documents(args.from_paths)
+        return
     if args.slurm:
         slurm = run_probe_slurm(list(args.srun_args), request, python, args.timeout)
         if slurm.error is not None:
             e = slurm.error
-            return [HostInput("slurm", None, e.kind, e.message, e.stderr)]
-        return [
-            HostInput(name, r, None)
-            if not isinstance(r, TransportError)
-            else HostInput(name, None, r.kind, r.message, r.stderr)
-            for name, r in slurm.tasks
-        ]
+            yield HostInput("slurm", None, e.kind, e.message, e.stderr)
+            return
+        for name, r in slurm.tasks:
+            if isinstance(r, TransportError):
+                yield HostInput(name, None, r.kind, r.message, r.stderr)
+            else:
+                yield HostInput(name, r, None)
+        return
     targets = []
     for spec, host_python in _host_lines(args):
         try:
@@ -135,17 +139,13 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> list[Any]:
         raise UsageError("no hosts given")
     if len({t.name for t in targets}) != len(targets):
         raise UsageError("a host is named twice")
-    hosts: list[HostInput] = []
     with out.progress("probing hosts", total=len(targets)) as advance:
         for target, result in run_many(targets, request, args.jobs, args.timeout):
             advance(target.name)
             if isinstance(result, TransportError):
-                hosts.append(
-                    HostInput(target.name, None, result.kind, result.message, result.stderr)
-                )
+                yield HostInput(target.name, None, result.kind, result.message, result.stderr)
             else:
-                hosts.append(HostInput(target.name, result))
-    return hosts
+                yield HostInput(target.name, result)
 
 
 def _documents_in(text: str) -> list[Any]:
@@ -168,8 +168,9 @@ def _documents_in(text: str) -> list[Any]:
     return docs
 
 
-def read_documents(paths: list[str]) -> list[Any]:
-    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded.
+def read_documents(paths: list[str]) -> Iterator[Any]:
+    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded;
+    one file at a time.
 
     One ``HostInput`` per document read (a file without one counts as one, a failure)."""
     from archgap.analysis.fleet import HostInput
@@ -183,19 +184,17 @@ def read_documents(paths: list[str]) -> list[Any]:
             files.append(path)
         else:
             raise UsageError(f"--from {given}: no such file or directory")
-    hosts: list[HostInput] = []
     for file in files:
         try:
             text = file.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
-            hosts.append(HostInput(str(file), None, "unreadable", exc.strerror or str(exc)))
+            yield HostInput(str(file), None, "unreadable", exc.strerror or str(exc))
             continue
         docs = _documents_in(text)
         if not docs:
-            hosts.append(HostInput(str(file), None, "not-json", "no JSON document in the file"))
+            yield HostInput(str(file), None, "not-json", "no JSON document in the file")
         for doc in docs:
-            hosts.append(_host_from_document(doc, file))
-    return hosts
+            yield _host_from_document(doc, file)
 
 
 def _host_from_document(doc: Any, file: Path) -> Any:
@@ -228,10 +227,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     started = time.monotonic()
-    hosts = collect_hosts(args, out)
-    report = fleet_report(hosts, named)
+    inputs = [0]  # hosts read, counted as the report takes them one by one
+
+    def counted() -> Iterator[Any]:
+        for host in collect_hosts(args, out):
+            inputs[0] += 1
+            yield host
+
+    report = fleet_report(counted(), named)
     elapsed = time.monotonic() - started
-    headline = _headline(report, elapsed, len(hosts) if args.from_paths else None)
+    documents = inputs[0] if args.from_paths else None
+    headline = _headline(report, elapsed, documents)
     if args.html:
         from archgap.report.html import fleet_html
 
@@ -245,7 +251,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
         write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
     if out.json_mode:
-        out.emit("fleet", body(report, elapsed, len(hosts) if args.from_paths else None))
+        out.emit("fleet", body(report, elapsed, documents))
     elif out.format in ("markdown", "csv"):
         from archgap.report import fleet_tables
 

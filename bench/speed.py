@@ -1,0 +1,196 @@
+"""Benchmark: where users wait (issue 11), each figure with its anchor measured in the same run.
+
+Input: the real torch 2.14.1+cu130 environment at bench/.data/venv-torch (bench/setup_torch_venv
+builds it: 5.5 GB, ~120 native files, ~48,000 fatbin entries). Prints, with the load average:
+
+  1. scan vs kernels        `archgap scan --python T` vs `archgap kernels SITE` (goal <= 2x),
+                            and the peak memory (max RSS) of scan (goal <= 150 MB)
+  2. probe document         bytes of `archgap probe --python T --json` (goal <= 1 MB)
+  3. fleet ingest           `fleet --from` 64 copies of that document vs 1 (goal <= 3x)
+  4. fan-out                --hosts targets (>= 256) whose transport replays the recorded probe
+                            output after --delay seconds, --jobs at a time, probed and judged as
+                            `fleet` does; vs the floor hosts / jobs x delay (goal <= 1.5x)
+  5. fleet memory           max RSS of `fleet --from` over 1,000 host documents
+  6. deep vs plain          `kernels --deep` vs `kernels` on the site-packages (goal <= 2.5x)
+
+Wall times are whole processes (what a user waits for), the median of --runs, warm page cache.
+Figures 6 and 7 of the issue (trace vs rg, kernels vs cuobjdump) are bench/trace_vs_rg.py and
+bench/kernels_vs_cuobjdump.py.
+
+Usage: .venv/bin/python bench/speed.py [--runs 3] [--hosts 256] [--jobs 32] [--delay 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+VENV = ROOT / "bench" / ".data" / "venv-torch"
+ARCHGAP = [sys.executable, "-m", "archgap"]
+# The archgap of this tree, whatever the venv has installed.
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def run(argv: list[str]) -> tuple[float, int, bytes]:
+    """(wall seconds, max RSS in KiB, stdout) of one whole process."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=ENV)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        data = out.read()
+    if proc.returncode not in (0, 1):
+        sys.exit(f"{' '.join(argv)} exited {proc.returncode}")
+    return elapsed, usage.ru_maxrss, data
+
+
+def timed(argv: list[str], runs: int) -> tuple[float, int, bytes]:
+    """Median wall time and the largest max RSS over ``runs`` runs (after one warm-up run)."""
+    run(argv)
+    results = [run(argv) for _ in range(runs)]
+    return (
+        statistics.median(r[0] for r in results),
+        max(r[1] for r in results),
+        results[-1][2],
+    )
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def report(label: str, value: str, goal: str) -> None:
+    print(f"{label:34} {value:48} {goal}  [{load()}]", flush=True)
+
+
+def host_documents(doc: dict[str, Any], count: int, folder: Path) -> Path:
+    """``count`` copies of one probe document, each with its own host name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        doc["target"] = doc["facts"]["host"] = f"node{i:04d}"
+        (folder / f"node{i:04d}.json").write_text(json.dumps(doc))
+    return folder
+
+
+def fan_out(recorded: Path, hosts: int, jobs: int, delay: float) -> tuple[float, int]:
+    """Seconds to probe and judge ``hosts`` replaying targets, and how many answered."""
+    from archgap.analysis.fleet import HostInput, fleet_report
+    from archgap.request import probe_request
+    from archgap.transport.run import TransportError, run_many
+    from archgap.transport.target import Target
+
+    # The transport: read the request as ssh would, wait like the network, print the recording.
+    script = f"cat >/dev/null; sleep {delay}; cat {shlex.quote(str(recorded))}"
+    targets = [
+        Target("via", f"replay{i:04d}", ("sh", "-c", script, "replay"), "python3")
+        for i in range(hosts)
+    ]
+    started = time.perf_counter()
+    inputs = [
+        HostInput(t.name, None, r.kind, r.message) if isinstance(r, TransportError) else
+        HostInput(t.name, r)
+        for t, r in run_many(targets, probe_request(), jobs, timeout=60 + delay)
+    ]  # fmt: skip
+    fleet = fleet_report(inputs)
+    return time.perf_counter() - started, len(fleet.hosts)
+
+
+def record_probe(python: Path, into: Path) -> None:
+    """The stdout of a real probe run through the remote loader (what ssh would bring back)."""
+    from archgap.request import probe_request
+    from archgap.transport.bootstrap import probe_input, remote_argv, stdin_payload
+    from archgap.transport.run import fill_python
+
+    request = fill_python(probe_request(), str(python))
+    payload = stdin_payload(probe_input(request))
+    done = subprocess.run(
+        remote_argv(sys.executable), input=payload, capture_output=True, env=ENV, check=True
+    )
+    into.write_bytes(done.stdout)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--hosts", type=int, default=256)
+    parser.add_argument("--jobs", type=int, default=32)
+    parser.add_argument("--delay", type=float, default=2.0)
+    parser.add_argument("--fleet-memory-hosts", type=int, default=1000)
+    args = parser.parse_args()
+    python = VENV / "bin" / "python"
+    sites = sorted(VENV.glob("lib/python*/site-packages"))
+    if not python.exists() or not sites:
+        sys.exit(f"no {VENV}: run bench/setup_torch_venv first")
+    site = str(sites[0])
+    print(f"torch environment {site}; {os.cpu_count()} CPUs; runs {args.runs}", flush=True)
+
+    kernels, kernels_rss, _ = timed([*ARCHGAP, "kernels", site], args.runs)
+    scan, scan_rss, _ = timed([*ARCHGAP, "scan", "--python", str(python)], args.runs)
+    report(
+        "1. scan vs kernels",
+        f"{scan:.2f} s vs {kernels:.2f} s = {scan / kernels:.2f}x",
+        "goal <= 2x",
+    )
+    report("   peak memory (max RSS)", f"scan {scan_rss / 1024:.0f} MB, kernels "
+           f"{kernels_rss / 1024:.0f} MB", "goal scan <= 150 MB")  # fmt: skip
+
+    _, _, probe_out = run([*ARCHGAP, "probe", "--python", str(python), "--json"])
+    report("2. probe document", f"{len(probe_out) / 1e6:.2f} MB", "goal <= 1 MB")
+
+    work = Path(tempfile.mkdtemp(prefix="archgap-speed-"))
+    doc = json.loads(probe_out)
+    one = host_documents(doc, 1, work / "one")
+    many = host_documents(doc, 64, work / "many")
+    ingest_one, _, _ = timed([*ARCHGAP, "fleet", "--from", str(one), "--json"], args.runs)
+    ingest_many, _, _ = timed([*ARCHGAP, "fleet", "--from", str(many), "--json"], args.runs)
+    report(
+        "3. fleet --from 64 docs vs 1",
+        f"{ingest_many:.2f} s vs {ingest_one:.2f} s = {ingest_many / ingest_one:.2f}x",
+        "goal <= 3x",
+    )
+
+    recorded = work / "recorded-probe.out"
+    record_probe(python, recorded)
+    seconds, answered = fan_out(recorded, args.hosts, args.jobs, args.delay)
+    floor = math.ceil(args.hosts / args.jobs) * args.delay
+    report(
+        f"4. fan-out {args.hosts} hosts, {args.jobs} jobs",
+        f"{seconds:.2f} s vs floor {floor:.1f} s = {seconds / floor:.2f}x ({answered} answered)",
+        "goal <= 1.5x",
+    )
+
+    thousand = host_documents(doc, args.fleet_memory_hosts, work / "thousand")
+    wall, rss, _ = run([*ARCHGAP, "fleet", "--from", str(thousand), "--json"])
+    report(
+        f"5. fleet --from {args.fleet_memory_hosts} hosts",
+        f"max RSS {rss / 1024:.0f} MB, {wall:.1f} s",
+        "bounded",
+    )
+
+    deep, _, _ = timed([*ARCHGAP, "kernels", "--deep", site], args.runs)
+    report(
+        "6. kernels --deep vs kernels",
+        f"{deep:.2f} s vs {kernels:.2f} s = {deep / kernels:.2f}x",
+        "goal <= 2.5x",
+    )
+    subprocess.run(["rm", "-rf", str(work)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
