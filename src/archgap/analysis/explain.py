@@ -44,8 +44,6 @@ _VERSION_KINDS: tuple[str, ...] = ("torch", "torch_cuda", "flashinfer", "nvcc", 
 _VERSION_KINDS += ("driver_cuda", "sglang", "triton", "flashinfer_cuda_version")
 # ... and as paths.
 _PATH_KINDS = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
-# Lines that are source code printed in a traceback, not messages.
-_CODE_LINES = ("raise ", "assert ", 'File "')
 # Writes that bind a name without computing a value for it.
 _NOT_VALUE_WRITES = ("parameter", "import", "global", "except-as", "del", "def", "class")
 
@@ -138,8 +136,6 @@ def match_signatures(log: ParsedLog, signatures: Sequence[Signature]) -> tuple[S
         workers, count = (warning.workers, warning.count) if warning else ((), 1)
         texts.append((text, line, workers, count, False))
     for text, line, workers, count, in_tb in texts:
-        if text.startswith(_CODE_LINES):
-            continue  # the source line a traceback prints under its frame, not a message
         for signature in signatures:
             match = signature.search(text)
             if match is None:
@@ -746,6 +742,17 @@ def _version_condition(
     return holds
 
 
+def _arch_of(focus: _Focus) -> tuple[str, ...]:
+    """The GPU's capability from the error itself ("Value 'sm_121a' is not defined" -> 12.1), for
+    signatures whose ``arch`` names the GPU; () otherwise."""
+    if not focus.signature.arch_is_gpu:
+        return ()
+    found = focus.signature.search(focus.primary.text)
+    arch = found.groupdict().get("arch") if found else None
+    cc = causes_.dotted(arch) if arch else None
+    return (cc,) if cc else ()
+
+
 def _resolution(steps: Sequence[str]) -> str:
     """How the nvcc was found, each source named once: "CUDA_HOME and CUDA_PATH unset; nvcc on
     PATH: /usr/bin/nvcc"."""
@@ -835,6 +842,8 @@ def _root_cause(
 def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
     evidence = "; ".join(judgement.evidence) or "none"
     if judgement.status == causes_.DETERMINED and judgement.cause is not None:
+        if not judgement.cause.when:  # the only known cause, whatever the versions
+            return f"{judgement.cause.text} (from the log and the knowledge base: {root.id})."
         return (
             f"{judgement.cause.text} (from the log and the knowledge base: {root.id}; the log's "
             f"evidence: {evidence})."
@@ -863,7 +872,7 @@ def _fixes(
     facts: Mapping[str, causes_.Known],
 ) -> tuple[FixSuggestion, ...]:
     signature, root = focus.signature, focus.root_signature
-    ccs = facts["cc"].exact if "cc" in facts else ()
+    ccs = facts["cc"].exact if "cc" in facts else _arch_of(focus)
     majors = {int(cc.split(".")[0]) for cc in ccs}
     if not majors and any("SM 12" in t for _, t in log.messages):
         majors.add(12)

@@ -178,12 +178,12 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         "gpu_cc",
         "capability",
         re.compile(
-            r"(?:which is of (?:cuda|compute) capability(?: \(CC\))?|Compute [Cc]apability:)"
-            r"\s*(\d{1,2}\.\d)\b"
+            r"(?:which is of (?:cuda|compute) capability(?: \(CC\))?|Compute [Cc]apability:"
+            r"|your GPU has capability \()\s*(\d{1,2}(?:\.|, )\d)\b"
         ),
     ),
     *(
-        ("gpu", gate, re.compile(r"\b((?:GeForce )?" + name + r")\b"))
+        ("gpu", gate, re.compile(r"\b((?:GeForce )?" + name + r")\b(?!\+)"))
         for gate, name in (
             ("rtx", r"RTX (?:PRO )?\d{4}(?: Ti| Ada)?"),
             ("gb10", r"GB10"),
@@ -200,7 +200,7 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("compute_capability", "sm_", re.compile(r"\bsm_(\d{2,3}[af]?)\b")),
     ("compute_capability", "capability", re.compile(r"capability (?:\(CC\) )?(\d{1,2}\.\d)\b")),
     ("compute_capability", "sm1", re.compile(r"\bSM(1\d{2})\b")),
-    ("torch", "pytorch", re.compile(r"PyTorch(?: version)?\s*:\s*(\d[\w.+]{1,30})")),
+    ("torch", "pytorch", re.compile(r"(?<!build )PyTorch(?: version)?\s*:\s*(\d[\w.+]{1,30})")),
     ("torch", "torch", re.compile(r"\btorch(?:==|\s{2,})(\d[\w.+]{1,30})")),
     # Versions named in prose ("flashinfer 0.2.5", "PyTorch 2.8.0+cu128", "nvcc 12.8").
     (
@@ -275,7 +275,7 @@ def _collect_evidence(
         if gate not in lowered or counts.get(kind, 0) >= MAX_EVIDENCE:
             continue
         for match in pattern.finditer(line.text):
-            value = match.group(1).strip().rstrip(".,;:)")
+            value = match.group(1).strip().rstrip(".,;:)").replace(", ", ".")
             if kind == "gpu" and (value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4):
                 continue
             if kind == "gpu" and any(
@@ -318,6 +318,7 @@ _MESSAGE_GATES = (
     "failed",
     "found gpu",
     "critical",
+    "only supports",
     "nccl",
     "illegal",
     "misaligned",
@@ -433,6 +434,10 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
             result = builder.result()
             if result is not None:
                 finished.append((builder, *result))
+            elif builder.frames and builder.frames[-1].code and len(messages) < 10_000:
+                # A traceback cut before its exception line: the raising code line is the
+                # nearest thing to a message ('raise ValueError("No available memory ...')
+                messages.append((builder.start, builder.frames[-1].code))
 
     for number, raw in enumerate(raw_lines, start=1):
         if len(raw) > MAX_LINE:
@@ -472,6 +477,10 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
                 chained = len(finished) - 1
             builders[worker] = _TracebackBuilder(number, worker, chained)
             stream = worker
+            rest = text.replace(_TRACEBACK_START, " ").strip()
+            if len(rest) > 40 and len(messages) < 10_000:
+                # A whole traceback flattened onto one line (pasted logs): keep it matchable.
+                messages.append((number, rest))
             continue
         if builder is not None:
             stream = worker

@@ -95,6 +95,7 @@ class Signature:
     secondary: bool = False  # a symptom whose cause is usually another signature
     explained_by: tuple[str, ...] = ()
     architecture: bool = True  # False: a known error that is not an architecture gap (OOM ...)
+    arch_is_gpu: bool = False  # the pattern's ``arch`` group names the GPU's own architecture
 
     def search(self, text: str) -> re.Match[str] | None:
         lowered = text.lower()
@@ -227,6 +228,7 @@ def _signature(entry: dict[str, Any]) -> Signature:
             secondary=bool(entry.get("secondary", False)),
             explained_by=tuple(entry.get("explained_by", ())),
             architecture=bool(entry.get("architecture", True)),
+            arch_is_gpu=bool(entry.get("arch_is_gpu", False)),
         )
     except (KeyError, TypeError, re.error) as exc:
         raise SignatureError(f"bad signature entry {entry.get('id', '?')}: {exc}") from exc
