@@ -9,6 +9,8 @@ gate takes its archs from torch's arch flags; the SM 12.x nvcc check came in 0.6
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from archgap.analysis.explain import Diagnosis, explain
@@ -73,6 +75,17 @@ def test_no_version_in_the_log_gives_a_conditional_diagnosis() -> None:
     assert "flashinfer-python is in [0.6.7, 0.7.1)" in d.root_cause
     assert any("pip show flashinfer-python" in item for item in d.decide)
     assert any("nvidia-smi" in item for item in d.decide)
+
+
+def test_versions_and_gpu_named_in_prose_are_evidence() -> None:
+    # An issue's text, not a log: the GPU and the FlashInfer release are named in sentences.
+    d = _diagnose(
+        "I run vLLM with flashinfer 0.2.5 on my RTX 5090 and get\n"
+        "RuntimeError: FlashInfer requires sm75+\n"
+    )
+    assert d.cause_status == "determined"
+    assert d.root_cause.startswith("flashinfer 0.2.x")
+    assert "flashinfer-python 0.2.5" in d.root_cause and "12.0" in d.root_cause
 
 
 def test_frames_that_contradict_every_cause_leave_it_undetermined() -> None:
@@ -181,3 +194,32 @@ def _minimal() -> dict[str, object]:
         "fixes": [],
         "source": "s",
     }
+
+
+@pytest.mark.parametrize(
+    ("report", "arch"),
+    [
+        ("xla-6523-wgmma-sm90.log", "9.0a"),  # wgmma on plain sm_90: Hopper needs sm_90a
+        ("fbgemm-4975-e2m1-sm120.log", "12.0a"),  # FP4 conversions on sm_120: needs sm_120a
+        ("lmdeploy-3806-tensormap-sm120.log", "12.0a"),
+    ],
+)
+def test_arch_specific_fix_names_the_target_of_the_failing_build(report: str, arch: str) -> None:
+    # PTX ISA: wgmma/setmaxnreg need sm_90a, block-scaled MMA and e2m1 conversions sm_100a/sm_120a;
+    # the plain target of the same GPU lacks them, so the fix is that GPU's 'a' target.
+    corpus = Path(__file__).parent.parent / "fixtures" / "explain_corpus"
+    d = _diagnose((corpus / report).read_text())
+    assert d.signature == "ptxas-needs-arch-specific-target"
+    env = next(f.text for f in d.fixes if f.kind == "env")
+    assert f'TORCH_CUDA_ARCH_LIST="{arch}"' in env
+    sm = arch.replace(".", "")
+    assert f"arch=compute_{sm},code=sm_{sm}" in env
+
+
+def test_instruction_of_another_architecture_is_not_an_a_suffix_problem() -> None:
+    # SageAttention#291: wgmma exists only on sm_90a; no suffix makes it compile for sm_120.
+    corpus = Path(__file__).parent.parent / "fixtures" / "explain_corpus"
+    d = _diagnose((corpus / "sageattention-291-wgmma-sm120.log").read_text())
+    assert d.signature == "ptxas-instruction-not-on-arch"
+    assert not any("12.0a" in f.text for f in d.fixes)
+    assert any('TORCH_CUDA_ARCH_LIST="12.0"' in f.text for f in d.fixes)
