@@ -55,8 +55,15 @@ def _run(
     """The probe's facts; a transport failure raises ``ProbeError``."""
     facts = run_probe(target, request, timeout, root, env_from)
     if isinstance(facts, TransportError):
-        raise ProbeError(str(facts) + (f"\n{facts.stderr}" if facts.stderr else ""))
+        raise ProbeError(describe(facts))
     return facts
+
+
+def describe(error: TransportError) -> str:
+    """A transport failure as text: its kind and message, then the tool's stderr when it says
+    more than the message already does (ssh's one line is usually the message itself)."""
+    extra = error.stderr.strip() if error.stderr else ""
+    return str(error) + (f"\n{extra}" if extra and extra not in error.message else "")
 
 
 def _facts(target: Target, request: dict[str, Any], timeout: float, root: str) -> dict[str, Any]:

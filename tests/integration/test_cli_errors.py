@@ -5,7 +5,9 @@ with the closest known ones. And `archgap gpus`, the list those names come from.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.helpers import DATA, json_output, run_cli
@@ -80,3 +82,41 @@ def test_gpus_lists_the_knowledge_base() -> None:
     assert text[1].split()[:4] == ["NVIDIA", "H100", "9.0", "sm_90"]
     assert text[-1] == "[1] https://developer.nvidia.com/cuda-gpus"
     one_error_line(run_cli("gpus", "H10"), "did you mean NVIDIA H100")
+
+
+def test_probe_stdout_is_always_one_json_document() -> None:
+    # A usage error too: engines that save probe's stdout get a document, not nothing.
+    result = run_cli("probe", "--sections", "nope")
+    assert result.returncode == 2
+    doc = json.loads(result.stdout)
+    assert doc["command"] == "probe" and "--sections" in doc["error"]
+    assert result.stderr.startswith("archgap: --sections")
+
+
+def test_standalone_probe_script_answers_help(tmp_path: Path) -> None:
+    script = tmp_path / "archgap-probe.py"
+    script.write_text(run_cli("probe", "--script").stdout)
+    helped = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert helped.returncode == 0 and helped.stdout.startswith("archgap probe, standalone")
+    assert "Usage: python3 archgap-probe.py [REQUEST_JSON]" in helped.stdout
+    bad = subprocess.run(
+        [sys.executable, str(script), "{not json"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("archgap-probe: REQUEST_JSON is not JSON")
+
+
+def test_fleet_reports_a_truncated_document_as_truncated(tmp_path: Path) -> None:
+    probe = run_cli("probe", "--sections", "gpu")
+    assert probe.returncode == 0, probe.stderr
+    (tmp_path / "cut.json").write_text(probe.stdout[: len(probe.stdout) // 2])
+    (tmp_path / "bad.json").write_text('{"a": 1,, }')
+    doc = json_output(run_cli("fleet", "--from", str(tmp_path), "--json"), "fleet")
+    kinds = {Path(u["name"]).name: (u["kind"], u["message"]) for u in doc["unreachable"]}
+    assert kinds["cut.json"][0] == "truncated" and "inside a value" in kinds["cut.json"][1]
+    assert kinds["bad.json"] == (
+        "not-json",
+        "invalid JSON at line 1 column 9: Expecting property name enclosed in double quotes",
+    )

@@ -50,6 +50,9 @@ def test_unreachable_host_is_a_probe_error() -> None:
     result = run_cli("scan", "--host", "root@127.0.0.1:1", "--gpu", "12.0", env=ssh_env())
     assert result.returncode == 2
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr
+    # ssh's one line is the message: printed once, not again as "stderr" below it.
+    assert result.stderr.count("Connection refused") == 1, result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_kernels_on_a_remote_host() -> None:

@@ -317,7 +317,9 @@ def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) 
     with out.status(f"probing {target.name}"):
         facts = run_probe(target, request, args.timeout, getattr(args, "root", "/"), env_from)
     if isinstance(facts, TransportError):
-        raise UsageError(str(facts) + (f"\n{facts.stderr.rstrip()}" if facts.stderr else ""))
+        from archgap.api import describe
+
+        raise UsageError(describe(facts))
     return facts
 
 

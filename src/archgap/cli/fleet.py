@@ -168,6 +168,20 @@ def _documents_in(text: str) -> list[Any]:
     return docs
 
 
+def _not_json(text: str) -> tuple[str, str]:
+    """Why a file holds no JSON document: cut off inside one (a probe killed mid-write, a full
+    disk), or no JSON at all."""
+    body = text.strip()
+    if body.startswith(("{", "[")):
+        try:
+            json.loads(body)
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(body) - 1 or "Unterminated string" in exc.msg:
+                return "truncated", f"the JSON stops after {len(body)} bytes, inside a value"
+            return "not-json", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    return "not-json", "no JSON document in the file"
+
+
 def read_documents(paths: list[str]) -> Iterator[Any]:
     """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded;
     one file at a time.
@@ -192,7 +206,7 @@ def read_documents(paths: list[str]) -> Iterator[Any]:
             continue
         docs = _documents_in(text)
         if not docs:
-            yield HostInput(str(file), None, "not-json", "no JSON document in the file")
+            yield HostInput(str(file), None, *_not_json(text))
         for doc in docs:
             yield _host_from_document(doc, file)
 

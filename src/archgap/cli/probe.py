@@ -63,8 +63,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="print a standalone Python (>= 3.8, stdlib only) probe script instead of running it",
     )
-    add_json_option(parser)
-    parser.set_defaults(run=run)
+    add_json_option(parser, ("json",))
+    # Always one JSON document on stdout (a failure too): what engines and `fleet --from` read.
+    parser.set_defaults(run=run, format="json")
 
 
 def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:

@@ -75,14 +75,24 @@ STANDALONE = (
 """archgap probe, standalone: prints this machine's facts as one JSON line (stdlib only).
 
 Usage: python3 archgap-probe.py [REQUEST_JSON]   (no file is written; Python >= 3.8)
+
+Without an argument it collects what `archgap probe --script` was asked for when this file was
+written; REQUEST_JSON replaces that request. The output is what `archgap fleet --from` reads.
 """
 import importlib, importlib.abc, importlib.util, json, sys
 sys.dont_write_bytecode = True
 _package = "{package}"
 _modules = {modules}
 _input = {input}
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    sys.stdout.write(__doc__.lstrip())
+    sys.exit(0)
 if len(sys.argv) > 1:
-    _input = json.loads(sys.argv[1])
+    try:
+        _input = json.loads(sys.argv[1])
+    except ValueError as exc:
+        sys.stderr.write("archgap-probe: REQUEST_JSON is not JSON (%s); see --help\\n" % exc)
+        sys.exit(2)
 _sources = dict((_package + ("." + k if k else ""), v) for k, v in _modules.items())
 '''
     + _MEMORY_PACKAGE
