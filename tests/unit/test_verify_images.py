@@ -94,10 +94,11 @@ def test_relocatable_cubins_are_not_offered(tmp_path: Path) -> None:
         os.close(other)
 
 
-def test_the_child_sees_pci_order_and_no_jit_cache() -> None:
-    env = child_env(System.local(environ={"PATH": "/usr/bin"}))
+def test_the_child_sees_pci_order_eager_loading_and_no_jit_cache() -> None:
+    env = child_env(System.local(environ={"PATH": "/usr/bin", "CUDA_MODULE_LOADING": "LAZY"}))
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # indices as nvidia-smi numbers GPUs
     assert env["CUDA_CACHE_DISABLE"] == "1"  # JIT timed from scratch, ~/.nv left alone
+    assert env["CUDA_MODULE_LOADING"] == "EAGER"  # every kernel reaches the GPU at load time
 
 
 @pytest.mark.parametrize(

@@ -58,8 +58,8 @@ def register(subparsers: Any) -> None:
         type=int,
         default=[],
         metavar="N",
-        help="load on this GPU (CUDA index in PCI bus order, as nvidia-smi numbers them); "
-        "repeatable. Default: one GPU of each model",
+        help="load on this GPU (CUDA index in PCI bus order, as nvidia-smi numbers them, among "
+        "those CUDA_VISIBLE_DEVICES leaves); repeatable. Default: one GPU of each model",
     )
     parser.add_argument(
         "--gpu-timeout",

@@ -60,11 +60,14 @@ def child_argv(source: str, *args: str) -> List[str]:
 
 
 def child_env(system: System) -> Dict[str, str]:
-    """The target's environment; GPU indices in PCI bus order, as nvidia-smi numbers them, and
-    the driver's JIT cache off: a JIT is timed from scratch (a first start's cost), and nothing
-    is written to the user's ~/.nv/ComputeCache."""
+    """The target's environment; GPU indices in PCI bus order, as nvidia-smi numbers them; eager
+    module loading (with lazy loading, the default since CUDA 12.2, a kernel's code reaches the
+    GPU only when it is first used, so a failure would hide until then); and the driver's JIT
+    cache off: a JIT is timed from scratch (a first start's cost), and nothing is written to the
+    user's ~/.nv/ComputeCache."""
     env = system._child_env()
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_MODULE_LOADING"] = "EAGER"
     env["CUDA_CACHE_DISABLE"] = "1"
     return env
 
