@@ -159,7 +159,8 @@ def _check_line(check: Check) -> str:
     predicted = "" if check.agrees else f" (scan: {check.predicted})"
     line = f"  {mark} [{style}]{check.observed}[/]{predicted} {name} — {escape(_observed(check))}"
     for failure in check.failures:
-        line += f"\n      [bold red]not loaded:[/] {escape(failure.image)}: {failure.error}"
+        why = failure.error or failure.error_log or "not loaded"
+        line += f"\n      [bold red]not loaded:[/] {escape(failure.image)}: {escape(why)}"
     return line
 
 
