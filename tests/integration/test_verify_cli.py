@@ -288,3 +288,21 @@ def test_the_python_api(driver_dir: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert (check.predicted, check.observed, check.target) == ("jit", "jit", "compute_89")
     assert [a.error for a in check.attempts] == ["CUDA_ERROR_NO_BINARY_FOR_GPU"] * 2
     assert report.agreements == 1 and report.disagreements == ()
+
+
+def test_ptx_the_driver_cannot_compile_is_a_bug_report(driver_dir: Path, tmp_path: Path) -> None:
+    # libptxonly.so's compute_80 entry (header at 0x2058) with its zstd payload damaged: the
+    # headers still say compute_80 PTX, so the scan predicts a JIT; the driver cannot compile it.
+    damaged = tmp_path / "libptxonly.so"
+    data = bytearray((CUDA_BIN / "libptxonly.so").read_bytes())
+    header_size = int.from_bytes(data[0x2058 + 4 : 0x2058 + 8], "little")
+    payload = 0x2058 + header_size
+    assert data[payload : payload + 4] == b"\x28\xb5\x2f\xfd"  # the zstd frame magic
+    data[payload + 16 : payload + 64] = bytes(48)
+    damaged.write_bytes(bytes(data))
+    result = verify(driver_dir, str(damaged), devices="9.0")
+    assert result.returncode == 1
+    assert "DISAGREE none (scan: jit) libptxonly.so" in result.stdout
+    assert "not loaded: compute_80 PTX in .nv_fatbin at 0x2058: CUDA_ERROR_INVALID_PTX" in (
+        result.stdout
+    )
