@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
@@ -18,6 +18,9 @@ from archgap.analysis.verify import VerifyReport
 from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportError, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
+
+if TYPE_CHECKING:
+    from archgap.probe.fatbin import Progress
 
 __all__ = ["ProbeError", "ScanReport", "VerifyReport", "report_from_facts", "scan", "verify"]
 
@@ -33,16 +36,19 @@ def scan(
     env_from: str | None = None,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
+    progress: Progress | None = None,
 ) -> ScanReport:
     """Scan an environment's native libraries and toolchains; judge each package on each GPU.
 
     ``target`` says where (this machine, an ssh host, a container...); ``env_from`` names the
     service's environment there (a PID or an env file). Raises ``ProbeError`` when no facts
-    could be collected and ``UnknownGpu`` for an unknown GPU name.
+    could be collected and ``UnknownGpu`` for an unknown GPU name. ``progress(done, total, path)``
+    is told as native files are read (on this machine; a remote probe cannot tell).
     """
     for name in gpus:
         resolve_gpu(name)  # a bad name fails before anything is probed
-    facts = _run(target, probe_request(DEFAULT_SECTIONS, python), timeout, root, env_from)
+    request = probe_request(DEFAULT_SECTIONS, python)
+    facts = _run(target, request, timeout, root, env_from, progress)
     env_problem = (facts.get("errors") or {}).get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
@@ -50,10 +56,15 @@ def scan(
 
 
 def _run(
-    target: Target, request: dict[str, Any], timeout: float, root: str, env_from: str | None = None
+    target: Target,
+    request: dict[str, Any],
+    timeout: float,
+    root: str,
+    env_from: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The probe's facts; a transport failure raises ``ProbeError``."""
-    facts = run_probe(target, request, timeout, root, env_from)
+    facts = run_probe(target, request, timeout, root, env_from, progress)
     if isinstance(facts, TransportError):
         raise ProbeError(describe(facts))
     return facts

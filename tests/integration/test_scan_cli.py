@@ -7,6 +7,11 @@ Expected verdicts follow from the nvcc command lines in tests/fixtures/cuda/buil
 - libptxonly.so: PTX compute_80 only.
 """
 
+import os
+import pty
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +86,36 @@ def test_unknown_gpu_and_missing_interpreter_are_usage_errors(venv: Path) -> Non
     result = run_cli("scan", "--python", "/nonexistent/bin/python", "--gpu", "12.0")
     assert result.returncode == 2
     assert "cannot run /nonexistent/bin/python" in result.stdout + result.stderr
+
+
+FOOTER = re.compile(
+    r"3 native files read in \d+\.\d\d s, the rest of the probe \d+\.\d\d s, "
+    r"analysis \d+\.\d\d s \(\d+\.\d\d s in all\)"
+)
+
+
+def test_progress_on_a_terminal_only_and_the_footer_names_where_the_time_went(venv: Path) -> None:
+    piped = run_cli("scan", "--python", str(venv), "--gpu", "12.0")
+    assert FOOTER.search(piped.stdout), piped.stdout
+    assert "reading native files" not in piped.stderr  # no progress into a pipe
+    # stderr on a terminal (a pty): n/N of the three native files of the venv fixture.
+    controller, terminal = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "archgap", "scan", "--python", str(venv), "--gpu", "12.0"],
+        stdout=subprocess.PIPE, stderr=terminal, text=True,
+    ) as proc:  # fmt: skip
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stdout = proc.stdout.read() if proc.stdout else ""
+    os.close(controller)
+    assert proc.returncode == 0
+    assert re.search(rb"reading native files.*3/3", shown), shown[-400:]
+    assert FOOTER.search(stdout), stdout

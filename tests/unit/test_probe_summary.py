@@ -89,3 +89,21 @@ def test_fleet_judges_an_old_detailed_document_as_the_summary() -> None:
     new_host = summarise_host("h", json.loads(json.dumps(new)), ["8.6", "12.0"])
     assert old_host.coverage and old_host.coverage == new_host.coverage
     assert old_host.fingerprint == new_host.fingerprint
+
+
+def read_telling(deep: bool) -> tuple[list[BinaryFacts], list[tuple[int, int, str]]]:
+    told: list[tuple[int, int, str]] = []
+    found = list(walk_binaries([str(CUDA_BIN)], deep, lambda *args: told.append(args)))
+    return found, told
+
+
+def test_reading_tells_progress_and_the_probe_times_each_section() -> None:
+    for deep in (False, True):
+        found, told = read_telling(deep)
+        total = len(found)
+        assert [done for done, _, _ in told] == list(range(1, total + 1))
+        assert {t for _, t, _ in told} == {total}
+        assert sorted(path for _, _, path in told) == sorted(f.path for f in found)
+    facts = collect({"binaries": {"paths": [str(CUDA_BIN)]}, "gpu": {}}, System.local())
+    assert set(facts["seconds"]) == {"binaries", "gpu"}
+    assert all(isinstance(v, float) and v >= 0 for v in facts["seconds"].values())

@@ -5,6 +5,7 @@ Pure: the facts may come from this machine or any other (``archgap probe``, a fl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -32,6 +33,8 @@ class ScanReport:
     jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (fails/unknown only)
     collection_errors: tuple[Problem, ...] = ()  # probe sections that failed
     caches: CacheReport | None = None  # the JIT caches of the environment's user
+    # Where the time went: each probe section on the target (reading), then "analysis" (here).
+    seconds: tuple[tuple[str, float], ...] = ()
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
@@ -129,6 +132,7 @@ def report_from_facts(
     Raises ``UnknownGpu`` for a GPU name no table knows and ``DecodeError`` for facts that do
     not have the probe's shape.
     """
+    started = time.perf_counter()
     errors = tuple(Problem(f"probe: {k}", str(v)) for k, v in (facts.get("errors") or {}).items())
     gpu_facts = _section(facts, "gpu", GpuFacts) or GpuFacts((), None, None, "none")
     env = _section(facts, "python", PythonEnvironment) or PythonEnvironment("", "", (), (), ())
@@ -147,7 +151,22 @@ def report_from_facts(
         if isinstance(cache_data, dict)
         else None
     )
-    return ScanReport(env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches)
+    seconds = (*_probe_seconds(facts), ("analysis", time.perf_counter() - started))
+    return ScanReport(
+        env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds
+    )
+
+
+def _probe_seconds(facts: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """The probe's own timing per section (absent from older probes' documents)."""
+    given = facts.get("seconds")
+    if not isinstance(given, dict):
+        return ()
+    return tuple(
+        (str(name), float(value))
+        for name, value in given.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    )
 
 
 def _isa_tuple(isa: str | None) -> tuple[int, int] | None:

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -196,22 +197,51 @@ class Output:
         if self.json_mode or not self.interactive:
             yield lambda _item: None
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("[dim]{task.fields[item]}"),
-        )
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        with _progress_bar(auto_refresh=True) as bar:
             task = bar.add_task(label, total=total, item="")
 
             def advance(item: str) -> None:
                 bar.update(task, advance=1, item=item[-60:])
 
             yield advance
+
+    @contextmanager
+    def counter(self, label: str) -> Iterator[Callable[[int, int, str], None]]:
+        """n/N progress that the work tells: yields ``tell(done, total, item)``. On a terminal
+        only (silent in a pipe or with --json), and without a refresh thread, so work that forks
+        a helper process (a deep kernel read) may run under it."""
+        if self.json_mode or not self.interactive:
+            yield lambda _done, _total, _item: None
+            return
+        with _progress_bar(auto_refresh=False) as bar:
+            task = bar.add_task(label, total=None, item="")
+            shown = [0.0]
+
+            def tell(done: int, total: int, item: str) -> None:
+                name = item.rsplit("/", 1)[-1][-40:]  # the file's name: n/N stays in view
+                bar.update(task, completed=done, total=total, item=name)
+                now = time.monotonic()
+                if now - shown[0] >= 0.1 or done >= total:  # at most 10 redraws a second
+                    shown[0] = now
+                    bar.refresh()
+
+            yield tell
+
+
+def _progress_bar(auto_refresh: bool) -> Any:
+    """A transient rich progress bar on stderr: label, bar, n/N, the current item."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[dim]{task.fields[item]}"),
+    )
+    return Progress(
+        *columns, console=Console(stderr=True), transient=True, auto_refresh=auto_refresh
+    )
 
 
 def add_target_options(

@@ -89,8 +89,14 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     target = target_from_args(args)
     started = time.monotonic()
     try:
-        with out.status(f"scanning {target.name}"):
-            report = scan(args.python, named, target, args.env_from, args.root, args.timeout)
+        if target.is_local:  # n/N as the native files are read
+            with out.counter("reading native files") as tell:
+                report = scan(
+                    args.python, named, target, args.env_from, args.root, args.timeout, tell
+                )
+        else:  # a remote probe tells nothing until it is done
+            with out.status(f"scanning {target.name}"):
+                report = scan(args.python, named, target, args.env_from, args.root, args.timeout)
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
     except ProbeError as exc:
@@ -264,4 +270,18 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
         if gaps
         else "[green]no gap[/] on a present or named GPU"
     )
-    out.print(f"\n{verdict} · {len(report.binaries)} native files read in {elapsed:.2f} s")
+    out.print(f"\n{verdict} · {_where_the_time_went(report, elapsed)}")
+
+
+def _where_the_time_went(report: ScanReport, elapsed: float) -> str:
+    """Reading the files, the rest of the probe, the analysis here: each named, so a slow
+    analysis is not blamed on the files."""
+    files = f"{len(report.binaries)} native files"
+    seconds = dict(report.seconds)
+    if "binaries" not in seconds:  # an older probe: only the total is known
+        return f"{files} read in {elapsed:.2f} s"
+    probing = sum(v for k, v in seconds.items() if k not in ("binaries", "analysis"))
+    return (
+        f"{files} read in {seconds['binaries']:.2f} s, the rest of the probe "
+        f"{probing:.2f} s, analysis {seconds.get('analysis', 0.0):.2f} s ({elapsed:.2f} s in all)"
+    )

@@ -13,15 +13,20 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from typing import Any, Dict, Mapping
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from .collect import collect
 from .envsource import system_with_env_from
 from .system import System
 
+if TYPE_CHECKING:
+    from .fatbin import Progress
 
-def run(payload: Mapping[str, Any]) -> Dict[str, Any]:
-    """Collect the facts a request asks for; never raises (a bad input becomes an error value)."""
+
+def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict[str, Any]:
+    """Collect the facts a request asks for; never raises (a bad input becomes an error value).
+
+    ``progress`` (in-process callers only) is told as the binaries are read."""
     request = payload.get("request")
     if not isinstance(request, dict):
         return {"errors": {"request": "expected an object mapping section -> parameters"}}
@@ -35,6 +40,8 @@ def run(payload: Mapping[str, Any]) -> Dict[str, Any]:
     if env_from:
         service_system, env_problem = system_with_env_from(str(env_from), system)
         system = service_system or system
+    if progress is not None:
+        system = replace(system, progress=progress)
     facts = collect(request, system)
     if env_problem:
         facts.setdefault("errors", {})["env_from"] = env_problem

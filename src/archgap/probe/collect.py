@@ -12,6 +12,7 @@ import importlib
 import os
 import socket
 import sys
+import time
 from typing import Any, Callable, Dict, Mapping, Tuple
 
 from .facts import FACTS_VERSION
@@ -46,6 +47,7 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         "env_source": system.env_source,
         "sections": {},
         "errors": {},
+        "seconds": {},  # what each section took on the target (reading, not analysis)
     }
     binaries = request.get("binaries")
     deferred = binaries.get("of_python") if isinstance(binaries, dict) else None
@@ -69,9 +71,11 @@ def _run_section(facts: Dict[str, Any], name: str, params: Any, system: System) 
         facts["errors"][name] = "unknown section"
         return
     module_name, function_name = SECTIONS[name]
+    started = time.monotonic()
     try:
         module = importlib.import_module("." + module_name, __package__)
         function: Callable[[System, Any], Any] = getattr(module, function_name)
         facts["sections"][name] = function(system, params)
     except Exception as exc:  # a broken section is a value; the rest of the probe goes on
         facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
+    facts["seconds"][name] = round(time.monotonic() - started, 3)

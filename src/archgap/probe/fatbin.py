@@ -37,7 +37,7 @@ import struct
 import sys
 import threading
 from dataclasses import replace
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .facts import BinaryFacts, KernelEntry
 from .forked import in_two_processes
@@ -907,11 +907,14 @@ def _walk_directory(  # noqa: C901 (over the ratchet; to split)
         stack.extend(reversed(subdirs))
 
 
-def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFacts]:
-    """``read_binary`` over every file under ``paths`` (see the module doc for which files)."""
+def walk_binaries(
+    paths: Iterable[str], deep: bool = False, progress: Optional[Progress] = None
+) -> Iterator[BinaryFacts]:
+    """``read_binary`` over every file under ``paths`` (see the module doc for which files);
+    ``progress(done, total, path)`` is called as files are read."""
     found = list(discover(paths))
     to_read = [path for path, ready in found if ready is None]
-    read = iter(read_binaries(to_read, deep))
+    read = iter(read_binaries(to_read, deep, progress))
     for _, ready in found:
         yield next(read) if ready is None else replace(ready, deep=deep)
 
@@ -922,9 +925,26 @@ def walk_binaries(paths: Iterable[str], deep: bool = False) -> Iterator[BinaryFa
 # below this many bytes of files a second process does not win back its start and transfer.
 HELPER_MIN_BYTES = 256 << 20
 QUEUE_RECORD = struct.Struct("<I")  # one file index in the work queue
+Progress = Callable[[int, int, str], None]  # (files done, files in all, the last one)
 
 
-def read_binaries(paths: List[str], deep: bool = False) -> List[BinaryFacts]:
+class _Tally:
+    """Files read so far, told to a ``Progress`` (files the helper read count when they come)."""
+
+    def __init__(self, total: int, progress: Optional[Progress]) -> None:
+        self.done = 0
+        self.total = total
+        self.progress = progress
+
+    def __call__(self, path: str, files: int = 1) -> None:
+        self.done += files
+        if self.progress is not None:
+            self.progress(self.done, self.total, path)
+
+
+def read_binaries(
+    paths: List[str], deep: bool = False, progress: Optional[Progress] = None
+) -> List[BinaryFacts]:
     """``read_binary`` over ``paths``; the results are in the order of ``paths``.
 
     With ``deep``, when the files hold at least ``HELPER_MIN_BYTES`` and a CPU is idle, a forked
@@ -933,6 +953,7 @@ def read_binaries(paths: List[str], deep: bool = False) -> List[BinaryFacts]:
     process gives, in the same order; whatever goes wrong with the helper only means this
     process reads its files."""
     results: List[Optional[BinaryFacts]] = [None] * len(paths)
+    tally = _Tally(len(paths), progress)
     if deep and len(paths) > 1 and _helper_allowed():
         sizes = []
         for path in paths:
@@ -947,9 +968,12 @@ def read_binaries(paths: List[str], deep: bool = False) -> List[BinaryFacts]:
             # pipe never blocks, so the whole queue is in place before the fork.
             per_round = max(1, getattr(select, "PIPE_BUF", 512) // QUEUE_RECORD.size)
             for at in range(0, len(order), per_round):
-                _read_shared(paths, order[at : at + per_round], deep, results)
-    return [read_binary(paths[i], deep) if facts is None else facts
-            for i, facts in enumerate(results)]  # fmt: skip
+                _read_shared(paths, order[at : at + per_round], deep, results, tally)
+    for i, facts in enumerate(results):
+        if facts is None:
+            results[i] = read_binary(paths[i], deep)
+            tally(paths[i])
+    return [facts for facts in results if facts is not None]
 
 
 def _helper_allowed() -> bool:
@@ -977,7 +1001,11 @@ def _take(queue: int) -> Iterator[int]:
 
 
 def _read_shared(
-    paths: List[str], indices: List[int], deep: bool, results: List[Optional[BinaryFacts]]
+    paths: List[str],
+    indices: List[int],
+    deep: bool,
+    results: List[Optional[BinaryFacts]],
+    tally: Callable[[str], None] = lambda _path: None,
 ) -> None:
     """Read ``paths[i]`` for ``i`` in ``indices`` in this process and one forked helper, each
     taking the next index from a pipe; fills ``results``. Files the helper took but did not
@@ -998,10 +1026,12 @@ def _read_shared(
         def here() -> None:
             for i in _take(queue_r):
                 results[i] = read_binary(paths[i], deep)
+                tally(paths[i])
 
         _, sent = in_two_processes(helper, here)
         for i, facts in pickle.loads(sent) if sent else ():
             results[i] = facts
+            tally(paths[i])
     except Exception:  # a failed pipe, fork or transfer: the caller reads what is missing
         pass
     finally:
@@ -1018,7 +1048,7 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
     one (``probe.summary``)."""
     paths = [str(p) for p in params.get("paths") or []]
     detail = bool(params.get("detail", True))
-    found = walk_binaries(paths, bool(params.get("deep", False)))
+    found = walk_binaries(paths, bool(params.get("deep", False)), system.progress)
     return [binary_json(facts, detail) for facts in found]
 
 

@@ -17,7 +17,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 DEFAULT_TIMEOUT = 10.0
 KILL_GRACE = 2.0  # seconds to reap a killed command before abandoning it
@@ -254,6 +254,10 @@ class System:
     env: Tuple[Tuple[str, str], ...] = field(default_factory=tuple)
     env_source: str = "shell"  # "shell", "/proc/PID/environ", a file name
     timeout: float = 30.0  # the most any one command may take (the caller's --timeout)
+    # In-process runs only: told (files done, files in all, path) as the binaries are read.
+    progress: Optional[Callable[[int, int, str], None]] = field(
+        default=None, compare=False, repr=False
+    )
 
     @classmethod
     def local(

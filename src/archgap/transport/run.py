@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.probe.system import RUN_MARK, communicate, new_mark, stop_process_group
 from archgap.transport.bootstrap import (
@@ -25,6 +25,9 @@ from archgap.transport.bootstrap import (
     stdin_payload,
 )
 from archgap.transport.target import DEFAULT_TIMEOUT, Target
+
+if TYPE_CHECKING:
+    from archgap.probe.fatbin import Progress
 
 # Kinds of failure, each with its own message (the JSON contract names them).
 UNREACHABLE = "unreachable"
@@ -189,14 +192,16 @@ def run_probe(
     timeout: float = DEFAULT_TIMEOUT,
     root: str = "/",
     env_from: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any] | TransportError:
-    """The facts ``request`` asks for, collected on ``target`` by the same probe code as locally."""
+    """The facts ``request`` asks for, collected on ``target`` by the same probe code as locally;
+    ``progress`` is told as the binaries are read (on this machine only)."""
     if target.is_local:
         from archgap.probe.__main__ import run
 
         # Through JSON, so local facts have exactly the shape remote ones have (lists, not tuples).
         probe_in = probe_input(request, root, env_from, timeout)
-        facts: dict[str, Any] = json.loads(json.dumps(run(probe_in)))
+        facts: dict[str, Any] = json.loads(json.dumps(run(probe_in, progress)))
         return facts
     payload = stdin_payload(
         probe_input(fill_python(request, target.python), root, env_from, timeout)
