@@ -50,6 +50,10 @@ ELF_MAGIC = b"\x7fELF"
 # ELF version 1 image, the only kind cubin_at accepts (7 bytes: searched ~25 % faster than 4).
 CUBIN_IDENT = ELF_MAGIC + b"\x02\x01\x01"
 READAHEAD_MIN = 1 << 20  # searched ranges at least this large get the kernel's read-ahead back
+# A deep search looks at this many bytes at a time, and hands the pages it has left behind back
+# (MADV_DONTNEED: they stay in the page cache), so the memory of a scan does not grow with the
+# largest data section (cuBLASLt's are 100 MB): 32 MiB ~ the time of 10 ms of searching.
+SEARCH_WINDOW = 32 << 20
 AR_MAGIC = b"!<arch>\n"
 THIN_AR_MAGIC = b"!<thin>\n"
 
@@ -189,6 +193,7 @@ class _Reader:
         self.size = size
         self.deep = deep
         self.fd = fd  # for SEEK_DATA: holes of a sparse file are zero and never touched
+        self.extent = (0, 0)  # the stretch of file data data_at found last
         self.entries: List[KernelEntry] = []
         self.errors: List[str] = []
         self.error_count = 0
@@ -210,6 +215,9 @@ class _Reader:
     def data_at(self, pos: int, end: int) -> Tuple[int, int]:
         """[start, stop) of the first stretch of file data in [pos, end), skipping holes of a
         sparse file; (end, end) when only holes are left."""
+        known_start, known_stop = self.extent
+        if known_start <= pos < known_stop:  # no system call: most files are one stretch
+            return pos, min(known_stop, end)
         if self.fd < 0 or not hasattr(os, "SEEK_DATA"):
             return pos, end
         try:
@@ -219,6 +227,7 @@ class _Reader:
             if exc.errno == errno.ENXIO:  # nothing but a hole up to the end of the file
                 return end, end
             return pos, end
+        self.extent = (start, stop)
         return min(start, end), min(stop, end)
 
     def fail(self, message: str) -> None:
@@ -254,7 +263,10 @@ class _Reader:
         """Containers laid back to back in [start, end) (``.nv_fatbin``, a ``.fatbin`` file)."""
         label = section or "fatbin"
         pos = start
+        released = start - start % mmap.PAGESIZE
         while pos + CONTAINER_HEADER.size <= end:
+            if pos - released >= SEARCH_WINDOW:  # each header read maps ~64 KiB around it
+                released = self.release(released, pos)
             if self.buf[pos : pos + 4] != CONTAINER_MAGIC:
                 found = self.buf.find(CONTAINER_MAGIC, pos, end)
                 stop = end if found < 0 else found
@@ -294,9 +306,12 @@ class _Reader:
     ) -> None:
         buf = self.buf
         label = section or "fatbin"
+        released = pos - pos % mmap.PAGESIZE
         while pos + ENTRY_HEADER.size <= end:
             if pos in self.seen_entries:  # the rest of this chain was read from another start
                 return
+            if pos - released >= SEARCH_WINDOW:  # each header read maps ~64 KiB around it
+                released = self.release(released, pos)
             self.spend(1)
             (kind_code, _, header_size, payload_size, compressed_size, _, minor, major, arch,
              _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack_from(buf, pos)  # fmt: skip
@@ -389,33 +404,41 @@ class _Reader:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
         pos = start
+        released = start - start % mmap.PAGESIZE  # pages before this were handed back
         while pos < end:
+            if pos - released >= SEARCH_WINDOW:
+                released = self.release(released, pos)
             if buf[pos : pos + 4] == CONTAINER_MAGIC:
                 hit = pos  # the next container follows the last one directly: no search
             else:
                 pos, data_end = self.data_at(pos, end)  # holes of a sparse file hold nothing
                 if pos >= end:
-                    return
+                    break
+                # One window at a time; a magic that starts in it may end past it.
+                window_end = min(data_end, pos + SEARCH_WINDOW)
                 # The 4-byte magic, not the 8-byte fixed header: a needle ending in 0xba is
                 # searched ~20 % faster than one ending in 0x00 (zero bytes fill data sections).
-                hit = buf.find(CONTAINER_MAGIC, pos, data_end)
-                gap_end = data_end if hit < 0 else hit
+                hit = buf.find(CONTAINER_MAGIC, pos, min(data_end, window_end + 3))
+                gap_end = window_end if hit < 0 else hit
+                # The cubin ident search covers the same bytes: idents that start before
+                # gap_end (with no container in the window, one may end past it).
+                ident_end = min(data_end, gap_end + len(CUBIN_IDENT) - 1) if hit < 0 else hit
                 self.spend((gap_end - pos) >> 9)  # two searches: one unit per KiB each
                 # A valid container is rarely inside a cubin; cubins end where their sections do.
-                cubin = buf.find(CUBIN_IDENT, pos, gap_end)
+                cubin = buf.find(CUBIN_IDENT, pos, ident_end)
                 while cubin >= 0:
                     cubin_end = self.cubin_at(cubin, end, section, False, member)
                     if cubin_end > gap_end:  # the container candidate was inside this cubin
                         break
                     next_from = cubin_end if cubin_end > cubin else cubin + 1
-                    cubin = buf.find(CUBIN_IDENT, next_from, gap_end)
+                    cubin = buf.find(CUBIN_IDENT, next_from, ident_end)
                 else:
                     cubin_end = -1
                 if cubin_end > gap_end:
                     pos = cubin_end
                     continue
                 if hit < 0:
-                    pos = data_end
+                    pos = window_end
                     continue
             if self.valid_container_at(hit, end):
                 fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
@@ -426,6 +449,15 @@ class _Reader:
                 pos = body + fat_size
             else:
                 pos = hit + 1
+
+    def release(self, start: int, stop: int) -> int:
+        """Hand the mapped pages of [start, stop) back (the page cache keeps them; a later read
+        maps them again); returns where the next release starts."""
+        upto = stop - stop % mmap.PAGESIZE
+        if upto > start and hasattr(self.buf, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            with contextlib.suppress(OSError, ValueError):
+                self.buf.madvise(mmap.MADV_DONTNEED, start, upto - start)
+        return max(start, upto)
 
     # -- ELF ---------------------------------------------------------------------------------
 
@@ -549,6 +581,8 @@ class _Reader:
                     self.walk_containers(offset, end, name, is_object, member)
             else:
                 self.search_section(offset, end, name, member)
+            if end - offset >= READAHEAD_MIN:  # the pages of a big section, read: handed back
+                self.release(offset - offset % mmap.PAGESIZE, end)
         return "elf"
 
     def plausible_cubin(self, base: int, fields: Tuple[Any, ...]) -> bool:
