@@ -15,8 +15,6 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 def _cache_lines(cache: AuditedCache) -> list[str]:
     where = f" on {cache.filesystem}" if cache.filesystem else ""
     head = f"  {cache.cache} {escape(cache.path)} [dim]({escape(cache.found_by)}{where})[/]"
-    if not cache.exists:
-        return [head + " [dim]absent[/]"]
     lines = [
         head + f" {len(cache.entries)} build(s)" + (", more not read" if cache.truncated else "")
     ]
@@ -44,5 +42,9 @@ def cache_lines(report: CacheReport) -> list[str]:
     source = f"environment: {report.env_source}" + (f", HOME {report.home}" if report.home else "")
     lines = ["", f"[bold]JIT caches[/] ({escape(source)}; read only, nothing is deleted)"]
     for cache in report.caches:
-        lines += _cache_lines(cache)
+        if cache.exists:
+            lines += _cache_lines(cache)
+    absent = [f"{c.cache} {c.path}" for c in report.caches if not c.exists]
+    if absent:
+        lines.append(f"  [dim]absent: {escape(', '.join(absent))}[/]")
     return lines
