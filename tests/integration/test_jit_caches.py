@@ -246,3 +246,39 @@ def test_remote_host_reports_its_own_users_cache(binaries: dict[str, Path]) -> N
     assert doc["caches"]["home"] == str(remote_home)
     (t4,) = by_key(doc, "torch_extensions").values()
     assert verdicts(t4) == {"H100": "none"} and kinds(t4) == [("other-gpu", "error")]
+
+
+def test_fleet_flags_a_cache_shared_over_nfs_by_different_gpus(
+    tmp_path: Path, binaries: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two hosts mount the same NFS export at /home; one has an H100, the other a GB10. Their cache
+    # sections are collected by the real probe over recorded trees (no GPU here: the gpu sections
+    # are written as nvidia-smi would report them).
+    from archgap.probe.jit_caches import collect_caches
+    from archgap.probe.system import System
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for host, name, cc in (
+        ("gpu01", "NVIDIA H100 80GB HBM3", "9.0"),
+        ("spark1", "NVIDIA GB10", "12.1"),
+    ):
+        root = tmp_path / host
+        (root / "proc" / "self").mkdir(parents=True)
+        (root / "proc" / "self" / "mountinfo").write_text(
+            "98 22 0:53 / /home rw,relatime shared:45 - nfs4 fs01:/export/home rw,vers=4.2\n"
+        )
+        torch_cache(root / "home" / "u" / ".cache" / "torch_extensions", binaries)
+        caches = collect_caches(System(root=str(root), env=(("HOME", "/home/u"),)), {})
+        gpu = {"index": 0, "name": name, "uuid": "GPU-0", "compute_capability": cc}
+        sections = {"gpu": {"gpus": [{**gpu, "source": "nvidia-smi"}]}, "caches": caches}
+        facts = {"host": host, "sections": sections, "errors": {}}
+        (docs / f"{host}.json").write_text(json.dumps(facts))
+    main(["fleet", "--from", str(docs), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, schema("fleet"))
+    shared = [s for s in doc["shared_caches"] if s["cache"] == "torch_extensions"]
+    assert [(s["share"], s["compute_capabilities"]) for s in shared] == [
+        ("fs01:/export/home u/.cache/torch_extensions", ["12.1", "9.0"])
+    ]
+    assert shared[0]["hosts"] == ["gpu01 (9.0)", "spark1 (12.1)"]

@@ -17,7 +17,7 @@ filesystem holds builds for GPUs other than this host's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,3 +298,81 @@ def audit_caches(
             )
         )
     return CacheReport(data.get("home"), str(data.get("env_source") or ""), tuple(audited))
+
+
+@dataclass(frozen=True)
+class SharedCache:
+    """One cache on a network filesystem that hosts with different GPUs use."""
+
+    cache: str
+    share: str  # "fs01:/export/home u/.cache/torch_extensions" (mount source + path below it)
+    filesystem: str
+    hosts: tuple[str, ...]  # "gpu01 (9.0)"
+    compute_capabilities: tuple[str, ...]
+    message: str
+
+
+def _host_capabilities(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    gpus = ((facts.get("sections") or {}).get("gpu") or {}).get("gpus") or ()
+    return tuple(sorted({str(g.get("compute_capability")) for g in gpus if isinstance(g, dict)}))
+
+
+def _share_key(root: CacheRoot) -> tuple[str, str] | None:
+    if not (root.network and root.exists and root.mount_point):
+        return None
+    below = root.path[len(root.mount_point) :].lstrip("/")
+    return root.mount_source or f"{root.filesystem}:{root.mount_point}", below
+
+
+@dataclass(frozen=True)
+class ShareUse:
+    """One host's use of a cache on a network filesystem (what a fleet keeps per host)."""
+
+    cache: str
+    source: str  # mount source: "fs01:/export/home"
+    below: str  # the cache's path below the mount point
+    filesystem: str
+    host: str
+    compute_capabilities: tuple[str, ...]
+
+
+def cache_shares(name: str, facts: Mapping[str, Any]) -> tuple[ShareUse, ...]:
+    """The caches on network filesystems in one host's facts."""
+    data = (facts.get("sections") or {}).get("caches")
+    capabilities = _host_capabilities(facts)
+    uses = []
+    for raw in data.get("roots") or () if isinstance(data, dict) else ():
+        root = decode(CacheRoot, raw)
+        key = _share_key(root)
+        if key is not None:
+            uses.append(ShareUse(root.cache, *key, root.filesystem or "?", name, capabilities))
+    return tuple(uses)
+
+
+def shared_caches(uses: Iterable[ShareUse]) -> tuple[SharedCache, ...]:
+    """Caches that hosts with different GPUs share over a network filesystem: the same mount
+    source and the same path below the mount."""
+    by_share: dict[tuple[str, str, str], list[ShareUse]] = {}
+    for use in uses:
+        by_share.setdefault((use.cache, use.source, use.below), []).append(use)
+    found = []
+    for (cache, source, below), seen in sorted(by_share.items()):
+        capabilities = tuple(sorted({cc for u in seen for cc in u.compute_capabilities}))
+        if len(capabilities) < 2:
+            continue
+        shown = tuple(f"{u.host} ({', '.join(u.compute_capabilities) or 'no GPU'})" for u in seen)
+        message = (
+            f"{cache} cache {source} {below} is shared by hosts with GPUs "
+            f"{', '.join(capabilities)}"
+            + (
+                ": torch loads an extension by name, so each host runs what the first one built"
+                if cache == "torch_extensions"
+                else ""
+            )
+        )
+        found.append(
+            SharedCache(
+                cache, f"{source} {below}", seen[0].filesystem, shown, capabilities, message
+            )
+        )
+    return tuple(found)

@@ -229,6 +229,7 @@ def _host_from_document(doc: Any, file: Path) -> Any:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.analysis.caches import cache_shares, shared_caches
     from archgap.analysis.compat import UnknownGpu, resolve_gpu
     from archgap.analysis.fleet import fleet_report
 
@@ -242,13 +243,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("--jobs must be at least 1")
     started = time.monotonic()
     inputs = [0]  # hosts read, counted as the report takes them one by one
+    shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches
 
     def counted() -> Iterator[Any]:
         for host in collect_hosts(args, out):
             inputs[0] += 1
+            if host.facts is not None:
+                shares.extend(cache_shares(host.name, host.facts))
             yield host
 
     report = fleet_report(counted(), named)
+    shared = shared_caches(shares)
     elapsed = time.monotonic() - started
     documents = inputs[0] if args.from_paths else None
     headline = _headline(report, elapsed, documents)
@@ -265,7 +270,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
         write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
     if out.json_mode:
-        out.emit("fleet", body(report, elapsed, documents))
+        out.emit("fleet", {**body(report, elapsed, documents), "shared_caches": shared})
     elif out.format in ("markdown", "csv"):
         from archgap.report import fleet_tables
 
@@ -273,9 +278,22 @@ def run(args: argparse.Namespace, out: Output) -> int:
         sys.stdout.write(text or fleet_tables.csv(report))
     else:
         print_report(out, report, headline, args.html)
+        _print_shared_caches(out, shared)
     if report.unreachable:
         return EXIT_ERROR
     return EXIT_GAP if report.gap_hosts else EXIT_OK
+
+
+def _print_shared_caches(out: Any, shared: Any) -> None:
+    """JIT caches on a network filesystem that hosts with different GPUs use (analysis/caches)."""
+    from rich.markup import escape
+
+    if not shared:
+        return
+    out.print("\n[bold yellow]JIT caches shared by different GPUs[/]")
+    for s in shared:
+        out.print(f"  {escape(s.message)} ({escape(s.filesystem)})")
+        out.print(f"    hosts: {escape(', '.join(s.hosts))}")
 
 
 def _headline(report: Any, elapsed: float, documents: int | None) -> str:

@@ -91,6 +91,7 @@ class CacheRoot:
     entries: Tuple[CacheEntry, ...]
     truncated: bool  # more than MAX_ENTRIES binaries: the rest were not read
     problem: Optional[str] = None
+    mount_source: Optional[str] = None  # what is mounted there: "fs01:/export/home"
 
 
 def _small_text(path: str) -> Optional[str]:
@@ -103,8 +104,8 @@ def _small_text(path: str) -> Optional[str]:
         return None
 
 
-def _mounts(system: System) -> List[Tuple[str, str]]:
-    """(mount point, fstype) from /proc/self/mountinfo, longest mount point first."""
+def _mounts(system: System) -> List[Tuple[str, str, str]]:
+    """(mount point, fstype, source) from /proc/self/mountinfo, longest mount point first."""
     text = _small_text(system.path("/proc/self/mountinfo")) or ""
     mounts = []
     for line in text.splitlines():
@@ -114,15 +115,18 @@ def _mounts(system: System) -> List[Tuple[str, str]]:
         after = line.split(" - ", 1)[1].split()
         if after:
             point = fields[4].replace("\\040", " ")
-            mounts.append((point, after[0]))
+            mounts.append((point, after[0], after[1] if len(after) > 1 else ""))
     return sorted(mounts, key=lambda m: len(m[0]), reverse=True)
 
 
-def _filesystem(path: str, mounts: List[Tuple[str, str]]) -> Tuple[Optional[str], Optional[str]]:
-    for point, fstype in mounts:
+def _filesystem(
+    path: str, mounts: List[Tuple[str, str, str]]
+) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """(mount point, fstype, source: "fs01:/export/home") of the mount that holds ``path``."""
+    for point, fstype, source in mounts:
         if path == point or path.startswith(point.rstrip("/") + "/"):
-            return point, fstype
-    return None, None
+            return point, fstype, source
+    return None, None, None
 
 
 def _ninja(directory: str) -> Dict[str, str]:
@@ -300,15 +304,17 @@ def cache_roots(system: System) -> List[Tuple[str, str, str]]:
 
 
 def _read_root(
-    cache: str, path: str, found_by: str, system: System, mounts: List[Tuple[str, str]]
+    cache: str, path: str, found_by: str, system: System, mounts: List[Tuple[str, str, str]]
 ) -> CacheRoot:
     local = system.path(path)
-    point, fstype = _filesystem(
+    point, fstype, source = _filesystem(
         os.path.realpath(path) if system.root in ("", "/") else path, mounts
     )
     network = fstype in NETWORK_FILESYSTEMS
     if not os.path.isdir(local):
-        return CacheRoot(cache, path, found_by, False, fstype, point, network, (), False)
+        return CacheRoot(
+            cache, path, found_by, False, fstype, point, network, (), False, None, source
+        )
     suffixes, reader = READERS[cache]
     entries: List[CacheEntry] = []
     truncated = False
@@ -322,7 +328,17 @@ def _read_root(
     except OSError as exc:
         problem = "%s: %s" % (type(exc).__name__, exc)
     return CacheRoot(
-        cache, path, found_by, True, fstype, point, network, tuple(entries), truncated, problem
+        cache,
+        path,
+        found_by,
+        True,
+        fstype,
+        point,
+        network,
+        tuple(entries),
+        truncated,
+        problem,
+        source,
     )
 
 
