@@ -104,6 +104,9 @@ def test_arch_specific_with_cuda_12_8_falls_back_to_plain_for_gb10() -> None:
     r = make(["RTX PRO 6000", "GB10"], toolkit="12.8", arch_specific=True)
     covers(r, {"RTX PRO 6000": (12, 0), "GB10": (12, 1)})
     assert sass(r) == ["sm_120", "sm_120a"]
+    # FlashInfer gets no plain "12.0" (with nvcc 12.8 FlashInfer 0.6.x raises on it at import).
+    assert r.spellings["FLASHINFER_CUDA_ARCH_LIST"] == "12.0a"
+    assert any("FLASHINFER_CUDA_ARCH_LIST leaves out GB10 (12.1)" in n for n in r.notes)
 
 
 def test_b200_b300() -> None:

@@ -292,7 +292,7 @@ def recipe(
     ptx: bool = True,
 ) -> Recipe:
     """The recipe for ``gpus`` with ``toolkit`` (default: the newest that covers them all)."""
-    from archgap.analysis.recipe_spelling import explain_notes, spellings
+    from archgap.analysis.recipe_spelling import explain_notes, flashinfer_notes, spellings
 
     cuda = toolkit or default_toolkit(gpus, arch_specific)
     targets = _targets(gpus, cuda, arch_specific, ptx)
@@ -307,7 +307,9 @@ def recipe(
         targets=targets,
         builds_with=_builds_with(targets),
         spellings=spellings(targets, specific, gpus),
-        notes=explain_notes(targets, cuda) + _plain_fallbacks(gpus, targets, cuda, arch_specific),
+        notes=explain_notes(targets, cuda)
+        + _plain_fallbacks(gpus, targets, cuda, arch_specific)
+        + flashinfer_notes(specific, gpus),
         alternative=tuple(t.name for t in other),
     )
 

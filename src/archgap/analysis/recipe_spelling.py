@@ -71,11 +71,30 @@ def torch_arch_list(targets: Sequence[Target], gpus: Sequence[GpuTarget]) -> str
 
 
 def flashinfer_arch_list(specific: Sequence[Target]) -> str:
+    """FlashInfer's list: a plain 9.0+ target is left out (FlashInfer would normalise it to an
+    'a'/'f' target the toolkit cannot build, or raise "SM 12.x requires CUDA >= 12.9")."""
     return " ".join(
         _dotted(t.arch, t.variant)
         for t in specific
-        if t.kind == "sass" and t.arch >= FLASHINFER_MIN_SM
+        if t.kind == "sass" and t.arch >= FLASHINFER_MIN_SM and (t.variant or t.arch < 90)
     )
+
+
+def flashinfer_notes(specific: Sequence[Target], gpus: Sequence[GpuTarget]) -> tuple[str, ...]:
+    """Why a GPU of the set is missing from FLASHINFER_CUDA_ARCH_LIST."""
+    notes = []
+    listed = [t for t in specific if t.kind == "sass" and t.arch >= FLASHINFER_MIN_SM]
+    for gpu in gpus:
+        cc = gpu.compute_capability
+        runs = [t for t in listed if sass_runs_on(t.arch, t.variant, cc)]
+        if cc.sm < FLASHINFER_MIN_SM:
+            notes.append(f"FLASHINFER_CUDA_ARCH_LIST: FlashInfer requires sm75 or newer ({cc})")
+        elif runs and not any(t.variant or t.arch < 90 for t in runs):
+            notes.append(
+                f"FLASHINFER_CUDA_ARCH_LIST leaves out {gpu.label} ({cc}): its kernels for 9.0 "
+                "and newer need an 'a'/'f' target, which this toolkit cannot build for it"
+            )
+    return tuple(notes)
 
 
 def spellings(
