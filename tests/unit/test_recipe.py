@@ -147,6 +147,7 @@ def test_a_dropped_target_is_a_gap_with_its_last_toolkit() -> None:
     v100, t4 = r.gpus
     assert (v100.gpu, v100.verdict, t4.verdict) == ("V100", "none", "native")
     assert v100.note is not None and "dropped sm_70" in v100.note and "12.9" in v100.note
+    assert r.spellings["FLASHINFER_CUDA_ARCH_LIST"] == "7.5"  # FlashInfer requires sm75+
     assert not r.complete
     # Without --toolkit: the newest toolkit that still builds sm_70 (CUDA 12.9).
     default = make(["V100", "T4"], toolkit=None)

@@ -292,11 +292,18 @@ def recipe(
     ptx: bool = True,
 ) -> Recipe:
     """The recipe for ``gpus`` with ``toolkit`` (default: the newest that covers them all)."""
-    from archgap.analysis.recipe_spelling import explain_notes, flashinfer_notes, spellings
+    from archgap.analysis.recipe_spelling import (
+        FLASHINFER_MIN_SM,
+        explain_notes,
+        flashinfer_notes,
+        spellings,
+    )
 
     cuda = toolkit or default_toolkit(gpus, arch_specific)
     targets = _targets(gpus, cuda, arch_specific, ptx)
-    specific = _targets(gpus, cuda, True, False)
+    # FlashInfer's list: arch-specific targets for the GPUs FlashInfer supports (sm75 and newer).
+    supported = [g for g in gpus if g.compute_capability.sm >= FLASHINFER_MIN_SM]
+    specific = _targets(supported, cuda, True, False)
     other = _targets(gpus, cuda, not arch_specific, ptx)
     return Recipe(
         gpus=prove(gpus, targets, cuda),
