@@ -223,3 +223,11 @@ def test_instruction_of_another_architecture_is_not_an_a_suffix_problem() -> Non
     assert d.signature == "ptxas-instruction-not-on-arch"
     assert not any("12.0a" in f.text for f in d.fixes)
     assert any('TORCH_CUDA_ARCH_LIST="12.0"' in f.text for f in d.fixes)
+
+
+def test_recognised_capabilities_are_the_gpus_not_the_builds_arch_list() -> None:
+    # torch's warning names the GPU's sm_120 and then the build's list sm_50 ... sm_90.
+    corpus = Path(__file__).parent.parent / "fixtures" / "explain_corpus"
+    d = _diagnose((corpus / "leggedlab-26-torch-sm120.log").read_text())
+    assert d.recognised.compute_capabilities == ("12.0",)
+    assert not any("sm_50" in s.text or "50, 60" in s.text for s in d.steps)

@@ -321,7 +321,8 @@ def recognise(log: ParsedLog) -> Recognised:
     last = log.tracebacks[-1] if log.tracebacks else None
     return Recognised(
         gpus=tuple(e.value for e in log.evidence_of("gpu")),
-        compute_capabilities=tuple(e.value for e in log.evidence_of("compute_capability")),
+        # The GPU's own capability, not every sm_XX the log mentions (a build's arch list).
+        compute_capabilities=causes_.gpu_capabilities(log),
         versions=tuple((e.kind, e.value) for e in log.evidence if e.kind in _VERSION_KINDS),
         paths=tuple((e.kind, e.value) for e in log.evidence if e.kind in _PATH_KINDS),
         frames=tuple(f"{f.file}:{f.line} in {f.function}" for f in last.frames) if last else (),
