@@ -31,6 +31,7 @@ COMMANDS = (
     "verify",
     "k8s-manifest",
     "recipe",
+    "completion",
 )
 
 
@@ -47,7 +48,35 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         importlib.import_module(f"archgap.cli.{name.replace('-', '_')}").register(subparsers)
     for command in subparsers.choices.values():
         command.set_defaults(command_parser=command)
+        add_common_options(command)
     return parser
+
+
+def add_common_options(command: argparse.ArgumentParser) -> None:
+    """-q/-v on every command; --no-config where a config file can set defaults."""
+    from archgap.cli.config import COMMANDS as CONFIGURED
+    from archgap.cli.config import KEYS
+
+    group = command.add_argument_group("output detail")
+    group.add_argument(
+        "-q", "--quiet", action="store_true", help="no warnings or progress (errors still show)"
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="say on stderr which interpreter, settings and target are used and how long each "
+        "step took; -vv also shows the traceback of an internal error",
+    )
+    if command.prog.rsplit(" ", 1)[-1] in CONFIGURED:
+        settable = ", ".join(KEYS)
+        command.add_argument(
+            "--no-config",
+            action="store_true",
+            help=f"ignore [tool.archgap] in pyproject.toml and ~/.config/archgap/config.toml "
+            f"({settable})",
+        )
 
 
 def parse(arguments: list[str]) -> argparse.Namespace:
@@ -72,6 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     choose_python(args)
     out = Output.for_args(args)
     try:
+        from archgap.cli.config import apply_config
+
+        settings = apply_config(args)
+        if settings:
+            out.note(f"settings from {settings}")
+        if getattr(args, "python_source", ""):
+            out.note(f"inspecting {args.python or 'python3'} ({args.python_source})")
         code: int = args.run(args, out)
         return code
     except UsageError as exc:
@@ -84,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # the user gets one line, never a traceback (ARCHGAP_DEBUG=1 shows it)
-        if os.environ.get("ARCHGAP_DEBUG"):
+        if os.environ.get("ARCHGAP_DEBUG") or out.verbosity > 1:
             raise
         out.error(f"internal error: {type(exc).__name__}: {exc} (set ARCHGAP_DEBUG=1 for details)")
         return EXIT_ERROR

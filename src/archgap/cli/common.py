@@ -33,6 +33,8 @@ class UsageError(Exception):
 
 
 TABLE_FORMATS = ("text", "json", "markdown", "csv")
+# scan and fleet also have a one-line summary (dashboards, chat notifications, a CI job's title).
+SUMMARY_FORMATS = (*TABLE_FORMATS, "summary")
 
 
 def add_json_option(
@@ -119,6 +121,8 @@ class Output:
     command: str = ""
     format: str = "text"
     python_source: str = ""  # why this interpreter was inspected (--python, VIRTUAL_ENV=...)
+    quiet: bool = False  # -q: no warnings or progress
+    verbosity: int = 0  # -v: notes on stderr; -vv: tracebacks of internal errors
 
     @classmethod
     def for_args(cls, args: argparse.Namespace) -> Output:
@@ -129,7 +133,14 @@ class Output:
             command=str(getattr(args, "command", "")),
             format=fmt,
             python_source=str(getattr(args, "python_source", "")),
+            quiet=bool(getattr(args, "quiet", False)),
+            verbosity=int(getattr(args, "verbose", 0) or 0),
         )
+
+    def note(self, message: str) -> None:
+        """A step, on stderr, with -v only."""
+        if self.verbosity:
+            sys.stderr.write(f"archgap: {message}\n")
 
     @functools.cached_property
     def terminal(self) -> bool:
@@ -180,7 +191,7 @@ class Output:
     @contextmanager
     def status(self, label: str) -> Iterator[None]:
         """A spinner on a terminal while one long step runs; silent in a pipe or with --json."""
-        if self.json_mode or not self.interactive:
+        if self.json_mode or self.quiet or not self.interactive:
             yield
             return
         from rich.console import Console
@@ -194,7 +205,7 @@ class Output:
 
         Yields ``advance(item)``: one step done, on ``item``.
         """
-        if self.json_mode or not self.interactive:
+        if self.json_mode or self.quiet or not self.interactive:
             yield lambda _item: None
             return
         with _progress_bar(auto_refresh=True) as bar:
@@ -344,8 +355,10 @@ def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) 
 
     target = target_from_args(args)
     env_from = getattr(args, "env_from", None)
+    started = time.monotonic()
     with out.status(f"probing {target.name}"):
         facts = run_probe(target, request, args.timeout, getattr(args, "root", "/"), env_from)
+    out.note(f"probed {target.name} ({', '.join(request)}) in {time.monotonic() - started:.2f} s")
     if isinstance(facts, TransportError):
         from archgap.api import describe
 

@@ -21,7 +21,7 @@ from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
-    TABLE_FORMATS,
+    SUMMARY_FORMATS,
     VERDICT_STYLE,
     Output,
     UsageError,
@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     add_prometheus_option(parser)
     parser.add_argument("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS)
-    add_json_option(parser, TABLE_FORMATS)
+    add_json_option(parser, SUMMARY_FORMATS)
     parser.set_defaults(run=run)
 
 
@@ -271,11 +271,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
         write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
     if out.json_mode:
         out.emit("fleet", {**body(report, elapsed, documents), "shared_caches": shared})
-    elif out.format in ("markdown", "csv"):
+    elif out.format in ("markdown", "csv", "summary"):
         from archgap.report import fleet_tables
 
-        text = fleet_tables.markdown(report, elapsed) if out.format == "markdown" else None
-        sys.stdout.write(text or fleet_tables.csv(report))
+        render = {"markdown": fleet_tables.markdown, "summary": fleet_tables.summary}
+        sys.stdout.write(render.get(out.format, fleet_tables.csv)(report, elapsed))
     else:
         print_report(out, report, headline, args.html)
         _print_shared_caches(out, shared)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
-    TABLE_FORMATS,
+    SUMMARY_FORMATS,
     VERDICT_STYLE,
     Output,
     UsageError,
@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
         help="resolve toolkits and JIT settings with a service's environment: a process id "
         "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON",
     )
-    add_json_option(parser, TABLE_FORMATS)
+    add_json_option(parser, SUMMARY_FORMATS)
     add_target_options(parser)
     add_engine_options(parser)
     parser.set_defaults(run=run)
@@ -115,6 +115,10 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(why)
     if out.json_mode:
         out.emit("scan", _body(report, elapsed))
+    elif out.format == "summary":
+        from archgap.report.scan import summary
+
+        sys.stdout.write(terminal_safe(summary(report, elapsed)) + "\n")
     elif out.format in ("markdown", "csv"):
         from archgap.report import scan as rendering
 
@@ -240,7 +244,7 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
         out.print(f"[bold]GPUs[/] {len(facts.gpus)} found by {facts.source}{driver}")
     elif any(g.role == "matrix" for g in report.gpus):
         out.print("[bold]GPUs[/] none found, none named: the default matrix (information only)")
-    for problem in report.problems:
+    for problem in () if out.quiet else report.problems:
         out.print(f"[magenta]![/] {e(problem.subject)}: {e(problem.reason)}")
 
     table = package_table(report)

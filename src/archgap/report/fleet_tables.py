@@ -78,7 +78,18 @@ def markdown(report: FleetReport, elapsed: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def csv(report: FleetReport) -> str:
+def summary(report: FleetReport, elapsed: float) -> str:
+    """One line for a dashboard."""
+    answered = len(report.hosts)
+    total = answered + len(report.unreachable)
+    return (
+        f"archgap fleet: {answered}/{total} hosts answered · {len(report.groups)} group(s) · "
+        f"{len(report.gap_hosts)} with a gap · {len(report.unreachable)} not probed · "
+        f"{elapsed:.1f} s\n"
+    )
+
+
+def csv(report: FleetReport, elapsed: float = 0.0) -> str:
     """The coverage matrix with each host's group and gap count."""
     coverage = coverage_table(report)
     letters = report.group_letters

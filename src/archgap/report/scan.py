@@ -89,6 +89,28 @@ def summary_line(report: ScanReport) -> str:
     )
 
 
+def summary(report: ScanReport, elapsed: float) -> str:
+    """One line for a dashboard: the verdict, the counts per verdict, what was judged."""
+    counts: dict[str, int] = {}
+    for p in report.packages:
+        counts[p.verdict] = counts.get(p.verdict, 0) + 1
+    order = ("native", "jit", "partial", "none", "unknown")
+    verdicts = ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v))
+    packages = len({p.package for p in report.packages})
+    gpus = ", ".join(
+        g.label if g.label == str(g.compute_capability) else f"{g.label} {g.compute_capability}"
+        for g in report.gpus
+    )
+    jit = len(report.jit_gaps)
+    return (
+        f"archgap scan: {summary_line(report)} · {packages} packages x {len(report.gpus)} GPUs "
+        f"({gpus}): {verdicts or 'no CUDA packages'}"
+        + (f" · {jit} JIT failure(s)" if jit else "")
+        + f" · Python {report.environment.python_version} {report.environment.executable}"
+        + f" · {elapsed:.1f} s"
+    )
+
+
 def markdown(report: ScanReport, libs: bool) -> str:
     """Paste-ready for a GitHub issue: versions, GPUs, the table, the findings."""
     from archgap.report.table import markdown_escape as esc

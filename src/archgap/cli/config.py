@@ -1,0 +1,102 @@
+"""Defaults from a config file, so a CI gate is one word (`archgap scan`):
+
+    [tool.archgap]            # in the project's pyproject.toml (the nearest one up from the cwd)
+    gpus = ["RTX PRO 6000", "H100"]
+    require = ["H100"]
+    strict = true
+
+or the same keys at the top level of ~/.config/archgap/config.toml ($XDG_CONFIG_HOME). The
+project's file wins over the user's; an option given on the command line wins over both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from archgap.cli.common import UsageError
+
+KEYS = {"gpus": "gpu", "require": "require", "strict": "strict"}  # config key -> args attribute
+# The commands whose --gpu/--require/--strict mean "judge against these GPUs" (explain's --gpu is
+# the crashed host's, recipe's the build's, probe's --require a presence check: not these).
+COMMANDS = ("scan", "kernels", "fleet")
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    import importlib
+
+    # tomllib from Python 3.11; its backport, tomli, on 3.10 (a dependency there).
+    tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    try:
+        with path.open("rb") as handle:
+            data: dict[str, Any] = tomllib.load(handle)
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    return data
+
+
+def find_config(
+    cwd: Path | None = None, environ: dict[str, str] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
+    """(file, settings): the nearest pyproject.toml with a [tool.archgap] table, else the user's
+    config file; None when there is neither."""
+    env = dict(os.environ) if environ is None else environ
+    here = (cwd or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            table = _load_toml(candidate).get("tool", {}).get("archgap")
+            if isinstance(table, dict):
+                return candidate, table
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME", "~"), ".config")
+    user = Path(base) / "archgap" / "config.toml"
+    if user.is_file():
+        return user, _load_toml(user)
+    return None
+
+
+def _checked(path: Path, key: str, value: Any) -> Any:
+    if key == "strict":
+        if not isinstance(value, bool):
+            raise UsageError(f"{path}: archgap setting {key!r} must be true or false")
+        return value
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{path}: archgap setting {key!r} must be a list of GPU names")
+    return value
+
+
+def apply_config(args: argparse.Namespace) -> str:
+    """Fill in the options the command line left at their defaults; returns which file was
+    used ("" when none applied). Unknown keys are an error (a typo would silently do nothing)."""
+    wanted = [key for key, attr in KEYS.items() if hasattr(args, attr)]
+    if getattr(args, "command", "") not in COMMANDS or getattr(args, "no_config", False):
+        return ""
+    found = find_config()
+    if found is None:
+        return ""
+    path, settings = found
+    if not wanted:
+        return ""
+    unknown = sorted(set(settings) - set(KEYS))
+    if unknown:
+        known = ", ".join(KEYS)
+        raise UsageError(
+            f"{path}: unknown archgap setting(s) {', '.join(unknown)} (known: {known})"
+        )
+    used = False
+    for key in wanted:
+        if key not in settings:
+            continue
+        attr = KEYS[key]
+        value = _checked(path, key, settings[key])
+        if not getattr(args, attr):  # empty list or False: not given on the command line
+            setattr(args, attr, value)
+            used = True
+    return str(path) if used else ""
