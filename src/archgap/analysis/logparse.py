@@ -195,6 +195,8 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
             ("v100", r"V100"),
             ("a100", r"A100"),
             ("jetson", r"Jetson (?:AGX )?(?:Orin|Thor|Xavier)"),
+            ("tesla", r"Tesla [A-Z]\d{1,3}[A-Za-z]?"),
+            ("l40", r"L40S?"),
         )
     ),
     ("compute_capability", "sm_", re.compile(r"\bsm_(\d{2,3}[af]?)\b")),
