@@ -1,5 +1,7 @@
 """Library and package verdicts from hand-made kernel facts."""
 
+from dataclasses import replace
+
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import group_by_package, library_verdict, package_verdict
 from archgap.model import BinaryFacts, Distribution, KernelEntry, PythonEnvironment
@@ -67,13 +69,25 @@ def test_arch_specific_cubin_does_not_run_on_the_next_minor() -> None:
     assert library_verdict(sm100a, resolve_gpu("B300")).verdict == "none"
 
 
-def test_deep_containers_are_consulted_before_concluding() -> None:
-    # cuBLASLt-style: the listed fatbin lacks 10.3, kernels in .cask_resource have sm_100.
-    blas = lib("/sp/libblas.so", entry("sm_90"), entry("sm_100", ".cask_resource", listed=False))
-    verdict = library_verdict(blas, resolve_gpu("B300"))
+def test_listed_fatbin_with_kernels_decides_over_unlisted_containers() -> None:
+    # cuSPARSE 12.6 (CUDA 13): cuobjdump lists sm_75..sm_120 in .nv_fatbin and no sm_70; an old
+    # bundle in .rodata carries sm_70. The runtime registers the listed fatbin: V100 gets none.
+    sparse = lib("/sp/libsparse.so", entry("sm_75"), entry("sm_70", ".rodata", listed=False))
+    verdict = library_verdict(sparse, resolve_gpu("V100"))
+    assert verdict.verdict == "none"
+    assert not verdict.from_deep_search
+    assert "sm_70 SASS in .rodata" in verdict.reason  # shown, not hidden
+
+
+def test_unlisted_containers_decide_when_the_listed_fatbin_is_kernel_less() -> None:
+    # cuFFT-style: the listed fatbin is an nvlink stub (sm_75, no .text); kernels are in .ldata.
+    stub = replace(entry("sm_75"), kernels=False)
+    fft = lib("/sp/libfft.so", stub, entry("sm_90", ".ldata", listed=False))
+    verdict = library_verdict(fft, resolve_gpu("H100"))
     assert verdict.verdict == "native"
     assert verdict.from_deep_search
-    assert "cask_resource" in (verdict.deciding_entry or "")
+    assert verdict.deciding_entry == "sm_90 SASS in .ldata"
+    assert library_verdict(fft, resolve_gpu("V100")).verdict == "none"
 
 
 def test_relocatable_copies_and_lto_ir_do_not_count_in_a_shared_object() -> None:

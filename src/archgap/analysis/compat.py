@@ -1,10 +1,13 @@
 """Which device code runs on which GPU: the compatibility rules, implemented once.
 
 Sources (see kb/gpus.json and the CUDA Programming Guide §1.3.4 and Table 28):
-- SASS ``sm_XY`` runs on compute capability X.Z with Z >= Y, never across majors.
+- SASS ``sm_XY`` runs on compute capability X.Z with Z >= Y, never across majors; on integrated
+  (Tegra) GPUs never across minors, and never between desktop and Tegra (Orin 8.7 runs sm_87 only).
 - ``sm_XYa`` / ``compute_XYa`` runs only on exactly X.Y.
-- ``sm_XYf`` / ``compute_XYf`` runs on the members of its family (a table, not a formula).
+- ``sm_XYf`` / ``compute_XYf`` runs on the members of its family at or above X.Y (a table).
 - PTX ``compute_XY`` is JIT-compiled by the driver for any compute capability >= X.Y.
+- A renumbered architecture (Thor: sm_101 in CUDA 12.8-12.9, sm_110 from CUDA 13.0): whether old
+  cubins load under the new number is not documented, so the answer is "unknown".
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
-from archgap.kb.gpus import close_names, default_matrix, family_members, find_products
+from archgap.kb.gpus import (
+    close_names,
+    default_matrix,
+    family_members,
+    find_products,
+    integrated,
+    integrated_rule,
+    renumbered,
+)
 
 _CC_DOTTED = re.compile(r"^(\d{1,2})\.(\d)$")
 _CC_SM = re.compile(r"^(?:sm_?|compute_?)?(\d{1,2})(\d)([af]?)$", re.IGNORECASE)
@@ -59,14 +70,40 @@ def _family_runs_on(arch: int, cc: ComputeCapability) -> bool:
     return cc.major == target.major and cc.minor >= target.minor
 
 
+@dataclass(frozen=True)
+class Compat:
+    """Whether a cubin loads on a GPU: True, False, or None (not documented), and the rule."""
+
+    runs: bool | None
+    rule: str
+
+
+def is_integrated(cc: ComputeCapability) -> bool:
+    """An integrated (Tegra) GPU: Xavier 7.2, Orin 8.7, Thor 11.0 (10.1 before CUDA 13)."""
+    return str(cc) in integrated()
+
+
+def sass_compat(arch: int, variant: str, cc: ComputeCapability) -> Compat:
+    """Whether an ``sm_<arch><variant>`` cubin loads on ``cc``, with the rule that decides."""
+    target = ComputeCapability.of_arch(arch)
+    for moved in renumbered():
+        if str(target) == moved.old and str(cc) == moved.new:
+            return Compat(None, f"{moved.undocumented} ({moved.source})")
+    if variant == "a":
+        return Compat(cc == target, f"sm_{arch}a runs only on {target}")
+    if variant == "f":
+        return Compat(_family_runs_on(arch, cc), f"sm_{arch}f runs on its family from {target}")
+    if cc != target and (is_integrated(cc) or is_integrated(target)):
+        rule, source = integrated_rule()
+        which = cc if is_integrated(cc) else target
+        return Compat(False, f"{which} is an integrated (Tegra) GPU: {rule} ({source})")
+    runs = cc.major == target.major and cc.minor >= target.minor
+    return Compat(runs, f"sm_{arch} runs on {target.major}.x from {target}")
+
+
 def sass_runs_on(arch: int, variant: str, cc: ComputeCapability) -> bool:
     """Whether an ``sm_<arch><variant>`` cubin loads on a GPU of compute capability ``cc``."""
-    target = ComputeCapability.of_arch(arch)
-    if variant == "a":
-        return cc == target
-    if variant == "f":
-        return _family_runs_on(arch, cc)
-    return cc.major == target.major and cc.minor >= target.minor
+    return sass_compat(arch, variant, cc).runs is True
 
 
 def ptx_jits_on(arch: int, variant: str, cc: ComputeCapability) -> bool:

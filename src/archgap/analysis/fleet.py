@@ -313,7 +313,7 @@ def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:
     return tuple(drift)
 
 
-VERDICT_ORDER = {"none": 0, "unknown": 1, "partial": 2, "jit": 3, "native": 4}
+VERDICT_ORDER = {"none": 0, "unknown": 1, "partial": 2, "jit": 3, "native": 4, "no-kernels": 5}
 JIT_ORDER = {"fails": 0, "unknown": 1}
 
 
@@ -321,7 +321,7 @@ def kernel_cells(host: HostSummary, packages: Sequence[str]) -> tuple[str, ...]:
     """The worst kernel verdict of each package on any of the host's GPUs; "": not there."""
     worst: dict[str, str] = {}
     for c in host.coverage:
-        if VERDICT_ORDER.get(c.verdict, 1) < VERDICT_ORDER.get(worst.get(c.package, ""), 5):
+        if VERDICT_ORDER.get(c.verdict, 1) < VERDICT_ORDER.get(worst.get(c.package, ""), 6):
             worst[c.package] = c.verdict
     return tuple(worst.get(p, "") for p in packages)
 

@@ -1,9 +1,18 @@
 """Verdicts: can a library, and a package, run on a GPU? Pure functions over facts.
 
+Every file with device code gets a role first (kb/roles.json); only *kernel libraries* (shared
+objects whose kernels are loaded at run time) decide a package's verdict. *Device-link archives*
+(``libcudadevrt.a``: inputs to nvlink, never loaded), *kernel-less* files (nvlink output with no
+``.text``: nothing can fail to load) and *profiler* libraries (CUPTI, nvperf: loaded only when
+profiling) are shown with their role and the reason, and never make a package ``partial``.
+
 Per library x GPU: ``native`` (SASS that loads on it), ``jit`` (only PTX the driver must compile
 at load), ``none`` (nothing can run: "no kernel image is available for execution on the device"),
-``unknown`` (the file could not be read). Per package: ``native``, ``partial`` (some libraries have
-nothing for that GPU: packages ship arch-specific extras by design), ``jit``, ``none``, ``unknown``.
+``unknown`` (the file could not be read, or NVIDIA does not document the case), ``no-kernels``.
+The listed fatbin (``.nv_fatbin``, what cuobjdump lists and the runtime registers) decides when it
+holds kernels; containers cuobjdump does not list decide only when it is absent or kernel-less.
+Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU: packages
+ship arch-specific extras by design), ``jit``, ``none``, ``unknown``, ``no-kernels``.
 """
 
 from __future__ import annotations
@@ -11,11 +20,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import ComputeCapability, GpuTarget, ptx_jits_on, sass_runs_on
+from archgap.analysis.compat import (
+    ComputeCapability,
+    GpuTarget,
+    is_integrated,
+    ptx_jits_on,
+    sass_compat,
+)
+from archgap.kb import roles
 from archgap.model import BinaryFacts, KernelEntry, PythonEnvironment
 
 NATIVE, JIT, NONE, UNKNOWN, PARTIAL = "native", "jit", "none", "unknown", "partial"
+NO_KERNELS = "no-kernels"
 UNOWNED = "(no distribution)"
+KERNEL_LIBRARY, DEVICE_LINK_ARCHIVE, KERNEL_LESS, PROFILER = (
+    "kernel library",
+    "device-link archive",
+    "kernel-less",
+    "profiler",
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +49,8 @@ class LibraryVerdict:
     reason: str  # one sentence: why, naming the deciding entry
     deciding_entry: str | None  # "sm_120 SASS in .nv_fatbin", "compute_90 PTX (ISA 9.0)"
     from_deep_search: bool  # decided by containers cuobjdump does not list
+    role: str = KERNEL_LIBRARY  # only kernel libraries count towards the package's verdict
+    role_reason: str = ""  # why a file of another role does not count
 
 
 @dataclass(frozen=True)
@@ -36,6 +61,7 @@ class PackageVerdict:
     verdict: str
     reason: str
     libraries: tuple[LibraryVerdict, ...]
+    notes: tuple[str, ...] = ()  # "profiling unavailable on V100: libcupti.so.13 has nothing ..."
 
 
 def _isa(text: str | None) -> tuple[int, int] | None:
@@ -64,6 +90,41 @@ def has_device_code(binary: BinaryFacts) -> bool:
     return bool(runtime_entries(binary))
 
 
+def _kernel_less(entry: KernelEntry) -> bool:
+    """A cubin without any kernel: read (no .text), or a compressed one too small for a kernel."""
+    if entry.kind != "sass":
+        return False
+    if entry.kernels is not None:
+        return not entry.kernels
+    each = entry.uncompressed_size / max(entry.count, 1)  # a summary row adds its entries' sizes
+    return entry.compression != "none" and each <= roles.kernel_less()[1]
+
+
+def role_of(binary: BinaryFacts) -> tuple[str, str]:
+    """The file's role, and (for every role but a kernel library) why it does not count."""
+    name = binary.path.rsplit("/", 1)[-1]
+    if binary.format == "archive" or name.endswith(".o"):
+        rule = roles.device_link_archive()
+        return DEVICE_LINK_ARCHIVE, f"{rule.what} ({rule.source})"
+    profiler = roles.profiler_library(name)
+    if profiler is not None:
+        return PROFILER, (
+            f"{profiler.what}: loaded only when profiling, never by a workload's kernels "
+            f"({profiler.source})"
+        )
+    entries = runtime_entries(binary)
+    if entries and all(_kernel_less(e) for e in entries):
+        rule, _ = roles.kernel_less()
+        inferred = any(e.kernels is None for e in entries)
+        how = (
+            " (inferred from the size of a compressed cubin, which is not unpacked here)"
+            if inferred
+            else ""
+        )
+        return KERNEL_LESS, f"{rule.what}{how}"
+    return KERNEL_LIBRARY, ""
+
+
 def _where(entry: KernelEntry) -> str:
     member = f" ({entry.member})" if entry.member else ""
     return f"{entry.section or 'file'}{member}"
@@ -73,7 +134,7 @@ def _decide(
     entries: Sequence[KernelEntry], cc: ComputeCapability, driver_ptx_isa: tuple[int, int] | None
 ) -> tuple[str, str, str] | None:
     """(verdict, reason, deciding entry) from one tier of entries, or None if none of them runs."""
-    sass = [e for e in entries if e.kind == "sass" and sass_runs_on(e.arch, e.variant, cc)]
+    sass = [e for e in entries if e.kind == "sass" and sass_compat(e.arch, e.variant, cc).runs]
     if sass:
         # The runtime picks the closest cubin (highest arch not above the GPU). Name a plain one
         # when there is one: 'a'/'f' cubins are usually a few specialised kernels beside them.
@@ -82,7 +143,7 @@ def _decide(
         return NATIVE, f"{name} runs on {cc}", name
     ptx = [e for e in entries if e.kind == "ptx" and ptx_jits_on(e.arch, e.variant, cc)]
     if not ptx:
-        return None
+        return _undocumented(entries, cc)
     best = max(ptx, key=lambda e: (e.arch, _isa(e.ptx_isa) or (0, 0)))
     name = f"{best.target} PTX (ISA {best.ptx_isa}) in {_where(best)}"
     isa = _isa(best.ptx_isa)
@@ -98,39 +159,80 @@ def _decide(
     return JIT, reason, name
 
 
+def _undocumented(
+    entries: Sequence[KernelEntry], cc: ComputeCapability
+) -> tuple[str, str, str] | None:
+    """UNKNOWN when the only candidates are cubins whose loading NVIDIA does not document."""
+    for e in entries:
+        compat = sass_compat(e.arch, e.variant, cc) if e.kind == "sass" else None
+        if compat is not None and compat.runs is None:
+            name = f"{e.target} SASS in {_where(e)}"
+            return UNKNOWN, f"only {name} could serve {cc}: {compat.rule}", name
+    return None
+
+
 def _present_targets(entries: Iterable[KernelEntry]) -> str:
     names = sorted({e.target for e in entries}, key=lambda t: (t.startswith("compute"), t))
     shown = ", ".join(names[:12]) + (f" … ({len(names)} targets)" if len(names) > 12 else "")
     return shown or "nothing"
 
 
+def _tegra_note(entries: Iterable[KernelEntry], cc: ComputeCapability) -> str:
+    """Why same-major SASS does not serve an integrated GPU (or a Tegra cubin a desktop one)."""
+    near = sorted({e.target for e in entries if e.kind == "sass" and e.arch // 10 == cc.major})
+    if not near:
+        return ""
+    other = [t for t in near if is_integrated(ComputeCapability.of_arch(int(t[3:].rstrip("af"))))]
+    if not is_integrated(cc) and not other:
+        return ""
+    rule = sass_compat(int(near[0][3:].rstrip("af")), "", cc).rule
+    return f" ({', '.join(near)} cannot serve it: {rule})"
+
+
 def library_verdict(
     binary: BinaryFacts, gpu: GpuTarget, driver_ptx_isa: tuple[int, int] | None = None
 ) -> LibraryVerdict:
-    """The verdict of one library for one GPU: the listed containers first, then the deep ones."""
+    """One library on one GPU: the listed fatbin when it has kernels, else the deep containers."""
     cc = gpu.compute_capability
+    role, why = role_of(binary)
     entries = runtime_entries(binary)
     if binary.error and not entries:
-        return LibraryVerdict(binary.path, gpu.label, UNKNOWN, binary.error, None, False)
-    listed = [e for e in entries if e.listed]
-    hidden = [e for e in entries if not e.listed]
-    decided = _decide(listed, cc, driver_ptx_isa)
-    from_deep = False
-    if decided is None or decided[0] == NONE:
-        deep = _decide(hidden, cc, driver_ptx_isa)
-        if deep is not None and deep[0] != NONE:
-            decided, from_deep = deep, True
-            verdict, reason, entry = deep
-            decided = (verdict, f"{reason} (a container cuobjdump does not list)", entry)
+        return LibraryVerdict(binary.path, gpu.label, UNKNOWN, binary.error, None, False, role, why)
+    if role == KERNEL_LESS:
+        return LibraryVerdict(binary.path, gpu.label, NO_KERNELS, why, None, False, role, why)
+    real = [e for e in entries if not _kernel_less(e)]
+    listed = [e for e in real if e.listed]
+    hidden = [e for e in real if not e.listed]
+    tier, from_deep = (listed, False) if listed else (hidden, True)
+    decided = _decide(tier, cc, driver_ptx_isa)
     if decided is not None:
         verdict, reason, entry = decided
-        return LibraryVerdict(binary.path, gpu.label, verdict, reason, entry, from_deep)
+        if from_deep:
+            reason += " (a container cuobjdump does not list; the listed fatbin is " + (
+                "kernel-less)" if any(e.listed for e in entries) else "absent)"
+            )
+        elif verdict != NATIVE:
+            reason += _ignored_hidden(hidden, cc)
+        return LibraryVerdict(binary.path, gpu.label, verdict, reason, entry, from_deep, role, why)
     reason = (
-        f"nothing runs on {cc}: it has {_present_targets(entries)}"
+        f"nothing runs on {cc}: it has {_present_targets(real or entries)}"
+        + _tegra_note(real, cc)
         + (f" (read stopped early: {binary.error})" if binary.error else "")
         + ' -> "no kernel image is available for execution on the device"'
+        + ("" if from_deep else _ignored_hidden(hidden, cc))
     )
-    return LibraryVerdict(binary.path, gpu.label, NONE, reason, None, False)
+    return LibraryVerdict(binary.path, gpu.label, NONE, reason, None, False, role, why)
+
+
+def _ignored_hidden(hidden: Sequence[KernelEntry], cc: ComputeCapability) -> str:
+    """A note when an unlisted container could serve the GPU but the listed fatbin decides."""
+    found = _decide(hidden, cc, None)
+    if found is None or found[0] != NATIVE:
+        return ""
+    return (
+        f"; {found[2]} is in a container cuobjdump does not list, but the runtime loads this "
+        "library's kernels from its listed fatbin, which has kernels"
+    )
 
 
 def _names(libraries: Iterable[LibraryVerdict]) -> str:
@@ -140,7 +242,34 @@ def _names(libraries: Iterable[LibraryVerdict]) -> str:
 def package_verdict(
     package: str, version: str, gpu: GpuTarget, libraries: Sequence[LibraryVerdict]
 ) -> PackageVerdict:
-    """Roll a package's library verdicts up into one."""
+    """Roll a package's kernel libraries up into one verdict; the other roles are shown apart."""
+    counted = [lib for lib in libraries if lib.role == KERNEL_LIBRARY]
+    others = [lib for lib in libraries if lib.role != KERNEL_LIBRARY]
+    cc = gpu.compute_capability
+    notes = tuple(
+        f"profiling unavailable on {gpu.label}: {_names([lib])} has nothing for {cc}"
+        for lib in others
+        if lib.role == PROFILER and lib.verdict == NONE
+    )
+    if not counted:
+        reason = f"no file loads kernels at run time: {_by_role(others)}"
+        return PackageVerdict(
+            package, version, gpu.label, NO_KERNELS, reason, tuple(libraries), notes
+        )
+    verdict, reason = _rollup(counted, cc)
+    if others:
+        reason += f"; not counted: {_by_role(others)}"
+    return PackageVerdict(package, version, gpu.label, verdict, reason, tuple(libraries), notes)
+
+
+def _by_role(libraries: Sequence[LibraryVerdict]) -> str:
+    by_role: dict[str, list[LibraryVerdict]] = {}
+    for lib in libraries:
+        by_role.setdefault(lib.role, []).append(lib)
+    return "; ".join(f"{role}: {_names(libs)}" for role, libs in sorted(by_role.items()))
+
+
+def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple[str, str]:
     by_verdict: dict[str, list[LibraryVerdict]] = {}
     for lib in libraries:
         by_verdict.setdefault(lib.verdict, []).append(lib)
@@ -148,9 +277,8 @@ def package_verdict(
     none = by_verdict.get(NONE, [])
     jit = by_verdict.get(JIT, [])
     unknown = by_verdict.get(UNKNOWN, [])
-    cc = gpu.compute_capability
     if not decided:
-        verdict, reason = UNKNOWN, f"no library could be read: {_names(unknown)}"
+        verdict, reason = UNKNOWN, f"no library could be judged: {_names(unknown)}"
     elif len(none) == len(decided):
         verdict, reason = NONE, f"no library has kernels for {cc}: {_names(none)}"
     elif none:
@@ -162,8 +290,8 @@ def package_verdict(
     else:
         verdict, reason = NATIVE, f"SASS for {cc} in every library ({len(decided)})"
     if unknown and decided:
-        reason += f"; unreadable: {_names(unknown)}"
-    return PackageVerdict(package, version, gpu.label, verdict, reason, tuple(libraries))
+        reason += f"; unknown: {_names(unknown)}"
+    return verdict, reason
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,7 @@ def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
 def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
     from rich.markup import escape as e
 
-    from archgap.report.scan import library_table, package_table
+    from archgap.report.scan import library_table, not_counted, package_table
     from archgap.report.table import text_lines
 
     env = report.environment
@@ -256,13 +256,20 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
     if libs and table.rows:
         out.print("")
         out.lines(text_lines(library_table(report), out.width, out.terminal))
+        uncounted = not_counted(report)
+        if uncounted:
+            out.print("[bold]Not counted[/] (only kernel libraries decide a package's verdict)")
+            for line in uncounted:
+                out.print(f"  [dim]{e(line)}[/]")
 
-    notes = [p for p in report.packages if p.verdict != "native"]
+    notes = [p for p in report.packages if p.verdict != "native" or p.notes]
     if notes:
         out.print("\n[bold]Why[/]")
         for p in notes:
-            style = VERDICT_STYLE.get(p.verdict, "")
+            style = VERDICT_STYLE.get(p.verdict, "default")
             out.print(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
+            for note in p.notes:
+                out.print(f"    [dim]{e(note)}[/]")
     _print_jit(out, report)
     if report.caches is not None:
         from archgap.cli.caches_text import cache_lines

@@ -15,6 +15,7 @@ class GpuProduct:
     compute_capability: str  # "12.0"
     architecture: str
     source: str
+    host_cpu: str | None = None  # "aarch64" where the product fixes the host CPU (GB10, Jetson)
 
 
 @dataclass(frozen=True)
@@ -26,15 +27,62 @@ class MatrixEntry:
 @cache
 def products() -> tuple[GpuProduct, ...]:
     return tuple(
-        GpuProduct(g["name"], g["compute_capability"], g["architecture"], g["source"])
+        GpuProduct(
+            g["name"], g["compute_capability"], g["architecture"], g["source"], g.get("host_cpu")
+        )
         for g in load_json("gpus.json")["gpus"]
     )
 
 
 @cache
+def families() -> tuple[tuple[str, ...], ...]:
+    """The architecture families of the ``f`` targets: ("10.0", "10.3", "10.7"), ..."""
+    return tuple(tuple(f["members"]) for f in load_json("gpus.json")["families"])
+
+
 def family_members() -> dict[str, tuple[str, ...]]:
-    """Family-specific target ("120f") -> the compute capabilities it runs on."""
-    return {f["target"]: tuple(f["members"]) for f in load_json("gpus.json")["families"]}
+    """Family-specific target ("120f") -> the compute capabilities it runs on: the members of its
+    family at or above it (``family_rule`` in gpus.json)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for members in families():
+        for first in members:
+            runs = tuple(m for m in members if _cc_key(m) >= _cc_key(first))
+            out[first.replace(".", "") + "f"] = runs
+    return out
+
+
+def _cc_key(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class Renumbered:
+    old: str  # "10.1"
+    new: str  # "11.0"
+    toolkit: str  # the CUDA release that renamed it
+    source: str
+    undocumented: str  # what NVIDIA does not say about old binaries on the new number
+
+
+@cache
+def integrated() -> dict[str, str]:
+    """Integrated (Tegra) compute capabilities -> the product family name."""
+    return {g["compute_capability"]: g["name"] for g in load_json("gpus.json")["integrated"]}
+
+
+@cache
+def integrated_rule() -> tuple[str, str]:
+    rule = load_json("gpus.json")["integrated_rule"]
+    return rule["rule"], rule["source"]
+
+
+@cache
+def renumbered() -> tuple[Renumbered, ...]:
+    return tuple(
+        Renumbered(r["old"], r["new"], r["toolkit"], r["source"], r["undocumented"])
+        for r in load_json("gpus.json")["renumbered"]
+    )
 
 
 @cache

@@ -40,6 +40,9 @@ class KernelEntry:
     # Entries this one stands for: 1 for an entry as read; more in a summary (probe.summary), with
     # the sizes added and the first entry's offset.
     count: int = 1
+    # SASS only: whether the cubin has a .text section (a kernel). False for an nvlink output
+    # that holds only .nv.callgraph/.nv.rel.action; None when not looked at (compressed, large).
+    kernels: Optional[bool] = None
 
     @property
     def target(self) -> str:
@@ -58,6 +61,7 @@ class BinaryFacts:
     entries: Tuple[KernelEntry, ...]
     deep: bool  # containers outside .nv_fatbin were searched too
     error: Optional[str] = None  # why the file could not be read (fully); entries read so far stay
+    machine: Optional[str] = None  # the host ELF's e_machine: "x86-64", "aarch64", "ppc64" ...
 
 
 @dataclass(frozen=True)

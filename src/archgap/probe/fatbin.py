@@ -58,6 +58,9 @@ AR_MAGIC = b"!<arch>\n"
 THIN_AR_MAGIC = b"!<thin>\n"
 
 EM_CUDA = 190
+# e_machine values of host CPUs (the ELF specification's registry, elf.h)
+MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
+KERNEL_CHECK_MAX = 64 << 10  # uncompressed cubins up to this size are checked for a .text section
 ET_REL = 1
 SHT_NULL = 0
 SHT_PROGBITS = 1
@@ -197,6 +200,7 @@ class _Reader:
         self.entries: List[KernelEntry] = []
         self.errors: List[str] = []
         self.error_count = 0
+        self.machine: Optional[str] = None  # e_machine of the first host ELF image read
         self.work = 0
         # Offsets already read: a region is read once, however many headers point at it.
         self.seen_containers: Dict[int, int] = {}  # container offset -> where its walk ended
@@ -339,6 +343,9 @@ class _Reader:
                 pos = payload + payload_size
                 continue
             self.seen_entries.add(pos)
+            kernels = None
+            if kind == "sass" and compression == "none" and payload_size <= KERNEL_CHECK_MAX:
+                kernels = self.cubin_has_text(payload, payload + payload_size)
             if flags & FLAG_ARCH_SPECIFIC:
                 variant = "a"
             elif flags & FLAG_FAMILY:
@@ -359,11 +366,35 @@ class _Reader:
                     debug=bool(flags & FLAG_DEBUG),
                     listed=listed and kind != "ltoir",
                     member=member,
+                    kernels=kernels,
                 )
             )
             pos = payload + payload_size
         if pos < end and not self.is_zero(pos, end):
             self.fail("%s: truncated entry header at 0x%x" % (label, pos))
+
+    def cubin_has_text(self, base: int, end: int) -> Optional[bool]:
+        """Whether the cubin in [base, end) has a ``.text`` section (a kernel); None if unsure.
+
+        Quiet: a payload that is not a well-formed cubin is not this check's to report."""
+        buf = self.buf
+        if end - base < ELF64_HEADER.size or buf[base : base + 4] != ELF_MAGIC:
+            return None
+        fields = ELF64_HEADER.unpack_from(buf, base)
+        ident, machine = fields[0], fields[2]
+        shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
+        if ident[4] != 2 or ident[5] != 1 or machine != EM_CUDA:
+            return None
+        table = base + shoff
+        if shentsize != ELF64_SECTION.size or not shstrndx < shnum or table + shnum * 64 > end:
+            return None
+        names = ELF64_SECTION.unpack_from(buf, table + shstrndx * shentsize)
+        start, stop = base + names[4], base + names[4] + names[5]
+        if stop > end:
+            return None
+        strtab = bytes(buf[start:stop])
+        offsets = memoryview(bytes(buf[table : table + shnum * shentsize])).cast("I")[0::16]
+        return any(strtab.startswith(b".text", offset) for offset in offsets)
 
     def valid_container_at(self, pos: int, end: int) -> bool:
         """A strict check for a container found by searching data: header and first entry."""
@@ -542,6 +573,8 @@ class _Reader:
             or buf.find(CUBIN_IDENT, base + 4, limit) >= 0
         )
         fields, sections = self.section_table(base, limit, where, only_fatbin=not deep)
+        if fields is not None and self.machine is None:
+            self.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
         if sections is None:
             return "elf"
         is_object = fields[1] == ET_REL
@@ -648,11 +681,14 @@ class _Reader:
         if end > limit:
             return base
         # The SM sits in bits 8-15 of e_flags from ELF ABI version 8 (OSABI 0x41) on; older
-        # cubins keep it in bits 0-7 with 0x800 for an arch-specific ('a') build.
+        # cubins keep it in bits 0-7, with 0x800 for an arch-specific ('a') build. 'a' targets
+        # exist only from sm_90 on: below it the bit means something else (CUDA 9.0's sm_60
+        # cubins set it; cuobjdump lists them as sm_60).
         new_layout = ident[7] == 0x41 or ident[8] >= 8
         arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
-        variant = "" if new_layout or not e_flags & 0x800 else "a"
+        variant = "a" if not new_layout and e_flags & 0x800 and arch >= 90 else ""
         debug = False
+        kernels = any(name.startswith(".text") for name, _, _ in listing) if listing else None
         for name, offset, size in listing:
             if name == ".debug_info":
                 debug = True
@@ -675,6 +711,7 @@ class _Reader:
                 debug=debug,
                 listed=listed,
                 member=member,
+                kernels=kernels,
             )
         )
         self.seen_cubins[base] = end
@@ -829,7 +866,9 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
             reader.errors.insert(0, str(exc))
             reader.error_count += 1
             kind = "unknown"
-        return BinaryFacts(path, size, kind, tuple(reader.entries), deep, reader.error_text())
+        return BinaryFacts(
+            path, size, kind, tuple(reader.entries), deep, reader.error_text(), reader.machine
+        )
     finally:
         buf.close()
 

@@ -24,6 +24,7 @@ COLOURS = {
     "unknown": ("#8250df", "#ffffff"),
     "ok": ("#1a7f37", "#ffffff"),
     "fails": ("#cf222e", "#ffffff"),
+    "no-kernels": ("#d0d7de", "#1f2328"),
     "": ("#eaeef2", "#57606a"),
 }
 LEGEND = {

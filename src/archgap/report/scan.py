@@ -47,6 +47,7 @@ def library_table(report: ScanReport) -> Table:
             (
                 Cell(_relative(path, report.environment.site_packages)),
                 Cell(package, "dim"),
+                Cell(verdicts[0].role if verdicts else "", "dim"),
                 *(
                     Cell(
                         f"{v.verdict} {v.deciding_entry or ''}".strip(),
@@ -56,8 +57,19 @@ def library_table(report: ScanReport) -> Table:
                 ),
             )
         )
-    columns = (Column("library"), Column("package"), *_gpu_columns(report))
+    columns = (Column("library"), Column("package"), Column("role"), *_gpu_columns(report))
     return Table(columns, tuple(out), keys=2, rule=True)
+
+
+def not_counted(report: ScanReport) -> list[str]:
+    """Each file that does not count towards its package's verdict, with its role and why."""
+    seen: dict[str, str] = {}
+    for p in report.packages:
+        for lib in p.libraries:
+            if lib.role_reason:
+                name = _relative(lib.path, report.environment.site_packages)
+                seen.setdefault(name, f"{name}: {lib.role}: {lib.role_reason}")
+    return list(seen.values())
 
 
 def _relative(path: str, roots: tuple[str, ...] | list[str]) -> str:
@@ -76,6 +88,7 @@ def findings(report: ScanReport) -> list[str]:
         for p in report.packages
         if p.verdict != "native"
     ]
+    lines += [note for p in report.packages for note in p.notes]
     for f in report.jit:
         where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
         lines.append(f"JIT {f.status}: {f.package} {f.version}{where} — {f.cause}")

@@ -202,4 +202,5 @@ VERDICT_STYLE = {
     "partial": "dark_orange",
     "none": "bold red",
     "unknown": "magenta",
+    "no-kernels": "dim",
 }

@@ -1,0 +1,104 @@
+"""Library roles: only files whose kernels are loaded at run time decide a package's verdict.
+
+Expectations come from what cuobjdump 13.5 shows for each file and from NVIDIA's rules:
+- build.sh's libstub.so / libstub_z.so are a device link of code without a __global__ function;
+  `cuobjdump -elf` shows their only listed cubin with sections .nv.info, .nv.callgraph and
+  .nv.rel.action and no .text: no kernel can fail to load (the shape of libcufftw.so.12's cubin).
+- a static archive (libcudadevrt.a) is an input to the device linker, never loaded at run time.
+- CUPTI / nvperf / checkpoint libraries are loaded only by profilers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.verdicts import (
+    DEVICE_LINK_ARCHIVE,
+    KERNEL_LESS,
+    KERNEL_LIBRARY,
+    PROFILER,
+    library_verdict,
+    package_verdict,
+    role_of,
+)
+from archgap.model import BinaryFacts, KernelEntry
+from archgap.probe.fatbin import read_binary
+
+BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
+
+
+def sass(arch: int, listed: bool = True, section: str = ".nv_fatbin", **kw: object) -> KernelEntry:
+    entry = KernelEntry("sass", arch, "", None, "none", 9000, 9000, section, 0, False, listed)
+    return replace(entry, **kw)  # type: ignore[arg-type]
+
+
+def test_kernel_less_stub_is_read_from_the_cubin_sections() -> None:
+    facts = read_binary(str(BIN / "libstub.so"), deep=True)
+    listed = [e for e in facts.entries if e.listed]
+    # cuobjdump --list-elf: one sm_75 cubin; -elf: no .text section in it
+    assert [(e.target, e.compression, e.kernels) for e in listed] == [("sm_75", "none", False)]
+    role, why = role_of(facts)
+    assert role == KERNEL_LESS
+    assert "no .text" in why and "inferred" not in why
+    verdict = library_verdict(facts, resolve_gpu("T4"))
+    assert verdict.verdict == "no-kernels"
+
+
+def test_compressed_kernel_less_stub_is_inferred_from_its_size() -> None:
+    # -Xfatbin=-compress-all: the same 1.9 KiB cubin, zstd-compressed (not unpacked by the probe)
+    facts = read_binary(str(BIN / "libstub_z.so"), deep=True)
+    listed = [e for e in facts.entries if e.listed]
+    assert [(e.target, e.compression, e.kernels) for e in listed] == [("sm_75", "zstd", None)]
+    role, why = role_of(facts)
+    assert role == KERNEL_LESS
+    assert "inferred" in why
+
+
+def test_real_kernels_beside_device_link_stubs_make_a_kernel_library() -> None:
+    # nvcc 13 device-links every .so: a kernel-less stub per target beside the real cubin.
+    facts = read_binary(str(BIN / "libmix.so"))
+    by_target = {(e.target, e.kernels) for e in facts.entries if e.kind == "sass"}
+    assert ("sm_75", True) in by_target and ("sm_75", False) in by_target
+    assert role_of(facts)[0] == KERNEL_LIBRARY
+    # T4 runs the sm_75 cubin that has kernels
+    assert library_verdict(facts, resolve_gpu("T4")).verdict == "native"
+
+
+def test_archives_and_profilers_do_not_count() -> None:
+    archive = BinaryFacts("/sp/nvidia/lib/libcudadevrt.a", 1, "archive", (sass(75),), True)
+    cupti = BinaryFacts(
+        "/sp/nvidia/lib/libcupti.so.13", 1, "elf", (sass(75, False, ".rodata"),), True
+    )
+    kernels = BinaryFacts("/sp/pkg/libk.so", 1, "elf", (sass(80),), True)
+    assert role_of(archive)[0] == DEVICE_LINK_ARCHIVE
+    assert role_of(cupti)[0] == PROFILER
+    v100 = resolve_gpu("V100")
+    libs = [library_verdict(b, v100) for b in (archive, cupti, kernels)]
+    assert [lib.verdict for lib in libs] == ["none", "none", "none"]
+    only_tools = package_verdict("nvidia-cuda-cupti", "13.0", v100, libs[:2])
+    assert only_tools.verdict == "no-kernels"
+    assert only_tools.notes == (
+        "profiling unavailable on V100: libcupti.so.13 has nothing for 7.0",
+    )
+    # a kernel library with nothing for V100 beside them: none (not partial), the others named
+    mixed = package_verdict("pkg", "1", v100, libs)
+    assert mixed.verdict == "none"
+    assert "device-link archive: libcudadevrt.a" in mixed.reason
+
+
+def test_kernel_less_file_does_not_make_its_package_partial() -> None:
+    # nvidia-cufft: libcufft.so.12 has kernels (in .ldata) and libcufftw.so.12 only a stub.
+    fft = BinaryFacts(
+        "/sp/libcufft.so.12",
+        1,
+        "elf",
+        (sass(75, kernels=False), sass(120, False, ".ldata"), sass(90, False, ".ldata")),
+        True,
+    )
+    fftw = BinaryFacts("/sp/libcufftw.so.12", 1, "elf", (sass(75, kernels=False),), True)
+    for gpu, expected in (("RTX PRO 6000", "native"), ("H100", "native"), ("V100", "none")):
+        target = resolve_gpu(gpu)
+        libs = [library_verdict(b, target) for b in (fft, fftw)]
+        assert package_verdict("nvidia-cufft", "12.0", target, libs).verdict == expected, gpu
