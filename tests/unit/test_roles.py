@@ -68,9 +68,8 @@ def test_real_kernels_beside_device_link_stubs_make_a_kernel_library() -> None:
 
 def test_archives_and_profilers_do_not_count() -> None:
     archive = BinaryFacts("/sp/nvidia/lib/libcudadevrt.a", 1, "archive", (sass(75),), True)
-    cupti = BinaryFacts(
-        "/sp/nvidia/lib/libcupti.so.13", 1, "elf", (sass(75, False, ".rodata"),), True
-    )
+    hidden = sass(75, False, ".rodata")
+    cupti = BinaryFacts("/sp/nvidia/lib/libcupti.so.13", 1, "elf", (hidden,), True)
     kernels = BinaryFacts("/sp/pkg/libk.so", 1, "elf", (sass(80),), True)
     assert role_of(archive)[0] == DEVICE_LINK_ARCHIVE
     assert role_of(cupti)[0] == PROFILER
@@ -79,9 +78,8 @@ def test_archives_and_profilers_do_not_count() -> None:
     assert [lib.verdict for lib in libs] == ["none", "none", "none"]
     only_tools = package_verdict("nvidia-cuda-cupti", "13.0", v100, libs[:2])
     assert only_tools.verdict == "no-kernels"
-    assert only_tools.notes == (
-        "profiling unavailable on V100: libcupti.so.13 has nothing for 7.0",
-    )
+    note = "profiling unavailable on V100: libcupti.so.13 has nothing for 7.0"
+    assert only_tools.notes == (note,)
     # a kernel library with nothing for V100 beside them: none (not partial), the others named
     mixed = package_verdict("pkg", "1", v100, libs)
     assert mixed.verdict == "none"
