@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def cuobjdump_archs_of_bare_cubins(path: Path, tmp: Path) -> set[str]:
     return names
 
 
-def scan(venv: Path) -> tuple[int, dict]:
+def scan(venv: Path) -> tuple[int, dict[str, Any]]:
     args = [a for gpu in GPUS for a in ("--gpu", gpu)]
     result = run_cli("scan", "--python", str(venv / "bin" / "python"), *args, "--json", timeout=300)
     return result.returncode, json_output(result, "scan")

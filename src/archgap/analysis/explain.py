@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archgap.analysis import causes as causes_
-from archgap.analysis.compat import GpuTarget
+from archgap.analysis.compat import ComputeCapability, GpuTarget
+from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes
 from archgap.analysis.jit import flashinfer_findings, resolve_nvcc
 from archgap.analysis.logparse import Frame, ParsedLog
 from archgap.kb import toolchain as toolchain_kb
@@ -865,6 +866,50 @@ def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
     )
 
 
+def _exact_gpus(log: ParsedLog, examined: Examined | None) -> tuple[ComputeCapability, ...]:
+    """The exact compute capabilities: the examined GPUs, else what the log states."""
+    if examined is not None and examined.gpus:
+        return tuple(dict.fromkeys(g.compute_capability for g in examined.gpus))
+    found = (ComputeCapability.parse(e.value) for e in log.evidence_of("compute_capability"))
+    return tuple(dict.fromkeys(cc for cc in found if cc is not None))
+
+
+def _engine_fixes(
+    focus: _Focus, log: ParsedLog, examined: Examined | None
+) -> tuple[FixSuggestion, ...] | None:
+    """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
+    None when the error is not FlashInfer's or no exact GPU is known."""
+    ids = (focus.signature.id, focus.root_signature.id)
+    ccs = _exact_gpus(log, examined)
+    if not any(i.startswith("flashinfer") for i in ids) or not ccs:
+        return None
+    fixes: list[Fix] = []
+    if examined is not None and examined.toolchains is not None and examined.gpus:
+        findings = flashinfer_findings(examined.toolchains, examined.gpus)
+        failing = [f for f in findings if f.status == "fails"]
+        if not failing:
+            return None  # the examined environment does not fail: the signature's fixes stand
+        fixes = [fix for f in failing for fix in f.fixes]
+    else:
+        version = next((e.value for e in log.evidence_of("flashinfer")), None)
+        cuda = next(
+            (e.value for k in ("nvcc", "flashinfer_cuda_version") for e in log.evidence_of(k)),
+            None,
+        )
+        for cc in ccs:
+            fixes.extend(flashinfer_fixes(FlashinferCase(version, cc, cuda)))
+    # Avoiding FlashInfer is the answer only when nothing else is (a GPU it does not support).
+    fixes = [f for f in fixes if f.kind != AVOID] or fixes
+    out: dict[str, FixSuggestion] = {}
+    for fix in fixes:
+        kind = "env" if fix.kind in (AVOID, "") else fix.kind
+        text = fix.action + (f": {fix.command}" if fix.command else "")
+        where = ", ".join(str(cc) for cc in ccs)
+        source = f"{fix.tradeoff} (archgap's fix engine for compute capability {where})"
+        out.setdefault(f"{kind}:{text}", FixSuggestion(kind, text, source))
+    return tuple(sorted(out.values(), key=lambda f: FIX_KINDS.index(f.kind)))
+
+
 def _fixes(
     focus: _Focus,
     chain: _Chain,
@@ -872,6 +917,9 @@ def _fixes(
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],
 ) -> tuple[FixSuggestion, ...]:
+    engine = _engine_fixes(focus, log, examined)
+    if engine is not None:
+        return engine
     signature, root = focus.signature, focus.root_signature
     ccs = facts["cc"].exact if "cc" in facts else _arch_of(focus)
     majors = {int(cc.split(".")[0]) for cc in ccs}

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget, sass_runs_on
+from archgap.analysis.compat import GpuTarget
+from archgap.analysis.fixes import (
+    Fix,
+    FlashinferCase,
+    flashinfer_fixes,
+    flashinfer_supports,
+    runs_on,
+    target_name,
+)
 from archgap.kb import toolchain as kb
 from archgap.probe.toolkit import SourceCheck, ToolchainFacts, Toolkit
 
@@ -24,14 +32,6 @@ class Fact:
 
     what: str
     source: str
-
-
-@dataclass(frozen=True)
-class Fix:
-    action: str  # one line: "point CUDA_HOME at /usr/local/cuda-13.0 (nvcc 13.0 found there)"
-    tradeoff: str
-    env: tuple[tuple[str, str], ...] = ()  # variables to set (an env file), if that is the fix
-    command: str | None = None  # a command to run instead (pip install ...)
 
 
 @dataclass(frozen=True)
@@ -231,121 +231,30 @@ def parse_flashinfer_arch_list(
 
 
 def _target(major: int, minor_text: str) -> str:
-    return f"compute_{major}{minor_text}"
+    return target_name(major, minor_text)
 
 
 def _runs_on(major: int, minor_text: str, target: GpuTarget) -> bool:
-    digits = "".join(c for c in minor_text if c.isdigit())
-    variant = minor_text[len(digits) :]
-    if not digits or variant not in ("", "a", "f"):
-        return False
-    return sass_runs_on(major * 10 + int(digits), variant, target.compute_capability)
+    return runs_on(major, minor_text, target.compute_capability)
 
 
-def _flashinfer_fixes(  # noqa: C901 (over the ratchet; to split)
+def _flashinfer_fixes(
     facts: ToolchainFacts,
-    rng: kb.FlashinferRange,
+    version: str,
     target: GpuTarget,
     current_cuda: str | None,
     current_home: str | None,
 ) -> tuple[Fix, ...]:
-    cc = target.compute_capability
-    fixes: list[Fix] = []
-    torch_cuda = facts.torch.cuda if facts.torch else None
-    torch_major_minor = kb.major_minor(torch_cuda) if torch_cuda else None
-    # 1. Another toolkit on the machine with which detection and the JIT build both succeed.
-    for tk in _ok_nvcc_toolkits(facts):
-        if tk.version is None or current_home in (tk.home, tk.real_home):
-            continue
-        norm = normalise_arch(rng, cc.major, cc.minor, tk.version)
-        if norm.raises or norm.minor_text is None:
-            continue
-        tgt = _target(cc.major, norm.minor_text)
-        if kb.toolkit_can_target(tk.version, tgt):
-            note = ""
-            tk_major_minor = kb.major_minor(tk.version)
-            if torch_major_minor and tk_major_minor:
-                same = torch_major_minor[0] == tk_major_minor[0]
-                note = (
-                    f" Matches torch's CUDA major ({torch_cuda})."
-                    if same
-                    else f" torch was built with CUDA {torch_cuda}: a different major can break "
-                    "torch C++ extension builds."
-                )
-            fixes.append(
-                Fix(
-                    f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
-                    "Every FlashInfer worker must get it (service unit / container env); the JIT "
-                    f"then builds {tgt} with that nvcc and its headers.{note}",
-                    env=(("CUDA_HOME", tk.home), ("PATH", f"{tk.home}/bin:$PATH")),
-                )
-            )
-    # 2. FLASHINFER_CUDA_ARCH_LIST with a suffix: used verbatim, bypassing the version check.
-    if current_cuda:
-        for suffix in ("a", "f"):
-            value = f"{cc.major}.{cc.minor}{suffix}"
-            parsed = parse_flashinfer_arch_list(value, rng, current_cuda)
-            if parsed.error or not parsed.archs:
-                continue
-            major, minor_text = parsed.archs[0]
-            tgt = _target(major, minor_text)
-            if kb.toolkit_can_target(current_cuda, tgt) and _runs_on(major, minor_text, target):
-                portability = (
-                    f"sm_{cc.sm}a cubins run only on compute capability {cc}"
-                    if suffix == "a"
-                    else f"sm_{cc.sm}f cubins run on the {cc.major}.x family"
-                )
-                fixes.append(
-                    Fix(
-                        f'export FLASHINFER_CUDA_ARCH_LIST="{value}" (nvcc {current_cuda} can '
-                        f"build {tgt}; checked against FlashInfer's parser)",
-                        f"Keeps the current toolkit; {portability}; must be in the environment "
-                        "of every worker process; other GPU models need their own entry.",
-                        env=(("FLASHINFER_CUDA_ARCH_LIST", value),),
-                    )
-                )
-                break
-    # 3. A FlashInfer release whose rules work with the current toolkit.
-    fixed_in = kb.jit_rules()["flashinfer"]["fixed_in"]
-    newer = kb.flashinfer_range(fixed_in)
-    if newer is not None and newer != rng and current_cuda:
-        norm = normalise_arch(newer, cc.major, cc.minor, current_cuda)
-        if (
-            not norm.raises
-            and norm.minor_text
-            and kb.toolkit_can_target(current_cuda, _target(cc.major, norm.minor_text))
-        ):
-            fixes.append(
-                Fix(
-                    f"upgrade flashinfer-python to >= {fixed_in}",
-                    f"{fixed_in} builds {_target(cc.major, norm.minor_text)} with nvcc "
-                    f"{current_cuda}; check the versions your serving framework pins "
-                    f"({kb.jit_rules()['flashinfer']['fixed_in_source']}).",
-                    command=f"pip install 'flashinfer-python>={fixed_in}'",
-                )
-            )
-    if not fixes:
-        need = None
-        norm = normalise_arch(rng, cc.major, cc.minor, "99.9")
-        if norm.minor_text:
-            need = kb.first_toolkit_for(_target(cc.major, norm.minor_text))
-        for step in rng.normalise:
-            if step.major == cc.major and step.needs:
-                need = max(
-                    [need or "0.0", *(n[0] for n in step.needs)],
-                    key=lambda v: kb.major_minor(v) or (0, 0),
-                )
-        if need:
-            fixes.append(
-                Fix(
-                    f"install a CUDA toolkit >= {need} and point CUDA_HOME at it",
-                    "No toolkit on this machine is new enough; a pip nvcc wheel or a system "
-                    "toolkit both work if CUDA_HOME/PATH name it in every worker's environment.",
-                )
-            )
-    avoid = kb.jit_rules()["flashinfer"]["avoid_options"]
-    fixes.append(Fix(f"avoid FlashInfer paths ({avoid})", "Slower kernels; partial."))
-    return tuple(fixes)
+    """The fix engine's answer for this exact GPU with the toolkits found on the machine."""
+    case = FlashinferCase(
+        version,
+        target.compute_capability,
+        current_cuda,
+        current_home,
+        tuple(_ok_nvcc_toolkits(facts)),
+        facts.torch.cuda if facts.torch else None,
+    )
+    return flashinfer_fixes(case)
 
 
 def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list[JitFinding]:
@@ -445,13 +354,27 @@ def _flashinfer_one(
         )
 
     home = tk.home if tk else None
+    if not flashinfer_supports(cc):
+        rules = kb.jit_rules()["flashinfer"]
+        chain.append(
+            Fact(
+                "check_cuda_arch() requires sm75 or higher", rules["min_compute_capability_source"]
+            )
+        )
+        return finding(
+            "fails",
+            f"RuntimeError: {rng.check_message}",
+            f"FlashInfer {version} does not support sm_{cc.sm} (compute capability {cc}): "
+            "check_cuda_arch() rejects it whatever the toolkit; avoid its paths.",
+            _flashinfer_fixes(facts, version, target, cuda, home),
+        )
     if tk is not None and tk.status == "timeout":
         return finding(
             "fails",
             None,
             f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"
             " so the process hangs when FlashInfer first asks for the CUDA version.",
-            _flashinfer_fixes(facts, rng, target, None, home),
+            _flashinfer_fixes(facts, version, target, None, home),
         )
     if arch_list is not None:
         whose = facts.env_source
@@ -463,7 +386,7 @@ def _flashinfer_one(
                 parsed.error,
                 f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} does not parse with FlashInfer "
                 f"{version}'s parser (space-separated MAJOR.MINOR[a|f]); it raises at import.",
-                _flashinfer_fixes(facts, rng, target, cuda, home),
+                _flashinfer_fixes(facts, version, target, cuda, home),
             )
         archs = parsed.archs
         if not any(_runs_on(m, t, target) for m, t in archs):
@@ -472,7 +395,7 @@ def _flashinfer_one(
                 "CUDA error: no kernel image is available for execution on the device",
                 f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} builds no target that runs on "
                 f"compute capability {cc}.",
-                _flashinfer_fixes(facts, rng, target, cuda, home),
+                _flashinfer_fixes(facts, version, target, cuda, home),
             )
     else:
         norm = normalise_arch(rng, cc.major, cc.minor, cuda)
@@ -492,7 +415,7 @@ def _flashinfer_one(
                 f"nvcc {cuda or '(none found)'} is too old for FlashInfer {version}'s SM "
                 f"{cc.major}.x rule ({norm.raises}); the error is swallowed at import "
                 f"(logged: {warning!r}) and check_cuda_arch() then rejects the GPU.",
-                _flashinfer_fixes(facts, rng, target, cuda, home),
+                _flashinfer_fixes(facts, version, target, cuda, home),
             )
         archs = ((cc.major, norm.minor_text or str(cc.minor)),)
         chain.append(
@@ -509,7 +432,7 @@ def _flashinfer_one(
             "fails",
             None,
             f"FlashInfer must compile {', '.join(_target(*a) for a in archs)} but {reason}.",
-            _flashinfer_fixes(facts, rng, target, None, home),
+            _flashinfer_fixes(facts, version, target, None, home),
         )
     for major, minor_text in archs:
         tgt = _target(major, minor_text)
@@ -527,7 +450,7 @@ def _flashinfer_one(
                 kb.jit_rules()["flashinfer"]["nvcc_unsupported_arch"].format(target=tgt[8:]),
                 f"The arch set is fine but the JIT build fails: nvcc {tk.version} cannot "
                 f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
-                _flashinfer_fixes(facts, rng, target, tk.version, home),
+                _flashinfer_fixes(facts, version, target, tk.version, home),
             )
     return finding("ok", None, f"nvcc {tk.version} builds {tgt} for {cc}.")
 

@@ -127,6 +127,13 @@ def last_toolkit_for(target: str) -> str | None:
     return None
 
 
+def toolkit_range_for(target: str) -> tuple[str, str | None] | None:
+    """(first, last) CUDA versions whose nvcc accepts ``target``; last is None while the newest
+    known toolkit still does (CUDA 13.0 dropped sm_50-sm_72: compute_70 gives ("11.0", "12.9"))."""
+    first = first_toolkit_for(target)
+    return None if first is None else (first, last_toolkit_for(target))
+
+
 def driver_cuda_version(driver_version: str) -> str | None:
     """The newest CUDA whose GA minimum Linux driver ``driver_version`` meets."""
     have = version_tuple(driver_version)

@@ -1,0 +1,238 @@
+"""The one fix engine that ``scan`` and ``explain`` share: fixes for a JIT failure on one exact GPU.
+
+A fix is offered only when the model says it removes the failure: the package's own rules for
+its installed version (kb/jit.json, read off the released sources), the targets each toolkit can
+build (kb/toolkits.json) and the compatibility rules (a cubin built for 12.0a does not run on a
+12.1 GB10). Everything is per exact compute capability, never per major.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archgap.analysis.compat import ComputeCapability, sass_runs_on
+from archgap.kb import toolchain as kb
+from archgap.probe.toolkit import Toolkit
+
+# Kinds, least invasive first (the order explain ranks by; "avoid" is a configuration change).
+TOOLKIT, ENV, UPGRADE, PATCH, AVOID = "toolkit", "env", "upgrade", "patch", "avoid"
+
+
+@dataclass(frozen=True)
+class Fix:
+    action: str  # one line: "point CUDA_HOME at /usr/local/cuda-13.0 (nvcc 13.0 found there)"
+    tradeoff: str
+    env: tuple[tuple[str, str], ...] = ()  # variables to set (an env file), if that is the fix
+    command: str | None = None  # a command to run instead (pip install ...)
+    kind: str = ""  # toolkit, env, upgrade, patch, avoid
+
+
+@dataclass(frozen=True)
+class FlashinferCase:
+    """What the FlashInfer fixes depend on, from probe facts or from a log."""
+
+    version: str | None  # the installed flashinfer-python, when known
+    cc: ComputeCapability  # the exact GPU
+    cuda: str | None  # the CUDA version of the nvcc FlashInfer resolves, when known
+    home: str | None = None  # that toolkit's home (not offered again)
+    toolkits: tuple[Toolkit, ...] = ()  # working nvcc toolkits on the machine
+    torch_cuda: str | None = None
+
+
+def target_name(major: int, minor_text: str) -> str:
+    return f"compute_{major}{minor_text}"
+
+
+def runs_on(major: int, minor_text: str, cc: ComputeCapability) -> bool:
+    digits = "".join(c for c in minor_text if c.isdigit())
+    variant = minor_text[len(digits) :]
+    if not digits or variant not in ("", "a", "f"):
+        return False
+    return sass_runs_on(major * 10 + int(digits), variant, cc)
+
+
+def flashinfer_supports(cc: ComputeCapability) -> bool:
+    """check_cuda_arch(): a GPU below the minimum is rejected whatever the toolkit."""
+    minimum = kb.major_minor(kb.jit_rules()["flashinfer"]["min_compute_capability"]) or (7, 5)
+    return (cc.major, cc.minor) >= minimum
+
+
+def normalised_target(
+    rng: kb.FlashinferRange | None, cc: ComputeCapability, cuda: str
+) -> str | None:
+    """The target FlashInfer ``rng`` builds for ``cc`` with nvcc ``cuda``, if it builds one."""
+    from archgap.analysis.jit import normalise_arch
+
+    if rng is None:
+        return None
+    norm = normalise_arch(rng, cc.major, cc.minor, cuda)
+    if norm.raises or norm.minor_text is None:
+        return None
+    target = target_name(cc.major, norm.minor_text)
+    ok = kb.toolkit_can_target(cuda, target) and runs_on(cc.major, norm.minor_text, cc)
+    return target if ok else None
+
+
+def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
+    """Every fix that removes a FlashInfer JIT failure on ``case.cc``, least invasive first."""
+    rules = kb.jit_rules()["flashinfer"]
+    avoid = Fix(
+        f"avoid FlashInfer paths ({rules['avoid_options']})", "Slower kernels; partial.", kind=AVOID
+    )
+    cc = case.cc
+    if not flashinfer_supports(cc):
+        version = f"FlashInfer {case.version}" if case.version else "FlashInfer"
+        return (
+            Fix(
+                f"{version} does not support sm_{cc.sm}; avoid its paths "
+                f"({rules['avoid_options']})",
+                f"check_cuda_arch() rejects compute capability {cc} whatever the toolkit "
+                f"({rules['min_compute_capability_source']}); no toolkit or setting changes that.",
+                kind=AVOID,
+            ),
+        )
+    rng = kb.flashinfer_range(case.version) if case.version else None
+    fixes = [*_toolkit_fixes(case, rng), *_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng)]
+    if not fixes:
+        fixes.extend(_install_toolkit(case, rng))
+    fixes.append(avoid)
+    return tuple(fixes)
+
+
+def _toolkit_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
+    """Another toolkit on the machine with which detection and the JIT build both succeed."""
+    fixes = []
+    torch_major_minor = kb.major_minor(case.torch_cuda) if case.torch_cuda else None
+    for tk in case.toolkits:
+        if tk.version is None or case.home in (tk.home, tk.real_home):
+            continue
+        target = normalised_target(rng, case.cc, tk.version)
+        if target is None:
+            continue
+        note = ""
+        tk_major_minor = kb.major_minor(tk.version)
+        if torch_major_minor and tk_major_minor:
+            note = (
+                f" Matches torch's CUDA major ({case.torch_cuda})."
+                if torch_major_minor[0] == tk_major_minor[0]
+                else f" torch was built with CUDA {case.torch_cuda}: a different major can break "
+                "torch C++ extension builds."
+            )
+        fixes.append(
+            Fix(
+                f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
+                "Every FlashInfer worker must get it (service unit / container env); the JIT "
+                f"then builds {target} with that nvcc and its headers.{note}",
+                env=(("CUDA_HOME", tk.home), ("PATH", f"{tk.home}/bin:$PATH")),
+                kind=TOOLKIT,
+            )
+        )
+    return fixes
+
+
+def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
+    """FLASHINFER_CUDA_ARCH_LIST with a suffix for this exact GPU: used verbatim by every
+    release, so the CUDA version check is skipped; and the patch that returns the same target."""
+    from archgap.analysis.jit import parse_flashinfer_arch_list
+
+    cc, cuda = case.cc, case.cuda
+    if not cuda:
+        return []
+    for suffix in ("a", "f"):
+        value = f"{cc.major}.{cc.minor}{suffix}"
+        if rng is not None and parse_flashinfer_arch_list(value, rng, cuda).error:
+            continue
+        target = target_name(cc.major, f"{cc.minor}{suffix}")
+        builds = kb.toolkit_can_target(cuda, target)
+        if not builds or not runs_on(cc.major, f"{cc.minor}{suffix}", cc):
+            continue
+        portability = (
+            f"sm_{cc.sm}a cubins run only on compute capability {cc}"
+            if suffix == "a"
+            else f"sm_{cc.sm}f cubins run on the {cc.major}.x family from {cc}"
+        )
+        return [
+            Fix(
+                f'export FLASHINFER_CUDA_ARCH_LIST="{value}" (nvcc {cuda} can build {target}; '
+                "checked against FlashInfer's parser)",
+                f"Keeps the current toolkit; {portability}; must be in the environment of every "
+                "worker process; other GPU models need their own entry.",
+                env=(("FLASHINFER_CUDA_ARCH_LIST", value),),
+                kind=ENV,
+            ),
+            Fix(
+                "patch flashinfer/compilation_context.py _normalize_cuda_arch to return "
+                f'({cc.major}, "{cc.minor}{suffix}") for compute capability {cc}',
+                f"nvcc {cuda} builds {target}; the patch is lost on reinstall; prefer the env "
+                "variable.",
+                kind=PATCH,
+            ),
+        ]
+    return []
+
+
+def _upgrade_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
+    """A FlashInfer release whose rules work with the current toolkit on this GPU."""
+    rules = kb.jit_rules()["flashinfer"]
+    fixed_in = rules["fixed_in"]
+    newer = kb.flashinfer_range(fixed_in)
+    if newer is None or newer == rng or not case.cuda:
+        return []
+    if case.version and not kb.version_in_range(case.version, None, fixed_in):
+        return []
+    target = normalised_target(newer, case.cc, case.cuda)
+    if target is None:
+        return []
+    return [
+        Fix(
+            f"upgrade flashinfer-python to >= {fixed_in}",
+            f"{fixed_in} builds {target} with nvcc {case.cuda}; check the versions your serving "
+            f"framework pins ({rules['fixed_in_source']}).",
+            command=f"pip install 'flashinfer-python>={fixed_in}'",
+            kind=UPGRADE,
+        )
+    ]
+
+
+def toolkit_limit(target: str) -> str | None:
+    """The toolkits that can build ``target``: "CUDA >= 12.9", or "CUDA <= 12.9" for a target
+    a newer toolkit dropped (CUDA 13.0 dropped sm_50-sm_72)."""
+    span = kb.toolkit_range_for(target)
+    if span is None:
+        return None
+    first, last = span
+    return f"CUDA <= {last}" if last else f"CUDA >= {first}"
+
+
+def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
+    """No toolkit here works: the CUDA releases with which FlashInfer builds this GPU's target."""
+    from archgap.analysis.jit import normalise_arch
+
+    cc = case.cc
+    minor_text = f"{cc.minor}a" if cc.major >= 9 else str(cc.minor)
+    if rng is not None:
+        minor_text = normalise_arch(rng, cc.major, cc.minor, "99.9").minor_text or minor_text
+    target = target_name(cc.major, minor_text)
+    limit = toolkit_limit(target)
+    if limit is None:
+        return []
+    span = kb.toolkit_range_for(target)
+    steps = rng.normalise if rng else ()
+    needs = [n[0] for step in steps if step.major == cc.major for n in step.needs]
+    if span is not None and span[1] is None and needs:
+        least = min(needs, key=lambda v: kb.major_minor(v) or (0, 0))
+        first = max([span[0], least], key=lambda v: kb.major_minor(v) or (0, 0))
+        limit = f"CUDA >= {first}"
+    return [
+        Fix(
+            f"install a CUDA toolkit {limit.removeprefix('CUDA ')} and point CUDA_HOME at it",
+            f"FlashInfer then builds {target}; a pip nvcc wheel or a system toolkit both work if "
+            "CUDA_HOME/PATH name it in every worker's environment.",
+            kind=TOOLKIT,
+        )
+    ]
+
+
+def fixes_of_kind(fixes: Sequence[Fix], kind: str) -> list[Fix]:
+    return [f for f in fixes if f.kind == kind]

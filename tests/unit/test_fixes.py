@@ -1,0 +1,76 @@
+"""The one fix engine (scan and explain): a fix is offered only where the model says it works.
+
+Each expectation is derived from FlashInfer's released source and NVIDIA's rules:
+- sm_120a cubins run only on 12.0; GB10 is 12.1 (FlashInfer's own _normalize_cuda_arch
+  docstring: "avoid running SM120 code on SM121 (DGX Spark)"), so its fix is 12.1a, never 12.0a.
+- compute_121a/121f need nvcc >= 12.9 (CUDA 12.9 added sm_121); compute_120a needs 12.8.
+- flashinfer-python 0.7.1 raises "SM 12.1+ requires CUDA >= 12.9" for 12.1 with nvcc 12.8
+  (compilation_context.py), so upgrading does not help GB10 there.
+- check_cuda_arch() rejects everything below sm75 (jit/core.py), whatever the toolkit.
+- CUDA 13.0 dropped offline compilation for sm_50-sm_72: compute_70 needs CUDA <= 12.9.
+"""
+
+from __future__ import annotations
+
+from archgap.analysis.compat import ComputeCapability
+from archgap.analysis.explain import explain
+from archgap.analysis.fixes import FlashinferCase, flashinfer_fixes, toolkit_limit
+from archgap.analysis.logparse import parse_log
+from archgap.kb.signatures import load_signatures
+
+
+def cc(text: str) -> ComputeCapability:
+    parsed = ComputeCapability.parse(text)
+    assert parsed is not None
+    return parsed
+
+
+def actions(version: str, gpu: str, cuda: str) -> list[str]:
+    return [f.action for f in flashinfer_fixes(FlashinferCase(version, cc(gpu), cuda))]
+
+
+def test_gb10_with_nvcc_128_gets_neither_120a_nor_an_upgrade_that_still_raises() -> None:
+    found = actions("0.6.8", "12.1", "12.8")
+    assert not any("12.0a" in a or '"0a"' in a for a in found)
+    assert not any(a.startswith("upgrade") for a in found)  # 0.7.1 raises for 12.1 on 12.8
+    assert not any("FLASHINFER_CUDA_ARCH_LIST" in a for a in found)  # 121a needs nvcc 12.9
+    assert found[0] == "install a CUDA toolkit >= 12.9 and point CUDA_HOME at it"
+
+
+def test_gb10_with_nvcc_129_gets_its_own_minor() -> None:
+    found = actions("0.6.8", "12.1", "12.9")
+    assert 'export FLASHINFER_CUDA_ARCH_LIST="12.1a"' in found[0]
+    assert any('to return (12, "1a")' in a for a in found)
+    assert not any("12.0" in a for a in found)
+
+
+def test_rtx_pro_6000_with_nvcc_128() -> None:
+    found = actions("0.6.8", "12.0", "12.8")
+    assert 'export FLASHINFER_CUDA_ARCH_LIST="12.0a"' in found[0]
+    assert "upgrade flashinfer-python to >= 0.7.1" in found  # 0.7.1 builds compute_120a on 12.8
+
+
+def test_unsupported_gpu_is_said_so_and_no_toolkit_is_offered() -> None:
+    fixes = flashinfer_fixes(FlashinferCase("0.6.8", cc("7.0"), "13.0"))
+    assert [f.action.split(" (")[0] for f in fixes] == [
+        "FlashInfer 0.6.8 does not support sm_70; avoid its paths"
+    ]
+
+
+def test_a_toolkit_dropped_architecture_reads_as_an_upper_bound() -> None:
+    assert toolkit_limit("compute_70") == "CUDA <= 12.9"
+    assert toolkit_limit("compute_121a") == "CUDA >= 12.9"
+
+
+def test_explain_on_gb10_offers_the_gb10_fix() -> None:
+    log = parse_log(
+        "WARNING flashinfer: Failed to get device capability: SM 12.x requires CUDA >= 12.9.\n"
+        "GPU: NVIDIA GB10, compute capability 12.1\n"
+        "nvcc: Cuda compilation tools, release 12.9, V12.9.86\n"
+        "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
+    )
+    diagnosis = explain(log, load_signatures())
+    texts = [f.text for f in diagnosis.fixes]
+    assert texts, diagnosis
+    assert not any("12.0a" in t or '"0a"' in t for t in texts)
+    assert any('FLASHINFER_CUDA_ARCH_LIST="12.1a"' in t for t in texts)
