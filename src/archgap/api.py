@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,8 @@ def scan(
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
     progress: Progress | None = None,
+    driver: str | None = None,
+    strict: bool = False,
 ) -> ScanReport:
     """Scan an environment's native libraries and toolchains; judge each package on each GPU.
 
@@ -47,12 +50,14 @@ def scan(
     """
     for name in gpus:
         resolve_gpu(name)  # a bad name fails before anything is probed
+    if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
+        raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
     request = probe_request(DEFAULT_SECTIONS, python)
     facts = _run(target, request, timeout, root, env_from, progress)
     env_problem = (facts.get("errors") or {}).get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
-    return report_from_facts(facts, gpus)
+    return report_from_facts(facts, gpus, driver=driver, strict=strict)
 
 
 def _run(

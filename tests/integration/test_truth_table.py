@@ -113,7 +113,9 @@ def test_cuda_runtime_wheel_has_no_kernel_library() -> None:
         (library,) = verdict["libraries"]
         assert library["role"] == "device-link archive"
         assert "nvlink" in library["role_reason"]
-    assert code == 0
+    # x86-64 wheels named against aarch64 systems (GB10, Thor, Orin): the host-platform gap
+    assert {f["gpu"] for f in doc["platform"]} == {"GB10", "Thor", "Orin"}
+    assert code == 1
 
 
 def test_cupti_wheel_is_profiling_only(tmp_path: Path) -> None:
@@ -137,4 +139,6 @@ def test_cupti_wheel_is_profiling_only(tmp_path: Path) -> None:
     assert any(
         "libcupti.so.13" in n for p in doc["packages"] if p["gpu"] == "V100" for n in p["notes"]
     )
-    assert code == 0
+    # x86-64 wheels named against aarch64 systems (GB10, Thor, Orin): the host-platform gap
+    assert {f["gpu"] for f in doc["platform"]} == {"GB10", "Thor", "Orin"}
+    assert code == 1

@@ -23,6 +23,7 @@ from archgap.kb.gpus import (
     find_products,
     integrated,
     integrated_rule,
+    known_capabilities,
     renumbered,
 )
 
@@ -121,6 +122,8 @@ class GpuTarget:
     compute_capability: ComputeCapability
     role: str  # "present" (on this machine), "named" (--gpu/--require), "matrix" (default set)
     source: str  # where the compute capability came from
+    host_cpu: str | None = None  # "aarch64" when the named product fixes it (GB10, Jetson, Grace)
+    host_cpu_source: str = ""
 
     @property
     def gates_exit_code(self) -> bool:
@@ -135,8 +138,15 @@ class UnknownGpu(ValueError):
 def resolve_gpu(text: str) -> GpuTarget:
     """A ``--gpu``/``--require`` value: a compute capability (known or not) or a product name."""
     cc = ComputeCapability.parse(text)
+    bare = text.strip()
+    if cc is not None and bare.isdigit() and len(bare) <= 2 and str(cc) not in known_capabilities():
+        # "12" is not compute capability 1.2: a bare major is a mistake, not a GPU
+        raise UnknownGpu(
+            f"GPU {bare!r} is a bare number: did you mean compute capability {bare}.0? "
+            f"(give MAJOR.MINOR like {bare}.0, or sm_{bare}0)"
+        )
     if cc is not None:
-        return GpuTarget(text.strip(), cc, "named", "compute capability given on the command line")
+        return GpuTarget(bare, cc, "named", "compute capability given on the command line")
     matches = find_products(text)
     capabilities = sorted({m.compute_capability for m in matches})
     if len(capabilities) == 1:
@@ -144,7 +154,16 @@ def resolve_gpu(text: str) -> GpuTarget:
         names = ", ".join(m.name for m in matches[:3]) + (" …" if len(matches) > 3 else "")
         parsed = ComputeCapability.parse(capabilities[0])
         assert parsed is not None  # the knowledge base holds dotted capabilities only
-        return GpuTarget(text.strip(), parsed, "named", f"kb/gpus.json: {names} ({product.source})")
+        hosts = {m.host_cpu for m in matches}
+        host = hosts.pop() if len(hosts) == 1 else None
+        return GpuTarget(
+            bare,
+            parsed,
+            "named",
+            f"kb/gpus.json: {names} ({product.source})",
+            host,
+            f"kb/gpus.json: {product.name} host CPU" if host else "",
+        )
     if not matches:
         close = close_names(text)
         hint = f"did you mean {' or '.join(close)}? " if close else ""

@@ -663,6 +663,65 @@ def torch_findings(
     return findings
 
 
+def runtime_findings(
+    facts: ToolchainFacts,
+    targets: Sequence[GpuTarget],
+    driver_version: str | None,
+    driver_source: str = "nvidia-smi",
+) -> list[JitFinding]:
+    """Each CUDA runtime wheel (cudart, nvrtc) the driver cannot run (minor-version rules)."""
+    if not driver_version:
+        return []
+    gates = any(t.gates_exit_code for t in targets)
+    findings = []
+    seen: set[tuple[str, str]] = set()
+    for tk in facts.toolkits:
+        if tk.component not in ("runtime", "nvrtc") or not tk.version:
+            continue
+        if (tk.component, tk.version) in seen:
+            continue
+        seen.add((tk.component, tk.version))
+        ok, rule = kb.driver_runs_runtime(driver_version, tk.version)
+        if ok is not False:
+            continue
+        name = "nvidia-cuda-runtime" if tk.component == "runtime" else "nvidia-cuda-nvrtc"
+        findings.append(
+            JitFinding(
+                name,
+                tk.full_version or tk.version,
+                None,
+                None,
+                "fails",
+                kb.jit_rules()["torch"]["driver_error"],
+                f"the CUDA {tk.version} {tk.component} in this environment needs a newer driver "
+                f"than {driver_version} ({rule}).",
+                (
+                    Fact(f"{name} {tk.full_version or tk.version}", tk.version_from),
+                    Fact(f"driver {driver_version}", driver_source),
+                    Fact(rule, "kb/drivers.json"),
+                ),
+                (
+                    Fix(
+                        f"upgrade the NVIDIA driver to one that runs CUDA {tk.version}, or install "
+                        "the CUDA forward-compatibility package (cuda-compat) on a datacenter GPU",
+                        "A driver upgrade needs a maintenance window; forward compatibility "
+                        "works only on datacenter GPUs (https://docs.nvidia.com/deploy/cuda-compatibility/).",
+                        kind="upgrade",
+                    ),
+                    Fix(
+                        "install builds for the CUDA the driver supports (a torch wheel from an "
+                        "older +cuXYZ index and its nvidia-* wheels)",
+                        "Keeps the driver; the whole stack must move to that CUDA.",
+                        kind="upgrade",
+                    ),
+                ),
+                "at CUDA initialisation (the first CUDA call of any package using it)",
+                gates,
+            )
+        )
+    return findings
+
+
 def jit_findings(
     facts: ToolchainFacts,
     targets: Sequence[GpuTarget],
@@ -674,4 +733,5 @@ def jit_findings(
         *flashinfer_findings(facts, targets),
         *triton_findings(facts, targets),
         *torch_findings(facts, targets, driver_version, driver_source),
+        *runtime_findings(facts, targets, driver_version, driver_source),
     )

@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
 from archgap.analysis.jit import JitFinding, jit_findings
-from archgap.analysis.verdicts import NONE, PackageVerdict, group_by_package, verdicts_for
+from archgap.analysis.platform import PlatformFinding, platform_findings
+from archgap.analysis.verdicts import NONE, PARTIAL, PackageVerdict, group_by_package, verdicts_for
 from archgap.kb.gpus import identify
 from archgap.kb.toolchain import max_ptx_isa_for_driver
 from archgap.model import BinaryFacts, Gpu, GpuFacts, Problem, PythonEnvironment, decode
@@ -35,6 +36,10 @@ class ScanReport:
     caches: CacheReport | None = None  # the JIT caches of the environment's user
     # Where the time went: each probe section on the target (reading), then "analysis" (here).
     seconds: tuple[tuple[str, float], ...] = ()
+    platform: tuple[PlatformFinding, ...] = ()  # the environment's CPU is not the GPU host's
+    driver: str | None = None  # the driver judged against (detected, or --driver)
+    driver_source: str = ""
+    strict: bool = False  # --strict: 'partial' on a gating GPU is a gap too
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
@@ -44,13 +49,18 @@ class ScanReport:
     @property
     def has_gap(self) -> bool:
         """Whether the run fails: a package or a JIT build cannot work on a gating GPU."""
-        return bool(self.gaps or self.jit_gaps)
+        return bool(self.gaps or self.jit_gaps or self.platform_gaps)
+
+    @property
+    def platform_gaps(self) -> tuple[PlatformFinding, ...]:
+        return tuple(f for f in self.platform if f.gates_exit_code)
 
     @property
     def gaps(self) -> tuple[PackageVerdict, ...]:
         """Packages that cannot run at all on a GPU that is present or was named."""
         gating = {g.label for g in self.gpus if g.gates_exit_code}
-        return tuple(p for p in self.packages if p.verdict == NONE and p.gpu in gating)
+        failing = (NONE, PARTIAL) if self.strict else (NONE,)
+        return tuple(p for p in self.packages if p.verdict in failing and p.gpu in gating)
 
     @property
     def problems(self) -> tuple[Problem, ...]:
@@ -125,12 +135,17 @@ def _section(facts: Mapping[str, Any], name: str, cls: type[T]) -> T | None:
 
 
 def report_from_facts(
-    facts: Mapping[str, Any], gpus: Sequence[str] = (), matrix: bool = True
+    facts: Mapping[str, Any],
+    gpus: Sequence[str] = (),
+    matrix: bool = True,
+    driver: str | None = None,
+    strict: bool = False,
 ) -> ScanReport:
     """Judge probe facts (from any host) against the named, present or default GPUs. Pure.
 
-    Raises ``UnknownGpu`` for a GPU name no table knows and ``DecodeError`` for facts that do
-    not have the probe's shape.
+    ``driver`` (``--driver``) replaces the detected driver version: the PTX ISA it can JIT and
+    the CUDA runtimes it can run are judged against it. Raises ``UnknownGpu`` for a GPU name no
+    table knows and ``DecodeError`` for facts that do not have the probe's shape.
     """
     started = time.perf_counter()
     errors = tuple(Problem(f"probe: {k}", str(v)) for k, v in (facts.get("errors") or {}).items())
@@ -140,11 +155,14 @@ def report_from_facts(
     binaries = tuple(decode(BinaryFacts, b) for b in found)
     toolchains = _section(facts, "toolchains", ToolchainFacts)
     targets = choose_targets(gpu_facts, gpus) if matrix or gpus or gpu_facts.gpus else ()
-    isa = max_ptx_isa_for_driver(gpu_facts.driver_version) if gpu_facts.driver_version else None
+    version, source = gpu_facts.driver_version, gpu_facts.source
+    if driver:
+        version, source = driver, "--driver"
+    isa = max_ptx_isa_for_driver(version) if version else None
     packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa))
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
-        jit = tuple(jit_findings(toolchains, targets, gpu_facts.driver_version, gpu_facts.source))
+        jit = tuple(jit_findings(toolchains, targets, version, source))
     cache_data = (facts.get("sections") or {}).get("caches")
     caches = (
         audit_caches(cache_data, targets, toolchains, env.python_version)
@@ -153,8 +171,10 @@ def report_from_facts(
     )
     seconds = (*_probe_seconds(facts), ("analysis", time.perf_counter() - started))
     return ScanReport(
-        env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds
-    )
+        env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds,
+        platform=platform_findings(binaries, targets, facts.get("platform")),
+        driver=version, driver_source=source if version else "", strict=strict,
+    )  # fmt: skip
 
 
 def _probe_seconds(facts: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:

@@ -51,6 +51,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--libs", action="store_true", help="show the per-library view")
     parser.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="judge against this NVIDIA driver (580.65.06) instead of the detected one: the PTX "
+        "ISA it can JIT and the CUDA runtimes (cudart/nvrtc wheels, torch) it can run",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --require/--gpu: a 'partial' package (a kernel library without code for the "
+        "GPU) fails too",
+    )
+    parser.add_argument(
         "--env-from",
         metavar="PID|FILE",
         help="resolve toolkits and JIT settings with a service's environment: a process id "
@@ -89,15 +101,19 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     target = target_from_args(args)
     started = time.monotonic()
     try:
+        options = {"driver": args.driver, "strict": args.strict}
         if target.is_local:  # n/N as the native files are read
             with out.counter("reading native files") as tell:
                 report = scan(
-                    args.python, named, target, args.env_from, args.root, args.timeout, tell
-                )
+                    args.python, named, target, args.env_from, args.root, args.timeout, tell,
+                    **options,
+                )  # fmt: skip
         else:  # a remote probe tells nothing until it is done
             with out.status(f"scanning {target.name}"):
-                report = scan(args.python, named, target, args.env_from, args.root, args.timeout)
-    except UnknownGpu as exc:
+                report = scan(
+                    args.python, named, target, args.env_from, args.root, args.timeout, **options
+                )
+    except (UnknownGpu, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     except ProbeError as exc:
         write_scan_files(args, None, time.monotonic() - started)
@@ -152,6 +168,9 @@ def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:
         "toolchains": _toolchains_body(report.toolchains),
         "jit": report.jit,
         "caches": report.caches,
+        "platform": report.platform,
+        "driver": {"version": report.driver, "source": report.driver_source},
+        "strict": report.strict,
         "gap": report.has_gap,
         "problems": report.problems,
         "seconds": round(elapsed, 3),
@@ -270,12 +289,17 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
             out.print(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
             for note in p.notes:
                 out.print(f"    [dim]{e(note)}[/]")
+    if report.platform:
+        out.print("\n[bold]Host platform[/]")
+        for f in report.platform:
+            style = "bold red" if f.gates_exit_code else "magenta"
+            out.print(f"  [{style}]cannot run[/] on {e(f.gpu)}: {e(f.cause)}")
     _print_jit(out, report)
     if report.caches is not None:
         from archgap.cli.caches_text import cache_lines
 
         out.print("\n".join(cache_lines(report.caches)))
-    gaps = len(report.gaps) + len(report.jit_gaps)
+    gaps = len(report.gaps) + len(report.jit_gaps) + len(report.platform_gaps)
     verdict = (
         f"[bold red]{gaps} gap(s)[/] on a present or named GPU"
         if gaps

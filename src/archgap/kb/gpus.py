@@ -35,6 +35,12 @@ def products() -> tuple[GpuProduct, ...]:
 
 
 @cache
+def known_capabilities() -> frozenset[str]:
+    """Every compute capability a product in the table has ("7.5", "12.1" ...)."""
+    return frozenset(p.compute_capability for p in products())
+
+
+@cache
 def families() -> tuple[tuple[str, ...], ...]:
     """The architecture families of the ``f`` targets: ("10.0", "10.3", "10.7"), ..."""
     return tuple(tuple(f["members"]) for f in load_json("gpus.json")["families"])

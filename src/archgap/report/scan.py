@@ -89,6 +89,7 @@ def findings(report: ScanReport) -> list[str]:
         if p.verdict != "native"
     ]
     lines += [note for p in report.packages for note in p.notes]
+    lines += [f"cannot run on {f.gpu}: {f.cause}" for f in report.platform]
     for f in report.jit:
         where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
         lines.append(f"JIT {f.status}: {f.package} {f.version}{where} — {f.cause}")
@@ -96,7 +97,7 @@ def findings(report: ScanReport) -> list[str]:
 
 
 def summary_line(report: ScanReport) -> str:
-    gaps = len(report.gaps) + len(report.jit_gaps)
+    gaps = len(report.gaps) + len(report.jit_gaps) + len(report.platform_gaps)
     return (
         f"{gaps} gap(s) on a present or named GPU" if gaps else "no gap on a present or named GPU"
     )

@@ -1,0 +1,69 @@
+"""Host platform, --driver, --strict and bare-major GPU names on real wheels (scan CLI).
+
+- nvidia-cuda-cupti 13.0.85 from PyPI is a manylinux x86_64 wheel: its ELF files are x86-64
+  (e_machine 62). GB10 (DGX Spark) is an aarch64 system (NVIDIA's product page: a 20-core Arm
+  CPU): that environment cannot run there at all, whatever SASS it has.
+- nvidia-cuda-runtime 13.0.96 is CUDA 13.0's runtime: CUDA 13.0 needs driver >= 580.65.06, and
+  minor-version compatibility for 13.x needs >= 580 (CUDA release notes, Table 2); a 575 driver
+  (CUDA 12.9) cannot run it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.scan import ScanReport
+from archgap.analysis.verdicts import PackageVerdict
+from archgap.model import GpuFacts, PythonEnvironment
+from tests.helpers import DATA, json_output, run_cli
+
+CUPTI = DATA / "venv-nvidia-cuda-cupti-13.0.85" / "bin" / "python"
+RUNTIME = DATA / "venv-nvidia-cuda-runtime-13.0.96" / "bin" / "python"
+pytestmark = pytest.mark.skipif(
+    not CUPTI.exists() or not RUNTIME.exists(), reason="scripts/testdata installs the wheels"
+)
+
+
+def test_x86_environment_named_against_gb10_cannot_run_there() -> None:
+    result = run_cli("scan", "--python", str(CUPTI), "--gpu", "GB10", "--gpu", "H100", "--json")
+    doc = json_output(result, "scan")
+    assert [(f["gpu"], f["environment_cpu"], f["host_cpu"]) for f in doc["platform"]] == [
+        ("GB10", "x86-64", "aarch64")
+    ]
+    assert result.returncode == 1
+    text = run_cli("scan", "--python", str(CUPTI), "--gpu", "GB10")
+    assert "cannot run on GB10" in text.stdout and "aarch64" in text.stdout
+    assert run_cli("scan", "--python", str(CUPTI), "--gpu", "H100").returncode == 0
+
+
+@pytest.mark.parametrize(("driver", "fails"), [("575.57.08", True), ("580.65.06", False)])
+def test_named_driver_against_the_cuda_runtime_wheel(driver: str, fails: bool) -> None:
+    result = run_cli(
+        "scan", "--python", str(RUNTIME), "--gpu", "H100", "--driver", driver, "--json"
+    )
+    doc = json_output(result, "scan")
+    assert doc["driver"] == {"version": driver, "source": "--driver"}
+    runtime = [f for f in doc["jit"] if f["package"] == "nvidia-cuda-runtime"]
+    assert bool(runtime) is fails
+    if fails:
+        assert runtime[0]["error"] == "CUDA driver version is insufficient for CUDA runtime version"
+    assert result.returncode == (1 if fails else 0)
+
+
+def test_bad_driver_and_bare_major_are_usage_errors() -> None:
+    result = run_cli("scan", "--python", str(RUNTIME), "--gpu", "12")
+    assert result.returncode == 2 and "12.0" in result.stderr
+    result = run_cli("scan", "--python", str(RUNTIME), "--gpu", "H100", "--driver", "latest")
+    assert result.returncode == 2 and "--driver" in result.stderr
+
+
+def test_strict_makes_partial_a_gap() -> None:
+    gpu = resolve_gpu("H100")
+    partial = PackageVerdict("pkg", "1", gpu.label, "partial", "1 of 2 libraries ...", ())
+    env = PythonEnvironment("/py", "3.11", ("/sp",), (), ())
+    facts = GpuFacts((), None, None, "none")
+    relaxed = ScanReport(env, facts, (gpu,), (), (partial,))
+    strict = ScanReport(env, facts, (gpu,), (), (partial,), strict=True)
+    assert not relaxed.has_gap
+    assert strict.has_gap and strict.gaps == (partial,)
