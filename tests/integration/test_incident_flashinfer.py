@@ -75,12 +75,18 @@ def test_rtx_pro_6000_with_nvcc_12_8_predicts_the_sm75_error(tmp_path: Path) -> 
 def test_rtx_pro_6000_with_new_enough_nvcc_has_no_finding(tmp_path: Path, nvcc: str) -> None:
     needs_13(nvcc)
     code, jit, _ = scan("0.6.8", "RTX PRO 6000", toolkit(tmp_path, nvcc))
-    assert jit == [] and code == 0
+    # checked and works, said so: 0.6.8 normalises 12.0 to compute_120f with CUDA >= 12.9
+    assert [(f["status"], f["gpu"]) for f in jit] == [("ok", "RTX PRO 6000")] and code == 0
+    assert (
+        f"flashinfer-python 0.6.8 on RTX PRO 6000: builds compute_120f with nvcc {nvcc}"
+        in (jit[0]["cause"])
+    )
 
 
 def test_0_7_1_accepts_12_8_and_rejects_12_6(tmp_path: Path) -> None:
     code, jit, _ = scan("0.7.1", "RTX PRO 6000", banner_toolkit(tmp_path, "12.8"))
-    assert jit == [] and code == 0
+    assert [f["status"] for f in jit] == ["ok"] and code == 0
+    assert "builds compute_120a with nvcc 12.8" in jit[0]["cause"]  # 0.7.1: 12.8 -> 120a
     code, (finding,), _ = scan("0.7.1", "RTX PRO 6000", banner_toolkit(tmp_path, "12.6"))
     assert code == 1 and finding["error"] == SM75_0_7
     assert "SM 120 requires CUDA >= 12.8" in finding["cause"]
@@ -102,7 +108,7 @@ def test_b300_arch_set_fine_but_nvcc_12_8_cannot_build_compute_103a(tmp_path: Pa
     assert finding["error"] == "nvcc fatal   : Unsupported gpu architecture 'compute_103a'"
     assert "arch set is fine" in finding["cause"] and "12.9" in finding["cause"]
     _, jit, _ = scan("0.6.8", "B300", banner_toolkit(tmp_path, "12.9"))
-    assert jit == []
+    assert [f["status"] for f in jit] == ["ok"] and "builds compute_103a" in jit[0]["cause"]
 
 
 def test_env_from_file_overrides_the_shell(tmp_path: Path) -> None:
@@ -113,7 +119,7 @@ def test_env_from_file_overrides_the_shell(tmp_path: Path) -> None:
     shell = {"CUDA_HOME": str(good)}
     # The shell alone would be fine ...
     _, jit, _ = scan("0.6.8", "RTX PRO 6000", good, shell=shell)
-    assert jit == []
+    assert [f["status"] for f in jit] == ["ok"]
     # ... but the service runs with the env file's CUDA_HOME.
     code, (finding,), doc = scan(
         "0.6.8", "RTX PRO 6000", old, "--env-from", str(env_file), shell=shell
@@ -171,3 +177,33 @@ def test_hanging_nvcc_does_not_hang_the_scan(tmp_path: Path) -> None:
 def test_bad_env_from_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("scan", "--gpu", "B200", "--env-from", str(tmp_path / "nope.env"))
     assert result.returncode == 2 and "nope.env" in result.stderr
+
+
+def test_rules_per_release_read_off_each_wheel(tmp_path: Path) -> None:
+    """Each release's compilation_context.py (read from the 0.6.6, 0.6.7 and 0.6.8 wheels):
+    0.6.7 normalises every SM 12.x to compute_120f on CUDA >= 12.9 (its docstring: "This covers
+    both SM 12.0 and SM 12.1"); 0.6.8 keeps the minor (12.1 -> compute_121a); 0.5.0-0.6.6 add
+    FLASHINFER_CUDA_ARCH_LIST entries as written (no suffix appended, no version check)."""
+    nvcc_129 = banner_toolkit(tmp_path, "12.9")
+    nvcc_128 = banner_toolkit(tmp_path, "12.8")
+    _, (v067,), _ = scan("0.6.7", "GB10", nvcc_129)
+    assert v067["status"] == "ok" and "builds compute_120f with nvcc 12.9" in v067["cause"]
+    _, (v068,), _ = scan("0.6.8", "GB10", nvcc_129)
+    assert v068["status"] == "ok" and "builds compute_121a with nvcc 12.9" in v068["cause"]
+    shell = {"CUDA_HOME": str(nvcc_128), "FLASHINFER_CUDA_ARCH_LIST": "12.0"}
+    code, (v066,), _ = scan("0.6.6", "GB10", nvcc_128, shell=shell)
+    # compute_120 (plain) SASS runs on 12.1 and nvcc 12.8 builds it
+    assert v066["status"] == "ok" and "builds compute_120 with nvcc 12.8" in v066["cause"]
+    code, (v068_list,), _ = scan("0.6.8", "GB10", nvcc_128, shell=shell)
+    # 0.6.8 normalises the unsuffixed entry like a detected GPU: it raises at import
+    assert code == 1 and v068_list["error"] == "RuntimeError: SM 12.x requires CUDA >= 12.9"
+
+
+def test_gpu_below_sm75_is_unsupported_whatever_the_toolkit(tmp_path: Path) -> None:
+    # check_cuda_arch() (jit/core.py) rejects every GPU below sm75; CUDA 13 also dropped sm_70.
+    code, (finding,), _ = scan("0.6.8", "V100", toolkit(tmp_path, "13.0"))
+    assert code == 1 and finding["error"] == SM75_0_6
+    assert "does not support sm_70" in finding["cause"]
+    assert [f["action"].split(" (")[0] for f in finding["fixes"]] == [
+        "FlashInfer 0.6.8 does not support sm_70; avoid its paths"
+    ]

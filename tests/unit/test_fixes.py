@@ -74,3 +74,20 @@ def test_explain_on_gb10_offers_the_gb10_fix() -> None:
     assert texts, diagnosis
     assert not any("12.0a" in t or '"0a"' in t for t in texts)
     assert any('FLASHINFER_CUDA_ARCH_LIST="12.1a"' in t for t in texts)
+
+
+def test_flashinfer_074_builds_sm107_as_the_100f_family_target() -> None:
+    # 0.7.4 get_nvcc_flags_list: SM 10.7 ('7a') -> -gencode=arch=compute_100f,code=sm_100f when
+    # `nvcc --list-gpu-arch` lacks compute_107 (nvcc 13.0 does: sm_107 arrives in CUDA 13.4).
+    from archgap.analysis.compat import sass_runs_on
+    from archgap.analysis.jit import build_target, normalise_arch
+    from archgap.kb.toolchain import flashinfer_range
+
+    rng = flashinfer_range("0.7.4")
+    assert rng is not None and rng.sm107_to_100f
+    norm = normalise_arch(rng, 10, 7, "13.0")
+    assert norm.minor_text == "7a"
+    assert build_target(rng, 10, "7a", "13.0") == "compute_100f"
+    assert sass_runs_on(100, "f", cc("10.7"))  # the 10.x family: {10.0, 10.3, 10.7}
+    older = flashinfer_range("0.7.1")
+    assert older is not None and build_target(older, 10, "7a", "13.0") == "compute_107a"

@@ -179,13 +179,22 @@ def normalise_arch(rng: kb.FlashinferRange, major: int, minor: int, cuda: str | 
         if step.suffix is not None:
             return Normalised(step.suffix, f"{minor}{step.suffix}", None)
         have = kb.major_minor(cuda) if cuda else None
-        for cuda_min, suffix in step.needs:
+        for cuda_min, suffix, minor_text in step.needs:
             need = kb.major_minor(cuda_min)
             if have is not None and need is not None and have >= need:
-                text = "0f" if suffix == "f" and minor == 0 else f"{minor}{suffix}"
-                return Normalised(suffix, text, None)
+                return Normalised(suffix, minor_text or f"{minor}{suffix}", None)
         return Normalised(None, None, step.raises)
     return Normalised("", str(minor), None)
+
+
+def build_target(rng: kb.FlashinferRange, major: int, minor_text: str, cuda: str | None) -> str:
+    """The -gencode target FlashInfer emits for one (major, minor) of TARGET_CUDA_ARCHS: 0.7.4
+    builds SM 10.7 as compute_100f when the nvcc it calls cannot build compute_107a."""
+    target = target_name(major, minor_text)
+    lacks_107 = cuda is not None and not kb.toolkit_can_target(cuda, target)
+    if rng.sm107_to_100f and target == "compute_107a" and lacks_107:
+        return "compute_100f"
+    return target
 
 
 @dataclass(frozen=True)
@@ -216,8 +225,8 @@ def parse_flashinfer_arch_list(
         major = int(major_text)
         if not minor:
             return ArchListParse(tuple(archs), "IndexError: string index out of range")
-        if minor[-1].isalpha():
-            archs.append((major, minor))
+        if minor[-1].isalpha() or rng.arch_list_verbatim:
+            archs.append((major, minor))  # 0.5.0-0.6.6 take every entry as written
             continue
         if not minor.strip().lstrip("+-").isdigit():
             return ArchListParse(
@@ -310,7 +319,7 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
                 facts, pkg.version, rng, target, tk, cuda, arch_list, chain, missing, when
             )
         )
-    return [f for f in findings if f.status != "ok"]
+    return findings
 
 
 def _flashinfer_one(
@@ -434,8 +443,18 @@ def _flashinfer_one(
             f"FlashInfer must compile {', '.join(_target(*a) for a in archs)} but {reason}.",
             _flashinfer_fixes(facts, version, target, None, home),
         )
+    built = []
     for major, minor_text in archs:
-        tgt = _target(major, minor_text)
+        tgt = build_target(rng, major, minor_text, tk.version)
+        if tgt != _target(major, minor_text):
+            chain.append(
+                Fact(
+                    f"nvcc {tk.version} cannot build {_target(major, minor_text)}: FlashInfer "
+                    f"{version} builds {tgt} instead",
+                    rng.source,
+                )
+            )
+        built.append(tgt)
         if not kb.toolkit_can_target(tk.version, tgt):
             first = kb.first_toolkit_for(tgt)
             chain.append(
@@ -452,7 +471,12 @@ def _flashinfer_one(
                 f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
                 _flashinfer_fixes(facts, version, target, tk.version, home),
             )
-    return finding("ok", None, f"nvcc {tk.version} builds {tgt} for {cc}.")
+    return finding(
+        "ok",
+        None,
+        f"flashinfer-python {version} on {target.label}: builds {', '.join(built)} with nvcc "
+        f"{tk.version} ({tk.tool_path}), which runs on {cc}.",
+    )
 
 
 # --- Triton ---------------------------------------------------------------------------------

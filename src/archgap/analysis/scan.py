@@ -31,7 +31,7 @@ class ScanReport:
     binaries: tuple[BinaryFacts, ...]
     packages: tuple[PackageVerdict, ...]
     toolchains: ToolchainFacts | None = None  # toolkits and the environment JIT compilers see
-    jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (fails/unknown only)
+    jit: tuple[JitFinding, ...] = ()  # what the JIT compilers will do (ok, fails, unknown)
     collection_errors: tuple[Problem, ...] = ()  # probe sections that failed
     caches: CacheReport | None = None  # the JIT caches of the environment's user
     # Where the time went: each probe section on the target (reading), then "analysis" (here).

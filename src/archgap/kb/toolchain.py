@@ -203,7 +203,7 @@ class NormaliseStep:
     major_min: int | None
     minor: int | None
     suffix: str | None  # unconditional suffix
-    needs: tuple[tuple[str, str], ...]  # (cuda_min, suffix), first met wins
+    needs: tuple[tuple[str, str, str | None], ...]  # (cuda_min, suffix, minor text), first met
     raises: str | None  # message when no ``needs`` is met
 
 
@@ -216,6 +216,8 @@ class FlashinferRange:
     warning: str
     source: str
     source_checks: tuple[dict[str, str], ...]
+    arch_list_verbatim: bool = False  # FLASHINFER_CUDA_ARCH_LIST entries used as written
+    sm107_to_100f: bool = False  # SM 10.7 built as compute_100f when nvcc lacks compute_107a
 
 
 @cache
@@ -228,7 +230,9 @@ def flashinfer_ranges() -> tuple[FlashinferRange, ...]:
                 s.get("major_min"),
                 s.get("minor"),
                 s.get("suffix"),
-                tuple((n["cuda_min"], n["suffix"]) for n in s.get("needs", ())),
+                tuple(
+                    (n["cuda_min"], n["suffix"], n.get("minor_text")) for n in s.get("needs", ())
+                ),
                 s.get("raise"),
             )
             for s in r["normalise"]
@@ -242,6 +246,8 @@ def flashinfer_ranges() -> tuple[FlashinferRange, ...]:
                 r["warning"],
                 r["source"],
                 tuple(r.get("source_checks", ())),
+                bool(r.get("arch_list_verbatim")),
+                bool(r.get("sm107_to_100f")),
             )
         )
     return tuple(ranges)
