@@ -178,7 +178,39 @@ def test_triton_bundled_ptxas_too_old_for_gb10() -> None:
         finding.error or ""
     )
     assert finding.fixes[0].env == (("TRITON_PTXAS_PATH", "/usr/local/cuda-13.0/bin/ptxas"),)
-    assert not [x for x in jit_findings(f, [resolve_gpu("H100")]) if x.package == "triton"]
+    # checked and works: said so (ptxas 12.8 knows sm_90a)
+    (h100,) = [x for x in jit_findings(f, [resolve_gpu("H100")]) if x.package == "triton"]
+    assert h100.status == "ok" and "ptxas 12.8 assembles sm_90a" in h100.cause
+
+
+def _ptxas(home: str, version: str, tool: str = "ptxas", found_by: str = "triton") -> Toolkit:
+    return Toolkit(home, found_by, "test", tool, f"{home}/bin/{tool}", "ok", version, None, "t")
+
+
+def test_triton_ptxas_newer_than_the_driver() -> None:
+    # pytorch#119054: triton's bundled ptxas 12.x with a 470 driver (CUDA 11.4): the driver
+    # rejects its cubins; CUDA 12.x needs >= 525 even with minor-version compatibility, and a
+    # CUDA 11.8 ptxas (11.x runs on >= 450.80.02) fixes it.
+    bundled = _ptxas("/site/triton/backends/nvidia", "12.8")
+    cuda118 = _ptxas("/usr/local/cuda-11.8", "11.8", "nvcc", "/usr/local/cuda-*")
+    f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(bundled, cuda118))
+    got = jit_findings(f, [resolve_gpu("A100")], driver_version="470.57.02")
+    (finding,) = [x for x in got if x.package == "triton"]
+    assert finding.status == "fails"
+    assert finding.error == "RuntimeError: Triton Error [CUDA]: device kernel image is invalid"
+    assert finding.fixes[0].env == (("TRITON_PTXAS_PATH", "/usr/local/cuda-11.8/bin/ptxas"),)
+    fine = jit_findings(f, [resolve_gpu("A100")], driver_version="580.65.06")
+    assert [x.status for x in fine if x.package == "triton"] == ["ok"]
+
+
+def test_triton_below_its_supported_minimum() -> None:
+    # README: NVIDIA GPUs of compute capability 8.0+ (PR #5066: FMA fallback below 8.0);
+    # torch/_inductor refuses below 7.0.
+    f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(_ptxas("/t", "12.8"),))
+    (v100,) = [x for x in jit_findings(f, [resolve_gpu("V100")]) if x.package == "triton"]
+    assert v100.status == "unknown" and "FMA" in v100.cause
+    (p100,) = [x for x in jit_findings(f, [resolve_gpu("P100")]) if x.package == "triton"]
+    assert p100.status == "fails" and "CUDA Capability >= 7.0" in (p100.error or "")
 
 
 def test_torch_extension_major_mismatch() -> None:
@@ -203,7 +235,7 @@ def test_torch_runtime_needs_newer_driver() -> None:
     ("torch_version", "arch_list", "rejected"),
     [
         # torch's parser has no family names; 12.1/12.1a came in torch 2.13 (stack_gates.md 4.1).
-        ("2.9.0+cu130", "9.0;12.0a", None),
+        ("2.9.0+cu130", "9.0;12.0+PTX", None),  # compute_120 PTX JITs on GB10's 12.1
         ("2.9.0+cu130", "9.0 12.0f", "12.0f"),
         ("2.9.0+cu130", "12.1a+PTX", "12.1a"),
         ("2.13.0+cu130", "12.1a+PTX", None),

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from archgap.analysis import torch_ext
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes import (
     Fix,
@@ -23,7 +24,13 @@ from archgap.analysis.fixes import (
     target_name,
 )
 from archgap.kb import toolchain as kb
-from archgap.probe.toolkit import SourceCheck, ToolchainFacts, Toolkit
+from archgap.probe.toolkit import (
+    InstalledPackage,
+    SourceCheck,
+    ToolchainFacts,
+    Toolkit,
+    TorchBuild,
+)
 
 
 @dataclass(frozen=True)
@@ -482,64 +489,49 @@ def _flashinfer_one(
 # --- Triton ---------------------------------------------------------------------------------
 
 
-def triton_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list[JitFinding]:
+def triton_findings(
+    facts: ToolchainFacts,
+    targets: Sequence[GpuTarget],
+    driver_version: str | None = None,
+    driver_source: str = "nvidia-smi",
+) -> list[JitFinding]:
+    """Per GPU: Triton's minimum CC, whether its ptxas knows the GPU and the driver loads it."""
     pkg = next((p for p in facts.packages if p.name == "triton"), None)
     if pkg is None:
         return []
+    findings = []
+    for target in targets:
+        findings.extend(_triton_one(facts, pkg, target, driver_version, driver_source))
+    return findings
+
+
+def _triton_one(
+    facts: ToolchainFacts,
+    pkg: InstalledPackage,
+    target: GpuTarget,
+    driver_version: str | None,
+    driver_source: str,
+) -> list[JitFinding]:
     rules = kb.jit_rules()["triton"]
     sel = rules["ptxas_selection"]
     suffix_from = kb.major_minor(rules["arch_name"]["suffix_a_from_cc"]) or (9, 0)
     bundled = {t.tool: t for t in facts.toolkits if t.found_by == "triton"}
-    findings = []
-    for target in targets:
-        cc = target.compute_capability
-        arch = f"sm_{cc.sm}{'a' if (cc.major, cc.minor) >= suffix_from else ''}"
-        use_blackwell = cc.major >= sel["blackwell_from_major"] and (
-            sel["blackwell_binary"] in bundled or _env(facts, sel["env_blackwell"])
-        )
-        env_name = sel["env_blackwell"] if use_blackwell else sel["env"]
-        chain = [
-            Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
-            Fact(f"GPU {target.label}: compute capability {cc}", target.source),
-            Fact(f"triton assembles for {arch}", rules["arch_name"]["source"]),
-        ]
-        override = _env(facts, env_name)
-        if override:
-            tk = next((t for t in facts.toolkits if t.found_by == env_name), None)
-            chain.append(Fact(f"{env_name}={override}", f"env {env_name} ({facts.env_source})"))
-        else:
-            tk = bundled.get(sel["blackwell_binary"] if use_blackwell else "ptxas")
-        if tk is None:
-            continue  # no bundled ptxas in this build: nothing to judge
-        chain.append(_toolkit_fact(tk))
-        chain.append(Fact(f"ptxas selection: {env_name} or the bundled binary", sel["source"]))
-        if tk.status != "ok" or tk.version is None:
-            status, error, cause = "unknown", None, f"{tk.tool_path} does not run ({tk.reason})."
-        elif kb.toolkit_can_target(tk.version, arch):
-            continue
-        else:
-            status = "fails"
-            error = rules["error"].format(target=arch)
-            cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
-        fixes = []
-        for path, version in _ok_ptxas(facts):
-            if path != tk.tool_path and kb.toolkit_can_target(version, arch):
-                fixes.append(
-                    Fix(
-                        f"export {env_name}={path} (ptxas {version} found there)",
-                        "Triton then assembles every kernel with that ptxas; newer than the "
-                        "bundled one is usually fine, but it is not the version triton tested.",
-                        env=((env_name, path),),
-                    )
-                )
-        fixes.append(
-            Fix(
-                "upgrade triton (and the torch that pins it) to a release whose bundled ptxas "
-                f"knows {arch}",
-                "torch pins triton; upgrade them together.",
-            )
-        )
-        findings.append(
+    cc = target.compute_capability
+    arch = f"sm_{cc.sm}{'a' if (cc.major, cc.minor) >= suffix_from else ''}"
+    use_blackwell = cc.major >= sel["blackwell_from_major"] and bool(
+        sel["blackwell_binary"] in bundled or _env(facts, sel["env_blackwell"])
+    )
+    env_name = sel["env_blackwell"] if use_blackwell else sel["env"]
+    chain = [
+        Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
+        Fact(f"GPU {target.label}: compute capability {cc}", target.source),
+        Fact(f"triton assembles for {arch}", rules["arch_name"]["source"]),
+    ]
+    out: list[JitFinding] = []
+
+    def add(status: str, error: str | None, cause: str, fixes: Sequence[Fix] = ()) -> None:
+        when = "when the first triton kernel (torch.compile, vLLM/SGLang triton ops) compiles"
+        out.append(
             JitFinding(
                 "triton",
                 pkg.version,
@@ -550,11 +542,117 @@ def triton_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list
                 cause,
                 tuple(chain),
                 tuple(fixes),
-                "when the first triton kernel (torch.compile, vLLM/SGLang triton ops) compiles",
+                when,
                 target.gates_exit_code,
             )
         )
-    return findings
+
+    too_old = _triton_minimum(target, rules["min_compute_capability"])
+    if too_old is not None:
+        add(*too_old)
+        if too_old[0] == "fails":
+            return out
+    override = _env(facts, env_name)
+    if override:
+        tk = next((t for t in facts.toolkits if t.found_by == env_name), None)
+        chain.append(Fact(f"{env_name}={override}", f"env {env_name} ({facts.env_source})"))
+    else:
+        tk = bundled.get(sel["blackwell_binary"] if use_blackwell else "ptxas")
+    if tk is None:
+        return out  # no bundled ptxas in this build: nothing to judge
+    chain.append(_toolkit_fact(tk))
+    chain.append(Fact(f"ptxas selection: {env_name} or the bundled binary", sel["source"]))
+    if tk.status != "ok" or tk.version is None:
+        fixes = _ptxas_fixes(facts, tk, arch, env_name, None)
+        add("unknown", None, f"{tk.tool_path} does not run ({tk.reason}).", fixes)
+        return out
+    if not kb.toolkit_can_target(tk.version, arch):
+        cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
+        add(
+            "fails",
+            rules["error"].format(target=arch),
+            cause,
+            _ptxas_fixes(facts, tk, arch, env_name, None),
+        )
+        return out
+    runs, rule = (None, "")
+    if driver_version:
+        runs, rule = kb.driver_runs_runtime(driver_version, tk.version)
+    if runs is False:
+        chain += [Fact(f"driver {driver_version}", driver_source), Fact(rule, "kb/drivers.json")]
+        cause = (
+            f"triton's ptxas {tk.version} ({tk.tool_path}) is newer than driver "
+            f"{driver_version} supports: the driver refuses the cubins it writes."
+        )
+        fixes = _ptxas_fixes(facts, tk, arch, env_name, driver_version)
+        add("fails", rules["ptxas_newer_than_driver"]["error"], cause, fixes)
+        return out
+    if too_old is None:
+        loads = f" and driver {driver_version} loads it" if driver_version else ""
+        add(
+            "ok",
+            None,
+            f"triton {pkg.version} on {target.label}: ptxas {tk.version} assembles {arch}{loads}.",
+        )
+    return out
+
+
+def _triton_minimum(target: GpuTarget, rule: dict[str, str]) -> tuple[str, str | None, str] | None:
+    """Below Triton's supported minimum (CC 8.0): refused below 7.0, FMA fallback above."""
+    cc = target.compute_capability
+    supported = kb.major_minor(rule["supported"]) or (8, 0)
+    refused = kb.major_minor(rule["refused_below"]) or (7, 0)
+    if (cc.major, cc.minor) < refused:
+        error = rule["refused_error"].format(gpu=target.label, cc=str(cc))
+        return (
+            "fails",
+            error,
+            f"Triton does not support compute capability {cc} ({rule['source']}).",
+        )
+    if (cc.major, cc.minor) < supported:
+        return (
+            "unknown",
+            None,
+            (
+                f"{cc} is below Triton's supported minimum {rule['supported']}: "
+                f"{rule['below_supported']} ({rule['source']})."
+            ),
+        )
+    return None
+
+
+def _ptxas_fixes(
+    facts: ToolchainFacts, tk: Toolkit, arch: str, env_name: str, driver: str | None
+) -> list[Fix]:
+    """Other assemblers on the machine that know ``arch`` (and that ``driver`` can run)."""
+    fixes = []
+    for path, version in _ok_ptxas(facts):
+        if path == tk.tool_path or not kb.toolkit_can_target(version, arch):
+            continue
+        if driver and kb.driver_runs_runtime(driver, version)[0] is False:
+            continue
+        fixes.append(
+            Fix(
+                f"export {env_name}={path} (ptxas {version} found there)",
+                "Triton then assembles every kernel with that ptxas; it is not the version "
+                "triton tested." + (f" Driver {driver} runs its cubins." if driver else ""),
+                env=((env_name, path),),
+                kind="env",
+            )
+        )
+    what = f"knows {arch}" if driver is None else f"driver {driver} supports"
+    fixes.append(
+        Fix(
+            f"upgrade triton (and the torch that pins it) to a release whose bundled ptxas {what}"
+            if driver is None
+            else f"upgrade the NVIDIA driver, or point {env_name} at a ptxas {what}",
+            "torch pins triton; upgrade them together."
+            if driver is None
+            else "A driver upgrade needs a maintenance window.",
+            kind="upgrade",
+        )
+    )
+    return fixes
 
 
 # --- torch C++ extensions and torch itself --------------------------------------------------
@@ -615,46 +713,8 @@ def torch_findings(
             )
     arch_list = _env(facts, rules["arch_env"])
     if arch_list:
-        valid = torch.supported_arches
-        valid_src = f"{torch.supported_arches_file} (supported_arches)"
-        definitive = valid is not None
-        if valid is None:
-            names: set[str] = set()
-            for entry in rules["valid_archs"]:
-                if kb.version_in_range(version, entry["min"], entry["max_excl"]):
-                    names |= set(entry["archs"])
-            valid = tuple(sorted(names))
-            valid_src = "kb/jit.json torch_ext.valid_archs"
-        for token in arch_list.replace(";", " ").split():
-            arch = token.removesuffix("+PTX")
-            if arch in valid:
-                continue
-            findings.append(
-                JitFinding(
-                    "torch (C++ extensions)",
-                    version,
-                    None,
-                    None,
-                    "fails" if definitive else "unknown",
-                    "ValueError: " + rules["unknown_arch_message"].format(arch=arch),
-                    f"TORCH_CUDA_ARCH_LIST entry {token!r} is not a name torch {version} accepts.",
-                    (
-                        *base,
-                        Fact(f"TORCH_CUDA_ARCH_LIST={arch_list!r}", f"env ({facts.env_source})"),
-                        Fact(f"accepted names: {' '.join(valid)}", valid_src),
-                    ),
-                    (
-                        Fix(
-                            "use names from torch's list, e.g. "
-                            + " ".join(sorted({f"{t.compute_capability}" for t in targets})),
-                            "Family 'f' names are not accepted by torch's parser.",
-                        ),
-                    ),
-                    when_ext,
-                    gates and definitive,
-                )
-            )
-            break
+        nvcc = tk.version if tk is not None and tk.status == "ok" else None
+        findings.extend(_arch_list_findings(facts, torch, arch_list, targets, nvcc, base))
     if driver_version:
         ok, rule = kb.driver_runs_runtime(driver_version, torch.cuda)
         if ok is False:
@@ -685,6 +745,88 @@ def torch_findings(
                 )
             )
     return findings
+
+
+def _arch_list_findings(
+    facts: ToolchainFacts,
+    torch: TorchBuild,
+    arch_list: str,
+    targets: Sequence[GpuTarget],
+    nvcc: str | None,
+    base: Sequence[Fact],
+) -> list[JitFinding]:
+    """TORCH_CUDA_ARCH_LIST against torch's parser, the nvcc found and each GPU."""
+    rules = kb.jit_rules()["torch_ext"]
+    version = torch.version or "?"
+    gates = any(t.gates_exit_code for t in targets)
+    when = "when a torch C++/CUDA extension is built (torch.utils.cpp_extension, pip source builds)"
+    parsed = torch_ext.parse_arch_list(arch_list, torch)
+    chain = (
+        *base,
+        Fact(f"TORCH_CUDA_ARCH_LIST={arch_list!r}", f"env ({facts.env_source})"),
+        Fact(f"accepted names: {' '.join(parsed.valid)}", parsed.valid_source),
+    )
+
+    def finding(status: str, error: str, cause: str, fixes: Sequence[Fix], gpu: GpuTarget | None,
+                gate: bool) -> JitFinding:  # fmt: skip
+        return JitFinding(
+            "torch (C++ extensions)", version, gpu.label if gpu else None,
+            str(gpu.compute_capability) if gpu else None, status, error, cause, chain,
+            tuple(fixes), when, gate,
+        )  # fmt: skip
+
+    if parsed.unknown:
+        token = parsed.unknown[0]
+        fix = Fix(
+            "use names from torch's list, e.g. "
+            + " ".join(sorted({f"{t.compute_capability}" for t in targets})),
+            "Family 'f' names are not accepted by torch's parser.",
+            kind="env",
+        )
+        status = "fails" if parsed.definitive else "unknown"
+        arch = token.removesuffix("+PTX")
+        return [
+            finding(
+                status,
+                "ValueError: " + rules["unknown_arch_message"].format(arch=arch),
+                f"TORCH_CUDA_ARCH_LIST entry {token!r} is not a name torch {version} accepts.",
+                (fix,),
+                None,
+                gates and parsed.definitive,
+            )
+        ]
+    out = []
+    bad = torch_ext.unbuildable(parsed.entries, nvcc) if nvcc else []
+    if bad and nvcc:
+        out.append(
+            finding(
+                "fails",
+                kb.jit_rules()["flashinfer"]["nvcc_unsupported_arch"].format(
+                    target=bad[0].target[8:]
+                ),
+                f"nvcc {nvcc} cannot build {', '.join(e.target for e in bad)} from "
+                "TORCH_CUDA_ARCH_LIST: the extension build fails.",
+                torch_ext.drop_or_toolkit_fixes(bad, nvcc),
+                None,
+                gates,
+            )
+        )
+    for target in targets:
+        if any(torch_ext.serves(e, target) for e in parsed.entries):
+            continue
+        out.append(
+            finding(
+                "fails",
+                "CUDA error: no kernel image is available for execution on the device",
+                f"TORCH_CUDA_ARCH_LIST={arch_list!r} builds no SASS that runs on "
+                f"{target.compute_capability} and no PTX for it: "
+                + ", ".join(e.target for e in parsed.entries),
+                torch_ext.exact_entry_fix(target, parsed.valid, nvcc),
+                target,
+                target.gates_exit_code,
+            )
+        )
+    return out
 
 
 def runtime_findings(
@@ -755,7 +897,7 @@ def jit_findings(
     """Every JIT finding (status fails or unknown) for these GPUs."""
     return (
         *flashinfer_findings(facts, targets),
-        *triton_findings(facts, targets),
+        *triton_findings(facts, targets, driver_version, driver_source),
         *torch_findings(facts, targets, driver_version, driver_source),
         *runtime_findings(facts, targets, driver_version, driver_source),
     )

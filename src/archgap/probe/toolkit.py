@@ -26,6 +26,8 @@ _RELEASE_RE = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
 _TORCH_VERSION_RE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 _TORCH_CUDA_RE = re.compile(r"""^cuda\s*(?::[^=]*)?=\s*(?:['"]([^'"]*)['"]|None)""", re.M)
 _TORCH_ARCHES_RE = re.compile(r"supported_arches\s*=\s*\[([^\]]*)\]")
+_TORCH_NAMED_RE = re.compile(r"named_arches\s*=\s*collections\.OrderedDict\(\[(.*?)\]\)", re.S)
+_TORCH_NAMED_PAIR_RE = re.compile(r"""\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['"]\s*\)""")
 
 # Distributions whose version is a CUDA toolkit component version (nvcc 12.8.93, cudart 12.8.57).
 TOOLKIT_WHEEL_PREFIXES = ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc")
@@ -83,6 +85,8 @@ class TorchBuild:
     # TORCH_CUDA_ARCH_LIST names its cpp_extension accepts, read from the installed source
     supported_arches: Optional[Tuple[str, ...]] = None
     supported_arches_file: Optional[str] = None
+    # named architectures ("Hopper" -> "9.0+PTX"), in the order cpp_extension replaces them
+    named_arches: Optional[Tuple[Tuple[str, str], ...]] = None
 
 
 @dataclass(frozen=True)
@@ -370,28 +374,35 @@ def _torch_build(site_packages: Iterable[str], problems: List[Problem]) -> Optio
             return None
         version = _TORCH_VERSION_RE.search(text)
         cuda = _TORCH_CUDA_RE.search(text)
-        arches, arches_file = _torch_supported_arches(site)
+        arches, named, arches_file = _torch_supported_arches(site)
         return TorchBuild(
             version.group(1) if version else None,
             cuda.group(1) if cuda else None,
             path,
             arches,
             arches_file,
+            named,
         )
     return None
 
 
-def _torch_supported_arches(site: str) -> Tuple[Optional[Tuple[str, ...]], Optional[str]]:
+def _torch_supported_arches(
+    site: str,
+) -> Tuple[Optional[Tuple[str, ...]], Optional[Tuple[Tuple[str, str], ...]], Optional[str]]:
+    """cpp_extension's ``supported_arches`` and ``named_arches`` (None where not found)."""
     path = os.path.join(site, "torch", "utils", "cpp_extension.py")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            match = _TORCH_ARCHES_RE.search(f.read(4000000))
+            text = f.read(4000000)
     except OSError:
-        return None, None
+        return None, None, None
+    match = _TORCH_ARCHES_RE.search(text)
+    named_match = _TORCH_NAMED_RE.search(text)
+    named = tuple(_TORCH_NAMED_PAIR_RE.findall(named_match.group(1))) if named_match else None
     if not match:
-        return None, path
+        return None, named, path
     names = re.findall(r"""['"]([^'"]+)['"]""", match.group(1))
-    return tuple(names), path
+    return tuple(names), named, path
 
 
 def _source_checks(site_packages: Tuple[str, ...], checks: Any) -> List[SourceCheck]:
