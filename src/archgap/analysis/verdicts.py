@@ -17,6 +17,7 @@ ship arch-specific extras by design), ``jit``, ``none``, ``unknown``, ``no-kerne
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -236,7 +237,9 @@ def _ignored_hidden(hidden: Sequence[KernelEntry], cc: ComputeCapability) -> str
 
 
 def _names(libraries: Iterable[LibraryVerdict]) -> str:
-    return ", ".join(sorted(lib.path.rsplit("/", 1)[-1] for lib in libraries))
+    """File names, sorted; a name several copies share once, with the count ("libcupti.so (2)")."""
+    counts = Counter(lib.path.rsplit("/", 1)[-1] for lib in libraries)
+    return ", ".join(f"{n} ({c})" if c > 1 else n for n, c in sorted(counts.items()))
 
 
 def package_verdict(

@@ -205,7 +205,7 @@ def _print_jit(out: Output, report: ScanReport) -> None:
         style = {"fails": "bold red", "ok": "green"}.get(f.status, "magenta")
         where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
         if f.status == "ok":  # checked and works: one line
-            out.print(f"  [{style}]ok[/] {e(f.package)} {e(f.version)}{e(where)}: {e(f.cause)}")
+            out.print(f"  [{style}]ok[/] {e(f.cause)}")
             continue
         out.print(f"  [{style}]{f.status}[/] {e(f.package)} {e(f.version)}{e(where)} — {e(f.when)}")
         if f.error:
