@@ -140,3 +140,31 @@ def test_thor_renumbering_is_undocumented_not_a_guess() -> None:
     assert compat.runs is None
     assert "sm_110" in compat.rule
     assert sass_runs_on(101, "", thor) is False
+
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [
+        # names as nvidia-smi --query-gpu=name prints them; compute capability per
+        # https://developer.nvidia.com/cuda-gpus (by chip: GA102 8.6, AD10x 8.9, GB100 10.0)
+        ("NVIDIA H100 80GB HBM3", "9.0"),
+        ("NVIDIA A100-SXM4-80GB", "8.0"),
+        ("H100 PCIe", "9.0"),
+        ("NVIDIA A10G", "8.6"),
+        ("RTX 6000 Ada Generation", "8.9"),
+        ("NVIDIA GB10", "12.1"),
+        ("NVIDIA Thor", "11.0"),
+        ("NVIDIA L20", "8.9"),
+        ("NVIDIA B100", "10.0"),
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", "8.9"),
+        ("NVIDIA GeForce RTX 4090 D", "8.9"),
+    ],
+)
+def test_names_as_nvidia_smi_prints_them(name: str, cc: str) -> None:
+    assert str(resolve_gpu(name).compute_capability) == cc
+
+
+def test_bare_major_is_a_usage_error_with_a_suggestion() -> None:
+    with pytest.raises(UnknownGpu, match=r"did you mean compute capability 12\.0"):
+        resolve_gpu("12")
+    assert str(resolve_gpu("90").compute_capability) == "9.0"  # sm number of a real GPU

@@ -21,6 +21,7 @@ from archgap.kb.gpus import (
     default_matrix,
     family_members,
     find_products,
+    identify,
     integrated,
     integrated_rule,
     known_capabilities,
@@ -147,7 +148,7 @@ def resolve_gpu(text: str) -> GpuTarget:
         )
     if cc is not None:
         return GpuTarget(bare, cc, "named", "compute capability given on the command line")
-    matches = find_products(text)
+    matches = find_products(text) or tuple(p for p in (identify(text),) if p is not None)
     capabilities = sorted({m.compute_capability for m in matches})
     if len(capabilities) == 1:
         product = matches[0]

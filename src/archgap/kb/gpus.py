@@ -124,13 +124,23 @@ def identify(device_name: str) -> GpuProduct | None:
     Takes the most specific product whose every name word appears in the device name; None when
     nothing matches or the best matches disagree on the compute capability.
     """
-    words = set(_tokens(device_name))
-    candidates = [p for p in products() if _tokens(p.name) and set(_tokens(p.name)) <= words]
-    if not candidates:
+    words = set(_tokens(device_name)) - NAME_QUALIFIERS
+    scored = [(len(core), p) for p in products() if (core := _core(p.name)) and core <= words]
+    if not scored:
         return None
-    most = max(len(_tokens(p.name)) for p in candidates)
-    best = [p for p in candidates if len(_tokens(p.name)) == most]
+    most = max(n for n, _ in scored)
+    best = [p for n, p in scored if n == most]
     return best[0] if len({p.compute_capability for p in best}) == 1 else None
+
+
+# Words of driver-reported names that never change the chip: "RTX 4090 Laptop GPU" is an AD10x
+# like the RTX 4090 (compute capability by architecture, https://developer.nvidia.com/cuda-gpus).
+NAME_QUALIFIERS = frozenset(("laptop", "gpu", "mobile", "generation", "edition"))
+
+
+def _core(name: str) -> frozenset[str]:
+    """A product name's words without its parenthetical ("NVIDIA GB10 (DGX Spark)" -> gb10)."""
+    return frozenset(_tokens(re.sub(r"\([^)]*\)", " ", name))) - NAME_QUALIFIERS
 
 
 def close_names(query: str, n: int = 3) -> tuple[str, ...]:
