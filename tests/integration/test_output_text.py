@@ -136,12 +136,14 @@ def test_terminal_records_when_keys_do_not_fit(venv: Path, tmp_path: Path) -> No
     lines = _tmux(80, _scan_argv(venv, "--libs"), tmp_path)
     start = lines.index("nvidia/cuda_runtime/lib/libptxonly.so.12")
     assert lines[start + 1] == "  " + LONG
-    record = lines[start + 2 : start + 10]
+    assert lines[start + 2].split() == ["role", "kernel", "library"]  # the file's role (issue 10)
+    record = lines[start + 3 : start + 11]
     assert [line.split("(")[0].strip() for line in record] == LABELS
     assert record[1].split()[-1] == "none" and "jit compute_80 PTX (ISA 9.0)" in record[0]
-    assert all(len(line) <= 80 for line in lines[start : start + 10])
+    assert all(len(line) <= 80 for line in lines[start : start + 11])
     mix = lines.index("fakekernels/libmix.so  fakekernels")  # short enough for one line
-    assert lines[mix + 1].split() == [
+    assert lines[mix + 1].split() == ["role", "kernel", "library"]
+    assert lines[mix + 2].split() == [
         "RTX",
         "PRO",
         "6000",
