@@ -1,0 +1,178 @@
+"""What Triton will do on first use: its minimum compute capability, whether the ptxas it picks
+knows the GPU, and whether the driver loads what that ptxas writes (kb/jit.json ``triton``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from archgap.analysis.compat import GpuTarget
+from archgap.analysis.fixes import Fix
+from archgap.analysis.jit import Fact, JitFinding, _env, _ok_ptxas, _toolkit_fact
+from archgap.kb import toolchain as kb
+from archgap.probe.toolkit import InstalledPackage, ToolchainFacts, Toolkit
+
+
+def triton_findings(
+    facts: ToolchainFacts,
+    targets: Sequence[GpuTarget],
+    driver_version: str | None = None,
+    driver_source: str = "nvidia-smi",
+) -> list[JitFinding]:
+    """Per GPU: Triton's minimum CC, whether its ptxas knows the GPU and the driver loads it."""
+    pkg = next((p for p in facts.packages if p.name == "triton"), None)
+    if pkg is None:
+        return []
+    findings = []
+    for target in targets:
+        findings.extend(_triton_one(facts, pkg, target, driver_version, driver_source))
+    return findings
+
+
+def _triton_one(
+    facts: ToolchainFacts,
+    pkg: InstalledPackage,
+    target: GpuTarget,
+    driver_version: str | None,
+    driver_source: str,
+) -> list[JitFinding]:
+    rules = kb.jit_rules()["triton"]
+    sel = rules["ptxas_selection"]
+    suffix_from = kb.major_minor(rules["arch_name"]["suffix_a_from_cc"]) or (9, 0)
+    bundled = {t.tool: t for t in facts.toolkits if t.found_by == "triton"}
+    cc = target.compute_capability
+    arch = f"sm_{cc.sm}{'a' if (cc.major, cc.minor) >= suffix_from else ''}"
+    use_blackwell = cc.major >= sel["blackwell_from_major"] and bool(
+        sel["blackwell_binary"] in bundled or _env(facts, sel["env_blackwell"])
+    )
+    env_name = sel["env_blackwell"] if use_blackwell else sel["env"]
+    chain = [
+        Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
+        Fact(f"GPU {target.label}: compute capability {cc}", target.source),
+        Fact(f"triton assembles for {arch}", rules["arch_name"]["source"]),
+    ]
+    out: list[JitFinding] = []
+
+    def add(status: str, error: str | None, cause: str, fixes: Sequence[Fix] = ()) -> None:
+        when = "when the first triton kernel (torch.compile, vLLM/SGLang triton ops) compiles"
+        out.append(
+            JitFinding(
+                "triton",
+                pkg.version,
+                target.label,
+                str(cc),
+                status,
+                error,
+                cause,
+                tuple(chain),
+                tuple(fixes),
+                when,
+                target.gates_exit_code,
+            )
+        )
+
+    too_old = _triton_minimum(target, rules["min_compute_capability"])
+    if too_old is not None:
+        add(*too_old)
+        if too_old[0] == "fails":
+            return out
+    override = _env(facts, env_name)
+    if override:
+        tk = next((t for t in facts.toolkits if t.found_by == env_name), None)
+        chain.append(Fact(f"{env_name}={override}", f"env {env_name} ({facts.env_source})"))
+    else:
+        tk = bundled.get(sel["blackwell_binary"] if use_blackwell else "ptxas")
+    if tk is None:
+        return out  # no bundled ptxas in this build: nothing to judge
+    chain.append(_toolkit_fact(tk))
+    chain.append(Fact(f"ptxas selection: {env_name} or the bundled binary", sel["source"]))
+    if tk.status != "ok" or tk.version is None:
+        fixes = _ptxas_fixes(facts, tk, arch, env_name, None)
+        add("unknown", None, f"{tk.tool_path} does not run ({tk.reason}).", fixes)
+        return out
+    if not kb.toolkit_can_target(tk.version, arch):
+        cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
+        add(
+            "fails",
+            rules["error"].format(target=arch),
+            cause,
+            _ptxas_fixes(facts, tk, arch, env_name, None),
+        )
+        return out
+    runs, rule = (None, "")
+    if driver_version:
+        runs, rule = kb.driver_runs_runtime(driver_version, tk.version)
+    if runs is False:
+        chain += [Fact(f"driver {driver_version}", driver_source), Fact(rule, "kb/drivers.json")]
+        cause = (
+            f"triton's ptxas {tk.version} ({tk.tool_path}) is newer than driver "
+            f"{driver_version} supports: the driver refuses the cubins it writes."
+        )
+        fixes = _ptxas_fixes(facts, tk, arch, env_name, driver_version)
+        add("fails", rules["ptxas_newer_than_driver"]["error"], cause, fixes)
+        return out
+    if too_old is None:
+        loads = f" and driver {driver_version} loads it" if driver_version else ""
+        add(
+            "ok",
+            None,
+            f"triton {pkg.version} on {target.label}: ptxas {tk.version} assembles {arch}{loads}.",
+        )
+    return out
+
+
+def _triton_minimum(target: GpuTarget, rule: dict[str, str]) -> tuple[str, str | None, str] | None:
+    """Below Triton's supported minimum (CC 8.0): refused below 7.0, FMA fallback above."""
+    cc = target.compute_capability
+    supported = kb.major_minor(rule["supported"]) or (8, 0)
+    refused = kb.major_minor(rule["refused_below"]) or (7, 0)
+    if (cc.major, cc.minor) < refused:
+        error = rule["refused_error"].format(gpu=target.label, cc=str(cc))
+        return (
+            "fails",
+            error,
+            f"Triton does not support compute capability {cc} ({rule['source']}).",
+        )
+    if (cc.major, cc.minor) < supported:
+        return (
+            "unknown",
+            None,
+            (
+                f"{cc} is below Triton's supported minimum {rule['supported']}: "
+                f"{rule['below_supported']} ({rule['source']})."
+            ),
+        )
+    return None
+
+
+def _ptxas_fixes(
+    facts: ToolchainFacts, tk: Toolkit, arch: str, env_name: str, driver: str | None
+) -> list[Fix]:
+    """Other assemblers on the machine that know ``arch`` (and that ``driver`` can run)."""
+    fixes = []
+    for path, version in _ok_ptxas(facts):
+        if path == tk.tool_path or not kb.toolkit_can_target(version, arch):
+            continue
+        if driver and kb.driver_runs_runtime(driver, version)[0] is False:
+            continue
+        fixes.append(
+            Fix(
+                f"export {env_name}={path} (ptxas {version} found there)",
+                "Triton then assembles every kernel with that ptxas; it is not the version "
+                "triton tested." + (f" Driver {driver} runs its cubins." if driver else ""),
+                env=((env_name, path),),
+                kind="env",
+            )
+        )
+    what = f"knows {arch}" if driver is None else f"driver {driver} supports"
+    fixes.append(
+        Fix(
+            f"upgrade triton (and the torch that pins it) to a release whose bundled ptxas {what}"
+            if driver is None
+            else f"upgrade the NVIDIA driver, or point {env_name} at a ptxas {what}",
+            "torch pins triton; upgrade them together."
+            if driver is None
+            else "A driver upgrade needs a maintenance window.",
+            kind="upgrade",
+        )
+    )
+    return fixes
