@@ -67,3 +67,24 @@ def test_strict_makes_partial_a_gap() -> None:
     strict = ScanReport(env, facts, (gpu,), (), (partial,), strict=True)
     assert not relaxed.has_gap
     assert strict.has_gap and strict.gaps == (partial,)
+
+
+def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
+    # libptxonly.so (build.sh: code=compute_80, nvcc 13.0) holds only PTX ISA 9.0. A 535 driver
+    # (CUDA 12.2) JIT-compiles PTX up to ISA 8.2: "the provided PTX was compiled with an
+    # unsupported toolchain" -> none; a 580 driver (CUDA 13.0, ISA 9.0) compiles it -> jit.
+    from archgap.analysis.scan import report_from_facts
+    from archgap.model import Distribution, to_json
+    from archgap.probe.fatbin import read_binary
+    from tests.helpers import CUDA_BIN
+
+    lib = read_binary(str(CUDA_BIN / "libptxonly.so"), deep=True)
+    dist = Distribution("pkg", "1.0", "/sp/pkg-1.0.dist-info", (lib.path,))
+    env = PythonEnvironment("/py", "3.11", ("/sp",), (dist,), ())
+    facts = {"sections": {"python": to_json(env), "binaries": [to_json(lib)]}}
+    old = report_from_facts(facts, ["H100"], driver="535.104.05")
+    assert [(p.verdict, p.package) for p in old.packages] == [("none", "pkg")]
+    assert "unsupported toolchain" in old.packages[0].libraries[0].reason
+    assert old.driver_source == "--driver" and old.has_gap
+    new = report_from_facts(facts, ["H100"], driver="580.65.06")
+    assert [p.verdict for p in new.packages] == ["jit"]
