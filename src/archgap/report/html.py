@@ -33,6 +33,7 @@ LEGEND = {
     "partial": "some libraries lack it",
     "none": "cannot run",
     "unknown": "unknown",
+    "no-kernels": "no kernel library (archives, profilers, stubs)",
     "ok": "JIT builds",
     "fails": "JIT fails",
     "": "not installed",
