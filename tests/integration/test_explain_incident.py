@@ -162,3 +162,51 @@ def test_stdin_and_usage_errors() -> None:
         [sys.executable, "-m", "archgap", "explain"], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 2 and "LOGFILE" in proc.stderr
+
+
+def test_json_says_how_the_cause_is_known_and_what_would_decide_it() -> None:
+    # The SM 12.x wording exists only in flashinfer 0.6.7-0.7.0: that pins the cause.
+    log = CORPUS / "sglang-incident-flashinfer-0.6.8.log"
+    code, d = _explain(str(log), "--log-only")
+    assert code == 1 and d["cause_status"] == "determined" and d["decide"] == []
+    # The gate's message alone fits several releases and GPUs: conditional, with what decides it.
+    message = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
+    code, d = _explain("--message", message, "--log-only")
+    assert code == 1 and d["cause_status"] == "conditional"
+    assert any("pip show flashinfer-python" in item for item in d["decide"])
+
+
+def test_an_error_that_is_not_an_architecture_gap_exits_0_without_a_cause() -> None:
+    log = CORPUS / "sglang-12496-oom.log"
+    code, d = _explain(str(log), "--log-only")
+    assert code == 0 and d["status"] == "not-architecture"
+    assert d["signature"] == "cuda-out-of-memory" and d["root_cause"] == "" and d["fixes"] == []
+    proc = subprocess.run(
+        [sys.executable, "-m", "archgap", "explain", str(log), "--log-only"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0 and "not an architecture gap" in proc.stdout
+    assert "(3 lines)" in proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "archgap", "explain", "--message", "x", "--log-only"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "(1 line)" in proc.stdout
+
+
+def test_text_puts_the_log_only_note_before_the_chain() -> None:
+    log = CORPUS / "sglang-incident-flashinfer-0.6.8.log"
+    proc = subprocess.run(
+        [sys.executable, "-m", "archgap", "explain", str(log), "--log-only"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out = proc.stdout
+    assert out.index("no environment examined") < out.index("\nchain")
+    # One count per message: the 16 logged warnings are counted once, in the step that cites them.
+    assert out.count("16x") == 1
