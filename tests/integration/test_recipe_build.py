@@ -121,3 +121,19 @@ def test_no_device_code_fails_the_gate(capsys: pytest.CaptureFixture[str], tmp_p
 def test_strict_without_require_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kernels", str(CUDA_BIN / "libmix.so"), "--strict"]) == 2
     assert "--strict needs --require" in capsys.readouterr().err
+
+
+def test_gate_on_a_remote_host(built: dict[str, tuple[dict[str, Any], Path]]) -> None:
+    # The same gate where the build is: the library is read by the probe on the ssh test host.
+    from tests.helpers import json_output, run_cli
+    from tests.integration.test_remote_services import require, ssh_env
+
+    require("ssh")
+    _doc, lib = built["sm100a-only"]
+    args = ("kernels", "--host", "alpha", str(lib), "--require", "B300", "--json")
+    result = run_cli(*args, env=ssh_env(), timeout=120)
+    gate = json_output(result, "kernels")["require"]
+    assert result.returncode == 1
+    assert [(f["gpu"], f["verdict"], f["expected"]) for f in gate["failures"]] == [
+        ("B300", "none", ["sm_103"])
+    ]
