@@ -167,7 +167,7 @@ def _pinned(
                 break
 
 
-def _holds(kind: str, spec: str, facts: Mapping[str, Known]) -> bool | None:
+def holds(kind: str, spec: str, facts: Mapping[str, Known]) -> bool | None:
     """Whether the evidence says the condition holds (None: not known)."""
     known = facts.get(kind)
     if known is None:
@@ -186,7 +186,7 @@ def judge(causes: Sequence[Cause], facts: Mapping[str, Known]) -> Judgement:
     candidates: list[Cause] = []
     unknown: dict[str, None] = {}
     for cause in causes:
-        results = {kind: _holds(kind, spec, facts) for kind, spec in cause.when}
+        results = {kind: holds(kind, spec, facts) for kind, spec in cause.when}
         if any(r is False for r in results.values()):
             continue
         candidates.append(cause)
@@ -198,7 +198,7 @@ def judge(causes: Sequence[Cause], facts: Mapping[str, Known]) -> Judgement:
         decide = tuple(f"{_LABELS[k]}: {_HOW[k]}" for k in sorted(kinds))
         return Judgement(UNDETERMINED, None, (), used, decide)
     first = candidates[0]
-    if all(_holds(kind, spec, facts) for kind, spec in first.when):
+    if all(holds(kind, spec, facts) for kind, spec in first.when):
         return Judgement(DETERMINED, first, tuple(candidates), used, ())
     return Judgement(CONDITIONAL, None, tuple(candidates), used, decide)
 
@@ -220,7 +220,7 @@ def fix_applies(fix: Fix, ccs: Sequence[str], facts: Mapping[str, Known]) -> boo
     majors = {int(cc.split(".")[0]) for cc in ccs}
     if fix.applies_to_cc_major is not None and majors and fix.applies_to_cc_major not in majors:
         return False
-    return all(_holds(kind, spec, facts) is not False for kind, spec in fix.when)
+    return all(holds(kind, spec, facts) is not False for kind, spec in fix.when)
 
 
 def for_gpu(text: str, ccs: Sequence[str]) -> str:

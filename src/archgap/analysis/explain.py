@@ -421,7 +421,7 @@ def explain(
         error=primary.text,
         steps=tuple(chain.steps),
         root_cause=root_cause,
-        fixes=_fixes(focus, chain, log, examined, facts),
+        fixes=_fixes(focus, log, examined, facts),
         matches=focus.matches,
         recognised=recognised,
         confirmed=chain.confirmed and not chain.contradicted,
@@ -866,22 +866,28 @@ def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
     )
 
 
-def _exact_gpus(log: ParsedLog, examined: Examined | None) -> tuple[ComputeCapability, ...]:
-    """The exact compute capabilities: the examined GPUs, else what the log states."""
-    if examined is not None and examined.gpus:
-        return tuple(dict.fromkeys(g.compute_capability for g in examined.gpus))
-    found = (ComputeCapability.parse(e.value) for e in log.evidence_of("compute_capability"))
+def _exact_gpus(
+    log: ParsedLog, examined: Examined | None, focus: _Focus
+) -> tuple[ComputeCapability, ...]:
+    """The exact compute capabilities of the GPU in question: the examined GPUs, else the GPU the
+    log states or names (not a build's arch list), else the target the error itself names."""
+    gpus = examined.gpus if examined is not None else ()
+    dotted = causes_.gpu_capabilities(log, gpus) or _arch_of(focus)
+    found = (ComputeCapability.parse(cc) for cc in dotted)
     return tuple(dict.fromkeys(cc for cc in found if cc is not None))
 
 
 def _engine_fixes(
-    focus: _Focus, log: ParsedLog, examined: Examined | None
+    focus: _Focus, log: ParsedLog, examined: Examined | None, facts: Mapping[str, causes_.Known]
 ) -> tuple[FixSuggestion, ...] | None:
     """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
-    None when the error is not FlashInfer's or no exact GPU is known."""
+    None when the error is not FlashInfer's, no exact GPU is known, or the log's evidence puts
+    FlashInfer before 0.3.1 (no compilation context: the engine's rules do not apply)."""
     ids = (focus.signature.id, focus.root_signature.id)
-    ccs = _exact_gpus(log, examined)
+    ccs = _exact_gpus(log, examined, focus)
     if not any(i.startswith("flashinfer") for i in ids) or not ccs:
+        return None
+    if causes_.holds("flashinfer", ">=0.3.1", facts) is False:
         return None
     fixes: list[Fix] = []
     if examined is not None and examined.toolchains is not None and examined.gpus:
@@ -912,12 +918,13 @@ def _engine_fixes(
 
 def _fixes(
     focus: _Focus,
-    chain: _Chain,
     log: ParsedLog,
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],
 ) -> tuple[FixSuggestion, ...]:
-    engine = _engine_fixes(focus, log, examined)
+    # FlashInfer's fixes come from the fix engine scan uses (per exact GPU, version and nvcc);
+    # the signatures' own fixes serve the other errors and a FlashInfer log with no GPU known.
+    engine = _engine_fixes(focus, log, examined, facts)
     if engine is not None:
         return engine
     signature, root = focus.signature, focus.root_signature
@@ -925,18 +932,6 @@ def _fixes(
     majors = {int(cc.split(".")[0]) for cc in ccs}
     if not majors and any("SM 12" in t for _, t in log.messages):
         majors.add(12)
-    # What the FlashInfer resolver says on these facts: a real toolkit to point CUDA_HOME at, and
-    # whether FLASHINFER_CUDA_ARCH_LIST can help with the nvcc found.
-    findings = []
-    if examined is not None and examined.toolchains is not None and examined.gpus:
-        findings = [
-            f
-            for f in flashinfer_findings(examined.toolchains, examined.gpus)
-            if f.status == "fails"
-        ]
-    jit_fixes = [fix for finding in findings for fix in finding.fixes]
-    real_toolkit = next((f for f in jit_fixes if any(k == "CUDA_HOME" for k, _ in f.env)), None)
-    arch_list_helps = any(k == "FLASHINFER_CUDA_ARCH_LIST" for f in jit_fixes for k, _ in f.env)
     # The explaining signature's fixes; the error's own only for kinds the first lacks.
     candidates = list(root.fixes)
     kinds = {f.kind for f in candidates}
@@ -948,10 +943,5 @@ def _fixes(
         if not causes_.fix_applies(fix, ccs, facts):
             continue
         text, source = causes_.for_gpu(fix.text, ccs), fix.source
-        if fix.kind == "toolkit" and real_toolkit is not None:
-            text, source = real_toolkit.action, f"{real_toolkit.tradeoff} ({fix.source})"
-        arch_list = fix.kind == "env" and "FLASHINFER_CUDA_ARCH_LIST" in text
-        if arch_list and findings and not arch_list_helps:
-            continue  # the nvcc found cannot build the suffixed target either
         fixes.setdefault(f"{fix.kind}:{text}", FixSuggestion(fix.kind, text, source))
     return tuple(sorted(fixes.values(), key=lambda f: FIX_KINDS.index(f.kind)))
