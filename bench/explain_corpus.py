@@ -109,4 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `| head`: the reader left, which is not an error
+        sys.exit(0)

@@ -205,17 +205,14 @@ _EVIDENCE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("torch", "pytorch", re.compile(r"(?<!build )PyTorch(?: version)?\s*:\s*(\d[\w.+]{1,30})")),
     ("torch", "torch", re.compile(r"\btorch(?:==|\s{2,})(\d[\w.+]{1,30})")),
     # Versions named in prose ("flashinfer 0.2.5", "PyTorch 2.8.0+cu128", "nvcc 12.8").
-    (
-        "torch",
-        "torch",
-        re.compile(r"\b(?:torch|PyTorch)(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})"),
+    *(
+        (kind, kind, re.compile(r"\b" + words + r"(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})"))
+        for kind, words in (
+            ("torch", r"(?:torch|PyTorch)"),
+            ("flashinfer", r"flashinfer(?:[-_]python)?"),
+            ("triton", r"triton"),
+        )
     ),
-    (
-        "flashinfer",
-        "flashinfer",
-        re.compile(r"\bflashinfer(?:[-_]python)?(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})"),
-    ),
-    ("triton", "triton", re.compile(r"\btriton(?: version)? v?(\d+\.\d+\.\d+[\w.+]{0,20})")),
     (
         "nvcc",
         "nvcc",
