@@ -68,3 +68,23 @@ def test_kind_filter_and_csv(tmp_path: Path) -> None:
     ]
     bad = run_cli("gates", "--path", str(package), "--kind", "raises")
     assert bad.returncode == 2 and "--kind raises: choose from" in bad.stderr
+
+
+def test_trace_leaves_the_same_trees_out(tmp_path: Path) -> None:
+    package = tree(tmp_path)
+    doc = json_output(run_cli("trace", "major", str(package), "--json"), "trace")
+    shown = {o["path"].split("site-packages/")[1] for o in doc["trace"]["occurrences"]}
+    assert shown == {"pkg/core.py", "pkg/jit/nsp/gen.py"}
+    left = doc["left_out"]
+    assert left["files"] == 3
+    assert sorted((kind, path) for kind, path, _ in left["trees"]) == [
+        ("example", "pkg/examples"),
+        ("test", "pkg/tests"),
+        ("vendored", "pkg/data"),
+    ]
+    everything = json_output(run_cli("trace", "major", str(package), "--all", "--json"), "trace")
+    total = len(everything["trace"]["occurrences"])
+    assert total == len(doc["trace"]["occurrences"]) + left["occurrences"]
+    assert everything["left_out"]["occurrences"] == 0
+    text = run_cli("trace", "major", str(package)).stdout
+    assert text.rstrip().endswith("--all shows them") and "\n  pkg/jit/nsp/gen.py\n" in text

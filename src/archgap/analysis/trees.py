@@ -39,3 +39,23 @@ def aside(relative: str) -> tuple[str, str] | None:
     if filename.startswith("test_") or filename.endswith("_test.py") or filename == "conftest.py":
         return "test", relative
     return None
+
+
+def ranked(counts: dict[tuple[str, str], int]) -> tuple[tuple[str, str, int], ...]:
+    """(kind, tree, count) rows, the tree with most left out first."""
+    return tuple(
+        (kind, path, n) for (kind, path), n in sorted(counts.items(), key=lambda kv: -kv[1])
+    )
+
+
+def left_out_sentence(count: int, what: str, trees: tuple[tuple[str, str, int], ...]) -> str:
+    """'209 gates in 124 functions of vendored, example and test trees left out: flashinfer/data
+    (vendored, 209); --all shows them' ("" when nothing was left out). ``what`` names the count."""
+    if not count:
+        return ""
+    shown = ", ".join(f"{path} ({kind}, {n})" for kind, path, n in trees[:5])
+    more = f" and {len(trees) - 5} more" if len(trees) > 5 else ""
+    return (
+        f"{count} {what} of vendored, example and test trees left out: {shown}{more}; "
+        "--all shows them"
+    )

@@ -425,12 +425,11 @@ def emit_text(lines: list[str], out: Output) -> None:
 
 def short_path(path: str, module: str) -> str:
     """The path from site-packages (or else from the import root): flashinfer/jit/core.py."""
-    from archgap.probe.source_scan import SITE_DIRS
+    from archgap.analysis.trees import relative_path
 
-    parts = path.split(os.sep)
-    for index in range(len(parts) - 2, 0, -1):
-        if parts[index] in SITE_DIRS:
-            return "/".join(parts[index + 1 :])
+    relative = relative_path(path)
+    if relative != path:
+        return relative
     if not module:
         return path
     depth = len(module.split(".")) + (1 if path.endswith("__init__.py") else 0)

@@ -51,6 +51,12 @@ def register(subparsers: Any) -> None:
         metavar="DIST",
         help="search only this installed distribution's files (repeatable)",
     )
+    parser.add_argument(
+        "--all",
+        dest="show_all",
+        action="store_true",
+        help="include vendored, example and test trees (left out by default, with a count)",
+    )
     add_environment_options(parser)
     add_json_option(parser)
     add_target_options(parser)
@@ -78,12 +84,16 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
+    from archgap.report.trace import left_out_text, select
+
+    facts, left = select(facts, bool(args.show_all))
     if out.json_mode:
-        out.emit("trace", {"trace": facts})
+        out.emit("trace", {"trace": facts, "left_out": left})
     else:
         lines: list[str] = environment_line(args)
         render(facts, lines)
-        emit_text(lines, out)
+        note = left_out_text(left)
+        emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from archgap.analysis.trees import aside, relative_path
+from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
 from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
@@ -52,23 +52,13 @@ def select(facts: GatesFacts, kinds: tuple[str, ...], show_all: bool) -> tuple[G
                 continue
             kept.append(replace(function, gates=gates))
         targets.append(replace(target, functions=tuple(kept)))
-    trees = tuple(
-        (kind, path, n) for (kind, path), n in sorted(counts.items(), key=lambda kv: -kv[1])
-    )
-    left = LeftOut(sum(counts.values()), functions_out, trees)
+    left = LeftOut(sum(counts.values()), functions_out, ranked(counts))
     return replace(facts, targets=tuple(targets)), left
 
 
 def left_out_text(left: LeftOut) -> str:
     """One sentence: how many gates were left out, from which trees ("" when none)."""
-    if not left.gates:
-        return ""
-    trees = ", ".join(f"{path} ({kind}, {n})" for kind, path, n in left.trees[:5])
-    more = f" and {len(left.trees) - 5} more" if len(left.trees) > 5 else ""
-    return (
-        f"{left.gates} gates in {left.functions} functions of vendored, example and test "
-        f"trees left out: {trees}{more}; --all shows them"
-    )
+    return left_out_sentence(left.gates, f"gates in {left.functions} functions", left.trees)
 
 
 def table(facts: GatesFacts) -> Table:
