@@ -59,6 +59,15 @@ def register(subparsers: Any) -> None:
         metavar="DIR|FILE",
         help="ingest probe JSON written by any engine (archgap probe, the --script, pdsh/clush)",
     )
+    source.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="one probe per alive node of a Ray cluster (ADDRESS as ray.init takes it; default: "
+        "RAY_ADDRESS or the local cluster); needs pip install 'archgap[ray]'; without --python "
+        "each node inspects its Ray worker's interpreter",
+    )
     parser.add_argument(
         "--python",
         metavar="PATH",
@@ -119,15 +128,15 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
         return
     if args.slurm:
         slurm = run_probe_slurm(list(args.srun_args), request, python, args.timeout)
-        if slurm.error is not None:
-            e = slurm.error
-            yield HostInput("slurm", None, e.kind, e.message, e.stderr)
-            return
-        for name, r in slurm.tasks:
-            if isinstance(r, TransportError):
-                yield HostInput(name, None, r.kind, r.message, r.stderr)
-            else:
-                yield HostInput(name, r, None)
+        yield from _engine_inputs(slurm.error, slurm.tasks, "slurm")
+        return
+    if args.ray:
+        from archgap.transport.ray_fleet import run_probe_ray
+
+        address = None if args.ray == "auto" else args.ray
+        with out.status(f"probing the Ray cluster {args.ray}"):
+            ray = run_probe_ray(address, request, args.python, args.timeout)
+        yield from _engine_inputs(ray.error, ray.nodes, f"ray {args.ray}")
         return
     targets = []
     for spec, host_python in _host_lines(args):
@@ -146,6 +155,21 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
                 yield HostInput(target.name, None, result.kind, result.message, result.stderr)
             else:
                 yield HostInput(target.name, result)
+
+
+def _engine_inputs(error: Any, results: Any, engine: str) -> list[Any]:
+    """``HostInput`` values from an engine that probes every node at once (Slurm, Ray)."""
+    from archgap.analysis.fleet import HostInput
+    from archgap.transport.run import TransportError
+
+    if error is not None:
+        return [HostInput(engine, None, error.kind, error.message, error.stderr)]
+    return [
+        HostInput(name, None, r.kind, r.message, r.stderr)
+        if isinstance(r, TransportError)
+        else HostInput(name, r, None)
+        for name, r in results
+    ]
 
 
 def _documents_in(text: str) -> list[Any]:
@@ -340,15 +364,13 @@ def body(report: Any, elapsed: float, documents: int | None = None) -> dict[str,
 def print_report(out: Any, report: Any, headline: str, html: str | None) -> None:
     from rich.markup import escape
 
-    from archgap.analysis.fleet import compress_hosts
-
     out.print(f"[bold]{escape(headline)}[/]")
     letters = report.group_letters
     for group in report.groups:
         s = group.summary
         out.print(
             f"\n[bold]group {letters[group.fingerprint]}[/] ({len(group.hosts)} host(s), "
-            f"fingerprint {group.fingerprint}): {escape(compress_hosts(group.hosts))}"
+            f"fingerprint {group.fingerprint}): {escape(_hostlist(group.hosts))}"
         )
         out.print(f"  GPUs      {escape(', '.join(s.gpus) or 'none')}")
         out.print(f"  driver    {escape(s.driver or 'none')}")
@@ -372,6 +394,14 @@ def print_report(out: Any, report: Any, headline: str, html: str | None) -> None
             out.print(f"  {escape(u.name)}: [red]{u.kind}[/] {escape(u.message)}")
     if html:
         out.print(f"\nHTML report: {escape(os.path.abspath(html))}")
+
+
+def _hostlist(names: Any, limit: int = 240) -> str:
+    """Hosts in hostlist form, cut after ``limit`` characters (--json lists every host)."""
+    from archgap.analysis.fleet import compress_hosts
+
+    text = compress_hosts(names)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(names)} hosts)"
 
 
 def _shown(values: tuple[str, ...], sign: str) -> str:
@@ -406,8 +436,6 @@ def _print_gaps(out: Any, report: Any) -> None:
     """Each distinct gap once, with the hosts that have it."""
     from rich.markup import escape
 
-    from archgap.analysis.fleet import compress_hosts
-
     by_gap: dict[str, list[str]] = {}
     for h in report.hosts:
         for gap in h.gaps:
@@ -415,10 +443,10 @@ def _print_gaps(out: Any, report: Any) -> None:
     if by_gap:
         out.print("\n[bold red]Gaps[/]")
         for gap, names in by_gap.items():
-            out.print(f"  {escape(compress_hosts(names))} ({len(names)}): {escape(gap)}")
+            out.print(f"  {escape(_hostlist(names))} ({len(names)}): {escape(gap)}")
     by_problem: dict[str, list[str]] = {}
     for h in report.hosts:
         for problem in h.problems:
             by_problem.setdefault(problem, []).append(h.name)
     for problem, names in list(by_problem.items())[:20]:
-        out.print(f"[magenta]![/] {escape(compress_hosts(names))}: {escape(problem)}")
+        out.print(f"[magenta]![/] {escape(_hostlist(names))}: {escape(problem)}")

@@ -50,7 +50,8 @@ table{border-collapse:collapse}td,th{padding:4px 8px;border:1px solid #d0d7de;te
 th{background:#f6f8fa}.heat td.v{text-align:center;font-weight:600;min-width:56px}
 .heat th.p{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;
   vertical-align:bottom}
-.heat th.j{background:#fff8c5}.hosts{max-width:420px;overflow-wrap:anywhere}
+.heat th.j{background:#fff8c5}.hosts{min-width:160px;max-width:420px;overflow-wrap:anywhere}
+#verdict{overflow-wrap:anywhere}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;border-radius:3px}
 details{margin:6px 0}summary{cursor:pointer;color:#0969da}
 code{background:#f6f8fa;padding:1px 4px;border-radius:3px}

@@ -1,0 +1,126 @@
+"""`archgap fleet --ray` against a real Ray cluster of two nodes on loopback: a head (127.0.0.10)
+and a second node (127.0.0.11) started here with `ray start --block`, each in a session of its
+own, and stopped by process id (with every process that carries this cluster's temp directory).
+Ray maps 127.0.0.1 to the machine's outward address, so the nodes use other loopback addresses.
+libmix.so has SASS sm_75 ... sm_120: native on a T4 (7.5), so no gap on either node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
+
+RAY = Path(sys.executable).parent / "ray"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):  # ray start, its raylet, GCS and workers
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _stop_leftovers(marker: str) -> None:
+    """Any process of this cluster still alive (its command line names the temp directory)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline and int(entry.name) != os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    base = tmp_path_factory.mktemp("ray")
+    port = _free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--block", "--num-cpus=1", "--num-gpus=0", f"--temp-dir={base}",
+              "--disable-usage-stats"]  # fmt: skip
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(args: list[str], log: str) -> None:
+        with open(base / log, "wb") as out:
+            procs.append(
+                subprocess.Popen([str(RAY), "start", *args, *common], stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            )  # fmt: skip
+
+    try:
+        start(["--head", "--node-ip-address=127.0.0.10", f"--port={port}",
+               "--include-dashboard=false"], "head.log")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.10", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        start([f"--address=127.0.0.10:{port}", "--node-ip-address=127.0.0.11"], "node.log")
+        yield f"127.0.0.10:{port}"
+    finally:
+        _stop(procs)
+        _stop_leftovers(str(base))
+
+
+def test_fleet_over_a_two_node_ray_cluster(ray_cluster: str, tmp_path: Path) -> None:
+    venv = tmp_path / "good"
+    install_fake_distribution(
+        make_venv(venv), "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}
+    )
+    python = str(venv / "bin" / "python")
+    deadline = time.monotonic() + 60
+    while True:  # the second node registers a few seconds after the head
+        result = run_cli("fleet", "--ray", ray_cluster, "--python", python, "--gpu", "T4",
+                         "--json", timeout=180)  # fmt: skip
+        doc = json_output(result, "fleet")
+        if len(doc["hosts"]) + len(doc["unreachable"]) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert result.returncode == 0, result.stderr
+    hosts = doc["hosts"]
+    assert len(hosts) == 2 and not doc["unreachable"]
+    # Both nodes run on this machine: the names tell them apart by address and port.
+    names = sorted(h["name"].rsplit(":", 1)[0] for h in hosts)
+    assert names == [f"{socket.gethostname()}@127.0.0.{n}" for n in (10, 11)]
+    assert [g["size"] for g in doc["groups"]] == [2]
+    assert all(h["packages"] == ["fakekernels==1.2.3"] for h in hosts)
+    # Without --python each node inspects its Ray worker's interpreter: this test's venv.
+    result = run_cli("fleet", "--ray", ray_cluster, "--json", "--sections", "gpu,python",
+                     timeout=180)  # fmt: skip
+    doc = json_output(result, "fleet")
+    interpreters = {Path(h["python"].split(" ", 1)[1]) for h in doc["hosts"]}
+    assert {p.parent for p in interpreters} == {Path(sys.executable).parent}, interpreters
+
+
+def test_fleet_ray_without_a_cluster_is_an_unreachable_host() -> None:
+    result = run_cli("fleet", "--ray", f"127.0.0.1:{_free_port()}", "--json", timeout=180)
+    doc = json_output(result, "fleet")
+    assert result.returncode == 2
+    assert [u["kind"] for u in doc["unreachable"]] == ["unreachable"]
