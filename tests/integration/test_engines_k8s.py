@@ -85,6 +85,13 @@ def test_nfd_manifest_is_valid_and_the_validator_catches_a_broken_one() -> None:
         kubernetes_validate.validate(typo, K8S, strict=True)
 
 
+def test_k8s_manifest_json_is_the_same_objects() -> None:
+    as_yaml = manifest("--mode", "nfd")
+    result = run_cli("k8s-manifest", "--mode", "nfd", "--json")
+    doc = json_output(result, "k8s-manifest")
+    assert doc["objects"] == as_yaml
+
+
 def test_k8s_manifest_refuses_bad_names() -> None:
     result = run_cli("k8s-manifest", "--namespace", "Bad_NS")
     assert result.returncode == 2 and "DNS-1123" in result.stderr

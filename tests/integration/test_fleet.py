@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import CUDA_BIN, ROOT, install_fake_distribution, json_output, make_venv, run_cli
 from tests.integration.test_remote_services import closed_port, require, ssh_env
@@ -53,8 +54,9 @@ def test_fleet_groups_identical_hosts_and_shows_drift_gaps_and_dead_hosts(
         f"# two identical hosts, one with old kernels, one dead\n"
         f"h01 {venvs['good']}\nh02 {venvs['good']}\nbeta {venvs['old']}\n{dead}\n"
     )
-    html = tmp_path / "fleet.html"
-    code, doc = fleet("--hostfile", str(hostfile), "--gpu", "T4", "--html", str(html))
+    html, prom = tmp_path / "fleet.html", tmp_path / "fleet.prom"
+    code, doc = fleet("--hostfile", str(hostfile), "--gpu", "T4", "--html", str(html),
+                      "--prometheus", str(prom))  # fmt: skip
     assert code == 2  # a host could not be probed
     assert [g["hosts"] for g in doc["groups"]] == [["h01", "h02"], ["beta"]]
     assert [(u["name"], u["kind"]) for u in doc["unreachable"]] == [(dead, "unreachable")]
@@ -76,6 +78,17 @@ def test_fleet_groups_identical_hosts_and_shows_drift_gaps_and_dead_hosts(
     assert doc["coverage"]["packages"] == ["fakekernels", "ptxkernels"]
     rows = {r["host"]: r["verdicts"] for r in doc["coverage"]["rows"]}
     assert rows == {"beta": ["", "none"], "h01": ["native", ""], "h02": ["native", ""]}
+    # Metrics: which hosts answered (the dead one with its kind), the verdicts per host.
+    families = {f.name: f.samples for f in text_string_to_metric_families(prom.read_text())}
+    up = {(s.labels["host"], s.labels["kind"]): s.value for s in families["archgap_host_up"]}
+    assert up == {("h01", ""): 1, ("h02", ""): 1, ("beta", ""): 1, (dead, "unreachable"): 0}
+    verdicts = {(s.labels["host"], s.labels["package"], s.labels["verdict"])
+                for s in families["archgap_package_verdict"]}  # fmt: skip
+    assert ("beta", "ptxkernels", "none") in verdicts and (
+        "h01",
+        "fakekernels",
+        "native",
+    ) in verdicts
     assert html.read_text().startswith("<!DOCTYPE html>")
     dom = screenshot(html, "fleet-ssh")
     assert "2: h[01-02]" in dom and "1: beta" in dom  # one heat-map row per group

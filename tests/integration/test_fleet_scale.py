@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
 from tests.integration.test_fleet import screenshot
 from tests.toolkit_stubs import banner_toolkit, venv_python
@@ -51,8 +53,9 @@ def test_fleet_of_1000_hosts_from_documents(tmp_path: Path) -> None:
         lines.append(json.dumps(doc))
     for part in range(4):
         (inbox / f"part{part}.jsonl").write_text("\n".join(lines[part * 250 : part * 250 + 250]))
-    html = tmp_path / "fleet.html"
-    result = run_cli("fleet", "--from", str(inbox), "--gpu", "12.0", "--html", str(html), "--json")
+    html, prom = tmp_path / "fleet.html", tmp_path / "fleet.prom"
+    result = run_cli("fleet", "--from", str(inbox), "--gpu", "12.0", "--html", str(html),
+                     "--prometheus", str(prom), "--json")  # fmt: skip
     doc = json_output(result, "fleet")
     assert result.returncode == 1  # the incident hosts have a gap
     assert doc["documents"] == 1000 and len(doc["hosts"]) == 1000
@@ -64,6 +67,17 @@ def test_fleet_of_1000_hosts_from_documents(tmp_path: Path) -> None:
     assert doc["jit_coverage"]["packages"] == ["flashinfer-python"]
     statuses = {r["host"]: r["statuses"] for r in doc["jit_coverage"]["rows"]}
     assert statuses["gpu0004"] == ["fails"] and statuses["gpu0002"] == [""]
+    # The same verdicts as metrics, read back by prometheus_client's own parser.
+    families = {f.name: f.samples for f in text_string_to_metric_families(prom.read_text())}
+    jit = {(s.labels["host"], s.labels["package"], s.labels["gpu"], s.labels["status"])
+           for s in families["archgap_jit_finding"] if s.value == 1}  # fmt: skip
+    assert len(jit) == 250 and ("gpu0004", "flashinfer-python", "12.0", "fails") in jit
+    verdicts = {
+        (s.labels["host"], s.labels["verdict"]) for s in families["archgap_package_verdict"]
+    }
+    assert ("gpu0002", "native") in verdicts and ("gpu0001", "jit") in verdicts
+    gaps = {s.labels["host"]: s.value for s in families["archgap_gaps"]}
+    assert len(gaps) == 1000 and sum(gaps.values()) == 250
     dom = screenshot(html, "fleet-1000", size="1400,1000")
     heatmap = dom.split('<div id="heatmap">')[1].split("</div>")[0]
     assert heatmap.count("<tr>") == 1 + 3  # the header and one row per group, not 1,000 rows

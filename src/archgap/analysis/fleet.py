@@ -129,6 +129,14 @@ class FleetReport:
     def gap_hosts(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts if h.gaps)
 
+    def hosts_by(self, what: str) -> dict[str, list[str]]:
+        """Each distinct gap (``what="gaps"``) or problem (``"problems"``) with its hosts."""
+        by: dict[str, list[str]] = {}
+        for host in self.hosts:
+            for text in getattr(host, what):
+                by.setdefault(text, []).append(host.name)
+        return by
+
     @property
     def group_letters(self) -> dict[str, str]:
         """What reports call each group, by fingerprint: A to Z (biggest first), then 26, 27..."""

@@ -436,17 +436,10 @@ def _print_gaps(out: Any, report: Any) -> None:
     """Each distinct gap once, with the hosts that have it."""
     from rich.markup import escape
 
-    by_gap: dict[str, list[str]] = {}
-    for h in report.hosts:
-        for gap in h.gaps:
-            by_gap.setdefault(gap, []).append(h.name)
+    by_gap = report.hosts_by("gaps")
     if by_gap:
         out.print("\n[bold red]Gaps[/]")
         for gap, names in by_gap.items():
             out.print(f"  {escape(_hostlist(names))} ({len(names)}): {escape(gap)}")
-    by_problem: dict[str, list[str]] = {}
-    for h in report.hosts:
-        for problem in h.problems:
-            by_problem.setdefault(problem, []).append(h.name)
-    for problem, names in list(by_problem.items())[:20]:
+    for problem, names in list(report.hosts_by("problems").items())[:20]:
         out.print(f"[magenta]![/] {escape(_hostlist(names))}: {escape(problem)}")

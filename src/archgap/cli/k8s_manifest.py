@@ -3,7 +3,8 @@
 ``--mode probe`` (default): the standalone probe in a ConfigMap and a DaemonSet that prints each
 node's facts once (collect with ``kubectl logs`` and ``archgap fleet --from``). ``--mode nfd``: a
 DaemonSet (an image with archgap installed) that keeps a Node Feature Discovery feature file and
-node_exporter textfile metrics current. Exit 0; 2 on a bad argument.
+node_exporter textfile metrics current. YAML by default, ``--json`` the same objects in a JSON
+document. Exit 0; 2 on a bad argument.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from archgap.cli.common import EXIT_OK, Output, UsageError
+from archgap.cli.common import EXIT_OK, Output, UsageError, add_json_option
 from archgap.transport.target import DEFAULT_PYTHON
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--interval", type=int, default=3600, metavar="S", help="--mode nfd: seconds between scans"
     )
+    add_json_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -68,5 +70,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         request = request_or_usage_error(list(DEFAULT_SECTIONS), python)
         script = standalone_script(probe_input(request, "/", None))
         docs = probe_manifest(args.namespace, args.image, python, script)
-    sys.stdout.write(to_yaml(docs))
+    if out.json_mode:
+        out.emit("k8s-manifest", {"mode": args.mode, "objects": docs})
+    else:
+        sys.stdout.write(to_yaml(docs))
     return EXIT_OK

@@ -175,10 +175,7 @@ def _drift(report: Any) -> list[str]:
 
 def _grouped_lists(report: Any) -> list[str]:
     parts: list[str] = []
-    by_gap: dict[str, list[str]] = {}
-    for h in report.hosts:
-        for gap in h.gaps:
-            by_gap.setdefault(gap, []).append(h.name)
+    by_gap = report.hosts_by("gaps")
     if by_gap:
         parts.append(_table_head("Gaps", ("hosts", "gap"), "gaps"))
         parts += [
