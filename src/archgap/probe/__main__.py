@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict[str, Any]:
     """Collect the facts a request asks for; never raises (a bad input becomes an error value).
 
-    ``progress`` (in-process callers only) is told as the binaries are read."""
+    ``progress`` (in-process callers only) is told as the binaries are read. ``{"fix": {...}}``
+    runs the fix program instead (``fixer.py``: plan, apply, undo)."""
+    if "fix" in payload:
+        from .fixer import run as run_fix
+
+        return run_fix(payload["fix"])
     request = payload.get("request")
     if not isinstance(request, dict):
         return {"errors": {"request": "expected an object mapping section -> parameters"}}
