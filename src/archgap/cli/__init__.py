@@ -31,6 +31,7 @@ COMMANDS = (
     "verify",
     "k8s-manifest",
     "recipe",
+    "fix",
     "completion",
 )
 

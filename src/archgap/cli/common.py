@@ -109,7 +109,7 @@ def environment_line(args: argparse.Namespace) -> list[str]:
 
 
 # The commands that inspect a Python environment (the default interpreter applies to them).
-LOCAL_ENVIRONMENT = ("scan", "gates", "trace", "explain", "probe")
+LOCAL_ENVIRONMENT = ("scan", "gates", "trace", "explain", "probe", "fix")
 
 
 @dataclass

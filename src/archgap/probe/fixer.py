@@ -207,11 +207,16 @@ def _preflight(path: str) -> None:
 
 def plan(edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Each edit with its current and new hash and its diff; nothing is written."""
-    planned = []
+    planned: List[Dict[str, Any]] = []
     for edit in edits:
         path = os.path.abspath(str(edit.get("path")))
-        old = _read(path)
-        new = _new_bytes(edit, old)
+        try:
+            _preflight(path)
+            old = _read(path)
+            new = _new_bytes(edit, old)
+        except (Refused, OSError) as exc:
+            planned.append({"path": path, "kind": edit.get("kind"), "error": str(exc)})
+            continue
         planned.append(
             {
                 "path": path,
@@ -221,6 +226,7 @@ def plan(edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
                 "sha256_after": sha256(new),
                 "changes": old != new,
                 "diff": _diff(path, old, new),
+                "error": None,
             }
         )
     return planned
@@ -408,6 +414,29 @@ def undo(journal: Journal, force: bool) -> Tuple[List[Dict[str, Any]], List[Dict
     return restored, refused
 
 
+def upgrade(argv: Any, timeout: Any) -> Dict[str, Any]:
+    """Run the upgrade command (``PYTHON -m pip install SPEC``): not journaled, since pip
+    replaces whole packages; its exit status and the tail of its output are returned."""
+    import subprocess
+
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise Refused("the upgrade command must be a list of strings")
+    limit = float(timeout) if isinstance(timeout, (int, float)) else 600.0
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=limit,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"argv": argv, "returncode": None, "output": "timed out after %g s" % limit}
+    output = done.stdout.decode("utf-8", "replace").strip().splitlines()[-20:]
+    return {"argv": argv, "returncode": done.returncode, "output": "\n".join(output)}
+
+
 # --- the entry point ---------------------------------------------------------------------------
 
 
@@ -441,6 +470,8 @@ def _run(request: Dict[str, Any]) -> Dict[str, Any]:
         out: Dict[str, Any] = {"state_dir": directory, "recovered": recover(journal)}
         if op == "apply":
             out["applied"] = apply(journal, edits)
+        elif op == "upgrade":
+            out["upgrade"] = upgrade(request.get("argv"), request.get("timeout"))
         elif op == "undo":
             out["restored"], out["refused"] = undo(journal, bool(request.get("force")))
         elif op != "status":

@@ -242,3 +242,23 @@ def run_many(
         }
         for future in as_completed(futures):
             yield futures[future], future.result()
+
+
+def run_fixer(
+    target: Target, fix_request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any] | TransportError:
+    """The fix program's answer (probe/fixer.py: plan, apply, undo) from ``target``; it travels
+    and runs exactly like the probe (the same loader, the same in-memory package)."""
+    if target.is_local:
+        from archgap.probe.fixer import run
+
+        answer: dict[str, Any] = json.loads(json.dumps(run(fix_request)))
+        return answer
+    payload = stdin_payload({"fix": fix_request})
+    code, out, err, error = run_command(
+        target.command(remote_argv(target.python)), payload, timeout
+    )
+    if error is not None or code is None:
+        kind = TIMEOUT if error == "timeout" else TRANSPORT_MISSING
+        return TransportError(kind, f"{target.name}: {error or 'could not start'}", tail(err))
+    return classify(target, code, out, err)

@@ -1,0 +1,204 @@
+"""The plan of ``archgap fix``: which of the fix engine's fixes (analysis/fixes.py, the ones
+``scan`` prints) become which concrete change on the target. Pure: no I/O.
+
+Per failing JIT finding, least invasive first: the first fix that sets variables (toolkit or
+env), the upgrade, and the patch where kb/patches.json has one for that exact released file.
+Variables go to the destination the user names: an env file (KEY=VALUE lines), a systemd
+drop-in, or ``export`` lines to paste.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from archgap.analysis.fixes import ENV, PATCH, TOOLKIT, UPGRADE, Fix
+from archgap.analysis.jit import JitFinding
+from archgap.analysis.scan import ScanReport
+from archgap.kb import load_json
+
+KINDS = (ENV, TOOLKIT, UPGRADE, PATCH)
+DROPIN_NAME = "50-archgap.conf"
+_JOINED = {"FLASHINFER_CUDA_ARCH_LIST": " "}  # several GPUs: one list, FlashInfer's separator
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # env, toolkit, upgrade, patch
+    action: str  # the fix engine's line
+    removes: tuple[str, ...]  # "flashinfer-python 0.6.8 on RTX PRO 6000 (12.0): <error>"
+    env: tuple[tuple[str, str], ...] = ()
+    edit: dict[str, Any] | None = None  # for the fix program (probe/fixer.py)
+    command: tuple[str, ...] = ()  # upgrade: the argv run on the target
+    needs_only: bool = False  # applied only when --only names this kind
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Destination:
+    env_file: str | None = None
+    systemd_unit: str | None = None
+    systemd_dir: str = "/etc/systemd/system"
+
+    @property
+    def dropin(self) -> str | None:
+        if not self.systemd_unit:
+            return None
+        unit = self.systemd_unit if "." in self.systemd_unit else self.systemd_unit + ".service"
+        return f"{self.systemd_dir.rstrip('/')}/{unit}.d/{DROPIN_NAME}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...]
+    exports: tuple[str, ...] = ()  # no destination: lines to paste
+    reload: str | None = None  # the command to run after a drop-in (shown, not run)
+    notes: tuple[str, ...] = field(default=())
+
+
+def _finding_label(f: JitFinding) -> str:
+    where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
+    return f"{f.package} {f.version}{where}: {f.error or f.cause}"
+
+
+def _first(fixes: Sequence[Fix], kinds: tuple[str, ...]) -> Fix | None:
+    return next(
+        (f for f in fixes if f.kind in kinds and (f.env or f.command or f.kind == PATCH)), None
+    )
+
+
+def _service_value(report: ScanReport, name: str) -> str | None:
+    env = report.toolchains.env if report.toolchains else ()
+    return next((v.value for v in env if v.name == name), None)
+
+
+def _resolve(
+    report: ScanReport, pairs: Sequence[tuple[str, str]], shell: bool
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """``$PATH`` is expanded for an env file (systemd and docker do not expand it) with the
+    service's PATH; without one the PATH change is left out (CUDA_HOME alone is read first)."""
+    out: list[tuple[str, str]] = []
+    notes: list[str] = []
+    for name, value in pairs:
+        if "$" in value and not shell:
+            current = _service_value(report, name)
+            if current is None:
+                notes.append(f"{name}={value} left out: the service's {name} is not known")
+                continue
+            value = value.replace(f"${name}", current)
+        out.append((name, value))
+    return out, notes
+
+
+def _merge(env: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    merged: dict[str, str] = {}
+    for name, value in env:
+        if name in merged and name in _JOINED and value not in merged[name].split(_JOINED[name]):
+            merged[name] = merged[name] + _JOINED[name] + value
+        else:
+            merged.setdefault(name, value)
+    return list(merged.items())
+
+
+def _patch_edit(report: ScanReport, finding: JitFinding) -> tuple[dict[str, Any], str] | None:
+    """The kb patch for the exact installed release of the finding's package, and its note."""
+    pkgs = report.toolchains.packages if report.toolchains else ()
+    pkg = next((p for p in pkgs if p.name == finding.package), None)
+    if pkg is None:
+        return None
+    for entry in load_json("patches.json")["patches"]:
+        if (entry["package"], entry["version"]) != (pkg.name, pkg.version):
+            continue
+        if finding.compute_capability not in entry["compute_capabilities"]:
+            continue
+        site = pkg.dist_info.rstrip("/").rsplit("/", 1)[0]
+        edit = {"kind": "patch", "path": f"{site}/{entry['file']}"}
+        edit.update({k: entry[k] for k in ("sha256", "sha256_after", "old", "new")})
+        return edit, f"{entry['id']}: {entry['removes']} ({entry['source']})"
+    return None
+
+
+def _actions_for(report: ScanReport, finding: JitFinding) -> list[Action]:
+    label = (_finding_label(finding),)
+    actions: list[Action] = []
+    for kind in (TOOLKIT, ENV):
+        variables = _first(finding.fixes, (kind,))
+        if variables is not None:
+            actions.append(Action(kind, variables.action, label, variables.env))
+    upgrade = _first(finding.fixes, (UPGRADE,))
+    if upgrade is not None and upgrade.command:
+        spec = upgrade.command.split("install", 1)[1].strip().strip("'\"")
+        argv = (report.environment.executable, "-m", "pip", "install", spec)
+        actions.append(Action(UPGRADE, upgrade.action, label, command=argv, needs_only=True))
+    patch = _first(finding.fixes, (PATCH,))
+    found = _patch_edit(report, finding) if patch is not None else None
+    if patch is not None and found is not None:
+        edit, note = found
+        actions.append(Action(PATCH, patch.action, label, edit=edit, needs_only=True, note=note))
+    elif patch is not None:
+        note = "no patch in kb/patches.json for this exact release and GPU: not offered"
+        actions.append(Action(PATCH, patch.action, label, needs_only=True, note=note))
+    return actions
+
+
+def plan(report: ScanReport, dest: Destination) -> Plan:
+    """The actions for every failing JIT finding of ``report``, with the variables merged into
+    one edit of ``dest`` (one env change for eight GPUs' findings, not eight)."""
+    actions: list[Action] = []
+    for finding in report.jit_gaps:
+        for action in _actions_for(report, finding):
+            same = next(
+                (a for a in actions if (a.kind, a.action) == (action.kind, action.action)), None
+            )
+            if same is None:
+                actions.append(action)
+            else:
+                actions[actions.index(same)] = _with_removes(same, action.removes)
+    ranked = [f.kind for g in report.jit_gaps for f in g.fixes if f.kind in (ENV, TOOLKIT)]
+    shell = dest.env_file is None and dest.systemd_unit is None
+    joined: list[Action] = []
+    exports: list[str] = []
+    reload: str | None = None
+    notes: list[str] = []
+    for kind in dict.fromkeys(ranked):  # the engine's order: the first kind is the default
+        group = [a for a in actions if a.kind == kind]
+        pairs, dropped = _resolve(report, [p for a in group for p in a.env], shell)
+        pairs = _merge(pairs)
+        edit, lines, reload = _env_edit(dest, pairs)
+        notes += dropped
+        exports += [] if joined else lines
+        removes = tuple(dict.fromkeys(r for a in group for r in a.removes))
+        text = "; ".join(a.action for a in group)
+        joined.append(Action(kind, text, removes, tuple(pairs), edit, needs_only=bool(joined)))
+    rest = [a for a in actions if a.kind not in (ENV, TOOLKIT)]
+    return Plan((*joined, *rest), tuple(exports), reload, tuple(dict.fromkeys(notes)))
+
+
+def _with_removes(action: Action, more: tuple[str, ...]) -> Action:
+    from dataclasses import replace
+
+    return replace(action, removes=tuple(dict.fromkeys((*action.removes, *more))))
+
+
+def _env_edit(
+    dest: Destination, pairs: list[tuple[str, str]]
+) -> tuple[dict[str, Any] | None, list[str], str | None]:
+    if dest.env_file:
+        edit = {"kind": "env-file", "path": dest.env_file, "set": [list(p) for p in pairs]}
+        return edit, [], None
+    dropin = dest.dropin
+    if dropin:
+        lines = ["[Service]", *(f'Environment="{n}={v}"' for n, v in pairs)]
+        edit = {"kind": "file", "path": dropin, "content": "\n".join(lines) + "\n"}
+        unit = dropin.rsplit("/", 2)[1].removesuffix(".d")
+        return edit, [], f"systemctl daemon-reload && systemctl restart {unit}"
+    return None, [f'export {n}="{v}"' for n, v in pairs], None
+
+
+def selected(plan: Plan, only: str | None) -> list[Action]:
+    """What ``--apply [--only KIND]`` changes: by default the variables of the kind the fix
+    engine ranks first (toolkit or env); the other kind, upgrade and patch only when named."""
+    if only is None:
+        return [a for a in plan.actions if not a.needs_only]
+    return [a for a in plan.actions if a.kind == only]

@@ -1,0 +1,96 @@
+"""``archgap fix`` as text: the plan (each action, its exact change, what it removes), what was
+applied, the verification, and undo's result. Lines carry rich markup; text is escaped."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+
+def _e(text: str) -> str:
+    return text.replace("[", "\\[")
+
+
+def _diff_lines(diff: str) -> list[str]:
+    out = []
+    for line in diff.splitlines():
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        out.append(f"      [{style}]{_e(line)}[/]")
+    return out
+
+
+def _action_lines(i: int, a: dict[str, Any]) -> list[str]:
+    gate = (
+        " [dim](applied only with --apply --only " + a["kind"] + ")[/]" if a["needs_only"] else ""
+    )
+    lines = [f"[bold]{i}. {a['kind']}[/]: {_e(a['action'])}{gate}"]
+    lines += [f"    removes: {_e(r)}" for r in a["removes"]]
+    if a["command"]:
+        lines.append("    runs on the target: $ " + _e(shlex.join(a["command"])))
+    if a["error"]:
+        lines.append(f"    [magenta]refused:[/] {_e(a['error'])}")
+    elif a["path"] and a["diff"]:
+        lines.append(f"    change of {_e(a['path'])}:")
+        lines += _diff_lines(a["diff"])
+    elif a["path"]:
+        lines.append(f"    {_e(a['path'])} already has it: no change")
+    if a["note"]:
+        lines.append(f"    [dim]{_e(a['note'])}[/]")
+    return lines
+
+
+def plan_lines(body: dict[str, Any]) -> list[str]:
+    lines = [f"[bold]Python[/] {_e(body['python'])}"]
+    if not body["actions"]:
+        state = "a gap that no fix archgap can make removes" if body["gap"] else "no JIT gap"
+        lines.append(f"Nothing to fix: {state}.")
+    for i, action in enumerate(body["actions"], 1):
+        lines += _action_lines(i, action)
+    if body["exports"]:
+        lines.append(
+            "  no --env-file or --systemd: set these where the service reads its environment:"
+        )
+        lines += [f"      {_e(x)}" for x in body["exports"]]
+    if body["reload"]:
+        lines.append(f"  then (not run by archgap): {_e(body['reload'])}")
+    lines += [f"  [dim]note: {_e(n)}[/]" for n in body["notes"]]
+    applied = body["applied"]
+    if applied is None:
+        if body["actions"]:
+            lines.append("\nDry run: nothing was changed. --apply makes the changes above.")
+        return lines
+    lines += [f"[dim]{_e(r)}[/]" for r in applied["recovered"]]
+    if applied["error"]:
+        lines.append(f"\n[bold magenta]refused:[/] {_e(applied['error'])}")
+        return lines
+    lines.append("")
+    lines += [f"[green]changed[/] {_e(c['path'])}" for c in applied["changed"]]
+    for u in applied["upgrades"]:
+        lines.append(f"ran {_e(' '.join(u['argv']))}: exit {u['returncode']}")
+        lines += [f"    [dim]{_e(x)}[/]" for x in (u["output"] or "").splitlines()[-5:]]
+    if applied["changed"]:
+        lines.append(
+            f"[dim]journal: {_e(applied.get('state_dir') or '')} (archgap fix --undo reverts)[/]"
+        )
+    for v in body["verified"] or []:
+        style = {"gone": "green", "remains": "bold red"}.get(v["status"], "magenta")
+        lines.append(f"[{style}]{v['status']}[/]: {_e(v['finding'])} [dim]({_e(v['why'])})[/]")
+    return lines
+
+
+def undo_lines(undo: dict[str, Any]) -> list[str]:
+    lines = [f"[dim]{_e(r)}[/]" for r in undo["recovered"]]
+    if undo["error"]:
+        return [*lines, f"[bold magenta]refused:[/] {_e(undo['error'])}"]
+    if undo["refused"] and not undo["forced"]:
+        lines.append(
+            "[bold magenta]refused:[/] edited since archgap changed them "
+            "(nothing restored; --force overrides):"
+        )
+        for r in undo["refused"]:
+            lines.append(f"  {_e(r['path'])}:")
+            lines += _diff_lines(r["diff"])
+        return lines
+    if not undo["restored"]:
+        return [*lines, "Nothing to undo: archgap has changed nothing here."]
+    return [*lines, *(f"[green]restored[/] {_e(r['path'])}" for r in undo["restored"])]

@@ -1,0 +1,182 @@
+"""`archgap fix` end to end on a copy of the real flashinfer-python 0.6.8 venv (tests/.data is
+never modified) with the nvcc 12.8 stand-in: the incident's RTX PRO 6000 (12.0) fails because
+FlashInfer 0.6.8's _normalize_cuda_arch raises "SM 12.x requires CUDA >= 12.9" for nvcc 12.8.
+FLASHINFER_CUDA_ARCH_LIST="12.0a" bypasses that function (a suffixed value is used verbatim,
+compilation_context.py:67-69) and nvcc 12.8 knows compute_120a: the gap is gone. Locally and over
+ssh to the loopback sshd."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import json_output, run_cli
+from tests.toolkit_stubs import banner_toolkit, venv_python
+
+VENV = "venv-flashinfer-python-0.6.8"
+SM75 = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
+RELEASED_SHA = "e55c7f58a83810590e18686954527cc62735a6e91c3fa67286a5e7f00afc9be5"
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+@pytest.fixture(scope="module")
+def copied(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the venv for the module (57 MB); every test leaves it as it found it."""
+    source = venv_python(VENV).parent.parent
+    if not source.exists():
+        pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
+    root = tmp_path_factory.mktemp("fix")
+    shutil.copytree(source, root / "venv", symlinks=True)
+    banner_toolkit(root, "12.8")
+    return root
+
+
+@pytest.fixture
+def setup(copied: Path) -> Iterator[dict[str, Any]]:
+    env_file = copied / "etc" / "sglang.env"
+    env_file.parent.mkdir(exist_ok=True)
+    env_file.write_text(f"# sglang.service EnvironmentFile\nCUDA_HOME={copied / 'cuda-12.8'}\n")
+    venv = copied / "venv"
+    context = next(venv.glob("lib/python*/site-packages/flashinfer/compilation_context.py"))
+    before = tree_hashes(venv)
+    yield {"tmp": copied, "venv": venv, "env": env_file, "context": context}
+    assert tree_hashes(venv) == before  # the test undid what it applied
+    shutil.rmtree(copied / "state", ignore_errors=True)
+
+
+def fix(s: dict[str, Any], *extra: str, env: dict[str, str] | None = None) -> tuple[int, Any]:
+    args = ["fix", "--python", str(s["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    args += ["--env-from", str(s["env"]), "--state-dir", str(s["tmp"] / "state"), "--json"]
+    result = run_cli(*args, *extra, env={"CUDA_HOME": "", **(env or {})})
+    assert result.stderr == "" or result.returncode != 0, result.stderr
+    return result.returncode, json_output(result, "fix")
+
+
+def scan_gap(s: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    result = run_cli(
+        "scan",
+        "--python",
+        str(s["venv"] / "bin" / "python"),
+        "--gpu",
+        "RTX PRO 6000",
+        "--env-from",
+        str(s["env"]),
+        "--json",
+        env={"CUDA_HOME": ""},
+    )
+    doc = json_output(result, "scan")
+    fails = [f for f in doc["jit"] if f["status"] == "fails"]
+    return result.returncode, fails
+
+
+def test_dry_run_then_env_fix_then_undo_over_a_hand_edit(setup: dict[str, Any]) -> None:
+    before = tree_hashes(setup["tmp"])
+    code, doc = fix(setup, "--env-file", str(setup["env"]))
+    # The dry run: every file of the venv, the env file and the toolkit as they were, no journal.
+    assert tree_hashes(setup["tmp"]) == before and not (setup["tmp"] / "state").exists()
+    assert code == 1 and doc["gap"] is True and doc["applied"] is None
+    kinds = {a["kind"]: a for a in doc["actions"]}
+    assert set(kinds) >= {"env", "upgrade", "patch"}
+    assert all(SM75 in a["removes"][0] for a in doc["actions"])
+    assert "+FLASHINFER_CUDA_ARCH_LIST=12.0a" in kinds["env"]["diff"]
+    assert kinds["upgrade"]["command"][-1] == "flashinfer-python>=0.7.1"
+    assert kinds["upgrade"]["needs_only"] and kinds["patch"]["needs_only"]
+    raised = '-                raise RuntimeError("SM 12.x requires CUDA >= 12.9")'
+    assert raised in kinds["patch"]["diff"]
+
+    original = setup["env"].read_bytes()
+    code, doc = fix(setup, "--env-file", str(setup["env"]), "--apply", "--only", "env")
+    assert code == 0, doc
+    assert [c["path"] for c in doc["applied"]["changed"]] == [str(setup["env"])]
+    assert [v["status"] for v in doc["verified"]] == ["gone"]
+    assert setup["env"].read_text() == original.decode() + "FLASHINFER_CUDA_ARCH_LIST=12.0a\n"
+    assert scan_gap(setup) == (0, [])  # the service's env file, scanned as the service sees it
+
+    with setup["env"].open("a") as handle:  # a hand edit after archgap's
+        handle.write("SGLANG_LOG=debug\n")
+    edited = setup["env"].read_bytes()
+    code, doc = fix(setup, "--undo")
+    assert code == 3 and doc["undo"]["restored"] == []
+    assert "+SGLANG_LOG=debug" in doc["undo"]["refused"][0]["diff"]
+    assert setup["env"].read_bytes() == edited
+    code, doc = fix(setup, "--undo", "--force")
+    assert code == 0 and setup["env"].read_bytes() == original
+
+
+def test_patch_removes_the_gap_and_undo_restores_every_file(setup: dict[str, Any]) -> None:
+    before = tree_hashes(setup["tmp"])
+    code, doc = fix(setup, "--apply", "--only", "patch")
+    (changed,) = doc["applied"]["changed"]
+    assert changed["path"] == str(setup["context"]) and changed["sha256_before"] == RELEASED_SHA
+    code, fails = scan_gap(setup)
+    assert code == 0 and fails == []  # the failure is no longer predicted ...
+    # ... but the rules were read off the released file: archgap says it cannot confirm.
+    assert [v["status"] for v in doc["verified"]] == ["not-confirmed"]
+    code, doc = fix(setup, "--undo")
+    assert code == 0 and [r["path"] for r in doc["undo"]["restored"]] == [str(setup["context"])]
+    after = tree_hashes(setup["tmp"])
+    state = {k for k in after if k.startswith("state/")}
+    assert {k: v for k, v in after.items() if k not in state} == before
+
+
+def test_refusals_are_reasons_and_exit_3(setup: dict[str, Any]) -> None:
+    missing = setup["tmp"] / "no-such-dir" / "x.env"
+    code, doc = fix(setup, "--env-file", str(missing), "--apply")
+    assert code == 3 and "does not exist" in doc["applied"]["error"]
+    assert not missing.parent.exists()
+    (setup["tmp"] / "state").mkdir(exist_ok=True)
+    (setup["tmp"] / "state" / "journal.json").write_text("[")
+    before = setup["env"].read_bytes()
+    code, doc = fix(setup, "--env-file", str(setup["env"]), "--apply")
+    assert code == 3 and "is corrupt" in doc["applied"]["error"]
+    assert setup["env"].read_bytes() == before
+    code, doc = fix(setup, "--undo")
+    assert code == 3 and "is corrupt" in doc["undo"]["error"]
+
+
+def test_no_destination_prints_export_lines_and_systemd_gets_a_drop_in(
+    setup: dict[str, Any],
+) -> None:
+    code, doc = fix(setup)
+    assert doc["exports"] and all(x.startswith("export ") for x in doc["exports"])
+    unit_dir = setup["tmp"] / "systemd"
+    (unit_dir / "sglang.service.d").mkdir(parents=True)
+    args = ("--systemd", "sglang", "--systemd-dir", str(unit_dir), "--apply", "--only", "env")
+    code, doc = fix(setup, *args)
+    dropin = unit_dir / "sglang.service.d" / "50-archgap.conf"
+    assert dropin.read_text() == '[Service]\nEnvironment="FLASHINFER_CUDA_ARCH_LIST=12.0a"\n'
+    assert doc["reload"] == "systemctl daemon-reload && systemctl restart sglang.service"
+    assert code == 1 and [v["status"] for v in doc["verified"]] == ["not-confirmed"]
+    fix(setup, "--undo")
+    assert not dropin.exists()
+
+
+def test_over_ssh_patch_and_undo(setup: dict[str, Any]) -> None:
+    from tests.integration.test_remote_services import require, ssh_env
+
+    require("ssh")
+    before = tree_hashes(setup["tmp"])
+    code, doc = fix(setup, "--host", "gamma", "--apply", "--only", "patch", env=ssh_env())
+    assert doc["applied"]["error"] is None, doc
+    assert hashlib.sha256(setup["context"].read_bytes()).hexdigest() != RELEASED_SHA
+    assert scan_gap(setup)[0] == 0
+    with setup["env"].open("a") as handle:  # an edit of a file archgap did not change: no refusal
+        handle.write("# note\n")
+    del before["etc/sglang.env"]
+    code, doc = fix(setup, "--host", "gamma", "--undo", env=ssh_env())
+    assert code == 0 and len(doc["undo"]["restored"]) == 1
+    after = {k: v for k, v in tree_hashes(setup["tmp"]).items() if not k.startswith("state/")}
+    del after["etc/sglang.env"]
+    assert after == before and doc["undo"]["error"] is None
