@@ -57,9 +57,14 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
 
 
-def _finding_label(f: JitFinding) -> str:
+def finding_key(f: JitFinding) -> str:
+    """ "flashinfer-python 0.6.8 on RTX PRO 6000 (12.0)": how verification finds it again."""
     where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
-    return f"{f.package} {f.version}{where}: {f.error or f.cause}"
+    return f"{f.package} {f.version}{where}"
+
+
+def _finding_label(f: JitFinding) -> str:
+    return f"{finding_key(f)}: {f.error or f.cause}"
 
 
 def _first(fixes: Sequence[Fix], kinds: tuple[str, ...]) -> Fix | None:

@@ -186,7 +186,9 @@ def _verify(
         unconfirmed = (
             f"the drop-in takes effect after `{fix_plan.reload}`; then scan --env-from PID"
         )
-    still = {_label(f): f.status for f in after.jit}
+    from archgap.analysis.fixplan import finding_key
+
+    still = {finding_key(f): f.status for f in after.jit}
     return [
         _verdict(removes, still.get(removes.split(": ", 1)[0]), unconfirmed if a.env else None)
         for a in chosen
@@ -209,11 +211,6 @@ def _verdict(finding: str, status: str | None, unconfirmed: str | None) -> dict[
         " not confirmed"
     )
     return {"finding": finding, "status": "not-confirmed", "why": why}
-
-
-def _label(finding: Any) -> str:
-    where = f" on {finding.gpu} ({finding.compute_capability})" if finding.gpu else ""
-    return f"{finding.package} {finding.version}{where}"
 
 
 def _undo(target: Target, args: argparse.Namespace, out: Output) -> int:
