@@ -156,16 +156,6 @@ def test_bad_input_is_refused_with_a_reason(target: dict[str, Any], tmp_path: Pa
     assert Path(target["state"], "journal.json").read_text() == "{not json"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
-def test_read_only_directory_is_refused(target: dict[str, Any]) -> None:
-    site = target["files"][2].parent
-    site.chmod(0o555)
-    try:
-        assert "read-only" in call("apply", target)["error"]
-    finally:
-        site.chmod(0o755)
-
-
 def test_read_only_file_system_is_refused_by_access(
     target: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
