@@ -160,3 +160,37 @@ def test_whole_site_packages_by_default_and_usage_errors() -> None:
     assert "shell characters" in bad.stderr
     missing = run_cli("trace", "X", "/no/such/dir")
     assert missing.returncode == 2
+
+
+def test_markdown_table_of_the_occurrences() -> None:
+    from markdown_it import MarkdownIt
+
+    python = flashinfer_python("0.6.8")
+    result = run_cli(
+        "trace", "TARGET_CUDA_ARCHS", "--python", str(python), "--dist", "flashinfer-python",
+        "--format", "markdown",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    tokens = MarkdownIt("commonmark").enable("table").parse(result.stdout)
+    rows: list[list[str]] = []
+    for i, token in enumerate(tokens):
+        if token.type == "tr_open":
+            rows.append([])
+        elif token.type == "inline" and rows and tokens[i - 1].type in ("td_open", "th_open"):
+            code = [c.content for c in token.children or [] if c.type == "code_inline"]
+            rows[-1].append(code[0] if code else token.content)
+    header, *body = rows
+    assert header == ["kind", "where", "function", "form", "code", "branch"]
+    # The same occurrences as the JSON, writes first, each where the released file has it.
+    occurrences = trace_json("0.6.8")["occurrences"]
+    assert [(r[0], r[1]) for r in body] == [
+        (o["kind"], f"{relative(o['path'])}:{o['line']}") for o in occurrences
+    ]
+    assert body[0][4] == "self.TARGET_CUDA_ARCHS = set()"  # compilation_context.py:62
+    # The swallowed raise, as a reader sees the list item (escapes resolved by the parser).
+    items = [
+        "".join(c.content for c in t.children or [] if c.type == "text")
+        for i, t in enumerate(tokens)
+        if t.type == "inline" and tokens[i - 2].type == "list_item_open"
+    ]
+    assert any("RuntimeError('SM 12.x requires CUDA >= 12.9') raised at" in i for i in items)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    TABLE_FORMATS,
     Output,
     UsageError,
     add_environment_options,
@@ -21,6 +23,7 @@ from archgap.cli.common import (
     probe_facts,
     probe_section,
     short_path,
+    terminal_safe,
 )
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ def register(subparsers: Any) -> None:
         help="include vendored, example and test trees (left out by default, with a count)",
     )
     add_environment_options(parser)
-    add_json_option(parser)
+    add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
     parser.set_defaults(run=run)
 
@@ -84,15 +87,18 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
-    from archgap.report.trace import left_out_text, select
+    from archgap.report import trace as shown
 
-    facts, left = select(facts, bool(args.show_all))
+    facts, left = shown.select(facts, bool(args.show_all))
     if out.json_mode:
         out.emit("trace", {"trace": facts, "left_out": left})
+    elif out.format in ("markdown", "csv"):
+        text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
+        sys.stdout.write(terminal_safe(text))
     else:
         lines: list[str] = environment_line(args)
         render(facts, lines)
-        note = left_out_text(left)
+        note = shown.left_out_text(left)
         emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
     return EXIT_OK
 

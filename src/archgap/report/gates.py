@@ -81,8 +81,15 @@ def table(facts: GatesFacts) -> Table:
                         )
                     )
                 )
-    columns = ("target", "where", "function", "kind", "gate", "condition")
-    return Table(tuple(Column(c) for c in columns), tuple(rows), keys=0)
+    columns = (
+        Column("target"),
+        Column("where", code=True),
+        Column("function", code=True),
+        Column("kind"),
+        Column("gate"),
+        Column("condition", code=True),
+    )
+    return Table(columns, tuple(rows), keys=0)
 
 
 def markdown(facts: GatesFacts, left: LeftOut) -> str:

@@ -22,6 +22,7 @@ class Column:
     title: str
     sub: str = ""  # a second header line (a GPU's compute capability under its name)
     align: str = "left"  # left | right | center
+    code: bool = False  # Markdown shows the cells as code spans (source lines, paths)
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,23 @@ def markdown_lines(table: Table) -> list[str]:
         "|" + "|".join(aligns[c.align] for c in table.columns) + "|",
     ]
     for row in table.rows:
-        lines.append("| " + " | ".join(markdown_escape(c.text) for c in row) + " |")
+        texts = [
+            markdown_code(c.text) if column.code else markdown_escape(c.text)
+            for c, column in zip(row, table.columns, strict=True)
+        ]
+        lines.append("| " + " | ".join(texts) + " |")
     return lines
+
+
+def markdown_code(text: str) -> str:
+    """A code span inside a table cell: only the pipe needs escaping (GitHub flavour); a
+    backtick in the text takes a longer fence."""
+    if not text:
+        return ""
+    body = text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    fence = "``" if "`" in body else "`"
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def csv_text(table: Table) -> str:

@@ -1,0 +1,49 @@
+"""report.table: one table as text (split to a width, or records), Markdown read back by a real
+parser (markdown-it, GitHub tables), and CSV read back by the csv module."""
+
+from __future__ import annotations
+
+import csv
+
+from markdown_it import MarkdownIt
+
+from archgap.report.table import Cell, Column, Table, csv_text, markdown_lines, text_lines
+
+HOSTILE = "a | b `c` *d* _e_ [f](g) <h>\nnext"
+
+
+def table() -> Table:
+    columns = (Column("name"), Column("code", code=True), Column("n", align="right"))
+    rows = ((Cell(HOSTILE), Cell("x | y `z`"), Cell("7")), (Cell("plain"), Cell(""), Cell("12")))
+    return Table(columns, rows, keys=1)
+
+
+def test_markdown_cells_read_back_as_written() -> None:
+    tokens = MarkdownIt("commonmark").enable("table").parse("\n".join(markdown_lines(table())))
+    cells = [t for t in tokens if t.type == "inline"]
+    assert [c.content for c in cells[:3]] == ["name", "code", "n"]
+    first = cells[3].children or []
+    # The hostile text is one cell (the pipe did not split it), with no emphasis, link or HTML.
+    assert {t.type for t in first} <= {"text", "softbreak", "html_inline"}
+    code = [t for t in cells[4].children or [] if t.type == "code_inline"]
+    assert [t.content for t in code] == ["x | y `z`"]
+    assert len([t for t in tokens if t.type == "tr_open"]) == 3
+
+
+def test_csv_round_trip() -> None:
+    rows = list(csv.reader(csv_text(table()).splitlines(keepends=True)))
+    assert rows == [["name", "code", "n"], [HOSTILE, "x | y `z`", "7"], ["plain", "", "12"]]
+
+
+def test_text_splits_to_width_repeating_keys() -> None:
+    wide = Table(
+        (Column("package"), *(Column(f"GPU{i}", "12.0") for i in range(6))),
+        ((Cell("torch"), *(Cell("native") for _ in range(6))),),
+        keys=1,
+    )
+    assert len(text_lines(wide)[0]) == len("package  " + "  ".join(["GPU0  "] * 6).rstrip())
+    parts = text_lines(wide, width=30)
+    headers = [line for line in parts if line.startswith("package")]
+    assert len(headers) == 3 and all(len(line) <= 30 for line in parts)
+    # Too narrow for the key and one column: one record per row instead.
+    assert text_lines(wide, width=10)[:2] == ["torch", "  GPU0 (12.0)  native"]
