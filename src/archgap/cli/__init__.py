@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from archgap import __version__
-from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python
+from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python, redact_output
 
 # Each name is a module archgap.cli.<name> (a dash in the name is an underscore in the module)
 # with register(subparsers) and run(args, out) -> int.
@@ -63,6 +63,11 @@ def add_common_options(command: argparse.ArgumentParser) -> None:
         "-q", "--quiet", action="store_true", help="no warnings or progress (errors still show)"
     )
     group.add_argument(
+        "--redact",
+        action="store_true",
+        help="replace user names in home paths and this host's name in all output (for sharing)",
+    )
+    group.add_argument(
         "-v",
         "--verbose",
         action="count",
@@ -100,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parse(arguments)
     choose_python(args)
+    if getattr(args, "redact", False):
+        redact_output()
     out = Output.for_args(args)
     try:
         from archgap.cli.config import apply_config

@@ -363,6 +363,9 @@ def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) 
         from archgap.api import describe
 
         raise UsageError(describe(facts))
+    env_problem = (facts.get("errors") or {}).get("env_from")
+    if env_problem:
+        raise UsageError(f"--env-from {env_from}: {env_problem}")
     return facts
 
 
@@ -405,6 +408,45 @@ def terminal_safe(text: str) -> str:
     """Text for the terminal: control characters other than newline and tab made visible (the
     last line of defence; values are ``literal``/``escape``d where they are interpolated)."""
     return _CONTROL_NOT_LAYOUT.sub(_visible, text)
+
+
+# Home directories name their user: /home/alice, /Users/alice, /root.
+_HOME_PATH = re.compile(
+    r"(?<![\w.-])(/home|/Users|/var/home)/[^/\s\"'\\:]+|(?<![\w.-])/root(?=/|\b)"
+)
+
+
+def redact(text: str, host: str = "") -> str:
+    """``text`` with user names in home paths as <user> and ``host`` (this machine's name) as
+    <host>."""
+    text = _HOME_PATH.sub(lambda m: (m.group(1) or "") + "/<user>", text)
+    if not host:
+        return text
+    return re.sub(r"(?<![\w.-])" + re.escape(host) + r"(?![\w-])", "<host>", text)
+
+
+class _Redacting:
+    """A text stream that redacts what is written to it (``--redact``)."""
+
+    def __init__(self, stream: Any, host: str) -> None:
+        self._stream = stream
+        self._host = host
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text, self._host))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def redact_output() -> None:
+    """Every later write to stdout and stderr, text or JSON, goes through ``redact``."""
+    import socket
+
+    host = socket.gethostname()
+    sys.stdout = _Redacting(sys.stdout, host)
+    sys.stderr = _Redacting(sys.stderr, host)
 
 
 def escape(text: str) -> str:

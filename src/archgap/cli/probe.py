@@ -115,6 +115,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
         if result.stderr and result.stderr not in result.message:
             sys.stderr.write(terminal_safe(result.stderr.rstrip()) + "\n")
         return EXIT_ERROR
+    env_problem = (result.get("errors") or {}).get("env_from")
+    if env_problem:
+        raise UsageError(f"--env-from {args.env_from}: {env_problem}")
     missing = missing_required(result, required) if required else []
     out.emit(
         "probe",

@@ -41,16 +41,17 @@ def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict
     timeout = payload.get("timeout")
     if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
         system = replace(system, timeout=float(timeout))
-    env_problem = None
     if env_from:
         service_system, env_problem = system_with_env_from(str(env_from), system)
-        system = service_system or system
+        if service_system is None:
+            # Never the shell's environment in its place: no section is collected.
+            facts = collect({}, system)
+            facts.setdefault("errors", {})["env_from"] = env_problem
+            return facts
+        system = service_system
     if progress is not None:
         system = replace(system, progress=progress)
-    facts = collect(request, system)
-    if env_problem:
-        facts.setdefault("errors", {})["env_from"] = env_problem
-    return facts
+    return collect(request, system)
 
 
 def main() -> int:

@@ -14,7 +14,9 @@ import os
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from .system import System, allowlisted
+from .system import System, allowlisted, read_regular
+
+MAX_ENV_BYTES = 64 << 20  # an env file, a `docker inspect` document or a /proc/PID/environ
 
 
 def parse_proc_environ(data: bytes) -> Dict[str, str]:
@@ -38,26 +40,43 @@ def _unquote(value: str) -> str:
     return value[:cut].rstrip() if cut >= 0 else value
 
 
+def _is_name(key: str) -> bool:
+    return bool(key) and all(c.isalnum() or c == "_" for c in key) and not key[0].isdigit()
+
+
+def _assignments(line: str) -> Optional[List[Tuple[str, str]]]:
+    """The ``KEY=VALUE`` words of one line as a shell reads them (``A=x B=y`` sets both), or
+    None when a word is not an assignment (a shell would run it as a command)."""
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError:  # an unclosed quote: the value is the rest of the line
+        key, _, value = line.partition("=")
+        return [(key.strip(), _unquote(value))] if _is_name(key.strip()) else None
+    pairs: List[Tuple[str, str]] = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not _is_name(key):
+            return None
+        pairs.append((key, value))
+    return pairs
+
+
 def parse_env_file(text: str) -> Tuple[Dict[str, str], List[str]]:
-    """``KEY=VALUE`` lines (``export`` prefix, comments, quotes); returns (env, bad lines)."""
+    """``KEY=VALUE`` lines (``export`` prefix, comments, quotes, several assignments on one
+    line); returns (env, bad lines)."""
     env: Dict[str, str] = {}
     bad: List[str] = []
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(text.split("\n"), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("export "):
             line = line[len("export ") :].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key or not all(c.isalnum() or c == "_" for c in key):
+        pairs = _assignments(line)
+        if not pairs:
             bad.append("line %d" % number)
             continue
-        try:
-            words = shlex.split(value, comments=True)
-            env[key] = words[0] if len(words) == 1 else _unquote(value)
-        except ValueError:
-            env[key] = _unquote(value)
+        env.update(pairs)
     return env, bad
 
 
@@ -77,48 +96,63 @@ def _docker_env(data: Any) -> Optional[Dict[str, str]]:
     return None
 
 
+def _read_proc_environ(spec: str, base: System) -> Tuple[Optional[Dict[str, str]], str]:
+    """(env, "/proc/PID/environ") of a PID, or (None, why not)."""
+    proc_path = "/proc/%s/environ" % spec
+    try:
+        data, _ = read_regular(base.path(proc_path), MAX_ENV_BYTES)
+    except FileNotFoundError:
+        return None, "no process %s (%s does not exist)" % (spec, proc_path)
+    except PermissionError:
+        return None, "cannot read %s: permission denied (run as that user or root)" % proc_path
+    except OSError as exc:
+        return None, "cannot read %s: %s" % (proc_path, exc.strerror or exc)
+    if not data:
+        return None, "%s is empty (a kernel thread or a process that is exiting)" % proc_path
+    return parse_proc_environ(data), proc_path
+
+
+def _parse_env_data(spec: str, data: bytes) -> Tuple[Optional[Dict[str, str]], str]:
+    """(env, source suffix) of a file's bytes: NUL-separated (a copy of /proc/PID/environ),
+    ``docker inspect`` JSON, or an env file; or (None, why not)."""
+    if b"\0" in data:
+        return parse_proc_environ(data), " (NUL-separated, as /proc/PID/environ)"
+    text = data.decode("utf-8", "replace")
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            docker = _docker_env(json.loads(text))
+        except (ValueError, RecursionError):
+            return None, "%s looks like JSON but does not parse (or nests too deeply)" % spec
+        if docker is None:
+            return None, "%s is JSON without Config.Env (expected `docker inspect` output)" % spec
+        return docker, " (docker inspect Config.Env)"
+    env, bad = parse_env_file(text)
+    if bad and not env:
+        return None, "%s is not an env file (no KEY=VALUE lines; bad: %s)" % (
+            spec,
+            ", ".join(bad[:5]),
+        )
+    return env, ""
+
+
 def system_with_env_from(spec: str, base: System) -> Tuple[Optional[System], Optional[str]]:
     """(a System whose environment is ``spec``'s, None) or (None, why it could not be read)."""
+    env: Optional[Dict[str, str]]
     if spec.isdigit():
-        proc_path = "/proc/%s/environ" % spec
-        try:
-            with open(base.path(proc_path), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None, "no process %s (%s does not exist)" % (spec, proc_path)
-        except PermissionError:
-            return None, "cannot read %s: permission denied (run as that user or root)" % proc_path
-        except OSError as exc:
-            return None, "cannot read %s: %s" % (proc_path, exc.strerror or exc)
-        env = parse_proc_environ(data)
-        source = proc_path
+        env, source = _read_proc_environ(spec, base)
+        if env is None:
+            return None, source
     else:
         try:
-            with open(spec, encoding="utf-8", errors="replace") as f:
-                text = f.read(4000000)
+            data, more = read_regular(spec, MAX_ENV_BYTES)
         except OSError as exc:
             return None, "cannot read env file %s: %s" % (spec, exc.strerror or exc)
-        source = os.path.abspath(spec)
-        stripped = text.lstrip()
-        docker: Optional[Dict[str, str]] = None
-        if stripped.startswith(("[", "{")):
-            try:
-                docker = _docker_env(json.loads(text))
-            except ValueError:
-                return None, "%s looks like JSON but does not parse" % spec
-            if docker is None:
-                return None, "%s is JSON without Config.Env (expected `docker inspect` output)" % (
-                    spec
-                )
-            env = docker
-            source = "%s (docker inspect Config.Env)" % source
-        else:
-            env, bad = parse_env_file(text)
-            if bad and not env:
-                return None, "%s is not an env file (no KEY=VALUE lines; bad: %s)" % (
-                    spec,
-                    ", ".join(bad[:5]),
-                )
+        if more:
+            return None, "%s is over %d MiB: not an environment" % (spec, MAX_ENV_BYTES >> 20)
+        env, suffix = _parse_env_data(spec, data)
+        if env is None:
+            return None, suffix
+        source = os.path.abspath(spec) + suffix
     return (
         System(
             root=base.root,
