@@ -249,6 +249,25 @@ def _with_fingerprint(summary: HostSummary) -> HostSummary:
     return replace(summary, fingerprint=digest)
 
 
+UNREADABLE = "unreadable"  # a host whose facts document is malformed
+
+
+def shape_problem(facts: Mapping[str, Any]) -> str | None:
+    """Why a facts document cannot be read (its top level has the wrong types), or None."""
+    if not isinstance(facts, Mapping):
+        return "the facts are not an object"
+    errors = facts.get("errors")
+    if errors is not None and not isinstance(errors, Mapping):
+        return f"'errors' is {type(errors).__name__}, not an object"
+    sections = facts.get("sections")
+    if not isinstance(sections, Mapping):
+        return f"'sections' is {type(sections).__name__}, not an object"
+    for name, section in sections.items():
+        if not isinstance(section, Mapping | list):
+            return f"section {str(name)[:40]!r} is {type(section).__name__}"
+    return None
+
+
 def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> FleetReport:
     """Group hosts with identical fingerprints and show what differs between the groups.
 
@@ -262,8 +281,15 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
             unreachable.append(
                 Unreachable(host.name, host.error_kind or "unknown", host.error or "", host.stderr)
             )
-        else:
-            summaries.append(_summarise_once(host.name, host.facts, named_gpus, judged))
+            continue
+        why = shape_problem(host.facts)
+        if why is None:
+            try:
+                summaries.append(_summarise_once(host.name, host.facts, named_gpus, judged))
+            except (RecursionError, ValueError, TypeError, AttributeError, KeyError) as exc:
+                why = f"{type(exc).__name__}: {exc}"  # one bad document, not a failed report
+        if why is not None:
+            unreachable.append(Unreachable(host.name, UNREADABLE, why, ""))
     summaries.sort(key=lambda s: s.name)
     by_print: dict[str, list[HostSummary]] = {}
     for summary in summaries:

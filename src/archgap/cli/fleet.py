@@ -176,7 +176,7 @@ def _documents_in(text: str) -> list[Any]:
     """JSON documents in a file: one document, JSON Lines, or ``host: {json}`` lines (pdsh)."""
     try:
         return [json.loads(text)]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     docs: list[Any] = []
     for line in text.splitlines():
@@ -186,7 +186,7 @@ def _documents_in(text: str) -> list[Any]:
         prefix = line[:start].rstrip().rstrip(":").strip()
         try:
             doc = json.loads(line[start:])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         docs.append({"__name": prefix, **doc} if prefix and isinstance(doc, dict) else doc)
     return docs
