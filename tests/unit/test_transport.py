@@ -18,7 +18,7 @@ import pytest
 
 from archgap.analysis.fleet import HostInput, coverage_matrix, fleet_report
 from archgap.report.html import fleet_html
-from archgap.transport.bootstrap import LOADER, probe_input, probe_sources, standalone_script
+from archgap.transport.bootstrap import probe_input, probe_sources, remote_argv, standalone_script
 from archgap.transport.run import TransportError, classify, run_probe
 from archgap.transport.target import (
     LOCAL,
@@ -83,16 +83,14 @@ def test_parse_host_refuses_unsafe_text(text: str) -> None:
 def test_ssh_argv_quotes_every_remote_argument() -> None:
     python = "/opt/my venv/bin/python; touch /tmp/x '$(id)'"
     target = ssh_target("svc@gpu1:2222", python, connect_timeout=3, ssh_config="/etc/cfg")
-    argv = target.command(["PY", "-I", "-S", "-c", LOADER])
+    argv = target.command(remote_argv(python))
     assert argv[:2] == ["ssh", "-T"]
     assert "BatchMode=yes" in argv and "ConnectTimeout=3" in argv
     assert argv[argv.index("-F") + 1] == "/etc/cfg"
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "svc"
     assert argv[-3:-1] == ["--", "gpu1"]
     # The remote shell splits the one command string back into exactly the words we meant.
-    assert shlex.split(argv[-1]) == ["PY", "-I", "-S", "-c", LOADER]
-    remote = target.command([python, "-I"])[-1]
-    assert shlex.split(remote) == [python, "-I"]
+    assert shlex.split(argv[-1]) == [python, "-I", "-S", "-"]
 
 
 def test_container_pod_and_via_argv() -> None:
@@ -103,7 +101,10 @@ def test_container_pod_and_via_argv() -> None:
         "kubectl", "exec", "-i", "-n", "ml", "server-7", "-c", "worker", "--", "p",
     ]  # fmt: skip
     assert via_target("env -i FOO='a b'").command(["p"]) == ["env", "-i", "FOO=a b", "p"]
-    assert via_target("ssh -J bastion gpu1").remote_shell is True
+    # The remote command is shell-neutral words, the same through ssh's remote shell or not.
+    assert via_target("ssh -J bastion gpu1").command(remote_argv("python3")) == [
+        "ssh", "-J", "bastion", "gpu1", "python3", "-I", "-S", "-",
+    ]  # fmt: skip
     for bad in ("", "-x", "'unclosed"):
         with pytest.raises(TargetError):
             via_target(bad)

@@ -1,9 +1,9 @@
 """The probe as a program sent on stdin: loaded from memory on the target, nothing written there.
 
-The remote command is always ``PYTHON -I -S -c LOADER``: a one-line loader that refuses a Python
-older than 3.8 with a marker line, then reads a length-prefixed bootstrap program from stdin and
-runs it. The bootstrap reads the rest of stdin (JSON: the probe's module sources and the request),
-installs the modules as an in-memory package through an import hook, runs the probe's ``run``
+The remote command is always ``PYTHON -I -S -``: the interpreter reads one program from stdin.
+It refuses a Python older than 3.8 with a marker line, then compiles the bootstrap, which takes
+the JSON embedded in the same program (the probe's module sources and the request), installs the
+modules as an in-memory package through an import hook, runs the probe's ``run``
 and prints the facts after a marker line. ``-I -S`` keep the target environment's ``.pth`` files,
 sitecustomize and user site out; no ``.pyc`` is written because no module comes from a file.
 """
@@ -19,14 +19,19 @@ FACTS_MARKER = "@@ARCHGAP-FACTS@@"
 TOO_OLD_MARKER = "@@ARCHGAP-TOO-OLD@@"
 TOO_OLD_STATUS = 3
 
-# One line, double quotes only, parseable by Python 2 so that even there it says "too old".
-LOADER = (
-    "import sys;o=sys.version_info<(3,8);"
-    f'o and sys.stdout.write("{TOO_OLD_MARKER} %s\\n"%sys.version.split()[0]);'
-    f"o and sys.exit({TOO_OLD_STATUS});"
-    "b=sys.stdin.buffer;n=int(b.readline());"
-    'eval(compile(b.read(n),"<archgap-bootstrap>","exec"))'
+# The whole program arrives on stdin (``PYTHON -I -S -``): the remote command is four plain
+# words, so it means the same whether or not a shell runs it. Its first lines parse on any
+# Python 3 (and 2) so that an old interpreter says "too old"; the bootstrap and the request are
+# ASCII string literals, compiled only past that check.
+PROGRAM_HEAD = (
+    "import sys\n"
+    "if sys.version_info < (3, 8):\n"
+    f'    sys.stdout.write("{TOO_OLD_MARKER} %s\\n" % sys.version.split()[0])\n'
+    f"    sys.exit({TOO_OLD_STATUS})\n"
 )
+# Characters that mean the same to a POSIX shell as to an argument vector (no quoting, globbing,
+# expansion or assignment): every word of the remote command is made of these.
+SHELL_NEUTRAL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+:@%,-")
 
 # Installs the modules in ``_sources`` as the in-memory package ``_package``: shared by the stdin
 # bootstrap and the standalone script. Runs on the target: Python 3.8 syntax, standard library.
@@ -57,7 +62,7 @@ BOOTSTRAP = (
     """
 import importlib, importlib.abc, importlib.util, json, sys
 sys.dont_write_bytecode = True
-_payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+_payload = json.loads(_payload_text)
 _package = _payload["package"]
 _sources = dict((_package + ("." + k if k else ""), v) for k, v in _payload["modules"].items())
 """
@@ -129,8 +134,8 @@ def probe_input(
 
 
 def stdin_payload(probe_in: dict[str, Any]) -> bytes:
-    """What the transport writes to the loader's stdin: length line, bootstrap, then the JSON."""
-    bootstrap = BOOTSTRAP.encode("utf-8")
+    """The program the transport writes to ``PYTHON -I -S -``: the version check, then the
+    bootstrap and the JSON (probe modules and request) as string literals."""
     body = json.dumps(
         {
             "package": PACKAGE,
@@ -138,12 +143,23 @@ def stdin_payload(probe_in: dict[str, Any]) -> bytes:
             "input": probe_in,
             "marker": FACTS_MARKER,
         }
-    ).encode("utf-8")
-    return b"%d\n" % len(bootstrap) + bootstrap + body
+    )
+    program = (
+        PROGRAM_HEAD
+        + f"_payload_text = {body!a}\n"
+        + f'exec(compile({BOOTSTRAP!a}, "<archgap-bootstrap>", "exec"))\n'
+    )
+    return program.encode("ascii")
 
 
 def remote_argv(python: str) -> list[str]:
-    return [python, "-I", "-S", "-c", LOADER]
+    """The remote command: the interpreter reads its program from stdin."""
+    return [python, "-I", "-S", "-"]
+
+
+def shell_neutral(word: str) -> bool:
+    """Whether ``word`` reads the same with and without a shell in between."""
+    return bool(word) and all(c in SHELL_NEUTRAL for c in word)
 
 
 def standalone_script(probe_in: dict[str, Any]) -> str:

@@ -79,7 +79,7 @@ _NOT_FOUND = re.compile(
 
 # The most bytes of facts one target may send (a deep scan of a large site-packages is ~10 MB),
 # and of one echoed stderr line.
-MAX_FACTS_BYTES = 256 << 20
+MAX_FACTS_BYTES = 64 << 20
 MAX_ECHOED_LINE = 400
 
 

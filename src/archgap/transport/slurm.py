@@ -1,6 +1,6 @@
 """The probe on every node of a Slurm allocation: one ``srun`` step, one task per node.
 
-``srun --ntasks-per-node=1 --input=all --label [ARGS] PYTHON -I -S -c LOADER``: srun hands the
+``srun --ntasks-per-node=1 --input=all --label [ARGS] PYTHON -I -S -``: srun hands the
 same stdin (the bootstrap and the request) to every task and labels each output line with its task
 number, so the answer of each node is read back from its own lines.
 """

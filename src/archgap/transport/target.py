@@ -1,7 +1,8 @@
 """Where a probe runs: a command prefix that starts the target's Python, connected by stdin/stdout.
 
-Every target becomes an argument vector (never a local shell string). ssh is the one prefix that
-hands its command to a shell on the far side, so for it each remote argument is ``shlex.quote``d;
+Every target becomes an argument vector (never a local shell string). ssh hands its command to a
+shell on the far side, so for it each remote argument is ``shlex.quote``d; a ``--via`` prefix may
+or may not, so its remote command holds only shell-neutral words;
 host, container and pod names are validated so that none can be read as an option or a shell word.
 """
 
@@ -12,6 +13,8 @@ import re
 import shlex
 import shutil
 from dataclasses import dataclass
+
+from archgap.transport.bootstrap import shell_neutral
 
 DEFAULT_PYTHON = "python3"
 DEFAULT_CONNECT_TIMEOUT = 5.0
@@ -178,7 +181,11 @@ def pod_target(spec: str, python: str = DEFAULT_PYTHON) -> Target:
 
 
 def via_target(command: str, python: str = DEFAULT_PYTHON) -> Target:
-    """Any command prefix, split like a shell would (but never run by one here)."""
+    """Any command prefix, split like a shell would (but never run by one here).
+
+    Whether the prefix hands the remote command to a shell (ssh, ``sh -c``, a site wrapper) is
+    never guessed: the remote command's words are shell-neutral (``PYTHON -I -S -``, the program
+    on stdin), and an interpreter name that a shell would read differently is refused."""
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -187,6 +194,9 @@ def via_target(command: str, python: str = DEFAULT_PYTHON) -> Target:
         raise TargetError("--via: empty command")
     if argv[0].startswith("-"):
         raise TargetError(f"--via {command!r}: the command may not start with '-'")
-    # ssh joins its arguments into one string for the remote shell: those must be quoted.
-    remote_shell = os.path.basename(argv[0]) == "ssh"
-    return Target("via", command, tuple(argv), check_python(python), remote_shell)
+    if not shell_neutral(check_python(python)):
+        raise TargetError(
+            f"--python {python!r} with --via: a shell may run the command, so the interpreter may"
+            " hold only A-Z a-z 0-9 and _ . / + : @ % , -"
+        )
+    return Target("via", command, tuple(argv), python)
