@@ -10,9 +10,49 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from typing import Callable, Optional, Tuple, TypeVar
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
+# Signals that end archgap: while a helper runs they first stop and reap it.
+ENDING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+class _Ended(BaseException):
+    """SIGTERM or SIGHUP arrived while a helper ran (raised so that cleanup runs)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_ended(signum: int, _frame: Any) -> None:
+    raise _Ended(signum)
+
+
+def _catch_ending_signals() -> Dict[int, Any]:
+    """Make SIGTERM/SIGHUP raise in this process (main thread only); returns the old handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: Dict[int, Any] = {}
+    for signum in ENDING_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            previous[signum] = signal.signal(signum, _raise_ended)
+    return previous
+
+
+def _block(how: Any) -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        with contextlib.suppress(OSError, ValueError):
+            signal.pthread_sigmask(how, ENDING_SIGNALS)
+
+
+def _restore(previous: Dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            signal.signal(signum, handler)
 
 
 def in_two_processes(
@@ -27,15 +67,22 @@ def in_two_processes(
         read_end, write_end = os.pipe()
     except OSError:
         return parent_work(), None
+    # SIGTERM/SIGHUP wait (blocked) until each side has its handlers: the parent's reap the
+    # helper, the child's are the defaults.
+    _block(signal.SIG_BLOCK)
     try:
         pid = os.fork()
     except OSError:
+        _block(signal.SIG_UNBLOCK)
         os.close(read_end)
         os.close(write_end)
         return parent_work(), None
     if pid == 0:  # the child: never returns into the caller's code, skips cleanup handlers
         status = 1
         try:
+            for signum in ENDING_SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
+            _block(signal.SIG_UNBLOCK)
             os.close(read_end)
             view = memoryview(child_work())
             while view:
@@ -45,7 +92,10 @@ def in_two_processes(
             os._exit(status)
     os.close(write_end)
     reaped = False
+    previous = _catch_ending_signals()
+    ended: Optional[_Ended] = None
     try:
+        _block(signal.SIG_UNBLOCK)
         result = parent_work()
         chunks = []
         try:
@@ -58,6 +108,9 @@ def in_two_processes(
         _, status = os.waitpid(pid, 0)
         reaped = True
         return result, (b"".join(chunks) if status == 0 and chunks else None)
+    except _Ended as exc:
+        ended = exc
+        raise
     finally:
         with contextlib.suppress(OSError):
             os.close(read_end)
@@ -66,3 +119,7 @@ def in_two_processes(
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
+        _restore(previous)
+        if ended is not None:  # the helper is gone: now end as the signal asked
+            os.kill(os.getpid(), ended.signum)
+            raise SystemExit(128 + ended.signum) from None  # the old handler did not end us

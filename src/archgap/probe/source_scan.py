@@ -13,16 +13,21 @@ import io
 import itertools
 import os
 import re
+import stat
 import tokenize
 from typing import Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
 from .facts import Problem
 from .forked import in_two_processes
+from .system import read_regular
 
 # Most .py files are far smaller; larger ones are read in further chunks.
 _READ_BUFFER = 1 << 22
 _KEYWORD_CONTINUATIONS = ("except", "else", "elif", "finally", "case")
-_MAX_FILE_BYTES = 64 << 20  # generated monsters beyond this are reported, not parsed
+# Generated monsters beyond this are reported, never read whole (an AST costs ~250 bytes of
+# memory per byte of dense source: a 50 MB file took 12 GB).
+_MAX_FILE_BYTES = 8 << 20
+MAX_LINE_CHARS = 240  # a source line quoted in results (a knob, a hit) is cut to this
 
 
 def python_files(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
@@ -33,9 +38,9 @@ def python_files(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
     for path in paths:
         if os.path.isdir(path):
             stack.append(path)
-        elif os.path.isfile(path):
+        elif os.path.lexists(path):
             if path.endswith(".py"):
-                files.append(path)
+                files.append(path)  # a FIFO or device is reported when it is opened
         else:
             problems.append(Problem(path, "no such file or directory"))
     while stack:
@@ -108,10 +113,17 @@ def _work_units(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
             continue
         for entry in _entries(path, problems):
             if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
-                units.extend(e.path for e in _entries(entry.path, problems))
-            else:
+                units.extend(e.path for e in _entries(entry.path, problems) if not _linked_dir(e))
+            elif not _linked_dir(entry):  # symlinked directories are not followed
                 units.append(entry.path)
     return units, problems
+
+
+def _linked_dir(entry: os.DirEntry) -> bool:  # type: ignore[type-arg]
+    try:
+        return entry.is_symlink() and entry.is_dir()
+    except OSError:
+        return False
 
 
 def _entries(directory: str, problems: List[Problem]) -> List[os.DirEntry]:  # type: ignore[type-arg]
@@ -139,8 +151,9 @@ def _scan(
     problems: List[Problem] = []
     buffer = bytearray(_READ_BUFFER)
     buffers = [buffer]
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-    open_, readv, close = os.open, os.readv, os.close
+    # O_NONBLOCK: a FIFO named x.py must not wait for a writer (fstat then skips it).
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    open_, readv, close, fstat = os.open, os.readv, os.close, os.fstat
     for path in files:
         try:
             fd = open_(path, flags)
@@ -148,6 +161,10 @@ def _scan(
             problems.append(Problem(path, "cannot read: %s" % (exc.strerror or exc)))
             continue
         try:
+            info = fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE_BYTES:
+                problems.append(Problem(path, _not_read(info)))
+                continue
             size = readv(fd, buffers)
             data: Optional[bytes] = None
             if size == _READ_BUFFER:  # a large file: read the rest
@@ -173,9 +190,17 @@ def _scan(
     return found, problems
 
 
+def _not_read(info: os.stat_result) -> str:
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    return "larger than %d MiB: not read" % (_MAX_FILE_BYTES >> 20)
+
+
 def read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(_MAX_FILE_BYTES + 1)
+    """A source file's bytes (at most one byte past _MAX_FILE_BYTES); OSError for a file that
+    is not regular."""
+    data, more = read_regular(path, _MAX_FILE_BYTES)
+    return data + b" " if more else data
 
 
 def decode_source(data: bytes) -> str:
@@ -200,7 +225,10 @@ class SourceFile:
         self.lines = text.split("\n")
         self._module: Optional[ast.Module] = None
         self._module_error: Optional[str] = None
-        self._line_offsets: Optional[List[int]] = None
+        self._triples: Optional[List[int]] = None
+        self._parents: Optional[List[int]] = None
+        self._functions: Dict[int, Optional[Tuple[int, int, Tuple[str, ...]]]] = {}
+        self._body_widths: Dict[int, List[int]] = {}
 
     @classmethod
     def load(cls, path: str, data: Optional[bytes] = None) -> Tuple[Optional[SourceFile], str]:
@@ -223,9 +251,10 @@ class SourceFile:
         return self._module, self._module_error or ""
 
     def line(self, number: int) -> str:
-        """A 1-based line, stripped."""
+        """A 1-based line, stripped, cut to MAX_LINE_CHARS (minified source has 60 KB lines)."""
         if 1 <= number <= len(self.lines):
-            return self.lines[number - 1].strip()
+            text = self.lines[number - 1].strip()
+            return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + " ..."
         return ""
 
     def segment(self, node: ast.AST) -> str:
@@ -244,11 +273,39 @@ class SourceFile:
         return " ".join(p.strip() for p in parts if p.strip())
 
     def inside_triple_string(self, index: int) -> bool:
-        """Whether line ``index`` (0-based) may start inside a triple-quoted string (odd count)."""
-        if self._line_offsets is None:
-            self._line_offsets = list(itertools.accumulate(map(len, self.lines), initial=0))
-        end = self._line_offsets[index] + index  # + one newline per line
-        return bool(self.text.count('"""', 0, end) % 2 or self.text.count("'''", 0, end) % 2)
+        """Whether line ``index`` (0-based) may start inside a triple-quoted string (odd count of
+        either quote before it). Counted once per file, so each question is O(1)."""
+        if self._triples is None:
+            # bit 0: odd number of """ so far, bit 1: odd number of ''' (both per line, then summed)
+            parity = [
+                (line.count('"""') & 1) | ((line.count("'''") & 1) << 1) for line in self.lines
+            ]
+            self._triples = list(itertools.accumulate(parity, lambda a, b: a ^ b, initial=0))
+        return self._triples[index] != 0
+
+    def parents(self) -> List[int]:
+        """For each line, the nearest line above it that is less indented (comments and blank
+        lines skipped; -1 for none): the indentation tree, built once in one pass."""
+        if self._parents is None:
+            parents = [-1] * len(self.lines)
+            chain: List[Tuple[int, int]] = []  # (width, line) of strictly rising widths
+            for index, line in enumerate(self.lines):
+                stripped = line.lstrip()
+                if not stripped or stripped.startswith("#"):
+                    continue
+                width = len(line) - len(stripped)
+                while chain and chain[-1][0] >= width:
+                    chain.pop()
+                parents[index] = chain[-1][1] if chain else -1
+                chain.append((width, index))
+            self._parents = parents
+        return self._parents
+
+    def _previous_significant(self, index: int) -> int:
+        j = index - 1
+        while j >= 0 and (not self.lines[j].strip() or self.lines[j].lstrip().startswith("#")):
+            j -= 1
+        return j
 
     def enclosing_block(self, index: int) -> Tuple[int, int]:
         """[start, end) 0-based lines of the top-level statement that holds line ``index``."""
@@ -289,52 +346,55 @@ class SourceFile:
             end += 1
         return start, end
 
-    def enclosing_function(  # noqa: C901 (over the ratchet; to split)
+    def enclosing_function(
         self, index: int, allow_top: bool = False
     ) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
         """[start, end) lines and outer scope names of the indented def that holds line ``index``.
 
         None when the line is not inside an indented def (module level, a class body, or a def at
-        column 0: ``enclosing_block`` covers those). Found by indentation, checked by parsing.
+        column 0: ``enclosing_block`` covers those). Found by indentation (up the ``parents``
+        chain, so each question costs the nesting depth), checked by parsing.
         """
         lines = self.lines
-        limit = _indent(lines[index]) if lines[index].strip() else 1 << 30
+        parents = self.parents()
+        j = parents[index] if lines[index].strip() else self._previous_significant(index)
         header = -1
-        j = index - 1
         while j >= 0:
-            line = lines[j]
-            stripped = line.lstrip()
-            if stripped and not stripped.startswith("#"):
-                width = len(line) - len(stripped)
-                if width < limit:
-                    if stripped.startswith(("def ", "async def ")):
-                        header = j
-                        break
-                    if stripped.startswith("class "):
-                        return None
-                    if width == 0:
-                        return None
-                    limit = width  # inside this block: its def is further out
-            j -= 1
+            stripped = lines[j].lstrip()
+            if stripped.startswith(("def ", "async def ")):
+                header = j
+                break
+            if stripped.startswith("class ") or len(lines[j]) == len(stripped):
+                return None
+            j = parents[j]
         if header < 0:
             return None
-        indent = _indent(lines[header])
-        if indent == 0 and not allow_top:
+        if header not in self._functions:
+            self._functions[header] = self._function_at(header)
+        found = self._functions[header]
+        if found is None or (_indent(lines[header]) == 0 and not allow_top):
             return None
+        return found
+
+    def _function_at(self, header: int) -> Optional[Tuple[int, int, Tuple[str, ...]]]:
+        """[start, end) and outer scope names of the def on line ``header`` (None when it is
+        nested in an if/try at module level: no column-0 class/def above it)."""
+        lines = self.lines
+        parents = self.parents()
+        indent = _indent(lines[header])
         names: List[str] = []
         limit = indent
-        j = header - 1
+        j = parents[header]
         while j >= 0 and limit > 0:
-            line = lines[j]
-            stripped = line.lstrip()
-            if stripped and not stripped.startswith("#"):
-                width = len(line) - len(stripped)
-                if width < limit and stripped.startswith(("def ", "async def ", "class ")):
-                    names.append(_header_name(stripped))
-                    limit = width
-            j -= 1
+            stripped = lines[j].lstrip()
+            if stripped.startswith(("def ", "async def ", "class ")):
+                names.append(_header_name(stripped))
+                limit = len(lines[j]) - len(stripped)
+            elif len(lines[j]) == len(stripped):
+                break  # a column-0 statement that is no def or class
+            j = parents[j]
         if limit > 0:
-            return None  # no column-0 class/def above: a def nested in if/try at module level
+            return None
         start = header
         while start > 0 and lines[start - 1].lstrip().startswith("@"):
             start -= 1
@@ -366,13 +426,7 @@ class SourceFile:
             header += 1
         if header >= index:
             return None
-        outer = _indent(lines[header])
-        widths = [
-            _indent(line)
-            for line in lines[header + 1 : index + 1]
-            if line.strip() and not line.lstrip().startswith(("#", ")", "]", "}"))
-        ]
-        body = min((w for w in widths if w > outer), default=0)
+        body = self._body_width(header, end, index)
         if not body:
             return None
         first = index
@@ -389,6 +443,24 @@ class SourceFile:
                 break
             last += 1
         return first, last, (*scope, _header_name(lines[header].lstrip())), header + 1
+
+    def _body_width(self, header: int, end: int, index: int) -> int:
+        """The least indentation deeper than the def's among its lines up to ``index`` (0 for
+        none); per def, a running minimum is built once, so each question is O(1)."""
+        widths = self._body_widths.get(header)
+        if widths is None:
+            outer = _indent(self.lines[header])
+            widths, least = [], 0
+            for line in self.lines[header + 1 : end]:
+                stripped = line.lstrip()
+                if stripped and not stripped.startswith(("#", ")", "]", "}")):
+                    width = len(line) - len(stripped)
+                    if width > outer and (not least or width < least):
+                        least = width
+                widths.append(least)
+            self._body_widths[header] = widths
+        at = index - header - 1
+        return widths[at] if 0 <= at < len(widths) else 0
 
     def pieces(
         self, hits: Sequence[int]
@@ -456,10 +528,19 @@ class SourceFile:
         if indented:
             if start == 0:
                 return None
-            text = "\n" * (start - 1) + "if 1:\n" + body
+            tree, _ = parse("if 1:\n" + body)
+            shift = start - 1
         else:
-            text = "\n" * start + body
-        tree, _ = parse(text)
+            tree, _ = parse(body)
+            shift = start
+        if tree is not None and shift:
+            # Line numbers as in the file, without parsing `shift` empty lines first (that made
+            # each piece cost the size of the file above it).
+            for node in ast.walk(tree):
+                if "lineno" in node._attributes:
+                    node.lineno += shift  # type: ignore[attr-defined]
+                    if getattr(node, "end_lineno", None) is not None:
+                        node.end_lineno += shift  # type: ignore[attr-defined]
         return tree
 
 

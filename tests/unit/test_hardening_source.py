@@ -1,0 +1,113 @@
+"""Hostile source trees: sizes are checked before reading, no FIFO blocks, symlinked directories
+are not followed, the work per hit does not grow with the file, and signals reap the helper."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from archgap.probe.source_scan import MAX_LINE_CHARS, SourceFile, candidate_files
+from tests.unit.test_hardening_binaries import within
+from tests.unit.test_hardening_env import alive
+
+MEASURE = textwrap.dedent(
+    """
+    import resource, sys
+    from archgap.probe.source_scan import candidate_files
+    count, found, problems = candidate_files([sys.argv[1]], [b"NEEDLE"])
+    print(len(found), repr([p.reason for p in problems]))
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    """
+)
+
+
+def test_a_huge_sparse_py_is_not_read(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    with (tree / "big.py").open("wb") as handle:
+        handle.write(b"NEEDLE = 1\n")
+        handle.truncate(3 << 30)
+    run = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(tree)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    found, max_rss_kib = run.stdout.strip().split("\n")
+    assert found == "0 ['larger than 8 MiB: not read']"
+    assert int(max_rss_kib) < 200 * 1024, f"peak RSS {int(max_rss_kib) >> 10} MiB"
+
+
+def test_a_fifo_named_py_is_skipped_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "real.py").write_text("NEEDLE = 1\n")
+    _, found, problems = within(10, lambda: candidate_files([str(tmp_path)], [b"NEEDLE"]))
+    assert [path for path, _ in found] == [str(tmp_path / "real.py")]
+    assert [(p.subject, p.reason) for p in problems] == [
+        (str(tmp_path / "pipe.py"), "not a regular file")
+    ]
+
+
+def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("NEEDLE = 1\n")
+    root = tmp_path / "root"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "top_link").symlink_to(outside, target_is_directory=True)
+    (root / "pkg" / "inner_link").symlink_to(outside, target_is_directory=True)
+    count, found, _ = candidate_files([str(root)], [b"NEEDLE"])
+    assert (count, found) == (1, [])
+
+
+def test_hits_in_one_long_function_cost_linear_time() -> None:
+    # 10,000 statements of one method, each a hit: every hit's piece is its own statement.
+    body = "".join(f"        x{i} = FLAG  # {i}\n" for i in range(10_000))
+    src = SourceFile("gen.py", "class C:\n    def f(self):\n" + body)
+    hits = list(range(3, 10_003))
+    pieces, error = within(20, lambda: src.statement_pieces(hits))
+    assert error == "" and len(pieces) == 10_000
+    stmts, scope, def_line = pieces[-1]
+    assert (scope, def_line) == (("C", "f"), 2)
+    assert stmts[0].lineno == 10_002  # line numbers as in the file
+
+
+def test_a_quoted_source_line_is_cut() -> None:
+    line = "x = " + " + ".join(f'os.environ["V{i}"]' for i in range(4000))
+    src = SourceFile("min.py", line + "\n")
+    assert len(line) > 60_000
+    assert len(src.line(1)) <= MAX_LINE_CHARS + 4 and src.line(1).endswith(" ...")
+
+
+HELPER = textwrap.dedent(
+    """
+    import os, sys, time
+    from archgap.probe.forked import in_two_processes
+    def child():
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        time.sleep(60)
+        return b""
+    in_two_processes(child, lambda: time.sleep(60))
+    """
+)
+
+
+def test_sigterm_and_sighup_reap_the_forked_helper(tmp_path: Path) -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        pid_file = tmp_path / f"helper-{signum}"
+        proc = subprocess.Popen([sys.executable, "-c", HELPER, str(pid_file)])
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the helper did not start"
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == -signum
+        helper = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and alive(helper):
+            time.sleep(0.05)
+        assert not alive(helper), f"the helper {helper} outlived its parent ({signum})"
