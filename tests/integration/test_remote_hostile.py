@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from archgap.transport.run import run_probe
-from archgap.transport.target import ssh_target, via_target
+from archgap.transport.target import TargetError, ssh_target, via_target
 from tests.helpers import json_output, run_cli
 from tests.integration.test_remote_services import require, ssh_env
 
@@ -77,8 +77,12 @@ def test_python_with_newline_or_leading_dash_is_refused(tmp_path: Path) -> None:
 def test_hostile_python_through_via_is_one_literal_word(tmp_path: Path, index: int) -> None:
     canary = tmp_path / "CANARY"
     python = payloads(canary)[index]
-    # A real command prefix that itself goes through a shell: "$@" keeps each word whole.
-    target = via_target("sh -c 'exec \"$@\"' sh", python)
+    # --via never guesses whether its prefix runs a shell: an interpreter name that a shell
+    # would read differently is refused before anything runs.
+    with pytest.raises(TargetError, match="shell"):
+        via_target("sh -c 'exec \"$@\"' sh", python)
+    # A shell-neutral name through a prefix that does run a shell stays one word.
+    target = via_target("sh -c 'exec \"$@\"' sh", "/no/such/python3")
     result = run_probe(target, {"gpu": {}}, timeout=30)
     assert not isinstance(result, dict)
     assert result.kind == "no-interpreter", result

@@ -27,7 +27,8 @@ def test_a_failing_parent_propagates_and_the_child_is_reaped(tmp_path: Path) -> 
     pid_file = tmp_path / "child.pid"
 
     def child() -> bytes:
-        pid_file.write_text(str(os.getpid()))
+        pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
+        pid_file.with_suffix(".tmp").rename(pid_file)  # appears whole: never read half-written
         time.sleep(30)  # still running when the parent fails: must be killed, then reaped
         return b"late"
 

@@ -484,17 +484,17 @@ class SourceFile:
         why the file cannot be parsed at all ("" when it can).
         """
         pieces: List[Tuple[List[ast.stmt], Tuple[str, ...], int]] = []
-        covered: List[Tuple[int, int]] = []
+        covered = bytearray(len(self.lines) + 1)  # lines inside a piece already found: O(1) test
         for number in hits:
             index = number - 1
-            if any(start <= index < end for start, end in covered):
+            if 0 <= index < len(covered) and covered[index]:
                 continue
             statement = self.body_statement(index) if statements else None
             if statement is not None:
                 start, end, scope, def_line = statement
                 tree = self.parse_range(start, end, indented=True)
                 if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
-                    covered.append((start, end))
+                    covered[start:end] = b"\1" * (end - start)
                     pieces.append((tree.body[0].body, scope, def_line))
                     continue
             function = self.enclosing_function(index)
@@ -503,13 +503,13 @@ class SourceFile:
                 start, end, scope = function
                 tree = self.parse_range(start, end, indented=True)
                 if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
-                    covered.append((start, end))
+                    covered[start:end] = b"\1" * (end - start)
                     pieces.append((tree.body[0].body, scope, 0))
                     continue
             start, end = self.enclosing_block(index)
             tree = self.parse_range(start, end, indented=False)
             if tree is not None:
-                covered.append((start, end))
+                covered[start:end] = b"\1" * (end - start)
                 pieces.append((tree.body, (), 0))
                 continue
             module, error = self.module()
