@@ -10,14 +10,20 @@ and cheap substring tests gate the rest, so time is linear in the input.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 MAX_LINE = 4096  # longer lines are cut (and counted): no regex ever sees more
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
 MAX_FRAMES = 200
 MAX_EVIDENCE = 20  # distinct values kept per kind of evidence
+# Evidence patterns run in windows around their gate literal (see _matches_near).
+EVIDENCE_GATES_PER_LINE = 3
+EVIDENCE_BEFORE = 64  # the longest text a pattern captures before its gate: (\S.{0,60}?)
+EVIDENCE_AFTER = 120  # after it (a version, a GPU name) ...
+SETTING_AFTER = 320  # ... or a setting's value (CUDA_HOME=\S{1,300})
 MAX_WARNINGS = 200
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)")
@@ -273,7 +279,8 @@ def _collect_evidence(
     for kind, gate, pattern in _EVIDENCE_PATTERNS:
         if gate not in lowered or counts.get(kind, 0) >= MAX_EVIDENCE:
             continue
-        for match in pattern.finditer(line.text):
+        after = SETTING_AFTER if "_" in gate else EVIDENCE_AFTER  # NAME=value settings
+        for match in _matches_near(pattern, line.text, lowered, gate, after):
             value = match.group(1).strip().rstrip(".,;:)").replace(", ", ".")
             if kind == "gpu" and (value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4):
                 continue
@@ -286,6 +293,27 @@ def _collect_evidence(
             if key not in seen:
                 seen[key] = Evidence(kind, value, line.number, line.text.strip()[:300])
                 counts[kind] = counts.get(kind, 0) + 1
+
+
+def _matches_near(
+    pattern: re.Pattern[str], text: str, lowered: str, gate: str, after: int
+) -> Iterator[re.Match[str]]:
+    """The matches of ``pattern`` in windows around the first EVIDENCE_GATES_PER_LINE places
+    of ``gate`` (EVIDENCE_BEFORE characters before, EVIDENCE_AFTER after): each pattern then
+    costs at most a fixed number of characters per line, however the line repeats the gate
+    (a lazy ``(\\S.{0,60}?) with ...`` over a whole 4 KB line cost 30 ms)."""
+    if len(lowered) != len(text):  # lower() changed the length: offsets do not carry over
+        yield from pattern.finditer(text)  # (the line is at most MAX_LINE characters)
+        return
+    end = 0
+    at = lowered.find(gate)
+    for _ in range(EVIDENCE_GATES_PER_LINE):
+        if at < 0:
+            return
+        start = max(end, at - EVIDENCE_BEFORE)
+        end = min(len(text), at + len(gate) + after)
+        yield from pattern.finditer(text, start, end)
+        at = lowered.find(gate, end)
 
 
 def _is_warning(line: _Line) -> bool:
@@ -408,12 +436,32 @@ class _TracebackBuilder:
         return tuple(self.frames), kind, "\n".join(m for m in message if m)
 
 
-def parse_log(text: str) -> ParsedLog:
-    """Read a log (any size): workers, tracebacks, warnings, evidence and candidate messages."""
-    return parse_lines(text.splitlines())
+def split_lines(text: str) -> list[str]:
+    """The lines of a log as its writer meant them and editors number them: only \\n ends a line
+    (str.splitlines also breaks at \\r, \\x0b, \\x0c, \\x1c-\\x1e, \\x85 and \\u2028, which shifts
+    every later line number and makes a flood of \\r millions of lines)."""
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
-def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the ratchet; to split)
+def parse_log(text: str, tail: str = "", skipped_lines: int = 0) -> ParsedLog:
+    """Read a log (any size): workers, tracebacks, warnings, evidence and candidate messages.
+
+    ``tail`` is the end of a log whose middle was not read (``skipped_lines`` lines): its lines
+    keep their numbers in the whole log."""
+    head = split_lines(text)
+    numbered: Iterable[tuple[int, str]] = enumerate(head, start=1)
+    if tail:
+        later = enumerate(split_lines(tail), start=len(head) + skipped_lines + 1)
+        numbered = itertools.chain(numbered, later)
+    return parse_lines(numbered)
+
+
+def parse_lines(  # noqa: C901 (over the ratchet; to split)
+    numbered_lines: Iterable[tuple[int, str]],
+) -> ParsedLog:
     truncated = 0
     workers: dict[str, None] = {}
     builders: dict[str, _TracebackBuilder] = {}
@@ -438,7 +486,7 @@ def parse_lines(raw_lines: Iterable[str]) -> ParsedLog:  # noqa: C901 (over the 
                 # nearest thing to a message ('raise ValueError("No available memory ...')
                 messages.append((builder.start, builder.frames[-1].code))
 
-    for number, raw in enumerate(raw_lines, start=1):
+    for number, raw in numbered_lines:
         if len(raw) > MAX_LINE:
             truncated += 1
         worker, level, text = strip_line(raw)

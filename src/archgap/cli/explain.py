@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from archgap.cli.common import (
     EXIT_GAP,
@@ -37,7 +38,53 @@ if TYPE_CHECKING:
     from archgap.analysis.logparse import ParsedLog
     from archgap.kb.signatures import Signature
 
-MAX_INPUT = 64 * 1024 * 1024  # bytes read from a log; the rest is ignored (and said so)
+MAX_INPUT = 64 * 1024 * 1024  # bytes of a log that are parsed; a longer log loses its middle
+HEAD_BYTES = 8 << 20  # of a longer log: its start ...
+TAIL_BYTES = MAX_INPUT - HEAD_BYTES  # ... and its end, where the error is (said so in the output)
+CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class LogInput:
+    """What was read of a log: all of it (``tail`` empty), or its start and its end."""
+
+    head: str
+    tail: str = ""
+    skipped_bytes: int = 0
+    skipped_lines: int = 0  # newlines in the part not read (line numbers after it stay true)
+
+
+def read_log(stream: BinaryIO) -> LogInput:
+    """A log from a binary stream, in bounded memory: past MAX_INPUT bytes the first HEAD_BYTES
+    and the last TAIL_BYTES are kept (cut at line ends) and the newlines between are counted."""
+    first = stream.read(MAX_INPUT)
+    if len(first) < MAX_INPUT:
+        return LogInput(first.decode("utf-8", "replace"))
+    head, chunks = first[:HEAD_BYTES], [first[HEAD_BYTES:]]
+    kept, skipped_bytes, skipped_lines = len(chunks[0]), 0, 0
+    chunk = stream.read(CHUNK)
+    while chunk:
+        chunks.append(chunk)
+        kept += len(chunk)
+        while kept - len(chunks[0]) >= TAIL_BYTES:  # drop whole chunks the tail no longer needs
+            dropped = chunks.pop(0)
+            kept -= len(dropped)
+            skipped_bytes += len(dropped)
+            skipped_lines += dropped.count(b"\n")
+        chunk = stream.read(CHUNK)
+    if not skipped_bytes:
+        return LogInput(b"".join([head, *chunks]).decode("utf-8", "replace"))
+    tail = b"".join(chunks)
+    cut = head.rfind(b"\n") + 1  # the head ends at a line end ...
+    start = tail.find(b"\n") + 1  # ... and the tail starts at one
+    skipped_bytes += len(head) - cut + start
+    skipped_lines += 1 if start else 0
+    return LogInput(
+        head[:cut].decode("utf-8", "replace"),
+        tail[start:].decode("utf-8", "replace"),
+        skipped_bytes,
+        skipped_lines,
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -67,18 +114,18 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _read_input(args: argparse.Namespace) -> tuple[str, str]:
+def _read_input(args: argparse.Namespace) -> tuple[LogInput, str]:
     if args.message and args.logfile:
         raise UsageError("give a LOGFILE or --message, not both")
     if args.message:
-        return args.message, "--message"
+        return LogInput(args.message), "--message"
     if not args.logfile:
         raise UsageError("give a LOGFILE, '-' for stdin, or --message TEXT")
     if args.logfile == "-":
-        return sys.stdin.buffer.read(MAX_INPUT).decode("utf-8", "replace"), "stdin"
+        return read_log(sys.stdin.buffer), "stdin"
     try:
         with open(args.logfile, "rb") as f:
-            return f.read(MAX_INPUT).decode("utf-8", "replace"), args.logfile
+            return read_log(f), args.logfile
     except OSError as exc:
         raise UsageError(f"cannot read {args.logfile}: {exc.strerror or exc}") from exc
 
@@ -164,17 +211,33 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.kb.signatures import load_signatures
 
     text, origin = _read_input(args)
+    skipped = {"bytes": text.skipped_bytes, "lines": text.skipped_lines}
     named = _named_gpus(args.gpu)  # a bad GPU name fails before anything is probed
     target_from_args(args)  # and so does a bad target
-    log = parse_log(text)
+    log = parse_log(text.head, text.tail, text.skipped_lines)
     signatures = load_signatures()
     examined = None if args.log_only else _examine(args, out, log, signatures, named)
     diagnosis = explain(log, signatures, examined)
     if out.json_mode:
-        out.emit("explain", _document(diagnosis, origin, log.lines, log.truncated_lines))
+        document = _document(diagnosis, origin, log.lines, log.truncated_lines)
+        if text.skipped_bytes:
+            document["explain"]["input"]["skipped"] = skipped
+        out.emit("explain", document)
     else:
         _print(out, diagnosis, origin, log.lines)
+        if text.skipped_bytes:
+            out.print(f"\n[bold yellow]note[/] {_skipped_note(text, log.lines)}")
     return EXIT_GAP if diagnosis.status == "diagnosed" else EXIT_OK
+
+
+def _skipped_note(text: LogInput, lines: int) -> str:
+    first = text.head.count("\n") + 1
+    last = first + text.skipped_lines - 1
+    return (
+        f"the log is longer than {MAX_INPUT >> 20} MiB: its middle ({text.skipped_bytes:,} "
+        f"bytes, lines {first}-{last} of {lines}) was not read; the first {HEAD_BYTES >> 20} MiB "
+        f"and the last {TAIL_BYTES >> 20} MiB were (errors come last)"
+    )
 
 
 def _document(diagnosis: Diagnosis, origin: str, lines: int, truncated: int) -> dict[str, Any]:
