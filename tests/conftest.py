@@ -24,3 +24,49 @@ def pytest_runtest_makereport(
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true (a missing fixture or service): {reason}"
+
+
+def _archgap_descendants() -> list[str]:
+    """Processes below this pytest process that belong to archgap (its command line names
+    archgap, or it carries the ARCHGAP_RUN mark of a command archgap started), still running."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] not in (b"Z", b"X"):
+                parents[int(name)] = int(fields[1])
+    found = []
+    for pid in parents:
+        ancestor = parents.get(pid)
+        while ancestor and ancestor != os.getpid():
+            ancestor = parents.get(ancestor)
+        if ancestor != os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ")
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if b"archgap" in cmdline or b"ARCHGAP_RUN=" in environ:
+            found.append(f"{pid}: {cmdline.decode(errors='replace')[:160]}")
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After the suite no archgap process may be left running (a timeout must reach them all)."""
+    import time
+
+    deadline = time.monotonic() + 5  # what is being killed right now gets a moment to go
+    left = _archgap_descendants()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _archgap_descendants()
+    if left:
+        print("\narchgap processes left running after the suite:\n  " + "\n  ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
