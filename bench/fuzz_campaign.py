@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from archgap.analysis.fleet import HostInput, fleet_report  # noqa: E402
 from archgap.probe.__main__ import run as probe_run  # noqa: E402
 from archgap.probe.fatbin import read_binary  # noqa: E402
+from archgap.probe.system import descendants  # noqa: E402
 from tests.fuzzing import BIN, binary_case, binary_violations, fleet_case, sources  # noqa: E402
 
 
@@ -129,24 +130,14 @@ def campaign(kind: str, worker: Any, total: int, jobs: int, extra: tuple[Any, ..
 
 
 def leftover_processes() -> list[str]:
-    """Processes this campaign started (its descendants, found through /proc) still running."""
-    parents: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if stat[0] not in ("Z", "X"):
-                parents[int(name)] = int(stat[1])
+    """Processes this campaign started (its descendants) still running."""
     found = []
-    for pid in parents:
-        ancestor = parents.get(pid)
-        while ancestor and ancestor != os.getpid():
-            ancestor = parents.get(ancestor)
-        if ancestor == os.getpid():
+    for pid in sorted(descendants(os.getpid())):
+        try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            found.append(f"{pid}: {cmdline.decode(errors='replace')[:120]}")
+        except OSError:
+            continue
+        found.append(f"{pid}: {cmdline.decode(errors='replace')[:120]}")
     return found
 
 

@@ -29,23 +29,10 @@ def pytest_runtest_makereport(
 def _archgap_descendants() -> list[str]:
     """Processes below this pytest process that belong to archgap (its command line names
     archgap, or it carries the ARCHGAP_RUN mark of a command archgap started), still running."""
-    parents: dict[int, int] = {}
-    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] not in (b"Z", b"X"):
-                parents[int(name)] = int(fields[1])
+    from archgap.probe.system import descendants
+
     found = []
-    for pid in parents:
-        ancestor = parents.get(pid)
-        while ancestor and ancestor != os.getpid():
-            ancestor = parents.get(ancestor)
-        if ancestor != os.getpid():
-            continue
+    for pid in sorted(descendants(os.getpid())):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ")

@@ -100,18 +100,37 @@ def read_regular(path: str, limit: int) -> Tuple[bytes, bool]:
     return data[:limit], len(data) > limit
 
 
-def _process_table() -> Dict[int, int]:
-    """pid -> parent pid of every process /proc shows."""
-    parents: Dict[int, int] = {}
+def descendants(root_pid: int) -> Set[int]:
+    """The processes below ``root_pid`` (through /proc's parent links) that have not exited
+    (zombies waiting to be reaped are left out)."""
+    children: Dict[int, List[int]] = {}
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if name.isdigit():
             try:
                 with open("/proc/%s/stat" % name, "rb") as f:
                     fields = f.read().rsplit(b")", 1)[1].split()
-                parents[int(name)] = int(fields[1])
-            except (OSError, IndexError, ValueError):
+            except (OSError, IndexError):
                 continue
-    return parents
+            if fields[0] not in (b"Z", b"X"):
+                children.setdefault(int(fields[1]), []).append(int(name))
+    found: Set[int] = set()
+    todo = [root_pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def marked(mark: str) -> Set[int]:
+    """The processes whose environment holds ``mark`` (``NAME=VALUE``), this one excepted."""
+    needle = mark.encode()
+    return {
+        int(name)
+        for name in (os.listdir("/proc") if os.path.isdir("/proc") and needle else ())
+        if name.isdigit() and int(name) != os.getpid() and _marked(int(name), needle)
+    }
 
 
 def _marked(pid: int, mark: bytes) -> bool:
@@ -127,23 +146,10 @@ def sweep(root_pid: int, mark: str) -> int:
     environment (those that called setsid or were re-parented); returns how many were sent a
     signal. Two rounds catch what a dying parent started in between."""
     killed: Set[int] = set()
-    needle = mark.encode()
-    if not needle or b"=" not in needle:
-        needle = b""
     for _round in range(2):
-        parents = _process_table()
-        children: Dict[int, List[int]] = {}
-        for pid, parent in parents.items():
-            children.setdefault(parent, []).append(pid)
-        found = {root_pid}
-        todo = [root_pid]
-        while todo:
-            for child in children.get(todo.pop(), ()):
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
-        if needle:
-            found.update(pid for pid in parents if pid != os.getpid() and _marked(pid, needle))
+        found = descendants(root_pid) | {root_pid}
+        if "=" in mark:
+            found |= marked(mark)
         for pid in found - killed - {os.getpid()}:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
