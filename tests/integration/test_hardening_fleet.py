@@ -40,5 +40,5 @@ def test_malformed_documents_are_unreadable_hosts_and_the_rest_is_reported(
         "errors-list": ("unreadable", "'errors' is list, not an object"),
         "sections-int": ("unreadable", "'sections' is int, not an object"),
         "binaries-int": ("unreadable", "section 'binaries' is int"),
-        str(inbox / "deep.json"): ("not-json", "no JSON document in the file"),
+        str(inbox / "deep.json"): ("not-json", "JSON nested deeper than the parser goes"),
     }

@@ -9,6 +9,7 @@ could not be probed (or a usage error).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -199,6 +200,8 @@ def _not_json(text: str) -> tuple[str, str]:
     if body.startswith(("{", "[")):
         try:
             json.loads(body)
+        except RecursionError:
+            return "not-json", "JSON nested deeper than the parser goes"
         except json.JSONDecodeError as exc:
             if exc.pos >= len(body) - 1 or "Unterminated string" in exc.msg:
                 return "truncated", f"the JSON stops after {len(body)} bytes, inside a value"
@@ -255,7 +258,7 @@ def _host_from_document(doc: Any, file: Path) -> Any:
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.caches import cache_shares, shared_caches
     from archgap.analysis.compat import UnknownGpu, resolve_gpu
-    from archgap.analysis.fleet import fleet_report
+    from archgap.analysis.fleet import fleet_report, shape_problem
 
     named = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
     try:
@@ -272,8 +275,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
     def counted() -> Iterator[Any]:
         for host in collect_hosts(args, out):
             inputs[0] += 1
-            if host.facts is not None:
-                shares.extend(cache_shares(host.name, host.facts))
+            # A malformed document is an unreadable host in the report, never a failed report.
+            if host.facts is not None and shape_problem(host.facts) is None:
+                with contextlib.suppress(TypeError, AttributeError, ValueError, KeyError):
+                    shares.extend(cache_shares(host.name, host.facts))
             yield host
 
     report = fleet_report(counted(), named)
