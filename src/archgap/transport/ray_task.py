@@ -2,7 +2,7 @@
 
 Standard library only: Ray ships this module to the workers by value, so the cluster's Python
 needs nothing of archgap. The task starts the probe exactly like every other transport: the
-interpreter with ``-I -S -c LOADER`` and the bootstrap payload on stdin.
+interpreter with ``-I -S -`` and the whole probe program on stdin.
 """
 
 from __future__ import annotations
