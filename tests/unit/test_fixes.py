@@ -91,3 +91,18 @@ def test_flashinfer_074_builds_sm107_as_the_100f_family_target() -> None:
     assert sass_runs_on(100, "f", cc("10.7"))  # the 10.x family: {10.0, 10.3, 10.7}
     older = flashinfer_range("0.7.1")
     assert older is not None and build_target(older, 10, "7a", "13.0") == "compute_107a"
+
+
+def test_explain_without_the_exact_gpu_gives_each_minor_its_own_fix() -> None:
+    # "SM 12.x requires CUDA >= 12.9" names only the major: 12.0 (RTX PRO 6000) and 12.1 (GB10)
+    # need different fixes with nvcc 12.8 (120a builds; 121a needs 12.9), so each says which.
+    log = parse_log(
+        "WARNING flashinfer: Failed to get device capability: SM 12.x requires CUDA >= 12.9.\n"
+        "nvcc: Cuda compilation tools, release 12.8, V12.8.93\n"
+        "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
+    )
+    texts = [f.text for f in explain(log, load_signatures()).fixes]
+    arch_list = [t for t in texts if "FLASHINFER_CUDA_ARCH_LIST" in t]
+    assert arch_list and all(t.startswith("on a 12.0 GPU") for t in arch_list)
+    assert any(t.startswith("on a 12.1 GPU") and ">= 12.9" in t for t in texts)
+    assert not any("12.1" in t and "upgrade" in t for t in texts)  # 0.7.1 raises for 12.1

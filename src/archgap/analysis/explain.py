@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archgap.analysis import causes as causes_
@@ -25,6 +25,7 @@ from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes
 from archgap.analysis.jit import flashinfer_findings, resolve_nvcc
 from archgap.analysis.logparse import Frame, ParsedLog
 from archgap.kb import toolchain as toolchain_kb
+from archgap.kb.gpus import known_capabilities, products
 from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks
 from archgap.probe.source import Guard, Occurrence, TraceFacts
 from archgap.probe.source_flow import Raiser, Swallow
@@ -877,6 +878,15 @@ def _exact_gpus(
     return tuple(dict.fromkeys(cc for cc in found if cc is not None))
 
 
+def _major_only(log: ParsedLog) -> tuple[ComputeCapability, ...]:
+    """When the log names only the major ("SM 12.x requires CUDA >= 12.9"): each compute
+    capability of that major a product has (12.0, 12.1), so each gets its own fix."""
+    if not any("SM 12" in text for _, text in log.messages):
+        return ()
+    known = (ComputeCapability.parse(cc) for cc in known_capabilities())
+    return tuple(sorted(cc for cc in known if cc is not None and cc.major == 12))
+
+
 def _engine_fixes(
     focus: _Focus, log: ParsedLog, examined: Examined | None, facts: Mapping[str, causes_.Known]
 ) -> tuple[FixSuggestion, ...] | None:
@@ -885,6 +895,8 @@ def _engine_fixes(
     FlashInfer before 0.3.1 (no compilation context: the engine's rules do not apply)."""
     ids = (focus.signature.id, focus.root_signature.id)
     ccs = _exact_gpus(log, examined, focus)
+    per_gpu = not ccs  # the log names no exact GPU: a fix per compute capability of the major
+    ccs = ccs or _major_only(log)
     if not any(i.startswith("flashinfer") for i in ids) or not ccs:
         return None
     if causes_.holds("flashinfer", ">=0.3.1", facts) is False:
@@ -898,12 +910,20 @@ def _engine_fixes(
         fixes = [fix for f in failing for fix in f.fixes]
     else:
         version = next((e.value for e in log.evidence_of("flashinfer")), None)
+        if (version and toolchain_kb.flashinfer_range(version) is None) or _older_wording(log):
+            return None  # older than the modelled releases: the signature's knowledge stands
         cuda = next(
             (e.value for k in ("nvcc", "flashinfer_cuda_version") for e in log.evidence_of(k)),
             None,
         )
-        for cc in ccs:
-            fixes.extend(flashinfer_fixes(FlashinferCase(version, cc, cuda)))
+        each = {cc: flashinfer_fixes(FlashinferCase(version, cc, cuda)) for cc in ccs}
+        for cc, found in each.items():
+            # a fix that holds for only some of the GPUs the log may mean says for which
+            common = [all(f in other for other in each.values()) for f in found]
+            fixes.extend(
+                f if shared or not per_gpu else _for_gpu(f, cc)
+                for f, shared in zip(found, common, strict=True)
+            )
     # Avoiding FlashInfer is the answer only when nothing else is (a GPU it does not support).
     fixes = [f for f in fixes if f.kind != AVOID] or fixes
     out: dict[str, FixSuggestion] = {}
@@ -914,6 +934,20 @@ def _engine_fixes(
         source = f"{fix.tradeoff} (archgap's fix engine for compute capability {where})"
         out.setdefault(f"{kind}:{text}", FixSuggestion(kind, text, source))
     return tuple(sorted(out.values(), key=lambda f: FIX_KINDS.index(f.kind)))
+
+
+def _older_wording(log: ParsedLog) -> bool:
+    """The log's FlashInfer gate is worded as no modelled release words it ("requires sm75+",
+    0.2.x): the fix engine's rules (0.3.1 on) do not apply."""
+    known = {r.check_message.split(".")[0] for r in toolchain_kb.flashinfer_ranges()}
+    gates = [t for _, t in log.messages if "FlashInfer requires" in t]
+    return bool(gates) and not any(k in t for t in gates for k in known)
+
+
+def _for_gpu(fix: Fix, cc: ComputeCapability) -> Fix:
+    """A fix that holds for one compute capability only, said so ("on 12.1 (NVIDIA GB10 ...)")."""
+    name = next((p.name for p in products() if p.compute_capability == str(cc)), "")
+    return replace(fix, action=f"on a {cc} GPU (e.g. {name}): {fix.action}")
 
 
 def _fixes(

@@ -93,8 +93,11 @@ def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
             ),
         )
     rng = kb.flashinfer_range(case.version) if case.version else None
-    fixes = [*_toolkit_fixes(case, rng), *_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng)]
-    if not fixes:
+    if case.version and rng is None:
+        return (avoid,)  # a release before the modelled ones (no FLASHINFER_CUDA_ARCH_LIST yet)
+    machine = _toolkit_fixes(case, rng)
+    fixes = [*machine, *_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng)]
+    if not machine:  # no toolkit here works: the releases that would
         fixes.extend(_install_toolkit(case, rng))
     fixes.append(avoid)
     return tuple(fixes)
@@ -133,20 +136,21 @@ def _toolkit_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list
 
 def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
     """FLASHINFER_CUDA_ARCH_LIST with a suffix for this exact GPU: used verbatim by every
-    release, so the CUDA version check is skipped; and the patch that returns the same target."""
+    release, so the CUDA version check is skipped; and the patch that returns the same target.
+    With the nvcc unknown (a log that does not say), the fix names the nvcc it needs."""
     from archgap.analysis.jit import parse_flashinfer_arch_list
 
     cc, cuda = case.cc, case.cuda
-    if not cuda:
-        return []
     for suffix in ("a", "f"):
         value = f"{cc.major}.{cc.minor}{suffix}"
         if rng is not None and parse_flashinfer_arch_list(value, rng, cuda).error:
             continue
         target = target_name(cc.major, f"{cc.minor}{suffix}")
-        builds = kb.toolkit_can_target(cuda, target)
+        limit = toolkit_limit(target)
+        builds = kb.toolkit_can_target(cuda, target) if cuda else limit is not None
         if not builds or not runs_on(cc.major, f"{cc.minor}{suffix}", cc):
             continue
+        nvcc = f"nvcc {cuda} can build {target}" if cuda else f"needs nvcc {limit} for {target}"
         portability = (
             f"sm_{cc.sm}a cubins run only on compute capability {cc}"
             if suffix == "a"
@@ -154,8 +158,8 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
         )
         return [
             Fix(
-                f'export FLASHINFER_CUDA_ARCH_LIST="{value}" (nvcc {cuda} can build {target}; '
-                "checked against FlashInfer's parser)",
+                f'export FLASHINFER_CUDA_ARCH_LIST="{value}" ({nvcc}; checked against '
+                "FlashInfer's parser)",
                 f"Keeps the current toolkit; {portability}; must be in the environment of every "
                 "worker process; other GPU models need their own entry.",
                 env=(("FLASHINFER_CUDA_ARCH_LIST", value),),
@@ -164,7 +168,7 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
             Fix(
                 "patch flashinfer/compilation_context.py _normalize_cuda_arch to return "
                 f'({cc.major}, "{cc.minor}{suffix}") for compute capability {cc}',
-                f"nvcc {cuda} builds {target}; the patch is lost on reinstall; prefer the env "
+                f"{nvcc[0].upper()}{nvcc[1:]}; the patch is lost on reinstall; prefer the env "
                 "variable.",
                 kind=PATCH,
             ),
@@ -206,24 +210,13 @@ def toolkit_limit(target: str) -> str | None:
 
 
 def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
-    """No toolkit here works: the CUDA releases with which FlashInfer builds this GPU's target."""
-    from archgap.analysis.jit import normalise_arch
-
-    cc = case.cc
-    minor_text = f"{cc.minor}a" if cc.major >= 9 else str(cc.minor)
-    if rng is not None:
-        minor_text = normalise_arch(rng, cc.major, cc.minor, "99.9").minor_text or minor_text
-    target = target_name(cc.major, minor_text)
-    limit = toolkit_limit(target)
-    if limit is None:
+    """No toolkit here works: the CUDA releases with which FlashInfer builds this GPU's target
+    (with the FlashInfer version unknown, the strictest of its releases' rules)."""
+    found = [_toolkit_need(case.cc, r) for r in ((rng,) if rng else kb.flashinfer_ranges())]
+    needs = [n for n in found if n is not None]
+    if not needs:
         return []
-    span = kb.toolkit_range_for(target)
-    steps = rng.normalise if rng else ()
-    needs = [n[0] for step in steps if step.major == cc.major for n in step.needs]
-    if span is not None and span[1] is None and needs:
-        least = min(needs, key=lambda v: kb.major_minor(v) or (0, 0))
-        first = max([span[0], least], key=lambda v: kb.major_minor(v) or (0, 0))
-        limit = f"CUDA >= {first}"
+    target, limit = max(needs, key=lambda n: kb.major_minor(n[1].split()[-1]) or (0, 0))
     return [
         Fix(
             f"install a CUDA toolkit {limit.removeprefix('CUDA ')} and point CUDA_HOME at it",
@@ -232,6 +225,25 @@ def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
             kind=TOOLKIT,
         )
     ]
+
+
+def _toolkit_need(cc: ComputeCapability, rng: kb.FlashinferRange) -> tuple[str, str] | None:
+    """(target, "CUDA >= X.Y" or "CUDA <= X.Y") with which ``rng``'s rules build for ``cc``."""
+    from archgap.analysis.jit import normalise_arch
+
+    default = f"{cc.minor}a" if cc.major >= 9 else str(cc.minor)
+    target = target_name(
+        cc.major, normalise_arch(rng, cc.major, cc.minor, "99.9").minor_text or default
+    )
+    limit = toolkit_limit(target)
+    span = kb.toolkit_range_for(target)
+    needs = [n[0] for step in rng.normalise if step.major == cc.major for n in step.needs]
+    if limit is None or span is None:
+        return None
+    if span[1] is None and needs:
+        least = min(needs, key=lambda v: kb.major_minor(v) or (0, 0))
+        limit = f"CUDA >= {max([span[0], least], key=lambda v: kb.major_minor(v) or (0, 0))}"
+    return target, limit
 
 
 def fixes_of_kind(fixes: Sequence[Fix], kind: str) -> list[Fix]:
