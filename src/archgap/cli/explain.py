@@ -60,8 +60,10 @@ def read_log(stream: BinaryIO) -> LogInput:
     first = stream.read(MAX_INPUT)
     if len(first) < MAX_INPUT:
         return LogInput(first.decode("utf-8", "replace"))
-    head, chunks = first[:HEAD_BYTES], [first[HEAD_BYTES:]]
-    kept, skipped_bytes, skipped_lines = len(chunks[0]), 0, 0
+    head = first[:HEAD_BYTES]
+    # In CHUNK pieces, so that the part dropped from the front of the tail is never large.
+    chunks = [first[at : at + CHUNK] for at in range(HEAD_BYTES, len(first), CHUNK)]
+    kept, skipped_bytes, skipped_lines = len(first) - HEAD_BYTES, 0, 0
     chunk = stream.read(CHUNK)
     while chunk:
         chunks.append(chunk)
