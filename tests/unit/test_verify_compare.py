@@ -53,3 +53,15 @@ def test_an_unsettled_result_counts_neither_way() -> None:
     (check,) = report.checks
     assert not check.settled and check.load_failure
     assert (report.agreements, len(report.settled), report.disagreements) == (0, 0, ())
+
+
+def test_a_kernel_less_stub_settles_nothing() -> None:
+    # libstub.so (build.sh: a device link without kernels) loads, but has no kernel: the scan's
+    # "no-kernels" is no prediction the driver's answer can confirm or contradict.
+    stub = str(CUDA_BIN / "libstub.so")
+    data = section("native")
+    data["gpus"][0]["libraries"][0]["path"] = stub
+    report = compare(data, [read_binary(stub)], NO_ENV)
+    (check,) = report.checks
+    assert check.predicted == "no-kernels" and not check.settled
+    assert report.disagreements == ()
