@@ -180,3 +180,17 @@ def test_over_ssh_patch_and_undo(setup: dict[str, Any]) -> None:
     after = {k: v for k, v in tree_hashes(setup["tmp"]).items() if not k.startswith("state/")}
     del after["etc/sglang.env"]
     assert after == before and doc["undo"]["error"] is None
+
+
+def test_upgrade_runs_only_when_named_and_reports_what_pip_did(setup: dict[str, Any]) -> None:
+    # The plain --apply leaves the upgrade out (the env file is not named: exports only).
+    code, doc = fix(setup, "--apply")
+    assert doc["applied"]["upgrades"] == []
+    # --only upgrade runs `PYTHON -m pip install 'flashinfer-python>=0.7.1'` in the target's
+    # interpreter. This venv was made --without-pip: pip's own failure is reported, nothing is
+    # installed, the gap remains (exit 1), and nothing is journaled (pip is not undoable).
+    code, doc = fix(setup, "--apply", "--only", "upgrade")
+    (ran,) = doc["applied"]["upgrades"]
+    assert ran["argv"][-3:] == ["pip", "install", "flashinfer-python>=0.7.1"]
+    assert ran["returncode"] == 1 and "No module named pip" in ran["output"]
+    assert code == 1 and [v["status"] for v in doc["verified"]] == ["remains"]

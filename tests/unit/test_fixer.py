@@ -143,6 +143,31 @@ def test_a_file_changed_since_the_plan_is_refused(target: dict[str, Any]) -> Non
     assert [sha(f) for f in target["files"]] == before  # checked before anything is written
 
 
+def test_a_file_changed_after_the_plan_was_shown_is_refused(target: dict[str, Any]) -> None:
+    planned = call("plan", target)["planned"]
+    for edit, answer in zip(target["edits"], planned, strict=True):
+        edit["planned_sha256"] = answer["sha256_before"]
+    env = target["files"][0]
+    env.write_bytes(env.read_bytes() + b"\nLATE=1\n")  # between the plan and the apply
+    before = [sha(f) for f in target["files"]]
+    assert "changed since the plan" in call("apply", target)["error"]
+    assert [sha(f) for f in target["files"]] == before
+
+
+def test_owner_and_mode_are_kept_by_apply_and_undo(target: dict[str, Any]) -> None:
+    # Only root can give a file to another user (elsewhere the owner stays ours).
+    owner = (4242, 4343) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    source = target["files"][2]
+    os.chown(source, *owner)
+    source.chmod(0o604)
+    call("apply", target)
+    assert (source.stat().st_uid, source.stat().st_gid) == owner
+    assert stat.S_IMODE(source.stat().st_mode) == 0o604
+    call("undo", target)
+    assert (source.stat().st_uid, source.stat().st_gid) == owner
+    assert stat.S_IMODE(source.stat().st_mode) == 0o604
+
+
 def test_bad_input_is_refused_with_a_reason(target: dict[str, Any], tmp_path: Path) -> None:
     missing = {"kind": "env-file", "path": str(tmp_path / "nope" / "x.env"), "set": [["A", "1"]]}
     request = {"op": "apply", "edits": [missing], "state_dir": target["state"]}

@@ -91,6 +91,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     fix_plan = plan(report, dest)
     edits = [a.edit for a in fix_plan.actions if a.edit is not None]
     planned = _fixer(target, args, {"op": "plan", "edits": edits})["planned"] if edits else []
+    for edit, answer in zip(edits, planned, strict=False):  # apply refuses if a file changes
+        if not answer.get("error"):
+            edit["planned_sha256"] = answer["sha256_before"]
     body = _plan_body(report, fix_plan, planned)
     if not args.apply:
         _show(out, body)

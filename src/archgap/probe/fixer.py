@@ -381,8 +381,15 @@ def _apply_one(journal: Journal, edit: Dict[str, Any]) -> Optional[Dict[str, Any
 
 def apply(journal: Journal, edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for edit in edits:  # every check first: nothing is written unless every edit can be
-        _preflight(os.path.abspath(str(edit.get("path"))))
-        _new_bytes(edit, _read(os.path.abspath(str(edit.get("path")))))
+        path = os.path.abspath(str(edit.get("path")))
+        _preflight(path)
+        now = _file_state(path)
+        if "planned_sha256" in edit and now != edit["planned_sha256"]:
+            raise Refused(
+                "%s changed since the plan (sha256 %s, planned from %s); nothing was changed"
+                % (path, now, edit["planned_sha256"])
+            )
+        _new_bytes(edit, _read(path))
     done = []
     for edit in edits:
         result = _apply_one(journal, edit)
