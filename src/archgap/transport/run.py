@@ -241,7 +241,8 @@ def run_many(
             pool.submit(run_probe, t, request, timeout, "/", env_from): t for t in target_list
         }
         for future in as_completed(futures):
-            yield futures[future], future.result()
+            # Popped: a host's facts are held only until the caller has judged them.
+            yield futures.pop(future), future.result()
 
 
 def run_fixer(
