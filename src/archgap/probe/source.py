@@ -13,7 +13,7 @@ import bisect
 import gc
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .facts import Problem
 from .source_flow import (
@@ -384,77 +384,102 @@ class _Finder:
             owner = function if function is not None else stmt
             self.stmt(stmt, (scope, guards, trys, owner))
 
-    def stmt(self, node: ast.stmt, ctx: Tuple[Any, ...]) -> None:  # noqa: C901 (over the ratchet; to split)
-        scope, guards, trys, function = ctx
+    def stmt(self, node: ast.stmt, ctx: Tuple[Any, ...]) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name == self.m.last and not self.m.dotted:
-                form = "class" if isinstance(node, ast.ClassDef) else "def"
-                self.record("write", form, node.lineno, ctx)
-            for decorator in node.decorator_list:
-                self.expr(decorator, ctx)
-            if isinstance(node, ast.ClassDef):
-                for base in list(node.bases) + [k.value for k in node.keywords]:
-                    self.expr(base, ctx)
-                self.body(node.body, (*scope, node.name), (), (), None)
-            else:
-                self.arguments(node.args, ctx)
-                if node.returns is not None:
-                    self.expr(node.returns, ctx)
-                self.body(node.body, (*scope, node.name), (), (), node)
+            self.definition(node, ctx)
             return
         blocks = branches(self.src, node)
         if blocks:
-            if isinstance(node, (ast.If, ast.While)):
-                self.expr(node.test, ctx)
-            elif isinstance(node, (ast.For, ast.AsyncFor)):
-                self.target(node.target, "for", ctx)
-                self.expr(node.iter, ctx)
-            handlers = iter(getattr(node, "handlers", ()))
-            for guard, _, block in blocks:
-                if guard.kind == "except":
-                    handler = next(handlers)
-                    if handler.type is not None:
-                        self.expr(handler.type, ctx)
-                    if handler.name == self.m.last and not self.m.dotted:
-                        self.record("write", "except-as", handler.lineno, ctx)
-                inner = (*trys, node) if guard.kind == "try" else trys
-                self.body(block, scope, (*guards, guard), inner, function)
+            self.branching(node, blocks, ctx)
             return
         if isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 self.expr(item.context_expr, ctx)
                 if item.optional_vars is not None:
                     self.target(item.optional_vars, "with", ctx)
+            scope, guards, trys, function = ctx
             self.body(node.body, scope, guards, trys, function)
             return
+        if self.assignment(node, ctx) or self.binding(node, ctx):
+            return
+        # Anything else (return, raise, expression statements, match, assert ...): its parts.
+        self.generic(node, ctx)
+
+    def definition(
+        self,
+        node: Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef],
+        ctx: Tuple[Any, ...],
+    ) -> None:
+        """A def or class: its name is a write; decorators, bases, arguments are read here,
+        and its body is walked in its own scope."""
+        scope = ctx[0]
+        if node.name == self.m.last and not self.m.dotted:
+            form = "class" if isinstance(node, ast.ClassDef) else "def"
+            self.record("write", form, node.lineno, ctx)
+        for decorator in node.decorator_list:
+            self.expr(decorator, ctx)
+        if isinstance(node, ast.ClassDef):
+            for base in list(node.bases) + [k.value for k in node.keywords]:
+                self.expr(base, ctx)
+            self.body(node.body, (*scope, node.name), (), (), None)
+        else:
+            self.arguments(node.args, ctx)
+            if node.returns is not None:
+                self.expr(node.returns, ctx)
+            self.body(node.body, (*scope, node.name), (), (), node)
+
+    def branching(self, node: ast.stmt, blocks: List[Block], ctx: Tuple[Any, ...]) -> None:
+        """if/while/for/try: the test or loop target, then each block under its guard."""
+        scope, guards, trys, function = ctx
+        if isinstance(node, (ast.If, ast.While)):
+            self.expr(node.test, ctx)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.target(node.target, "for", ctx)
+            self.expr(node.iter, ctx)
+        handlers = iter(getattr(node, "handlers", ()))
+        for guard, _, block in blocks:
+            if guard.kind == "except":
+                handler = next(handlers)
+                if handler.type is not None:
+                    self.expr(handler.type, ctx)
+                if handler.name == self.m.last and not self.m.dotted:
+                    self.record("write", "except-as", handler.lineno, ctx)
+            inner = (*trys, node) if guard.kind == "try" else trys
+            self.body(block, scope, (*guards, guard), inner, function)
+
+    def assignment(self, node: ast.stmt, ctx: Tuple[Any, ...]) -> bool:
+        """=, op= and annotated assignment: the targets are writes, the values reads.
+        False when ``node`` is none of them."""
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 self.target(target, "assign", ctx)
             self.expr(node.value, ctx)
-            return
-        if isinstance(node, ast.AugAssign):
+        elif isinstance(node, ast.AugAssign):
             self.target(node.target, "augassign", ctx)
             self.expr(node.value, ctx)
-            return
-        if isinstance(node, ast.AnnAssign):
+        elif isinstance(node, ast.AnnAssign):
             self.target(node.target, "annassign", ctx)
             self.expr(node.annotation, ctx)
             if node.value is not None:
                 self.expr(node.value, ctx)
-            return
+        else:
+            return False
+        return True
+
+    def binding(self, node: ast.stmt, ctx: Tuple[Any, ...]) -> bool:
+        """del, global/nonlocal and imports bind (or unbind) names. False when ``node`` is
+        none of them."""
         if isinstance(node, ast.Delete):
             for target in node.targets:
                 self.target(target, "del", ctx)
-            return
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
             if self.m.last in node.names and not self.m.dotted:
                 self.record("write", "global", self.line_of(node, self.m.last), ctx)
-            return
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self.imports(node, ctx)
-            return
-        # Anything else (return, raise, expression statements, match, assert ...): its parts.
-        self.generic(node, ctx)
+        else:
+            return False
+        return True
 
     def generic(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
         """The parts of a node: statements, expressions, and the nodes that are neither."""
