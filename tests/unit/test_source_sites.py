@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.analysis.explain import code_request, names_to_trace
+from archgap.analysis.explain_match import code_request, names_to_trace
 from archgap.analysis.logparse import parse_log
 from archgap.kb.signatures import load_signatures
 from archgap.model import decode

@@ -14,76 +14,35 @@ signatures' knowledge, marked as such; an error no signature knows is reported a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from archgap.analysis import causes as causes_
-from archgap.analysis.compat import ComputeCapability, GpuTarget
+from archgap.analysis.compat import ComputeCapability
+from archgap.analysis.explain_chain import (
+    FROM_LOG,
+    Chain,
+    Examined,
+    Step,
+    knowledge_steps,
+    walk_code,
+)
+from archgap.analysis.explain_match import Focus, SignatureMatch, focus_of, site_relative
 from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes
-from archgap.analysis.jit import flashinfer_findings, resolve_nvcc
-from archgap.analysis.logparse import Frame, ParsedLog
+from archgap.analysis.jit import flashinfer_findings
+from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.gpus import known_capabilities, products
 from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks
-from archgap.probe.source import Guard, Occurrence, TraceFacts
-from archgap.probe.source_flow import Raiser, Swallow
-from archgap.probe.source_sites import CodeFacts, CodeSite
-from archgap.probe.toolkit import ToolchainFacts
 
-# How a step is known.
-CONFIRMED = "confirmed"  # read on the examined environment (installed source, env, nvcc, --gpu)
-FROM_LOG = "from-log"  # stated by the log
-KNOWLEDGE = "knowledge"  # archgap's signature knowledge base (not checked here)
-UNCONFIRMED = "unconfirmed"  # from the log, contradicted by the examined environment
-
-_SITE_DIRS = ("site-packages/", "dist-packages/")
-_VERSION_CALL = re.compile(r"cuda_version", re.IGNORECASE)
-_EMPTY_VALUE = re.compile(r"=\s*(?:(?:set|list|dict|tuple)\(\)|\[\]|\{\}|\(\))\s*$")
 # Evidence of the log reported as versions.
 _VERSION_KINDS: tuple[str, ...] = ("torch", "torch_cuda", "flashinfer", "nvcc", "driver", "vllm")
 _VERSION_KINDS += ("driver_cuda", "sglang", "triton", "flashinfer_cuda_version")
 # ... and as paths.
 _PATH_KINDS = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cuda_arch_list")
-# Writes that bind a name without computing a value for it.
-_NOT_VALUE_WRITES = ("parameter", "import", "global", "except-as", "del", "def", "class")
-
-
-# ---------------------------------------------------------------- input: the examined environment
-@dataclass(frozen=True)
-class Examined:
-    """What the probe saw in the examined environment (here, or on a remote host)."""
-
-    description: str  # "/venv/bin/python (Python 3.11.2) on alpha"
-    env: Mapping[str, str]  # the allowlisted environment (the service's, with --env-from)
-    env_source: str  # "shell", "/proc/123/environ", an env file
-    code: CodeFacts
-    traces: tuple[TraceFacts, ...] = ()
-    toolchains: ToolchainFacts | None = None
-    gpus: tuple[GpuTarget, ...] = ()
-    problems: tuple[str, ...] = ()  # probe sections that failed
 
 
 # ---------------------------------------------------------------- outputs
-@dataclass(frozen=True)
-class SignatureMatch:
-    signature: str
-    project: str
-    text: str  # the matched text
-    line: int
-    workers: tuple[str, ...]
-    count: int
-    in_traceback: bool
-
-
-@dataclass(frozen=True)
-class Step:
-    text: str
-    location: str  # "flashinfer/compilation_context.py:62", or "" for a fact
-    fact: str  # the code line or the machine fact
-    source: str  # where it was read: a file, a command, the log, a signature
-    status: str  # CONFIRMED, FROM_LOG, KNOWLEDGE, UNCONFIRMED
 
 
 @dataclass(frozen=True)
@@ -124,201 +83,6 @@ class Diagnosis:
     decide: tuple[str, ...] = ()  # what would decide the cause, when it is not determined
 
 
-# ---------------------------------------------------------------- signature matching
-def match_signatures(log: ParsedLog, signatures: Sequence[Signature]) -> tuple[SignatureMatch, ...]:
-    """Every signature found in the log, exceptions of tracebacks first, then other lines."""
-    found: dict[tuple[str, str], SignatureMatch] = {}
-    texts: list[tuple[str, int, tuple[str, ...], int, bool]] = []
-    for tb in log.tracebacks:
-        joined = " ".join(f"{tb.exception_type}: {tb.message}".split())
-        texts.append((joined, tb.first_line, tb.workers, len(tb.workers), True))
-    warned = {w.text: w for w in log.warnings}
-    for line, text in log.messages:
-        warning = warned.get(text)
-        workers, count = (warning.workers, warning.count) if warning else ((), 1)
-        texts.append((text, line, workers, count, False))
-    for text, line, workers, count, in_tb in texts:
-        for signature in signatures:
-            match = signature.search(text)
-            if match is None:
-                continue
-            key = (signature.id, match.group(0))
-            if key in found:
-                old = found[key]
-                found[key] = SignatureMatch(
-                    old.signature,
-                    old.project,
-                    old.text,
-                    old.line,
-                    tuple(dict.fromkeys((*old.workers, *workers))),
-                    old.count + (count if not in_tb else 0),
-                    old.in_traceback or in_tb,
-                )
-                continue
-            found[key] = SignatureMatch(
-                signature.id, signature.project, match.group(0), line, workers, count, in_tb
-            )
-    return tuple(sorted(found.values(), key=lambda m: (not m.in_traceback, m.line)))
-
-
-@dataclass(frozen=True)
-class _Focus:
-    """The error the log ends with, the match that explains it, and the frames that raised it."""
-
-    matches: tuple[SignatureMatch, ...]
-    primary: SignatureMatch
-    signature: Signature
-    explaining: SignatureMatch | None
-    root_signature: Signature
-    frames: tuple[Frame, ...]
-    by_id: Mapping[str, Signature]
-
-
-def _focus(log: ParsedLog, signatures: Sequence[Signature]) -> _Focus | None:
-    matches = match_signatures(log, signatures)
-    if not matches:
-        return None
-    by_id = {s.id: s for s in signatures}
-    primary = _primary(matches, by_id)
-    explaining = _explaining(primary, matches, by_id)
-    root = by_id[(explaining or primary).signature]
-    frames = _error_frames(log, primary)
-    return _Focus(matches, primary, by_id[primary.signature], explaining, root, frames, by_id)
-
-
-def _primary(matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]) -> SignatureMatch:
-    """The error the log ends with: the last traceback's match, else the last non-secondary
-    architecture match, else the last non-secondary one (a warning about NCCL after a ptxas
-    failure does not hide the failure)."""
-    in_tb = [m for m in matches if m.in_traceback]
-    if in_tb:
-        return max(in_tb, key=lambda m: m.line)
-    primary = [m for m in matches if not by_id[m.signature].secondary]
-    arch = [m for m in primary if by_id[m.signature].architecture]
-    return max(arch or primary or list(matches), key=lambda m: m.line)
-
-
-def _explaining(
-    primary: SignatureMatch, matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]
-) -> SignatureMatch | None:
-    """Another match in the log that the primary's signature names as its usual cause; the
-    signature lists those causes deepest first."""
-    for wanted_id in by_id[primary.signature].explained_by:
-        for match in matches:
-            if match.signature == wanted_id and match is not primary:
-                return match
-    return None
-
-
-def _error_frames(log: ParsedLog, primary: SignatureMatch) -> tuple[Frame, ...]:
-    for tb in reversed(log.tracebacks):
-        if primary.text in " ".join(f"{tb.exception_type}: {tb.message}".split()):
-            return tb.frames
-    return ()
-
-
-# ---------------------------------------------------------------- what to ask the probe
-def code_request(log: ParsedLog, signatures: Sequence[Signature]) -> dict[str, Any]:
-    """Parameters of the probe's "code" section: the error's last frame (site-packages-relative,
-    as the log may come from another machine) and the known raise sites of its signature and of
-    the signatures that explain it (the raise a swallowing handler may hide)."""
-    focus = _focus(log, signatures)
-    if focus is None:
-        return {"frames": [], "raise_sites": []}
-    frames = []
-    relative = site_relative(focus.frames[-1].file) if focus.frames else None
-    if relative is not None:
-        last = focus.frames[-1]
-        frames.append({"path": relative, "line": last.line, "code": last.code})
-    related = [focus.signature, focus.root_signature]
-    related += [focus.by_id[i] for i in focus.signature.explained_by if i in focus.by_id]
-    sites = {
-        (r.distribution, r.file, r.code): {
-            "distribution": r.distribution,
-            "file": r.file,
-            "code": r.code,
-        }
-        for signature in related
-        for r in signature.raise_sites
-    }
-    return {"frames": frames, "raise_sites": list(sites.values())}
-
-
-def names_to_trace(
-    log: ParsedLog, signatures: Sequence[Signature], code: CodeFacts
-) -> tuple[tuple[str, str], ...]:
-    """(name, distribution) of the state the raising condition depends on, for the probe's
-    "trace" section: upper-case names (module or instance state) the condition reads directly or
-    through the assignments of the names it reads (a flag set in a loop over the state)."""
-    focus = _focus(log, signatures)
-    site = _raise_site(focus, code)[0] if focus is not None else None
-    return _state_of(site) if site is not None and site.distribution else ()
-
-
-def _state_of(site: CodeSite) -> tuple[tuple[str, str], ...]:
-    names = [n for b in site.bindings for n in b.reads] + list(site.reads)
-    state = [n for n in dict.fromkeys(names) if n.isupper()]
-    return tuple((name, site.distribution) for name in state[:1])
-
-
-def _raise_site(focus: _Focus, code: CodeFacts) -> tuple[CodeSite | None, str | None]:
-    """The installed raise site: the log's last frame mapped onto this environment, else the
-    signature's known site in the installed version; and a note when the two versions differ."""
-    last = focus.frames[-1] if focus.frames else None
-    relative = site_relative(last.file) if last else None
-    if last is not None and relative is not None:
-        for site in code.sites:
-            if (site.requested_path, site.requested_line) != (relative, last.line):
-                continue
-            if not site.distribution:
-                break  # not installed here: fall back to the known sites
-            if site.line != last.line or site.error:
-                note = (
-                    f"{relative}:{last.line} here does not read `{last.code.strip()}` as in the "
-                    f"log: the installed {site.distribution} {site.version} differs from the one "
-                    "that crashed"
-                )
-                return (site if not site.error else None), note
-            return site, None
-    for raise_site in focus.signature.raise_sites:
-        for site in code.sites:
-            if (
-                not site.requested_line
-                and site.line
-                and (site.requested_path, site.requested_code) == (raise_site.file, raise_site.code)
-                and raise_site.covers(site.version)
-            ):
-                return site, None
-    return None, None
-
-
-# ---------------------------------------------------------------- helpers
-def site_relative(path: str) -> str | None:
-    """A frame's path relative to its site-packages (paths in logs come from other machines)."""
-    path = path.replace("\\", "/")
-    for marker in _SITE_DIRS:
-        index = path.rfind(marker)
-        if index >= 0:
-            return path[index + len(marker) :]
-    return None
-
-
-def _where(path: str, line: int) -> str:
-    return f"{site_relative(path) or path}:{line}"
-
-
-def _condition(guard: Guard) -> str:
-    return f"not ({guard.condition})" if guard.kind == "else" else guard.condition
-
-
-def _guard_code(guard: Guard) -> str:
-    return f"if {guard.condition}:" if guard.kind == "if" else f"else of `if {guard.condition}:`"
-
-
-def _short(function: str) -> str:
-    return function.rsplit(".", 1)[-1]
-
-
 def recognise(log: ParsedLog) -> Recognised:
     last = log.tracebacks[-1] if log.tracebacks else None
     return Recognised(
@@ -336,19 +100,6 @@ def recognise(log: ParsedLog) -> Recognised:
 
 
 # ---------------------------------------------------------------- the diagnosis
-@dataclass
-class _Chain:
-    steps: list[Step] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    confirmed: bool = False
-    contradicted: bool = False
-    required_cuda: str | None = None
-    knobs_unset: list[str] = field(default_factory=list)
-    knobs_set: list[str] = field(default_factory=list)
-    nvcc_line: str = ""
-
-    def add(self, text: str, location: str, fact: str, source: str, status: str) -> None:
-        self.steps.append(Step(text, location, fact, source, status))
 
 
 def explain(
@@ -357,7 +108,7 @@ def explain(
     """The diagnosis of a log, confirmed on the ``examined`` environment's facts where given."""
     recognised = recognise(log)
     where = examined.description if examined else ""
-    focus = _focus(log, signatures)
+    focus = focus_of(log, signatures)
     if focus is None:
         looks_like_error = any("error" in text.lower() for _, text in log.messages)
         return Diagnosis(
@@ -376,7 +127,7 @@ def explain(
         )
     if not focus.signature.architecture:
         return _not_architecture(focus, recognised, where)
-    chain = _Chain()
+    chain = Chain()
     primary, explaining = focus.primary, focus.explaining
     chain.add(
         f"The error: {primary.text}",
@@ -395,12 +146,12 @@ def explain(
             f"log line {explaining.line}" + _workers_note(explaining),
             FROM_LOG,
         )
-    walked = examined is not None and _walk_code(chain, log, focus, examined)
+    walked = examined is not None and walk_code(chain, log, focus, examined)
     gpus = examined.gpus if examined is not None else ()
     facts = causes_.version_facts(log, _texts(log), load_version_marks(), gpus)
     judgement = causes_.judge(focus.root_signature.causes, facts)
     if not walked:
-        _knowledge_steps(chain, log, focus, examined, facts)
+        knowledge_steps(chain, log, focus, examined, facts)
     if chain.contradicted:
         chain.notes.append(
             "unconfirmed: the log contradicts the examined environment; the service's environment "
@@ -440,7 +191,7 @@ def _texts(log: ParsedLog) -> list[str]:
     ]
 
 
-def _not_architecture(focus: _Focus, recognised: Recognised, where: str) -> Diagnosis:
+def _not_architecture(focus: Focus, recognised: Recognised, where: str) -> Diagnosis:
     """A known error that is not an architecture gap: named, with no architecture cause."""
     signature = focus.signature
     return Diagnosis(
@@ -471,281 +222,7 @@ def _workers_note(match: SignatureMatch) -> str:
     return f", {times + ' ' if times else ''}from {shown}"
 
 
-def _walk_code(chain: _Chain, log: ParsedLog, focus: _Focus, examined: Examined) -> bool:
-    """The chain read off the installed code; False when the raise site is not installed."""
-    site, note = _raise_site(focus, examined.code)
-    if note:
-        chain.notes.append(note)
-    if site is None:
-        return False
-    source = f"{site.distribution} {site.version} installed ({examined.description})"
-    chain.add(
-        f"Raised in {site.function}()",
-        f"{site.requested_path}:{site.line}",
-        site.text,
-        source,
-        CONFIRMED,
-    )
-    chain.confirmed = True
-    condition = next((g for g in reversed(site.guards) if g.kind in ("if", "else")), None)
-    if condition is not None:
-        chain.add(
-            f"It raises when `{_condition(condition)}`",
-            f"{site.requested_path}:{condition.line}",
-            _guard_code(condition),
-            source,
-            CONFIRMED,
-        )
-    for name, _ in _state_of(site):
-        facts = next((t for t in examined.traces if t.name == name), None)
-        if facts is not None:
-            _follow_state(chain, log, facts, examined, source)
-    return True
-
-
-def _branch(write: Occurrence) -> tuple[Guard | None, tuple[str, ...]]:
-    """The if/else a write belongs to (the one a knob decides, else the innermost) and its knobs."""
-    branches = [g for g in write.branch if g.kind in ("if", "else")]
-    for guard in branches:
-        knobs = [k.variable for k in write.knobs if k.path == write.path and k.line == guard.line]
-        if knobs:
-            return guard, tuple(dict.fromkeys(knobs))
-    return (branches[-1] if branches else None), ()
-
-
-def _follow_state(
-    chain: _Chain, log: ParsedLog, facts: TraceFacts, examined: Examined, source: str
-) -> None:
-    name = facts.name
-    writes = [o for o in facts.occurrences if o.kind == "write" and o.form not in _NOT_VALUE_WRITES]
-    groups: dict[tuple[int, str], list[Occurrence]] = {}
-    for write in writes:
-        if write.form == "assign" and _EMPTY_VALUE.search(write.text):
-            where = _where(write.path, write.line)
-            chain.add(f"{name} starts empty", where, write.text, source, CONFIRMED)
-            continue
-        guard, _ = _branch(write)
-        groups.setdefault((guard.line, guard.kind) if guard else (0, ""), []).append(write)
-    for (_, kind), group in sorted(groups.items(), key=lambda i: (i[0][0], i[0][1] != "if")):
-        guard, knobs = _branch(group[0])
-        lines = "/".join(f":{w.line}" for w in group)
-        swallowing = [(w, s) for w in group for s in w.swallowed]
-        if knobs and kind == "if" and not swallowing:
-            _knob_branch(chain, name, group[0], guard, knobs[0], lines, examined)
-        elif swallowing:
-            for write, swallow in swallowing:
-                knob = knobs[0] if kind == "else" and knobs else None
-                _swallowed_write(chain, log, write, swallow, examined, source, knob)
-        else:
-            under = f" (under `{guard.condition}`)" if guard else ""
-            first = group[0]
-            where = _where(first.path, first.line)
-            chain.add(f"{name} is also written here{under}", where, first.text, source, CONFIRMED)
-
-
-def _knob_branch(
-    chain: _Chain,
-    name: str,
-    write: Occurrence,
-    guard: Guard | None,
-    knob: str,
-    lines: str,
-    examined: Examined,
-) -> None:
-    value = examined.env.get(knob)
-    location = _where(write.path, guard.line if guard else write.line)
-    fact = _guard_code(guard) if guard else write.text
-    whose = f"environment ({examined.env_source})"
-    if value is None:
-        chain.knobs_unset.append(knob)
-        text = (
-            f"The {knob} branch (writes at {lines}) is not taken: {knob} is not set in the "
-            f"examined environment ({examined.env_source})"
-        )
-    else:
-        chain.knobs_set.append(knob)
-        text = (
-            f"{knob}={value!r} is set ({examined.env_source}): {name} is taken from it "
-            f"(writes at {lines})"
-        )
-    chain.add(text, location, fact, whose, CONFIRMED)
-
-
-def _fired(log: ParsedLog, raisers: Sequence[Raiser]) -> tuple[Raiser | None, str]:
-    """The raise whose message the log shows (the handler logged it), and that log text."""
-    texts = [w.text for w in log.warnings] + [t for _, t in log.messages]
-    for raiser in raisers:
-        if raiser.message:
-            for text in texts:
-                if raiser.message in text:
-                    return raiser, text
-    return None, ""
-
-
-def _site_of(code: CodeFacts, raiser: Raiser) -> CodeSite | None:
-    """The code facts (guards) of a raise, when the probe read that site."""
-    relative = site_relative(raiser.path) or raiser.path
-    return next(
-        (s for s in code.sites if s.requested_path == relative and s.line == raiser.line), None
-    )
-
-
-def _holding_raise(swallow: Swallow, examined: Examined) -> tuple[Raiser, _Chain] | None:
-    """A hidden raise whose conditions all hold on this environment, with the steps saying so."""
-    for raiser in swallow.raisers:
-        site = _site_of(examined.code, raiser)
-        scratch = _Chain()
-        if site is not None and _raise_conditions(scratch, site, examined) == (True, True):
-            return raiser, scratch
-    return None
-
-
-def _swallowed_write(
-    chain: _Chain,
-    log: ParsedLog,
-    write: Occurrence,
-    swallow: Swallow,
-    examined: Examined,
-    source: str,
-    knob: str | None,
-) -> None:
-    branch = f" in the else branch of `{knob}`" if knob else ""
-    where = _where(write.path, write.line)
-    fired, seen_text = _fired(log, swallow.raisers)
-    # No message in the log: a raise whose conditions hold on this environment fires here.
-    held = _holding_raise(swallow, examined) if fired is None else None
-    raiser = fired or (held[0] if held else None)
-    if raiser is None:
-        chain.add(
-            f"The write at :{write.line}{branch} can fail silently: the `except` at "
-            f":{swallow.except_line} swallows any exception ({swallow.action})",
-            where,
-            write.text,
-            source,
-            CONFIRMED,
-        )
-        for hidden in swallow.raisers:
-            what = hidden.message or hidden.exception
-            location = _where(hidden.path, hidden.line)
-            chain.add(
-                f"{_short(hidden.function)}() can raise {what}", location, "", source, CONFIRMED
-            )
-        return
-    chain.add(
-        f"The write at :{write.line}{branch} never completes: {_short(raiser.function)}() raises "
-        f"at :{raiser.line}{'' if fired else ' on this environment'} and the `except` at "
-        f":{swallow.except_line} swallows it",
-        where,
-        write.text,
-        source,
-        CONFIRMED,
-    )
-    site = _site_of(examined.code, raiser)
-    location, code = _where(raiser.path, raiser.line), site.text if site else ""
-    if held is not None:
-        chain.add(f"The swallowed exception: {raiser.message}", location, code, source, CONFIRMED)
-        chain.steps.extend(held[1].steps)
-        chain.required_cuda, chain.nvcc_line = held[1].required_cuda, held[1].nvcc_line
-        return
-    if knob and knob in chain.knobs_set:
-        chain.contradicted = True
-        chain.add(
-            f"The log shows this branch ran, so {knob} was not set where the service ran; here "
-            f"it is set ({examined.env_source}): this environment would not run it",
-            where,
-            write.text,
-            f"environment ({examined.env_source})",
-            UNCONFIRMED,
-        )
-    warning = next((w for w in log.warnings if w.text == seen_text), None)
-    who = ""
-    # Counted once: the "Earlier in the log" step already says how often and from whom.
-    if warning is not None and not any(
-        s.text.startswith("Earlier in the log") for s in chain.steps
-    ):
-        workers = [w for w in warning.workers if w]
-        who = f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
-    text = f"The swallowed exception, as the handler logged it{who}: {seen_text}"
-    chain.add(text, location, code, "log", FROM_LOG)
-    if site is not None:
-        _raise_conditions(chain, site, examined)
-
-
-def _raise_conditions(chain: _Chain, site: CodeSite, examined: Examined) -> tuple[bool, bool]:
-    """Join the raise's conditions (GPU major, CUDA version) with the machine's facts.
-
-    Returns (whether any condition was evaluated, whether all evaluated ones hold)."""
-    evaluated, holds_all = False, True
-    for guard in site.guards:  # outermost first: the GPU test, then the version
-        location = f"{site.requested_path}:{guard.line}"
-        major = re.fullmatch(r"major\s*==\s*(\d+)", guard.condition)
-        required = re.search(r"['\"](\d+\.\d+)['\"]", guard.condition)
-        if major and guard.kind == "if":
-            gpus = [g for g in examined.gpus if g.compute_capability.major == int(major[1])]
-            evaluated = True
-            holds_all = holds_all and bool(gpus)
-            for gpu in gpus[:1]:
-                chain.add(
-                    f"`{guard.condition}` holds: the GPU is {gpu.label} (compute capability "
-                    f"{gpu.compute_capability})",
-                    location,
-                    _guard_code(guard),
-                    gpu.source,
-                    CONFIRMED,
-                )
-        elif guard.kind in ("if", "else") and _VERSION_CALL.search(guard.condition) and required:
-            chain.required_cuda = required[1]
-            holds = _version_condition(chain, guard, required[1], location, examined)
-            if holds is not None:
-                evaluated = True
-                holds_all = holds_all and holds
-    return evaluated, holds_all
-
-
-def _version_condition(
-    chain: _Chain, guard: Guard, required: str, location: str, examined: Examined
-) -> bool | None:
-    """Whether a CUDA-version condition is as the raise needs it, with the nvcc the package
-    resolves (FlashInfer's lookup, ``analysis.jit``); None when no nvcc version is known."""
-    toolchains = examined.toolchains
-    resolved = (
-        resolve_nvcc(toolchains, toolchain_kb.jit_rules()["flashinfer"]["nvcc_lookup"])
-        if toolchains
-        else None
-    )
-    toolkit = resolved.toolkit if resolved else None
-    if resolved is None or toolkit is None or toolkit.status != "ok" or toolkit.version is None:
-        why = "no toolchain facts" if toolchains is None else "no working nvcc found"
-        if toolkit is not None and toolkit.reason:
-            why = toolkit.reason
-        chain.add(
-            f"`{guard.condition}` depends on the CUDA version of the nvcc the package finds: "
-            f"here {why}",
-            location,
-            _guard_code(guard),
-            "toolchains",
-            CONFIRMED,
-        )
-        return None
-    how = _resolution([f.what for f in resolved.chain])
-    version_tuple = toolchain_kb.version_tuple
-    below = (version_tuple(toolkit.version) or ()) < (version_tuple(required) or ())
-    holds = below == (guard.kind == "else")
-    chain.nvcc_line = f"nvcc {toolkit.version} at {toolkit.tool_path}"
-    chain.add(
-        f"The nvcc it resolves is {toolkit.version} {'<' if below else '>='} {required}, so "
-        f"`{guard.condition}` is {'false' if below else 'true'}"
-        + ("" if holds else ": this environment would NOT raise here"),
-        "",
-        f"{toolkit.version_from}: {toolkit.banner}; resolved from {how}",
-        f"nvcc --version ({examined.env_source} environment)",
-        CONFIRMED if holds else UNCONFIRMED,
-    )
-    chain.contradicted = chain.contradicted or not holds
-    return holds
-
-
-def _arch_of(focus: _Focus) -> tuple[str, ...]:
+def _arch_of(focus: Focus) -> tuple[str, ...]:
     """The GPU's capability from the error itself ("Value 'sm_121a' is not defined" -> 12.1), for
     signatures whose ``arch`` names the GPU; () otherwise."""
     if not focus.signature.arch_is_gpu:
@@ -756,66 +233,8 @@ def _arch_of(focus: _Focus) -> tuple[str, ...]:
     return (cc,) if cc else ()
 
 
-def _resolution(steps: Sequence[str]) -> str:
-    """How the nvcc was found, each source named once: "CUDA_HOME and CUDA_PATH unset; nvcc on
-    PATH: /usr/bin/nvcc"."""
-    unset = [s.removesuffix(" is not set") for s in steps if s.endswith(" is not set")]
-    rest = [s for s in steps if not s.endswith(" is not set")]
-    head = [f"{' and '.join(unset)} unset"] if unset else []
-    return "; ".join(head + rest)
-
-
-def _knowledge_steps(
-    chain: _Chain,
-    log: ParsedLog,
-    focus: _Focus,
-    examined: Examined | None,
-    facts: Mapping[str, causes_.Known],
-) -> None:
-    signature, root = focus.signature, focus.root_signature
-    if examined is not None:
-        chain.notes.append(
-            f"the code that raises this is not installed in the examined environment "
-            f"({examined.description}); the chain below comes from the log and archgap's "
-            "knowledge base"
-        )
-    else:
-        chain.notes.append(
-            "no environment examined: the chain below comes from the log and archgap's "
-            "knowledge base"
-        )
-    chain.add(root.meaning, "", "", f"signature {root.id} ({root.source})", KNOWLEDGE)
-    if root is not signature:
-        chain.add(signature.meaning, "", "", f"signature {signature.id}", KNOWLEDGE)
-    # Only what bears on the GPU and the versions this signature's causes depend on.
-    relevant = {kind for cause in root.causes for kind, _ in cause.when} | {"cc"}
-    for kind, label in (
-        ("gpu", "GPU"),
-        ("gpu_cc", "GPU compute capability"),
-        ("nvcc", "nvcc release"),
-        ("flashinfer_cuda_version", "FlashInfer's CUDA version"),
-        ("cuda_home", "CUDA_HOME"),
-        ("flashinfer", "flashinfer"),
-        ("torch", "torch"),
-        ("triton", "triton"),
-        ("driver_cuda", "driver CUDA version"),
-    ):
-        wanted = {"gpu": "cc", "gpu_cc": "cc", "flashinfer_cuda_version": "nvcc"}.get(kind, kind)
-        if wanted not in relevant and not (kind == "cuda_home" and "nvcc" in relevant):
-            continue
-        values = log.evidence_of(kind)
-        if values:
-            chain.add(
-                f"The log states {label}: {', '.join(dict.fromkeys(e.value for e in values[:4]))}",
-                "",
-                values[0].text,
-                f"log line {values[0].line}",
-                FROM_LOG,
-            )
-
-
 def _root_cause(
-    chain: _Chain, focus: _Focus, walked: bool, judgement: causes_.Judgement
+    chain: Chain, focus: Focus, walked: bool, judgement: causes_.Judgement
 ) -> tuple[str, str]:
     """The root cause and how it is known (``Diagnosis.cause_status``)."""
     if walked and chain.required_cuda and chain.nvcc_line and not chain.contradicted:
@@ -868,7 +287,7 @@ def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
 
 
 def _exact_gpus(
-    log: ParsedLog, examined: Examined | None, focus: _Focus
+    log: ParsedLog, examined: Examined | None, focus: Focus
 ) -> tuple[ComputeCapability, ...]:
     """The exact compute capabilities of the GPU in question: the examined GPUs, else the GPU the
     log states or names (not a build's arch list), else the target the error itself names."""
@@ -888,7 +307,7 @@ def _major_only(log: ParsedLog) -> tuple[ComputeCapability, ...]:
 
 
 def _engine_fixes(
-    focus: _Focus, log: ParsedLog, examined: Examined | None, facts: Mapping[str, causes_.Known]
+    focus: Focus, log: ParsedLog, examined: Examined | None, facts: Mapping[str, causes_.Known]
 ) -> tuple[FixSuggestion, ...] | None:
     """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
     None when the error is not FlashInfer's, no exact GPU is known, or the log's evidence puts
@@ -951,7 +370,7 @@ def _for_gpu(fix: Fix, cc: ComputeCapability) -> Fix:
 
 
 def _fixes(
-    focus: _Focus,
+    focus: Focus,
     log: ParsedLog,
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],

@@ -34,7 +34,8 @@ from archgap.cli.common import (
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
-    from archgap.analysis.explain import Diagnosis, Examined
+    from archgap.analysis.explain import Diagnosis
+    from archgap.analysis.explain_chain import Examined
     from archgap.analysis.logparse import ParsedLog
     from archgap.kb.signatures import Signature
 
@@ -160,7 +161,8 @@ def _examine(
     """The examined environment's facts, all from the probe (here or on the target): the python
     environment, toolchains, GPUs and the raise sites first; then the trace of the state the
     raising condition reads."""
-    from archgap.analysis.explain import Examined, code_request, names_to_trace
+    from archgap.analysis.explain_chain import Examined
+    from archgap.analysis.explain_match import code_request, names_to_trace
     from archgap.analysis.scan import present_targets
     from archgap.kb.toolchain import all_source_checks
     from archgap.model import GpuFacts, PythonEnvironment, decode
