@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Distribution, Problem
 from .pyenv import canonical_name
-from .source import Guard, branches
+from .source_finder import Guard, branches
 from .source_flow import dotted
 from .source_scan import SourceFile
 from .system import System
