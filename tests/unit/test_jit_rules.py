@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from archgap.analysis.compat import resolve_gpu
-from archgap.analysis.jit import jit_findings, parse_flashinfer_arch_list
+from archgap.analysis.flashinfer import parse_flashinfer_arch_list
+from archgap.analysis.jit import jit_findings
 from archgap.kb import toolchain as kb
 from archgap.probe.toolkit import (
     EnvVar,

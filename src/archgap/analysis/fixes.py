@@ -62,7 +62,7 @@ def normalised_target(
     rng: kb.FlashinferRange | None, cc: ComputeCapability, cuda: str
 ) -> str | None:
     """The target FlashInfer ``rng`` builds for ``cc`` with nvcc ``cuda``, if it builds one."""
-    from archgap.analysis.jit import normalise_arch
+    from archgap.analysis.flashinfer import normalise_arch
 
     if rng is None:
         return None
@@ -138,7 +138,7 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
     """FLASHINFER_CUDA_ARCH_LIST with a suffix for this exact GPU: used verbatim by every
     release, so the CUDA version check is skipped; and the patch that returns the same target.
     With the nvcc unknown (a log that does not say), the fix names the nvcc it needs."""
-    from archgap.analysis.jit import parse_flashinfer_arch_list
+    from archgap.analysis.flashinfer import parse_flashinfer_arch_list
 
     cc, cuda = case.cc, case.cuda
     for suffix in ("a", "f"):
@@ -229,7 +229,7 @@ def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
 
 def _toolkit_need(cc: ComputeCapability, rng: kb.FlashinferRange) -> tuple[str, str] | None:
     """(target, "CUDA >= X.Y" or "CUDA <= X.Y") with which ``rng``'s rules build for ``cc``."""
-    from archgap.analysis.jit import normalise_arch
+    from archgap.analysis.flashinfer import normalise_arch
 
     default = f"{cc.minor}a" if cc.major >= 9 else str(cc.minor)
     target = target_name(

@@ -1,0 +1,348 @@
+"""What FlashInfer will do on first use (kb/jit.json ``flashinfer``, per release range): which
+nvcc it asks, how it normalises the GPU's arch, how it reads FLASHINFER_CUDA_ARCH_LIST, which
+targets its JIT build emits, and the fix engine's answer for each exact GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archgap.analysis.compat import GpuTarget
+from archgap.analysis.fixes import (
+    Fix,
+    FlashinferCase,
+    flashinfer_fixes,
+    flashinfer_supports,
+    runs_on,
+    target_name,
+)
+from archgap.analysis.jit import (
+    Fact,
+    JitFinding,
+    _env,
+    _ok_nvcc_toolkits,
+    _source_facts,
+    _toolkit_fact,
+    resolve_nvcc,
+)
+from archgap.kb import toolchain as kb
+from archgap.probe.toolkit import ToolchainFacts, Toolkit
+
+
+@dataclass(frozen=True)
+class Normalised:
+    suffix: str | None  # the suffix nvcc gets for this GPU ("0f" -> minor+suffix below)
+    minor_text: str | None  # "0f", "3a"
+    raises: str | None  # the RuntimeError message raised instead
+
+
+def normalise_arch(rng: kb.FlashinferRange, major: int, minor: int, cuda: str | None) -> Normalised:
+    """FlashInfer's ``_normalize_cuda_arch`` for one version range, as data."""
+    for step in rng.normalise:
+        if step.major is not None and step.major != major:
+            continue
+        if step.major_min is not None and major < step.major_min:
+            continue
+        if step.minor is not None and step.minor != minor:
+            continue
+        if step.suffix is not None:
+            return Normalised(step.suffix, f"{minor}{step.suffix}", None)
+        have = kb.major_minor(cuda) if cuda else None
+        for cuda_min, suffix, minor_text in step.needs:
+            need = kb.major_minor(cuda_min)
+            if have is not None and need is not None and have >= need:
+                return Normalised(suffix, minor_text or f"{minor}{suffix}", None)
+        return Normalised(None, None, step.raises)
+    return Normalised("", str(minor), None)
+
+
+def build_target(rng: kb.FlashinferRange, major: int, minor_text: str, cuda: str | None) -> str:
+    """The -gencode target FlashInfer emits for one (major, minor) of TARGET_CUDA_ARCHS: 0.7.4
+    builds SM 10.7 as compute_100f when the nvcc it calls cannot build compute_107a."""
+    target = target_name(major, minor_text)
+    lacks_107 = cuda is not None and not kb.toolkit_can_target(cuda, target)
+    if rng.sm107_to_100f and target == "compute_107a" and lacks_107:
+        return "compute_100f"
+    return target
+
+
+@dataclass(frozen=True)
+class ArchListParse:
+    archs: tuple[tuple[int, str], ...]
+    error: str | None  # the exception `import flashinfer` raises
+
+
+def parse_flashinfer_arch_list(
+    value: str, rng: kb.FlashinferRange, cuda: str | None
+) -> ArchListParse:
+    """FLASHINFER_CUDA_ARCH_LIST as FlashInfer's own parser reads it (split(" "), split("."))."""
+    archs: list[tuple[int, str]] = []
+    for token in value.split(" "):
+        parts = token.split(".")
+        if len(parts) != 2:
+            what = (
+                "too many values to unpack (expected 2)"
+                if len(parts) > 2
+                else (f"not enough values to unpack (expected 2, got {len(parts)})")
+            )
+            return ArchListParse(tuple(archs), f"ValueError: {what}")
+        major_text, minor = parts
+        if not major_text.strip().lstrip("+-").isdigit():
+            return ArchListParse(
+                tuple(archs), f"ValueError: invalid literal for int() with base 10: {major_text!r}"
+            )
+        major = int(major_text)
+        if not minor:
+            return ArchListParse(tuple(archs), "IndexError: string index out of range")
+        if minor[-1].isalpha() or rng.arch_list_verbatim:
+            archs.append((major, minor))  # 0.5.0-0.6.6 take every entry as written
+            continue
+        if not minor.strip().lstrip("+-").isdigit():
+            return ArchListParse(
+                tuple(archs), f"ValueError: invalid literal for int() with base 10: {minor!r}"
+            )
+        norm = normalise_arch(rng, major, int(minor), cuda)
+        if norm.raises:
+            return ArchListParse(tuple(archs), f"RuntimeError: {norm.raises}")
+        archs.append((major, norm.minor_text or minor))
+    return ArchListParse(tuple(archs), None)
+
+
+def _target(major: int, minor_text: str) -> str:
+    return target_name(major, minor_text)
+
+
+def _runs_on(major: int, minor_text: str, target: GpuTarget) -> bool:
+    return runs_on(major, minor_text, target.compute_capability)
+
+
+def _flashinfer_fixes(
+    facts: ToolchainFacts,
+    version: str,
+    target: GpuTarget,
+    current_cuda: str | None,
+    current_home: str | None,
+) -> tuple[Fix, ...]:
+    """The fix engine's answer for this exact GPU with the toolkits found on the machine."""
+    case = FlashinferCase(
+        version,
+        target.compute_capability,
+        current_cuda,
+        current_home,
+        tuple(_ok_nvcc_toolkits(facts)),
+        facts.torch.cuda if facts.torch else None,
+    )
+    return flashinfer_fixes(case)
+
+
+def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list[JitFinding]:
+    pkg = next((p for p in facts.packages if p.name == "flashinfer-python"), None)
+    if pkg is None:
+        return []
+    rules = kb.jit_rules()["flashinfer"]
+    rng = kb.flashinfer_range(pkg.version)
+    when = "at the first FlashInfer JIT call (sampling, attention plan, norm, MoE ...)"
+    findings: list[JitFinding] = []
+    base_chain = [Fact(f"flashinfer-python {pkg.version} installed", f"{pkg.dist_info}/METADATA")]
+    if rng is None:
+        for target in targets:
+            findings.append(
+                JitFinding(
+                    "flashinfer-python",
+                    pkg.version,
+                    target.label,
+                    str(target.compute_capability),
+                    "unknown",
+                    None,
+                    f"flashinfer-python {pkg.version} picks architectures through torch; "
+                    "archgap models 0.3.1 and later.",
+                    tuple(base_chain),
+                    (),
+                    when,
+                )
+            )
+        return findings
+    resolved = resolve_nvcc(facts, rules["nvcc_lookup"])
+    chain = [*base_chain, *resolved.chain]
+    tk = resolved.toolkit
+    cuda: str | None = None
+    if tk is not None:
+        chain.append(_toolkit_fact(tk))
+        if tk.status == "ok":
+            cuda = tk.version
+    lookup_src = rules["nvcc_lookup_source"]
+    chain.append(Fact("FlashInfer asks that nvcc for the CUDA version (not torch)", lookup_src))
+    torch = facts.torch
+    if tk is not None and tk.status in ("missing", "broken") and torch and torch.cuda:
+        # get_cuda_version falls back to torch.version.cuda when nvcc cannot run.
+        cuda = torch.cuda
+        chain.append(
+            Fact(f"nvcc unusable, FlashInfer falls back to torch.version.cuda = {cuda}", torch.file)
+        )
+    src_facts, missing = _source_facts(facts, rng.source_checks)
+    chain.extend(src_facts)
+    arch_list = _env(facts, rules["arch_env"])
+    for target in targets:
+        findings.append(
+            _flashinfer_one(
+                facts, pkg.version, rng, target, tk, cuda, arch_list, chain, missing, when
+            )
+        )
+    return findings
+
+
+def _flashinfer_one(
+    facts: ToolchainFacts,
+    version: str,
+    rng: kb.FlashinferRange,
+    target: GpuTarget,
+    tk: Toolkit | None,
+    cuda: str | None,
+    arch_list: str | None,
+    base_chain: list[Fact],
+    missing_source: list[str],
+    when: str,
+) -> JitFinding:
+    cc = target.compute_capability
+    chain = list(base_chain)
+    chain.append(Fact(f"GPU {target.label}: compute capability {cc}", target.source))
+
+    def finding(
+        status: str, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
+    ) -> JitFinding:
+        if status == "fails" and missing_source:
+            status = "unknown"
+            cause += (
+                " (Not confirmed: the installed source lacks "
+                + ", ".join(missing_source)
+                + " — a fork or patched build may behave differently.)"
+            )
+        return JitFinding(
+            "flashinfer-python",
+            version,
+            target.label,
+            str(cc),
+            status,
+            error,
+            cause,
+            tuple(chain),
+            fixes,
+            when,
+            target.gates_exit_code,
+        )
+
+    home = tk.home if tk else None
+    if not flashinfer_supports(cc):
+        rules = kb.jit_rules()["flashinfer"]
+        chain.append(
+            Fact(
+                "check_cuda_arch() requires sm75 or higher", rules["min_compute_capability_source"]
+            )
+        )
+        return finding(
+            "fails",
+            f"RuntimeError: {rng.check_message}",
+            f"FlashInfer {version} does not support sm_{cc.sm} (compute capability {cc}): "
+            "check_cuda_arch() rejects it whatever the toolkit; avoid its paths.",
+            _flashinfer_fixes(facts, version, target, cuda, home),
+        )
+    if tk is not None and tk.status == "timeout":
+        return finding(
+            "fails",
+            None,
+            f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"
+            " so the process hangs when FlashInfer first asks for the CUDA version.",
+            _flashinfer_fixes(facts, version, target, None, home),
+        )
+    if arch_list is not None:
+        whose = facts.env_source
+        chain.append(Fact(f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r}", f"env ({whose})"))
+        parsed = parse_flashinfer_arch_list(arch_list, rng, cuda)
+        if parsed.error:
+            return finding(
+                "fails",
+                parsed.error,
+                f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} does not parse with FlashInfer "
+                f"{version}'s parser (space-separated MAJOR.MINOR[a|f]); it raises at import.",
+                _flashinfer_fixes(facts, version, target, cuda, home),
+            )
+        archs = parsed.archs
+        if not any(_runs_on(m, t, target) for m, t in archs):
+            return finding(
+                "fails",
+                "CUDA error: no kernel image is available for execution on the device",
+                f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} builds no target that runs on "
+                f"compute capability {cc}.",
+                _flashinfer_fixes(facts, version, target, cuda, home),
+            )
+    else:
+        norm = normalise_arch(rng, cc.major, cc.minor, cuda)
+        if norm.raises:
+            chain.append(
+                Fact(
+                    f"_normalize_cuda_arch({cc.major}, {cc.minor}) raises "
+                    f"RuntimeError({norm.raises!r}) with CUDA {cuda or 'unknown'}; the broad "
+                    "`except Exception` logs it as a warning and TARGET_CUDA_ARCHS stays empty",
+                    rng.source,
+                )
+            )
+            warning = rng.warning.format(error=norm.raises, device_count="N")
+            return finding(
+                "fails",
+                f"RuntimeError: {rng.check_message}",
+                f"nvcc {cuda or '(none found)'} is too old for FlashInfer {version}'s SM "
+                f"{cc.major}.x rule ({norm.raises}); the error is swallowed at import "
+                f"(logged: {warning!r}) and check_cuda_arch() then rejects the GPU.",
+                _flashinfer_fixes(facts, version, target, cuda, home),
+            )
+        archs = ((cc.major, norm.minor_text or str(cc.minor)),)
+        chain.append(
+            Fact(
+                f"FlashInfer {version} normalises {cc} to {_target(*archs[0])}"
+                + (f" with CUDA {cuda}" if cc.major == 12 else ""),
+                rng.source,
+            )
+        )
+    # The JIT build: every target goes to nvcc as -gencode=arch=compute_X,code=sm_X.
+    if tk is None or tk.status != "ok" or tk.version is None:
+        reason = "no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status}"
+        return finding(
+            "fails",
+            None,
+            f"FlashInfer must compile {', '.join(_target(*a) for a in archs)} but {reason}.",
+            _flashinfer_fixes(facts, version, target, None, home),
+        )
+    built = []
+    for major, minor_text in archs:
+        tgt = build_target(rng, major, minor_text, tk.version)
+        if tgt != _target(major, minor_text):
+            chain.append(
+                Fact(
+                    f"nvcc {tk.version} cannot build {_target(major, minor_text)}: FlashInfer "
+                    f"{version} builds {tgt} instead",
+                    rng.source,
+                )
+            )
+        built.append(tgt)
+        if not kb.toolkit_can_target(tk.version, tgt):
+            first = kb.first_toolkit_for(tgt)
+            chain.append(
+                Fact(
+                    f"nvcc {tk.version} cannot compile {tgt}"
+                    + (f" (first toolkit: CUDA {first})" if first else ""),
+                    "kb/toolkits.json",
+                )
+            )
+            return finding(
+                "fails",
+                kb.jit_rules()["flashinfer"]["nvcc_unsupported_arch"].format(target=tgt[8:]),
+                f"The arch set is fine but the JIT build fails: nvcc {tk.version} cannot "
+                f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
+                _flashinfer_fixes(facts, version, target, tk.version, home),
+            )
+    return finding(
+        "ok",
+        None,
+        f"flashinfer-python {version} on {target.label}: builds {', '.join(built)} with nvcc "
+        f"{tk.version} ({tk.tool_path}), which runs on {cc}.",
+    )
