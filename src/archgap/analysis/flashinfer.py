@@ -23,6 +23,7 @@ from archgap.analysis.jit import (
     _ok_nvcc_toolkits,
     _source_facts,
     _toolkit_fact,
+    gpu_finding,
     resolve_nvcc,
 )
 from archgap.kb import toolchain as kb
@@ -217,18 +218,8 @@ def _flashinfer_one(
                 + ", ".join(missing_source)
                 + " — a fork or patched build may behave differently.)"
             )
-        return JitFinding(
-            "flashinfer-python",
-            version,
-            target.label,
-            str(cc),
-            status,
-            error,
-            cause,
-            tuple(chain),
-            fixes,
-            when,
-            target.gates_exit_code,
+        return gpu_finding(
+            "flashinfer-python", version, target, status, error, cause, chain, fixes, when
         )
 
     home = tk.home if tk else None

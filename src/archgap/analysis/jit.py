@@ -50,6 +50,34 @@ class JitFinding:
     gates_exit_code: bool = False
 
 
+def gpu_finding(
+    package: str,
+    version: str,
+    target: GpuTarget,
+    status: str,
+    error: str | None,
+    cause: str,
+    chain: Sequence[Fact],
+    fixes: Sequence[Fix],
+    when: str,
+) -> JitFinding:
+    """A finding for one GPU target: its label, compute capability and whether it gates the exit
+    code come from the target."""
+    return JitFinding(
+        package,
+        version,
+        target.label,
+        str(target.compute_capability),
+        status,
+        error,
+        cause,
+        tuple(chain),
+        tuple(fixes),
+        when,
+        target.gates_exit_code,
+    )
+
+
 # --- toolkit resolution ---------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes import Fix
-from archgap.analysis.jit import Fact, JitFinding, _env, _ok_ptxas, _toolkit_fact
+from archgap.analysis.jit import Fact, JitFinding, _env, _ok_ptxas, _toolkit_fact, gpu_finding
 from archgap.kb import toolchain as kb
 from archgap.probe.toolkit import InstalledPackage, ToolchainFacts, Toolkit
 
@@ -55,19 +55,7 @@ def _triton_one(
     def add(status: str, error: str | None, cause: str, fixes: Sequence[Fix] = ()) -> None:
         when = "when the first triton kernel (torch.compile, vLLM/SGLang triton ops) compiles"
         out.append(
-            JitFinding(
-                "triton",
-                pkg.version,
-                target.label,
-                str(cc),
-                status,
-                error,
-                cause,
-                tuple(chain),
-                tuple(fixes),
-                when,
-                target.gates_exit_code,
-            )
+            gpu_finding("triton", pkg.version, target, status, error, cause, chain, fixes, when)
         )
 
     too_old = _triton_minimum(target, rules["min_compute_capability"])
