@@ -290,9 +290,7 @@ def parse_log(text: str, tail: str = "", skipped_lines: int = 0) -> ParsedLog:
     return parse_lines(numbered)
 
 
-def parse_lines(  # noqa: C901 (over the ratchet; to split)
-    numbered_lines: Iterable[tuple[int, str]],
-) -> ParsedLog:
+def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
     truncated = 0
     workers: dict[str, None] = {}
     builders: dict[str, _TracebackBuilder] = {}
@@ -324,14 +322,7 @@ def parse_lines(  # noqa: C901 (over the ratchet; to split)
         if worker:
             workers.setdefault(worker, None)
             last_worker = worker
-        elif _TRACEBACK_START in text:
-            # An unprefixed traceback is its own (or chained to the one just printed), not the
-            # traceback of whichever rank wrote last.
-            worker = stream if stream is not None else ""
-        elif "" in builders:
-            worker = ""  # continues the open unprefixed traceback
-        else:
-            worker = last_worker  # an unprefixed line continues the stream that wrote last
+        worker = _line_worker(worker, text, stream, "" in builders, last_worker)
         line = _Line(number, worker, level, text)
 
         collect_evidence(number, text, evidence, evidence_counts)
@@ -346,19 +337,8 @@ def parse_lines(  # noqa: C901 (over the ratchet; to split)
             stream = worker
             continue
         if builder is None and _TRACEBACK_START in text:
-            chained = None
-            if (
-                finished
-                and finished[-1][0].worker == worker
-                and number - finished[-1][0].start < 10_000
-            ):
-                chained = len(finished) - 1
-            builders[worker] = _TracebackBuilder(number, worker, chained)
+            builders[worker] = _start_traceback(line, finished, messages)
             stream = worker
-            rest = text.replace(_TRACEBACK_START, " ").strip()
-            if len(rest) > 40 and len(messages) < 10_000:
-                # A whole traceback flattened onto one line (pasted logs): keep it matchable.
-                messages.append((number, rest))
             continue
         if builder is not None:
             stream = worker
@@ -367,26 +347,7 @@ def parse_lines(  # noqa: C901 (over the ratchet; to split)
             stream = worker
         elif text.strip():
             stream = None
-
-        cpp = _CPP_RAISED.search(text) if "Exception raised from" in text else None
-        if cpp:
-            frame = Frame(cpp.group("file"), int(cpp.group("line")), cpp.group("func"), "")
-            prior = messages[-1][1] if messages else ""
-            kind, _, message = prior.partition(": ")
-            finished_builder = _TracebackBuilder(number, worker, None)
-            finished.append(
-                (finished_builder, (frame,), kind if message else "Error", message or prior)
-            )
-        if _is_warning(line) and len(warnings) < MAX_WARNINGS:
-            entry = warnings.setdefault(text.strip(), _WarningCount(number))
-            entry.workers.setdefault(worker, None)
-            entry.count += 1
-        lowered = text.lower()
-        if any(g in lowered for g in _MESSAGE_GATES):
-            key = text.strip()
-            if key and key not in seen_messages and len(messages) < 10_000:
-                seen_messages.add(key)
-                messages.append((number, key))
+        _outside_traceback(line, finished, warnings, messages, seen_messages)
     for worker in list(builders):
         finish(worker)
 
@@ -402,6 +363,71 @@ def parse_lines(  # noqa: C901 (over the ratchet; to split)
         evidence=tuple(sorted(evidence.values(), key=lambda e: e.line)),
         messages=tuple(messages),
     )
+
+
+def _start_traceback(
+    line: _Line,
+    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
+    messages: list[tuple[int, str]],
+) -> _TracebackBuilder:
+    """The builder of a traceback that starts on ``line``: chained to the last finished one of
+    the same worker when that began shortly before."""
+    number, worker = line.number, line.worker
+    chained = None
+    if finished and finished[-1][0].worker == worker and number - finished[-1][0].start < 10_000:
+        chained = len(finished) - 1
+    rest = line.text.replace(_TRACEBACK_START, " ").strip()
+    if len(rest) > 40 and len(messages) < 10_000:
+        # A whole traceback flattened onto one line (pasted logs): keep it matchable.
+        messages.append((number, rest))
+    return _TracebackBuilder(number, worker, chained)
+
+
+def _line_worker(
+    worker: str, text: str, stream: str | None, open_unprefixed: bool, last_worker: str
+) -> str:
+    """Whose line this is: the worker its prefix names; for an unprefixed line, the traceback
+    it starts (its own, or chained to the one just printed, not the traceback of whichever rank
+    wrote last), the open unprefixed traceback it continues, else the stream that wrote last."""
+    if worker:
+        return worker
+    if _TRACEBACK_START in text:
+        return stream if stream is not None else ""
+    if open_unprefixed:
+        return ""
+    return last_worker
+
+
+def _outside_traceback(
+    line: _Line,
+    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
+    warnings: dict[str, _WarningCount],
+    messages: list[tuple[int, str]],
+    seen_messages: set[str],
+) -> None:
+    """A line outside any traceback: a C++ exception's origin ("Exception raised from ...")
+    closes a one-frame traceback with the message before it, a warning is counted, and an
+    error-ish line is kept for signature matching."""
+    number, worker, text = line.number, line.worker, line.text
+    cpp = _CPP_RAISED.search(text) if "Exception raised from" in text else None
+    if cpp:
+        frame = Frame(cpp.group("file"), int(cpp.group("line")), cpp.group("func"), "")
+        prior = messages[-1][1] if messages else ""
+        kind, _, message = prior.partition(": ")
+        finished_builder = _TracebackBuilder(number, worker, None)
+        finished.append(
+            (finished_builder, (frame,), kind if message else "Error", message or prior)
+        )
+    if _is_warning(line) and len(warnings) < MAX_WARNINGS:
+        entry = warnings.setdefault(text.strip(), _WarningCount(number))
+        entry.workers.setdefault(worker, None)
+        entry.count += 1
+    lowered = text.lower()
+    if any(g in lowered for g in _MESSAGE_GATES):
+        key = text.strip()
+        if key and key not in seen_messages and len(messages) < 10_000:
+            seen_messages.add(key)
+            messages.append((number, key))
 
 
 def _merge_tracebacks(
