@@ -11,7 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from archgap.probe.source_scan import MAX_LINE_CHARS, SourceFile, candidate_files
+from archgap.probe.source_file import MAX_LINE_CHARS, SourceFile
+from archgap.probe.source_scan import candidate_files
 from tests.unit.test_hardening_binaries import within
 from tests.unit.test_hardening_env import alive
 

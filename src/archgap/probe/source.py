@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .facts import Problem
+from .source_file import SourceFile
 from .source_finder import Finder, Found, Guard, Matcher
 from .source_flow import (
     Frame,
@@ -25,7 +26,6 @@ from .source_flow import (
     swallow,
 )
 from .source_scan import (
-    SourceFile,
     candidate_files,
     line_numbers,
     module_name,

@@ -18,8 +18,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Problem
 from .source import Guard, distribution_targets
+from .source_file import SourceFile
 from .source_flow import dotted, env_reads, raise_parts, string_value
-from .source_scan import SourceFile, line_numbers, module_name, python_files
+from .source_scan import line_numbers, module_name, python_files
 from .system import System
 
 # Calls that read what the GPU is (last dotted component -> kind).

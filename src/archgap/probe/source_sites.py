@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .facts import Distribution, Problem
 from .pyenv import canonical_name
+from .source_file import SourceFile
 from .source_finder import Guard, branches
 from .source_flow import dotted
-from .source_scan import SourceFile
 from .system import System
 
 MAX_SITES = 32  # a request names a handful; a hostile one is cut here
