@@ -23,7 +23,15 @@ from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 if TYPE_CHECKING:
     from archgap.probe.fatbin import Progress
 
-__all__ = ["ProbeError", "ScanReport", "VerifyReport", "report_from_facts", "scan", "verify"]
+__all__ = [
+    "ProbeError",
+    "ScanReport",
+    "VerifyReport",
+    "report_from_facts",
+    "scan",
+    "scan_archives",
+    "verify",
+]
 
 
 class ProbeError(Exception):
@@ -58,6 +66,28 @@ def scan(
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
     return report_from_facts(facts, gpus, driver=driver, strict=strict)
+
+
+def scan_archives(
+    targets: Sequence[str],
+    gpus: Sequence[str] = (),
+    driver: str | None = None,
+    strict: bool = False,
+) -> ScanReport:
+    """Judge wheels (files, or directories of them) before they are installed: the same
+    analysis as ``scan`` over the distributions and native members read from the archives.
+    Raises ``ProbeError`` when no archive could be read at all."""
+    from archgap.probe.archive import archive_facts, read_wheel, wheel_files
+
+    for name in gpus:
+        resolve_gpu(name)
+    wheels = wheel_files(list(targets))
+    if not wheels:
+        raise ProbeError(f"no wheel in {', '.join(targets)}")
+    contents = [read_wheel(path) for path in wheels]
+    if not any(c.distributions for c in contents):
+        raise ProbeError("; ".join(p.reason for c in contents for p in c.problems))
+    return report_from_facts(archive_facts(contents, ""), gpus, driver=driver, strict=strict)
 
 
 def _run(

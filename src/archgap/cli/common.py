@@ -89,6 +89,8 @@ def choose_python(args: argparse.Namespace) -> None:
     and ``args.python_source``: which interpreter, and why, for every command to say."""
     if not hasattr(args, "python") or getattr(args, "command", "") not in LOCAL_ENVIRONMENT:
         return
+    if getattr(args, "archives", None):  # scan WHEEL: archives, not an environment
+        return
     if args.python:
         args.python_source = "--python"
     elif is_remote(args):

@@ -9,6 +9,7 @@ is listed either way.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from archgap.cli.common import (
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
     from archgap.analysis.compat import GpuTarget
+    from archgap.probe.archive import WheelContents
     from archgap.probe.facts import BinaryFacts
 
 from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
@@ -46,7 +48,13 @@ def register(subparsers: Any) -> None:
         "cubins and fatbins, from their headers only. Directories are walked. By default: what "
         "`cuobjdump --list-elf/--list-ptx` lists, with the 'f' variant kept, one row per target.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files or directories; wheels (.whl, or directories holding them) are read without "
+        "installing or extracting them",
+    )
     parser.add_argument(
         "--deep",
         action="store_true",
@@ -79,6 +87,31 @@ def register(subparsers: Any) -> None:
 
 
 def _read_local(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
+    from archgap.probe.archive import read_wheel, wheel_files
+
+    wheels = wheel_files([p for p in paths if _holds_wheels(p)])
+    found = [b for wheel in wheels for b in _wheel_binaries(read_wheel(wheel, deep=deep))]
+    rest = [p for p in paths if not p.endswith(".whl") or not os.path.isfile(p)]
+    return found + (_read_files(rest, deep, out) if rest else [])
+
+
+def _holds_wheels(path: str) -> bool:
+    if os.path.isdir(path):
+        return any(name.endswith(".whl") for name in os.listdir(path))
+    return path.endswith(".whl") and os.path.isfile(path)
+
+
+def _wheel_binaries(contents: WheelContents) -> list[BinaryFacts]:
+    """A wheel's native members; a wheel that cannot be read is one unreadable row."""
+    from archgap.probe.facts import BinaryFacts
+
+    unread = [
+        BinaryFacts(p.subject, 0, "unreadable", (), False, p.reason) for p in contents.problems
+    ]
+    return unread + contents.binaries
+
+
+def _read_files(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
     from archgap.probe.fatbin import discover, read_binary, walk_binaries
 
     if deep:

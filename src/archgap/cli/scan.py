@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,13 @@ def register(subparsers: Any) -> None:
         "scan",
         help="verdict per package x GPU from the kernels in every native library",
         description="For every installed package that carries CUDA code: can it run on each GPU?",
+    )
+    parser.add_argument(
+        "archives",
+        nargs="*",
+        metavar="WHEEL",
+        help="judge wheels before installing them: .whl files or directories of wheels "
+        "(default: the environment of --python)",
     )
     add_environment_options(parser)
     parser.add_argument(
@@ -102,7 +110,9 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     started = time.monotonic()
     try:
         options = {"driver": args.driver, "strict": args.strict}
-        if target.is_local:  # n/N as the native files are read
+        if args.archives:
+            report = _scan_archives(args, named, target.is_local)
+        elif target.is_local:  # n/N as the native files are read
             with out.counter("reading native files") as tell:
                 report = scan(
                     args.python, named, target, args.env_from, args.root, args.timeout, tell,
@@ -143,6 +153,14 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     else:
         _print_report(out, report, args.libs, elapsed)
     return EXIT_GAP if report.has_gap else EXIT_OK
+
+
+def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> ScanReport:
+    from archgap.api import scan_archives
+
+    if not local or args.python or args.env_from:
+        raise UsageError("wheels are read here: not with --python, --env-from or a remote target")
+    return scan_archives(args.archives, named, args.driver, args.strict)
 
 
 def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:
@@ -259,7 +277,11 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
 
     env = report.environment
     source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
-    out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
+    if env.executable:
+        out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
+    else:  # archives, judged before installing them
+        names = ", ".join(os.path.basename(p) for p in env.site_packages)
+        out.print(f"[bold]Archives[/] {e(names)} (not installed; no toolchain or JIT checks)")
     facts = report.gpu_facts
     if facts.gpus:
         driver = f", driver {facts.driver_version}" if facts.driver_version else ""

@@ -834,17 +834,12 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
         head = os.pread(fd, 8, 0)
     except OSError as exc:
         return BinaryFacts(path, size, "unreadable", (), deep, _open_error(path, exc))
-    if head[:4] == ELF_MAGIC:
-        kind = "elf"
-    elif head == AR_MAGIC:
-        kind = "archive"
-    elif head[:4] == CONTAINER_MAGIC:
-        kind = "fatbin"
-    elif head == THIN_AR_MAGIC:
+    kind = _kind_of(head)
+    if kind == "thin":
         return BinaryFacts(
             path, size, "archive", (), deep, "thin archive: its members are separate files"
         )
-    else:
+    if kind == "other":
         return BinaryFacts(path, size, "other", (), deep)
     try:
         buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
@@ -854,23 +849,57 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
         if hasattr(buf, "madvise") and hasattr(mmap, "MADV_RANDOM"):
             # Headers are scattered through the file: read-ahead would only pull in payloads.
             buf.madvise(mmap.MADV_RANDOM)
-        reader = _Reader(buf, size, deep, fd)
-        try:
-            if kind == "elf":
-                kind = reader.read_elf(0, size, None)
-            elif kind == "archive":
-                reader.read_archive()
-            else:
-                reader.walk_containers(0, size, "", True, None)
-        except WorkBoundReached as exc:
-            reader.errors.insert(0, str(exc))
-            reader.error_count += 1
-            kind = "unknown"
-        return BinaryFacts(
-            path, size, kind, tuple(reader.entries), deep, reader.error_text(), reader.machine
-        )
+        return _read_buffer(path, buf, size, kind, deep, fd)
     finally:
         buf.close()
+
+
+def _kind_of(head: bytes) -> str:
+    """What the first 8 bytes say a file is: elf, archive, fatbin, thin (archive) or other."""
+    if head[:4] == ELF_MAGIC:
+        return "elf"
+    if head == AR_MAGIC:
+        return "archive"
+    if head[:4] == CONTAINER_MAGIC:
+        return "fatbin"
+    return "thin" if head == THIN_AR_MAGIC else "other"
+
+
+def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int) -> BinaryFacts:
+    """The device code in ``buf`` (an mmap of a file, or a member's bytes), known to be ``kind``."""
+    reader = _Reader(buf, size, deep, fd)
+    try:
+        if kind == "elf":
+            kind = reader.read_elf(0, size, None)
+        elif kind == "archive":
+            reader.read_archive()
+        else:
+            reader.walk_containers(0, size, "", True, None)
+    except WorkBoundReached as exc:
+        reader.errors.insert(0, str(exc))
+        reader.error_count += 1
+        kind = "unknown"
+    return BinaryFacts(
+        path, size, kind, tuple(reader.entries), deep, reader.error_text(), reader.machine
+    )
+
+
+def read_bytes(path: str, data: bytes, deep: bool = False) -> BinaryFacts:
+    """The device code in a file's bytes that are not a file here (a wheel's or a conda
+    package's member, decompressed): the same reader and validation as ``read_binary``.
+    ``path`` names it in the result. Never raises: problems are in ``error``."""
+    size = len(data)
+    kind = _kind_of(bytes(data[:8]))
+    if kind == "thin":
+        return BinaryFacts(
+            path, size, "archive", (), deep, "thin archive: its members are separate files"
+        )
+    if kind == "other":
+        return BinaryFacts(path, size, "other", (), deep)
+    try:
+        return _read_buffer(path, data, size, kind, deep, -1)
+    except Exception as exc:  # a reader bug or an odd member must not end a scan
+        return BinaryFacts(path, 0, "unreadable", (), deep, "%s: %s" % (type(exc).__name__, exc))
 
 
 # -- walking paths ------------------------------------------------------------------------------
@@ -1131,5 +1160,6 @@ __all__ = [
     "discover",
     "read_binaries",
     "read_binary",
+    "read_bytes",
     "walk_binaries",
 ]

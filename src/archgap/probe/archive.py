@@ -1,0 +1,216 @@
+"""Wheels read as they are, without installing or extracting them.
+
+A wheel is a zip: its ``.dist-info`` METADATA and RECORD say which distribution it is and which
+files it owns, and its native members (shared libraries, archives, cubins, fatbins) are read by
+streaming decompression into memory, one at a time, and handed to the same reader as installed
+files (``fatbin.read_bytes``). Nothing is written to disk. The result has the shape of the probe's
+"python" and "binaries" sections, so the analysis judges a wheel exactly as an installed package.
+
+A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in the zip).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import zipfile
+from dataclasses import asdict
+from typing import IO, Any, Dict, List, Optional, Set, Tuple
+
+from .facts import FACTS_VERSION, BinaryFacts, Distribution, Problem, PythonEnvironment
+from .fatbin import read_bytes
+from .pyenv import MAX_METADATA_BYTES, MAX_PATH_CHARS, MAX_RECORD_BYTES, is_native_file
+from .summary import binary_json
+
+# A native member is decompressed whole into memory: members larger than this are reported,
+# not read (the largest CUDA library in a wheel, cuBLASLt, is ~700 MB unpacked).
+MAX_MEMBER_BYTES = 4 << 30
+MAX_MEMBERS = 1 << 20  # entries of a zip's central directory looked at
+
+
+class WheelContents:
+    """What one wheel holds: its distribution, native members read, and problems."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.distributions: List[Distribution] = []
+        self.binaries: List[BinaryFacts] = []
+        self.unowned: List[str] = []
+        self.problems: List[Problem] = []
+
+
+def read_wheel(label: str, fileobj: Optional[IO[bytes]] = None, deep: bool = True) -> WheelContents:
+    """The distribution and the device code of the wheel at ``label`` (a path), or read from
+    ``fileobj`` (any seekable file: a ranged HTTP reader) named ``label``. Never raises."""
+    found = WheelContents(label)
+    try:
+        with zipfile.ZipFile(fileobj if fileobj is not None else label) as zf:
+            _read_zip(zf, found, deep)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        found.problems.append(Problem(label, "not a readable wheel: %s" % exc))
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
+        found.problems.append(Problem(label, "cannot read: %s: %s" % (type(exc).__name__, exc)))
+    return found
+
+
+def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
+    infos = [i for i in zf.infolist()[:MAX_MEMBERS] if not i.is_dir()]
+    dist_info = _dist_info_dir(infos)
+    owned: Set[str] = set()
+    if dist_info is None:
+        found.problems.append(Problem(found.label, "no .dist-info directory: not a wheel"))
+    else:
+        name, version = _metadata(zf, dist_info + "/METADATA")
+        listed = _record(zf, dist_info + "/RECORD", found)
+        owned = {m for m in listed if is_native_file(m)}
+        found.distributions.append(
+            Distribution(
+                name or dist_info[: -len(".dist-info")],
+                version,
+                _member_path(found.label, dist_info),
+                tuple(sorted(_member_path(found.label, m) for m in owned)),
+            )
+        )
+    for info in infos:
+        if not is_native_file(info.filename):
+            continue
+        path = _member_path(found.label, info.filename)
+        if info.filename not in owned:
+            found.unowned.append(path)
+        found.binaries.append(_read_member(zf, info, path, deep))
+
+
+def _member_path(label: str, member: str) -> str:
+    return label.rstrip("/") + "/" + member
+
+
+def _dist_info_dir(infos: List[zipfile.ZipInfo]) -> Optional[str]:
+    """The top-level ``NAME-VERSION.dist-info`` directory that holds a METADATA file."""
+    for info in infos:
+        top, _, rest = info.filename.partition("/")
+        if top.endswith(".dist-info") and rest == "METADATA":
+            return top
+    return None
+
+
+def _metadata(zf: zipfile.ZipFile, member: str) -> Tuple[str, str]:
+    name, version = "", ""
+    with zf.open(member) as stream:
+        data = stream.read(MAX_METADATA_BYTES)
+    for line in data.decode("utf-8", "replace").split("\n"):
+        if not line.strip():
+            break  # headers end at the first blank line; the description follows
+        if line.startswith("Name:") and not name:
+            name = line[5:].strip()
+        elif line.startswith("Version:") and not version:
+            version = line[8:].strip()
+    return name, version
+
+
+def _record(zf: zipfile.ZipFile, member: str, found: WheelContents) -> List[str]:
+    """The member names a wheel's RECORD lists; unreadable rows become one problem."""
+    try:
+        with zf.open(member) as stream:
+            data = stream.read(MAX_RECORD_BYTES)
+    except KeyError:
+        found.problems.append(Problem(found.label, "no RECORD in %s" % member.split("/")[0]))
+        return []
+    names: List[str] = []
+    bad = 0
+    for line in data.decode("utf-8", "replace").split("\n"):
+        try:
+            row = next(csv.reader([line]), [])
+        except csv.Error:
+            bad += 1
+            continue
+        if row and row[0]:
+            if "\0" in row[0] or len(row[0]) > MAX_PATH_CHARS:
+                bad += 1
+                continue
+            names.append(row[0])
+    if bad:
+        found.problems.append(Problem(found.label, "RECORD: %d unreadable rows" % bad))
+    return names
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, deep: bool) -> BinaryFacts:
+    """One native member, decompressed as it streams out of the zip (its CRC is checked)."""
+    if info.file_size > MAX_MEMBER_BYTES:
+        reason = "member of %d bytes is over the %d GiB read limit" % (
+            info.file_size,
+            MAX_MEMBER_BYTES >> 30,
+        )
+        return BinaryFacts(path, info.file_size, "unknown", (), deep, reason)
+    try:
+        with zf.open(info) as stream:
+            head = stream.read(8)
+            if head[:4] not in (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba"):
+                return BinaryFacts(path, info.file_size, "other", (), deep)
+            data = _read_rest(stream, head, info.file_size)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as exc:
+        return BinaryFacts(path, info.file_size, "unreadable", (), deep, "corrupt member: %s" % exc)
+    except NotImplementedError as exc:
+        return BinaryFacts(path, info.file_size, "unreadable", (), deep, str(exc))
+    return read_bytes(path, data, deep)
+
+
+def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytes:
+    """``head`` and the rest of ``stream`` in one buffer of the member's size."""
+    buffer = io.BytesIO()
+    buffer.write(head)
+    while True:
+        chunk = stream.read(1 << 20)
+        if not chunk:
+            break
+        buffer.write(chunk)
+    data = buffer.getvalue()
+    if len(data) != size:
+        raise ValueError("member is %d bytes, its header says %d" % (len(data), size))
+    return data
+
+
+def wheel_files(paths: List[str]) -> List[str]:
+    """The wheels named: ``.whl`` files, and the ``.whl`` files directly in directories."""
+    found: List[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            found.extend(
+                os.path.join(path, name)
+                for name in sorted(os.listdir(path))
+                if name.endswith(".whl") and os.path.isfile(os.path.join(path, name))
+            )
+        else:
+            found.append(path)
+    return found
+
+
+def archive_facts(
+    contents: List[WheelContents], label: str, detail: bool = False
+) -> Dict[str, Any]:
+    """A probe document with the "python" and "binaries" sections of these archives."""
+    dists = [d for c in contents for d in c.distributions]
+    env = PythonEnvironment(
+        label,
+        "",
+        tuple(c.label for c in contents),
+        tuple(dists),
+        tuple(p for c in contents for p in c.unowned),
+        tuple(p for c in contents for p in c.problems),
+    )
+    binaries = [binary_json(b, detail) for c in contents for b in c.binaries]
+    document = {
+        "facts_version": FACTS_VERSION,
+        "host": "",
+        "platform": None,
+        "sections": {"python": asdict(env), "binaries": binaries},
+        "errors": {},
+        "seconds": {},
+    }
+    # as the JSON the probe sends (tuples become arrays), so it decodes like any probe's facts
+    decoded: Dict[str, Any] = json.loads(json.dumps(document))
+    return decoded
+
+
+__all__ = ["WheelContents", "archive_facts", "read_wheel", "wheel_files"]

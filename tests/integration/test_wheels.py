@@ -1,0 +1,150 @@
+"""Wheels judged before installing them, against the same wheels installed --no-deps.
+
+Both come from the package index through scripts/testdata: tests/.data/wheels holds the wheel
+files, tests/.data/venv-NAME-VERSION the same wheel installed. A wheel's native member and the
+installed file are the same bytes, so the reader must find the same entries at the same offsets,
+and the analysis must give the same verdict per package and GPU (one analysis, two sources).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from archgap.api import scan, scan_archives
+from archgap.probe.archive import read_wheel
+from archgap.probe.fatbin import read_binary
+from tests.helpers import DATA, json_output, run_cli
+from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
+
+WHEELS = DATA / "wheels"
+CURAND = next(iter(WHEELS.glob("nvidia_curand-10.4.0.35-*.whl")), None)
+RUNTIME = next(iter(WHEELS.glob("nvidia_cuda_runtime-13.0.96-*.whl")), None)
+VENVS = {
+    "nvidia-curand": DATA / "venv-nvidia-curand-10.4.0.35",
+    "nvidia-cuda-runtime": DATA / "venv-nvidia-cuda-runtime-13.0.96",
+}
+GPUS = ["12.0", "10.0", "9.0", "8.0", "7.0", "GB10"]
+
+pytestmark = pytest.mark.skipif(
+    CURAND is None or RUNTIME is None or CUOBJDUMP is None,
+    reason="scripts/testdata downloads the wheels and cuobjdump",
+)
+
+
+def site_packages(venv: Path) -> Path:
+    return next(venv.glob("lib/python*/site-packages"))
+
+
+@pytest.mark.parametrize("name", ["nvidia-curand", "nvidia-cuda-runtime"])
+def test_wheel_verdicts_equal_the_installed_packages(name: str) -> None:
+    wheel = CURAND if name == "nvidia-curand" else RUNTIME
+    assert wheel is not None
+    from_wheel = scan_archives([str(wheel)], GPUS)
+    installed = scan(str(VENVS[name] / "bin" / "python"), GPUS)
+    wheel_rows = {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in from_wheel.packages}
+    installed_rows = {
+        (p.package, p.version, p.gpu, p.verdict, p.reason)
+        for p in installed.packages
+        if p.package == name
+    }
+    assert wheel_rows == installed_rows
+    assert len(wheel_rows) == len(GPUS)  # one package, each GPU judged
+    assert from_wheel.environment.distributions[0].name == name
+
+
+@pytest.mark.parametrize("name", ["nvidia-curand", "nvidia-cuda-runtime"])
+def test_members_read_like_the_installed_files_and_like_cuobjdump(name: str) -> None:
+    """Every native member: same bytes as the installed file, same entries (kind, target,
+    offset, sizes) as the file reader finds there, and cuobjdump lists the same targets."""
+    wheel = CURAND if name == "nvidia-curand" else RUNTIME
+    assert wheel is not None
+    site = site_packages(VENVS[name])
+    contents = read_wheel(str(wheel))
+    assert contents.problems == []
+    with_code = 0
+    with zipfile.ZipFile(wheel) as zf:
+        for member in contents.binaries:
+            relative = member.path[len(str(wheel)) + 1 :]
+            installed = site / relative
+            digest = hashlib.sha256(zf.read(relative)).hexdigest()
+            assert digest == hashlib.sha256(installed.read_bytes()).hexdigest()
+            facts = read_binary(str(installed), deep=True)
+            assert (member.format, member.size, member.machine) == (
+                facts.format,
+                facts.size,
+                facts.machine,
+            )
+            assert member.entries == facts.entries
+            assert our_names(member, "sass") == cuobjdump_names(installed, "--list-elf")
+            assert our_names(member, "ptx") == cuobjdump_names(installed, "--list-ptx")
+            with_code += bool(member.entries)
+    # libcurand.so.10 has SASS from sm_75 to sm_121 (cuobjdump above); the runtime wheel's
+    # device code is in libcudadevrt.a
+    assert with_code == 1
+
+
+def test_scan_cli_reads_a_directory_of_wheels() -> None:
+    result = run_cli("scan", str(WHEELS), "--gpu", "12.0", "--gpu", "sm_70", "--json")
+    # libcurand has no sm_70 SASS and its only PTX is compute_121 (cuobjdump --list-ptx):
+    # a gap on 7.0, exit 1
+    assert result.returncode == 1, result.stderr
+    doc = json_output(result, "scan")
+    verdicts = {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
+    assert verdicts[("nvidia-curand", "12.0")] == "native"
+    assert verdicts[("nvidia-curand", "sm_70")] == "none"
+    # libcudadevrt.a is a device-link archive: never loaded at run time
+    assert verdicts[("nvidia-cuda-runtime", "12.0")] == "no-kernels"
+    assert len(doc["python"]["site_packages"]) == 2
+
+
+def test_kernels_cli_lists_a_wheels_members() -> None:
+    assert CURAND is not None
+    result = run_cli("kernels", str(CURAND), "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json_output(result, "kernels")
+    paths = [f["path"] for f in doc["files"]]
+    assert paths == [f"{CURAND}/nvidia/cu13/lib/libcurand.so.10"]
+
+
+def test_a_corrupt_wheel_is_a_reason_and_exit_2(tmp_path: Path) -> None:
+    assert CURAND is not None
+    broken = tmp_path / "broken-1.0-py3-none-any.whl"
+    broken.write_bytes(CURAND.read_bytes()[: 1 << 20])  # the central directory is cut off
+    contents = read_wheel(str(broken))
+    assert contents.distributions == [] and contents.binaries == []
+    assert "not a readable wheel" in contents.problems[0].reason
+    result = run_cli("scan", str(broken))
+    assert result.returncode == 2
+    assert "not a readable wheel" in result.stderr and "Traceback" not in result.stderr
+    listed = run_cli("kernels", str(broken))
+    assert listed.returncode == 2 and "Traceback" not in listed.stderr
+
+
+def test_a_member_with_a_bad_crc_is_unreadable_and_the_rest_is_judged(tmp_path: Path) -> None:
+    """A wheel whose libcurand bytes were altered after zipping: zipfile's CRC check fails while
+    streaming; that member is an unreadable row with the reason, not a traceback."""
+    assert CURAND is not None
+    data = bytearray(CURAND.read_bytes())
+    with zipfile.ZipFile(CURAND) as zf:
+        info = zf.getinfo("nvidia/cu13/lib/libcurand.so.10")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    altered = tmp_path / CURAND.name
+    altered.write_bytes(bytes(data))
+    contents = read_wheel(str(altered))
+    [member] = contents.binaries
+    assert member.format == "unreadable" and member.error and "corrupt member" in member.error
+    assert contents.distributions[0].name == "nvidia-curand"
+
+
+def test_nothing_is_written_next_to_the_wheel(tmp_path: Path) -> None:
+    assert RUNTIME is not None
+    copy = tmp_path / RUNTIME.name
+    copy.write_bytes(RUNTIME.read_bytes())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    read_wheel(str(copy))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
