@@ -21,6 +21,7 @@ from archgap.transport.run import TransportError, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
+    from archgap.index.targets import IndexOptions
     from archgap.probe.fatbin import Progress
 
 __all__ = [
@@ -73,20 +74,21 @@ def scan_archives(
     gpus: Sequence[str] = (),
     driver: str | None = None,
     strict: bool = False,
+    options: IndexOptions | None = None,
 ) -> ScanReport:
-    """Judge wheels (files, or directories of them) before they are installed: the same
-    analysis as ``scan`` over the distributions and native members read from the archives.
-    Raises ``ProbeError`` when no archive could be read at all."""
-    from archgap.probe.archive import archive_facts, read_wheel, wheel_files
+    """Judge wheels before they are installed: files, directories of them, URLs, requirements
+    resolved from the user's indexes (``options``). The same analysis as ``scan`` over the
+    distributions and native members read from the archives. A target that cannot be read is
+    a problem in the report; ``ProbeError`` when none could be read at all."""
+    from archgap.index.targets import IndexOptions, read_targets
+    from archgap.probe.archive import archive_facts
 
     for name in gpus:
         resolve_gpu(name)
-    wheels = wheel_files(list(targets))
-    if not wheels:
-        raise ProbeError(f"no wheel in {', '.join(targets)}")
-    contents = [read_wheel(path) for path in wheels]
+    contents, _ = read_targets(list(targets), options or IndexOptions())
     if not any(c.distributions for c in contents):
-        raise ProbeError("; ".join(p.reason for c in contents for p in c.problems))
+        problems = [f"{p.subject}: {p.reason}" for c in contents for p in c.problems]
+        raise ProbeError("; ".join(problems) or "no wheel")
     return report_from_facts(archive_facts(contents, ""), gpus, driver=driver, strict=strict)
 
 

@@ -38,8 +38,31 @@ def register(subparsers: Any) -> None:
         "archives",
         nargs="*",
         metavar="WHEEL",
-        help="judge wheels before installing them: .whl files or directories of wheels "
-        "(default: the environment of --python)",
+        help="judge wheels before installing them: .whl files, directories of wheels, wheel "
+        "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip --no-deps from your "
+        "indexes (default: the environment of --python)",
+    )
+    index = parser.add_argument_group("resolving requirements (with WHEEL arguments)")
+    index.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
+    )
+    index.add_argument(
+        "--extra-index-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
+    )
+    index.add_argument(
+        "--python-version", metavar="X.Y", help="choose wheels for this Python (default: this one)"
+    )
+    index.add_argument(
+        "--platform",
+        metavar="TAG",
+        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
+        "machine's)",
     )
     add_environment_options(parser)
     parser.add_argument(
@@ -160,7 +183,12 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
 
     if not local or args.python or args.env_from:
         raise UsageError("wheels are read here: not with --python, --env-from or a remote target")
-    return scan_archives(args.archives, named, args.driver, args.strict)
+    from archgap.index.targets import IndexOptions
+
+    options = IndexOptions(
+        args.index_url, tuple(args.extra_index_url), args.python_version, args.platform
+    )
+    return scan_archives(args.archives, named, args.driver, args.strict, options)
 
 
 def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:

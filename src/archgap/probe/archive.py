@@ -194,7 +194,7 @@ def archive_facts(
     env = PythonEnvironment(
         label,
         "",
-        tuple(c.label for c in contents),
+        tuple(c.label for c in contents if c.distributions),
         tuple(dists),
         tuple(p for c in contents for p in c.unowned),
         tuple(p for c in contents for p in c.problems),

@@ -1,0 +1,1 @@
+"""Package indexes and remote wheels: which wheel a requirement means, and its bytes."""

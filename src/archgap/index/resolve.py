@@ -1,0 +1,263 @@
+"""A requirement resolved to one wheel, like pip, from the user's package indexes.
+
+Indexes: ``--index-url`` (else ``PIP_INDEX_URL``, ``UV_INDEX_URL``, pip's config ``index-url``,
+else PyPI), plus every ``--extra-index-url``, ``PIP_EXTRA_INDEX_URL`` and pip's config
+``extra-index-url``. A project page is asked for as PEP 691 JSON and read as PEP 503 HTML when
+that is what comes back. Candidates from all indexes are pooled; the newest version that the
+specifier allows (pre-releases only when it names one, yanked files never) and that has a wheel
+for the target interpreter and platform wins, its most specific wheel first, as pip chooses.
+Dependencies are not resolved (``--no-deps``).
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any
+
+from packaging import tags
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from archgap.index.fetch import TIMEOUT, describe, request
+
+PYPI = "https://pypi.org/simple"
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"  # noqa: E501
+MAX_PAGE_BYTES = 64 << 20
+
+
+class ResolveError(Exception):
+    """No wheel could be chosen; the message says why."""
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str | None
+    requires_python: str | None
+    yanked: bool
+
+
+@dataclass(frozen=True)
+class Resolved:
+    requirement: str
+    name: str
+    version: str
+    file: IndexFile
+    index: str
+
+
+def pip_config(environ: dict[str, str]) -> dict[str, str]:
+    """``index-url`` and ``extra-index-url`` from pip's config files ([global], then [install])."""
+    home = os.path.expanduser("~")
+    xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = ["/etc/pip.conf", "/etc/xdg/pip/pip.conf", os.path.join(home, ".pip", "pip.conf")]
+    files += [os.path.join(xdg, "pip", "pip.conf")]
+    if environ.get("VIRTUAL_ENV"):
+        files.append(os.path.join(environ["VIRTUAL_ENV"], "pip.conf"))
+    if environ.get("PIP_CONFIG_FILE"):
+        files.append(environ["PIP_CONFIG_FILE"])
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read(files)
+    except configparser.Error:
+        return {}
+    found: dict[str, str] = {}
+    for section in ("global", "install"):
+        for key in ("index-url", "extra-index-url"):
+            if parser.has_option(section, key):
+                found[key] = parser.get(section, key)
+    return found
+
+
+def indexes(
+    index_url: str | None, extra: list[str], environ: dict[str, str] | None = None
+) -> list[str]:
+    """The index URLs to ask, main one first, as pip (and uv's UV_INDEX_URL) configure them."""
+    env = dict(os.environ) if environ is None else environ
+    config = pip_config(env)
+    main = (
+        index_url
+        or env.get("PIP_INDEX_URL")
+        or env.get("UV_INDEX_URL")
+        or config.get("index-url")
+        or PYPI
+    )
+    extras = list(extra)
+    for text in (env.get("PIP_EXTRA_INDEX_URL", ""), config.get("extra-index-url", "")):
+        extras.extend(text.split())
+    found: list[str] = []
+    for url in [main.strip(), *extras]:
+        if url and url not in found:
+            found.append(url)
+    return found
+
+
+class _Links(HTMLParser):
+    """The anchors of a PEP 503 page with their data-* attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.links.append(dict(attrs))
+
+
+def project_files(index: str, name: str) -> list[IndexFile]:
+    """The files an index lists for a project; ResolveError for a page it cannot give."""
+    url = index.rstrip("/") + "/" + canonicalize_name(name) + "/"
+    if url.startswith("file:"):  # a directory index on disk: its page is index.html
+        url += "index.html"
+    try:
+        with urllib.request.urlopen(request(url, {"Accept": ACCEPT}), timeout=TIMEOUT) as answer:
+            kind = answer.headers.get_content_type()
+            body = answer.read(MAX_PAGE_BYTES)
+            url = answer.geturl()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ResolveError(describe(url, exc)) from None
+    text = body.decode("utf-8", "replace")
+    if kind == "application/vnd.pypi.simple.v1+json":
+        try:
+            return _json_files(json.loads(text), url)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ResolveError(f"{url}: not a PEP 691 project page: {exc}") from None
+    parser = _Links()
+    parser.feed(text)
+    return [_html_file(link, url) for link in parser.links if link.get("href")]
+
+
+def _json_files(data: Any, base: str) -> list[IndexFile]:
+    files = []
+    for item in data["files"]:
+        hashes = item.get("hashes") or {}
+        files.append(
+            IndexFile(
+                str(item["filename"]),
+                urllib.parse.urljoin(base, str(item["url"])),
+                hashes.get("sha256"),
+                item.get("requires-python"),
+                bool(item.get("yanked")),
+            )
+        )
+    return files
+
+
+def _html_file(link: dict[str, str | None], base: str) -> IndexFile:
+    href = urllib.parse.urljoin(base, link["href"] or "")
+    url, _, fragment = href.partition("#")
+    algorithm, _, digest = fragment.partition("=")
+    name = urllib.parse.unquote(os.path.basename(urllib.parse.urlsplit(url).path))
+    return IndexFile(
+        name,
+        url,
+        digest if algorithm == "sha256" else None,
+        link.get("data-requires-python"),
+        "data-yanked" in link,
+    )
+
+
+def supported_tags(python_version: str | None, platform: str | None) -> list[tags.Tag]:
+    """The wheel tags an interpreter of that version on that platform installs, best first
+    (this interpreter's own when neither is given)."""
+    if python_version is None and platform is None:
+        return list(tags.sys_tags())
+    version = tuple(int(p) for p in python_version.split(".")[:2]) if python_version else None
+    platforms = _platforms(platform) if platform else None
+    found = list(tags.cpython_tags(version, platforms=platforms))
+    found += list(tags.compatible_tags(version, platforms=platforms))
+    return found
+
+
+def _platforms(platform: str) -> list[str]:
+    """pip's expansion of ``--platform manylinux_2_28_x86_64``: every older glibc too."""
+    prefix, _, arch = platform.partition("_2_")
+    if prefix != "manylinux":
+        return [platform]
+    minor_text, _, machine = arch.partition("_")
+    if not minor_text.isdigit():
+        return [platform]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    found = []
+    for minor in range(int(minor_text), -1, -1):
+        found.append(f"manylinux_2_{minor}_{machine}")
+        if minor in legacy:
+            found.append(f"{legacy[minor]}_{machine}")
+    return [*found, f"linux_{machine}"]
+
+
+def resolve(
+    text: str,
+    index_urls: list[str],
+    python_version: str | None = None,
+    platform: str | None = None,
+) -> Resolved:
+    """The wheel pip would choose for requirement ``text``; ResolveError says why there is none."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        raise ResolveError(f"not a file, URL or requirement: {exc}") from None
+    supported = {tag: rank for rank, tag in enumerate(supported_tags(python_version, platform))}
+    target_python = Version(python_version) if python_version else None
+    best: tuple[Version, int, IndexFile, str] | None = None
+    seen, problems = 0, []
+    for index in index_urls:
+        try:
+            files = project_files(index, requirement.name)
+        except ResolveError as exc:
+            problems.append(str(exc))
+            continue
+        for file in files:
+            seen += 1
+            candidate = _candidate(file, requirement, supported, target_python)
+            if candidate is None:
+                continue
+            version, rank = candidate
+            if best is None or (version, -rank) > (best[0], -best[1]):
+                best = (version, rank, file, index)
+    if best is None:
+        where = f"{len(index_urls)} index(es)"
+        why = "; ".join(problems) if problems and not seen else f"{seen} files listed"
+        python = f"Python {python_version}" if python_version else "this Python"
+        target = f"{python} on {platform or 'this platform'}"
+        raise ResolveError(f"no wheel for {target} in {where} ({why})")
+    version, _, file, index = best
+    return Resolved(text, requirement.name, str(version), file, index)
+
+
+def _candidate(
+    file: IndexFile,
+    requirement: Requirement,
+    supported: dict[tags.Tag, int],
+    target_python: Version | None,
+) -> tuple[Version, int] | None:
+    """(version, tag rank) of a wheel that fits the requirement and the target, else None."""
+    if file.yanked or not file.filename.endswith(".whl"):
+        return None
+    try:
+        name, version, _, wheel_tags = parse_wheel_filename(file.filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    if name != canonicalize_name(requirement.name):
+        return None
+    if not requirement.specifier.contains(version, prereleases=None):
+        return None
+    if file.requires_python and target_python is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            if not SpecifierSet(file.requires_python).contains(target_python):
+                return None
+        except InvalidSpecifier:
+            pass
+    ranks = [supported[t] for t in wheel_tags if t in supported]
+    return (version, min(ranks)) if ranks else None

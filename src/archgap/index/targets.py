@@ -1,0 +1,71 @@
+"""What `scan WHEEL...` is given, read: wheel files, directories of wheels, wheel URLs and
+requirements resolved from the user's indexes. Each target becomes a ``WheelContents``; one that
+cannot be read is one with only a problem, so the others are still judged."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archgap.index.fetch import Fetched, FetchError, open_wheel
+from archgap.index.resolve import ResolveError, indexes, resolve
+from archgap.probe.archive import WheelContents, read_wheel, wheel_files
+from archgap.probe.facts import Problem
+
+URL_SCHEMES = ("http://", "https://", "file:")
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """Where requirements are resolved, and for which interpreter and platform."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    python_version: str | None = None
+    platform: str | None = None
+
+
+def read_targets(
+    targets: Sequence[str], options: IndexOptions = IndexOptions()
+) -> tuple[list[WheelContents], list[Fetched]]:
+    """Every target read (in order); how remote wheels were fetched."""
+    found: list[WheelContents] = []
+    fetched: list[Fetched] = []
+    for target in targets:
+        if target.startswith(URL_SCHEMES):
+            found.append(_read_url(target, None, fetched))
+        elif os.path.exists(target) or target.endswith(".whl"):
+            wheels = wheel_files([target])
+            if not wheels:
+                found.append(_failed(target, "no .whl file in this directory"))
+            found.extend(read_wheel(path) for path in wheels)
+        else:
+            found.append(_read_requirement(target, options, fetched))
+    return found, fetched
+
+
+def _failed(target: str, reason: str) -> WheelContents:
+    contents = WheelContents(target)
+    contents.problems.append(Problem(target, reason))
+    return contents
+
+
+def _read_url(url: str, sha256: str | None, fetched: list[Fetched]) -> WheelContents:
+    try:
+        handle, how = open_wheel(url, sha256)
+    except FetchError as exc:
+        return _failed(url, str(exc))
+    fetched.append(how)
+    with contextlib.closing(handle):
+        return read_wheel(url, handle)
+
+
+def _read_requirement(text: str, options: IndexOptions, fetched: list[Fetched]) -> WheelContents:
+    urls = indexes(options.index_url, list(options.extra_index_urls))
+    try:
+        chosen = resolve(text, urls, options.python_version, options.platform)
+    except ResolveError as exc:
+        return _failed(text, str(exc))
+    return _read_url(chosen.file.url, chosen.file.sha256, fetched)
