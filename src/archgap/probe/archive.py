@@ -11,7 +11,6 @@ A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -21,7 +20,14 @@ from typing import IO, Any, Dict, List, Optional, Set, Tuple
 
 from .facts import FACTS_VERSION, BinaryFacts, Distribution, Problem, PythonEnvironment
 from .fatbin import read_bytes
-from .pyenv import MAX_METADATA_BYTES, MAX_PATH_CHARS, MAX_RECORD_BYTES, is_native_file
+from .pyenv import (
+    MAX_METADATA_BYTES,
+    MAX_RECORD_BYTES,
+    first_problems,
+    is_native_file,
+    metadata_fields,
+    record_names,
+)
 from .summary import binary_json
 
 # A native member is decompressed whole into memory: members larger than this are reported,
@@ -96,42 +102,22 @@ def _dist_info_dir(infos: List[zipfile.ZipInfo]) -> Optional[str]:
 
 
 def _metadata(zf: zipfile.ZipFile, member: str) -> Tuple[str, str]:
-    name, version = "", ""
     with zf.open(member) as stream:
-        data = stream.read(MAX_METADATA_BYTES)
-    for line in data.decode("utf-8", "replace").split("\n"):
-        if not line.strip():
-            break  # headers end at the first blank line; the description follows
-        if line.startswith("Name:") and not name:
-            name = line[5:].strip()
-        elif line.startswith("Version:") and not version:
-            version = line[8:].strip()
-    return name, version
+        return metadata_fields(stream.read(MAX_METADATA_BYTES))
 
 
 def _record(zf: zipfile.ZipFile, member: str, found: WheelContents) -> List[str]:
     """The member names a wheel's RECORD lists; unreadable rows become one problem."""
     try:
         with zf.open(member) as stream:
-            data = stream.read(MAX_RECORD_BYTES)
+            data = stream.read(MAX_RECORD_BYTES + 1)
     except KeyError:
         found.problems.append(Problem(found.label, "no RECORD in %s" % member.split("/")[0]))
         return []
-    names: List[str] = []
-    bad = 0
-    for line in data.decode("utf-8", "replace").split("\n"):
-        try:
-            row = next(csv.reader([line]), [])
-        except csv.Error:
-            bad += 1
-            continue
-        if row and row[0]:
-            if "\0" in row[0] or len(row[0]) > MAX_PATH_CHARS:
-                bad += 1
-                continue
-            names.append(row[0])
+    bad: List[str] = []
+    names = record_names(data[:MAX_RECORD_BYTES], len(data) > MAX_RECORD_BYTES, bad)
     if bad:
-        found.problems.append(Problem(found.label, "RECORD: %d unreadable rows" % bad))
+        found.problems.append(Problem(found.label, first_problems(bad)))
     return names
 
 

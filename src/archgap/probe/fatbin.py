@@ -835,12 +835,9 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
     except OSError as exc:
         return BinaryFacts(path, size, "unreadable", (), deep, _open_error(path, exc))
     kind = _kind_of(head)
-    if kind == "thin":
-        return BinaryFacts(
-            path, size, "archive", (), deep, "thin archive: its members are separate files"
-        )
-    if kind == "other":
-        return BinaryFacts(path, size, "other", (), deep)
+    unread = _not_read(path, size, kind, deep)
+    if unread is not None:
+        return unread
     try:
         buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as exc:
@@ -863,6 +860,15 @@ def _kind_of(head: bytes) -> str:
     if head[:4] == CONTAINER_MAGIC:
         return "fatbin"
     return "thin" if head == THIN_AR_MAGIC else "other"
+
+
+def _not_read(path: str, size: int, kind: str, deep: bool) -> Optional[BinaryFacts]:
+    """The row of a file whose first bytes say there is nothing here to read, else None."""
+    if kind == "thin":
+        return BinaryFacts(
+            path, size, "archive", (), deep, "thin archive: its members are separate files"
+        )
+    return BinaryFacts(path, size, "other", (), deep) if kind == "other" else None
 
 
 def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int) -> BinaryFacts:
@@ -890,12 +896,9 @@ def read_bytes(path: str, data: bytes, deep: bool = False) -> BinaryFacts:
     ``path`` names it in the result. Never raises: problems are in ``error``."""
     size = len(data)
     kind = _kind_of(bytes(data[:8]))
-    if kind == "thin":
-        return BinaryFacts(
-            path, size, "archive", (), deep, "thin archive: its members are separate files"
-        )
-    if kind == "other":
-        return BinaryFacts(path, size, "other", (), deep)
+    unread = _not_read(path, size, kind, deep)
+    if unread is not None:
+        return unread
     try:
         return _read_buffer(path, data, size, kind, deep, -1)
     except Exception as exc:  # a reader bug or an odd member must not end a scan

@@ -129,8 +129,13 @@ def canonical_name(name: str) -> str:
 
 def read_metadata(dist_info: str) -> Tuple[str, str]:
     """(Name, Version) from a .dist-info METADATA file's headers."""
-    name, version = "", ""
     data, _ = read_regular(os.path.join(dist_info, "METADATA"), MAX_METADATA_BYTES)
+    return metadata_fields(data)
+
+
+def metadata_fields(data: bytes) -> Tuple[str, str]:
+    """(Name, Version) from the headers of METADATA's bytes (installed, or in a wheel)."""
+    name, version = "", ""
     for line in data.decode("utf-8", "replace").split("\n"):
         if not line.strip():
             break  # headers end at the first blank line; the description follows
@@ -147,9 +152,15 @@ def record_files(dist_info: str, bad: Optional[List[str]] = None) -> Tuple[str, 
     Rows that cannot be read (a NUL byte, a field over csv's 128 KiB limit, a path with a NUL)
     are skipped and described in ``bad``; the other rows count as before."""
     site = os.path.dirname(dist_info)
-    files: List[str] = []
     data, more = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES)
-    problems = bad if bad is not None else []
+    names = record_names(data, more, bad if bad is not None else [])
+    return tuple(os.path.normpath(os.path.join(site, name)) for name in names)
+
+
+def record_names(data: bytes, more: bool, problems: List[str]) -> List[str]:
+    """The file names (relative to site-packages) in RECORD's bytes; rows that cannot be read
+    are described in ``problems``."""
+    names: List[str] = []
     if more:
         problems.append("RECORD is over %d MiB: the rest is not read" % (MAX_RECORD_BYTES >> 20))
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
@@ -162,8 +173,14 @@ def record_files(dist_info: str, bad: Optional[List[str]] = None) -> Tuple[str, 
             if "\0" in row[0] or len(row[0]) > MAX_PATH_CHARS:
                 problems.append("RECORD line %d: not a file name" % number)
                 continue
-            files.append(os.path.normpath(os.path.join(site, row[0])))
-    return tuple(files)
+            names.append(row[0])
+    return names
+
+
+def first_problems(problems: List[str]) -> str:
+    """The first three problems, and how many more there are."""
+    more = " (and %d more)" % (len(problems) - 3) if len(problems) > 3 else ""
+    return "; ".join(problems[:3]) + more
 
 
 def dist_infos(site_packages: Iterable[str], problems: List[Problem]) -> Iterator[Tuple[str, str]]:
@@ -198,8 +215,7 @@ def installed_distributions(
             problems.append(Problem(dist_info, "unreadable RECORD: %s" % (exc.strerror or exc)))
             native = ()
         if bad:
-            more = " (and %d more)" % (len(bad) - 3) if len(bad) > 3 else ""
-            problems.append(Problem(dist_info, "; ".join(bad[:3]) + more))
+            problems.append(Problem(dist_info, first_problems(bad)))
         fallback = os.path.basename(dist_info)[: -len(".dist-info")]
         dists.append(Distribution(name or fallback, version, dist_info, native))
     return tuple(dists), tuple(problems)
