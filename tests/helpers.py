@@ -6,13 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 
 from archgap.report.jsondoc import schema
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 CUDA_BIN = FIXTURES / "cuda" / "bin"
@@ -63,3 +65,17 @@ def install_fake_distribution(site: Path, name: str, version: str, files: dict[s
         rows.append(f"{relative},,")
     rows += [f"{dist_info.name}/METADATA,,", f"{dist_info.name}/RECORD,,"]
     (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def in_child(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in a fresh interpreter (spawned, not forked), its result pickled back.
+
+    For tests that read a large real file in-process (a 127 MiB wheel member): the pytest
+    process's peak RSS would otherwise grow by it, and Linux carries a process's peak into the
+    ru_maxrss of every child it starts later (the memory-bound tests measure their children)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(function, *args).result(timeout=300)

@@ -28,7 +28,7 @@ import pytest
 from archgap.api import scan_archives
 from archgap.index.resolve import ResolveError, indexes, resolve
 from archgap.index.targets import IndexOptions, read_targets
-from tests.helpers import DATA, json_output, run_cli
+from tests.helpers import DATA, in_child, json_output, run_cli
 
 WHEELS = DATA / "wheels"
 CURAND = next(iter(WHEELS.glob("nvidia_curand-10.4.0.35-*.whl")), None)
@@ -63,7 +63,8 @@ def build_index(root: Path) -> None:
     for wheel in (CURAND, RUNTIME):
         (files / wheel.name).symlink_to(wheel)
     broken = files / "broken_pkg-1.0-py3-none-any.whl"
-    broken.write_bytes(RUNTIME.read_bytes()[:100_000])
+    with RUNTIME.open("rb") as whole:
+        broken.write_bytes(whole.read(100_000))
     projects: dict[str, list[tuple[str, dict[str, str], str | None]]] = {
         "nvidia-curand": [(CURAND.name, {}, sha256(CURAND))]
         + [(name, attrs, None) for name, attrs in DECOYS],
@@ -222,20 +223,29 @@ def test_nginx_sends_only_the_directory_and_native_members(nginx: str) -> None:
     assert [b.entries for b in contents[0].binaries] == [b.entries for b in from_file[0].binaries]
 
 
-def test_requirement_url_and_file_give_the_same_verdicts(nginx: str, plain_server: str) -> None:
+Row = tuple[str, str, str, str]
+
+
+def three_ways(nginx: str, plain_server: str) -> list[set[Row]]:
+    """The verdict rows of libcurand's wheel as a file, a requirement and a URL."""
     assert CURAND is not None
     gpus = ["12.0", "9.0", "7.0"]
-    by_file = scan_archives([str(CURAND)], gpus)
     options = IndexOptions(f"{nginx}/simple", (), "3.12", "manylinux_2_28_x86_64")
-    by_requirement = scan_archives(["nvidia-curand==10.4.0.35"], gpus, options=options)
-    by_url = scan_archives([f"{plain_server}/files/{CURAND.name}"], gpus)
+    reports = [
+        scan_archives([str(CURAND)], gpus),
+        scan_archives(["nvidia-curand==10.4.0.35"], gpus, options=options),
+        scan_archives([f"{plain_server}/files/{CURAND.name}"], gpus),
+    ]
+    return [{(p.package, p.version, p.gpu, p.verdict) for p in r.packages} for r in reports]
 
-    def rows(report: object) -> set[tuple[str, str, str, str]]:
-        return {(p.package, p.version, p.gpu, p.verdict) for p in report.packages}  # type: ignore[attr-defined]
 
-    assert rows(by_file) == rows(by_requirement) == rows(by_url)
+def test_requirement_url_and_file_give_the_same_verdicts(
+    nginx: str, plain_server: str, tmp_path: Path
+) -> None:
+    by_file, by_requirement, by_url = in_child(three_ways, nginx, plain_server)
+    assert by_file == by_requirement == by_url
     # libcurand.so.10: SASS sm_75..sm_121 (no sm_70), PTX only compute_121 (cuobjdump)
-    assert ("nvidia-curand", "10.4.0.35", "7.0", "none") in rows(by_file)
+    assert ("nvidia-curand", "10.4.0.35", "7.0", "none") in by_file
 
 
 def test_bad_input_is_a_reason(nginx: str) -> None:

@@ -9,15 +9,17 @@ and the analysis must give the same verdict per package and GPU (one analysis, t
 from __future__ import annotations
 
 import hashlib
+import shutil
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from archgap.api import scan, scan_archives
 from archgap.probe.archive import read_wheel
 from archgap.probe.fatbin import read_binary
-from tests.helpers import DATA, json_output, run_cli
+from tests.helpers import DATA, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
 
 WHEELS = DATA / "wheels"
@@ -39,8 +41,11 @@ def site_packages(venv: Path) -> Path:
     return next(venv.glob("lib/python*/site-packages"))
 
 
-@pytest.mark.parametrize("name", ["nvidia-curand", "nvidia-cuda-runtime"])
-def test_wheel_verdicts_equal_the_installed_packages(name: str) -> None:
+Row = tuple[str, str, str, str, str]
+
+
+def verdict_rows(name: str) -> tuple[set[Row], set[Row], str]:
+    """(rows from the wheel, rows from the installed package, the wheel's distribution name)."""
     wheel = CURAND if name == "nvidia-curand" else RUNTIME
     assert wheel is not None
     from_wheel = scan_archives([str(wheel)], GPUS)
@@ -51,40 +56,62 @@ def test_wheel_verdicts_equal_the_installed_packages(name: str) -> None:
         for p in installed.packages
         if p.package == name
     }
+    return wheel_rows, installed_rows, from_wheel.environment.distributions[0].name
+
+
+@pytest.mark.parametrize("name", ["nvidia-curand", "nvidia-cuda-runtime"])
+def test_wheel_verdicts_equal_the_installed_packages(name: str) -> None:
+    wheel_rows, installed_rows, dist = in_child(verdict_rows, name)
     assert wheel_rows == installed_rows
     assert len(wheel_rows) == len(GPUS)  # one package, each GPU judged
-    assert from_wheel.environment.distributions[0].name == name
+    assert dist == name
+
+
+def sha256_of(stream: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    while chunk := stream.read(1 << 20):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def member_checks(name: str) -> list[tuple[str, bool, bool, list[str], list[str], bool]]:
+    """Per native member: (member, same bytes as installed, same facts as the file reader finds
+    in the installed file, our listed targets, cuobjdump's, has entries)."""
+    wheel = CURAND if name == "nvidia-curand" else RUNTIME
+    assert wheel is not None
+    site = site_packages(VENVS[name])
+    contents = read_wheel(str(wheel))
+    assert contents.problems == []
+    rows = []
+    with zipfile.ZipFile(wheel) as zf:
+        for member in contents.binaries:
+            relative = member.path[len(str(wheel)) + 1 :]
+            installed = site / relative
+            with zf.open(relative) as a, installed.open("rb") as b:
+                same_bytes = sha256_of(a) == sha256_of(b)
+            facts = read_binary(str(installed), deep=True)
+            same = (member.format, member.size, member.machine, member.entries) == (
+                facts.format, facts.size, facts.machine, facts.entries
+            )  # fmt: skip
+            ours = our_names(member, "sass") + our_names(member, "ptx")
+            theirs = cuobjdump_names(installed, "--list-elf") + cuobjdump_names(
+                installed, "--list-ptx"
+            )
+            rows.append((relative, same_bytes, same, ours, theirs, bool(member.entries)))
+    return rows
 
 
 @pytest.mark.parametrize("name", ["nvidia-curand", "nvidia-cuda-runtime"])
 def test_members_read_like_the_installed_files_and_like_cuobjdump(name: str) -> None:
     """Every native member: same bytes as the installed file, same entries (kind, target,
     offset, sizes) as the file reader finds there, and cuobjdump lists the same targets."""
-    wheel = CURAND if name == "nvidia-curand" else RUNTIME
-    assert wheel is not None
-    site = site_packages(VENVS[name])
-    contents = read_wheel(str(wheel))
-    assert contents.problems == []
-    with_code = 0
-    with zipfile.ZipFile(wheel) as zf:
-        for member in contents.binaries:
-            relative = member.path[len(str(wheel)) + 1 :]
-            installed = site / relative
-            digest = hashlib.sha256(zf.read(relative)).hexdigest()
-            assert digest == hashlib.sha256(installed.read_bytes()).hexdigest()
-            facts = read_binary(str(installed), deep=True)
-            assert (member.format, member.size, member.machine) == (
-                facts.format,
-                facts.size,
-                facts.machine,
-            )
-            assert member.entries == facts.entries
-            assert our_names(member, "sass") == cuobjdump_names(installed, "--list-elf")
-            assert our_names(member, "ptx") == cuobjdump_names(installed, "--list-ptx")
-            with_code += bool(member.entries)
+    rows = in_child(member_checks, name)
+    for member, same_bytes, same, ours, theirs, _ in rows:
+        assert same_bytes and same, member
+        assert ours == theirs, member
     # libcurand.so.10 has SASS from sm_75 to sm_121 (cuobjdump above); the runtime wheel's
     # device code is in libcudadevrt.a
-    assert with_code == 1
+    assert sum(row[5] for row in rows) == 1
 
 
 def test_scan_cli_reads_a_directory_of_wheels() -> None:
@@ -113,7 +140,8 @@ def test_kernels_cli_lists_a_wheels_members() -> None:
 def test_a_corrupt_wheel_is_a_reason_and_exit_2(tmp_path: Path) -> None:
     assert CURAND is not None
     broken = tmp_path / "broken-1.0-py3-none-any.whl"
-    broken.write_bytes(CURAND.read_bytes()[: 1 << 20])  # the central directory is cut off
+    with CURAND.open("rb") as whole:
+        broken.write_bytes(whole.read(1 << 20))  # the central directory is cut off
     contents = read_wheel(str(broken))
     assert contents.distributions == [] and contents.binaries == []
     assert "not a readable wheel" in contents.problems[0].reason
@@ -124,27 +152,35 @@ def test_a_corrupt_wheel_is_a_reason_and_exit_2(tmp_path: Path) -> None:
     assert listed.returncode == 2 and "Traceback" not in listed.stderr
 
 
+def altered_member(path: str) -> tuple[str, str | None, str]:
+    contents = read_wheel(path)
+    [member] = contents.binaries
+    return member.format, member.error, contents.distributions[0].name
+
+
 def test_a_member_with_a_bad_crc_is_unreadable_and_the_rest_is_judged(tmp_path: Path) -> None:
     """A wheel whose libcurand bytes were altered after zipping: zipfile's CRC check fails while
     streaming; that member is an unreadable row with the reason, not a traceback."""
     assert CURAND is not None
-    data = bytearray(CURAND.read_bytes())
+    altered = tmp_path / CURAND.name
+    shutil.copy(CURAND, altered)
     with zipfile.ZipFile(CURAND) as zf:
         info = zf.getinfo("nvidia/cu13/lib/libcurand.so.10")
     start = info.header_offset + 30 + len(info.filename) + len(info.extra)
-    data[start + info.compress_size // 2] ^= 0xFF
-    altered = tmp_path / CURAND.name
-    altered.write_bytes(bytes(data))
-    contents = read_wheel(str(altered))
-    [member] = contents.binaries
-    assert member.format == "unreadable" and member.error and "corrupt member" in member.error
-    assert contents.distributions[0].name == "nvidia-curand"
+    with altered.open("r+b") as handle:
+        handle.seek(start + info.compress_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, 1)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    kind, error, dist = in_child(altered_member, str(altered))
+    assert kind == "unreadable" and error and "corrupt member" in error
+    assert dist == "nvidia-curand"
 
 
 def test_nothing_is_written_next_to_the_wheel(tmp_path: Path) -> None:
     assert RUNTIME is not None
     copy = tmp_path / RUNTIME.name
-    copy.write_bytes(RUNTIME.read_bytes())
+    shutil.copy(RUNTIME, copy)
     before = sorted(p.name for p in tmp_path.iterdir())
     read_wheel(str(copy))
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -11,7 +11,6 @@ A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import zipfile
@@ -142,18 +141,22 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, deep: bo
     return read_bytes(path, data, deep)
 
 
-def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytes:
-    """``head`` and the rest of ``stream`` in one buffer of the member's size."""
-    buffer = io.BytesIO()
-    buffer.write(head)
-    while True:
-        chunk = stream.read(1 << 20)
-        if not chunk:
+def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytearray:
+    """``head`` and the rest of ``stream`` in one buffer of the member's size (allocated once:
+    the member is in memory once, and handed back whole when the reader is done)."""
+    data = bytearray(size)
+    view = memoryview(data)
+    view[: len(head)] = head
+    pos = len(head)
+    while pos < size:
+        got = stream.readinto(view[pos : min(size, pos + (1 << 20))])  # type: ignore[attr-defined]
+        if not got:
             break
-        buffer.write(chunk)
-    data = buffer.getvalue()
-    if len(data) != size:
-        raise ValueError("member is %d bytes, its header says %d" % (len(data), size))
+        pos += got
+    if pos != size or stream.read(1):
+        view.release()
+        raise ValueError("member is not the %d bytes its header says" % size)
+    view.release()
     return data
 
 

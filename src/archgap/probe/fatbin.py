@@ -37,7 +37,7 @@ import struct
 import sys
 import threading
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 from .facts import BinaryFacts, KernelEntry
 from .forked import in_two_processes
@@ -890,7 +890,7 @@ def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int)
     )
 
 
-def read_bytes(path: str, data: bytes, deep: bool = False) -> BinaryFacts:
+def read_bytes(path: str, data: Union[bytes, bytearray], deep: bool = False) -> BinaryFacts:
     """The device code in a file's bytes that are not a file here (a wheel's or a conda
     package's member, decompressed): the same reader and validation as ``read_binary``.
     ``path`` names it in the result. Never raises: problems are in ``error``."""
