@@ -184,3 +184,13 @@ def test_nothing_is_written_next_to_the_wheel(tmp_path: Path) -> None:
     before = sorted(p.name for p in tmp_path.iterdir())
     read_wheel(str(copy))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_summary_and_markdown_name_the_wheels_not_a_python() -> None:
+    assert RUNTIME is not None
+    summary = run_cli("scan", str(RUNTIME), "--gpu", "12.0", "--format", "summary")
+    assert summary.returncode == 0, summary.stderr
+    assert f"· Archives {RUNTIME.name} ·" in summary.stdout and "Python" not in summary.stdout
+    markdown = run_cli("scan", str(RUNTIME), "--gpu", "12.0", "--format", "markdown")
+    assert "- Archives nvidia\\_cuda\\_runtime-13.0.96" in markdown.stdout
+    assert "(not installed)" in markdown.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -308,7 +307,9 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
     if env.executable:
         out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
     else:  # archives, judged before installing them
-        names = ", ".join(os.path.basename(p) for p in env.site_packages)
+        from archgap.report.scan import environment_label
+
+        names = environment_label(env).removeprefix("Archives ")
         out.print(f"[bold]Archives[/] {e(names)} (not installed; no toolchain or JIT checks)")
     facts = report.gpu_facts
     if facts.gpus:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from archgap import __version__
@@ -10,6 +11,7 @@ from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, m
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verdicts import LibraryVerdict
+    from archgap.model import PythonEnvironment
 
 
 def _gpu_columns(report: ScanReport) -> tuple[Column, ...]:
@@ -120,9 +122,17 @@ def summary(report: ScanReport, elapsed: float) -> str:
         f"archgap scan: {summary_line(report)} · {packages} packages x {len(report.gpus)} GPUs "
         f"({gpus}): {verdicts or 'no CUDA packages'}"
         + (f" · {jit} JIT failure(s)" if jit else "")
-        + f" · Python {report.environment.python_version} {report.environment.executable}"
+        + f" · {environment_label(report.environment)}"
         + f" · {elapsed:.1f} s"
     )
+
+
+def environment_label(env: PythonEnvironment) -> str:
+    """``Python 3.12.3 /path/python``, or for wheels judged before installing, their names."""
+    if env.executable:
+        return f"Python {env.python_version} {env.executable}"
+    names = ", ".join(os.path.basename(p.rstrip("/")) for p in env.site_packages)
+    return f"Archives {names}"
 
 
 def markdown(report: ScanReport, libs: bool) -> str:
@@ -135,7 +145,9 @@ def markdown(report: ScanReport, libs: bool) -> str:
         "### archgap scan",
         "",
         f"- archgap {__version__}",
-        f"- Python {esc(env.python_version or '?')} (`{env.executable}`)",
+        f"- Python {esc(env.python_version or '?')} (`{env.executable}`)"
+        if env.executable
+        else f"- {esc(environment_label(env))} (not installed)",
     ]
     if facts.gpus:
         driver = f", driver {facts.driver_version}" if facts.driver_version else ""
