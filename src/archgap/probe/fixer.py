@@ -34,6 +34,8 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from .system import System
+
 JOURNAL = "journal.json"
 LOCK = "lock"
 CRASH_HOOK = "ARCHGAP_FIX_CRASH_AT"  # tests: SIGKILL this process at the Nth durable step
@@ -424,23 +426,14 @@ def undo(journal: Journal, force: bool) -> Tuple[List[Dict[str, Any]], List[Dict
 def upgrade(argv: Any, timeout: Any) -> Dict[str, Any]:
     """Run the upgrade command (``PYTHON -m pip install SPEC``): not journaled, since pip
     replaces whole packages; its exit status and the tail of its output are returned."""
-    import subprocess
-
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         raise Refused("the upgrade command must be a list of strings")
     limit = float(timeout) if isinstance(timeout, (int, float)) else 600.0
-    try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=limit,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"argv": argv, "returncode": None, "output": "timed out after %g s" % limit}
-    output = done.stdout.decode("utf-8", "replace").strip().splitlines()[-20:]
+    # The probe's one command runner: a timeout also reaches pip's setsid'd descendants.
+    done = System(timeout=limit).run(argv, timeout=limit)
+    if done.returncode is None:
+        return {"argv": argv, "returncode": None, "output": done.error or "did not run"}
+    output = (done.stdout + done.stderr).strip().splitlines()[-20:]
     return {"argv": argv, "returncode": done.returncode, "output": "\n".join(output)}
 
 
