@@ -1,4 +1,4 @@
-"""Benchmark: where users wait (issue 11), each figure with its anchor measured in the same run.
+"""Benchmark: where users wait, each figure with its anchor measured in the same run.
 
 Input: the real torch 2.14.1+cu130 environment at bench/.data/venv-torch (bench/setup_torch_venv
 builds it: 5.5 GB, ~120 native files, ~48,000 fatbin entries). Prints, with the load average:
@@ -14,7 +14,7 @@ builds it: 5.5 GB, ~120 native files, ~48,000 fatbin entries). Prints, with the 
   6. deep vs plain          `kernels --deep` vs `kernels` on the site-packages (goal <= 2.5x)
 
 Wall times are whole processes (what a user waits for), the median of --runs, warm page cache.
-Figures 6 and 7 of the issue (trace vs rg, kernels vs cuobjdump) are bench/trace_vs_rg.py and
+The trace vs rg and kernels vs cuobjdump figures are bench/trace_vs_rg.py and
 bench/kernels_vs_cuobjdump.py.
 
 Usage: .venv/bin/python bench/speed.py [--runs 3] [--hosts 256] [--jobs 32] [--delay 2]

@@ -136,7 +136,7 @@ def test_terminal_records_when_keys_do_not_fit(venv: Path, tmp_path: Path) -> No
     lines = _tmux(80, _scan_argv(venv, "--libs"), tmp_path)
     start = lines.index("nvidia/cuda_runtime/lib/libptxonly.so.12")
     assert lines[start + 1] == "  " + LONG
-    assert lines[start + 2].split() == ["role", "kernel", "library"]  # the file's role (issue 10)
+    assert lines[start + 2].split() == ["role", "kernel", "library"]  # the file's role
     record = lines[start + 3 : start + 11]
     assert [line.split("(")[0].strip() for line in record] == LABELS
     assert record[1].split()[-1] == "none" and "jit compute_80 PTX (ISA 9.0)" in record[0]
