@@ -941,7 +941,33 @@ def discover(paths: Iterable[str]) -> Iterator[Discovered]:
                 yield path, None
 
 
-def _walk_directory(  # noqa: C901 (over the ratchet; to split)
+def _identity(item: os.DirEntry, link: bool, device: int) -> Tuple[int, int]:  # type: ignore[type-arg]
+    """(dev, ino) of a directory entry: from readdir (no stat call) unless it is a symlink."""
+    if link:
+        sub = item.stat()
+        return sub.st_dev, sub.st_ino
+    return device, item.inode()
+
+
+def _file_key(
+    item: os.DirEntry,  # type: ignore[type-arg]
+    candidate: bool,
+    link: bool,
+    device: int,
+) -> Optional[Tuple[int, int]]:
+    """The identity of a regular file worth reading, or None: a candidate name, or an executable
+    whose first bytes are ELF's magic."""
+    if item.name in NOT_BINARY_NAMES:
+        return None
+    if candidate:
+        return _identity(item, link, device)
+    sub = item.stat()
+    if sub.st_mode & 0o111 and sub.st_size > 0 and _has_elf_magic(item.path):
+        return sub.st_dev, sub.st_ino
+    return None
+
+
+def _walk_directory(
     top: str,
     info: os.stat_result,
     seen_files: Set[Tuple[int, int]],
@@ -975,11 +1001,7 @@ def _walk_directory(  # noqa: C901 (over the ratchet; to split)
             try:
                 link = item.is_symlink()
                 if item.is_dir():
-                    if link:
-                        sub = item.stat()
-                        key = (sub.st_dev, sub.st_ino)
-                    else:
-                        key = (device, item.inode())
+                    key = _identity(item, link, device)
                     if key in ancestors:
                         yield (
                             item.path,
@@ -990,19 +1012,9 @@ def _walk_directory(  # noqa: C901 (over the ratchet; to split)
                         subdirs.append((item.path, (*ancestors, key)))
                     continue
                 if item.is_file():
-                    if name in NOT_BINARY_NAMES:
-                        continue
-                    if link or not candidate:
-                        sub = item.stat()
-                        key = (sub.st_dev, sub.st_ino)
-                        if not candidate and not (
-                            sub.st_mode & 0o111 and sub.st_size > 0 and _has_elf_magic(item.path)
-                        ):
-                            continue
-                    else:
-                        key = (device, item.inode())
-                    if key not in seen_files:
-                        seen_files.add(key)
+                    file_key = _file_key(item, candidate, link, device)
+                    if file_key is not None and file_key not in seen_files:
+                        seen_files.add(file_key)
                         yield item.path, None
                 elif candidate and link:
                     os.stat(item.path)  # raises with the reason: dangling link or a loop
