@@ -111,7 +111,7 @@ def fan_out(recorded: Path, hosts: int, jobs: int, delay: float) -> tuple[float,
     """Seconds to probe and judge ``hosts`` replaying targets, and how many answered."""
     from archgap.analysis.fleet import HostInput, fleet_report
     from archgap.request import probe_request
-    from archgap.transport.run import TransportError, run_many
+    from archgap.transport.run import TransportFailure, run_many
     from archgap.transport.target import Target
 
     # The transport: read the request as ssh would, wait like the network, print the recording.
@@ -123,7 +123,7 @@ def fan_out(recorded: Path, hosts: int, jobs: int, delay: float) -> tuple[float,
     started = time.perf_counter()
     # As `archgap fleet` does: each host judged as it answers, its facts then dropped.
     inputs = (
-        HostInput(t.name, None, r.kind, r.message) if isinstance(r, TransportError) else
+        HostInput(t.name, None, r.kind, r.message) if isinstance(r, TransportFailure) else
         HostInput(t.name, r)
         for t, r in run_many(targets, probe_request(), jobs, timeout=60 + delay)
     )  # fmt: skip

@@ -17,7 +17,7 @@ from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
 from archgap.analysis.verify import VerifyReport
 from archgap.request import DEFAULT_SECTIONS, probe_request
-from archgap.transport.run import TransportError, run_probe
+from archgap.transport.run import TransportFailure, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
@@ -102,12 +102,12 @@ def _run(
 ) -> dict[str, Any]:
     """The probe's facts; a transport failure raises ``ProbeError``."""
     facts = run_probe(target, request, timeout, root, env_from, progress)
-    if isinstance(facts, TransportError):
+    if isinstance(facts, TransportFailure):
         raise ProbeError(describe(facts))
     return facts
 
 
-def describe(error: TransportError) -> str:
+def describe(error: TransportFailure) -> str:
     """A transport failure as text: its kind and message, then the tool's stderr when it says
     more than the message already does (ssh's one line is usually the message itself)."""
     extra = error.stderr.strip() if error.stderr else ""

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from archgap.transport.run import MAX_ECHOED_LINE, TransportError, run_probe
+from archgap.transport.run import MAX_ECHOED_LINE, TransportFailure, run_probe
 from archgap.transport.target import via_target
 from tests.helpers import run_cli
 from tests.integration.test_remote_services import ssh_env
@@ -34,7 +34,7 @@ def test_remote_output_is_capped_and_echoed_lines_are_cut() -> None:
     started = time.monotonic()
     result = run_probe(via_target(flood), {"gpu": {}}, timeout=60)
     assert time.monotonic() - started < 30
-    assert isinstance(result, TransportError) and result.kind == "probe-failed"
+    assert isinstance(result, TransportFailure) and result.kind == "probe-failed"
     assert "the answer was cut: output over 67108864 bytes" in result.message
     assert all(len(line) <= MAX_ECHOED_LINE + 10 for line in result.stderr.split("\n"))
 
@@ -43,7 +43,7 @@ def test_a_timeout_kills_setsid_descendants_of_the_transport(tmp_path: Path) -> 
     pid_file = tmp_path / "pid"
     via = f"sh -c 'setsid sleep 300 & echo $! > {pid_file}; sleep 300' sh"
     result = run_probe(via_target(via), {"gpu": {}}, timeout=1)
-    assert isinstance(result, TransportError) and result.kind == "timeout"
+    assert isinstance(result, TransportFailure) and result.kind == "timeout"
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and alive(pid):

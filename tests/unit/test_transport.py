@@ -19,7 +19,7 @@ import pytest
 from archgap.analysis.fleet import HostInput, coverage_matrix, fleet_report
 from archgap.report.html import fleet_html
 from archgap.transport.bootstrap import probe_input, probe_sources, remote_argv, standalone_script
-from archgap.transport.run import TransportError, classify, run_probe
+from archgap.transport.run import TransportFailure, classify, run_probe
 from archgap.transport.target import (
     LOCAL,
     TargetError,
@@ -156,7 +156,7 @@ def test_too_old_interpreters_are_named(python: Path, version: str | None) -> No
     if not python.exists():
         pytest.skip(f"no {python}")
     result = run_probe(via_target("env", str(python)), {"gpu": {}}, timeout=60)
-    assert isinstance(result, TransportError)
+    assert isinstance(result, TransportFailure)
     assert result.kind == "interpreter-too-old"
     if version:
         assert version in result.message
@@ -164,15 +164,15 @@ def test_too_old_interpreters_are_named(python: Path, version: str | None) -> No
 
 def test_missing_interpreter_and_missing_transport() -> None:
     result = run_probe(via_target("env", "/nonexistent/python"), {"gpu": {}}, timeout=30)
-    assert isinstance(result, TransportError) and result.kind == "no-interpreter"
+    assert isinstance(result, TransportFailure) and result.kind == "no-interpreter"
     result = run_probe(via_target("archgap-no-such-transport-cmd"), {"gpu": {}}, timeout=30)
-    assert isinstance(result, TransportError) and result.kind == "transport-missing"
+    assert isinstance(result, TransportFailure) and result.kind == "transport-missing"
 
 
 def test_total_timeout_kills_the_whole_group() -> None:
     started = time.monotonic()
     result = run_probe(via_target("sh -c 'sleep 30 & sleep 30' sh"), {"gpu": {}}, timeout=1)
-    assert isinstance(result, TransportError) and result.kind == "timeout"
+    assert isinstance(result, TransportFailure) and result.kind == "timeout"
     assert time.monotonic() - started < 5
 
 
@@ -181,7 +181,7 @@ def test_total_timeout_abandons_a_process_that_left_the_group() -> None:
     # holds stdout open; the timeout still answers after the kill grace (2 s), not after 30 s.
     started = time.monotonic()
     result = run_probe(via_target("sh -c 'setsid sleep 30 & sleep 30' sh"), {"gpu": {}}, timeout=1)
-    assert isinstance(result, TransportError) and result.kind == "timeout"
+    assert isinstance(result, TransportFailure) and result.kind == "timeout"
     assert time.monotonic() - started < 1 + 2 + 3
 
 
@@ -189,7 +189,7 @@ def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
     # A "python" that reads the probe and dies: what the user sees is its stderr.
     prefix = "sh -c 'cat >/dev/null; echo boom: segfault in libfoo >&2; exit 139' sh"
     result = run_probe(via_target(prefix), {"gpu": {}}, timeout=30)
-    assert isinstance(result, TransportError) and result.kind == "probe-failed"
+    assert isinstance(result, TransportFailure) and result.kind == "probe-failed"
     assert "boom: segfault in libfoo" in result.stderr
 
 
@@ -211,7 +211,7 @@ def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
 )
 def test_ssh_failures_are_told_apart(stderr: str, kind: str) -> None:
     result = classify(ssh_target("gpu1"), 255, "", stderr)
-    assert isinstance(result, TransportError) and result.kind == kind
+    assert isinstance(result, TransportFailure) and result.kind == kind
 
 
 def test_probe_sources_are_the_whole_probe_package() -> None:

@@ -353,7 +353,7 @@ def target_from_args(args: argparse.Namespace) -> Target:
 
 def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> dict[str, Any]:
     """Run the probe ``request`` on the target the options name; a failure is a ``UsageError``."""
-    from archgap.transport.run import TransportError, run_probe
+    from archgap.transport.run import TransportFailure, run_probe
 
     target = target_from_args(args)
     env_from = getattr(args, "env_from", None)
@@ -361,7 +361,7 @@ def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) 
     with out.status(f"probing {target.name}"):
         facts = run_probe(target, request, args.timeout, getattr(args, "root", "/"), env_from)
     out.note(f"probed {target.name} ({', '.join(request)}) in {time.monotonic() - started:.2f} s")
-    if isinstance(facts, TransportError):
+    if isinstance(facts, TransportFailure):
         from archgap.api import describe
 
         raise UsageError(describe(facts))

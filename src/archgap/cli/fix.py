@@ -64,11 +64,11 @@ def register(subparsers: Any) -> None:
 
 def _fixer(target: Target, args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
     from archgap.api import describe
-    from archgap.transport.run import TransportError, run_fixer
+    from archgap.transport.run import TransportFailure, run_fixer
 
     request = {**request, "state_dir": args.state_dir}
     answer = run_fixer(target, request, args.timeout)
-    if isinstance(answer, TransportError):
+    if isinstance(answer, TransportFailure):
         raise UsageError(f"fix program: {describe(answer)}")
     result = answer.get("fixer")
     if not isinstance(result, dict):

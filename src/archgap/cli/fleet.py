@@ -114,7 +114,7 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
     """Every host's facts or failure, as ``HostInput`` values, as they come (the report keeps
     a summary of each, not its facts)."""
     from archgap.analysis.fleet import HostInput
-    from archgap.transport.run import TransportError, run_many
+    from archgap.transport.run import TransportFailure, run_many
     from archgap.transport.slurm import run_probe_slurm
     from archgap.transport.target import DEFAULT_PYTHON, TargetError, ssh_target
 
@@ -152,7 +152,7 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
     with out.progress("probing hosts", total=len(targets)) as advance:
         for target, result in run_many(targets, request, args.jobs, args.timeout):
             advance(target.name)
-            if isinstance(result, TransportError):
+            if isinstance(result, TransportFailure):
                 yield HostInput(target.name, None, result.kind, result.message, result.stderr)
             else:
                 yield HostInput(target.name, result)
@@ -161,13 +161,13 @@ def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
 def _engine_inputs(error: Any, results: Any, engine: str) -> list[Any]:
     """``HostInput`` values from an engine that probes every node at once (Slurm, Ray)."""
     from archgap.analysis.fleet import HostInput
-    from archgap.transport.run import TransportError
+    from archgap.transport.run import TransportFailure
 
     if error is not None:
         return [HostInput(engine, None, error.kind, error.message, error.stderr)]
     return [
         HostInput(name, None, r.kind, r.message, r.stderr)
-        if isinstance(r, TransportError)
+        if isinstance(r, TransportFailure)
         else HostInput(name, r, None)
         for name, r in results
     ]

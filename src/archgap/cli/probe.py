@@ -91,7 +91,7 @@ def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.transport.bootstrap import probe_input, standalone_script
-    from archgap.transport.run import TransportError, run_probe
+    from archgap.transport.run import TransportFailure, run_probe
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     required = [r.strip() for value in args.require for r in value.split(",") if r.strip()]
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if args.root != "/" and not target.is_local:
         raise UsageError("--root works only on this machine")
     result = run_probe(target, request, args.timeout, args.root, args.env_from)
-    if isinstance(result, TransportError):
+    if isinstance(result, TransportFailure):
         body: dict[str, Any] = {
             "target": target.name,
             "transport": target.kind,

@@ -18,7 +18,7 @@ from archgap.transport.run import (
     TIMEOUT,
     TRANSPORT_MISSING,
     UNREACHABLE,
-    TransportError,
+    TransportFailure,
     classify,
     fill_python,
 )
@@ -29,8 +29,8 @@ from archgap.transport.target import Target
 class RayResult:
     """Per alive node, the facts or why not; or why the cluster could not be reached."""
 
-    nodes: tuple[tuple[str, dict[str, Any] | TransportError], ...]
-    error: TransportError | None = None
+    nodes: tuple[tuple[str, dict[str, Any] | TransportFailure], ...]
+    error: TransportFailure | None = None
 
 
 def _names(nodes: list[dict[str, Any]]) -> list[str]:
@@ -60,18 +60,18 @@ def _reachable(address: str, timeout: float = 5.0) -> str | None:
 
 
 def _connect(address: str | None) -> Any:
-    """The ``ray`` module, connected; a ``TransportError`` when it cannot be."""
+    """The ``ray`` module, connected; a ``TransportFailure`` when it cannot be."""
     try:
         import logging
 
         import ray
     except ImportError:
-        return TransportError(
+        return TransportFailure(
             TRANSPORT_MISSING, "ray is not installed here: pip install 'archgap[ray]'"
         )
     problem = _reachable(address) if address else None
     if problem:
-        return TransportError(UNREACHABLE, f"ray cluster {address}: {problem}")
+        return TransportFailure(UNREACHABLE, f"ray cluster {address}: {problem}")
     try:
         ray.init(
             address=address or "auto",
@@ -80,7 +80,7 @@ def _connect(address: str | None) -> Any:
             configure_logging=False,
         )
     except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError ...
-        return TransportError(UNREACHABLE, f"ray cluster {address or 'auto'}: {exc}")
+        return TransportFailure(UNREACHABLE, f"ray cluster {address or 'auto'}: {exc}")
     return ray
 
 
@@ -89,7 +89,7 @@ def run_probe_ray(
 ) -> RayResult:
     """Probe every alive node once; ``python`` None: each worker's own interpreter."""
     ray = _connect(address)
-    if isinstance(ray, TransportError):
+    if isinstance(ray, TransportFailure):
         return RayResult((), ray)
     try:
         return _probe_nodes(ray, request, python, timeout)
@@ -117,20 +117,20 @@ def _probe_nodes(
     ]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout + 10)
     done = set(ready)
-    results: list[tuple[str, dict[str, Any] | TransportError]] = []
+    results: list[tuple[str, dict[str, Any] | TransportFailure]] = []
     for name, ref in zip(_names(nodes), refs, strict=True):
         if ref not in done:
             ray.cancel(ref, force=True)
-            results.append((name, TransportError(TIMEOUT, f"{name}: no answer from Ray")))
+            results.append((name, TransportFailure(TIMEOUT, f"{name}: no answer from Ray")))
             continue
         try:
             code, out, err, _host, executable = ray.get(ref)
         except Exception as exc:  # the task or its node failed
-            results.append((name, TransportError(PROBE_FAILED, f"{name}: {exc}")))
+            results.append((name, TransportFailure(PROBE_FAILED, f"{name}: {exc}")))
             continue
         target = Target("via", name, ("ray",), executable)
         if code is None:
-            results.append((name, TransportError(TIMEOUT, f"{name}: {err}")))
+            results.append((name, TransportFailure(TIMEOUT, f"{name}: {err}")))
         else:
             results.append((name, classify(target, code, out, err)))
     return RayResult(tuple(results))

@@ -1,6 +1,6 @@
 """Running the probe on a target and telling its failures apart.
 
-``run_probe`` returns the facts (a dict) or a ``TransportError`` value: the caller reports it and
+``run_probe`` returns the facts (a dict) or a ``TransportFailure`` value: the caller reports it and
 goes on with the other hosts. Each run has a total time limit besides ssh's connect timeout; on
 expiry the whole process group that archgap started is killed, so nothing lingers.
 """
@@ -41,7 +41,7 @@ TRANSPORT_MISSING = "transport-missing"
 
 
 @dataclass(frozen=True)
-class TransportError:
+class TransportFailure:
     """Why a target gave no facts: a value, reported next to the hosts that answered."""
 
     kind: str  # UNREACHABLE, HOST_KEY, AUTH, NO_INTERPRETER, TOO_OLD, TIMEOUT, PROBE_FAILED, ...
@@ -94,19 +94,19 @@ def tail(text: str, lines: int = 20) -> str:
 
 def classify(
     target: Target, returncode: int, stdout: str, stderr: str
-) -> dict[str, Any] | TransportError:
+) -> dict[str, Any] | TransportFailure:
     """Facts, or the failure that the exit status and the output point to."""
     facts = find_facts(stdout)
     if facts is not None and returncode == 0:
         return facts
     too_old = find_too_old(stdout)
     if too_old is not None:
-        return TransportError(
+        return TransportFailure(
             TOO_OLD, f"{target.python} on {target.name} is Python {too_old}; the probe needs >= 3.8"
         )
     lowered = stderr.lower()
     if "unknown option: -i" in lowered or "unknown option -i" in lowered:
-        return TransportError(
+        return TransportFailure(
             TOO_OLD,
             f"{target.python} on {target.name} has no -I option (Python 2?); need >= 3.8",
         )
@@ -116,32 +116,32 @@ def classify(
     )
     if uses_ssh and returncode == 255:
         if any(sign in lowered for sign in _HOST_KEY_SIGNS):
-            return TransportError(
+            return TransportFailure(
                 HOST_KEY,
                 f"{target.name}: host key not known or changed (check known_hosts): {first}",
                 tail(stderr),
             )
         if "permission denied" in lowered or "too many authentication failures" in lowered:
-            return TransportError(
+            return TransportFailure(
                 AUTH, f"{target.name}: authentication refused: {first}", tail(stderr)
             )
         if any(sign in lowered for sign in _UNREACHABLE_SIGNS) or not lowered.strip():
-            return TransportError(UNREACHABLE, f"{target.name}: {first}", tail(stderr))
-        return TransportError(UNREACHABLE, f"{target.name}: ssh failed: {first}", tail(stderr))
+            return TransportFailure(UNREACHABLE, f"{target.name}: {first}", tail(stderr))
+        return TransportFailure(UNREACHABLE, f"{target.name}: ssh failed: {first}", tail(stderr))
     # 126/127: the shell (or env, docker, kubectl) found no runnable interpreter of that name.
     if returncode in (126, 127) or (
         returncode != 0 and target.python in stderr and _NOT_FOUND.search(stderr)
     ):
-        return TransportError(
+        return TransportFailure(
             NO_INTERPRETER,
             f"no interpreter {target.python!r} on {target.name}: {first}",
             tail(stderr),
         )
     if returncode == 0:
-        return TransportError(
+        return TransportFailure(
             PROBE_FAILED, f"{target.name}: the probe printed no facts", tail(stderr or stdout)
         )
-    return TransportError(
+    return TransportFailure(
         PROBE_FAILED, f"{target.name}: the probe failed ({first})", tail(stderr, 40)
     )
 
@@ -193,7 +193,7 @@ def run_probe(
     root: str = "/",
     env_from: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any] | TransportError:
+) -> dict[str, Any] | TransportFailure:
     """The facts ``request`` asks for, collected on ``target`` by the same probe code as locally;
     ``progress`` is told as the binaries are read (on this machine only)."""
     if target.is_local:
@@ -212,16 +212,16 @@ def run_probe(
     )
     if error == "timeout":
         elapsed = time.monotonic() - started
-        return TransportError(
+        return TransportFailure(
             TIMEOUT,
             f"{target.name}: no answer within {elapsed:.0f} s (--timeout {timeout:g})",
             tail(err),
         )
     if error is not None and error.startswith("output over"):
         message = f"{target.name}: the answer was cut: {error}"
-        return TransportError(PROBE_FAILED, message, tail(err))
+        return TransportFailure(PROBE_FAILED, message, tail(err))
     if error is not None or code is None:
-        return TransportError(TRANSPORT_MISSING, error or "could not start", "")
+        return TransportFailure(TRANSPORT_MISSING, error or "could not start", "")
     return classify(target, code, out, err)
 
 
@@ -231,7 +231,7 @@ def run_many(
     jobs: int = 16,
     timeout: float = DEFAULT_TIMEOUT,
     env_from: str | None = None,
-) -> Iterator[tuple[Target, dict[str, Any] | TransportError]]:
+) -> Iterator[tuple[Target, dict[str, Any] | TransportFailure]]:
     """Probe many targets, at most ``jobs`` at a time; yields each as it answers."""
     target_list = list(targets)
     from concurrent.futures import ThreadPoolExecutor, as_completed  # fleets only
@@ -247,7 +247,7 @@ def run_many(
 
 def run_fixer(
     target: Target, fix_request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT
-) -> dict[str, Any] | TransportError:
+) -> dict[str, Any] | TransportFailure:
     """The fix program's answer (probe/fixer.py: plan, apply, undo) from ``target``; it travels
     and runs exactly like the probe (the same loader, the same in-memory package)."""
     if target.is_local:
@@ -261,5 +261,5 @@ def run_fixer(
     )
     if error is not None or code is None:
         kind = TIMEOUT if error == "timeout" else TRANSPORT_MISSING
-        return TransportError(kind, f"{target.name}: {error or 'could not start'}", tail(err))
+        return TransportFailure(kind, f"{target.name}: {error or 'could not start'}", tail(err))
     return classify(target, code, out, err)

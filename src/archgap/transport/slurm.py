@@ -16,7 +16,7 @@ from archgap.transport.run import (
     PROBE_FAILED,
     TIMEOUT,
     TRANSPORT_MISSING,
-    TransportError,
+    TransportFailure,
     classify,
     fill_python,
     run_command,
@@ -31,8 +31,8 @@ _LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
 class SlurmResult:
     """What one srun step gave: per task, the facts or why not; or a failure of the step."""
 
-    tasks: tuple[tuple[str, dict[str, Any] | TransportError], ...]  # (node or "task N", result)
-    error: TransportError | None = None
+    tasks: tuple[tuple[str, dict[str, Any] | TransportFailure], ...]  # (node or "task N", result)
+    error: TransportFailure | None = None
 
 
 def srun_argv(srun_args: list[str], python: str) -> list[str]:
@@ -69,12 +69,12 @@ def run_probe_slurm(
     code, out, err, error = run_command(argv, payload, timeout)
     if error == "timeout":
         return SlurmResult(
-            (), TransportError(TIMEOUT, f"srun gave no answer within {timeout:g} s", tail(err))
+            (), TransportFailure(TIMEOUT, f"srun gave no answer within {timeout:g} s", tail(err))
         )
     if error is not None or code is None:
-        return SlurmResult((), TransportError(TRANSPORT_MISSING, error or "srun could not start"))
+        return SlurmResult((), TransportFailure(TRANSPORT_MISSING, error or "srun could not start"))
     outs, errs = split_labelled(out), split_labelled(err)
-    tasks: list[tuple[str, dict[str, Any] | TransportError]] = []
+    tasks: list[tuple[str, dict[str, Any] | TransportFailure]] = []
     for task in sorted(set(outs) | set(errs)):
         target = Target("via", f"task {task}", ("srun",), python)
         result = classify(target, 0, outs.get(task, ""), errs.get(task, ""))
@@ -84,8 +84,8 @@ def run_probe_slurm(
             tasks.append((f"task {task}", result))
     if not tasks:
         failure = classify(Target("via", "srun", ("srun",), python), code or 1, out, err)
-        if not isinstance(failure, TransportError):
-            failure = TransportError(PROBE_FAILED, f"srun exited with status {code}", tail(err))
+        if not isinstance(failure, TransportFailure):
+            failure = TransportFailure(PROBE_FAILED, f"srun exited with status {code}", tail(err))
         return SlurmResult((), failure)
     return SlurmResult(tuple(tasks))
 
