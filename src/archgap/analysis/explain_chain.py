@@ -330,7 +330,7 @@ def _version_condition(
     resolves (FlashInfer's lookup, ``analysis.jit``); None when no nvcc version is known."""
     toolchains = examined.toolchains
     resolved = (
-        resolve_nvcc(toolchains, toolchain_kb.jit_rules()["flashinfer"]["nvcc_lookup"])
+        resolve_nvcc(toolchains, toolchain_kb.jit_rules().flashinfer.nvcc_lookup)
         if toolchains
         else None
     )

@@ -54,7 +54,7 @@ def runs_on(major: int, minor_text: str, cc: ComputeCapability) -> bool:
 
 def flashinfer_supports(cc: ComputeCapability) -> bool:
     """check_cuda_arch(): a GPU below the minimum is rejected whatever the toolkit."""
-    minimum = kb.major_minor(kb.jit_rules()["flashinfer"]["min_compute_capability"]) or (7, 5)
+    minimum = kb.major_minor(kb.jit_rules().flashinfer.min_compute_capability) or (7, 5)
     return (cc.major, cc.minor) >= minimum
 
 
@@ -76,19 +76,18 @@ def normalised_target(
 
 def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
     """Every fix that removes a FlashInfer JIT failure on ``case.cc``, least invasive first."""
-    rules = kb.jit_rules()["flashinfer"]
+    rules = kb.jit_rules().flashinfer
     avoid = Fix(
-        f"avoid FlashInfer paths ({rules['avoid_options']})", "Slower kernels; partial.", kind=AVOID
+        f"avoid FlashInfer paths ({rules.avoid_options})", "Slower kernels; partial.", kind=AVOID
     )
     cc = case.cc
     if not flashinfer_supports(cc):
         version = f"FlashInfer {case.version}" if case.version else "FlashInfer"
         return (
             Fix(
-                f"{version} does not support sm_{cc.sm}; avoid its paths "
-                f"({rules['avoid_options']})",
+                f"{version} does not support sm_{cc.sm}; avoid its paths ({rules.avoid_options})",
                 f"check_cuda_arch() rejects compute capability {cc} whatever the toolkit "
-                f"({rules['min_compute_capability_source']}); no toolkit or setting changes that.",
+                f"({rules.min_compute_capability_source}); no toolkit or setting changes that.",
                 kind=AVOID,
             ),
         )
@@ -178,8 +177,8 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
 
 def _upgrade_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
     """A FlashInfer release whose rules work with the current toolkit on this GPU."""
-    rules = kb.jit_rules()["flashinfer"]
-    fixed_in = rules["fixed_in"]
+    rules = kb.jit_rules().flashinfer
+    fixed_in = rules.fixed_in
     newer = kb.flashinfer_range(fixed_in)
     if newer is None or newer == rng or not case.cuda:
         return []
@@ -192,7 +191,7 @@ def _upgrade_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list
         Fix(
             f"upgrade flashinfer-python to >= {fixed_in}",
             f"{fixed_in} builds {target} with nvcc {case.cuda}; check the versions your serving "
-            f"framework pins ({rules['fixed_in_source']}).",
+            f"framework pins ({rules.fixed_in_source}).",
             command=f"pip install 'flashinfer-python>={fixed_in}'",
             kind=UPGRADE,
         )

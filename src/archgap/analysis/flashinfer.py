@@ -140,7 +140,7 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
     pkg = next((p for p in facts.packages if p.name == "flashinfer-python"), None)
     if pkg is None:
         return []
-    rules = kb.jit_rules()["flashinfer"]
+    rules = kb.jit_rules().flashinfer
     rng = kb.flashinfer_range(pkg.version)
     when = "at the first FlashInfer JIT call (sampling, attention plan, norm, MoE ...)"
     findings: list[JitFinding] = []
@@ -163,7 +163,7 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
                 )
             )
         return findings
-    resolved = resolve_nvcc(facts, rules["nvcc_lookup"])
+    resolved = resolve_nvcc(facts, rules.nvcc_lookup)
     chain = [*base_chain, *resolved.chain]
     tk = resolved.toolkit
     cuda: str | None = None
@@ -171,7 +171,7 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
         chain.append(_toolkit_fact(tk))
         if tk.status == "ok":
             cuda = tk.version
-    lookup_src = rules["nvcc_lookup_source"]
+    lookup_src = rules.nvcc_lookup_source
     chain.append(Fact("FlashInfer asks that nvcc for the CUDA version (not torch)", lookup_src))
     torch = facts.torch
     if tk is not None and tk.status in ("missing", "broken") and torch and torch.cuda:
@@ -182,7 +182,7 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
         )
     src_facts, missing = _source_facts(facts, rng.source_checks)
     chain.extend(src_facts)
-    arch_list = _env(facts, rules["arch_env"])
+    arch_list = _env(facts, rules.arch_env)
     for target in targets:
         findings.append(
             _flashinfer_one(
@@ -224,11 +224,9 @@ def _flashinfer_one(
 
     home = tk.home if tk else None
     if not flashinfer_supports(cc):
-        rules = kb.jit_rules()["flashinfer"]
+        rules = kb.jit_rules().flashinfer
         chain.append(
-            Fact(
-                "check_cuda_arch() requires sm75 or higher", rules["min_compute_capability_source"]
-            )
+            Fact("check_cuda_arch() requires sm75 or higher", rules.min_compute_capability_source)
         )
         return finding(
             "fails",
@@ -326,7 +324,7 @@ def _flashinfer_one(
             )
             return finding(
                 "fails",
-                kb.jit_rules()["flashinfer"]["nvcc_unsupported_arch"].format(target=tgt[8:]),
+                kb.jit_rules().flashinfer.nvcc_unsupported_arch.format(target=tgt[8:]),
                 f"The arch set is fine but the JIT build fails: nvcc {tk.version} cannot "
                 f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
                 _flashinfer_fixes(facts, version, target, tk.version, home),

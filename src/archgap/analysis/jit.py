@@ -198,7 +198,7 @@ def torch_findings(
     torch = facts.torch
     if torch is None or not torch.cuda:
         return []
-    rules = kb.jit_rules()["torch_ext"]
+    rules = kb.jit_rules().torch_ext
     gates = any(t.gates_exit_code for t in targets)
     version = torch.version or "?"
     findings: list[JitFinding] = []
@@ -206,7 +206,7 @@ def torch_findings(
     when_ext = (
         "when a torch C++/CUDA extension is built (torch.utils.cpp_extension, pip source builds)"
     )
-    resolved = resolve_nvcc(facts, rules["cuda_home_lookup"])
+    resolved = resolve_nvcc(facts, rules.cuda_home_lookup)
     tk = resolved.toolkit
     if tk is not None and tk.status == "ok" and tk.version:
         have, want = kb.major_minor(tk.version), kb.major_minor(torch.cuda)
@@ -228,21 +228,21 @@ def torch_findings(
                     None,
                     "fails",
                     "RuntimeError: "
-                    + rules["mismatch_message"].format(nvcc=tk.version, torch=torch.cuda),
+                    + rules.mismatch_message.format(nvcc=tk.version, torch=torch.cuda),
                     f"nvcc {tk.version} (found through {tk.found_by}) and torch's CUDA "
                     f"{torch.cuda} differ in major version; torch refuses to build extensions.",
                     (
                         *base,
                         *resolved.chain,
                         _toolkit_fact(tk),
-                        Fact("major mismatch raises", rules["mismatch_source"]),
+                        Fact("major mismatch raises", rules.mismatch_source),
                     ),
                     tuple(fixes),
                     when_ext,
                     gates,
                 )
             )
-    arch_list = _env(facts, rules["arch_env"])
+    arch_list = _env(facts, rules.arch_env)
     if arch_list:
         nvcc = tk.version if tk is not None and tk.status == "ok" else None
         findings.extend(_arch_list_findings(facts, torch, arch_list, targets, nvcc, base))
@@ -256,7 +256,7 @@ def torch_findings(
                     None,
                     None,
                     "fails",
-                    kb.jit_rules()["torch"]["driver_error"],
+                    kb.jit_rules().torch_driver_error,
                     f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
                     f"{driver_version}.",
                     (
@@ -287,7 +287,7 @@ def _arch_list_findings(
     base: Sequence[Fact],
 ) -> list[JitFinding]:
     """TORCH_CUDA_ARCH_LIST against torch's parser, the nvcc found and each GPU."""
-    rules = kb.jit_rules()["torch_ext"]
+    rules = kb.jit_rules().torch_ext
     version = torch.version or "?"
     gates = any(t.gates_exit_code for t in targets)
     when = "when a torch C++/CUDA extension is built (torch.utils.cpp_extension, pip source builds)"
@@ -319,7 +319,7 @@ def _arch_list_findings(
         return [
             finding(
                 status,
-                "ValueError: " + rules["unknown_arch_message"].format(arch=arch),
+                "ValueError: " + rules.unknown_arch_message.format(arch=arch),
                 f"TORCH_CUDA_ARCH_LIST entry {token!r} is not a name torch {version} accepts.",
                 (fix,),
                 None,
@@ -332,9 +332,7 @@ def _arch_list_findings(
         out.append(
             finding(
                 "fails",
-                kb.jit_rules()["flashinfer"]["nvcc_unsupported_arch"].format(
-                    target=bad[0].target[8:]
-                ),
+                kb.jit_rules().flashinfer.nvcc_unsupported_arch.format(target=bad[0].target[8:]),
                 f"nvcc {nvcc} cannot build {', '.join(e.target for e in bad)} from "
                 "TORCH_CUDA_ARCH_LIST: the extension build fails.",
                 torch_ext.drop_or_toolkit_fixes(bad, nvcc),
@@ -389,7 +387,7 @@ def runtime_findings(
                 None,
                 None,
                 "fails",
-                kb.jit_rules()["torch"]["driver_error"],
+                kb.jit_rules().torch_driver_error,
                 f"the CUDA {tk.version} {tk.component} in this environment needs a newer driver "
                 f"than {driver_version} ({rule}).",
                 (

@@ -40,12 +40,10 @@ class ArchList:
     definitive: bool  # read from the installed torch (not kb fallback)
 
 
-def _for_version(version: str, key: str) -> list[object]:
-    out: list[object] = []
-    for entry in kb.jit_rules()["torch_ext"][key]:
-        if kb.version_in_range(version, entry["min"], entry["max_excl"]):
-            out.extend(entry["archs"] if key == "valid_archs" else entry["names"])
-    return out
+def _for_version(
+    version: str, entries: tuple[kb.VersionedArchs, ...]
+) -> tuple[kb.VersionedArchs, ...]:
+    return tuple(e for e in entries if kb.version_in_range(version, e.low, e.high_excl))
 
 
 def parse_arch_list(value: str, torch: TorchBuild) -> ArchList:
@@ -54,11 +52,16 @@ def parse_arch_list(value: str, torch: TorchBuild) -> ArchList:
     valid = torch.supported_arches
     source = f"{torch.supported_arches_file} (supported_arches)"
     if valid is None:
-        valid = tuple(sorted({str(a) for a in _for_version(version, "valid_archs")}))
+        rules = kb.jit_rules().torch_ext
+        valid = tuple(
+            sorted({a for e in _for_version(version, rules.valid_archs) for a in e.archs})
+        )
         source = "kb/jit.json torch_ext.valid_archs"
     named = torch.named_arches
     if named is None:
-        named = tuple((str(n[0]), str(n[1])) for n in _for_version(version, "named_archs"))  # type: ignore[index]
+        named = tuple(
+            n for e in _for_version(version, kb.jit_rules().torch_ext.named_archs) for n in e.names
+        )
     text = value.replace(" ", ";")
     for name, archs in named:
         text = text.replace(name, archs)

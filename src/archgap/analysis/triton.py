@@ -35,20 +35,19 @@ def _triton_one(
     driver_version: str | None,
     driver_source: str,
 ) -> list[JitFinding]:
-    rules = kb.jit_rules()["triton"]
-    sel = rules["ptxas_selection"]
-    suffix_from = kb.major_minor(rules["arch_name"]["suffix_a_from_cc"]) or (9, 0)
+    rules = kb.jit_rules().triton
+    suffix_from = kb.major_minor(rules.suffix_a_from_cc) or (9, 0)
     bundled = {t.tool: t for t in facts.toolkits if t.found_by == "triton"}
     cc = target.compute_capability
     arch = f"sm_{cc.sm}{'a' if (cc.major, cc.minor) >= suffix_from else ''}"
-    use_blackwell = cc.major >= sel["blackwell_from_major"] and bool(
-        sel["blackwell_binary"] in bundled or _env(facts, sel["env_blackwell"])
+    use_blackwell = cc.major >= rules.blackwell_from_major and bool(
+        rules.blackwell_binary in bundled or _env(facts, rules.env_blackwell)
     )
-    env_name = sel["env_blackwell"] if use_blackwell else sel["env"]
+    env_name = rules.env_blackwell if use_blackwell else rules.env
     chain = [
         Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
         Fact(f"GPU {target.label}: compute capability {cc}", target.source),
-        Fact(f"triton assembles for {arch}", rules["arch_name"]["source"]),
+        Fact(f"triton assembles for {arch}", rules.arch_name_source),
     ]
     out: list[JitFinding] = []
 
@@ -58,7 +57,7 @@ def _triton_one(
             gpu_finding("triton", pkg.version, target, status, error, cause, chain, fixes, when)
         )
 
-    too_old = _triton_minimum(target, rules["min_compute_capability"])
+    too_old = _triton_minimum(target, rules.minimum)
     if too_old is not None:
         add(*too_old)
         if too_old[0] == "fails":
@@ -68,11 +67,13 @@ def _triton_one(
         tk = next((t for t in facts.toolkits if t.found_by == env_name), None)
         chain.append(Fact(f"{env_name}={override}", f"env {env_name} ({facts.env_source})"))
     else:
-        tk = bundled.get(sel["blackwell_binary"] if use_blackwell else "ptxas")
+        tk = bundled.get(rules.blackwell_binary if use_blackwell else "ptxas")
     if tk is None:
         return out  # no bundled ptxas in this build: nothing to judge
     chain.append(_toolkit_fact(tk))
-    chain.append(Fact(f"ptxas selection: {env_name} or the bundled binary", sel["source"]))
+    chain.append(
+        Fact(f"ptxas selection: {env_name} or the bundled binary", rules.ptxas_selection_source)
+    )
     if tk.status != "ok" or tk.version is None:
         fixes = _ptxas_fixes(facts, tk, arch, env_name, None)
         add("unknown", None, f"{tk.tool_path} does not run ({tk.reason}).", fixes)
@@ -81,7 +82,7 @@ def _triton_one(
         cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
         add(
             "fails",
-            rules["error"].format(target=arch),
+            rules.error.format(target=arch),
             cause,
             _ptxas_fixes(facts, tk, arch, env_name, None),
         )
@@ -96,7 +97,7 @@ def _triton_one(
             f"{driver_version} supports: the driver refuses the cubins it writes."
         )
         fixes = _ptxas_fixes(facts, tk, arch, env_name, driver_version)
-        add("fails", rules["ptxas_newer_than_driver"]["error"], cause, fixes)
+        add("fails", rules.ptxas_newer_than_driver_error, cause, fixes)
         return out
     if too_old is None:
         loads = f" and driver {driver_version} loads it" if driver_version else ""
@@ -108,25 +109,27 @@ def _triton_one(
     return out
 
 
-def _triton_minimum(target: GpuTarget, rule: dict[str, str]) -> tuple[str, str | None, str] | None:
+def _triton_minimum(
+    target: GpuTarget, rule: kb.TritonMinimum
+) -> tuple[str, str | None, str] | None:
     """Below Triton's supported minimum (CC 8.0): refused below 7.0, FMA fallback above."""
     cc = target.compute_capability
-    supported = kb.major_minor(rule["supported"]) or (8, 0)
-    refused = kb.major_minor(rule["refused_below"]) or (7, 0)
+    supported = kb.major_minor(rule.supported) or (8, 0)
+    refused = kb.major_minor(rule.refused_below) or (7, 0)
     if (cc.major, cc.minor) < refused:
-        error = rule["refused_error"].format(gpu=target.label, cc=str(cc))
+        error = rule.refused_error.format(gpu=target.label, cc=str(cc))
         return (
             "fails",
             error,
-            f"Triton does not support compute capability {cc} ({rule['source']}).",
+            f"Triton does not support compute capability {cc} ({rule.source}).",
         )
     if (cc.major, cc.minor) < supported:
         return (
             "unknown",
             None,
             (
-                f"{cc} is below Triton's supported minimum {rule['supported']}: "
-                f"{rule['below_supported']} ({rule['source']})."
+                f"{cc} is below Triton's supported minimum {rule.supported}: "
+                f"{rule.below_supported} ({rule.source})."
             ),
         )
     return None

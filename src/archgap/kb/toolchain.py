@@ -182,21 +182,6 @@ def driver_runs_runtime(driver_version: str, runtime_version: str) -> tuple[bool
 # --- JIT rules (jit.json) -----------------------------------------------------------------
 
 
-@cache
-def jit_rules() -> dict[str, Any]:
-    data: dict[str, Any] = load_json("jit.json")
-    return data
-
-
-def version_in_range(version: str, low: str | None, high_excl: str | None) -> bool:
-    have = version_tuple(version)
-    if have is None:
-        return False
-    if low is not None and have < (version_tuple(low) or ()):
-        return False
-    return not (high_excl is not None and have >= (version_tuple(high_excl) or ()))
-
-
 @dataclass(frozen=True)
 class NormaliseStep:
     major: int | None
@@ -220,37 +205,164 @@ class FlashinferRange:
     sm107_to_100f: bool = False  # SM 10.7 built as compute_100f when nvcc lacks compute_107a
 
 
+@dataclass(frozen=True)
+class FlashinferRules:
+    package: str
+    nvcc_lookup: tuple[str, ...]  # where get_cuda_path() looks, in order
+    nvcc_lookup_source: str
+    arch_env: str
+    min_compute_capability: str
+    min_compute_capability_source: str
+    fixed_in: str  # the first release whose rules work where older ones raise
+    fixed_in_source: str
+    nvcc_unsupported_arch: str  # nvcc's message, with ``{target}``
+    avoid_options: str  # the serving frameworks' switches that keep FlashInfer off
+    ranges: tuple[FlashinferRange, ...]
+
+
+@dataclass(frozen=True)
+class VersionedArchs:
+    """Names torch accepts (or expands) in TORCH_CUDA_ARCH_LIST, for torch in [low, high_excl)."""
+
+    low: str
+    high_excl: str | None
+    archs: tuple[str, ...]  # accepted entries (valid_archs)
+    names: tuple[tuple[str, str], ...]  # (named architecture, what it expands to) (named_archs)
+    source: str
+
+
+@dataclass(frozen=True)
+class TorchExtRules:
+    arch_env: str
+    unknown_arch_message: str  # with ``{arch}``
+    valid_archs: tuple[VersionedArchs, ...]
+    named_archs: tuple[VersionedArchs, ...]
+    mismatch_message: str  # with ``{nvcc}`` and ``{torch}``
+    mismatch_source: str
+    cuda_home_lookup: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TritonMinimum:
+    supported: str
+    refused_below: str
+    below_supported: str  # what happens between the two
+    refused_error: str  # with ``{gpu}`` and ``{cc}``
+    source: str
+
+
+@dataclass(frozen=True)
+class TritonRules:
+    suffix_a_from_cc: str
+    arch_name_source: str
+    blackwell_binary: str
+    blackwell_from_major: int
+    env: str
+    env_blackwell: str
+    ptxas_selection_source: str
+    error: str  # with ``{target}``
+    minimum: TritonMinimum
+    ptxas_newer_than_driver_error: str
+
+
+@dataclass(frozen=True)
+class JitRules:
+    flashinfer: FlashinferRules
+    torch_ext: TorchExtRules
+    triton: TritonRules
+    torch_driver_error: str
+
+
 @cache
+def jit_rules() -> JitRules:
+    data: dict[str, Any] = load_json("jit.json")
+    fi, ext, tr = data["flashinfer"], data["torch_ext"], data["triton"]
+    sel = tr["ptxas_selection"]
+    return JitRules(
+        FlashinferRules(
+            fi["package"],
+            tuple(fi["nvcc_lookup"]),
+            fi["nvcc_lookup_source"],
+            fi["arch_env"],
+            fi["min_compute_capability"],
+            fi["min_compute_capability_source"],
+            fi["fixed_in"],
+            fi["fixed_in_source"],
+            fi["nvcc_unsupported_arch"],
+            fi["avoid_options"],
+            tuple(_flashinfer_range(r) for r in fi["ranges"]),
+        ),
+        TorchExtRules(
+            ext["arch_env"],
+            ext["unknown_arch_message"],
+            tuple(_versioned_archs(e) for e in ext["valid_archs"]),
+            tuple(_versioned_archs(e) for e in ext["named_archs"]),
+            ext["mismatch_message"],
+            ext["mismatch_source"],
+            tuple(ext["cuda_home_lookup"]),
+        ),
+        TritonRules(
+            tr["arch_name"]["suffix_a_from_cc"],
+            tr["arch_name"]["source"],
+            sel["blackwell_binary"],
+            int(sel["blackwell_from_major"]),
+            sel["env"],
+            sel["env_blackwell"],
+            sel["source"],
+            tr["error"],
+            TritonMinimum(**tr["min_compute_capability"]),
+            tr["ptxas_newer_than_driver"]["error"],
+        ),
+        data["torch"]["driver_error"],
+    )
+
+
+def _versioned_archs(entry: dict[str, Any]) -> VersionedArchs:
+    return VersionedArchs(
+        entry["min"],
+        entry["max_excl"],
+        tuple(entry.get("archs", ())),
+        tuple((name, archs) for name, archs in entry.get("names", ())),
+        entry["source"],
+    )
+
+
+def version_in_range(version: str, low: str | None, high_excl: str | None) -> bool:
+    have = version_tuple(version)
+    if have is None:
+        return False
+    if low is not None and have < (version_tuple(low) or ()):
+        return False
+    return not (high_excl is not None and have >= (version_tuple(high_excl) or ()))
+
+
 def flashinfer_ranges() -> tuple[FlashinferRange, ...]:
-    ranges = []
-    for r in jit_rules()["flashinfer"]["ranges"]:
-        steps = tuple(
-            NormaliseStep(
-                s.get("major"),
-                s.get("major_min"),
-                s.get("minor"),
-                s.get("suffix"),
-                tuple(
-                    (n["cuda_min"], n["suffix"], n.get("minor_text")) for n in s.get("needs", ())
-                ),
-                s.get("raise"),
-            )
-            for s in r["normalise"]
+    return jit_rules().flashinfer.ranges
+
+
+def _flashinfer_range(r: dict[str, Any]) -> FlashinferRange:
+    steps = tuple(
+        NormaliseStep(
+            s.get("major"),
+            s.get("major_min"),
+            s.get("minor"),
+            s.get("suffix"),
+            tuple((n["cuda_min"], n["suffix"], n.get("minor_text")) for n in s.get("needs", ())),
+            s.get("raise"),
         )
-        ranges.append(
-            FlashinferRange(
-                r["min"],
-                r["max_excl"],
-                steps,
-                r["check_message"],
-                r["warning"],
-                r["source"],
-                tuple(r.get("source_checks", ())),
-                bool(r.get("arch_list_verbatim")),
-                bool(r.get("sm107_to_100f")),
-            )
-        )
-    return tuple(ranges)
+        for s in r["normalise"]
+    )
+    return FlashinferRange(
+        r["min"],
+        r["max_excl"],
+        steps,
+        r["check_message"],
+        r["warning"],
+        r["source"],
+        tuple(r.get("source_checks", ())),
+        bool(r.get("arch_list_verbatim")),
+        bool(r.get("sm107_to_100f")),
+    )
 
 
 def flashinfer_range(version: str) -> FlashinferRange | None:
