@@ -149,17 +149,17 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
         for target in targets:
             findings.append(
                 JitFinding(
-                    "flashinfer-python",
-                    pkg.version,
-                    target.label,
-                    str(target.compute_capability),
-                    "unknown",
-                    None,
-                    f"flashinfer-python {pkg.version} picks architectures through torch; "
+                    package="flashinfer-python",
+                    version=pkg.version,
+                    gpu=target.label,
+                    compute_capability=str(target.compute_capability),
+                    status="unknown",
+                    error=None,
+                    cause=f"flashinfer-python {pkg.version} picks architectures through torch; "
                     "archgap models 0.3.1 and later.",
-                    tuple(base_chain),
-                    (),
-                    when,
+                    chain=tuple(base_chain),
+                    fixes=(),
+                    when=when,
                 )
             )
         return findings

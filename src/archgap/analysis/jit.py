@@ -64,17 +64,17 @@ def gpu_finding(
     """A finding for one GPU target: its label, compute capability and whether it gates the exit
     code come from the target."""
     return JitFinding(
-        package,
-        version,
-        target.label,
-        str(target.compute_capability),
-        status,
-        error,
-        cause,
-        tuple(chain),
-        tuple(fixes),
-        when,
-        target.gates_exit_code,
+        package=package,
+        version=version,
+        gpu=target.label,
+        compute_capability=str(target.compute_capability),
+        status=status,
+        error=error,
+        cause=cause,
+        chain=tuple(chain),
+        fixes=tuple(fixes),
+        when=when,
+        gates_exit_code=target.gates_exit_code,
     )
 
 
@@ -222,24 +222,24 @@ def torch_findings(
             ]
             findings.append(
                 JitFinding(
-                    "torch (C++ extensions)",
-                    version,
-                    None,
-                    None,
-                    "fails",
-                    "RuntimeError: "
+                    package="torch (C++ extensions)",
+                    version=version,
+                    gpu=None,
+                    compute_capability=None,
+                    status="fails",
+                    error="RuntimeError: "
                     + rules.mismatch_message.format(nvcc=tk.version, torch=torch.cuda),
-                    f"nvcc {tk.version} (found through {tk.found_by}) and torch's CUDA "
+                    cause=f"nvcc {tk.version} (found through {tk.found_by}) and torch's CUDA "
                     f"{torch.cuda} differ in major version; torch refuses to build extensions.",
-                    (
+                    chain=(
                         *base,
                         *resolved.chain,
                         _toolkit_fact(tk),
                         Fact("major mismatch raises", rules.mismatch_source),
                     ),
-                    tuple(fixes),
-                    when_ext,
-                    gates,
+                    fixes=tuple(fixes),
+                    when=when_ext,
+                    gates_exit_code=gates,
                 )
             )
     arch_list = _env(facts, rules.arch_env)
@@ -251,28 +251,28 @@ def torch_findings(
         if ok is False:
             findings.append(
                 JitFinding(
-                    "torch",
-                    version,
-                    None,
-                    None,
-                    "fails",
-                    kb.jit_rules().torch_driver_error,
-                    f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
+                    package="torch",
+                    version=version,
+                    gpu=None,
+                    compute_capability=None,
+                    status="fails",
+                    error=kb.jit_rules().torch_driver_error,
+                    cause=f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
                     f"{driver_version}.",
-                    (
+                    chain=(
                         *base,
                         Fact(f"driver {driver_version}", driver_source),
                         Fact(rule, "kb/drivers.json"),
                     ),
-                    (
+                    fixes=(
                         Fix(
                             "upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                             "(a different +cuXYZ wheel)",
                             "A driver upgrade needs a reboot/maintenance window.",
                         ),
                     ),
-                    "at CUDA initialisation (the first torch.cuda call)",
-                    gates,
+                    when="at CUDA initialisation (the first torch.cuda call)",
+                    gates_exit_code=gates,
                 )
             )
     return findings
@@ -298,13 +298,22 @@ def _arch_list_findings(
         Fact(f"accepted names: {' '.join(parsed.valid)}", parsed.valid_source),
     )
 
-    def finding(status: str, error: str, cause: str, fixes: Sequence[Fix], gpu: GpuTarget | None,
-                gate: bool) -> JitFinding:  # fmt: skip
+    def finding(
+        status: str, error: str, cause: str, fixes: Sequence[Fix], gpu: GpuTarget | None, gate: bool
+    ) -> JitFinding:
         return JitFinding(
-            "torch (C++ extensions)", version, gpu.label if gpu else None,
-            str(gpu.compute_capability) if gpu else None, status, error, cause, chain,
-            tuple(fixes), when, gate,
-        )  # fmt: skip
+            package="torch (C++ extensions)",
+            version=version,
+            gpu=gpu.label if gpu else None,
+            compute_capability=str(gpu.compute_capability) if gpu else None,
+            status=status,
+            error=error,
+            cause=cause,
+            chain=chain,
+            fixes=tuple(fixes),
+            when=when,
+            gates_exit_code=gate,
+        )
 
     if parsed.unknown:
         token = parsed.unknown[0]
@@ -382,20 +391,20 @@ def runtime_findings(
         name = "nvidia-cuda-runtime" if tk.component == "runtime" else "nvidia-cuda-nvrtc"
         findings.append(
             JitFinding(
-                name,
-                tk.full_version or tk.version,
-                None,
-                None,
-                "fails",
-                kb.jit_rules().torch_driver_error,
-                f"the CUDA {tk.version} {tk.component} in this environment needs a newer driver "
-                f"than {driver_version} ({rule}).",
-                (
+                package=name,
+                version=tk.full_version or tk.version,
+                gpu=None,
+                compute_capability=None,
+                status="fails",
+                error=kb.jit_rules().torch_driver_error,
+                cause=f"the CUDA {tk.version} {tk.component} in this environment needs a newer "
+                f"driver than {driver_version} ({rule}).",
+                chain=(
                     Fact(f"{name} {tk.full_version or tk.version}", tk.version_from),
                     Fact(f"driver {driver_version}", driver_source),
                     Fact(rule, "kb/drivers.json"),
                 ),
-                (
+                fixes=(
                     Fix(
                         f"upgrade the NVIDIA driver to one that runs CUDA {tk.version}, or install "
                         "the CUDA forward-compatibility package (cuda-compat) on a datacenter GPU",
@@ -410,8 +419,8 @@ def runtime_findings(
                         kind="upgrade",
                     ),
                 ),
-                "at CUDA initialisation (the first CUDA call of any package using it)",
-                gates,
+                when="at CUDA initialisation (the first CUDA call of any package using it)",
+                gates_exit_code=gates,
             )
         )
     return findings
