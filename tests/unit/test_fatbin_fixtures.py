@@ -20,6 +20,15 @@ from archgap.probe.facts import BinaryFacts
 from archgap.probe.fatbin import _read_shared, read_binary, walk_binaries
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
+# Written by build.sh from the flags it gives nvcc: per file, the targets nvcc was asked for.
+MANIFEST = {
+    name: frozenset(targets.split())
+    for name, _, targets in (
+        line.rstrip("\n").partition("\t")
+        for line in (BIN.parent / "MANIFEST.tsv").read_text().splitlines()
+        if not line.startswith("#")
+    )
+}
 
 
 def read(name: str, deep: bool = False) -> BinaryFacts:
@@ -181,6 +190,17 @@ def test_deep_keeps_every_default_entry() -> None:
         shallow = read_binary(str(path))
         deep = read_binary(str(path), deep=True)
         assert set(shallow.entries) <= set(deep.entries), path.name
+
+
+def test_the_manifest_names_every_built_file() -> None:
+    assert set(MANIFEST) == {p.name for p in BIN.iterdir()}
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_a_deep_read_finds_every_target_nvcc_was_asked_for(name: str) -> None:
+    # Deep: device-linked libraries list only the linked image (their relocatable fatbins and
+    # hidden data hold the rest); every target the build asked for is somewhere in the file.
+    assert {e.target for e in read(name, deep=True).entries} == MANIFEST[name]
 
 
 def test_walk_reads_every_fixture_once() -> None:
