@@ -16,6 +16,7 @@ from typing import IO
 
 import pytest
 
+from archgap.analysis.verdicts import Verdict
 from archgap.api import scan, scan_archives
 from archgap.probe.archive import read_wheel
 from archgap.probe.fatbin import read_binary
@@ -41,7 +42,7 @@ def site_packages(venv: Path) -> Path:
     return next(venv.glob("lib/python*/site-packages"))
 
 
-Row = tuple[str, str, str, str, str]
+Row = tuple[str, str, str, Verdict, str]
 
 
 def verdict_rows(name: str) -> tuple[set[Row], set[Row], str]:

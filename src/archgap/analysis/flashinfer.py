@@ -19,6 +19,7 @@ from archgap.analysis.fixes import (
 from archgap.analysis.jit import (
     Fact,
     JitFinding,
+    JitStatus,
     _env,
     _ok_nvcc_toolkits,
     _source_facts,
@@ -209,7 +210,7 @@ def _flashinfer_one(
     chain.append(Fact(f"GPU {target.label}: compute capability {cc}", target.source))
 
     def finding(
-        status: str, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
+        status: JitStatus, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
     ) -> JitFinding:
         if status == "fails" and missing_source:
             status = "unknown"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from archgap.analysis import torch_ext
 from archgap.analysis.compat import GpuTarget
@@ -25,6 +26,8 @@ from archgap.probe.toolkit import (
     Toolkit,
     TorchBuild,
 )
+
+JitStatus = Literal["ok", "fails", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class JitFinding:
     version: str
     gpu: str | None  # the GPU target's label; None when the finding holds for every GPU
     compute_capability: str | None
-    status: str  # "ok", "fails", "unknown"
+    status: JitStatus
     error: str | None  # the exact text the user will see, when known
     cause: str  # one sentence
     chain: tuple[Fact, ...]
@@ -54,7 +57,7 @@ def gpu_finding(
     package: str,
     version: str,
     target: GpuTarget,
-    status: str,
+    status: JitStatus,
     error: str | None,
     cause: str,
     chain: Sequence[Fact],
@@ -299,7 +302,12 @@ def _arch_list_findings(
     )
 
     def finding(
-        status: str, error: str, cause: str, fixes: Sequence[Fix], gpu: GpuTarget | None, gate: bool
+        status: JitStatus,
+        error: str,
+        cause: str,
+        fixes: Sequence[Fix],
+        gpu: GpuTarget | None,
+        gate: bool,
     ) -> JitFinding:
         return JitFinding(
             package="torch (C++ extensions)",
@@ -323,7 +331,7 @@ def _arch_list_findings(
             "Family 'f' names are not accepted by torch's parser.",
             kind="env",
         )
-        status = "fails" if parsed.definitive else "unknown"
+        status: JitStatus = "fails" if parsed.definitive else "unknown"
         arch = token.removesuffix("+PTX")
         return [
             finding(

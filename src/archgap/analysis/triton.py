@@ -7,7 +7,15 @@ from collections.abc import Sequence
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes import Fix
-from archgap.analysis.jit import Fact, JitFinding, _env, _ok_ptxas, _toolkit_fact, gpu_finding
+from archgap.analysis.jit import (
+    Fact,
+    JitFinding,
+    JitStatus,
+    _env,
+    _ok_ptxas,
+    _toolkit_fact,
+    gpu_finding,
+)
 from archgap.kb import toolchain as kb
 from archgap.probe.toolkit import InstalledPackage, ToolchainFacts, Toolkit
 
@@ -51,7 +59,7 @@ def _triton_one(
     ]
     out: list[JitFinding] = []
 
-    def add(status: str, error: str | None, cause: str, fixes: Sequence[Fix] = ()) -> None:
+    def add(status: JitStatus, error: str | None, cause: str, fixes: Sequence[Fix] = ()) -> None:
         when = "when the first triton kernel (torch.compile, vLLM/SGLang triton ops) compiles"
         out.append(
             gpu_finding("triton", pkg.version, target, status, error, cause, chain, fixes, when)
@@ -111,7 +119,7 @@ def _triton_one(
 
 def _triton_minimum(
     target: GpuTarget, rule: kb.TritonMinimum
-) -> tuple[str, str | None, str] | None:
+) -> tuple[JitStatus, str | None, str] | None:
     """Below Triton's supported minimum (CC 8.0): refused below 7.0, FMA fallback above."""
     cc = target.compute_capability
     supported = kb.major_minor(rule.supported) or (8, 0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from archgap.analysis.compat import (
     ComputeCapability,
@@ -31,8 +32,13 @@ from archgap.analysis.compat import (
 from archgap.kb import roles
 from archgap.model import BinaryFacts, KernelEntry, PythonEnvironment
 
-NATIVE, JIT, NONE, UNKNOWN, PARTIAL = "native", "jit", "none", "unknown", "partial"
-NO_KERNELS = "no-kernels"
+Verdict = Literal["native", "jit", "none", "unknown", "partial", "no-kernels"]
+NATIVE: Final = "native"
+JIT: Final = "jit"
+NONE: Final = "none"
+UNKNOWN: Final = "unknown"
+PARTIAL: Final = "partial"
+NO_KERNELS: Final = "no-kernels"
 UNOWNED = "(no distribution)"
 KERNEL_LIBRARY, DEVICE_LINK_ARCHIVE, KERNEL_LESS, PROFILER = (
     "kernel library",
@@ -46,7 +52,7 @@ KERNEL_LIBRARY, DEVICE_LINK_ARCHIVE, KERNEL_LESS, PROFILER = (
 class LibraryVerdict:
     path: str
     gpu: str  # the GpuTarget label
-    verdict: str
+    verdict: Verdict
     reason: str  # one sentence: why, naming the deciding entry
     deciding_entry: str | None  # "sm_120 SASS in .nv_fatbin", "compute_90 PTX (ISA 9.0)"
     from_deep_search: bool  # decided by containers cuobjdump does not list
@@ -59,7 +65,7 @@ class PackageVerdict:
     package: str
     version: str
     gpu: str
-    verdict: str
+    verdict: Verdict
     reason: str
     libraries: tuple[LibraryVerdict, ...]
     notes: tuple[str, ...] = ()  # "profiling unavailable on V100: libcupti.so.13 has nothing ..."
@@ -133,7 +139,7 @@ def _where(entry: KernelEntry) -> str:
 
 def _decide(
     entries: Sequence[KernelEntry], cc: ComputeCapability, driver_ptx_isa: tuple[int, int] | None
-) -> tuple[str, str, str] | None:
+) -> tuple[Verdict, str, str] | None:
     """(verdict, reason, deciding entry) from one tier of entries, or None if none of them runs."""
     sass = [e for e in entries if e.kind == "sass" and sass_compat(e.arch, e.variant, cc).runs]
     if sass:
@@ -162,7 +168,7 @@ def _decide(
 
 def _undocumented(
     entries: Sequence[KernelEntry], cc: ComputeCapability
-) -> tuple[str, str, str] | None:
+) -> tuple[Verdict, str, str] | None:
     """UNKNOWN when the only candidates are cubins whose loading NVIDIA does not document."""
     for e in entries:
         compat = sass_compat(e.arch, e.variant, cc) if e.kind == "sass" else None
@@ -272,14 +278,15 @@ def _by_role(libraries: Sequence[LibraryVerdict]) -> str:
     return "; ".join(f"{role}: {_names(libs)}" for role, libs in sorted(by_role.items()))
 
 
-def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple[str, str]:
-    by_verdict: dict[str, list[LibraryVerdict]] = {}
+def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple[Verdict, str]:
+    by_verdict: dict[Verdict, list[LibraryVerdict]] = {}
     for lib in libraries:
         by_verdict.setdefault(lib.verdict, []).append(lib)
     decided = [lib for lib in libraries if lib.verdict != UNKNOWN]
     none = by_verdict.get(NONE, [])
     jit = by_verdict.get(JIT, [])
     unknown = by_verdict.get(UNKNOWN, [])
+    verdict: Verdict
     if not decided:
         verdict, reason = UNKNOWN, f"no library could be judged: {_names(unknown)}"
     elif len(none) == len(decided):
