@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from archgap.probe.source_gates import gates
+from archgap.probe.source.gates import gates
 
 SOURCE = textwrap.dedent(
     """\

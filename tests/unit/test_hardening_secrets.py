@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.envsource import system_with_env_from
+from archgap.probe.service_env import system_with_env_from
 from archgap.probe.system import REDACTED, System
 from tests.helpers import run_cli
 from tests.toolkit_stubs import wait_for_exec

@@ -11,15 +11,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from archgap.probe.source_file import MAX_LINE_CHARS, SourceFile
-from archgap.probe.source_scan import candidate_files
+from archgap.probe.source.files import candidate_files
+from archgap.probe.source.sourcefile import MAX_LINE_CHARS, SourceFile
 from tests.unit.test_hardening_binaries import within
 from tests.unit.test_hardening_env import alive
 
 MEASURE = textwrap.dedent(
     """
     import sys
-    from archgap.probe.source_scan import candidate_files
+    from archgap.probe.source.files import candidate_files
     def peak_kib():  # VmHWM; compared before and after the work (the child's start-up varies)
         return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")))
     before = peak_kib()

@@ -1,6 +1,7 @@
 """The probe travels: Python 3.8 syntax and library, nothing imported from outside itself."""
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 import archgap.probe
 
 PROBE = Path(archgap.probe.__file__).parent
-MODULES = sorted(PROBE.glob("*.py"))
+MODULES = sorted(PROBE.rglob("*.py"))  # subpackages (source/) travel too
 
 
 def test_probe_imports_only_stdlib_and_itself() -> None:
@@ -25,7 +26,7 @@ def test_probe_imports_only_stdlib_and_itself() -> None:
             for name in names:
                 top = name.split(".")[0]
                 if top != "__future__" and top not in sys.stdlib_module_names:
-                    offenders.append(f"{path.name}:{node.lineno} imports {name}")
+                    offenders.append(f"{path.relative_to(PROBE)}:{node.lineno} imports {name}")
     assert not offenders
 
 
@@ -41,12 +42,16 @@ def test_probe_is_python38_compatible() -> None:
 
 
 def test_probe_runs_alone_in_an_isolated_interpreter(tmp_path: Path) -> None:
-    # Copied out of the package, under another name, with -I -S: as on a bare remote host.
+    # Copied out of the package, under another name, with -I -S: as on a bare remote host. The
+    # trace section lives in the source/ subpackage, whose modules import the probe's own (..).
     shutil.copytree(PROBE, tmp_path / "travelling_probe")
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "m.py").write_text("ARCHS = []\nprint(ARCHS)\n")
+    request = {"nonsense": {}, "trace": {"name": "ARCHS", "paths": [str(tmp_path / "code")]}}
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r});"
         "import json, travelling_probe.collect as c, travelling_probe.system as s;"
-        "print(json.dumps(c.collect({'nonsense': {}}, s.System.local())['errors']))"
+        f"print(json.dumps(c.collect({request!r}, s.System.local())))"
     )
     result = subprocess.run(
         [sys.executable, "-I", "-S", "-c", code],
@@ -55,4 +60,7 @@ def test_probe_runs_alone_in_an_isolated_interpreter(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert "unknown section" in result.stdout
+    facts = json.loads(result.stdout)
+    assert facts["errors"] == {"nonsense": "unknown section"}
+    found = facts["sections"]["trace"]["occurrences"]
+    assert [(o["kind"], o["line"]) for o in found] == [("write", 1), ("read", 2)]

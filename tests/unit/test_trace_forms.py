@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.source import Occurrence, trace, valid_name
+from archgap.probe.source.trace import Occurrence, trace, valid_name
 
 FORMS = '''
 import os

@@ -115,12 +115,19 @@ def test_container_pod_and_via_argv() -> None:
 
 
 def test_probe_over_env_prefix_matches_local_collect() -> None:
-    request = {"gpu": {}, "python": {"python": sys.executable}}
+    # trace runs from the source/ subpackage: the in-memory loader must make it a package.
+    here = str(Path(__file__).parent)
+    request = {
+        "gpu": {},
+        "python": {"python": sys.executable},
+        "trace": {"name": "LOCAL", "paths": [here]},
+    }
     remote = run_probe(via_target("env", sys.executable), request, timeout=60)
     local = run_probe(LOCAL, request)
     assert isinstance(remote, dict) and isinstance(local, dict)
     assert remote["sections"] == local["sections"]
     assert remote["errors"] == {}
+    assert remote["sections"]["trace"]["occurrences"]  # this file reads LOCAL
 
 
 def test_probe_leaves_no_file_behind(tmp_path: Path) -> None:
@@ -217,11 +224,12 @@ def test_ssh_failures_are_told_apart(stderr: str, kind: str) -> None:
 def test_probe_sources_are_the_whole_probe_package() -> None:
     sources = probe_sources()
     probe_dir = Path(__file__).resolve().parents[2] / "src" / "archgap" / "probe"
-    expected = {p.stem for p in probe_dir.glob("*.py")}
-    assert {"" if k == "" else k for k in sources} == {
-        "" if s == "__init__" else s for s in expected
+    expected = {
+        ".".join(p.relative_to(probe_dir).with_suffix("").parts) for p in probe_dir.rglob("*.py")
     }
+    assert set(sources) == {m.removesuffix("__init__").removesuffix(".") for m in expected}
     assert "__main__" in sources and "collect" in sources
+    assert "source" in sources and "source.trace" in sources  # a subpackage and its modules
 
 
 def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from archgap.analysis.explain_match import Focus, raise_site, site_relative, sta
 from archgap.analysis.jit import resolve_nvcc
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as toolchain_kb
-from archgap.probe.source import Guard, Occurrence, TraceFacts
-from archgap.probe.source_flow import Raiser, Swallow
-from archgap.probe.source_sites import CodeFacts, CodeSite
+from archgap.probe.source.flow import Raiser, Swallow
+from archgap.probe.source.sites import CodeFacts, CodeSite
+from archgap.probe.source.trace import Guard, Occurrence, TraceFacts
 from archgap.probe.toolkit import ToolchainFacts
 
 # How a step is known.

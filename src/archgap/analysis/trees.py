@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from archgap.probe.source_scan import SITE_DIRS
+from archgap.probe.source.files import SITE_DIRS
 
 # Directory names (any level below the package root) and what they hold.
 TREES = {

@@ -166,8 +166,8 @@ def _examine(
     from archgap.analysis.scan import present_targets
     from archgap.kb.toolchain import all_source_checks
     from archgap.model import GpuFacts, PythonEnvironment, decode
-    from archgap.probe.source import TraceFacts
-    from archgap.probe.source_sites import CodeFacts
+    from archgap.probe.source.sites import CodeFacts
+    from archgap.probe.source.trace import TraceFacts
     from archgap.probe.toolkit import ToolchainFacts
 
     target, python = target_from_args(args), args.python

@@ -19,7 +19,7 @@ from archgap.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from archgap.probe.source_gates import GatesFacts
+    from archgap.probe.source.gates import GatesFacts
 
 
 def register(subparsers: Any) -> None:
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         probe_section,
     )
     from archgap.model import decode
-    from archgap.probe.source_gates import GatesFacts
+    from archgap.probe.source.gates import GatesFacts
 
     check_local_paths(args, args.path)
     params = {"dists": args.dists, "paths": args.path, "python": args.python}

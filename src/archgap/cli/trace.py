@@ -27,8 +27,8 @@ from archgap.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from archgap.probe.source import Guard, Occurrence, TraceFacts
-    from archgap.probe.source_flow import Frame
+    from archgap.probe.source.flow import Frame
+    from archgap.probe.source.trace import Guard, Occurrence, TraceFacts
 
 
 def register(subparsers: Any) -> None:
@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def check_name(name: str) -> None:
-    from archgap.probe.source import valid_name
+    from archgap.probe.source.trace import valid_name
 
     if not valid_name(name):
         raise UsageError(
@@ -78,7 +78,7 @@ def check_name(name: str) -> None:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.model import decode
-    from archgap.probe.source import TraceFacts
+    from archgap.probe.source.trace import TraceFacts
 
     check_name(args.name)
     check_local_paths(args, args.paths)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from .collect import collect
-from .envsource import system_with_env_from
+from .service_env import system_with_env_from
 from .system import System
 
 if TYPE_CHECKING:

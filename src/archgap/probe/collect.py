@@ -24,9 +24,9 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "python": ("pyenv", "collect_python"),
     "binaries": ("fatbin", "collect_binaries"),
     "toolchains": ("toolkit", "collect_toolchains"),
-    "trace": ("source", "collect_trace"),
-    "gates": ("source_gates", "collect_gates"),
-    "code": ("source_sites", "collect_code"),
+    "trace": ("source.trace", "collect_trace"),
+    "gates": ("source.gates", "collect_gates"),
+    "code": ("source.sites", "collect_code"),
     "verify": ("verify", "collect_verify"),
     "caches": ("jit_caches", "collect_caches"),
 }

@@ -10,7 +10,7 @@ from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_pa
 from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
-    from archgap.probe.source_gates import GatesFacts, GatesTarget
+    from archgap.probe.source.gates import GatesFacts, GatesTarget
 
 KINDS = (
     "capability-call",

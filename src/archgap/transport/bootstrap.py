@@ -36,11 +36,14 @@ SHELL_NEUTRAL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 # Installs the modules in ``_sources`` as the in-memory package ``_package``: shared by the stdin
 # bootstrap and the standalone script. Runs on the target: Python 3.8 syntax, standard library.
 _MEMORY_PACKAGE = """
+_packages = set(name.rpartition(".")[0] for name in _sources)  # every parent of a module
+
+
 class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in _sources:
             return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == _package)
+        return importlib.util.spec_from_loader(fullname, self, is_package=fullname in _packages)
 
     def create_module(self, spec):
         return None
@@ -49,7 +52,7 @@ class _MemoryLoader(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return _sources.get(fullname)
 
     def exec_module(self, module):
-        if module.__name__ == _package:
+        if module.__name__ in _packages:
             module.__path__ = []
         code = compile(_sources[module.__name__], "<archgap>/" + module.__name__, "exec")
         exec(code, module.__dict__)
@@ -109,13 +112,19 @@ sys.stdout.write("\\n")
 
 
 def probe_sources() -> dict[str, str]:
-    """Every module of ``archgap.probe``: '' for the package itself, else the module name."""
+    """Every module of ``archgap.probe`` and its subpackages, by dotted name relative to it: ''
+    for the package itself, ``source`` for the subpackage's ``__init__``, ``source.trace``."""
     sources: dict[str, str] = {}
-    for entry in resources.files("archgap.probe").iterdir():
-        name = entry.name
-        if name.endswith(".py") and entry.is_file():
-            module = name[:-3]
-            sources["" if module == "__init__" else module] = entry.read_text(encoding="utf-8")
+    folders = [(resources.files("archgap.probe"), "")]
+    while folders:
+        folder, prefix = folders.pop()
+        for entry in folder.iterdir():
+            name = entry.name
+            if name.endswith(".py") and entry.is_file():
+                key = prefix[:-1] if name == "__init__.py" else prefix + name[:-3]
+                sources[key] = entry.read_text(encoding="utf-8")
+            elif name.isidentifier() and entry.joinpath("__init__.py").is_file():
+                folders.append((entry, prefix + name + "."))
     return dict(sorted(sources.items()))
 
 

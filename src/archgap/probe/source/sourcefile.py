@@ -1,7 +1,7 @@
 """One Python source file read without importing it: its lines as the compiler counts them, and
 the smallest AST pieces around given lines, cut out by indentation and parsed on demand (the whole
-module only when a piece cannot be cut out cleanly). Shared by ``source`` (trace),
-``source_gates``, ``source_flow`` and ``source_sites``.
+module only when a piece cannot be cut out cleanly). Shared by ``trace``,
+``gates``, ``flow`` and ``sites``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import itertools
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .source_scan import _MAX_FILE_BYTES, decode_source, read_bytes
+from .files import _MAX_FILE_BYTES, decode_source, read_bytes
 
 _KEYWORD_CONTINUATIONS = ("except", "else", "elif", "finally", "case")
 MAX_LINE_CHARS = 240  # a source line quoted in results (a knob, a hit) is cut to this

@@ -16,12 +16,12 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .facts import Problem
-from .source import Guard, distribution_targets
-from .source_file import SourceFile
-from .source_flow import dotted, env_reads, raise_parts, string_value
-from .source_scan import line_numbers, module_name, python_files
-from .system import System
+from ..facts import Problem
+from ..system import System
+from .files import line_numbers, module_name, python_files
+from .flow import dotted, env_reads, raise_parts, string_value
+from .sourcefile import SourceFile
+from .trace import Guard, distribution_targets
 
 # Calls that read what the GPU is (last dotted component -> kind).
 CAPABILITY_CALLS = {

@@ -16,12 +16,12 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .facts import Distribution, Problem
-from .pyenv import canonical_name
-from .source_file import SourceFile
-from .source_finder import Guard, branches
-from .source_flow import dotted
-from .system import System
+from ..facts import Distribution, Problem
+from ..pyenv import canonical_name
+from ..system import System
+from .finder import Guard, branches
+from .flow import dotted
+from .sourcefile import SourceFile
 
 MAX_SITES = 32  # a request names a handful; a hostile one is cut here
 
@@ -64,7 +64,7 @@ class CodeFacts:
 def collect_code(system: System, params: Any) -> Dict[str, Any]:
     """Probe section "code": ``{"python": PATH|None, "frames": [{"path", "line", "code"}],
     "raise_sites": [{"distribution", "file", "code"}]}`` (paths relative to site-packages)."""
-    from .pyenv import installed_distributions, interpreter_paths
+    from ..pyenv import installed_distributions, interpreter_paths
 
     params = params if isinstance(params, dict) else {}
     _, _, site_packages, problem = interpreter_paths(system, params.get("python"))
@@ -108,7 +108,7 @@ class _Owners:
         self.records: Dict[str, frozenset] = {}  # type: ignore[type-arg]
 
     def of(self, path: str) -> Optional[Distribution]:
-        from .pyenv import record_files
+        from ..pyenv import record_files
 
         path = os.path.normpath(path)
         for dist in self.dists:

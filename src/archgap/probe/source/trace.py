@@ -2,8 +2,8 @@
 
 Python 3.8 standard library only (part of the probe). A bytes search finds the files that can
 match; only the top-level block around each hit is parsed. For each write: the branch that guards
-it, the environment variables that feed it (``source_flow.knobs``) and the broad ``except`` around
-it that swallows errors (``source_flow.swallow``). Nothing is imported or written.
+it, the environment variables that feed it (``flow.knobs``) and the broad ``except`` around
+it that swallows errors (``flow.swallow``). Nothing is imported or written.
 """
 
 from __future__ import annotations
@@ -14,10 +14,15 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .facts import Problem
-from .source_file import SourceFile
-from .source_finder import Finder, Found, Guard, Matcher
-from .source_flow import (
+from ..facts import Problem
+from ..system import System
+from .files import (
+    candidate_files,
+    line_numbers,
+    module_name,
+)
+from .finder import Finder, Found, Guard, Matcher
+from .flow import (
     Frame,
     Knob,
     Program,
@@ -25,12 +30,7 @@ from .source_flow import (
     knobs,
     swallow,
 )
-from .source_scan import (
-    candidate_files,
-    line_numbers,
-    module_name,
-)
-from .system import System
+from .sourcefile import SourceFile
 
 __all__ = [
     "Frame",
@@ -117,7 +117,7 @@ def distribution_targets(
     groups: List[Tuple[str, List[str]]] = [(p, [p]) for p in paths]
     if paths and not dists:
         return groups, [], None
-    from .pyenv import canonical_name, installed_distributions, interpreter_paths, record_files
+    from ..pyenv import canonical_name, installed_distributions, interpreter_paths, record_files
 
     executable, _, site_packages, problem = interpreter_paths(system, python)
     problems = [problem] if problem else []
@@ -146,7 +146,7 @@ def unknown_distribution(wanted: str, installed: Sequence[Any], executable: str)
     how to name another environment."""
     import difflib
 
-    from .pyenv import canonical_name
+    from ..pyenv import canonical_name
 
     names = {canonical_name(d.name): d.name for d in installed}
     key = canonical_name(wanted)

@@ -12,9 +12,9 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple, Union
 
-from .source_file import SourceFile
-from .source_flow import AST_INDEX, dotted, string_value
-from .source_scan import word_pattern
+from .files import word_pattern
+from .flow import AST_INDEX, dotted, string_value
+from .sourcefile import SourceFile
 
 _MUTATORS = frozenset(
     (

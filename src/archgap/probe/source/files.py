@@ -1,8 +1,8 @@
 """Fast access to Python source without importing it: find files, find candidates, read them.
 
-Shared by ``source`` (trace) and ``source_gates``. Speed comes from never parsing what cannot
+Shared by ``trace`` and ``gates``. Speed comes from never parsing what cannot
 match: a bytes search picks candidate files, and only the top-level ``def``/``class``/statement
-that encloses a hit is parsed (``source_file.SourceFile``; the whole module only when that block
+that encloses a hit is parsed (``sourcefile.SourceFile``; the whole module only when that block
 cannot be cut out cleanly). Nothing here writes anywhere; source that does not decode or parse
 becomes a ``Problem``.
 """
@@ -16,9 +16,9 @@ import stat
 import tokenize
 from typing import Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
-from .facts import Problem
-from .forked import in_two_processes
-from .system import read_regular
+from ..facts import Problem
+from ..forked import in_two_processes
+from ..system import read_regular
 
 # Most .py files are far smaller; larger ones are read in further chunks.
 _READ_BUFFER = 1 << 22

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from .source_file import SourceFile
-from .source_scan import module_name, module_path
+from .files import module_name, module_path
+from .sourcefile import SourceFile
 
 MAX_CALL_DEPTH = 6
 # Python 3.8 wraps subscript keys in ast.Index; later versions deprecate (and drop) the class.
