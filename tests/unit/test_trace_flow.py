@@ -162,3 +162,36 @@ def test_trace_and_gates_are_probe_sections(tmp_path: Path) -> None:
     }
     bad = collect({"trace": {"name": "a;b"}}, System.local())["sections"]["trace"]
     assert bad["error"] == "not a traceable name: 'a;b'"
+
+
+def test_an_in_place_method_is_a_write_and_not_a_call_into_other_code(tmp_path: Path) -> None:
+    # set.discard and dict.popitem change the container in place (Python's own docs of set and
+    # dict): trace must count them as writes, and the swallowed-exception analysis must not list
+    # them as calls into other code that may raise.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "context.py").write_text(
+        textwrap.dedent(
+            """\
+            import logging
+
+            logger = logging.getLogger(__name__)
+
+
+            class Context:
+                def __init__(self):
+                    self.ARCHS = {"8.0": 1}
+                    try:
+                        self.ARCHS.popitem()
+                        self.ARCHS.discard(probe_devices())
+                    except Exception as e:
+                        logger.warning("failed: %s", e)
+            """
+        )
+    )
+    facts = trace("ARCHS", [str(tmp_path)])
+    writes = {o.line: o for o in facts.occurrences if o.kind == "write"}
+    assert sorted(writes) == [8, 10, 11]
+    (swallow,) = writes[11].swallowed
+    assert [(c.call, c.line) for c in swallow.external_calls] == [("probe_devices", 11)]

@@ -13,24 +13,8 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple, Union
 
 from .files import word_pattern
-from .flow import AST_INDEX, dotted, string_value
+from .flow import AST_INDEX, MUTATORS, dotted, string_value
 from .sourcefile import SourceFile
-
-_MUTATORS = frozenset(
-    (
-        "add",
-        "append",
-        "extend",
-        "update",
-        "insert",
-        "setdefault",
-        "pop",
-        "clear",
-        "remove",
-        "discard",
-        "popitem",
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -368,7 +352,7 @@ class Finder:
 
     def call(self, node: ast.Call, ctx: Tuple[Any, ...]) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and self.m.node(func.value):
+        if isinstance(func, ast.Attribute) and func.attr in MUTATORS and self.m.node(func.value):
             self.record("write", "mutate:." + func.attr, self._line(func.value), ctx)
             self.handled.add(id(func.value))
         name = dotted(func)

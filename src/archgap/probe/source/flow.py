@@ -72,8 +72,22 @@ _BUILTIN_CALLS = frozenset(
         "vars",
     ]
 )
-_MUTATORS = frozenset(
-    ("add", "append", "extend", "update", "insert", "setdefault", "pop", "clear", "remove")
+# Methods that change a list, set or dict in place: a call ``x.append(...)`` is a write of ``x``
+# (trace), not a call into other code (the knob and raise analysis).
+MUTATORS = frozenset(
+    (
+        "add",
+        "append",
+        "extend",
+        "update",
+        "insert",
+        "setdefault",
+        "pop",
+        "popitem",
+        "clear",
+        "remove",
+        "discard",
+    )
 )
 _ENV_MAPPINGS = ("os.environ", "environ")
 _ENV_GETTERS = {
@@ -535,7 +549,7 @@ def swallow(
                     if (
                         text
                         and text not in _BUILTIN_CALLS
-                        and method not in _MUTATORS
+                        and method not in MUTATORS
                         and not method.endswith(("Error", "Exception", "Warning"))
                     ):
                         external.append(CallSite(text, sub.lineno))
