@@ -1,0 +1,376 @@
+"""``docker://REF``: images read from a registry over the v2 API, with the standard library only.
+
+* **Manifests** are asked for with every type archgap reads (OCI index and manifest, Docker
+  manifest list and schema 2); an index or list is resolved to one platform's manifest. A
+  manifest fetched by digest is checked against it.
+* **Auth** follows the registry's ``WWW-Authenticate`` answer: ``Basic`` with the user's
+  credentials, or ``Bearer`` per the Docker token spec (GET realm?service=...&scope=... with the
+  credentials, if any, then the token). Credentials come from the user's docker/containers files
+  (``registry_auth``).
+* **Blobs** are streamed, never written to disk: the stream counts and hashes what it reads and
+  fails (``BlobError``, an ``OSError``) when the registry sends fewer or more bytes than the
+  manifest says, or bytes with another digest. Redirects (registries hand blobs to a CDN or object
+  store) are followed; ``Authorization`` goes only to the registry's own origin.
+* **Plain HTTP** only for an insecure registry, as skopeo's ``--tls-verify=false`` and docker's
+  loopback rule: a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``) or ``tls_verify=False``
+  tries HTTPS without verifying the certificate, then HTTP.
+
+Every failure is a ``RegistryError`` (a ``FetchError``) whose message names the reference and the
+reason: access refused (401/403, with where credentials were looked for), unknown manifest or
+repository (404), an unreachable host, a manifest that is not one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import ipaddress
+import json
+import os
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+from archgap.image.registry_auth import (
+    Challenge,
+    Credentials,
+    Reference,
+    auth_files,
+    find_credentials,
+    parse_challenge,
+)
+from archgap.index.fetch import TIMEOUT, FetchError, describe, request
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
+IMAGE_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
+ACCEPT = ", ".join((*INDEX_TYPES, *IMAGE_TYPES))
+MANIFEST_LIMIT = 4 << 20  # bytes: containerd's limit for a manifest
+CHUNK = 1 << 20
+
+
+class RegistryError(FetchError):
+    """A registry request that failed; ``kind`` is one of auth, not-found, unreachable,
+    protocol (an answer that is not what the v2 API promises)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class BlobError(OSError):
+    """A blob stream that ended early, ran long or had another digest."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A manifest as fetched: its media type, digest and parsed body."""
+
+    media_type: str
+    digest: str
+    body: Mapping[str, Any]
+
+
+def is_loopback(host: str) -> bool:
+    name = urllib.parse.urlsplit(f"//{host}").hostname or ""
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, parts.netloc
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects; the registry's Authorization goes along only to the same origin (an
+    object store behind a blob redirect refuses a second auth mechanism, and must not see it)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        auth = req.unredirected_hdrs.get("Authorization")
+        if new is not None and auth and _origin(req.full_url) == _origin(newurl):
+            new.add_unredirected_header("Authorization", auth)
+        return new
+
+
+def _registry_message(exc: urllib.error.HTTPError) -> str:
+    """The v2 error body's codes and messages, when it has them."""
+    try:
+        doc = json.loads(exc.read(65536) or b"{}")
+        errors = doc.get("errors") if isinstance(doc, dict) else None
+        if isinstance(errors, list) and errors:
+            return "; ".join(
+                f"{e.get('code', '')}: {e.get('message', '')}".strip(": ")
+                for e in errors
+                if isinstance(e, dict)
+            )
+    except (ValueError, OSError):
+        pass
+    return str(exc.reason)
+
+
+class RegistryClient:
+    """One repository on one registry (tokens are per repository scope)."""
+
+    def __init__(
+        self,
+        ref: Reference,
+        tls_verify: bool = True,
+        env: Mapping[str, str] | None = None,
+        timeout: float = TIMEOUT,
+    ) -> None:
+        self.ref = ref
+        self.env = env
+        self.credentials: Credentials = find_credentials(ref, env)
+        self.insecure = not tls_verify or is_loopback(ref.api_host)
+        self.timeout = timeout
+        self.authorization: str | None = None
+        self.scheme: str | None = None
+        context = ssl.create_default_context()
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), _Redirects()
+        )
+
+    @property
+    def label(self) -> str:
+        return str(self.ref)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _url(self, scheme: str, path: str) -> str:
+        return f"{scheme}://{self.ref.api_host}/v2/{self.ref.repository}/{path}"
+
+    def _open(self, path: str, accept: str | None) -> http.client.HTTPResponse:
+        """GET a path under the repository, choosing the scheme on the first call, and
+        authenticating once when the registry asks for it."""
+        for attempt in range(2):
+            try:
+                return self._open_once(path, accept)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 401 or attempt or self.authorization:
+                    raise self._http_error(path, exc) from None
+                challenge = parse_challenge(exc.headers.get("WWW-Authenticate"))
+                exc.close()
+                self.authorization = self._authenticate(challenge)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _open_once(self, path: str, accept: str | None) -> http.client.HTTPResponse:
+        schemes = (
+            [self.scheme] if self.scheme else ["https", "http"] if self.insecure else ["https"]
+        )
+        for i, scheme in enumerate(schemes):
+            url = self._url(scheme, path)
+            req = request(url, {"Accept": accept} if accept else None)
+            if self.authorization:
+                req.add_unredirected_header("Authorization", self.authorization)
+            try:
+                answer: http.client.HTTPResponse = self.opener.open(req, timeout=self.timeout)
+            except urllib.error.HTTPError:
+                self.scheme = scheme
+                raise
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                if i + 1 < len(schemes):
+                    continue  # an insecure registry that does not speak TLS: plain HTTP next
+                raise RegistryError(
+                    f"{self.label}: cannot reach {self.ref.api_host}: {describe(url, exc)}",
+                    "unreachable",
+                ) from None
+            self.scheme = scheme
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _where(self) -> str:
+        if self.credentials.source:
+            return (
+                f"with the credentials of {self.credentials.user!r} from {self.credentials.source}"
+            )
+        looked = ", ".join(auth_files(os.environ if self.env is None else self.env))
+        note = f" ({self.credentials.note})" if self.credentials.note else ""
+        return f"without credentials (none for {self.ref.host} in {looked}){note}"
+
+    def _http_error(self, path: str, exc: urllib.error.HTTPError) -> RegistryError:
+        message = _registry_message(exc)
+        exc.close()
+        what = f"{self.label}: {path.split('/')[0]}"
+        if exc.code in (401, 403):
+            return RegistryError(
+                f"{self.label}: the registry refused access (HTTP {exc.code}: {message}) "
+                f"{self._where()}",
+                "auth",
+            )
+        if exc.code == 404:
+            return RegistryError(f"{what} not found (HTTP 404: {message})", "not-found")
+        return RegistryError(f"{what}: HTTP {exc.code} {message}", "protocol")
+
+    def _authenticate(self, challenge: Challenge | None) -> str:
+        """The Authorization value the challenge asks for; raises RegistryError."""
+        basic = self.credentials.basic
+        if challenge is None or challenge.scheme not in ("basic", "bearer"):
+            scheme = challenge.scheme if challenge else "no WWW-Authenticate"
+            raise RegistryError(
+                f"{self.label}: HTTP 401 with {scheme}: cannot authenticate", "auth"
+            )
+        if challenge.scheme == "basic":
+            if basic is None:
+                raise RegistryError(
+                    f"{self.label}: the registry asks for a user and password, {self._where()}",
+                    "auth",
+                )
+            return basic
+        return "Bearer " + self._token(challenge, basic)
+
+    def _token(self, challenge: Challenge, basic: str | None) -> str:
+        realm = challenge.params.get("realm", "")
+        if not realm.startswith(("https://", "http://")):
+            raise RegistryError(f"{self.label}: token realm {realm!r} is not a URL", "protocol")
+        query = {"scope": challenge.params.get("scope") or f"repository:{self.ref.repository}:pull"}
+        if challenge.params.get("service"):
+            query["service"] = challenge.params["service"]
+        url = f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}"
+        req = request(url)
+        if basic:
+            req.add_unredirected_header("Authorization", basic)
+        try:
+            with self.opener.open(req, timeout=self.timeout) as answer:
+                doc = json.loads(answer.read(MANIFEST_LIMIT))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            kind = "auth" if exc.code in (401, 403) else "protocol"
+            raise RegistryError(
+                f"{self.label}: the token server {realm} refused (HTTP {exc.code}) {self._where()}",
+                kind,
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+            raise RegistryError(
+                f"{self.label}: token: {describe(realm, exc)}", "unreachable"
+            ) from None
+        token = doc.get("token") or doc.get("access_token") if isinstance(doc, dict) else None
+        if not isinstance(token, str) or not token:
+            raise RegistryError(f"{self.label}: the token server {realm} sent no token", "protocol")
+        return token
+
+    # -- manifests and blobs ----------------------------------------------------------------
+
+    def manifest(self, reference: str | None = None) -> Manifest:
+        """The manifest (or index) at a tag or digest (default: the reference's)."""
+        reference = reference or self.ref.reference
+        with self._open(f"manifests/{reference}", ACCEPT) as answer:
+            raw = answer.read(MANIFEST_LIMIT + 1)
+            media_type = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
+        if len(raw) > MANIFEST_LIMIT:
+            raise RegistryError(f"{self.label}: manifest over {MANIFEST_LIMIT} bytes", "protocol")
+        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        if reference.startswith("sha256:") and reference != digest:
+            raise RegistryError(
+                f"{self.label}: the manifest sent for {reference} has the digest {digest}",
+                "protocol",
+            )
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise RegistryError(f"{self.label}: manifest {reference} is not JSON", "protocol")
+        media_type = str(body.get("mediaType") or media_type)
+        if media_type not in (*INDEX_TYPES, *IMAGE_TYPES):
+            raise RegistryError(
+                f"{self.label}: manifest type {media_type or 'unknown'} is not one archgap reads "
+                "(OCI index/manifest, Docker manifest list/schema 2)",
+                "protocol",
+            )
+        return Manifest(media_type, digest, body)
+
+    def open_blob(self, digest: str, size: int) -> IO[bytes]:
+        """A stream of the blob, checked against ``digest`` and ``size`` as it is read."""
+        answer = self._open(f"blobs/{digest}", None)
+        return io.BufferedReader(
+            BlobStream(answer, f"{self.label} blob {digest}", digest, size), CHUNK
+        )
+
+    def read_blob(self, digest: str, size: int, limit: int = MANIFEST_LIMIT) -> bytes:
+        """A small blob (an image config) whole, checked."""
+        if size > limit:
+            raise RegistryError(
+                f"{self.label}: blob {digest} is {size} bytes (over {limit})", "protocol"
+            )
+        try:
+            with self.open_blob(digest, size) as stream:
+                return stream.read()
+        except BlobError as exc:
+            raise RegistryError(str(exc), "protocol") from None
+
+
+class BlobStream(io.RawIOBase):
+    """The body of a blob answer, counted and hashed; raises ``BlobError`` at a short, long or
+    different blob (at the end of the stream, or at the first byte past ``size``)."""
+
+    def __init__(
+        self, answer: http.client.HTTPResponse, label: str, digest: str, size: int
+    ) -> None:
+        super().__init__()
+        algorithm, _, self.expected = digest.partition(":")
+        if algorithm not in ("sha256", "sha512"):
+            answer.close()
+            raise BlobError(f"{label}: digest algorithm {algorithm!r} is not sha256/sha512")
+        self.answer, self.label, self.size = answer, label, size
+        self.hash = hashlib.new(algorithm)
+        self.seen = 0
+        self.checked = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            n = self.answer.readinto(buffer)
+        except (http.client.IncompleteRead, http.client.HTTPException, OSError) as exc:
+            raise BlobError(
+                f"{self.label}: the stream broke after {self.seen} of {self.size} bytes "
+                f"({type(exc).__name__})"
+            ) from None
+        if n == 0:
+            self._check()
+            return 0
+        self.hash.update(memoryview(buffer)[:n])
+        self.seen += n
+        if self.seen > self.size:
+            raise BlobError(f"{self.label}: more than the manifest's {self.size} bytes")
+        return n
+
+    def _check(self) -> None:
+        if self.checked:
+            return
+        if self.seen != self.size:
+            raise BlobError(f"{self.label}: truncated: {self.seen} of {self.size} bytes")
+        if self.hash.hexdigest() != self.expected:
+            got = f"{self.hash.name}:{self.hash.hexdigest()}"
+            raise BlobError(f"{self.label}: the bytes have the digest {got}")
+        self.checked = True
+
+    def close(self) -> None:
+        self.answer.close()
+        super().close()
