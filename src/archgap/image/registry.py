@@ -166,12 +166,12 @@ class RegistryClient:
 
     def _open(self, path: str, accept: str | None) -> http.client.HTTPResponse:
         """GET a path under the repository, choosing the scheme on the first call, and
-        authenticating once when the registry asks for it."""
+        authenticating when the registry asks for it (again when a token expired)."""
         for attempt in range(2):
             try:
                 return self._open_once(path, accept)
             except urllib.error.HTTPError as exc:
-                if exc.code != 401 or attempt or self.authorization:
+                if exc.code != 401 or attempt:
                     raise self._http_error(path, exc) from None
                 challenge = parse_challenge(exc.headers.get("WWW-Authenticate"))
                 exc.close()
