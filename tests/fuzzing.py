@@ -23,7 +23,7 @@ SOURCES = (
     "libmix.so", "librdc.a", "k.fatbin", "k_sm120f.cubin", "libhidden.so", "rdc_a.o",
     "libcomp_default.so", "libcomp_speed.so", "libdebug.so", "libplain.a", "exe_two",
 )  # fmt: skip
-MAX_EXPANSION = 1 << 16  # no compressor expands a payload more (fatbin.MAX_EXPANSION)
+MAX_EXPANSION = 1 << 16  # no compressor expands a payload more (fatcontainer.MAX_EXPANSION)
 INTERESTING = (0, 1, 0x7F, 0x80, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**63 - 1, 2**64 - 1)
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.fatbin import collect_binaries, read_binary, walk_binaries
+from archgap.probe.binfiles import collect_binaries, walk_binaries
+from archgap.probe.fatbin import read_binary
 from archgap.probe.system import System
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from archgap.probe.binfiles import walk_binaries
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import _read_shared, read_binary, walk_binaries
+from archgap.probe.fatbin import _read_shared, read_binary
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 # Written by build.sh from the flags it gives nvcc: per file, the targets nvcc was asked for.

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import pytest
 
-from archgap.probe import fatbin
+from archgap.probe import binreader
 from archgap.probe.fatbin import read_binary
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
@@ -135,7 +135,7 @@ def test_deep_read_of_fake_cubins_sharing_one_table_is_linear(tmp_path: Path) ->
 def test_a_file_past_the_work_bound_is_unknown_with_the_reason(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(fatbin, "WORK_BUDGET", 50)
+    monkeypatch.setattr(binreader, "WORK_BUDGET", 50)
     facts = read_binary(str(BIN / "libhidden.so"), deep=True)
     assert facts.format == "unknown"
     assert facts.error is not None and facts.error.startswith("work bound reached")

@@ -15,7 +15,7 @@ import pytest
 
 from archgap import model
 from archgap.model import BinaryFacts, DecodeError, KernelEntry, PythonEnvironment, decode
-from archgap.probe.fatbin import walk_binaries
+from archgap.probe.binfiles import walk_binaries
 from tests.helpers import CUDA_BIN
 
 

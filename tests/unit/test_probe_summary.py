@@ -14,8 +14,9 @@ from dataclasses import asdict
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import library_verdict
 from archgap.model import BinaryFacts, decode
+from archgap.probe.binfiles import walk_binaries
 from archgap.probe.collect import collect
-from archgap.probe.fatbin import read_binary, walk_binaries
+from archgap.probe.fatbin import read_binary
 from archgap.probe.summary import binary_json, summarized
 from archgap.probe.system import System
 from tests.helpers import CUDA_BIN

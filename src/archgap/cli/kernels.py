@@ -112,7 +112,8 @@ def _wheel_binaries(contents: WheelContents) -> list[BinaryFacts]:
 
 
 def _read_files(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
-    from archgap.probe.fatbin import discover, read_binary, walk_binaries
+    from archgap.probe.binfiles import discover, walk_binaries
+    from archgap.probe.fatbin import read_binary
 
     if deep:
         # Deep reads search whole data sections: walk_binaries may share them with a forked

@@ -22,7 +22,7 @@ from .system import System
 SECTIONS: Dict[str, Tuple[str, str]] = {
     "gpu": ("gpu", "collect_gpu"),
     "python": ("pyenv", "collect_python"),
-    "binaries": ("fatbin", "collect_binaries"),
+    "binaries": ("binfiles", "collect_binaries"),
     "toolchains": ("toolkit", "collect_toolchains"),
     "trace": ("source.trace", "collect_trace"),
     "gates": ("source.gates", "collect_gates"),

@@ -30,7 +30,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import cuda_child
-from .fatbin import CONTAINER_HEADER, CONTAINER_MAGIC, ELF_MAGIC, ENTRY_HEADER, ENTRY_KINDS
+from .elf import ELF_MAGIC
+from .fatcontainer import CONTAINER_HEADER, CONTAINER_MAGIC, ENTRY_HEADER, ENTRY_KINDS
 from .system import System, stop_process_group
 
 DEFAULT_GPU_TIMEOUT = 300.0

@@ -1,0 +1,192 @@
+"""The binaries under paths: which files a directory walk reads for device code, and the probe
+section "binaries".
+
+Which files a directory walk reads (``discover``, under ``walk_binaries``): regular files named
+``*.so``, ``*.so.N``, ``*.a``, ``*.o``, ``*.cubin`` or ``*.fatbin``, and executable files whose
+first bytes are the ELF magic. Names with a known text/data extension (``.py``, ``.h``,
+``.json`` ...) are never looked at further, which keeps a walk over a multi-gigabyte
+site-packages at one ``readdir`` per directory: only symlinks and files with other names are
+``stat``'ed (for the executable bit), and only executables are opened to check their magic.
+Each file is read once (by device and inode), and a symlink loop is a row with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import replace
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+from .elf import ELF_MAGIC
+from .facts import BinaryFacts
+from .fatbin import Progress, open_error, read_binaries
+from .summary import binary_json
+from .system import System
+
+# Files without an extension that are never binaries (wheel metadata, licences).
+NOT_BINARY_NAMES = frozenset(
+    ("RECORD", "METADATA", "WHEEL", "INSTALLER", "REQUESTED", "LICENSE", "NOTICE", "COPYING",
+     "AUTHORS", "README", "Makefile", "BUILD", "CMakeLists")
+)  # fmt: skip
+# File names that are read without looking at their permission bits.
+CANDIDATE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
+# Extensions that are never device code: such files are not even stat'ed during a walk.
+TEXT_EXTENSIONS = frozenset(
+    (
+        ".py", ".pyc", ".pyi", ".pyx", ".pxd", ".h", ".hpp", ".hh", ".cuh", ".cu", ".c", ".cc",
+        ".cpp", ".cxx", ".inc", ".inl", ".txt", ".md", ".rst", ".json", ".yaml", ".yml", ".toml",
+        ".cfg", ".ini", ".typed", ".pth", ".html", ".js", ".css", ".csv", ".svg", ".png", ".jpg",
+        ".cmake", ".in", ".sh", ".bat", ".pem", ".whl", ".zip", ".gz", ".xml", ".proto", ".def",
+        ".jinja", ".j2", ".ipynb", ".pkl", ".npz", ".npy", ".pt", ".onnx", ".mlir", ".ll", ".ptx",
+    )
+)  # fmt: skip
+
+
+Discovered = Tuple[str, Optional[BinaryFacts]]  # (path, None): read it; (path, facts): a ready row
+
+
+def _row(path: str, reason: str) -> BinaryFacts:
+    return BinaryFacts(path, 0, "unreadable", (), False, reason)
+
+
+def _has_elf_magic(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def discover(paths: Iterable[str]) -> Iterator[Discovered]:
+    """The files to read under ``paths``, each once, plus rows for paths that cannot be walked."""
+    seen_files: Set[Tuple[int, int]] = set()
+    seen_dirs: Set[Tuple[int, int]] = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            yield path, _row(path, open_error(path, exc))
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            yield from _walk_directory(path, info, seen_files, seen_dirs)
+        else:
+            key = (info.st_dev, info.st_ino)
+            if key not in seen_files:
+                seen_files.add(key)
+                yield path, None
+
+
+def _identity(item: os.DirEntry, link: bool, device: int) -> Tuple[int, int]:  # type: ignore[type-arg]
+    """(dev, ino) of a directory entry: from readdir (no stat call) unless it is a symlink."""
+    if link:
+        sub = item.stat()
+        return sub.st_dev, sub.st_ino
+    return device, item.inode()
+
+
+def _file_key(
+    item: os.DirEntry,  # type: ignore[type-arg]
+    candidate: bool,
+    link: bool,
+    device: int,
+) -> Optional[Tuple[int, int]]:
+    """The identity of a regular file worth reading, or None: a candidate name, or an executable
+    whose first bytes are ELF's magic."""
+    if item.name in NOT_BINARY_NAMES:
+        return None
+    if candidate:
+        return _identity(item, link, device)
+    sub = item.stat()
+    if sub.st_mode & 0o111 and sub.st_size > 0 and _has_elf_magic(item.path):
+        return sub.st_dev, sub.st_ino
+    return None
+
+
+def _walk_directory(
+    top: str,
+    info: os.stat_result,
+    seen_files: Set[Tuple[int, int]],
+    seen_dirs: Set[Tuple[int, int]],
+) -> Iterator[Discovered]:
+    top_key = (info.st_dev, info.st_ino)
+    if top_key in seen_dirs:
+        return
+    seen_dirs.add(top_key)
+    # Depth first, names sorted; each frame carries the (dev, ino) chain of its ancestors.
+    # Entries that are not symlinks take their identity from readdir (parent's device, d_ino):
+    # no stat call for the thousands of ordinary files and directories of a site-packages.
+    stack: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = [(top, (top_key,))]
+    while stack:
+        directory, ancestors = stack.pop()
+        device = ancestors[-1][0]
+        try:
+            with os.scandir(directory) as scan:
+                items = list(scan)
+        except OSError as exc:
+            yield directory, _row(directory, open_error(directory, exc))
+            continue
+        items.sort(key=lambda item: item.name)
+        subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = []
+        for item in items:
+            name = item.name
+            dot = name.rfind(".")
+            if dot > 0 and name[dot:].lower() in TEXT_EXTENSIONS and not item.is_dir():
+                continue
+            candidate = CANDIDATE_NAME.search(name) is not None
+            try:
+                link = item.is_symlink()
+                if item.is_dir():
+                    key = _identity(item, link, device)
+                    if key in ancestors:
+                        yield (
+                            item.path,
+                            _row(item.path, "symlink loop (a directory that contains it)"),
+                        )
+                    elif key not in seen_dirs:
+                        seen_dirs.add(key)
+                        subdirs.append((item.path, (*ancestors, key)))
+                    continue
+                if item.is_file():
+                    file_key = _file_key(item, candidate, link, device)
+                    if file_key is not None and file_key not in seen_files:
+                        seen_files.add(file_key)
+                        yield item.path, None
+                elif candidate and link:
+                    os.stat(item.path)  # raises with the reason: dangling link or a loop
+            except OSError as exc:
+                if candidate or item.is_dir(follow_symlinks=False):
+                    yield item.path, _row(item.path, open_error(item.path, exc))
+        stack.extend(reversed(subdirs))
+
+
+def walk_binaries(
+    paths: Iterable[str], deep: bool = False, progress: Optional[Progress] = None
+) -> Iterator[BinaryFacts]:
+    """``read_binary`` over every file under ``paths`` (see the module doc for which files);
+    ``progress(done, total, path)`` is called as files are read."""
+    found = list(discover(paths))
+    to_read = [path for path, ready in found if ready is None]
+    read = iter(read_binaries(to_read, deep, progress))
+    for _, ready in found:
+        yield next(read) if ready is None else replace(ready, deep=deep)
+
+
+def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Probe section "binaries": params {"paths": [...], "deep": bool, "detail": bool}.
+
+    Without ``detail`` (default: with it) entries that differ only in offset and size come as
+    one (``probe.summary``)."""
+    paths = [str(p) for p in params.get("paths") or []]
+    detail = bool(params.get("detail", True))
+    found = walk_binaries(paths, bool(params.get("deep", False)), system.progress)
+    return [binary_json(facts, detail) for facts in found]
+
+
+__all__ = [
+    "CANDIDATE_NAME",
+    "Discovered",
+    "collect_binaries",
+    "discover",
+    "walk_binaries",
+]

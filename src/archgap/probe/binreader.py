@@ -1,0 +1,113 @@
+"""One file's bytes while its device code is read: the work budget, errors, holes and pages.
+
+The readers of each format (``elf``, ``fatcontainer``, ``deepsearch``, ``hostelf``, ``ar``) are
+functions of a ``Reader``: the bytes (an mmap of a file, or a member's bytes), what was found so
+far, and which regions were read already, so a region is read once however many headers point
+at it. Nothing here raises to the caller but ``WorkBoundReached`` (``fatbin`` reports it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from .facts import KernelEntry
+
+# A deep search looks at this many bytes at a time, and hands the pages it has left behind back
+# (MADV_DONTNEED: they stay in the page cache), so the memory of a scan does not grow with the
+# largest data section (cuBLASLt's are 100 MB): 32 MiB ~ the time of 10 ms of searching.
+SEARCH_WINDOW = 32 << 20
+MAX_ERRORS = 4  # messages kept per file; the count of the rest is reported
+# Work allowed per file, in units of one section header parsed, one entry or cubin header
+# checked, or one KiB searched: far above any real library (cuBLASLt --deep: ~0.5 M), far below
+# what a hostile file can ask for. A file that reaches it is "unknown" with the reason.
+WORK_BUDGET = 16_000_000
+ZERO_CHUNK = 1 << 20  # bytes compared at a time when checking that a range is zero
+
+
+class WorkBoundReached(Exception):
+    """A file asked for more work than ``WORK_BUDGET``: it is reported as "unknown"."""
+
+
+class Reader:
+    """One file's bytes (an mmap) and what was found in them so far."""
+
+    def __init__(self, buf: Any, size: int, deep: bool, fd: int = -1) -> None:
+        self.buf = buf
+        self.size = size
+        self.deep = deep
+        self.fd = fd  # for SEEK_DATA: holes of a sparse file are zero and never touched
+        self.extent = (0, 0)  # the stretch of file data data_at found last
+        self.entries: List[KernelEntry] = []
+        self.errors: List[str] = []
+        self.error_count = 0
+        self.machine: Optional[str] = None  # e_machine of the first host ELF image read
+        self.work = 0
+        # Offsets already read: a region is read once, however many headers point at it.
+        self.seen_containers: Dict[int, int] = {}  # container offset -> where its walk ended
+        self.seen_entries: Set[int] = set()
+        self.seen_cubins: Dict[int, int] = {}  # cubin offset -> its end
+        self.seen_tables: Set[int] = set()  # section tables that belong to a found cubin
+        self.seen_regions: Set[Tuple[int, int]] = set()
+
+    def spend(self, units: int) -> None:
+        self.work += units
+        if self.work > WORK_BUDGET:
+            raise WorkBoundReached(
+                "work bound reached (%d units: headers, entries and KiB searched)" % WORK_BUDGET
+            )
+
+    def data_at(self, pos: int, end: int) -> Tuple[int, int]:
+        """[start, stop) of the first stretch of file data in [pos, end), skipping holes of a
+        sparse file; (end, end) when only holes are left."""
+        known_start, known_stop = self.extent
+        if known_start <= pos < known_stop:  # no system call: most files are one stretch
+            return pos, min(known_stop, end)
+        if self.fd < 0 or not hasattr(os, "SEEK_DATA"):
+            return pos, end
+        try:
+            start = os.lseek(self.fd, pos, os.SEEK_DATA)
+            stop = os.lseek(self.fd, start, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end of the file
+                return end, end
+            return pos, end
+        self.extent = (start, stop)
+        return min(start, end), min(stop, end)
+
+    def fail(self, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(message)
+
+    def error_text(self) -> Optional[str]:
+        if not self.error_count:
+            return None
+        more = self.error_count - len(self.errors)
+        return "; ".join(self.errors) + ("; %d more" % more if more > 0 else "")
+
+    def is_zero(self, start: int, end: int) -> bool:
+        """Whether [start, end) holds only zero bytes; holes are not read, and no more than
+        ``ZERO_CHUNK`` bytes are copied at a time."""
+        pos = start
+        while pos < end:
+            pos, stop = self.data_at(pos, end)
+            while pos < stop:
+                chunk = min(stop, pos + ZERO_CHUNK)
+                self.spend((chunk - pos) >> 10)
+                if self.buf[pos:chunk].strip(b"\0"):
+                    return False
+                pos = chunk
+        return True
+
+    def release(self, start: int, stop: int) -> int:
+        """Hand the mapped pages of [start, stop) back (the page cache keeps them; a later read
+        maps them again); returns where the next release starts."""
+        upto = stop - stop % mmap.PAGESIZE
+        if upto > start and hasattr(self.buf, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            with contextlib.suppress(OSError, ValueError):
+                self.buf.madvise(mmap.MADV_DONTNEED, start, upto - start)
+        return max(start, upto)

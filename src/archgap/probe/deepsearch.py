@@ -1,0 +1,85 @@
+"""The deep search: fatbin containers and bare cubins inside data sections.
+
+Libraries such as cuBLASLt (``.cask_resource``), cuFFT (``.ldata``) and cuDNN keep device code in
+data sections that they load themselves and cuobjdump never lists. ``search_section`` finds it
+by searching for the container magic and the cubin ELF ident; every candidate header is
+validated before it counts, so a stray magic number is no hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import struct
+from typing import Optional
+
+from .binreader import SEARCH_WINDOW, Reader
+from .elf import CUBIN_IDENT, cubin_at
+from .fatcontainer import CONTAINER_HEADER, CONTAINER_MAGIC, valid_container_at, walk_entries
+
+READAHEAD_MIN = 1 << 20  # searched ranges at least this large get the kernel's read-ahead back
+
+
+def search_section(
+    reader: Reader, start: int, end: int, section: str, member: Optional[str]
+) -> None:
+    """Validated containers and bare cubins in [start, end): device code cuobjdump skips.
+
+    Two searches cover the bytes between containers: one for the container magic, one for
+    the cubin ELF ident. Containers themselves are never searched: a valid one is skipped
+    by its size, so back-to-back containers (cuFFT's .ldata, cuBLASLt's .cask_resource)
+    cost one header read each and no scan."""
+    buf = reader.buf
+    if end - start >= READAHEAD_MIN and hasattr(buf, "madvise"):
+        # This range is read front to back: undo the file's MADV_RANDOM here so a cold cache
+        # reads ahead (4x faster cold on cuBLASLt). Not MADV_SEQUENTIAL: pages touched through
+        # such a mapping count as unused and are reclaimed first, making the next run cold.
+        aligned = start - start % mmap.PAGESIZE
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
+    pos = start
+    released = start - start % mmap.PAGESIZE  # pages before this were handed back
+    while pos < end:
+        if pos - released >= SEARCH_WINDOW:
+            released = reader.release(released, pos)
+        if buf[pos : pos + 4] == CONTAINER_MAGIC:
+            hit = pos  # the next container follows the last one directly: no search
+        else:
+            pos, data_end = reader.data_at(pos, end)  # holes of a sparse file hold nothing
+            if pos >= end:
+                break
+            # One window at a time; a magic that starts in it may end past it.
+            window_end = min(data_end, pos + SEARCH_WINDOW)
+            # The 4-byte magic, not the 8-byte fixed header: a needle ending in 0xba is
+            # searched ~20 % faster than one ending in 0x00 (zero bytes fill data sections).
+            hit = buf.find(CONTAINER_MAGIC, pos, min(data_end, window_end + 3))
+            gap_end = window_end if hit < 0 else hit
+            # The cubin ident search covers the same bytes: idents that start before
+            # gap_end (with no container in the window, one may end past it).
+            ident_end = min(data_end, gap_end + len(CUBIN_IDENT) - 1) if hit < 0 else hit
+            reader.spend((gap_end - pos) >> 9)  # two searches: one unit per KiB each
+            # A valid container is rarely inside a cubin; cubins end where their sections do.
+            cubin = buf.find(CUBIN_IDENT, pos, ident_end)
+            while cubin >= 0:
+                cubin_end = cubin_at(reader, cubin, end, section, False, member)
+                if cubin_end > gap_end:  # the container candidate was inside this cubin
+                    break
+                next_from = cubin_end if cubin_end > cubin else cubin + 1
+                cubin = buf.find(CUBIN_IDENT, next_from, ident_end)
+            else:
+                cubin_end = -1
+            if cubin_end > gap_end:
+                pos = cubin_end
+                continue
+            if hit < 0:
+                pos = window_end
+                continue
+        if valid_container_at(reader, hit, end):
+            fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
+            body = hit + CONTAINER_HEADER.size
+            if hit not in reader.seen_containers:
+                reader.seen_containers[hit] = body + fat_size
+                walk_entries(reader, body, body + fat_size, section, False, member)
+            pos = body + fat_size
+        else:
+            pos = hit + 1

@@ -1,0 +1,183 @@
+"""Fatbin containers and their entries (SASS, PTX, LTO-IR), read from their headers.
+
+A container is a 16-byte header and entries back to back; an entry is a 64..144-byte header and
+its payload (shared/reference/fatbin_format.md). Nothing is decompressed: the kind, architecture,
+variant, PTX ISA, compression and sizes all come from the header. Sizes no compressor can give
+make an entry invalid, with the reason.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from typing import Optional
+
+from .binreader import SEARCH_WINDOW, Reader
+from .elf import cubin_has_text
+from .facts import KernelEntry
+
+CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
+KERNEL_CHECK_MAX = 64 << 10  # uncompressed cubins up to this size are checked for a .text section
+
+ENTRY_KINDS = {1: "ptx", 2: "sass", 8: "ltoir"}
+FLAG_DEBUG = 0x2
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY = 0x200000
+
+CONTAINER_HEADER = struct.Struct("<4sHHQ")  # magic, version, header size, bytes of entries
+# kind, version, header size, payload size, compressed size, options offset, minor, major, arch,
+# name offset, name length, flags, reserved, uncompressed size
+ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")
+MAX_ENTRY_HEADER = 4096  # 64..144 seen; anything far larger is garbage, not a header
+# Entry sizes that cannot be: an LZ4 block expands at most ~255x and a Zstandard block
+# (128 KiB from a few bytes) ~2^15x; nothing unpacks to more than this many bytes.
+MAX_EXPANSION = 1 << 16
+MAX_UNPACKED = 1 << 40
+
+
+def walk_containers(
+    reader: Reader, start: int, end: int, section: str, listed: bool, member: Optional[str]
+) -> None:
+    """Containers laid back to back in [start, end) (``.nv_fatbin``, a ``.fatbin`` file)."""
+    label = section or "fatbin"
+    pos = start
+    released = start - start % mmap.PAGESIZE
+    while pos + CONTAINER_HEADER.size <= end:
+        if pos - released >= SEARCH_WINDOW:  # each header read maps ~64 KiB around it
+            released = reader.release(released, pos)
+        if reader.buf[pos : pos + 4] != CONTAINER_MAGIC:
+            found = reader.buf.find(CONTAINER_MAGIC, pos, end)
+            stop = end if found < 0 else found
+            if not reader.is_zero(pos, stop):
+                reader.fail("%s: unrecognised bytes at 0x%x" % (label, pos))
+            if found < 0:
+                return
+            pos = found
+            continue
+        _, version, header_size, fat_size = CONTAINER_HEADER.unpack_from(reader.buf, pos)
+        if version != 1 or header_size != CONTAINER_HEADER.size:
+            reader.fail(
+                "%s: invalid container header at 0x%x (version %d, header size %d)"
+                % (label, pos, version, header_size)
+            )
+            pos += 4
+            continue
+        body = pos + header_size
+        container_end = body + fat_size
+        if container_end > end:
+            reader.fail(
+                "%s: container at 0x%x runs 0x%x bytes past the end"
+                % (label, pos, container_end - end)
+            )
+            container_end = end
+        if pos in reader.seen_containers:  # another header pointed here: read already
+            pos = max(container_end, reader.seen_containers[pos])
+            continue
+        reader.seen_containers[pos] = container_end
+        walk_entries(reader, body, container_end, section, listed, member)
+        pos = container_end
+    if pos < end and not reader.is_zero(pos, end):
+        reader.fail("%s: unrecognised bytes at 0x%x" % (label, pos))
+
+
+def walk_entries(
+    reader: Reader, pos: int, end: int, section: str, listed: bool, member: Optional[str]
+) -> None:
+    buf = reader.buf
+    label = section or "fatbin"
+    released = pos - pos % mmap.PAGESIZE
+    while pos + ENTRY_HEADER.size <= end:
+        if pos in reader.seen_entries:  # the rest of this chain was read from another start
+            return
+        if pos - released >= SEARCH_WINDOW:  # each header read maps ~64 KiB around it
+            released = reader.release(released, pos)
+        reader.spend(1)
+        (kind_code, _, header_size, payload_size, compressed_size, _, minor, major, arch,
+         _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack_from(buf, pos)  # fmt: skip
+        kind = ENTRY_KINDS.get(kind_code)
+        payload = pos + header_size
+        if (
+            kind is None
+            or not ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER
+            or payload + payload_size > end
+        ):
+            if kind_code == 0 and reader.is_zero(pos, end):
+                return  # padding after the last entry
+            reader.fail("%s: invalid entry header at 0x%x" % (label, pos))
+            return
+        if flags & FLAG_ZSTD:
+            compression = "zstd"
+        elif flags & FLAG_LZ4:
+            compression = "lz4"
+        else:
+            compression = "unknown" if compressed_size else "none"
+        stored = compressed_size if compressed_size else payload_size
+        impossible = _impossible_sizes(payload_size, compressed_size, uncompressed)
+        if impossible:
+            reader.fail("%s: invalid entry at 0x%x: %s" % (label, pos, impossible))
+            pos = payload + payload_size
+            continue
+        reader.seen_entries.add(pos)
+        kernels = None
+        if kind == "sass" and compression == "none" and payload_size <= KERNEL_CHECK_MAX:
+            kernels = cubin_has_text(reader, payload, payload + payload_size)
+        if flags & FLAG_ARCH_SPECIFIC:
+            variant = "a"
+        elif flags & FLAG_FAMILY:
+            variant = "f"
+        else:
+            variant = ""
+        reader.entries.append(
+            KernelEntry(
+                kind=kind,
+                arch=arch,
+                variant=variant,
+                ptx_isa="%d.%d" % (major, minor) if kind == "ptx" else None,
+                compression=compression,
+                stored_size=stored,
+                uncompressed_size=uncompressed if compressed_size and uncompressed else stored,
+                section=section,
+                offset=pos,
+                debug=bool(flags & FLAG_DEBUG),
+                listed=listed and kind != "ltoir",
+                member=member,
+                kernels=kernels,
+            )
+        )
+        pos = payload + payload_size
+    if pos < end and not reader.is_zero(pos, end):
+        reader.fail("%s: truncated entry header at 0x%x" % (label, pos))
+
+
+def valid_container_at(reader: Reader, pos: int, end: int) -> bool:
+    """A strict check for a container found by searching data: header and first entry."""
+    if pos + CONTAINER_HEADER.size + ENTRY_HEADER.size > end:
+        return False
+    _, version, header_size, fat_size = CONTAINER_HEADER.unpack_from(reader.buf, pos)
+    body = pos + CONTAINER_HEADER.size
+    if version != 1 or header_size != CONTAINER_HEADER.size or body + fat_size > end:
+        return False
+    if fat_size < ENTRY_HEADER.size:
+        return False
+    kind, entry_version, entry_header, payload_size = struct.unpack_from("<HHIQ", reader.buf, body)
+    return (
+        kind in ENTRY_KINDS
+        and entry_version == 0x0101
+        and ENTRY_HEADER.size <= entry_header <= MAX_ENTRY_HEADER
+        and entry_header % 8 == 0
+        and body + entry_header + payload_size <= body + fat_size
+    )
+
+
+def _impossible_sizes(payload_size: int, compressed_size: int, uncompressed: int) -> str:
+    """Why an entry's sizes cannot be (compressed bytes past the payload, an expansion no
+    compressor reaches), or ""."""
+    if not compressed_size:
+        return ""
+    if compressed_size > payload_size:
+        return "%d compressed bytes in a %d-byte payload" % (compressed_size, payload_size)
+    if uncompressed > min(compressed_size * MAX_EXPANSION, MAX_UNPACKED):
+        return "%d bytes would unpack to %d" % (compressed_size, uncompressed)
+    return ""

@@ -1,0 +1,119 @@
+"""Device code in a host ELF image (a shared library, executable or object): which sections.
+
+``.nv_fatbin`` holds one or more fatbin containers back to back (what cuobjdump lists and the
+runtime registers); ``__nv_relfatbin`` holds the relocatable (``-rdc``) fatbins of an object
+file. A deep read also searches the data sections (``deepsearch``); code, debug info and the
+dynamic linker's tables are never searched. An ELF image of e_machine 190 is a cubin.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from typing import Optional
+
+from .binreader import Reader
+from .deepsearch import READAHEAD_MIN, search_section
+from .elf import (
+    CUBIN_IDENT,
+    EM_CUDA,
+    SHF_EXECINSTR,
+    SHT_NOBITS,
+    SHT_NULL,
+    SHT_PROGBITS,
+    cubin_at,
+    section_table,
+)
+from .fatcontainer import CONTAINER_MAGIC, walk_containers
+
+# e_machine values of host CPUs (the ELF specification's registry, elf.h)
+MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
+ET_REL = 1
+
+# Sections a deep search never looks into: code, debug info, tables of the dynamic linker.
+NOT_DATA_PREFIXES = (
+    ".debug",
+    ".zdebug",
+    ".eh_frame",
+    ".gcc_except_table",
+    ".note",
+    ".comment",
+    ".nvFatBinSegment",
+    ".got",
+    ".init_array",
+    ".fini_array",
+    ".ctors",
+    ".dtors",
+    ".interp",
+    ".plt",
+    ".dynamic",
+    ".rela",
+    ".rel.",
+    ".gnu",
+    ".hash",
+    ".dynsym",
+    ".dynstr",
+    ".symtab",
+    ".strtab",
+    ".shstrtab",
+    ".tbss",
+)
+
+
+def read_elf(reader: Reader, base: int, limit: int, member: Optional[str]) -> str:
+    """Device code in one ELF image in [base, limit). Returns "elf" or "cubin"."""
+    buf = reader.buf
+    where = "%s: " % member if member else ""
+    if base + 20 <= limit and struct.unpack_from("<H", buf, base + 18)[0] == EM_CUDA:
+        cubin_at(reader, base, limit, "", True, member, loose=True)
+        return "cubin"
+    # An archive member without any magic past its header cannot hide device code.
+    deep = reader.deep and (
+        member is None
+        or buf.find(CONTAINER_MAGIC, base, limit) >= 0
+        or buf.find(CUBIN_IDENT, base + 4, limit) >= 0
+    )
+    fields, sections = section_table(reader, base, limit, where, only_fatbin=not deep)
+    if fields is not None and reader.machine is None:
+        reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
+    if sections is None:
+        return "elf"
+    is_object = fields[1] == ET_REL
+    if deep:
+        indices = [
+            i
+            for i, (kind, flags, size) in enumerate(
+                zip(sections.types, sections.flags, sections.sizes)
+            )
+            if size and kind == SHT_PROGBITS and not flags & SHF_EXECINSTR
+        ]
+    else:
+        indices = sorted(sections.named(b".nv_fatbin") + sections.named(b"__nv_relfatbin"))
+    for i in indices:
+        if sections.types[i] in (SHT_NULL, SHT_NOBITS) or not sections.sizes[i]:
+            continue
+        name = sections.name(i)
+        offset = sections.offsets[i]
+        end = offset + sections.sizes[i]
+        fatbin_section = name in (".nv_fatbin", "__nv_relfatbin")
+        if not fatbin_section and name.startswith(NOT_DATA_PREFIXES):
+            continue
+        if end > limit:
+            reader.fail(
+                "%struncated: section %s ends 0x%x bytes past the end" % (where, name, end - limit)
+            )
+            end = limit
+        if offset >= end or (offset, end) in reader.seen_regions:
+            continue  # empty, or read already through another header
+        reader.seen_regions.add((offset, end))
+        if name == ".nv_fatbin":
+            walk_containers(reader, offset, end, name, True, member)
+        elif name == "__nv_relfatbin":
+            # cuobjdump lists the relocatable fatbins of objects, not of linked binaries.
+            if is_object or deep:
+                walk_containers(reader, offset, end, name, is_object, member)
+        else:
+            search_section(reader, offset, end, name, member)
+        if end - offset >= READAHEAD_MIN:  # the pages of a big section, read: handed back
+            reader.release(offset - offset % mmap.PAGESIZE, end)
+    return "elf"
