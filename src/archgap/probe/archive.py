@@ -11,6 +11,7 @@ A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -44,6 +45,7 @@ class WheelContents:
         self.binaries: List[BinaryFacts] = []
         self.unowned: List[str] = []
         self.problems: List[Problem] = []
+        self.site_packages: List[str] = []  # where its files are (default: the label itself)
 
 
 def read_wheel(label: str, fileobj: Optional[IO[bytes]] = None, deep: bool = True) -> WheelContents:
@@ -123,21 +125,32 @@ def _record(zf: zipfile.ZipFile, member: str, found: WheelContents) -> List[str]
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, deep: bool) -> BinaryFacts:
     """One native member, decompressed as it streams out of the zip (its CRC is checked)."""
     if info.file_size > MAX_MEMBER_BYTES:
-        reason = "member of %d bytes is over the %d GiB read limit" % (
-            info.file_size,
-            MAX_MEMBER_BYTES >> 30,
-        )
-        return BinaryFacts(path, info.file_size, "unknown", (), deep, reason)
+        return read_stream(path, io.BytesIO(), info.file_size, deep)  # the size says it all
     try:
         with zf.open(info) as stream:
-            head = stream.read(8)
-            if head[:4] not in (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba"):
-                return BinaryFacts(path, info.file_size, "other", (), deep)
-            data = _read_rest(stream, head, info.file_size)
+            return read_stream(path, stream, info.file_size, deep)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as exc:
         return BinaryFacts(path, info.file_size, "unreadable", (), deep, "corrupt member: %s" % exc)
     except NotImplementedError as exc:
         return BinaryFacts(path, info.file_size, "unreadable", (), deep, str(exc))
+
+
+def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> BinaryFacts:
+    """A native member of ``size`` bytes (an archive's member, a container layer's file) read
+    from ``stream`` into memory and handed to the same reader as installed files. A read
+    that fails is an unreadable row with the reason; nothing is raised."""
+    if size > MAX_MEMBER_BYTES:
+        reason = "member of %d bytes is over the %d GiB read limit" % (size, MAX_MEMBER_BYTES >> 30)
+        return BinaryFacts(path, size, "unknown", (), deep, reason)
+    try:
+        head = stream.read(8)
+        if head[:4] not in (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba"):
+            return BinaryFacts(path, size, "other", (), deep)
+        data = _read_rest(stream, head, size)
+    except NotImplementedError as exc:
+        return BinaryFacts(path, size, "unreadable", (), deep, str(exc))
+    except Exception as exc:  # zip's CRC, a truncated layer, corrupt gzip: this member only
+        return BinaryFacts(path, size, "unreadable", (), deep, "corrupt member: %s" % exc)
     return read_bytes(path, data, deep)
 
 
@@ -183,7 +196,7 @@ def archive_facts(
     env = PythonEnvironment(
         label,
         "",
-        tuple(c.label for c in contents if c.distributions),
+        tuple(s for c in contents if c.distributions for s in c.site_packages or [c.label]),
         tuple(dists),
         tuple(p for c in contents for p in c.unowned),
         tuple(p for c in contents for p in c.problems),
@@ -202,4 +215,4 @@ def archive_facts(
     return decoded
 
 
-__all__ = ["WheelContents", "archive_facts", "read_wheel", "wheel_files"]
+__all__ = ["WheelContents", "archive_facts", "read_stream", "read_wheel", "wheel_files"]
