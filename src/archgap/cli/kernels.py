@@ -52,8 +52,15 @@ def register(subparsers: Any) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help="files or directories; wheels (.whl, or directories holding them) are read without "
-        "installing or extracting them",
+        help="files or directories; wheels (.whl, or directories holding them) and container "
+        "images (oci:DIR[:TAG], docker-archive:FILE, rootfs:DIR) are read without installing or "
+        "extracting them",
+    )
+    parser.add_argument(
+        "--platform",
+        metavar="OS/ARCH",
+        help="the image to read from a multi-platform image index, e.g. linux/arm64 (default: "
+        "this machine's)",
     )
     parser.add_argument(
         "--deep",
@@ -86,11 +93,17 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _read_local(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
+def _read_local(
+    paths: Sequence[str], deep: bool, out: Output, platform: str | None = None
+) -> list[BinaryFacts]:
+    from archgap.image.targets import is_image, read_image_target
     from archgap.probe.archive import read_wheel, wheel_files
 
+    images = [p for p in paths if is_image(p)]
+    found = [b for i in images for b in _archive_binaries(read_image_target(i, platform, deep))]
+    paths = [p for p in paths if p not in images]
     wheels = wheel_files([p for p in paths if _holds_wheels(p)])
-    found = [b for wheel in wheels for b in _wheel_binaries(read_wheel(wheel, deep=deep))]
+    found += [b for wheel in wheels for b in _archive_binaries(read_wheel(wheel, deep=deep))]
     rest = [p for p in paths if not p.endswith(".whl") or not os.path.isfile(p)]
     return found + (_read_files(rest, deep, out) if rest else [])
 
@@ -101,8 +114,9 @@ def _holds_wheels(path: str) -> bool:
     return path.endswith(".whl") and os.path.isfile(path)
 
 
-def _wheel_binaries(contents: WheelContents) -> list[BinaryFacts]:
-    """A wheel's native members; a wheel that cannot be read is one unreadable row."""
+def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
+    """An archive's (a wheel's, an image's) native members; what could not be read of it is
+    one unreadable row per problem."""
     from archgap.probe.facts import BinaryFacts
 
     unread = [
@@ -160,8 +174,10 @@ def run(args: Any, out: Output) -> int:
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
     deep = bool(args.deep)
-    remote = is_remote(args)
-    files = _read_remote(args, out) if remote else _read_local(args.paths, deep, out)
+    if is_remote(args):
+        files = _read_remote(args, out)
+    else:  # wheels and images are read here, whatever the target
+        files = _read_local(args.paths, deep, out, args.platform)
     elapsed = time.perf_counter() - started
     failed = [f for f in files if f.error or f.format == "unreadable"]
     summary = {

@@ -1,6 +1,7 @@
-"""What `scan WHEEL...` is given, read: wheel files, directories of wheels, wheel URLs and
-requirements resolved from the user's indexes. Each target becomes a ``WheelContents``; one that
-cannot be read is one with only a problem, so the others are still judged."""
+"""What `scan TARGET...` is given, read: wheel files, directories of wheels, wheel URLs,
+requirements resolved from the user's indexes, and container images (``image/targets.py``).
+Each target becomes a ``WheelContents``; one that cannot be read is one with only a problem,
+so the others are still judged."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from archgap.image.targets import is_image, read_image_target
 from archgap.index.fetch import Fetched, FetchError, open_wheel
 from archgap.index.resolve import ResolveError, indexes, resolve
 from archgap.probe.archive import WheelContents, read_wheel, wheel_files
@@ -34,7 +36,9 @@ def read_targets(
     found: list[WheelContents] = []
     fetched: list[Fetched] = []
     for target in targets:
-        if target.startswith(URL_SCHEMES):
+        if is_image(target):
+            found.append(read_image_target(target, options.platform))
+        elif target.startswith(URL_SCHEMES):
             found.append(_read_url(target, None, fetched))
         elif os.path.exists(target) or target.endswith(".whl"):
             wheels = wheel_files([target])

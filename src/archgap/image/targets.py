@@ -1,0 +1,82 @@
+"""Which targets name a container image, and the source that reads each.
+
+    oci:DIR[:TAG]               an OCI image layout (skopeo's ``oci:``)
+    docker-archive:FILE[:REF]   a ``docker save`` / ``skopeo copy docker-archive:`` tarball
+    docker://REF                a registry (``image/registry.py``)
+    rootfs:DIR                  an unpacked root file system (``image/rootfs.py``)
+
+A directory is taken for an OCI layout when it holds an ``oci-layout`` file, and for a root
+file system when it holds ``etc/os-release`` or ``usr/lib/os-release`` (every distribution's
+base image has one) and no ``.whl`` files.
+"""
+
+from __future__ import annotations
+
+import os
+
+from archgap.image.layout import ARCHIVE_PREFIX, OCI_PREFIX, DockerArchive, OciLayout
+from archgap.image.read import ImageContents, read_image
+from archgap.image.source import ImageError, ImageSource, Platform, parse_platform
+
+REGISTRY_PREFIX = "docker://"
+ROOTFS_PREFIX = "rootfs:"
+PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)
+OS_RELEASE = ("etc/os-release", "usr/lib/os-release")
+
+
+def is_image(target: str) -> bool:
+    """Whether ``target`` names an image (a transport prefix, or a directory that is one)."""
+    if target.startswith(PREFIXES):
+        return True
+    if not os.path.isdir(target):
+        return False
+    if os.path.isfile(os.path.join(target, "oci-layout")):
+        return True
+    return is_rootfs(target)
+
+
+def is_rootfs(directory: str) -> bool:
+    """A directory that is an unpacked root file system: it has an os-release file (not
+    followed if it is a symlink out of the tree: lexists) and no wheels at its top."""
+    if not any(os.path.lexists(os.path.join(directory, name)) for name in OS_RELEASE):
+        return False
+    return not any(name.endswith(".whl") for name in os.listdir(directory))
+
+
+def image_source(target: str) -> ImageSource:
+    """The source for an image target; ``ImageError`` for a transport that cannot be read."""
+    if target.startswith(OCI_PREFIX):
+        return OciLayout(target[len(OCI_PREFIX) :])
+    if target.startswith(ARCHIVE_PREFIX):
+        return DockerArchive(target[len(ARCHIVE_PREFIX) :])
+    if target.startswith(REGISTRY_PREFIX):
+        raise ImageError(f"{target}: registries are not supported yet")
+    if os.path.isfile(os.path.join(target, "oci-layout")):
+        return OciLayout(target)
+    raise ImageError(f"{target}: not an image")
+
+
+def read_image_target(target: str, platform: str | None = None, deep: bool = True) -> ImageContents:
+    """The image ``target`` names, for ``platform`` (``linux/arm64``, a wheel platform tag, or
+    None: this machine's when the image is multi-platform). Never raises."""
+    try:
+        wanted: Platform | None = parse_platform(platform) if platform else None
+    except ValueError as exc:
+        return _failed(target, str(exc))
+    if target.startswith(ROOTFS_PREFIX) or (not target.startswith(PREFIXES) and is_rootfs(target)):
+        from archgap.image.rootfs import read_rootfs
+
+        return read_rootfs(target.removeprefix(ROOTFS_PREFIX), deep)
+    try:
+        source = image_source(target)
+    except ImageError as exc:
+        return _failed(target, str(exc))
+    return read_image(source, wanted, deep)
+
+
+def _failed(target: str, reason: str) -> ImageContents:
+    from archgap.probe.facts import Problem
+
+    found = ImageContents(target)
+    found.problems.append(Problem(target, reason))
+    return found
