@@ -1,10 +1,18 @@
 """Environment discovery on real venvs: nothing of the inspected environment is imported."""
 
+from __future__ import annotations
+
 from pathlib import Path
 
 import pytest
 
-from archgap.probe.pyenv import discover_environment, interpreter_paths, is_native_file
+from archgap.probe.pyenv import (
+    discover_environment,
+    interpreter_paths,
+    is_native_file,
+    record_names,
+    record_native_files,
+)
 from archgap.probe.system import System
 from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv
 
@@ -54,3 +62,41 @@ def test_an_interpreter_that_does_not_run_is_a_problem(tmp_path: Path) -> None:
     env = discover_environment(System.local(), str(tmp_path / "no-python"))
     assert env.site_packages == ()
     assert "cannot run" in env.problems[0].reason
+
+
+# RECORD is a CSV file (wheel spec, PEP 376): the first field is the path, quoted when it holds a
+# comma or a quote; rows end at "\n" or "\r\n". The fast path must read each row as csv does.
+@pytest.mark.parametrize(
+    ("line", "name", "problem"),
+    [
+        ("torch/lib/libc10.so,sha256=abc,123", "torch/lib/libc10.so", None),
+        ("torch/lib/libc10.so,sha256=abc,123\r", "torch/lib/libc10.so", None),  # CRLF RECORD
+        ('"odd,name/lib.so",sha256=abc,1', "odd,name/lib.so", None),
+        ('"say ""hi""/x.so",,', 'say "hi"/x.so', None),
+        ("plain name with spaces.so,,", "plain name with spaces.so", None),
+        ("", None, None),
+        ("a\0b.so,,", None, "RECORD line 2: "),  # csv < 3.11: "line contains NUL"; then: no path
+        ('"never closed,,', "never closed,,", None),  # csv (not strict) reads to the line's end
+        ("x" * 5000 + ",,", None, "RECORD line 2: not a file name"),  # longer than any path
+        ("x" * (128 << 10) + "y,,", None, "RECORD line 2: field larger than field limit"),
+    ],
+)
+def test_record_rows_read_as_csv_reads_them(
+    line: str, name: str | None, problem: str | None
+) -> None:
+    problems: list[str] = []
+    names = record_names(f"first.so,,\n{line}\nlast.so,,\n".encode(), False, problems)
+    assert names == ["first.so", *([name] if name else []), "last.so"]
+    assert len(problems) == (1 if problem else 0)
+    assert all(p.startswith(problem or "") for p in problems)
+
+
+def test_native_files_of_a_record_are_its_normalised_paths(tmp_path: Path) -> None:
+    dist_info = tmp_path / "kern-1.0.dist-info"
+    dist_info.mkdir()
+    rows = ["kern/a.py", "kern/../kern/lib.so.12", "kern/lib2.so/.", "kern/x.so/..", "k.cubin"]
+    (dist_info / "RECORD").write_text("".join(f"{row},,\n" for row in rows))
+    native = record_native_files(str(dist_info), [])
+    # normpath: kern/../kern/lib.so.12 -> kern/lib.so.12; kern/lib2.so/. -> kern/lib2.so;
+    # kern/x.so/.. -> kern (a directory name, not a native file)
+    assert native == tuple(str(tmp_path / p) for p in ("kern/lib.so.12", "kern/lib2.so", "k.cubin"))
