@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import total_ordering
+from functools import cache, total_ordering
 
 from archgap.kb.gpus import (
     close_names,
@@ -85,6 +85,7 @@ def is_integrated(cc: ComputeCapability) -> bool:
     return str(cc) in integrated()
 
 
+@cache  # pure, over a few dozen targets and GPUs; asked once per entry row and GPU
 def sass_compat(arch: int, variant: str, cc: ComputeCapability) -> Compat:
     """Whether an ``sm_<arch><variant>`` cubin loads on ``cc``, with the rule that decides."""
     target = ComputeCapability.of_arch(arch)
