@@ -13,7 +13,6 @@ Each file is read once (by device and inode), and a symlink loop is a row with i
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
@@ -21,6 +20,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 from .elf import ELF_MAGIC
 from .facts import BinaryFacts
 from .fatbin import Progress, open_error, read_binaries
+from .pyenv import NATIVE_NAME
 from .summary import binary_json
 from .system import System
 
@@ -29,8 +29,6 @@ NOT_BINARY_NAMES = frozenset(
     ("RECORD", "METADATA", "WHEEL", "INSTALLER", "REQUESTED", "LICENSE", "NOTICE", "COPYING",
      "AUTHORS", "README", "Makefile", "BUILD", "CMakeLists")
 )  # fmt: skip
-# File names that are read without looking at their permission bits.
-CANDIDATE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
 # Extensions that are never device code: such files are not even stat'ed during a walk.
 TEXT_EXTENSIONS = frozenset(
     (
@@ -133,7 +131,7 @@ def _walk_directory(
             dot = name.rfind(".")
             if dot > 0 and name[dot:].lower() in TEXT_EXTENSIONS and not item.is_dir():
                 continue
-            candidate = CANDIDATE_NAME.search(name) is not None
+            candidate = NATIVE_NAME.search(name) is not None  # read whatever its mode
             try:
                 link = item.is_symlink()
                 if item.is_dir():
@@ -184,7 +182,6 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
 
 
 __all__ = [
-    "CANDIDATE_NAME",
     "Discovered",
     "collect_binaries",
     "discover",
