@@ -9,19 +9,10 @@ central directory and native members cross the wire).
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import http.server
 import json
-import shutil
-import socket
-import subprocess
-import threading
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -29,11 +20,12 @@ from archgap.api import scan_archives
 from archgap.index.resolve import ResolveError, indexes, resolve
 from archgap.index.targets import IndexOptions, read_targets
 from tests.helpers import DATA, in_child, json_output, run_cli
+from tests.loopback_index import NGINX, CountingHandler, nginx_server, sha256
+from tests.loopback_index import plain_server as serve_plain
 
 WHEELS = DATA / "wheels"
 CURAND = next(iter(WHEELS.glob("nvidia_curand-10.4.0.35-*.whl")), None)
 RUNTIME = next(iter(WHEELS.glob("nvidia_cuda_runtime-13.0.96-*.whl")), None)
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
 pytestmark = pytest.mark.skipif(
     CURAND is None or RUNTIME is None, reason="scripts/testdata downloads the wheels"
@@ -48,10 +40,6 @@ DECOYS = [
     ("nvidia_curand-10.6.0.tar.gz", {}),
 ]
 TARGET = IndexOptions(python_version="3.12", platform="manylinux_2_28_x86_64")
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def build_index(root: Path) -> None:
@@ -96,13 +84,6 @@ def build_index(root: Path) -> None:
         (page / "index.json").write_text(json.dumps(doc))
 
 
-class CountingHandler(http.server.SimpleHTTPRequestHandler):
-    requests: ClassVar[list[str]] = []
-
-    def log_message(self, format: str, *args: object) -> None:
-        CountingHandler.requests.append(self.path)
-
-
 @pytest.fixture(scope="module")
 def index_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("index")
@@ -113,20 +94,8 @@ def index_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def plain_server(index_root: Path) -> Iterator[str]:
     """Python's http.server: no range support (it ignores Range and answers 200)."""
-    handler = functools.partial(CountingHandler, directory=str(index_root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    with serve_plain(index_root) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -134,37 +103,8 @@ def nginx(index_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """nginx serving the same tree, with range support (its default for static files)."""
     if NGINX is None:
         pytest.skip("scripts/services installs nginx-light")
-    prefix = tmp_path_factory.mktemp("nginx")
-    port = free_port()
-    conf = prefix / "nginx.conf"
-    conf.write_text(
-        f"""daemon off; master_process off; error_log {prefix}/error.log; pid {prefix}/nginx.pid;
-events {{ worker_connections 64; }}
-http {{
-  access_log {prefix}/access.log;
-  client_body_temp_path {prefix}; proxy_temp_path {prefix}; fastcgi_temp_path {prefix};
-  uwsgi_temp_path {prefix}; scgi_temp_path {prefix};
-  types {{ text/html html; application/octet-stream whl; }}
-  server {{
-    listen 127.0.0.1:{port};
-    root {index_root};
-    location /json/ {{ index index.json; default_type application/vnd.pypi.simple.v1+json;
-                      types {{ }} }}
-  }}
-}}
-"""
-    )
-    proc = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(conf)], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    with nginx_server(index_root, tmp_path_factory.mktemp("nginx")) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python, re
 # with register(subparsers) and run(args, out) -> int.
 COMMANDS = (
     "scan",
+    "versions",
     "kernels",
     "explain",
     "probe",

@@ -24,6 +24,7 @@ from archgap.cli.engines import add_scan_options as add_engine_options
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
+    from archgap.index.targets import IndexOptions
     from archgap.probe.toolkit import ToolchainFacts, Toolkit
 
 
@@ -41,28 +42,7 @@ def register(subparsers: Any) -> None:
         "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip --no-deps from your "
         "indexes (default: the environment of --python)",
     )
-    index = parser.add_argument_group("resolving requirements (with WHEEL arguments)")
-    index.add_argument(
-        "--index-url",
-        metavar="URL",
-        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
-    )
-    index.add_argument(
-        "--extra-index-url",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
-    )
-    index.add_argument(
-        "--python-version", metavar="X.Y", help="choose wheels for this Python (default: this one)"
-    )
-    index.add_argument(
-        "--platform",
-        metavar="TAG",
-        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
-        "machine's)",
-    )
+    add_index_options(parser, "resolving requirements (with WHEEL arguments)")
     add_environment_options(parser)
     parser.add_argument(
         "--gpu",
@@ -102,6 +82,41 @@ def register(subparsers: Any) -> None:
     add_target_options(parser)
     add_engine_options(parser)
     parser.set_defaults(run=run)
+
+
+def add_index_options(parser: argparse.ArgumentParser, title: str) -> None:
+    """Where requirements are resolved (pip's index options and settings), and for which
+    interpreter and platform: scan WHEEL and versions."""
+    index = parser.add_argument_group(title)
+    index.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
+    )
+    index.add_argument(
+        "--extra-index-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
+    )
+    index.add_argument(
+        "--python-version", metavar="X.Y", help="choose wheels for this Python (default: this one)"
+    )
+    index.add_argument(
+        "--platform",
+        metavar="TAG",
+        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
+        "machine's)",
+    )
+
+
+def index_options(args: argparse.Namespace) -> IndexOptions:
+    from archgap.index.targets import IndexOptions
+
+    return IndexOptions(
+        args.index_url, tuple(args.extra_index_url), args.python_version, args.platform
+    )
 
 
 def _split(values: list[str]) -> list[str]:
@@ -182,12 +197,7 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
 
     if not local or args.python or args.env_from:
         raise UsageError("wheels are read here: not with --python, --env-from or a remote target")
-    from archgap.index.targets import IndexOptions
-
-    options = IndexOptions(
-        args.index_url, tuple(args.extra_index_url), args.python_version, args.platform
-    )
-    return scan_archives(args.archives, named, args.driver, args.strict, options)
+    return scan_archives(args.archives, named, args.driver, args.strict, index_options(args))
 
 
 def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:

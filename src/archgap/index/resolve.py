@@ -44,6 +44,9 @@ class IndexFile:
     sha256: str | None
     requires_python: str | None
     yanked: bool
+    # PEP 658/714: the index serves the wheel's METADATA at URL + ".metadata" (its sha256, if given)
+    metadata: bool = False
+    metadata_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,10 @@ class Resolved:
 
 
 def pip_config(environ: dict[str, str]) -> dict[str, str]:
-    """``index-url`` and ``extra-index-url`` from pip's config files ([global], then [install])."""
+    """``index-url`` and ``extra-index-url`` from pip's config files ([global], then [install]);
+    none at all when ``PIP_CONFIG_FILE`` is the null device, as pip does."""
+    if environ.get("PIP_CONFIG_FILE") == os.devnull:
+        return {}
     home = os.path.expanduser("~")
     xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     files = ["/etc/pip.conf", "/etc/xdg/pip/pip.conf", os.path.join(home, ".pip", "pip.conf")]
@@ -147,9 +153,22 @@ def _json_files(data: Any, base: str) -> list[IndexFile]:
                 hashes.get("sha256"),
                 item.get("requires-python"),
                 bool(item.get("yanked")),
+                *_metadata_hash(item.get("core-metadata", item.get("dist-info-metadata"))),
             )
         )
     return files
+
+
+def _metadata_hash(value: Any) -> tuple[bool, str | None]:
+    """(served, sha256) of PEP 658 metadata: JSON ``true`` or a dict of hashes; HTML ``true`` or
+    ``sha256=...``; absent or false when the index does not serve it."""
+    if isinstance(value, dict):
+        digest = value.get("sha256")
+        return True, digest if isinstance(digest, str) else None
+    if isinstance(value, str):
+        algorithm, _, digest = value.partition("=")
+        return True, digest if algorithm == "sha256" and digest else None
+    return bool(value), None
 
 
 def _html_file(link: dict[str, str | None], base: str) -> IndexFile:
@@ -163,6 +182,7 @@ def _html_file(link: dict[str, str | None], base: str) -> IndexFile:
         digest if algorithm == "sha256" else None,
         link.get("data-requires-python"),
         "data-yanked" in link,
+        *_metadata_hash(link.get("data-core-metadata", link.get("data-dist-info-metadata"))),
     )
 
 
@@ -195,20 +215,34 @@ def _platforms(platform: str) -> list[str]:
     return [*found, f"linux_{machine}"]
 
 
-def resolve(
-    text: str,
+@dataclass(frozen=True)
+class Candidate:
+    """A wheel the target can install: its version, its tag's rank (0 is the best) and index."""
+
+    version: Version
+    rank: int
+    file: IndexFile
+    index: str
+
+
+def parse_requirement(text: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except InvalidRequirement as exc:
+        raise ResolveError(f"not a file, URL or requirement: {exc}") from None
+
+
+def candidates(
+    requirement: Requirement,
     index_urls: list[str],
     python_version: str | None = None,
     platform: str | None = None,
-) -> Resolved:
-    """The wheel pip would choose for requirement ``text``; ResolveError says why there is none."""
-    try:
-        requirement = Requirement(text)
-    except InvalidRequirement as exc:
-        raise ResolveError(f"not a file, URL or requirement: {exc}") from None
+) -> list[Candidate]:
+    """Every wheel of every index that the requirement allows and the target can install, in
+    index order; ResolveError says why there is none."""
     supported = {tag: rank for rank, tag in enumerate(supported_tags(python_version, platform))}
     target_python = Version(python_version) if python_version else None
-    best: tuple[Version, int, IndexFile, str] | None = None
+    found: list[Candidate] = []
     seen, problems = 0, []
     for index in index_urls:
         try:
@@ -218,20 +252,30 @@ def resolve(
             continue
         for file in files:
             seen += 1
-            candidate = _candidate(file, requirement, supported, target_python)
-            if candidate is None:
-                continue
-            version, rank = candidate
-            if best is None or (version, -rank) > (best[0], -best[1]):
-                best = (version, rank, file, index)
-    if best is None:
+            fit = _candidate(file, requirement, supported, target_python)
+            if fit is not None:
+                found.append(Candidate(fit[0], fit[1], file, index))
+    if not found:
         where = f"{len(index_urls)} index(es)"
         why = "; ".join(problems) if problems and not seen else f"{seen} files listed"
         python = f"Python {python_version}" if python_version else "this Python"
         target = f"{python} on {platform or 'this platform'}"
         raise ResolveError(f"no wheel for {target} in {where} ({why})")
-    version, _, file, index = best
-    return Resolved(text, requirement.name, str(version), file, index)
+    return found
+
+
+def resolve(
+    text: str,
+    index_urls: list[str],
+    python_version: str | None = None,
+    platform: str | None = None,
+) -> Resolved:
+    """The wheel pip would choose for requirement ``text``; ResolveError says why there is none."""
+    requirement = parse_requirement(text)
+    found = candidates(requirement, index_urls, python_version, platform)
+    # the newest version, its best-ranked wheel; the first index on a tie
+    best = max(enumerate(found), key=lambda c: (c[1].version, -c[1].rank, -c[0]))[1]
+    return Resolved(text, requirement.name, str(best.version), best.file, best.index)
 
 
 def _candidate(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from archgap.image.targets import is_image, read_image_target
 from archgap.index.fetch import Fetched, FetchError, open_wheel
-from archgap.index.resolve import ResolveError, indexes, resolve
+from archgap.index.resolve import IndexFile, ResolveError, indexes, resolve
 from archgap.probe.archive import WheelContents, read_wheel, wheel_files
 from archgap.probe.facts import Problem
 
@@ -72,4 +72,9 @@ def _read_requirement(text: str, options: IndexOptions, fetched: list[Fetched]) 
         chosen = resolve(text, urls, options.python_version, options.platform)
     except ResolveError as exc:
         return _failed(text, str(exc))
-    return _read_url(chosen.file.url, chosen.file.sha256, fetched)
+    return read_index_file(chosen.file, fetched)
+
+
+def read_index_file(file: IndexFile, fetched: list[Fetched]) -> WheelContents:
+    """The wheel an index lists, read (checked against the index's sha256 when downloaded)."""
+    return _read_url(file.url, file.sha256, fetched)

@@ -1,0 +1,122 @@
+"""archgap versions PACKAGE --gpu GPU: which released version (or variant: a local label such as
++cu130, the same version on another index) covers the GPU, judged from the wheels before any is
+installed; newest first, and the exact pip command for the newest that covers it.
+
+Exit codes: 0 a variant covers every named GPU, 1 variants were judged and none covers them,
+2 nothing could be judged (no wheel for the target, an index that fails, unreadable wheels)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from archgap.cli.common import (
+    EXIT_ERROR,
+    EXIT_GAP,
+    EXIT_OK,
+    TABLE_FORMATS,
+    Output,
+    UsageError,
+    add_json_option,
+    emit_text,
+    escape,
+)
+from archgap.cli.scan import add_index_options, index_options
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "versions",
+        help="which released version or variant (+cu130, another index) of a package covers a "
+        "GPU, and the pip command for it",
+        description="List the versions and variants of PACKAGE on your indexes, newest first, "
+        "each judged on the GPU from its wheel (as scan WHEEL --gpu judges it; only the zip "
+        "directory and the native members are fetched where the index allows ranges).",
+    )
+    parser.add_argument(
+        "package",
+        metavar="PACKAGE",
+        help="a project name, or a requirement that narrows the versions (torch>=2.8)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        required=True,
+        metavar="GPU",
+        help="the GPU to cover: a compute capability (12.0, sm_120) or a name (H100, RTX PRO "
+        "6000); repeatable, comma-separated (a variant must cover them all)",
+    )
+    parser.add_argument(
+        "--first",
+        action="store_true",
+        help="stop at the newest variant that covers the GPU (older wheels are not fetched)",
+    )
+    parser.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="judge PTX against this NVIDIA driver (580.65.06): the PTX ISA it can JIT",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="a 'partial' variant does not cover the GPU"
+    )
+    add_index_options(parser, "where and for what (pip's index settings apply)")
+    add_json_option(parser, TABLE_FORMATS)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.analysis.compat import UnknownGpu
+    from archgap.index.resolve import ResolveError, indexes
+    from archgap.index.versions import walk
+    from archgap.report import versions as rendering
+
+    gpus = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
+    options = index_options(args)
+    urls = indexes(options.index_url, list(options.extra_index_urls))
+    for url in urls:
+        out.note(f"index {url}")
+    started = time.monotonic()
+    try:
+        with out.counter(f"judging {args.package}") as tell:
+            report = walk(
+                args.package, gpus, options, urls, first=args.first, driver=args.driver,
+                strict=args.strict, progress=tell,
+            )  # fmt: skip
+    except (UnknownGpu, ResolveError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    elapsed = time.monotonic() - started
+    if out.json_mode:
+        out.emit("versions", rendering.body(report, args.first, elapsed))
+    elif out.format == "markdown":
+        sys.stdout.write(rendering.markdown(report))
+    elif out.format == "csv":
+        sys.stdout.write(rendering.csv(report))
+    else:
+        _print(out, report, elapsed)
+    if report.winner is not None:
+        return EXIT_OK
+    return EXIT_GAP if report.judged else EXIT_ERROR
+
+
+def _print(out: Output, report: Any, elapsed: float) -> None:
+    from archgap.report import versions as rendering
+    from archgap.report.table import text_lines
+
+    lines = [f"[bold]Versions[/] of {escape(report.package)} for {rendering.gpu_names(report)}"]
+    target = [report.python_version and f"Python {report.python_version}", report.platform]
+    if any(target):
+        lines[0] += f" [dim](wheels for {escape(' on '.join(t for t in target if t))})[/]"
+    lines += [f"  [dim]{escape(line)}[/]" for line in rendering.indexes(report)]
+    if report.versions:
+        lines += text_lines(rendering.table(report), out.width, out.terminal)
+    if not out.quiet:
+        lines += [f"[magenta]![/] {escape(line)}" for line in rendering.problems(report)]
+    if out.verbosity:
+        lines += [f"  [dim]{escape(line)}[/]" for line in rendering.reasons(report)]
+    style = "green" if report.winner else "bold red"
+    conclusion = rendering.conclusion(report)
+    lines += ["", f"[{style}]{escape(conclusion[0])}[/]", *map(escape, conclusion[1:])]
+    lines.append(f"[dim]{report.bytes_fetched:,} bytes fetched in {elapsed:.2f} s[/]")
+    emit_text(lines, out)

@@ -1,0 +1,140 @@
+"""`archgap versions`: the released versions and variants of a package, newest first, with their
+verdict per GPU, the newest that covers them all and the pip command that installs it; as a
+table (text, Markdown, CSV) and as the JSON body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archgap.analysis.versions import VersionsReport, VersionVerdict
+from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
+
+
+def index_label(report: VersionsReport, url: str) -> str:
+    """ "main" for the first index, "extra N" for the others (their URLs are listed once)."""
+    position = report.indexes.index(url) if url in report.indexes else -1
+    return "main" if position == 0 else f"extra {position}"
+
+
+def table(report: VersionsReport) -> Table:
+    columns = (
+        Column("version"),
+        Column("index"),
+        *(Column(g.label, sub=str(g.compute_capability)) for g in report.gpus),
+        Column("covers"),
+        Column("wheel", code=True),
+    )
+    rows = []
+    for v in report.versions:
+        verdicts = (
+            tuple(Cell(g.verdict, VERDICT_STYLE.get(g.verdict, "")) for g in v.verdicts)
+            if v.verdicts
+            else tuple(Cell("unread", "magenta") for _ in report.gpus)
+        )
+        covers = Cell("yes", "green") if v.covers else Cell("no", "red")
+        rows.append(
+            (
+                Cell(v.version, "bold" if v is report.winner else ""),
+                Cell(index_label(report, v.index), "dim"),
+                *verdicts,
+                covers,
+                Cell(v.wheel, "dim"),
+            )
+        )
+    return Table(columns, tuple(rows), keys=1)
+
+
+def gpu_names(report: VersionsReport) -> str:
+    return ", ".join(f"{g.label} ({g.compute_capability})" for g in report.gpus)
+
+
+def conclusion(report: VersionsReport) -> list[str]:
+    """What the table means, in sentences: the winner and its pip line, or why there is none."""
+    target = gpu_names(report)
+    if report.problem:
+        return [f"No version of {report.package} could be listed: {report.problem}"]
+    walked = f"{len(report.versions)} of {report.listed} variant(s) read"
+    if report.winner is None:
+        if not report.judged:
+            return [f"No variant of {report.package} could be judged ({walked})."]
+        return [f"No released variant of {report.package} covers {target} ({walked})."]
+    winner = report.winner
+    lines = [
+        f"Newest that covers {target}: {report.package} {winner.version} "
+        f"(index {index_label(report, winner.index)}; {walked})",
+        f"  $ {report.install}",
+    ]
+    return lines
+
+
+def problems(report: VersionsReport) -> list[str]:
+    return [f"{v.version} ({v.wheel}): {v.problem}" for v in report.versions if v.problem]
+
+
+def reasons(report: VersionsReport) -> list[str]:
+    """Why each judged variant got its verdict, one line per variant x GPU."""
+    return [
+        f"{v.version} on {g.gpu}: {g.verdict} — {g.reason}"
+        for v in report.versions
+        for g in v.verdicts
+    ]
+
+
+def indexes(report: VersionsReport) -> list[str]:
+    return [f"{index_label(report, url)}: {url}" for url in report.indexes]
+
+
+def markdown(report: VersionsReport) -> str:
+    lines = [f"### archgap versions {report.package}", ""]
+    lines += [f"- {line}" for line in indexes(report)]
+    if report.versions:
+        lines += ["", *markdown_lines(table(report))]
+    lines += ["", *(line.strip() for line in conclusion(report))]
+    return "\n".join(lines) + "\n"
+
+
+def csv(report: VersionsReport) -> str:
+    return csv_text(table(report))
+
+
+def body(report: VersionsReport, first: bool, seconds: float) -> dict[str, Any]:
+    """The JSON document's body (schema: versions.schema.json)."""
+    return {
+        "package": report.package,
+        "gpus": [
+            {"label": g.label, "compute_capability": str(g.compute_capability)} for g in report.gpus
+        ],
+        "indexes": list(report.indexes),
+        "python_version": report.python_version,
+        "platform": report.platform,
+        "strict": report.strict,
+        "first": first,
+        "listed": report.listed,
+        "judged": report.judged,
+        "versions": [_version(v) for v in report.versions],
+        "winner": _version(report.winner) if report.winner else None,
+        "install": report.install,
+        "problem": report.problem,
+        "bytes_fetched": report.bytes_fetched,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _version(v: VersionVerdict) -> dict[str, Any]:
+    return {
+        "version": v.version,
+        "index": v.index,
+        "wheel": v.wheel,
+        "url": v.url,
+        "covers": v.covers,
+        "problem": v.problem,
+        "verdicts": [
+            {
+                "gpu": g.gpu,
+                "compute_capability": g.compute_capability,
+                "verdict": g.verdict,
+                "reason": g.reason,
+            }
+            for g in v.verdicts
+        ],
+    }
