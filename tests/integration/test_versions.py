@@ -15,9 +15,10 @@ NVIDIA's rules: SASS sm_XY runs on compute capability X.Z with Z >= Y (same majo
 X.Y itself; PTX compute_XY is compiled by the driver for any GPU of compute capability >= X.Y.
 
 main index (PEP 503 HTML / PEP 691 JSON): 1.0 = libmix, 2.0 = libptxonly, 3.0 = libcomp_default,
-plus files pip must not choose for Python 3.12 on manylinux_2_28_x86_64 (a yanked 4.0, a macOS-only
-3.5, a 3.1 that needs Python >= 3.13, an sdist); extra index ("cu130"): 3.0+cu130 = libdebug and
-another 2.0 = libmix (the same version as main's, other bytes).
+a pre-release 3.9rc1 = libmix (pip takes it only when asked), plus files pip must not choose for
+Python 3.12 on manylinux_2_28_x86_64 (a yanked 4.0, a macOS-only 3.5, a 3.1 that needs Python >=
+3.13, an sdist); extra index ("cu130"): 3.0+cu130 = libdebug, 3.0+cpu without any native file (a
+CPU build) and another 2.0 = libmix (the same version as main's, other bytes).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     main.mkdir(parents=True)
     extra.mkdir(parents=True)
 
-    def demo(where: Path, version: str, lib: str) -> Listing:
-        return Listing(make_wheel(where, "demo-kernels", version, {f"demo/{lib}": CUDA_BIN / lib}))
+    def demo(where: Path, version: str, lib: str | None) -> Listing:
+        members = {f"demo/{lib}": CUDA_BIN / lib} if lib else {}
+        return Listing(make_wheel(where, "demo-kernels", version, members))
 
     decoys = [
         Listing(main / "demo_kernels-4.0-py3-none-manylinux_2_17_x86_64.whl", {"data-yanked": ""}),
@@ -67,6 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
             demo(main, "1.0", "libmix.so"),
             demo(main, "2.0", "libptxonly.so"),
             demo(main, "3.0", "libcomp_default.so"),
+            demo(main, "3.9rc1", "libmix.so"),
             *decoys,
         ],
         "broken-pkg": [Listing(broken)],
@@ -74,7 +77,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     if CURAND is not None:
         projects["nvidia-curand"] = [Listing(CURAND)]
     extras = {
-        "demo-kernels": [demo(extra, "3.0+cu130", "libdebug.so"), demo(extra, "2.0", "libmix.so")]
+        "demo-kernels": [
+            demo(extra, "3.0+cu130", "libdebug.so"),
+            demo(extra, "3.0+cpu", None),
+            demo(extra, "2.0", "libmix.so"),
+        ]
     }
     for kind in ("simple", "json"):
         write_index(root / "srv", "main", projects, kind)
@@ -105,7 +112,9 @@ def rows(doc: dict[str, object]) -> list[tuple[str, str, list[str], bool]]:
 def test_every_variant_newest_first_on_a_t4(served: tuple[str, str, Path]) -> None:
     """T4 (7.5): only libmix has code for it (sm_75 SASS). 3.0+cu130 (sm_80 SASS), 3.0 (sm_80,
     sm_120a, PTX 9.0) and main's 2.0 (PTX 8.0) have nothing a 7.5 can load; the extra index's
-    2.0 and 1.0 do. The local label sorts above 3.0; main's 2.0 before the extra's (index order).
+    2.0 and 1.0 do; 3.0+cpu has no device code at all, which covers no GPU. Local labels sort
+    above 3.0 (cu130 above cpu); main's 2.0 before the extra's (index order); 3.9rc1 is a
+    pre-release, left out as pip leaves it out.
     The newest that covers it is the extra index's 2.0; main has a 2.0 too, with other bytes, so
     only the wheel's URL installs exactly that one."""
     main, extra, _ = served
@@ -114,12 +123,13 @@ def test_every_variant_newest_first_on_a_t4(served: tuple[str, str, Path]) -> No
     assert code == 0
     assert rows(doc) == [
         ("3.0+cu130", "cu130", ["none"], False),
+        ("3.0+cpu", "cu130", ["no-kernels"], False),
         ("3.0", "main", ["none"], False),
         ("2.0", "main", ["none"], False),
         ("2.0", "cu130", ["native"], True),
         ("1.0", "main", ["native"], True),
     ]
-    assert doc["listed"] == 5 and doc["judged"] == 5
+    assert doc["listed"] == 6 and doc["judged"] == 6
     winner = doc["winner"]
     assert isinstance(winner, dict)
     assert (winner["version"], winner["index"]) == ("2.0", extra)
@@ -133,16 +143,17 @@ def test_first_stops_and_fetches_no_older_wheel(served: tuple[str, str, Path]) -
     code, doc = versions("demo-kernels", "--gpu", "7.5", "--first", "--index-url", main,
                          "--extra-index-url", extra)  # fmt: skip
     assert code == 0
-    assert [r[0] for r in rows(doc)] == ["3.0+cu130", "3.0", "2.0", "2.0"]
-    assert doc["listed"] == 5 and doc["first"] is True
+    assert [r[0] for r in rows(doc)] == ["3.0+cu130", "3.0+cpu", "3.0", "2.0", "2.0"]
+    assert doc["listed"] == 6 and doc["first"] is True
     asked = log.read_text()[len(before) :]
     assert "demo_kernels-2.0-" in asked and "demo_kernels-1.0-" not in asked
 
 
 def test_pip_line_pins_the_variant(served: tuple[str, str, Path]) -> None:
     """A100 (8.0): 3.0+cu130 has sm_80 SASS: the first variant covers it, from the extra index.
-    RTX PRO 6000 (12.0): 3.0+cu130 (sm_80 only) has nothing for it; 3.0 has sm_120a. `==3.0`
-    would also match 3.0+cu130 (and pip takes the highest), so the pin is `===3.0`."""
+    RTX PRO 6000 (12.0): 3.0+cu130 (sm_80 only) and 3.0+cpu have nothing for it; 3.0 has
+    sm_120a. `==3.0` would also match 3.0+cu130 (and pip takes the highest), so the pin is
+    `===3.0`. A specifier that names a pre-release lets 3.9rc1 in (libmix: sm_75 for a T4)."""
     main, extra, _ = served
     indexes = ("--index-url", main, "--extra-index-url", extra)
     code, doc = versions("demo-kernels", "--gpu", "A100", "--first", *indexes)
@@ -150,8 +161,15 @@ def test_pip_line_pins_the_variant(served: tuple[str, str, Path]) -> None:
     assert doc["install"] == f"pip install --extra-index-url {extra} demo-kernels==3.0+cu130"
     code, doc = versions("demo-kernels", "--gpu", "12.0", "--first", *indexes)
     assert code == 0
-    assert rows(doc) == [("3.0+cu130", "cu130", ["none"], False), ("3.0", "main", ["native"], True)]
+    assert rows(doc) == [
+        ("3.0+cu130", "cu130", ["none"], False),
+        ("3.0+cpu", "cu130", ["no-kernels"], False),
+        ("3.0", "main", ["native"], True),
+    ]
     assert doc["install"] == f"pip install --index-url {main} demo-kernels===3.0"
+    code, doc = versions("demo-kernels>=3.9rc1", "--gpu", "T4", "--first", *indexes)
+    assert code == 0 and rows(doc) == [("3.9rc1", "main", ["native"], True)]
+    assert doc["install"] == f"pip install --index-url {main} demo-kernels==3.9rc1"
 
 
 def test_every_gpu_must_be_covered_and_none_is_exit_1(served: tuple[str, str, Path]) -> None:

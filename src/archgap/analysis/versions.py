@@ -1,9 +1,10 @@
 """The verdicts of a package's released versions on the GPUs named (built by
 ``archgap.index.versions``, which reads the wheels). Pure.
 
-A variant *covers* a GPU when ``scan`` of its wheel would not count a gap there: ``native``,
-``jit`` (PTX the driver compiles at load), ``no-kernels`` (nothing can fail to load), and
-``partial`` unless ``strict``. ``unknown`` does not cover: nothing was decided.
+A variant *covers* a GPU when its kernels run there: ``native``, ``jit`` (PTX the driver compiles
+at load), and ``partial`` unless ``strict`` (as ``scan`` counts gaps). ``no-kernels`` does not
+cover: a variant without device code (a ``+cpu`` build, a placeholder wheel) runs nothing on the
+GPU, and recommending it would be wrong. ``unknown`` does not cover: nothing was decided.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.verdicts import JIT, NATIVE, NO_KERNELS, PARTIAL, UNKNOWN
+from archgap.analysis.verdicts import JIT, NATIVE, PARTIAL, UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -58,4 +59,4 @@ class VersionsReport:
 
 
 def covers(verdict: str, strict: bool) -> bool:
-    return verdict in (NATIVE, JIT, NO_KERNELS) or (verdict == PARTIAL and not strict)
+    return verdict in (NATIVE, JIT) or (verdict == PARTIAL and not strict)

@@ -39,10 +39,23 @@ def register(subparsers: Any) -> None:
         nargs="*",
         metavar="WHEEL",
         help="judge wheels before installing them: .whl files, directories of wheels, wheel "
-        "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip --no-deps from your "
-        "indexes (default: the environment of --python)",
+        "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip from your indexes "
+        "(default: the environment of --python)",
     )
-    add_index_options(parser, "resolving requirements (with WHEEL arguments)")
+    index = add_index_options(parser, "resolving requirements (with WHEEL arguments)")
+    deps = index.add_mutually_exclusive_group()
+    deps.add_argument(
+        "--deps",
+        action="store_true",
+        help="also judge the requirements' dependencies, resolved like pip install for the "
+        "target (markers, extras; newest version that fits, no backtracking)",
+    )
+    deps.add_argument(
+        "--no-deps",
+        dest="deps",
+        action="store_false",
+        help="only the wheels the requirements name (the default)",
+    )
     add_environment_options(parser)
     parser.add_argument(
         "--gpu",
@@ -84,7 +97,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def add_index_options(parser: argparse.ArgumentParser, title: str) -> None:
+def add_index_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
     """Where requirements are resolved (pip's index options and settings), and for which
     interpreter and platform: scan WHEEL and versions."""
     index = parser.add_argument_group(title)
@@ -109,13 +122,18 @@ def add_index_options(parser: argparse.ArgumentParser, title: str) -> None:
         help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
         "machine's)",
     )
+    return index
 
 
 def index_options(args: argparse.Namespace) -> IndexOptions:
     from archgap.index.targets import IndexOptions
 
     return IndexOptions(
-        args.index_url, tuple(args.extra_index_url), args.python_version, args.platform
+        args.index_url,
+        tuple(args.extra_index_url),
+        args.python_version,
+        args.platform,
+        getattr(args, "deps", False),
     )
 
 

@@ -255,6 +255,9 @@ def candidates(
             fit = _candidate(file, requirement, supported, target_python)
             if fit is not None:
                 found.append(Candidate(fit[0], fit[1], file, index))
+    # pip's rule: pre-releases only when the specifier names one or nothing else fits
+    allowed = set(requirement.specifier.filter({c.version for c in found}))
+    found = [c for c in found if c.version in allowed]
     if not found:
         where = f"{len(index_urls)} index(es)"
         why = "; ".join(problems) if problems and not seen else f"{seen} files listed"
@@ -293,7 +296,7 @@ def _candidate(
         return None
     if name != canonicalize_name(requirement.name):
         return None
-    if not requirement.specifier.contains(version, prereleases=None):
+    if not requirement.specifier.contains(version, prereleases=True):
         return None
     if file.requires_python and target_python is not None:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet

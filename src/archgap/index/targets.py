@@ -27,6 +27,7 @@ class IndexOptions:
     extra_index_urls: tuple[str, ...] = ()
     python_version: str | None = None
     platform: str | None = None
+    deps: bool = False  # resolve the requirements' dependency sets (pip without --no-deps)
 
 
 def read_targets(
@@ -35,6 +36,7 @@ def read_targets(
     """Every target read (in order); how remote wheels were fetched."""
     found: list[WheelContents] = []
     fetched: list[Fetched] = []
+    requirements: list[str] = []
     for target in targets:
         if is_image(target):
             found.append(read_image_target(target, options.platform))
@@ -45,8 +47,12 @@ def read_targets(
             if not wheels:
                 found.append(_failed(target, "no .whl file in this directory"))
             found.extend(read_wheel(path) for path in wheels)
+        elif options.deps:  # resolved together, as one pip install
+            requirements.append(target)
         else:
             found.append(_read_requirement(target, options, fetched))
+    if requirements:
+        found.extend(_read_set(requirements, options, fetched))
     return found, fetched
 
 
@@ -73,6 +79,22 @@ def _read_requirement(text: str, options: IndexOptions, fetched: list[Fetched]) 
     except ResolveError as exc:
         return _failed(text, str(exc))
     return read_index_file(chosen.file, fetched)
+
+
+def _read_set(
+    requirements: list[str], options: IndexOptions, fetched: list[Fetched]
+) -> list[WheelContents]:
+    """Every wheel of the requirements' dependency set; what could not be resolved, a target
+    with only its problem (the requirement, who asked for it, why)."""
+    from archgap.index.deps import ROOT, resolve_set
+
+    urls = indexes(options.index_url, list(options.extra_index_urls))
+    resolution = resolve_set(requirements, urls, options.python_version, options.platform)
+    found = [read_index_file(c.file, fetched) for c in resolution.chosen]
+    for problem in resolution.problems:
+        by = "" if problem.required_by == ROOT else f" (required by {problem.required_by})"
+        found.append(_failed(problem.requirement, problem.reason + by))
+    return found
 
 
 def read_index_file(file: IndexFile, fetched: list[Fetched]) -> WheelContents:

@@ -1,0 +1,181 @@
+"""`scan REQUIREMENT --deps`: the dependency set resolved like pip for the target, from a real
+index on loopback, then every wheel of the set judged.
+
+The projects (wheels packaged here from the nvcc fixture libraries; nvidia-cuda-runtime is the
+real wheel from PyPI, tests/.data):
+
+- demo-app 1.0, no native code. Requires-Dist: ``demo-kernels>=2,<3``;
+  ``nvidia-cuda-runtime>=13; sys_platform == "linux"``; ``demo-win; sys_platform == "win32"``;
+  ``demo-old; python_version < "3.10"``; ``demo-extra; extra == "full"``.
+  (demo-win and demo-old are on no index: asking for them would be a 404 problem.)
+- demo-kernels 2.0 = libptxonly.so (PTX compute_80 only), requires ``demo-app`` (a cycle);
+  3.0 = libcomp_default.so (SASS sm_80, sm_120a; PTX compute_90).
+- demo-extra 1.0 = libdebug.so (SASS sm_80 only), requires ``demo-kernels>=3`` (which the
+  2.0 chosen first does not satisfy) and ``demo-gone>=1`` (only a 0.5 exists).
+
+For Python 3.12 on manylinux_2_28_x86_64, pip installs demo-app 1.0, demo-kernels 2.0 (the newest
+below 3) and nvidia-cuda-runtime 13.0.96 (Linux); with ``[full]`` also demo-extra 1.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from archgap.index.deps import ROOT, marker_environment, resolve_set
+from tests.helpers import CUDA_BIN, DATA, json_output, run_cli
+from tests.loopback_index import (
+    NGINX,
+    CountingHandler,
+    Listing,
+    make_wheel,
+    nginx_server,
+    plain_server,
+    write_index,
+)
+
+RUNTIME = next(iter((DATA / "wheels").glob("nvidia_cuda_runtime-13.0.96-*.whl")), None)
+TARGET = ("--python-version", "3.12", "--platform", "manylinux_2_28_x86_64")
+ENV = {"PIP_INDEX_URL": "", "PIP_EXTRA_INDEX_URL": "", "UV_INDEX_URL": "",
+       "PIP_CONFIG_FILE": "/dev/null"}  # fmt: skip
+APP_REQUIRES = (
+    "demo-kernels>=2,<3",
+    'nvidia-cuda-runtime>=13; sys_platform == "linux"',
+    'demo-win; sys_platform == "win32"',
+    'demo-old; python_version < "3.10"',
+    'demo-extra; extra == "full"',
+)
+
+pytestmark = [
+    pytest.mark.skipif(NGINX is None, reason="scripts/services installs nginx-light"),
+    pytest.mark.skipif(RUNTIME is None, reason="scripts/testdata downloads the wheels"),
+]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The index tree: HTML pages with PEP 658 metadata for demo-app and demo-kernels (the
+    others' METADATA is read from the wheel)."""
+    assert RUNTIME is not None
+    base = tmp_path_factory.mktemp("deps")
+    build = base / "build"
+    build.mkdir()
+
+    def wheel(name: str, version: str, lib: str | None, requires: tuple[str, ...] = ()) -> Path:
+        members = {f"{name.replace('-', '_')}/{lib}": CUDA_BIN / lib} if lib else {}
+        return make_wheel(build, name, version, members, requires)
+
+    projects = {
+        "demo-app": [Listing(wheel("demo-app", "1.0", None, APP_REQUIRES), metadata=True)],
+        "demo-kernels": [
+            Listing(wheel("demo-kernels", "2.0", "libptxonly.so", ("demo-app",)), metadata=True),
+            Listing(wheel("demo-kernels", "3.0", "libcomp_default.so"), metadata=True),
+        ],
+        "demo-extra": [
+            Listing(wheel("demo-extra", "1.0", "libdebug.so", ("demo-kernels>=3", "demo-gone>=1")))
+        ],
+        "demo-gone": [Listing(wheel("demo-gone", "0.5", None))],
+        "nvidia-cuda-runtime": [Listing(RUNTIME)],
+    }
+    write_index(base / "srv", "main", projects, "simple")
+    return base
+
+
+@pytest.fixture(scope="module")
+def nginx(root: Path) -> Iterator[str]:
+    prefix = root / "nginx"
+    prefix.mkdir()
+    with nginx_server(root / "srv", prefix) as url:
+        yield f"{url}/main/simple"
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_the_set_pip_would_install(root: Path) -> None:
+    """Markers for Linux/3.12: demo-win (win32) and demo-old (< 3.10) are left out, so no 404
+    for them; demo-kernels 2.0 -> demo-app closes a cycle. demo-app's and demo-kernels'
+    Requires-Dist come from their .metadata files: those wheels are never fetched."""
+    with plain_server(root / "srv") as url:
+        CountingHandler.requests.clear()
+        found = resolve_set(["demo-app"], [f"{url}/main/simple"], "3.12", "manylinux_2_28_x86_64")
+        asked = list(CountingHandler.requests)
+    assert [(c.name, c.version) for c in found.chosen] == [
+        ("demo-app", "1.0"),
+        ("demo-kernels", "2.0"),
+        ("nvidia-cuda-runtime", "13.0.96"),
+    ]
+    assert found.problems == ()
+    kernels = found.chosen[1]
+    assert kernels.required_by == ("demo-app 1.0",) and found.chosen[0].required_by == (
+        ROOT,
+        "demo-kernels 2.0",
+    )
+    assert "/main/files/demo_app-1.0-py3-none-manylinux_2_17_x86_64.whl.metadata" in asked
+    assert not any(a.endswith(".whl") and "demo_" in a for a in asked)
+    assert not any("demo-win" in a or "demo-old" in a for a in asked)
+
+
+def test_extras_conflicts_and_missing_versions_are_problems(nginx: str) -> None:
+    found = resolve_set(["demo-app[full]"], [nginx], "3.12", "manylinux_2_28_x86_64")
+    assert [(c.name, c.version) for c in found.chosen] == [
+        ("demo-app", "1.0"),
+        ("demo-kernels", "2.0"),
+        ("nvidia-cuda-runtime", "13.0.96"),
+        ("demo-extra", "1.0"),
+    ]
+    problems = {p.requirement: (p.required_by, p.reason) for p in found.problems}
+    assert set(problems) == {"demo-kernels>=3", "demo-gone>=1"}
+    by, why = problems["demo-kernels>=3"]
+    assert by == "demo-extra 1.0"
+    assert "demo-kernels 2.0 was chosen first (for demo-app 1.0)" in why
+    assert "no backtracking" in why
+    by, why = problems["demo-gone>=1"]
+    assert by == "demo-extra 1.0" and "no wheel for Python 3.12" in why
+
+
+def test_markers_follow_the_target() -> None:
+    windows = marker_environment("3.9", "win_amd64")
+    assert (windows["sys_platform"], windows["platform_machine"], windows["python_version"]) == (
+        "win32",
+        "AMD64",
+        "3.9",
+    )
+    arm = marker_environment("3.12.4", "manylinux_2_28_aarch64")
+    assert (arm["sys_platform"], arm["platform_machine"], arm["python_full_version"]) == (
+        "linux",
+        "aarch64",
+        "3.12.4",
+    )
+
+
+def test_scan_deps_judges_the_whole_set(nginx: str) -> None:
+    """On 12.0: demo-kernels 2.0 has only PTX compute_80, which the driver JITs for 12.0;
+    nvidia-cuda-runtime has no kernel library (libcudadevrt.a is a device-link archive);
+    demo-app has no native file. With [full], demo-extra's libdebug.so (sm_80 SASS only) has
+    nothing for 12.0: a gap, exit 1, and the two unresolved requirements are problems."""
+    args = ("scan", "demo-app", "--deps", "--gpu", "12.0", "--index-url", nginx, *TARGET)
+    result = run_cli(*args, "--json", env=ENV)
+    assert result.returncode == 0, result.stderr
+    doc = json_output(result, "scan")
+    assert {(p["package"], p["version"], p["verdict"]) for p in doc["packages"]} == {
+        ("demo-kernels", "2.0", "jit"),
+        ("nvidia-cuda-runtime", "13.0.96", "no-kernels"),
+    }
+    assert doc["problems"] == []
+    full = run_cli("scan", "demo-app[full]", *args[2:], "--json", env=ENV)
+    assert full.returncode == 1, full.stderr
+    doc = json_output(full, "scan")
+    verdicts = {(p["package"], p["verdict"]) for p in doc["packages"]}
+    assert ("demo-extra", "none") in verdicts
+    assert {p["subject"] for p in doc["problems"]} == {"demo-kernels>=3", "demo-gone>=1"}
+    plain = run_cli("scan", "demo-app", "--gpu", "12.0", "--index-url", nginx, *TARGET, env=ENV)
+    assert plain.returncode == 0 and "No installed package carries CUDA device code" in (
+        plain.stdout
+    )
