@@ -6,7 +6,7 @@ else PyPI), plus every ``--extra-index-url``, ``PIP_EXTRA_INDEX_URL`` and pip's 
 that is what comes back. Candidates from all indexes are pooled; the newest version that the
 specifier allows (pre-releases only when it names one, yanked files never) and that has a wheel
 for the target interpreter and platform wins, its most specific wheel first, as pip chooses.
-Dependencies are not resolved (``--no-deps``).
+Dependencies: ``archgap.index.deps`` (``--deps``).
 """
 
 from __future__ import annotations
