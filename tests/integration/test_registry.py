@@ -1,49 +1,56 @@
-"""The registry v2 client against real registries on loopback (Debian's docker-registry, started
-by scripts/services): ``open`` (no auth), ``basic`` (htpasswd; blobs redirected to a store that
+"""``docker://`` images from real registries on loopback (Debian's docker-registry, started by
+scripts/services): ``open`` (no auth), ``basic`` (htpasswd; blobs redirected to a store that
 refuses a request carrying Authorization, as S3 does) and ``token`` (Bearer tokens from a real
 token server, scripts/registry-auth: anonymous pull of public/*, everything with credentials).
-Images are OCI layouts built here from the project's fixture binaries and pushed by skopeo.
+The images are the OCI layouts of test_images (real fixture binaries, the real
+nvidia-cuda-runtime wheel; an amd64 + arm64 index), pushed by skopeo.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import os
+import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from archgap.image.registry import BlobError, RegistryClient, RegistryError
+from archgap.api import scan_archives
+from archgap.image.registry import RegistryClient, RegistryError, RegistrySource
 from archgap.image.registry_auth import parse_reference
-from tests.helpers import FIXTURES
+from archgap.image.source import ImageError, parse_platform
+from archgap.index.targets import IndexOptions
+from tests.helpers import json_output, run_cli
+from tests.integration.test_images import GPUS, RUNTIME, amd64_image, arm64_image
 from tests.integration.test_remote_services import closed_port, require
-from tests.oci_build import layer, push, write_layout
+from tests.oci_images import Image, Layer, Member, write_layout
 
-BIN = FIXTURES / "cuda" / "bin"
-SITE = "usr/local/lib/python3.11/site-packages"
+pytestmark = pytest.mark.skipif(RUNTIME is None, reason="scripts/testdata downloads the wheels")
+
+
+def push(layout: Path, tag: str, destination: str) -> None:
+    """``skopeo copy --all oci:LAYOUT:TAG docker://DESTINATION`` over plain HTTP."""
+    subprocess.run(
+        ["skopeo", "copy", "--quiet", "--all", "--dest-tls-verify=false",
+         f"oci:{layout}:{tag}", f"docker://{destination}"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The registries' status, with the test images pushed: public/cuda:1 and private/cuda:1
-    (an index: amd64 with libmix.so, arm64 with libptxonly.so) and a one-platform image."""
+    """The registries' status, with public/cuda:v1 and private/cuda:v1 pushed (an index:
+    amd64 and arm64 as in test_images) and the layout they came from."""
     info = require("registry")
-    layout = tmp_path_factory.mktemp("layout")
-    layers = {
-        "amd64": [layer({f"{SITE}/mix/libmix.so": BIN / "libmix.so"})],
-        "arm64": [layer({f"{SITE}/mix/libptxonly.so": BIN / "libptxonly.so"})],
-    }
-    write_layout(layout, "multi", layers)
-    write_layout(layout, "single", {"amd64": layers["amd64"]})
+    layout = write_layout(tmp_path_factory.mktemp("oci"), {"v1": [amd64_image(), arm64_image()]})
     for repo in ("public/cuda", "private/cuda"):
-        push(layout, "multi", f"{info['open']}/{repo}:1")
-    push(layout, "single", f"{info['open']}/public/single:1")
-    return {**info, "layers": layers}
+        push(layout, "v1", f"{info['open']}/{repo}:v1")
+    return {**info, "layout": layout}
 
 
 @pytest.fixture
@@ -66,40 +73,85 @@ def client(address: str, repo: str) -> RegistryClient:
     return RegistryClient(parse_reference(f"docker://{address}/{repo}"))
 
 
-def pull_all(c: RegistryClient) -> dict[str, bytes]:
-    """Each platform's layer bytes, through the index the tag names."""
-    index = c.manifest()
-    assert index.media_type == "application/vnd.oci.image.index.v1+json"
+def layout_blob(layout: Path, digest: str) -> bytes:
+    return (layout / "blobs" / "sha256" / digest.split(":")[1]).read_bytes()
+
+
+def pull(address: str, repo: str) -> dict[str, list[bytes]]:
+    """Each platform's layer tars, through the registry's index, as the source streams them."""
+    source = RegistrySource(f"docker://{address}/{repo}")
+    out: dict[str, list[bytes]] = {}
+    for arch in ("amd64", "arm64"):
+        image = source.manifest(parse_platform(f"linux/{arch}"))
+        assert image.platform.architecture == arch
+        out[arch] = []
+        for blob in image.layers:
+            with source.open_blob(blob) as stream:
+                out[arch].append(uncompressed(stream.read()))
+    return out
+
+
+def uncompressed(data: bytes) -> bytes:
+    """A layer's tar (skopeo keeps gzip and zstd layers as they are and gzips plain tars)."""
+    if data.startswith(b"\x1f\x8b"):
+        return gzip.decompress(data)
+    if data.startswith(b"\x28\xb5\x2f\xfd"):
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    return data
+
+
+def layers_of(registry: dict[str, Any]) -> dict[str, list[bytes]]:
+    """Each platform's layer tars as the layout holds them."""
+    layout: Path = registry["layout"]
+    [top] = json.loads((layout / "index.json").read_text())["manifests"]
+    index = json.loads(layout_blob(layout, top["digest"]))
     out = {}
-    for entry in index.body["manifests"]:
-        image = c.manifest(entry["digest"])
-        [blob] = image.body["layers"]
-        with c.open_blob(blob["digest"], blob["size"]) as stream:
-            out[entry["platform"]["architecture"]] = stream.read()
+    for entry in index["manifests"]:
+        manifest = json.loads(layout_blob(layout, entry["digest"]))
+        layers = [
+            uncompressed(layout_blob(layout, layer["digest"])) for layer in manifest["layers"]
+        ]
+        out[entry["platform"]["architecture"]] = layers
     return out
 
 
 def test_open_registry_serves_the_pushed_index_and_layers(
     registry: dict[str, Any], no_credentials: Path
 ) -> None:
-    """skopeo copies an OCI layout's gzip layers unchanged: what comes back is what we built."""
-    c = client(registry["open"], "public/cuda:1")
-    pulled = pull_all(c)
-    assert pulled == {arch: blobs[0] for arch, blobs in registry["layers"].items()}
+    assert pull(registry["open"], "public/cuda:v1") == layers_of(registry)
+    c = client(registry["open"], "public/cuda:v1")
+    top, media_type = c.manifest_bytes()
+    assert media_type == "application/vnd.oci.image.index.v1+json"
     assert c.scheme == "http"  # loopback: HTTPS tried first, then plain HTTP, as docker does
-    single = client(registry["open"], "public/single:1").manifest()
-    assert single.media_type == "application/vnd.oci.image.manifest.v1+json"
-    # by digest: the manifest is checked against the digest it was asked for
-    by_digest = client(registry["open"], f"public/cuda@{c.manifest().digest}").manifest()
-    assert by_digest.digest == c.manifest().digest
+    # by digest: checked against the digest it was asked for
+    digest = "sha256:" + hashlib.sha256(top).hexdigest()
+    assert client(registry["open"], f"public/cuda@{digest}").manifest_bytes()[0] == top
+
+
+def test_registry_image_verdicts_equal_the_layouts(
+    registry: dict[str, Any], no_credentials: Path
+) -> None:
+    """One analysis: the same image judged from the registry and from the OCI layout."""
+    label = f"docker://{registry['open']}/public/cuda:v1"
+    for platform in ("linux/amd64", "linux/arm64"):
+        wanted = IndexOptions(platform=platform)
+        pulled = scan_archives([label], GPUS, options=wanted)
+        local = scan_archives([f"oci:{registry['layout']}:v1"], GPUS, options=wanted)
+        assert not pulled.problems, pulled.problems
+        got = {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in pulled.packages}
+        assert got == {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in local.packages}
+        assert got
 
 
 def test_token_server_grants_anonymous_pull_of_public_only(
     registry: dict[str, Any], no_credentials: Path
 ) -> None:
-    assert pull_all(client(registry["token"], "public/cuda:1"))
+    assert pull(registry["token"], "public/cuda:v1") == layers_of(registry)
+    c = client(registry["token"], "private/cuda:v1")
     with pytest.raises(RegistryError) as refused:
-        client(registry["token"], "private/cuda:1").manifest()
+        c.manifest_bytes()
     assert refused.value.kind == "auth"
     assert "HTTP 401" in str(refused.value) and "without credentials" in str(refused.value)
     assert str(no_credentials / ".docker" / "config.json") in str(refused.value)
@@ -112,10 +164,11 @@ def test_token_flow_with_the_users_credentials(
     path = auth_file(no_credentials / "auth.json", f"http://{registry['token']}", registry["user"],
                      registry["password"])  # fmt: skip
     monkeypatch.setenv("REGISTRY_AUTH_FILE", str(path))
-    assert set(pull_all(client(registry["token"], "private/cuda:1"))) == {"amd64", "arm64"}
+    assert pull(registry["token"], "private/cuda:v1") == layers_of(registry)
     auth_file(path, registry["token"], registry["user"], "wrong")
+    c = client(registry["token"], "private/cuda:v1")
     with pytest.raises(RegistryError) as refused:
-        client(registry["token"], "private/cuda:1").manifest()
+        c.manifest_bytes()
     assert refused.value.kind == "auth"
     assert "token server" in str(refused.value) and "HTTP 401" in str(refused.value)
     assert str(path) in str(refused.value)
@@ -126,17 +179,19 @@ def test_basic_auth_and_a_blob_redirect_without_the_credentials(
 ) -> None:
     """The basic registry redirects blob GETs to the store (the auth server's blob path), which
     answers 400 to a request with Authorization: the layers arrive only if the client drops it."""
+    c = client(registry["basic"], "public/cuda:v1")
     with pytest.raises(RegistryError, match="asks for a user and password") as refused:
-        client(registry["basic"], "public/cuda:1").manifest()
+        c.manifest_bytes()
     assert refused.value.kind == "auth"
     docker = no_credentials / "dockercfg"
     auth_file(docker / "config.json", registry["basic"], registry["user"], registry["password"])
     monkeypatch.setenv("DOCKER_CONFIG", str(docker))
-    before = Path(registry["auth_log"]).read_text().count("/docker/registry/v2/blobs/")
-    pulled = pull_all(client(registry["basic"], "public/cuda:1"))
-    assert pulled == {arch: blobs[0] for arch, blobs in registry["layers"].items()}
-    after = Path(registry["auth_log"]).read_text().count("/docker/registry/v2/blobs/")
-    assert after - before == 2  # both layers came from the store behind the redirect
+    log = Path(registry["auth_log"])
+    before = log.read_text().count("/docker/registry/v2/blobs/")
+    assert pull(registry["basic"], "public/cuda:v1") == layers_of(registry)
+    served = log.read_text().count("/docker/registry/v2/blobs/") - before
+    # every config and layer came from the store behind the redirect (2 configs, 4 layers)
+    assert served == 2 + sum(len(v) for v in layers_of(registry).values())
 
 
 def test_credentials_files_in_containers_order(
@@ -148,48 +203,70 @@ def test_credentials_files_in_containers_order(
               registry["password"])  # fmt: skip
     auth_file(no_credentials / ".docker" / "config.json", registry["basic"], "nobody", "x")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    c = client(registry["basic"], "public/single:1")
-    assert c.manifest().media_type == "application/vnd.oci.image.manifest.v1+json"
+    c = client(registry["basic"], "public/cuda:v1")
+    assert c.manifest_bytes()[1] == "application/vnd.oci.image.index.v1+json"
     assert c.credentials.source == str(runtime / "containers" / "auth.json")
 
 
 def test_unknown_names_and_unreachable_hosts_are_reasons(
     registry: dict[str, Any], no_credentials: Path
 ) -> None:
-    for repo in ("public/cuda:no-such-tag", "public/no-such-repo:1"):
-        with pytest.raises(RegistryError, match="HTTP 404") as missing:
-            client(registry["open"], repo).manifest()
+    # docker-registry 2.8 answers MANIFEST_UNKNOWN for an unknown tag and an unknown repository
+    for repo in ("public/cuda:no-such-tag", "public/no-such-repo:v1"):
+        c = client(registry["open"], repo)
+        with pytest.raises(RegistryError, match="HTTP 404: MANIFEST_UNKNOWN") as missing:
+            c.manifest_bytes()
         assert missing.value.kind == "not-found"
-        assert "MANIFEST_UNKNOWN" in str(missing.value) or "NAME_UNKNOWN" in str(missing.value)
-    with pytest.raises(RegistryError, match="cannot reach") as down:
-        client(f"127.0.0.1:{closed_port()}", "public/cuda:1").manifest()
-    assert down.value.kind == "unreachable"
-    assert "Connection refused" in str(down.value)
+    down = client(f"127.0.0.1:{closed_port()}", "public/cuda:v1")
+    with pytest.raises(RegistryError, match="cannot reach") as unreachable:
+        down.manifest_bytes()
+    assert unreachable.value.kind == "unreachable"
+    assert "Connection refused" in str(unreachable.value)
 
 
-@pytest.fixture
-def damaged(registry: dict[str, Any], tmp_path: Path) -> Iterator[tuple[RegistryClient, Path]]:
-    """A fresh image whose only layer (unique bytes) is then damaged in the registry's storage."""
-    layout = write_layout(tmp_path / "layout", "t", {"amd64": [layer({"x": os.urandom(4096)})]})
-    repo = f"public/damaged-{uuid.uuid4().hex[:8]}"
-    push(layout, "t", f"{registry['open']}/{repo}:t")
-    c = client(registry["open"], f"{repo}:t")
-    [blob] = c.manifest().body["layers"]
-    hexdigest = blob["digest"].split(":")[1]
-    data = Path(registry["storage"]) / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest
-    yield c, data / "data"
-
-
-def test_truncated_and_altered_blobs_fail_the_stream(
-    damaged: tuple[RegistryClient, Path], no_credentials: Path
+def test_truncated_and_altered_layers_fail_the_stream(
+    registry: dict[str, Any], tmp_path: Path, no_credentials: Path
 ) -> None:
-    c, stored = damaged
-    [blob] = c.manifest().body["layers"]
+    """A fresh image whose one layer (unique bytes) is then damaged in the registry's storage:
+    the registry serves what it has, the stream is checked against the manifest."""
+    unique: dict[str, Member] = {"opt/x.bin": os.urandom(4096)}
+    write_layout(tmp_path / "oci", {"t": Image([Layer(unique)])})
+    repo = f"public/damaged-{uuid.uuid4().hex[:8]}"
+    push(tmp_path / "oci", "t", f"{registry['open']}/{repo}:t")
+    source = RegistrySource(f"docker://{registry['open']}/{repo}:t")
+    [blob] = source.manifest(None).layers
+    hexdigest = blob.digest.split(":")[1]
+    blobs = Path(registry["storage"]) / "docker/registry/v2/blobs/sha256"
+    stored = blobs / hexdigest[:2] / hexdigest / "data"
     whole = stored.read_bytes()
-    assert hashlib.sha256(whole).hexdigest() == blob["digest"].split(":")[1]
     stored.write_bytes(whole[: len(whole) // 2])  # the registry now serves half the layer
-    with pytest.raises(BlobError, match=f"truncated: {len(whole) // 2} of {len(whole)} bytes"):
-        c.open_blob(blob["digest"], blob["size"]).read()
+    with pytest.raises(
+        ImageError, match=f"{len(whole) // 2} bytes, the descriptor says {len(whole)}"
+    ):
+        source.open_blob(blob).read()
     stored.write_bytes(bytes([whole[0] ^ 1]) + whole[1:])  # same size, one bit flipped
-    with pytest.raises(BlobError, match="the bytes have the digest sha256:"):
-        c.open_blob(blob["digest"], blob["size"]).read()
+    with pytest.raises(ImageError, match="content does not match its digest"):
+        source.open_blob(blob).read()
+
+
+def test_cli_scan_and_kernels_of_a_registry_image(
+    registry: dict[str, Any], no_credentials: Path
+) -> None:
+    target = f"docker://{registry['token']}/public/cuda:v1"
+    scanned = run_cli("scan", target, "--gpu", "12.0", "--platform", "linux/amd64", "--json")
+    assert scanned.returncode in (0, 1), scanned.stderr
+    doc = json_output(scanned, "scan")
+    # the two distributions, and extra/libcomp_all.so that no RECORD owns
+    packages = {p["package"] for p in doc["packages"]}
+    assert packages == {"archgap-fixture", "nvidia-cuda-runtime", "(no distribution)"}
+    listed = run_cli("kernels", target, "--platform", "linux/arm64", "--json")
+    assert listed.returncode == 0, listed.stderr
+    paths = [f["path"] for f in json_output(listed, "kernels")["files"]]
+    assert any(p.endswith("k.cubin") for p in paths), paths  # the arm64 image's one cubin
+    refused = run_cli("scan", f"docker://{registry['token']}/private/cuda:v1", "--gpu", "12.0")
+    assert refused.returncode == 2
+    assert "refused access (HTTP 401" in refused.stderr and "Traceback" not in refused.stderr
+    # skopeo's flag spelling; anything but a boolean is a usage error
+    assert run_cli("kernels", target, "--tls-verify=false").returncode == 0
+    bad = run_cli("kernels", target, "--tls-verify=maybe")
+    assert bad.returncode == 2 and "'maybe' is not true or false" in bad.stderr

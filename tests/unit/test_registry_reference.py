@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.image.registry import is_loopback
+from archgap.image.registry import RegistryClient, is_loopback
 from archgap.image.registry_auth import (
     BadReference,
     find_credentials,
@@ -120,3 +120,11 @@ def test_challenges() -> None:
     basic = parse_challenge('Basic realm="Registry Realm"')
     assert basic is not None and basic.scheme == "basic"
     assert parse_challenge(None) is None
+
+
+def test_plain_http_only_for_insecure_registries() -> None:
+    """As docker and skopeo: loopback registries, or --tls-verify=false, may be plain HTTP."""
+    remote = parse_reference("docker://ghcr.io/o/i")
+    assert not RegistryClient(remote, env={}).insecure
+    assert RegistryClient(remote, tls_verify=False, env={}).insecure
+    assert RegistryClient(parse_reference("docker://localhost:5000/x"), env={}).insecure

@@ -56,6 +56,26 @@ def add_json_option(
     )
 
 
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value in ("true", "1", "yes")
+
+
+def add_tls_verify_option(parser: argparse.ArgumentParser) -> None:
+    """``--tls-verify=false``, skopeo's flag: a docker:// registry without a verified
+    certificate, or over plain HTTP (a loopback registry always may)."""
+    parser.add_argument(
+        "--tls-verify",
+        type=_boolean,
+        default=True,
+        metavar="BOOL",
+        help="docker:// images: require HTTPS with a verified certificate (default true; "
+        "false also allows plain HTTP, as skopeo's flag; loopback registries always may)",
+    )
+
+
 def add_environment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python",

@@ -24,6 +24,7 @@ from archgap.cli.common import (
     UsageError,
     add_json_option,
     add_target_options,
+    add_tls_verify_option,
     emit_text,
     escape,
     is_remote,
@@ -53,7 +54,8 @@ def register(subparsers: Any) -> None:
         nargs="+",
         metavar="PATH",
         help="files or directories; wheels (.whl, or directories holding them) and container "
-        "images (oci:DIR[:TAG], docker-archive:FILE, rootfs:DIR) are read without installing or "
+        "images (oci:DIR[:TAG], docker-archive:FILE, docker://REF, rootfs:DIR) are read without "
+        "installing or "
         "extracting them",
     )
     parser.add_argument(
@@ -87,6 +89,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --require: only PTX (JIT at load) for a required GPU also fails",
     )
+    add_tls_verify_option(parser)
     add_json_option(parser, TABLE_FORMATS)
     add_target_options(parser)
     parser.add_argument("--python", help="the interpreter that runs the probe on a remote target")
@@ -94,13 +97,21 @@ def register(subparsers: Any) -> None:
 
 
 def _read_local(
-    paths: Sequence[str], deep: bool, out: Output, platform: str | None = None
+    paths: Sequence[str],
+    deep: bool,
+    out: Output,
+    platform: str | None = None,
+    tls_verify: bool = True,
 ) -> list[BinaryFacts]:
     from archgap.image.targets import is_image, read_image_target
     from archgap.probe.archive import read_wheel, wheel_files
 
     images = [p for p in paths if is_image(p)]
-    found = [b for i in images for b in _archive_binaries(read_image_target(i, platform, deep))]
+    found = [
+        b
+        for image in images
+        for b in _archive_binaries(read_image_target(image, platform, deep, tls_verify))
+    ]
     paths = [p for p in paths if p not in images]
     wheels = wheel_files([p for p in paths if _holds_wheels(p)])
     found += [b for wheel in wheels for b in _archive_binaries(read_wheel(wheel, deep=deep))]
@@ -177,7 +188,7 @@ def run(args: Any, out: Output) -> int:
     if is_remote(args):
         files = _read_remote(args, out)
     else:  # wheels and images are read here, whatever the target
-        files = _read_local(args.paths, deep, out, args.platform)
+        files = _read_local(args.paths, deep, out, args.platform, args.tls_verify)
     elapsed = time.perf_counter() - started
     failed = [f for f in files if f.error or f.format == "unreadable"]
     summary = {

@@ -17,6 +17,7 @@ from archgap.cli.common import (
     add_environment_options,
     add_json_option,
     add_target_options,
+    add_tls_verify_option,
     target_from_args,
     terminal_safe,
 )
@@ -39,8 +40,9 @@ def register(subparsers: Any) -> None:
         nargs="*",
         metavar="WHEEL",
         help="judge wheels before installing them: .whl files, directories of wheels, wheel "
-        "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip from your indexes "
-        "(default: the environment of --python)",
+        "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip from your indexes; or "
+        "container images before deploying them: oci:DIR[:TAG], docker-archive:FILE, "
+        "docker://REF, rootfs:DIR (default: the environment of --python)",
     )
     index = add_index_options(parser, "resolving requirements (with WHEEL arguments)")
     deps = index.add_mutually_exclusive_group()
@@ -56,6 +58,7 @@ def register(subparsers: Any) -> None:
         action="store_false",
         help="only the wheels the requirements name (the default)",
     )
+    add_tls_verify_option(parser)
     add_environment_options(parser)
     parser.add_argument(
         "--gpu",
@@ -134,6 +137,7 @@ def index_options(args: argparse.Namespace) -> IndexOptions:
         args.python_version,
         args.platform,
         getattr(args, "deps", False),
+        getattr(args, "tls_verify", True),
     )
 
 

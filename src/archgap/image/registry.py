@@ -1,23 +1,23 @@
 """``docker://REF``: images read from a registry over the v2 API, with the standard library only.
 
 * **Manifests** are asked for with every type archgap reads (OCI index and manifest, Docker
-  manifest list and schema 2); an index or list is resolved to one platform's manifest. A
-  manifest fetched by digest is checked against it.
+  manifest list and schema 2) and resolved to one platform's image by ``source.resolve`` (the
+  same index selection as an OCI layout's); one fetched by digest is checked against it.
 * **Auth** follows the registry's ``WWW-Authenticate`` answer: ``Basic`` with the user's
   credentials, or ``Bearer`` per the Docker token spec (GET realm?service=...&scope=... with the
-  credentials, if any, then the token). Credentials come from the user's docker/containers files
-  (``registry_auth``).
-* **Blobs** are streamed, never written to disk: the stream counts and hashes what it reads and
-  fails (``BlobError``, an ``OSError``) when the registry sends fewer or more bytes than the
-  manifest says, or bytes with another digest. Redirects (registries hand blobs to a CDN or object
-  store) are followed; ``Authorization`` goes only to the registry's own origin.
+  credentials, if any, then the token; again when a token expires). Credentials come from the
+  user's docker/containers files (``registry_auth``).
+* **Blobs** are streamed, never written to disk, and checked as they are read
+  (``source.verified``: a layer read to its end had the manifest's size and digest); a broken
+  connection is a ``BlobError`` (an ``OSError``). Redirects (registries hand blobs to a CDN or an
+  object store) are followed; ``Authorization`` goes only to the registry's own origin.
 * **Plain HTTP** only for an insecure registry, as skopeo's ``--tls-verify=false`` and docker's
   loopback rule: a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``) or ``tls_verify=False``
   tries HTTPS without verifying the certificate, then HTTP.
 
-Every failure is a ``RegistryError`` (a ``FetchError``) whose message names the reference and the
-reason: access refused (401/403, with where credentials were looked for), unknown manifest or
-repository (404), an unreachable host, a manifest that is not one.
+Every failure is a ``RegistryError`` (a ``FetchError``; an ``ImageError`` from the source) whose
+message names the reference and the reason: access refused (401/403, with where credentials were
+looked for), an unknown manifest or repository (404), an unreachable host.
 """
 
 from __future__ import annotations
@@ -33,27 +33,37 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import IO, Any
 
 from archgap.image.registry_auth import (
+    BadReference,
     Challenge,
     Credentials,
     Reference,
     auth_files,
     find_credentials,
     parse_challenge,
+    parse_reference,
+)
+from archgap.image.source import (
+    DOCKER_LIST,
+    DOCKER_MANIFEST,
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    MAX_JSON_BYTES,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Blob,
+    ImageError,
+    ImageManifest,
+    Platform,
+    check_digest,
+    resolve,
+    verified,
 )
 from archgap.index.fetch import TIMEOUT, FetchError, describe, request
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
-IMAGE_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
-ACCEPT = ", ".join((*INDEX_TYPES, *IMAGE_TYPES))
-MANIFEST_LIMIT = 4 << 20  # bytes: containerd's limit for a manifest
+ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 CHUNK = 1 << 20
 
 
@@ -68,15 +78,6 @@ class RegistryError(FetchError):
 
 class BlobError(OSError):
     """A blob stream that ended early, ran long or had another digest."""
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A manifest as fetched: its media type, digest and parsed body."""
-
-    media_type: str
-    digest: str
-    body: Mapping[str, Any]
 
 
 def is_loopback(host: str) -> bool:
@@ -215,7 +216,8 @@ class RegistryClient:
     def _http_error(self, path: str, exc: urllib.error.HTTPError) -> RegistryError:
         message = _registry_message(exc)
         exc.close()
-        what = f"{self.label}: {path.split('/')[0]}"
+        collection, _, name = path.partition("/")
+        what = f"{self.label}: {collection.rstrip('s')} {name}"  # "manifest v1", "blob sha256:..."
         if exc.code in (401, 403):
             return RegistryError(
                 f"{self.label}: the registry refused access (HTTP {exc.code}: {message}) "
@@ -256,7 +258,7 @@ class RegistryClient:
             req.add_unredirected_header("Authorization", basic)
         try:
             with self.opener.open(req, timeout=self.timeout) as answer:
-                doc = json.loads(answer.read(MANIFEST_LIMIT))
+                doc = json.loads(answer.read(MAX_JSON_BYTES))
         except urllib.error.HTTPError as exc:
             exc.close()
             kind = "auth" if exc.code in (401, 403) else "protocol"
@@ -275,71 +277,37 @@ class RegistryClient:
 
     # -- manifests and blobs ----------------------------------------------------------------
 
-    def manifest(self, reference: str | None = None) -> Manifest:
-        """The manifest (or index) at a tag or digest (default: the reference's)."""
+    def manifest_bytes(self, reference: str | None = None) -> tuple[bytes, str]:
+        """The manifest (or index) at a tag or digest (default: the reference's) as sent, and
+        the media type the registry gave; checked against the digest when asked by digest."""
         reference = reference or self.ref.reference
         with self._open(f"manifests/{reference}", ACCEPT) as answer:
-            raw = answer.read(MANIFEST_LIMIT + 1)
+            raw = answer.read(MAX_JSON_BYTES + 1)
             media_type = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
-        if len(raw) > MANIFEST_LIMIT:
-            raise RegistryError(f"{self.label}: manifest over {MANIFEST_LIMIT} bytes", "protocol")
-        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-        if reference.startswith("sha256:") and reference != digest:
+        if len(raw) > MAX_JSON_BYTES:
+            raise RegistryError(f"{self.label}: manifest over {MAX_JSON_BYTES} bytes", "protocol")
+        algorithm, _, expected = reference.partition(":")
+        if (
+            algorithm in ("sha256", "sha512")
+            and hashlib.new(algorithm, raw).hexdigest() != expected
+        ):
             raise RegistryError(
-                f"{self.label}: the manifest sent for {reference} has the digest {digest}",
-                "protocol",
+                f"{self.label}: the manifest sent for {reference} has another digest", "protocol"
             )
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise RegistryError(f"{self.label}: manifest {reference} is not JSON", "protocol")
-        media_type = str(body.get("mediaType") or media_type)
-        if media_type not in (*INDEX_TYPES, *IMAGE_TYPES):
-            raise RegistryError(
-                f"{self.label}: manifest type {media_type or 'unknown'} is not one archgap reads "
-                "(OCI index/manifest, Docker manifest list/schema 2)",
-                "protocol",
-            )
-        return Manifest(media_type, digest, body)
+        return raw, media_type
 
-    def open_blob(self, digest: str, size: int) -> IO[bytes]:
-        """A stream of the blob, checked against ``digest`` and ``size`` as it is read."""
-        answer = self._open(f"blobs/{digest}", None)
-        return io.BufferedReader(
-            BlobStream(answer, f"{self.label} blob {digest}", digest, size), CHUNK
-        )
-
-    def read_blob(self, digest: str, size: int, limit: int = MANIFEST_LIMIT) -> bytes:
-        """A small blob (an image config) whole, checked."""
-        if size > limit:
-            raise RegistryError(
-                f"{self.label}: blob {digest} is {size} bytes (over {limit})", "protocol"
-            )
-        try:
-            with self.open_blob(digest, size) as stream:
-                return stream.read()
-        except BlobError as exc:
-            raise RegistryError(str(exc), "protocol") from None
+    def open_blob(self, digest: str) -> IO[bytes]:
+        """The blob's bytes as the registry streams them (``BlobError`` where the connection
+        breaks); the caller checks size and digest (``source.verified``)."""
+        return io.BufferedReader(_Body(self._open(f"blobs/{digest}", None), digest), CHUNK)
 
 
-class BlobStream(io.RawIOBase):
-    """The body of a blob answer, counted and hashed; raises ``BlobError`` at a short, long or
-    different blob (at the end of the stream, or at the first byte past ``size``)."""
+class _Body(io.RawIOBase):
+    """An answer's body whose transport failures are ``BlobError`` (an ``OSError``)."""
 
-    def __init__(
-        self, answer: http.client.HTTPResponse, label: str, digest: str, size: int
-    ) -> None:
+    def __init__(self, answer: http.client.HTTPResponse, digest: str) -> None:
         super().__init__()
-        algorithm, _, self.expected = digest.partition(":")
-        if algorithm not in ("sha256", "sha512"):
-            answer.close()
-            raise BlobError(f"{label}: digest algorithm {algorithm!r} is not sha256/sha512")
-        self.answer, self.label, self.size = answer, label, size
-        self.hash = hashlib.new(algorithm)
-        self.seen = 0
-        self.checked = False
+        self.answer, self.digest, self.seen = answer, digest, 0
 
     def readable(self) -> bool:
         return True
@@ -347,30 +315,57 @@ class BlobStream(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         try:
             n = self.answer.readinto(buffer)
-        except (http.client.IncompleteRead, http.client.HTTPException, OSError) as exc:
+        except (http.client.HTTPException, OSError) as exc:
             raise BlobError(
-                f"{self.label}: the stream broke after {self.seen} of {self.size} bytes "
-                f"({type(exc).__name__})"
+                f"blob {self.digest}: the connection broke after {self.seen} bytes "
+                f"({type(exc).__name__}: {exc})"
             ) from None
-        if n == 0:
-            self._check()
-            return 0
-        self.hash.update(memoryview(buffer)[:n])
         self.seen += n
-        if self.seen > self.size:
-            raise BlobError(f"{self.label}: more than the manifest's {self.size} bytes")
         return n
-
-    def _check(self) -> None:
-        if self.checked:
-            return
-        if self.seen != self.size:
-            raise BlobError(f"{self.label}: truncated: {self.seen} of {self.size} bytes")
-        if self.hash.hexdigest() != self.expected:
-            got = f"{self.hash.name}:{self.hash.hexdigest()}"
-            raise BlobError(f"{self.label}: the bytes have the digest {got}")
-        self.checked = True
 
     def close(self) -> None:
         self.answer.close()
         super().close()
+
+
+class RegistrySource:
+    """``docker://REF`` as an ``ImageSource``: the manifest for a platform (the registry's
+    index resolved by ``source.resolve``) and layer streams checked by ``source.verified``."""
+
+    def __init__(self, target: str, tls_verify: bool = True) -> None:
+        self.label = target
+        try:
+            self.client = RegistryClient(parse_reference(target), tls_verify)
+        except BadReference as exc:
+            raise ImageError(str(exc)) from None
+
+    def manifest(self, platform: Platform | None) -> ImageManifest:
+        try:
+            top, media_type = self.client.manifest_bytes()
+            return resolve(top, media_type, self._read, platform, self.label)
+        except RegistryError as exc:
+            raise ImageError(str(exc)) from None
+
+    def _read(self, blob: Blob) -> bytes:
+        """An index's, a manifest's or a config's bytes, checked against the descriptor."""
+        what = f"{self.label}: {blob.digest}"
+        if blob.media_type in INDEX_TYPES | MANIFEST_TYPES:
+            data, _ = self.client.manifest_bytes(blob.digest)
+            return check_digest(data, blob, what)
+        if blob.size > MAX_JSON_BYTES:
+            raise ImageError(f"{what}: {blob.size} bytes, not an image's JSON")
+        try:
+            with self.open_blob(blob) as stream:
+                return check_digest(stream.read(), blob, what)
+        except BlobError as exc:
+            raise ImageError(f"{self.label}: {exc}") from None
+
+    def open_blob(self, blob: Blob) -> IO[bytes]:
+        try:
+            raw = self.client.open_blob(blob.digest)
+        except RegistryError as exc:
+            raise ImageError(str(exc)) from None
+        return verified(raw, blob, f"{self.label}: blob {blob.digest}")
+
+    def close(self) -> None:
+        """Connections are not kept between requests."""

@@ -43,20 +43,26 @@ def is_rootfs(directory: str) -> bool:
     return not any(name.endswith(".whl") for name in os.listdir(directory))
 
 
-def image_source(target: str) -> ImageSource:
-    """The source for an image target; ``ImageError`` for a transport that cannot be read."""
+def image_source(target: str, tls_verify: bool = True) -> ImageSource:
+    """The source for an image target; ``ImageError`` for a transport that cannot be read.
+    ``tls_verify=False``: a registry may be reached without a verified certificate, or over
+    plain HTTP (skopeo's ``--tls-verify=false``; loopback registries always may)."""
     if target.startswith(OCI_PREFIX):
         return OciLayout(target[len(OCI_PREFIX) :])
     if target.startswith(ARCHIVE_PREFIX):
         return DockerArchive(target[len(ARCHIVE_PREFIX) :])
     if target.startswith(REGISTRY_PREFIX):
-        raise ImageError(f"{target}: registries are not supported yet")
+        from archgap.image.registry import RegistrySource
+
+        return RegistrySource(target, tls_verify)
     if os.path.isfile(os.path.join(target, "oci-layout")):
         return OciLayout(target)
     raise ImageError(f"{target}: not an image")
 
 
-def read_image_target(target: str, platform: str | None = None, deep: bool = True) -> ImageContents:
+def read_image_target(
+    target: str, platform: str | None = None, deep: bool = True, tls_verify: bool = True
+) -> ImageContents:
     """The image ``target`` names, for ``platform`` (``linux/arm64``, a wheel platform tag, or
     None: this machine's when the image is multi-platform). Never raises."""
     try:
@@ -68,7 +74,7 @@ def read_image_target(target: str, platform: str | None = None, deep: bool = Tru
 
         return read_rootfs(target.removeprefix(ROOTFS_PREFIX), deep)
     try:
-        source = image_source(target)
+        source = image_source(target, tls_verify)
     except ImageError as exc:
         return _failed(target, str(exc))
     return read_image(source, wanted, deep)

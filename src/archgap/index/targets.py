@@ -28,6 +28,7 @@ class IndexOptions:
     python_version: str | None = None
     platform: str | None = None
     deps: bool = False  # resolve the requirements' dependency sets (pip without --no-deps)
+    tls_verify: bool = True  # docker:// registries: False allows plain HTTP (skopeo's flag)
 
 
 def read_targets(
@@ -39,7 +40,7 @@ def read_targets(
     requirements: list[str] = []
     for target in targets:
         if is_image(target):
-            found.append(read_image_target(target, options.platform))
+            found.append(read_image_target(target, options.platform, True, options.tls_verify))
         elif target.startswith(URL_SCHEMES):
             found.append(_read_url(target, None, fetched))
         elif os.path.exists(target) or target.endswith(".whl"):
