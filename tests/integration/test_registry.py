@@ -3,7 +3,8 @@ scripts/services): ``open`` (no auth), ``basic`` (htpasswd; blobs redirected to 
 refuses a request carrying Authorization, as S3 does) and ``token`` (Bearer tokens from a real
 token server, scripts/registry-auth: anonymous pull of public/*, everything with credentials).
 The images are the OCI layouts of test_images (real fixture binaries, the real
-nvidia-cuda-runtime wheel; an amd64 + arm64 index), pushed by skopeo.
+nvidia-cuda-runtime wheel; layers with whiteouts; an amd64 + arm64 index), pushed by skopeo as
+they are (OCI) and converted (a Docker manifest list of schema 2 manifests, --format v2s2).
 """
 
 from __future__ import annotations
@@ -26,17 +27,23 @@ from archgap.image.registry_auth import parse_reference
 from archgap.image.source import ImageError, parse_platform
 from archgap.index.targets import IndexOptions
 from tests.helpers import json_output, run_cli
-from tests.integration.test_images import GPUS, RUNTIME, amd64_image, arm64_image
+from tests.integration.test_images import (
+    GPUS,
+    RUNTIME,
+    amd64_image,
+    arm64_image,
+    fixture_files,
+)
 from tests.integration.test_remote_services import closed_port, require
-from tests.oci_images import Image, Layer, Member, write_layout
+from tests.oci_images import Image, Layer, Member, distribution, write_layout
 
 pytestmark = pytest.mark.skipif(RUNTIME is None, reason="scripts/testdata downloads the wheels")
 
 
-def push(layout: Path, tag: str, destination: str) -> None:
+def push(layout: Path, tag: str, destination: str, *options: str) -> None:
     """``skopeo copy --all oci:LAYOUT:TAG docker://DESTINATION`` over plain HTTP."""
     subprocess.run(
-        ["skopeo", "copy", "--quiet", "--all", "--dest-tls-verify=false",
+        ["skopeo", "copy", "--quiet", "--all", "--dest-tls-verify=false", *options,
          f"oci:{layout}:{tag}", f"docker://{destination}"],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
@@ -140,9 +147,35 @@ def test_registry_image_verdicts_equal_the_layouts(
         pulled = scan_archives([label], GPUS, options=wanted)
         local = scan_archives([f"oci:{registry['layout']}:v1"], GPUS, options=wanted)
         assert not pulled.problems, pulled.problems
-        got = {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in pulled.packages}
-        assert got == {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in local.packages}
-        assert got
+        assert rows(pulled) == rows(local) and rows(pulled)
+
+
+def test_docker_manifest_list_and_schema_2(
+    registry: dict[str, Any], tmp_path: Path, no_credentials: Path
+) -> None:
+    """skopeo --format v2s2 pushes a Docker manifest list of schema 2 manifests (gzip layers
+    only: Docker images cannot carry zstd); judged as the OCI layout it came from."""
+    amd64 = Image([Layer(distribution("archgap-fixture", "1.0", fixture_files()))])
+    layout = write_layout(tmp_path / "oci", {"v2s2": [amd64, arm64_image()]})
+    push(layout, "v2s2", f"{registry['open']}/public/docker-format:v2s2", "--format", "v2s2")
+    c = client(registry["open"], "public/docker-format:v2s2")
+    top, media_type = c.manifest_bytes()
+    assert media_type == "application/vnd.docker.distribution.manifest.list.v2+json"
+    entries = json.loads(top)["manifests"]
+    assert {e["mediaType"] for e in entries} == {
+        "application/vnd.docker.distribution.manifest.v2+json"
+    }
+    for platform in ("linux/amd64", "linux/arm64"):
+        wanted = IndexOptions(platform=platform)
+        pulled = scan_archives([f"docker://{registry['open']}/public/docker-format:v2s2"], GPUS,
+                               options=wanted)  # fmt: skip
+        local = scan_archives([f"oci:{layout}:v2s2"], GPUS, options=wanted)
+        assert not pulled.problems, pulled.problems
+        assert rows(pulled) == rows(local) and rows(pulled)
+
+
+def rows(report: Any) -> set[tuple[str, str, str, str, str]]:
+    return {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in report.packages}
 
 
 def test_token_server_grants_anonymous_pull_of_public_only(
