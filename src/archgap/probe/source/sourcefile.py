@@ -7,7 +7,7 @@ module only when a piece cannot be cut out cleanly). Shared by ``trace``,
 from __future__ import annotations
 
 import ast
-import itertools
+import bisect
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -29,8 +29,8 @@ class SourceFile:
         self.lines = text.split("\n")
         self._module: Optional[ast.Module] = None
         self._module_error: Optional[str] = None
-        self._triples: Optional[List[int]] = None
-        self._parents: Optional[List[int]] = None
+        self._triples: Optional[Tuple[List[int], List[int]]] = None
+        self._parents: Dict[int, int] = {}
         self._functions: Dict[int, Optional[Tuple[int, int, Tuple[str, ...]]]] = {}
         self._body_widths: Dict[int, List[int]] = {}
 
@@ -78,32 +78,44 @@ class SourceFile:
 
     def inside_triple_string(self, index: int) -> bool:
         """Whether line ``index`` (0-based) may start inside a triple-quoted string (odd count of
-        either quote before it). Counted once per file, so each question is O(1)."""
+        either quote before it). The quotes are found once per file by a C-speed search, so each
+        question is a bisection."""
         if self._triples is None:
-            # bit 0: odd number of """ so far, bit 1: odd number of ''' (both per line, then summed)
-            parity = [
-                (line.count('"""') & 1) | ((line.count("'''") & 1) << 1) for line in self.lines
-            ]
-            self._triples = list(itertools.accumulate(parity, lambda a, b: a ^ b, initial=0))
-        return self._triples[index] != 0
+            self._triples = (_lines_of(self.text, '"""'), _lines_of(self.text, "'''"))
+        double, single = self._triples
+        return bool((bisect.bisect_left(double, index) | bisect.bisect_left(single, index)) & 1)
 
-    def parents(self) -> List[int]:
-        """For each line, the nearest line above it that is less indented (comments and blank
-        lines skipped; -1 for none): the indentation tree, built once in one pass."""
-        if self._parents is None:
-            parents = [-1] * len(self.lines)
-            chain: List[Tuple[int, int]] = []  # (width, line) of strictly rising widths
-            for index, line in enumerate(self.lines):
-                stripped = line.lstrip()
-                if not stripped or stripped.startswith("#"):
-                    continue
+    def parent(self, index: int) -> int:
+        """The nearest line above ``index`` that is less indented (-1 for none): the indentation
+        tree. Blank lines, comments and lines that start by closing a bracket (the end of a
+        multi-line ``class X(...`` or ``def f(...`` header) are no one's parent.
+
+        Found by walking up from the line, only as far as the answer: every significant line
+        passed gets its own parent on the way (the lines still waiting for one are a stack of
+        rising widths), and a line already answered is a jump to its parent, so each line is
+        visited about once per file, and only the lines above a question, up to its top level.
+        """
+        known = self._parents
+        if index in known:
+            return known[index]
+        lines = self.lines
+        pending: List[Tuple[int, int]] = [(_indent(lines[index]), index)]
+        j = index - 1
+        while j >= 0 and pending:
+            line = lines[j]
+            stripped = line.lstrip()
+            if stripped and stripped[0] not in "#)]}":
                 width = len(line) - len(stripped)
-                while chain and chain[-1][0] >= width:
-                    chain.pop()
-                parents[index] = chain[-1][1] if chain else -1
-                chain.append((width, index))
-            self._parents = parents
-        return self._parents
+                while pending and pending[-1][0] > width:
+                    known[pending.pop()[1]] = j
+                pending.append((width, j))
+                if j in known:
+                    j = known[j]
+                    continue
+            j -= 1
+        for _, line_index in pending:
+            known[line_index] = -1
+        return known[index]
 
     def _previous_significant(self, index: int) -> int:
         j = index - 1
@@ -156,12 +168,11 @@ class SourceFile:
         """[start, end) lines and outer scope names of the indented def that holds line ``index``.
 
         None when the line is not inside an indented def (module level, a class body, or a def at
-        column 0: ``enclosing_block`` covers those). Found by indentation (up the ``parents``
+        column 0: ``enclosing_block`` covers those). Found by indentation (up the ``parent``
         chain, so each question costs the nesting depth), checked by parsing.
         """
         lines = self.lines
-        parents = self.parents()
-        j = parents[index] if lines[index].strip() else self._previous_significant(index)
+        j = self.parent(index) if lines[index].strip() else self._previous_significant(index)
         header = -1
         while j >= 0:
             stripped = lines[j].lstrip()
@@ -170,7 +181,7 @@ class SourceFile:
                 break
             if stripped.startswith("class ") or len(lines[j]) == len(stripped):
                 return None
-            j = parents[j]
+            j = self.parent(j)
         if header < 0:
             return None
         if header not in self._functions:
@@ -184,11 +195,10 @@ class SourceFile:
         """[start, end) and outer scope names of the def on line ``header`` (None when it is
         nested in an if/try at module level: no column-0 class/def above it)."""
         lines = self.lines
-        parents = self.parents()
         indent = _indent(lines[header])
         names: List[str] = []
         limit = indent
-        j = parents[header]
+        j = self.parent(header)
         while j >= 0 and limit > 0:
             stripped = lines[j].lstrip()
             if stripped.startswith(("def ", "async def ", "class ")):
@@ -196,7 +206,7 @@ class SourceFile:
                 limit = len(lines[j]) - len(stripped)
             elif len(lines[j]) == len(stripped):
                 break  # a column-0 statement that is no def or class
-            j = parents[j]
+            j = self.parent(j)
         if limit > 0:
             return None
         start = header
@@ -388,3 +398,16 @@ def parse(text: str) -> Tuple[Optional[ast.Module], str]:
         return None, "does not parse: %s (line %s)" % (exc.msg, exc.lineno)
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return None, "does not parse: %s" % (exc,)
+
+
+def _lines_of(text: str, needle: str) -> List[int]:
+    """0-based line of each occurrence of ``needle`` (counted as ``str.count`` does), ascending."""
+    lines: List[int] = []
+    line = counted = 0
+    position = text.find(needle)
+    while position >= 0:
+        line += text.count("\n", counted, position)
+        counted = position
+        lines.append(line)
+        position = text.find(needle, position + len(needle))
+    return lines
