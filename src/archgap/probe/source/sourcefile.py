@@ -90,32 +90,28 @@ class SourceFile:
         tree. Blank lines, comments and lines that start by closing a bracket (the end of a
         multi-line ``class X(...`` or ``def f(...`` header) are no one's parent.
 
-        Found by walking up from the line, only as far as the answer: every significant line
-        passed gets its own parent on the way (the lines still waiting for one are a stack of
-        rising widths), and a line already answered is a jump to its parent, so each line is
-        visited about once per file, and only the lines above a question, up to its top level.
+        Found by walking up from the line, only as far as the answer (the first ``width``
+        characters of a deeper line are blank: one C call per line), jumping from a line asked
+        before to its parent: the lines between are deeper still.
         """
         known = self._parents
-        if index in known:
-            return known[index]
+        found = known.get(index)
+        if found is not None:
+            return found
         lines = self.lines
-        pending: List[Tuple[int, int]] = [(_indent(lines[index]), index)]
-        j = index - 1
-        while j >= 0 and pending:
+        width = _indent(lines[index])
+        j = index - 1 if width else -1  # nothing is less indented than column 0
+        while j >= 0:
             line = lines[j]
-            stripped = line.lstrip()
-            if stripped and stripped[0] not in "#)]}":
-                width = len(line) - len(stripped)
-                while pending and pending[-1][0] > width:
-                    known[pending.pop()[1]] = j
-                pending.append((width, j))
-                if j in known:
-                    j = known[j]
-                    continue
+            if line[:width].strip():  # less indented and not blank
+                if line.lstrip()[0] not in "#)]}":
+                    break
+            elif j in known and line.strip():  # as deep or deeper: its parent is ours or below
+                j = known[j]
+                continue
             j -= 1
-        for _, line_index in pending:
-            known[line_index] = -1
-        return known[index]
+        known[index] = j
+        return j
 
     def _previous_significant(self, index: int) -> int:
         j = index - 1
