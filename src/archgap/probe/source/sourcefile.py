@@ -7,13 +7,14 @@ module only when a piece cannot be cut out cleanly). Shared by ``trace``,
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .files import _MAX_FILE_BYTES, decode_source, read_bytes
 
 _KEYWORD_CONTINUATIONS = ("except", "else", "elif", "finally", "case")
+# Empty lines parsed above a piece instead of renumbering its nodes: see SourceFile.parse_range.
+_BLANK_LINES_PER_PIECE_LINE = 100
 MAX_LINE_CHARS = 240  # a source line quoted in results (a knob, a hit) is cut to this
 
 
@@ -29,7 +30,7 @@ class SourceFile:
         self.lines = text.split("\n")
         self._module: Optional[ast.Module] = None
         self._module_error: Optional[str] = None
-        self._triples: Optional[Tuple[List[int], List[int]]] = None
+        self._quotes = (0, 0, 0)  # (line, its offset, parity of """ and ''' before it)
         self._parents: Dict[int, int] = {}
         self._functions: Dict[int, Optional[Tuple[int, int, Tuple[str, ...]]]] = {}
         self._body_widths: Dict[int, List[int]] = {}
@@ -78,12 +79,16 @@ class SourceFile:
 
     def inside_triple_string(self, index: int) -> bool:
         """Whether line ``index`` (0-based) may start inside a triple-quoted string (odd count of
-        either quote before it). The quotes are found once per file by a C-speed search, so each
-        question is a bisection."""
-        if self._triples is None:
-            self._triples = (_lines_of(self.text, '"""'), _lines_of(self.text, "'''"))
-        double, single = self._triples
-        return bool((bisect.bisect_left(double, index) | bisect.bisect_left(single, index)) & 1)
+        either quote before it). Counted by C-speed searches from the line asked before (hits come
+        in order), so a file costs one pass up to its last question."""
+        line, offset, parity = self._quotes
+        if index < line:
+            line, offset, parity = 0, 0, 0
+        end = offset + sum(map(len, self.lines[line:index])) + (index - line)
+        counts = (self.text.count('"""', offset, end), self.text.count("'''", offset, end))
+        parity ^= (counts[0] & 1) | ((counts[1] & 1) << 1)
+        self._quotes = (index, end, parity)
+        return parity != 0
 
     def parent(self, index: int) -> int:
         """The nearest line above ``index`` that is less indented (-1 for none): the indentation
@@ -334,18 +339,17 @@ class SourceFile:
         """
         if start > 0 and self.inside_triple_string(start):
             return None
-        body = "\n".join(self.lines[start:end])
-        if indented:
-            if start == 0:
-                return None
-            tree, _ = parse("if 1:\n" + body)
-            shift = start - 1
-        else:
-            tree, _ = parse(body)
-            shift = start
+        if indented and start == 0:
+            return None
+        text = ("if 1:\n" if indented else "") + "\n".join(self.lines[start:end])
+        shift = start - 1 if indented else start
+        # Line numbers as in the file. Empty lines above the piece cost the tokenizer about a
+        # hundredth of what renumbering a piece line's nodes costs: a short shift is parsed, a
+        # long one (a piece far down a big file) renumbered, so no piece costs the file above it.
+        if shift <= _BLANK_LINES_PER_PIECE_LINE * (end - start):
+            text, shift = "\n" * shift + text, 0
+        tree, _ = parse(text)
         if tree is not None and shift:
-            # Line numbers as in the file, without parsing `shift` empty lines first (that made
-            # each piece cost the size of the file above it).
             for node in ast.walk(tree):
                 if "lineno" in node._attributes:
                     node.lineno += shift  # type: ignore[attr-defined]
@@ -394,16 +398,3 @@ def parse(text: str) -> Tuple[Optional[ast.Module], str]:
         return None, "does not parse: %s (line %s)" % (exc.msg, exc.lineno)
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return None, "does not parse: %s" % (exc,)
-
-
-def _lines_of(text: str, needle: str) -> List[int]:
-    """0-based line of each occurrence of ``needle`` (counted as ``str.count`` does), ascending."""
-    lines: List[int] = []
-    line = counted = 0
-    position = text.find(needle)
-    while position >= 0:
-        line += text.count("\n", counted, position)
-        counted = position
-        lines.append(line)
-        position = text.find(needle, position + len(needle))
-    return lines
