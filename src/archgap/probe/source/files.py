@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import re
 import stat
 import tokenize
-from typing import Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple, TypeVar
 
 from ..facts import Problem
 from ..forked import in_two_processes
 from ..system import read_regular
+
+T = TypeVar("T")
+Candidates = List[Tuple[str, bytes]]  # (path, bytes) of the files that hold a needle
 
 # Most .py files are far smaller; larger ones are read in further chunks.
 _READ_BUFFER = 1 << 22
@@ -61,43 +65,41 @@ def python_files(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
 
 def candidate_files(
     paths: Iterable[str], needles: Sequence[bytes]
-) -> Tuple[int, List[Tuple[str, bytes]], List[Problem]]:
-    """(.py files scanned, (path, bytes) of those holding a needle, problems) under ``paths``.
+) -> Tuple[int, Candidates, List[Problem]]:
+    """(.py files scanned, (path, bytes) of those holding a needle, problems) under ``paths``."""
+    count, halves, problems = candidate_work(paths, needles, lambda found: found)
+    return count, [item for half in halves for item in half], problems
 
-    With more than one core a forked child walks and reads every other second-level entry and
-    sends back its counts and matches (the parent re-reads those few files): walking and reading
-    are system calls and memory copies, so the two halves run in parallel. Anything unusual
-    falls back to one process.
+
+def candidate_work(
+    paths: Iterable[str], needles: Sequence[bytes], work: Callable[[Candidates], T]
+) -> Tuple[int, List[T], List[Problem]]:
+    """(.py files scanned, ``work`` of the candidates, problems) under ``paths``: the candidates
+    are the (path, bytes) of the files that hold a needle.
+
+    With more than one core a forked child walks and reads every other second-level entry, runs
+    ``work`` on its candidates and sends back its count, problems and result (pickled): walking,
+    reading and the work on what was found run in parallel, each file in one process only. When
+    the child cannot start or fails, its half is done here; with one core, one ``work`` for all.
     """
     units, problems = _work_units(paths)
+
+    def half(part: List[str]) -> Tuple[int, T, List[Problem]]:
+        count, found, half_problems = _walk_and_scan(part, needles, [])
+        return count, work(found), half_problems
+
     if len(units) < 8 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
-        return _walk_and_scan(units, needles, problems)
-
-    def child_half() -> bytes:
-        count, matched, child_problems = _walk_and_scan(units[1::2], needles, [])
-        lines = ["N\t%d" % count] + ["M\t" + path for path, _ in matched]
-        lines += ["P\t%s\t%s" % (p.subject, p.reason) for p in child_problems]
-        return "\n".join(lines).encode("utf-8", "surrogateescape")
-
-    (count, found, problems), sent = in_two_processes(
-        child_half, lambda: _walk_and_scan(units[0::2], needles, problems)
+        count, result, more = half(units)
+        return count, [result], problems + more
+    mine, sent = in_two_processes(
+        lambda: pickle.dumps(half(units[1::2]), pickle.HIGHEST_PROTOCOL),
+        lambda: half(units[0::2]),
     )
-    if sent is None:  # the child failed: do its half here
-        more, more_found, problems = _walk_and_scan(units[1::2], needles, problems)
-        return count + more, found + more_found, problems
-    for line in sent.decode("utf-8", "surrogateescape").split("\n"):
-        kind, _, rest = line.partition("\t")
-        if kind == "N":
-            count += int(rest)
-        elif kind == "M":
-            try:
-                found.append((rest, read_bytes(rest)))
-            except OSError as exc:
-                problems.append(Problem(rest, "cannot read: %s" % (exc.strerror or exc)))
-        elif kind == "P":
-            subject, _, reason = rest.partition("\t")
-            problems.append(Problem(subject, reason))
-    return count, found, problems
+    # The pickle comes from this process's own forked child, through a pipe only they share.
+    theirs: Tuple[int, T, List[Problem]] = (
+        pickle.loads(sent) if sent is not None else half(units[1::2])
+    )
+    return mine[0] + theirs[0], [mine[1], theirs[1]], problems + mine[2] + theirs[2]
 
 
 def _work_units(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:

@@ -12,15 +12,12 @@ import ast
 import gc
 import re
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..facts import Problem
 from ..system import System
-from .files import (
-    candidate_files,
-    line_numbers,
-    module_name,
-)
+from .files import Candidates, candidate_work, line_numbers, module_name
 from .finder import Finder, Found, Guard, Matcher
 from .flow import (
     Frame,
@@ -176,10 +173,35 @@ def trace(name: str, paths: Sequence[str]) -> TraceFacts:
 
 def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
     matcher = Matcher(name)
-    scanned, candidates, problems = candidate_files(paths, [matcher.last.encode("utf-8")])
+    needle = matcher.last.encode("utf-8")
+    scanned, halves, problems = candidate_work(paths, [needle], partial(_occurrences, matcher))
+    occurrences = [o for _, found, _ in halves for o in found]
+    # Each candidate file gives at most one problem: in path order, as one process gave them.
+    problems += sorted((p for _, _, more in halves for p in more), key=lambda p: p.subject)
+    defining = _defining_files(occurrences)
+    order = {path: i for i, path in enumerate(defining)}
+    occurrences.sort(
+        key=lambda o: (o.kind != "write", order.get(o.path, len(order)), o.path, o.line, o.form)
+    )
+    return TraceFacts(
+        name,
+        tuple(paths),
+        scanned,
+        sum(count for count, _, _ in halves),
+        tuple(defining),
+        tuple(occurrences),
+        tuple(problems),
+    )
+
+
+def _occurrences(
+    matcher: Matcher, candidates: Candidates
+) -> Tuple[int, List[Occurrence], List[Problem]]:
+    """(candidates, their occurrences, their problems): the work on one process's candidates."""
     init_cache: Dict[str, bool] = {}
     found: List[Found] = []
     sources: Dict[str, SourceFile] = {}
+    problems: List[Problem] = []
     for path, data in sorted(candidates):
         src, reason = SourceFile.load(path, data)
         if src is None:
@@ -198,21 +220,7 @@ def _trace(name: str, paths: Sequence[str]) -> TraceFacts:
         if error:
             problems.append(Problem(path, error))
         found.extend(finder.found)
-    occurrences = _analyse(found, sources)
-    defining = _defining_files(occurrences)
-    order = {path: i for i, path in enumerate(defining)}
-    occurrences.sort(
-        key=lambda o: (o.kind != "write", order.get(o.path, len(order)), o.path, o.line, o.form)
-    )
-    return TraceFacts(
-        name,
-        tuple(paths),
-        scanned,
-        len(candidates),
-        tuple(defining),
-        tuple(occurrences),
-        tuple(problems),
-    )
+    return len(candidates), _analyse(found, sources), problems
 
 
 def _hit_lines(text: str, word: str) -> List[int]:
