@@ -7,12 +7,15 @@ from the Python grammar, not taken from the scanner's output.
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from archgap.probe.source import files
+from archgap.probe.source.sourcefile import SourceFile
 from archgap.probe.source.trace import Occurrence, trace, valid_name
 
 FORMS = '''
@@ -299,3 +302,60 @@ def test_a_continuation_line_below_a_nested_def(tmp_path: Path) -> None:
     write_module(tmp_path, source)
     facts = trace("probe", [str(tmp_path)])
     assert [(o.line, o.kind, o.function) for o in facts.occurrences] == [(7, "read", "outer")]
+
+
+def test_methods_below_multi_line_class_and_def_headers(tmp_path: Path) -> None:
+    # A line that closes a bracket at a shallower indentation (the `):` of a header spread over
+    # lines, as formatters write long ones) is no statement of its own: the hits below still
+    # belong to their def, and a hit in a method is parsed as one statement of the method.
+    source = textwrap.dedent(
+        """\
+        class Backend(
+            Base,
+            Mixin,
+        ):
+            def __init__(
+                self,
+                device,
+            ) -> None:
+                def probe(
+                    index,
+                ):
+                    return CAP(index)
+
+                if device:
+                    self.cap = CAP(device)
+        """
+    )
+    path = write_module(tmp_path, source)
+    facts = trace("CAP", [str(tmp_path)])
+    # Python names these Backend.__init__.<locals>.probe and Backend.__init__.
+    assert [(o.line, o.kind, o.function) for o in facts.occurrences] == [
+        (12, "read", "Backend.__init__.probe"),
+        (15, "read", "Backend.__init__"),
+    ]
+    src = SourceFile(str(path), source)
+    pieces, error = src.statement_pieces([15])
+    assert error == ""
+    (stmts, scope, def_line), *more = pieces
+    # The `if device:` statement of __init__ (lines 14-15), not the whole class.
+    assert not more and (scope, def_line) == (("Backend", "__init__"), 5)
+    assert [(s.lineno, s.end_lineno) for s in stmts] == [(14, 15)]
+
+
+def test_the_forked_helper_changes_nothing_in_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sixteen packages: the forked helper reads and analyses every other one. The answer (and
+    # the order of its problems) is the one a single process gives, with or without the helper.
+    for index in range(16):
+        (tmp_path / f"p{index:02d}").mkdir()
+        write_module(tmp_path / f"p{index:02d}", f"import os\nFLAG = os.environ.get('F{index}')\n")
+        write_module(tmp_path / f"p{index:02d}", "def use():\n    return FLAG +\n", "bad.py")
+    together = trace("FLAG", [str(tmp_path)])
+    assert len(together.occurrences) == 16 and len(together.problems) == 16
+    assert [p.subject for p in together.problems] == sorted(p.subject for p in together.problems)
+    monkeypatch.setattr(files, "in_two_processes", lambda child, parent: (parent(), None))
+    assert trace("FLAG", [str(tmp_path)]) == together
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert trace("FLAG", [str(tmp_path)]) == together
