@@ -61,7 +61,7 @@ def scan(
         resolve_gpu(name)  # a bad name fails before anything is probed
     if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
-    request = probe_request(DEFAULT_SECTIONS, python)
+    request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
     facts = _run(target, request, timeout, root, env_from, progress)
     env_problem = (facts.get("errors") or {}).get("env_from")
     if env_problem:

@@ -23,3 +23,14 @@ def test_binaries_without_an_environment_read_nothing() -> None:
 def test_unknown_sections_are_refused() -> None:
     with pytest.raises(UnknownSection, match="unknown nope"):
         probe_request(["gpu", "nope"])
+
+
+def test_a_scan_request_plans_where_to_search_deeply() -> None:
+    # A scan names its GPUs (none: the present ones or the default matrix); `probe` and
+    # `fleet --from` documents may be judged against any GPU later, so they carry no plan.
+    request = probe_request(python="/srv/venv/bin/python", judged=["H100"])
+    plan = request["binaries"]["deep_plan"]
+    assert plan["named"] == ["9.0"]
+    assert "sm_90" in plan["native"]["9.0"]
+    assert "deep_plan" not in probe_request(python="/srv/venv/bin/python")["binaries"]
+    assert probe_request(["gpu", "binaries"], judged=[]) == {"gpu": {}, "binaries": {}}

@@ -31,6 +31,7 @@ from archgap.analysis.compat import (
 )
 from archgap.kb import roles
 from archgap.model import BinaryFacts, KernelEntry, PythonEnvironment
+from archgap.probe.deep_plan import kernel_less, runtime_entries
 
 Verdict = Literal["native", "jit", "none", "unknown", "partial", "no-kernels"]
 NATIVE: Final = "native"
@@ -79,32 +80,13 @@ def _isa(text: str | None) -> tuple[int, int] | None:
         return None
 
 
-def runtime_entries(binary: BinaryFacts) -> tuple[KernelEntry, ...]:
-    """Entries the CUDA runtime or the library itself can load on a GPU.
-
-    LTO-IR needs nvJitLink first; a shared object's ``__nv_relfatbin`` is the relocatable copy kept
-    for device linking, not what the runtime launches from.
-    """
-    is_object = binary.format == "archive" or binary.path.endswith(".o")
-    return tuple(
-        e
-        for e in binary.entries
-        if e.kind in ("sass", "ptx") and (is_object or e.section != "__nv_relfatbin")
-    )
-
-
 def has_device_code(binary: BinaryFacts) -> bool:
     return bool(runtime_entries(binary))
 
 
 def _kernel_less(entry: KernelEntry) -> bool:
     """A cubin without any kernel: read (no .text), or a compressed one too small for a kernel."""
-    if entry.kind != "sass":
-        return False
-    if entry.kernels is not None:
-        return not entry.kernels
-    each = entry.uncompressed_size / max(entry.count, 1)  # a summary row adds its entries' sizes
-    return entry.compression != "none" and each <= roles.kernel_less()[1]
+    return kernel_less(entry, roles.kernel_less()[1])
 
 
 def role_of(binary: BinaryFacts) -> tuple[str, str]:

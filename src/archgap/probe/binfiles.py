@@ -17,6 +17,7 @@ import stat
 from dataclasses import replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
 from .facts import BinaryFacts
 from .fatbin import Progress, open_error, read_binaries
@@ -171,13 +172,21 @@ def walk_binaries(
 
 
 def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Probe section "binaries": params {"paths": [...], "deep": bool, "detail": bool}.
+    """Probe section "binaries": params {"paths": [...], "deep": bool, "detail": bool}, and
+    "native_sets" (deep_plan.judged_native_sets: search deeply only where it can matter).
 
     Without ``detail`` (default: with it) entries that differ only in offset and size come as
     one (``probe.summary``)."""
     paths = [str(p) for p in params.get("paths") or []]
     detail = bool(params.get("detail", True))
-    found = walk_binaries(paths, bool(params.get("deep", False)), system.progress)
+    deep = bool(params.get("deep", False))
+    plan = params.get("native_sets")  # (native targets per judged GPU, kernel-less size)
+    if deep and plan is not None:
+        found: Iterable[BinaryFacts] = read_selectively(
+            list(discover(paths)), plan[0], plan[1], system.progress
+        )
+    else:
+        found = walk_binaries(paths, deep, system.progress)
     return [binary_json(facts, detail) for facts in found]
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, Mapping, Tuple
 
+from .deep_plan import judged_native_sets
 from .facts import FACTS_VERSION
 from .system import System
 
@@ -62,6 +63,10 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         deep = bool(binaries.get("deep", True)) if isinstance(binaries, dict) else True
         detail = bool(binaries.get("detail", True)) if isinstance(binaries, dict) else True
         params = {"paths": sorted(paths), "deep": deep, "detail": detail}
+        if deep and isinstance(binaries, dict) and "deep_plan" in binaries:
+            # Deeply only where hidden entries can matter for the GPUs judged (deep_plan.py).
+            gpu = facts["sections"].get("gpu")
+            params["native_sets"] = judged_native_sets(binaries["deep_plan"], gpu)
         _run_section(facts, "binaries", params, system)
     return facts
 

@@ -1,0 +1,137 @@
+"""Which files a scan searches deeply: only those whose listed fatbin leaves a judged GPU open.
+
+A deep read searches every data section of a file for containers and cubins cuobjdump does not
+list; on a torch environment it is most of a scan's time. The verdicts (analysis/verdicts.py)
+count those hidden entries only where the listed fatbin does not decide: a library whose listed
+fatbin holds a kernel cubin that runs natively on every GPU the scan judges gets the same
+verdict, reason, deciding entry and role with or without them. So such a scan reads every file
+plainly first and searches deeply only the files where the hidden entries can matter: no listed
+kernels at all (cuFFT's kernels are all in ``.ldata``), or a judged GPU without native SASS in
+the listed fatbin (then the hidden entries name what else could serve it).
+
+The compatibility rules stay in the analysis: the request carries, for every compute capability
+the scan may judge, the SASS targets that run on it natively (``analysis/deep_plan.py``):
+
+  "native": {"9.0": ["sm_90", "sm_90a"], ...}   every compute capability the scan may judge
+  "named": ["9.0", ...]                          the GPUs named with --gpu/--require
+  "default": ["7.5", ...]                        judged when no GPU is named or present
+  "kernel_less_max_bytes": N                     a compressed cubin this small has no kernel
+
+The GPUs present are the gpu section's, from the same probe run. When one of them has a compute
+capability the plan does not know, every file is searched deeply (the analysis may still identify
+the GPU by its name; the probe cannot).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, FrozenSet, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from .facts import BinaryFacts, KernelEntry
+
+Progress = Callable[[int, int, str], None]  # (files done, files in all, the last one)
+
+
+def runtime_entries(binary: BinaryFacts) -> Tuple[KernelEntry, ...]:
+    """Entries the CUDA runtime or the library itself can load on a GPU.
+
+    LTO-IR needs nvJitLink first; a shared object's ``__nv_relfatbin`` is the relocatable copy
+    kept for device linking, not what the runtime launches from."""
+    is_object = binary.format == "archive" or binary.path.endswith(".o")
+    return tuple(
+        e
+        for e in binary.entries
+        if e.kind in ("sass", "ptx") and (is_object or e.section != "__nv_relfatbin")
+    )
+
+
+def kernel_less(entry: KernelEntry, max_unpacked: int) -> bool:
+    """A cubin without any kernel: read (no .text), or a compressed one of at most
+    ``max_unpacked`` bytes per cubin (too small for a kernel; kb/roles.json)."""
+    if entry.kind != "sass":
+        return False
+    if entry.kernels is not None:
+        return not entry.kernels
+    each = entry.uncompressed_size / max(entry.count, 1)  # a summary row adds its entries' sizes
+    return entry.compression != "none" and each <= max_unpacked
+
+
+def judged_native_sets(plan: Any, gpu_section: Any) -> Optional[Tuple[List[FrozenSet[str]], int]]:
+    """The native SASS targets of each compute capability the scan will judge, and the
+    kernel-less size; None when the plan cannot say (every file is then searched deeply)."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("native"), Mapping):
+        return None
+    native = plan["native"]
+    present: List[str] = []
+    gpus = gpu_section.get("gpus") if isinstance(gpu_section, Mapping) else None
+    for gpu in gpus if isinstance(gpus, list) else ():
+        cc = gpu.get("compute_capability") if isinstance(gpu, Mapping) else None
+        if not isinstance(cc, str) or cc.strip() not in native:
+            return None
+        present.append(cc.strip())
+    judged = list(_strings(plan.get("named"))) + present or list(_strings(plan.get("default")))
+    limit = plan.get("kernel_less_max_bytes")
+    if any(cc not in native for cc in judged) or not isinstance(limit, int):
+        return None
+    return [frozenset(_strings(native[cc])) for cc in judged], limit
+
+
+def _strings(value: Any) -> Sequence[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def needs_deep_search(binary: BinaryFacts, native_sets: List[FrozenSet[str]], limit: int) -> bool:
+    """Whether hidden entries could change what the scan says about ``binary`` (read plainly):
+    unless its listed fatbin has a kernel cubin native to every judged GPU."""
+    listed = {
+        "sm_%d%s" % (e.arch, e.variant)
+        for e in runtime_entries(binary)
+        if e.kind == "sass" and e.listed and not kernel_less(e, limit)
+    }
+    return not listed or not all(listed & runs for runs in native_sets)
+
+
+def read_selectively(
+    found: Sequence[Tuple[str, Optional[BinaryFacts]]],
+    native_sets: List[FrozenSet[str]],
+    limit: int,
+    progress: Optional[Progress] = None,
+) -> Iterator[BinaryFacts]:
+    """Every file of ``found`` (path, None: to read; path, facts: a ready row) read plainly,
+    then those that ``needs_deep_search`` again, deeply (``read_binaries``: with its helper
+    process). ``progress`` counts a file as done once it needs nothing more."""
+    from .fatbin import read_binaries, read_binary
+
+    paths = [path for path, ready in found if ready is None]
+    total = len(paths)
+    plain: List[BinaryFacts] = []
+    again: List[int] = []
+    for i, path in enumerate(paths):
+        plain.append(read_binary(path, False))
+        if needs_deep_search(plain[-1], native_sets, limit):
+            again.append(i)
+        elif progress is not None:
+            progress(i + 1 - len(again), total, path)
+    first = total - len(again)
+
+    def tell(done: int, _total: int, path: str) -> None:
+        if progress is not None:
+            progress(first + done, total, path)
+
+    deep = read_binaries([paths[i] for i in again], True, tell)
+    results = dict(zip(again, deep))
+    at = 0
+    for _, ready in found:
+        if ready is not None:
+            yield ready
+            continue
+        yield results.get(at, plain[at])
+        at += 1
+
+
+__all__ = [
+    "judged_native_sets",
+    "kernel_less",
+    "needs_deep_search",
+    "read_selectively",
+    "runtime_entries",
+]

@@ -1,0 +1,70 @@
+"""`archgap scan` searches data sections only where hidden entries can change its verdicts, and
+says exactly what a scan that searches every file says, locally and through a remote loader.
+
+The environment holds three fixtures of tests/fixtures/cuda/build.sh (what cuobjdump 13.5 lists):
+libmix.so (SASS sm_75, sm_90, sm_90a, sm_100a, sm_103f, sm_120, sm_120a, PTX compute_75,
+compute_100f, compute_120a), libstub.so (one kernel-less sm_75 cubin) and libhidden.so (nothing
+listed; a fatbin with sm_86, sm_110f and compute_89 in .rodata, a bare sm_89 cubin in .data).
+sm_90 runs on an H100 (9.0) and sm_120 on an RTX PRO 6000 (12.0); nothing in libmix.so's listed
+fatbin runs natively on an A10 (8.6: sm_75 is another major).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from archgap.analysis.scan import report_from_facts
+from archgap.api import scan
+from archgap.request import DEFAULT_SECTIONS, probe_request
+from archgap.transport.run import run_probe
+from archgap.transport.target import LOCAL, via_target
+from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv
+
+FILES = ("libmix.so", "libhidden.so", "libstub.so")
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("deepplan")
+    install_fake_distribution(
+        make_venv(base / "venv"), "mixed", "1.0", {f"mixed/{n}": CUDA_BIN / n for n in FILES}
+    )
+    return base / "venv" / "bin" / "python"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "mix_searched"),
+    [
+        (["H100", "RTX PRO 6000"], False),
+        (["A10"], True),
+        ([], True),  # the default matrix: 8.0, 8.6 and 8.9 have no native cubin in libmix.so
+    ],
+)
+def test_the_verdicts_are_those_of_searching_every_file(
+    python: Path, gpus: list[str], mix_searched: bool
+) -> None:
+    report = scan(str(python), gpus)
+    facts = run_probe(LOCAL, probe_request(DEFAULT_SECTIONS, str(python)))
+    assert isinstance(facts, dict)
+    everything = report_from_facts(facts, gpus)
+    assert report.packages == everything.packages
+    assert report.packages  # the package is judged on every GPU
+    searched = {Path(b.path).name: b.deep for b in report.binaries}
+    # The kernel-less stub and the file with nothing listed are always searched.
+    assert searched == {"libmix.so": mix_searched, "libhidden.so": True, "libstub.so": True}
+    hidden = next(b for b in report.binaries if b.path.endswith("libhidden.so"))
+    assert {e.target for e in hidden.entries} >= {"sm_86", "sm_89", "compute_89"}
+
+
+def test_a_remote_probe_plans_the_same_in_its_one_run(python: Path) -> None:
+    # Through the remote loader (the package sent on stdin), as over ssh: one probe run.
+    remote = scan(str(python), ["H100"], target=via_target("env", str(python)))
+    local = scan(str(python), ["H100"])
+    assert remote.packages == local.packages
+    assert {Path(b.path).name: b.deep for b in remote.binaries} == {
+        "libmix.so": False,
+        "libhidden.so": True,
+        "libstub.so": True,
+    }
