@@ -10,6 +10,7 @@ import io
 import json
 import tarfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,13 +38,14 @@ class Hardlink:
     target: str  # a member of the same layer
 
 
-Member = bytes | Symlink | Hardlink | None  # None: a directory
+Member = Path | bytes | Symlink | Hardlink | None  # None: a directory
 
 
 @dataclass
 class Layer:
-    files: dict[str, Member] = field(default_factory=dict)
+    files: Mapping[str, Member] = field(default_factory=dict)
     compression: str = "gzip"  # "gzip", "zstd", "none"
+    raw: bytes | None = None  # the blob as given (a damaged layer, for bad-input tests)
 
 
 @dataclass
@@ -53,7 +55,7 @@ class Image:
     os: str = "linux"
 
 
-def tar_of(files: dict[str, Member]) -> bytes:
+def tar_of(files: Mapping[str, Member]) -> bytes:
     """A layer's tar: members in the order given, as image tools write them (no leading /)."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -70,8 +72,9 @@ def tar_of(files: dict[str, Member]) -> bytes:
                 info.type, info.linkname = tarfile.LNKTYPE, content.target.lstrip("/")
                 tar.addfile(info)
             else:
-                info.size, info.mode = len(content), 0o755
-                tar.addfile(info, io.BytesIO(content))
+                data = content.read_bytes() if isinstance(content, Path) else content
+                info.size, info.mode = len(data), 0o755
+                tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
 
 
@@ -102,6 +105,8 @@ class LayoutWriter:
             tar = tar_of(layer.files)
             diff_ids.append("sha256:" + hashlib.sha256(tar).hexdigest())
             data, suffix = compress(tar, layer.compression)
+            if layer.raw is not None:
+                data = layer.raw
             layers.append(self.blob(data, "application/vnd.oci.image.layer.v1.tar" + suffix))
         config = {
             "architecture": image.architecture,

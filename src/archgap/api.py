@@ -76,10 +76,13 @@ def scan_archives(
     strict: bool = False,
     options: IndexOptions | None = None,
 ) -> ScanReport:
-    """Judge wheels before they are installed: files, directories of them, URLs, requirements
-    resolved from the user's indexes (``options``). The same analysis as ``scan`` over the
-    distributions and native members read from the archives. A target that cannot be read is
+    """Judge wheels and images before they are installed or deployed: wheel files, directories
+    of them, URLs, requirements resolved from the user's indexes (``options``), container images
+    (``oci:DIR[:TAG]``, ``docker-archive:FILE``, ``rootfs:DIR``; ``options.platform`` picks one
+    of a multi-platform image). The same analysis as ``scan`` over the distributions and native
+    members read from them. A target that cannot be read is
     a problem in the report; ``ProbeError`` when none could be read at all."""
+    from archgap.image.read import image_facts
     from archgap.index.targets import IndexOptions, read_targets
     from archgap.probe.archive import archive_facts
 
@@ -89,7 +92,9 @@ def scan_archives(
     if not any(c.distributions for c in contents):
         problems = [f"{p.subject}: {p.reason}" for c in contents for p in c.problems]
         raise ProbeError("; ".join(problems) or "no wheel")
-    return report_from_facts(archive_facts(contents, ""), gpus, driver=driver, strict=strict)
+    facts = archive_facts(contents, "")
+    facts["sections"]["images"] = image_facts(contents)
+    return report_from_facts(facts, gpus, driver=driver, strict=strict)
 
 
 def _run(

@@ -13,8 +13,14 @@ from typing import Any, TypeVar
 from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
 from archgap.analysis.jit import JitFinding, jit_findings
-from archgap.analysis.platform import PlatformFinding, platform_findings
+from archgap.analysis.platform import (
+    PlatformFinding,
+    declared_cpu,
+    image_mismatches,
+    platform_findings,
+)
 from archgap.analysis.verdicts import NONE, PARTIAL, PackageVerdict, group_by_package, verdicts_for
+from archgap.image.facts import ImageFacts
 from archgap.kb.gpus import identify
 from archgap.kb.toolchain import max_ptx_isa_for_driver
 from archgap.model import BinaryFacts, Gpu, GpuFacts, Problem, PythonEnvironment, decode
@@ -40,6 +46,7 @@ class ScanReport:
     driver: str | None = None  # the driver judged against (detected, or --driver)
     driver_source: str = ""
     strict: bool = False  # --strict: 'partial' on a gating GPU is a gap too
+    images: tuple[ImageFacts, ...] = ()  # container images judged (their platform, Python sites)
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
@@ -68,6 +75,7 @@ class ScanReport:
         return (
             self.collection_errors
             + self.environment.problems
+            + image_mismatches(self.images, self.binaries)
             + facts.problems
             + unidentified_gpus(facts)
         )
@@ -170,10 +178,12 @@ def report_from_facts(
         else None
     )
     seconds = (*_probe_seconds(facts), ("analysis", time.perf_counter() - started))
+    images = tuple(decode(ImageFacts, i) for i in (facts.get("sections") or {}).get("images") or ())
+    findings = platform_findings(binaries, targets, facts.get("platform"), declared_cpu(images))
     return ScanReport(
         env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds,
-        platform=platform_findings(binaries, targets, facts.get("platform")),
-        driver=version, driver_source=source if version else "", strict=strict,
+        platform=findings, driver=version, driver_source=source if version else "",
+        strict=strict, images=images,
     )  # fmt: skip
 
 

@@ -246,6 +246,7 @@ def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:
         "jit": report.jit,
         "caches": report.caches,
         "platform": report.platform,
+        "images": report.images,
         "driver": {"version": report.driver, "source": report.driver_source},
         "strict": report.strict,
         "gap": report.has_gap,
@@ -328,21 +329,31 @@ def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
         )
 
 
+def _print_environment(out: Output, report: ScanReport) -> None:
+    """What was judged: the interpreter, or the archives and images (with their Python)."""
+    from rich.markup import escape as e
+
+    env = report.environment
+    source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
+    if env.executable:
+        out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
+        return
+    from archgap.report.scan import environment_label
+
+    head, _, names = environment_label(report).partition(" ")
+    out.print(f"[bold]{head}[/] {e(names)} (not installed; no toolchain or JIT checks)")
+    for image in report.images:
+        for site in image.sites:
+            out.print(f"  Python {site.python_version} {e(site.path)} ({site.kind})")
+
+
 def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
     from rich.markup import escape as e
 
     from archgap.report.scan import library_table, not_counted, package_table
     from archgap.report.table import text_lines
 
-    env = report.environment
-    source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
-    if env.executable:
-        out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
-    else:  # archives, judged before installing them
-        from archgap.report.scan import environment_label
-
-        names = environment_label(env).removeprefix("Archives ")
-        out.print(f"[bold]Archives[/] {e(names)} (not installed; no toolchain or JIT checks)")
+    _print_environment(out, report)
     facts = report.gpu_facts
     if facts.gpus:
         driver = f", driver {facts.driver_version}" if facts.driver_version else ""

@@ -215,6 +215,14 @@ def layer_name(manifest: ImageManifest, index: int) -> str:
     return f"layer {index + 1}/{len(manifest.layers)} ({blob.digest or blob.location})"
 
 
+def layer_problem(what: str, exc: Exception) -> str:
+    """Why a layer could not be read, named by the layer."""
+    if isinstance(exc, ImageError):
+        text = str(exc)
+        return text if text.startswith(what) else f"{what}: {text}"
+    return f"{what}: cannot read: {type(exc).__name__}: {exc}"
+
+
 def apply_layers(source: ImageSource, manifest: ImageManifest) -> tuple[FileTree, list[str]]:
     """Pass one: the final file set, and what went wrong (a layer that could not be read to
     its end: what it would have added or deleted after that point is not known)."""
@@ -226,10 +234,8 @@ def apply_layers(source: ImageSource, manifest: ImageManifest) -> tuple[FileTree
             with layer_tar(source, blob, what) as tar:
                 for member in tar:
                     _apply(tree, member, index)
-        except ImageError as exc:
-            problems.append(str(exc))
-        except _READ_ERRORS as exc:
-            problems.append(f"{what}: cannot read: {type(exc).__name__}: {exc}")
+        except (ImageError, *_READ_ERRORS) as exc:
+            problems.append(layer_problem(what, exc))
     return tree, problems
 
 
@@ -281,10 +287,8 @@ def read_files(
         what = layer_name(manifest, layer)
         try:
             _read_layer(source, manifest.layers[layer], what, members, read, results)
-        except ImageError as exc:
-            reason = str(exc)
-        except _READ_ERRORS as exc:
-            reason = f"{what}: cannot read: {type(exc).__name__}: {exc}"
+        except (ImageError, *_READ_ERRORS) as exc:
+            reason = layer_problem(what, exc)
         else:
             reason = f"{what}: not found in the layer"
         for paths in members.values():

@@ -85,7 +85,7 @@ class OciLayout:
 
     def open_blob(self, blob: Blob) -> IO[bytes]:
         stream = self._open(self._blob_path(blob), f"missing blob {blob.digest}")
-        return verified(stream, blob, f"{self.label}: blob {blob.digest}")
+        return verified(stream, blob, f"blob {blob.digest}")
 
     def manifest(self, platform: Platform | None) -> ImageManifest:
         if not os.path.isdir(self.directory):
@@ -179,7 +179,7 @@ class DockerArchive:
 
     def open_blob(self, blob: Blob) -> IO[bytes]:
         member = self._member(blob.location)
-        return verified(self._stream(member), blob, f"{self.label}: {blob.location}")
+        return verified(self._stream(member), blob, blob.location)
 
     def manifest(self, platform: Platform | None) -> ImageManifest:
         with self._stream(self._member("manifest.json")) as stream:
@@ -202,8 +202,9 @@ class DockerArchive:
 
     def _entry(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         if self.ref:
+            wanted = {self.ref, _docker_name(self.ref)}
             for entry in entries:
-                if self.ref in (entry.get("RepoTags") or []):
+                if wanted & set(entry.get("RepoTags") or []):
                     return entry
             raise ImageError(f"{self.label}: no image tagged {self.ref!r}")
         if len(entries) != 1:
@@ -215,6 +216,14 @@ class DockerArchive:
         if self._tar is not None:
             self._tar.close()
             self._tar = None
+
+
+def _docker_name(ref: str) -> str:
+    """``img:1`` as docker and skopeo write it in RepoTags: ``docker.io/library/img:1``."""
+    first = ref.split("/", 1)[0]
+    if "/" in ref and ("." in first or ":" in first or first == "localhost"):
+        return ref  # names its registry already
+    return "docker.io/" + (ref if "/" in ref else "library/" + ref)
 
 
 def _json_list(data: bytes, label: str) -> list[dict[str, Any]]:

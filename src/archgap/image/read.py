@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import IO, Any
 
+from archgap.image.facts import ImageFacts, PythonSite
 from archgap.image.layers import (
     DIR,
     FILE,
@@ -28,16 +29,10 @@ from archgap.image.layers import (
     read_files,
 )
 from archgap.image.source import ImageError, ImageManifest, ImageSource, Platform
+from archgap.model import to_json
+from archgap.probe import pyenv
 from archgap.probe.archive import WheelContents, read_stream
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
-from archgap.probe.pyenv import (
-    MAX_METADATA_BYTES,
-    MAX_RECORD_BYTES,
-    first_problems,
-    is_native_file,
-    metadata_fields,
-    record_names,
-)
 
 SITE_DIR = re.compile(r"/lib(?:64)?/python(3(?:\.\d+)?)/(?:site|dist)-packages$")
 NO_PYTHON = (
@@ -49,35 +44,17 @@ Fetched = tuple[dict[str, Any], dict[str, str]]
 Fetch = Callable[[dict[str, Entry], Callable[[str, IO[bytes], int], Any]], Fetched]
 
 
-@dataclass(frozen=True)
-class PythonSite:
-    """One site-packages directory of the image."""
-
-    path: str  # the image path: "/opt/venv/lib/python3.12/site-packages"
-    python_version: str  # "3.12" from the directory's name ("3" for Debian's dist-packages)
-    kind: str  # "venv" (pyvenv.cfg), "conda" (conda-meta), "system"
-
-
-@dataclass(frozen=True)
-class ImageFacts:
-    """What the image says about itself (its config) and where its Python is."""
-
-    label: str
-    platform: str  # "linux/amd64" as the config declares it
-    architecture: str  # "amd64"
-    os: str
-    elf_machine: str | None  # "x86-64": the ELF machine its native files should have
-    manifest_digest: str
-    layers: int
-    sites: tuple[PythonSite, ...]
-
-
 class ImageContents(WheelContents):
     """An image's distributions and native files, as a wheel's: the analysis reads both."""
 
     def __init__(self, label: str) -> None:
         super().__init__(label)
         self.image: ImageFacts | None = None
+
+
+def image_facts(contents: Sequence[WheelContents]) -> list[dict[str, Any]]:
+    """The facts of the images among ``contents``, as JSON (the facts' "images" section)."""
+    return [to_json(c.image) for c in contents if isinstance(c, ImageContents) and c.image]
 
 
 def read_image(
@@ -90,8 +67,8 @@ def read_image(
     try:
         manifest = source.manifest(platform)
         _read(source, manifest, found, deep)
-    except ImageError as exc:
-        found.problems.append(Problem(source.label, str(exc)))
+    except ImageError as exc:  # the message names the image; the subject says it already
+        found.problems.append(Problem(source.label, str(exc).removeprefix(source.label + ": ")))
     finally:
         source.close()
     return found
@@ -195,7 +172,7 @@ def _native_files(tree: FileTree, site: str) -> list[tuple[str, Entry]]:
     return [
         (path, entry)
         for path, entry in tree.walk(site)
-        if entry.kind in (FILE, HARDLINK) and is_native_file(path)
+        if entry.kind in (FILE, HARDLINK) and pyenv.is_native_file(path)
     ]
 
 
@@ -203,7 +180,7 @@ def _reader(deep: bool, found: ImageContents) -> Any:
     def read(path: str, stream: IO[bytes], size: int) -> bytes | BinaryFacts:
         name = path.rsplit("/", 1)[-1]
         if name == "METADATA" or name == "RECORD":
-            limit = MAX_METADATA_BYTES if name == "METADATA" else MAX_RECORD_BYTES + 1
+            limit = pyenv.MAX_METADATA_BYTES if name == "METADATA" else pyenv.MAX_RECORD_BYTES + 1
             return stream.read(limit)
         return read_stream(_labelled(found.label, path), stream, size, deep)
 
@@ -219,20 +196,20 @@ def _distribution(
 ) -> set[str]:
     """One distribution from its METADATA and RECORD; the native files its RECORD lists."""
     metadata = results.get(f"{dist_info}/METADATA")
-    name, version = metadata_fields(metadata) if isinstance(metadata, bytes) else ("", "")
+    name, version = pyenv.metadata_fields(metadata) if isinstance(metadata, bytes) else ("", "")
     record = results.get(f"{dist_info}/RECORD")
     subject = _labelled(found.label, dist_info)
     bad: list[str] = []
     names: list[str] = []
     if isinstance(record, bytes):
-        more = len(record) > MAX_RECORD_BYTES
-        names = record_names(record[:MAX_RECORD_BYTES], more, bad)
+        more = len(record) > pyenv.MAX_RECORD_BYTES
+        names = pyenv.record_names(record[: pyenv.MAX_RECORD_BYTES], more, bad)
     else:
         why = failed.get(f"{dist_info}/RECORD", "not in the image")
         found.problems.append(Problem(subject, f"no RECORD: {why}"))
     if bad:
-        found.problems.append(Problem(subject, first_problems(bad)))
-    owned = {posixpath.normpath(posixpath.join(site, n)) for n in names if is_native_file(n)}
+        found.problems.append(Problem(subject, pyenv.first_problems(bad)))
+    owned = {posixpath.normpath(posixpath.join(site, n)) for n in names if pyenv.is_native_file(n)}
     fallback = dist_info.rsplit("/", 1)[-1][: -len(".dist-info")]
     found.distributions.append(
         Distribution(

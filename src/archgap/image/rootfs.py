@@ -16,8 +16,9 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from archgap.image.facts import ImageFacts
 from archgap.image.layers import DIR, FILE, OTHER, SYMLINK, Entry, FileTree
-from archgap.image.read import Fetched, ImageContents, ImageFacts, find_sites, read_tree
+from archgap.image.read import Fetched, ImageContents, find_sites, read_tree
 from archgap.probe.facts import Problem
 
 SKIPPED = frozenset(("/proc", "/sys", "/dev", "/run", "/tmp"))  # nothing of Python lives there

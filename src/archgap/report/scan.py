@@ -11,7 +11,6 @@ from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, m
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verdicts import LibraryVerdict
-    from archgap.model import PythonEnvironment
 
 
 def _gpu_columns(report: ScanReport) -> tuple[Column, ...]:
@@ -122,17 +121,26 @@ def summary(report: ScanReport, elapsed: float) -> str:
         f"archgap scan: {summary_line(report)} · {packages} packages x {len(report.gpus)} GPUs "
         f"({gpus}): {verdicts or 'no CUDA packages'}"
         + (f" · {jit} JIT failure(s)" if jit else "")
-        + f" · {environment_label(report.environment)}"
+        + f" · {environment_label(report)}"
         + f" · {elapsed:.1f} s"
     )
 
 
-def environment_label(env: PythonEnvironment) -> str:
-    """``Python 3.12.3 /path/python``, or for wheels judged before installing, their names."""
+def environment_label(report: ScanReport) -> str:
+    """``Python 3.12.3 /path/python``; for wheels judged before installing, their names; for
+    images, their names and platforms."""
+    env = report.environment
     if env.executable:
         return f"Python {env.python_version} {env.executable}"
-    names = ", ".join(os.path.basename(p.rstrip("/")) for p in env.site_packages)
-    return f"Archives {names}"
+    images = [f"{i.label} ({i.platform})" if i.platform else i.label for i in report.images]
+    inside = tuple(i.label + "/" for i in report.images)
+    wheels = [
+        os.path.basename(p.rstrip("/")) for p in env.site_packages if not p.startswith(inside)
+    ]
+    parts = [("Image " if len(images) == 1 else "Images ") + ", ".join(images)] if images else []
+    if wheels or not images:
+        parts.append("Archives " + ", ".join(wheels))
+    return "; ".join(parts)
 
 
 def markdown(report: ScanReport, libs: bool) -> str:
@@ -147,7 +155,7 @@ def markdown(report: ScanReport, libs: bool) -> str:
         f"- archgap {__version__}",
         f"- Python {esc(env.python_version or '?')} (`{env.executable}`)"
         if env.executable
-        else f"- {esc(environment_label(env))} (not installed)",
+        else f"- {esc(environment_label(report))} (not installed)",
     ]
     if facts.gpus:
         driver = f", driver {facts.driver_version}" if facts.driver_version else ""
