@@ -218,7 +218,9 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
     from archgap.api import scan_archives
 
     if not local or args.python or args.env_from:
-        raise UsageError("wheels are read here: not with --python, --env-from or a remote target")
+        raise UsageError(
+            "wheels and images are read here: not with --python, --env-from or a remote target"
+        )
     return scan_archives(args.archives, named, args.driver, args.strict, index_options(args))
 
 
