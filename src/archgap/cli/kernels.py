@@ -53,10 +53,9 @@ def register(subparsers: Any) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help="files or directories; wheels (.whl, or directories holding them) and container "
-        "images (oci:DIR[:TAG], docker-archive:FILE, docker://REF, rootfs:DIR) are read without "
-        "installing or "
-        "extracting them",
+        help="files or directories; wheels (.whl) and conda packages (.conda, .tar.bz2), or "
+        "directories holding them, and container images (oci:DIR[:TAG], docker-archive:FILE, "
+        "docker://REF, rootfs:DIR) are read without installing or extracting them",
     )
     parser.add_argument(
         "--platform",
@@ -96,6 +95,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+ARCHIVES = (".whl", ".conda", ".tar.bz2")  # index.targets.ARCHIVE_SUFFIXES, not imported here
+
+
 def _read_local(
     paths: Sequence[str],
     deep: bool,
@@ -104,7 +106,6 @@ def _read_local(
     tls_verify: bool = True,
 ) -> list[BinaryFacts]:
     from archgap.image.targets import is_image, read_image_target
-    from archgap.probe.archive import read_wheel, wheel_files
 
     images = [p for p in paths if is_image(p)]
     found = [
@@ -113,16 +114,21 @@ def _read_local(
         for b in _archive_binaries(read_image_target(image, platform, deep, tls_verify))
     ]
     paths = [p for p in paths if p not in images]
-    wheels = wheel_files([p for p in paths if _holds_wheels(p)])
-    found += [b for wheel in wheels for b in _archive_binaries(read_wheel(wheel, deep=deep))]
-    rest = [p for p in paths if not p.endswith(".whl") or not os.path.isfile(p)]
+    holding = [p for p in paths if _holds_archives(p)]
+    if holding:  # the wheel and conda readers (and urllib) are imported only for archives
+        from archgap.index.targets import ARCHIVE_SUFFIXES, read_archive
+        from archgap.probe.archive import wheel_files
+
+        for path in wheel_files(holding, ARCHIVE_SUFFIXES):
+            found.extend(_archive_binaries(read_archive(path, deep=deep)))
+    rest = [p for p in paths if not p.endswith(ARCHIVES) or not os.path.isfile(p)]
     return found + (_read_files(rest, deep, out) if rest else [])
 
 
-def _holds_wheels(path: str) -> bool:
+def _holds_archives(path: str) -> bool:
     if os.path.isdir(path):
-        return any(name.endswith(".whl") for name in os.listdir(path))
-    return path.endswith(".whl") and os.path.isfile(path)
+        return any(name.endswith(ARCHIVES) for name in os.listdir(path))
+    return path.endswith(ARCHIVES) and os.path.isfile(path)
 
 
 def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:

@@ -39,10 +39,10 @@ def register(subparsers: Any) -> None:
         "archives",
         nargs="*",
         metavar="WHEEL",
-        help="judge wheels before installing them: .whl files, directories of wheels, wheel "
-        "URLs, or requirements (sgl-kernel==0.3.21) resolved like pip from your indexes; or "
-        "container images before deploying them: oci:DIR[:TAG], docker-archive:FILE, "
-        "docker://REF, rootfs:DIR (default: the environment of --python)",
+        help="judge wheels and conda packages before installing them: .whl, .conda and .tar.bz2 "
+        "files, directories of them, their URLs, or requirements (sgl-kernel==0.3.21) resolved "
+        "like pip from your indexes; or container images before deploying them: oci:DIR[:TAG], "
+        "docker-archive:FILE, docker://REF, rootfs:DIR (default: the environment of --python)",
     )
     index = add_index_options(parser, "resolving requirements (with WHEEL arguments)")
     deps = index.add_mutually_exclusive_group()

@@ -1,22 +1,25 @@
-"""What `scan TARGET...` is given, read: wheel files, directories of wheels, wheel URLs,
-requirements resolved from the user's indexes, and container images (``image/targets.py``).
-Each target becomes a ``WheelContents``; one that cannot be read is one with only a problem,
-so the others are still judged."""
+"""What `scan TARGET...` is given, read: wheel files, conda packages (.conda, .tar.bz2),
+directories of them, their URLs, requirements resolved from the user's indexes, and container
+images (``image/targets.py``). Each target becomes a ``WheelContents``; one that cannot be read is
+one with only a problem, so the others are still judged."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from archgap.image.targets import is_image, read_image_target
+from archgap.index.conda import CONDA_SUFFIXES, conda_format, read_conda
 from archgap.index.fetch import Fetched, FetchError, open_wheel
 from archgap.index.resolve import IndexFile, ResolveError, indexes, resolve
 from archgap.probe.archive import WheelContents, read_wheel, wheel_files
 from archgap.probe.facts import Problem
 
 URL_SCHEMES = ("http://", "https://", "file:")
+ARCHIVE_SUFFIXES = (".whl", *CONDA_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,11 @@ def read_targets(
             found.append(read_image_target(target, options.platform, True, options.tls_verify))
         elif target.startswith(URL_SCHEMES):
             found.append(_read_url(target, None, fetched))
-        elif os.path.exists(target) or target.endswith(".whl"):
-            wheels = wheel_files([target])
-            if not wheels:
-                found.append(_failed(target, "no .whl file in this directory"))
-            found.extend(read_wheel(path) for path in wheels)
+        elif os.path.exists(target) or target.endswith(ARCHIVE_SUFFIXES):
+            archives = wheel_files([target], ARCHIVE_SUFFIXES)
+            if not archives:
+                found.append(_failed(target, "no .whl, .conda or .tar.bz2 file in this directory"))
+            found.extend(read_archive(path) for path in archives)
         elif options.deps:  # resolved together, as one pip install
             requirements.append(target)
         else:
@@ -55,6 +58,13 @@ def read_targets(
     if requirements:
         found.extend(_read_set(requirements, options, fetched))
     return found, fetched
+
+
+def read_archive(path: str, deep: bool = True) -> WheelContents:
+    """A local wheel or conda package, by its name."""
+    if conda_format(path):
+        return read_conda(path, deep=deep)
+    return read_wheel(path, deep=deep)
 
 
 def _failed(target: str, reason: str) -> WheelContents:
@@ -70,6 +80,8 @@ def _read_url(url: str, sha256: str | None, fetched: list[Fetched]) -> WheelCont
         return _failed(url, str(exc))
     fetched.append(how)
     with contextlib.closing(handle):
+        if conda_format(urllib.parse.urlsplit(url).path):
+            return read_conda(url, handle)
         return read_wheel(url, handle)
 
 

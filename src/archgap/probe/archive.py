@@ -37,7 +37,8 @@ MAX_MEMBERS = 1 << 20  # entries of a zip's central directory looked at
 
 
 class WheelContents:
-    """What one wheel holds: its distribution, native members read, and problems."""
+    """What one archive (a wheel, a conda package) holds: its distribution, the native members
+    read, and problems."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -173,15 +174,16 @@ def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytearray:
     return data
 
 
-def wheel_files(paths: List[str]) -> List[str]:
-    """The wheels named: ``.whl`` files, and the ``.whl`` files directly in directories."""
+def wheel_files(paths: List[str], suffixes: Tuple[str, ...] = (".whl",)) -> List[str]:
+    """The archives named: files, and the files directly in directories whose names end with
+    one of ``suffixes`` (wheels; with ``.conda``/``.tar.bz2``, conda packages too)."""
     found: List[str] = []
     for path in paths:
         if os.path.isdir(path):
             found.extend(
                 os.path.join(path, name)
                 for name in sorted(os.listdir(path))
-                if name.endswith(".whl") and os.path.isfile(os.path.join(path, name))
+                if name.endswith(suffixes) and os.path.isfile(os.path.join(path, name))
             )
         else:
             found.append(path)

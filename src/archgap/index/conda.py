@@ -1,0 +1,202 @@
+"""Conda packages read as they are, without installing or extracting them.
+
+Two formats (conda's package specification):
+- ``NAME-VERSION-BUILD.tar.bz2``: one bzip2-compressed tar holding ``info/`` and the files;
+- ``NAME-VERSION-BUILD.conda``: a zip (members stored) of ``metadata.json``,
+  ``info-NAME-VERSION-BUILD.tar.zst`` (the ``info/`` directory) and ``pkg-….tar.zst`` (the files),
+  each a zstd-compressed tar.
+
+The package is identified by ``info/index.json`` (name, version, build, subdir) and owns the files
+``info/paths.json`` lists (else ``info/files``). Tars are read in stream mode, one member at a
+time: native members (shared libraries, archives, cubins, fatbins, by name, anywhere: ``lib/``,
+``targets/*/lib``, site-packages) go to the wheels' member reader (``archive.read_stream``), so a
+conda package gives the same contents as a wheel and is judged by the same analysis. Nothing is
+written to disk.
+
+zstd: the ``zstandard`` module (``pip install 'archgap[zstd]'``, as for zstd image layers). It is
+imported only to read ``.conda`` files; without it, a ``.conda`` is a problem naming the module,
+and ``.tar.bz2`` still reads (bz2 is in the standard library).
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from types import ModuleType
+from typing import IO, Any
+
+from archgap.probe.archive import WheelContents, read_stream
+from archgap.probe.facts import BinaryFacts, Distribution, Problem
+from archgap.probe.pyenv import is_native_file
+
+CONDA_SUFFIXES = (".conda", ".tar.bz2")
+INFO_FILES = ("info/index.json", "info/paths.json", "info/files")
+MAX_INFO_BYTES = 64 << 20  # paths.json of the largest CUDA packages is a few MB
+
+
+def conda_format(name: str) -> str | None:
+    """ ".conda" or ".tar.bz2" for a conda package's file name (or URL path), else None."""
+    return next((s for s in CONDA_SUFFIXES if name.endswith(s)), None)
+
+
+class _Package:
+    """What the tars of one package held: its info files and the native members read."""
+
+    def __init__(self, label: str, deep: bool) -> None:
+        self.label = label
+        self.deep = deep
+        self.info: dict[str, bytes] = {}
+        self.binaries: list[BinaryFacts] = []
+
+    def take(self, tar: tarfile.TarFile) -> None:
+        """Every member of a tar opened in stream mode, in the order they come."""
+        for member in _members(tar):
+            name = member.name[2:] if member.name.startswith("./") else member.name
+            if name in INFO_FILES and member.isfile():
+                self.info[name] = _read_info(tar, member)
+            elif member.isfile() and not name.startswith("info/") and is_native_file(name):
+                self.binaries.append(self._native(tar, member, name))
+
+    def _native(self, tar: tarfile.TarFile, member: tarfile.TarInfo, name: str) -> BinaryFacts:
+        path = self.label.rstrip("/") + "/" + name
+        stream = tar.extractfile(member)
+        if stream is None:  # not a regular file after all
+            return BinaryFacts(path, member.size, "other", (), self.deep)
+        try:
+            with stream:
+                return read_stream(path, stream, member.size, self.deep)
+        except (tarfile.TarError, OSError, EOFError, ValueError, RuntimeError) as exc:
+            return BinaryFacts(path, member.size, "unreadable", (), self.deep, _why(exc))
+
+
+def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    member = tar.next()
+    while member is not None:
+        yield member
+        member = tar.next()
+
+
+def _read_info(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    stream = tar.extractfile(member)
+    if stream is None:
+        return b""
+    with stream:
+        return stream.read(MAX_INFO_BYTES)
+
+
+def _why(exc: BaseException) -> str:
+    return f"corrupt member: {type(exc).__name__}: {exc}"
+
+
+def read_conda(label: str, fileobj: IO[bytes] | None = None, deep: bool = True) -> WheelContents:
+    """The distribution and the device code of the conda package at ``label`` (a path), or read
+    from ``fileobj`` (``.conda``: any seekable file; ``.tar.bz2``: any readable one) named
+    ``label``. Never raises: what could not be read is a problem."""
+    found = WheelContents(label)
+    package = _Package(label, deep)
+    kind = conda_format(label.split("?")[0].split("#")[0])
+    source: Any = fileobj if fileobj is not None else label
+    try:
+        if kind == ".conda":
+            _read_dot_conda(source, package, found)
+        else:
+            with tarfile.open(
+                name=None if fileobj is not None else label, fileobj=fileobj, mode="r|bz2"
+            ) as tar:
+                package.take(tar)
+    except (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        found.problems.append(Problem(label, f"not a readable conda package: {exc}"))
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
+        found.problems.append(Problem(label, f"cannot read: {type(exc).__name__}: {exc}"))
+    found.binaries.extend(package.binaries)
+    _identify(package, found)
+    return found
+
+
+def _zstd() -> ModuleType | None:
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+def _read_dot_conda(source: Any, package: _Package, found: WheelContents) -> None:
+    """info-*.tar.zst first (the package's identity), then pkg-*.tar.zst (its files)."""
+    zstd = _zstd()
+    if zstd is None:
+        found.problems.append(
+            Problem(
+                found.label,
+                "reading .conda needs the zstandard module: pip install 'archgap[zstd]'",
+            )
+        )
+        return
+    with zipfile.ZipFile(source) as zf:
+        names = [i.filename for i in zf.infolist()]
+        tars = [n for prefix in ("info-", "pkg-") for n in names if _is_part(n, prefix)]
+        if not any(n.startswith("info-") for n in tars):
+            found.problems.append(Problem(found.label, "no info-*.tar.zst: not a .conda package"))
+        for name in tars:
+            try:
+                with (
+                    zf.open(name) as raw,
+                    zstd.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream,
+                    tarfile.open(fileobj=stream, mode="r|") as tar,
+                ):
+                    package.take(tar)
+            except zstd.ZstdError as exc:
+                found.problems.append(Problem(found.label, f"{name}: zstd: {exc}"))
+
+
+def _is_part(name: str, prefix: str) -> bool:
+    return name.startswith(prefix) and name.endswith(".tar.zst") and "/" not in name
+
+
+def _identify(package: _Package, found: WheelContents) -> None:
+    """The distribution from info/index.json; owned natives from info/paths.json or info/files."""
+    index = _json(package.info.get("info/index.json"))
+    if not isinstance(index, dict) or not index.get("name"):
+        if not found.problems:
+            found.problems.append(
+                Problem(found.label, "no readable info/index.json: not a conda package")
+            )
+        return
+    listed = _listed(package.info)
+    if listed is None:
+        found.problems.append(Problem(found.label, "no info/paths.json or info/files"))
+        listed = set()
+    prefix = found.label.rstrip("/") + "/"
+    native = [b.path for b in package.binaries]
+    owned = sorted(p for p in native if p[len(prefix) :] in listed)
+    found.unowned.extend(p for p in native if p[len(prefix) :] not in listed)
+    found.distributions.append(
+        Distribution(
+            str(index["name"]), str(index.get("version", "")), prefix + "info", tuple(owned)
+        )
+    )
+
+
+def _json(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError:
+        return None
+
+
+def _listed(info: dict[str, bytes]) -> set[str] | None:
+    """The package's own file list: paths.json's ``_path`` entries, else the lines of files."""
+    paths = _json(info.get("info/paths.json"))
+    if isinstance(paths, dict) and isinstance(paths.get("paths"), list):
+        return {str(p.get("_path")) for p in paths["paths"] if isinstance(p, dict)}
+    if "info/files" in info:
+        lines = info["info/files"].decode("utf-8", "replace").splitlines()
+        return {line.strip() for line in lines if line.strip()}
+    return None
+
+
+__all__ = ["CONDA_SUFFIXES", "conda_format", "read_conda"]
