@@ -182,7 +182,7 @@ def test_corrupt_and_foreign_packages_are_reasons(
     cut_conda.write_bytes(packages[".conda"].read_bytes()[:4096])
     cut_bz2 = tmp_path / "cut-1.0-0.tar.bz2"
     data = packages[".tar.bz2"].read_bytes()
-    cut_bz2.write_bytes(data[: len(data) // 2])
+    cut_bz2.write_bytes(data[:-1000])  # inside bzip2's last 900 kB block: info/ comes before
     foreign = tmp_path / "foreign-1.0-0.tar.bz2"  # a bz2 tar, but not a conda package
     shutil.make_archive(str(tmp_path / "foreign-1.0-0"), "bztar", BIN.parent, "k.cu")
     empty = tmp_path / "empty-1.0-0.conda"
@@ -196,8 +196,9 @@ def test_corrupt_and_foreign_packages_are_reasons(
     assert "not a readable conda package: File is not a zip file" in reasons[cut_conda.name]
     assert "no readable info/index.json: not a conda package" in reasons[foreign.name]
     assert "no info-*.tar.zst: not a .conda package" in reasons[empty.name]
-    # cut in the middle: what came before the cut is read (info/ comes first in the stream),
-    # the member the cut falls in is an unreadable row, the package has a problem
+    # cut near the end: what came before the cut is read (info/ comes first in the stream, as
+    # conda-package-handling writes it), the member the cut falls in is an unreadable row, and
+    # the package has a problem
     contents = read_conda(str(cut_bz2))
     assert [d.name for d in contents.distributions] == [NAME]
     assert "unexpected end of data" in contents.problems[0].reason

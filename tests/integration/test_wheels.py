@@ -19,6 +19,7 @@ import pytest
 from archgap.analysis.verdicts import Verdict
 from archgap.api import scan, scan_archives
 from archgap.probe.archive import read_wheel
+from archgap.probe.facts import KernelEntry
 from archgap.probe.fatbin import read_binary
 from tests.helpers import DATA, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
@@ -195,3 +196,42 @@ def test_summary_and_markdown_name_the_wheels_not_a_python() -> None:
     markdown = run_cli("scan", str(RUNTIME), "--gpu", "12.0", "--format", "markdown")
     assert "- Archives nvidia\\_cuda\\_runtime-13.0.96" in markdown.stdout
     assert "(not installed)" in markdown.stdout
+
+
+def spilled_members(
+    path: str, in_memory_max: int, spill_dir: str, file_size_limit: int = 0
+) -> list[tuple[str, str, int, tuple[KernelEntry, ...], str | None, str | None]]:
+    """The wheel's members read with members over ``in_memory_max`` spilled to ``spill_dir``
+    (in a spawned child: the module's limits and the process's file size limit are its own)."""
+    import resource
+    import signal
+
+    from archgap.probe import archive
+
+    archive.IN_MEMORY_MAX = in_memory_max
+    archive.SPILL_DIR = spill_dir
+    if file_size_limit:  # writes past it fail with EFBIG, as a full disk fails them with ENOSPC
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+    contents = archive.read_wheel(path)
+    return [(b.path, b.format, b.size, b.entries, b.error, b.machine) for b in contents.binaries]
+
+
+def test_a_member_over_the_memory_bound_spills_and_reads_alike(tmp_path: Path) -> None:
+    """With the bound at 64 KiB, libcudadevrt.a (1 MiB) and libcudart.so.13 (0.7 MiB) are
+    decompressed into an unnamed temporary file and read through mmap: the same rows as read
+    in memory; the spill directory holds nothing afterwards (and never a name: O_TMPFILE)."""
+    assert RUNTIME is not None
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    in_memory = in_child(spilled_members, str(RUNTIME), 1 << 30, str(spill))
+    spilled = in_child(spilled_members, str(RUNTIME), 64 << 10, str(spill))
+    assert spilled == in_memory
+    assert sum(len(row[3]) for row in spilled) > 0  # libcudadevrt.a's entries, compared
+    assert list(spill.iterdir()) == []
+    # no place to spill, or a write that fails: the member is unreadable with the reason
+    missing = in_child(spilled_members, str(RUNTIME), 64 << 10, str(tmp_path / "absent"))
+    assert all(r[1] == "unreadable" and "cannot spill" in (r[4] or "") for r in missing)
+    full = in_child(spilled_members, str(RUNTIME), 64 << 10, str(spill), 256 << 10)
+    assert all(r[1] == "unreadable" and "cannot spill" in (r[4] or "") for r in full), full
+    assert "File too large" in (full[0][4] or "")

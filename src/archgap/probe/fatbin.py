@@ -62,11 +62,18 @@ def read_binary(path: str, deep: bool = False) -> BinaryFacts:
     except OSError as exc:
         return BinaryFacts(path, 0, "unreadable", (), deep, open_error(path, exc))
     try:
+        return read_open_file(path, fd, deep)
+    finally:
+        os.close(fd)
+
+
+def read_open_file(path: str, fd: int, deep: bool = False) -> BinaryFacts:
+    """The device code in the file open as ``fd`` (an archive's member spilled to an unnamed
+    temporary file), named ``path`` in the result. Never raises."""
+    try:
         return _read_open_file(path, fd, deep)
     except Exception as exc:  # a reader bug or an odd file must not end a scan
         return BinaryFacts(path, 0, "unreadable", (), deep, "%s: %s" % (type(exc).__name__, exc))
-    finally:
-        os.close(fd)
 
 
 def read_cubin_at(path: str, offset: int) -> BinaryFacts:
@@ -302,4 +309,5 @@ __all__ = [
     "read_binary",
     "read_bytes",
     "read_cubin_at",
+    "read_open_file",
 ]
