@@ -14,9 +14,12 @@ analysis must judge the package as the rules below say.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import json
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import pytest
 
 from archgap.api import scan_archives
 from archgap.index.conda import read_conda
+from archgap.index.targets import read_targets
 from archgap.probe.fatbin import read_binary
 from tests.helpers import DATA, FIXTURES, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
@@ -234,3 +238,31 @@ def test_nothing_is_written_next_to_the_package(packages: dict[str, Path], tmp_p
     for path in packages.values():
         read_conda(str(tmp_path / path.name))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_urls_of_conda_packages_read_like_the_files(
+    packages: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """file: URLs, and http:// from Python's http.server (no range support: downloaded once into
+    the cache, then read): the same members and entries as the local files."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    for path in packages.values():
+        shutil.copy(path, tmp_path / path.name)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for suffix, path in packages.items():
+            local = read_conda(str(path))
+            http_url = f"http://127.0.0.1:{server.server_address[1]}/{path.name}"
+            contents, fetched = read_targets([path.as_uri(), http_url])
+            assert [f.ranged for f in fetched] == [False, False]
+            for read in contents:
+                assert read.problems == [], suffix
+                assert [d.name for d in read.distributions] == [NAME]
+                assert [(b.path[len(read.label) :], b.entries) for b in read.binaries] == [
+                    (b.path[len(str(path)) :], b.entries) for b in local.binaries
+                ]
+    finally:
+        server.shutdown()
+        server.server_close()
