@@ -16,9 +16,11 @@ from collections.abc import Sequence
 
 from archgap import __version__
 from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python, redact_output
+from archgap.cli.options import add_command
 
 # Each name is a module archgap.cli.<name> (a dash in the name is an underscore in the module)
-# with register(subparsers) and run(args, out) -> int.
+# that declares HELP, DESCRIPTION and OPTIONS (see cli.options.add_command) and has
+# run(args, out) -> int.
 COMMANDS = (
     "scan",
     "versions",
@@ -47,7 +49,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     named = next((a for a in argv if not a.startswith("-")), None)
     for name in (named,) if named in COMMANDS else COMMANDS:
-        importlib.import_module(f"archgap.cli.{name.replace('-', '_')}").register(subparsers)
+        module = importlib.import_module(f"archgap.cli.{name.replace('-', '_')}")
+        add_command(subparsers, name, module)
     for command in subparsers.choices.values():
         command.set_defaults(command_parser=command)
         add_common_options(command)

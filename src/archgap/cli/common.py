@@ -15,8 +15,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archgap.cli.options import SUMMARY_FORMATS as SUMMARY_FORMATS
+from archgap.cli.options import TABLE_FORMATS as TABLE_FORMATS
+from archgap.cli.options import add_environment_options as add_environment_options
+from archgap.cli.options import add_json_option as add_json_option
+from archgap.cli.options import add_target_options as add_target_options
+from archgap.cli.options import add_timeout_options as add_timeout_options
 from archgap.report.table import VERDICT_STYLE as VERDICT_STYLE
-from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
+from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,61 +36,6 @@ EXIT_ERROR = 2
 
 class UsageError(Exception):
     """A bad argument: reported on one line, exit code 2."""
-
-
-TABLE_FORMATS = ("text", "json", "markdown", "csv")
-# scan and fleet also have a one-line summary (dashboards, chat notifications, a CI job's title).
-SUMMARY_FORMATS = (*TABLE_FORMATS, "summary")
-
-
-def add_json_option(
-    parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")
-) -> None:
-    """``--format`` (text by default) and ``--json``, the alias of ``--format json``."""
-    parser.add_argument(
-        "--format",
-        choices=formats,
-        default="text",
-        help="output format (default text; json follows a versioned schema)",
-    )
-    parser.add_argument(
-        "--json",
-        dest="format",
-        action="store_const",
-        const="json",
-        help="print one JSON document (versioned schema): --format json",
-    )
-
-
-def _boolean(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false", "1", "0", "yes", "no"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-    return value in ("true", "1", "yes")
-
-
-def add_tls_verify_option(parser: argparse.ArgumentParser) -> None:
-    """``--tls-verify=false``, skopeo's flag: a docker:// registry without a verified
-    certificate, or over plain HTTP (a loopback registry always may)."""
-    parser.add_argument(
-        "--tls-verify",
-        type=_boolean,
-        default=True,
-        metavar="BOOL",
-        help="docker:// images: require HTTPS with a verified certificate (default true; "
-        "false also allows plain HTTP, as skopeo's flag; loopback registries always may)",
-    )
-
-
-def add_environment_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="inspect the environment of this interpreter (default: the active VIRTUAL_ENV or "
-        "CONDA_PREFIX, else python3 on PATH; on a remote target python3 there)",
-    )
-    # A recorded system tree instead of / (tests and offline analysis of a captured machine).
-    parser.add_argument("--root", default="/", help=argparse.SUPPRESS)
 
 
 def default_python(environ: dict[str, str] | None = None) -> tuple[str | None, str]:
@@ -274,57 +225,6 @@ def _progress_bar(auto_refresh: bool) -> Any:
     )
     return Progress(
         *columns, console=Console(stderr=True), transient=True, auto_refresh=auto_refresh
-    )
-
-
-def add_target_options(
-    parser: argparse.ArgumentParser, *, timeout_default: float = DEFAULT_TIMEOUT
-) -> None:
-    """``--host/--container/--pod/--via`` (one at most), ``--connect-timeout`` and ``--timeout``:
-    where the probe runs (default: this machine, in-process)."""
-    group = parser.add_argument_group("where to look (default: this machine)")
-    where = group.add_mutually_exclusive_group()
-    where.add_argument(
-        "--host",
-        metavar="[USER@]HOST[:PORT]",
-        help="probe over ssh (your ~/.ssh/config, agent and known_hosts apply; BatchMode)",
-    )
-    where.add_argument(
-        "--container", metavar="NAME", help="probe inside a container (docker/podman exec -i)"
-    )
-    where.add_argument(
-        "--pod",
-        metavar="[NS/]POD[:CONTAINER]",
-        help="probe inside a Kubernetes pod (kubectl exec -i)",
-    )
-    where.add_argument(
-        "--via",
-        metavar="'CMD ...'",
-        help="probe through any command prefix that starts a program there with stdin/stdout",
-    )
-    group.add_argument("--container-engine", choices=("docker", "podman"), help=argparse.SUPPRESS)
-    add_timeout_options(group, timeout_default=timeout_default)
-
-
-def add_timeout_options(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    *,
-    timeout_default: float = DEFAULT_TIMEOUT,
-) -> None:
-    """``--connect-timeout`` (ssh) and ``--timeout`` (total, per target)."""
-    parser.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=DEFAULT_CONNECT_TIMEOUT,
-        metavar="S",
-        help="ssh connect timeout in seconds (default %(default)g)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=timeout_default,
-        metavar="S",
-        help="total time limit per target in seconds (default %(default)g)",
     )
 
 

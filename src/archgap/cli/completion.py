@@ -10,23 +10,20 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import EXIT_OK, Output
 
 # Options whose value is a file or directory (completed as paths); others complete nothing.
 PATH_OPTIONS = ("--python", "--hostfile", "--from", "--html", "--env-from", "--path", "--root")
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "completion",
-        help="print a bash or zsh completion script",
-        description='Print a completion script: eval "$(archgap completion bash)" in ~/.bashrc, '
-        'or eval "$(archgap completion zsh)" in ~/.zshrc after compinit.',
-    )
-    parser.add_argument("shell", choices=("bash", "zsh"))
-    parser.set_defaults(run=run)
+HELP = "print a bash or zsh completion script"
+DESCRIPTION = (
+    'Print a completion script: eval "$(archgap completion bash)" in ~/.bashrc, or eval '
+    '"$(archgap completion zsh)" in ~/.zshrc after compinit.'
+)
+OPTIONS = (opt.option("shell", choices=("bash", "zsh")),)
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

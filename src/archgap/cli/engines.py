@@ -12,6 +12,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
+from archgap.cli import options as opt
 from archgap.cli.common import UsageError
 
 if TYPE_CHECKING:
@@ -19,36 +20,35 @@ if TYPE_CHECKING:
     from archgap.report.health import Health
 
 
-def add_scan_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("cluster engines")
-    group.add_argument(
-        "--health",
-        action="store_true",
-        help="print one line, OK or 'archgap: CODE: PACKAGE VERSION on GPU: WHY' (Slurm "
-        "HealthCheckProgram, Prolog, NHC); exit 0 OK, 1 a gap, 2 could not judge",
-    )
-    group.add_argument(
-        "--drain",
-        action="store_true",
-        help="with --health under Slurm: drain this node (SLURMD_NODENAME) with that line as the "
-        "reason on a gap; resume it when OK and archgap drained it",
-    )
-    add_prometheus_option(group)
-    group.add_argument(
-        "--nfd",
-        metavar="FILE",
-        help="also write a Node Feature Discovery feature file (key=value labels), e.g. "
-        "/etc/kubernetes/node-feature-discovery/features.d/archgap",
-    )
-
-
-def add_prometheus_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    parser.add_argument(
-        "--prometheus",
-        metavar="FILE",
-        help="also write metrics in node_exporter's textfile format, atomically "
-        "(e.g. /var/lib/node_exporter/textfile/archgap.prom)",
-    )
+PROMETHEUS = opt.option(
+    "--prometheus",
+    metavar="FILE",
+    help="also write metrics in node_exporter's textfile format, atomically "
+    "(e.g. /var/lib/node_exporter/textfile/archgap.prom)",
+)
+# scan's options for the engines that run cluster nodes.
+CLUSTER_ENGINES = opt.Group(
+    (
+        opt.flag(
+            "--health",
+            "print one line, OK or 'archgap: CODE: PACKAGE VERSION on GPU: WHY' (Slurm "
+            "HealthCheckProgram, Prolog, NHC); exit 0 OK, 1 a gap, 2 could not judge",
+        ),
+        opt.flag(
+            "--drain",
+            "with --health under Slurm: drain this node (SLURMD_NODENAME) with that line as the "
+            "reason on a gap; resume it when OK and archgap drained it",
+        ),
+        PROMETHEUS,
+        opt.option(
+            "--nfd",
+            metavar="FILE",
+            help="also write a Node Feature Discovery feature file (key=value labels), e.g. "
+            "/etc/kubernetes/node-feature-discovery/features.d/archgap",
+        ),
+    ),
+    title="cluster engines",
+)
 
 
 def check_scan_options(args: argparse.Namespace) -> None:

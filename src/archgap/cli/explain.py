@@ -20,14 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
     Output,
     UsageError,
-    add_environment_options,
-    add_json_option,
-    add_target_options,
     probe_facts,
     target_from_args,
 )
@@ -90,31 +88,24 @@ def read_log(stream: BinaryIO) -> LogInput:
     )
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "explain",
-        help="explain a crash log: the chain of causes and the fixes",
-        description="Read an error log (file, '-' for stdin, or --message) and explain the "
-        "architecture-gap error in it, confirmed on an environment when one is given.",
-    )
-    parser.add_argument("logfile", nargs="?", help="log file, or - for stdin")
-    parser.add_argument("--message", metavar="TEXT", help="a bare error message instead of a log")
-    parser.add_argument(
-        "--gpu", action="append", default=[], metavar="GPU", help="the GPU of the crashed host"
-    )
-    parser.add_argument(
-        "--env-from",
-        metavar="PID|FILE",
-        help="the service's environment on the examined host: a process id (/proc/PID/environ), "
-        "an env file (KEY=VALUE lines) or `docker inspect` JSON",
-    )
-    parser.add_argument(
-        "--log-only", action="store_true", help="do not examine any environment; the log alone"
-    )
-    add_environment_options(parser)
-    add_json_option(parser)
-    add_target_options(parser)
-    parser.set_defaults(run=run)
+HELP = "explain a crash log: the chain of causes and the fixes"
+DESCRIPTION = (
+    "Read an error log (file, '-' for stdin, or --message) and explain the architecture-gap error "
+    "in it, confirmed on an environment when one is given."
+)
+OPTIONS = (
+    opt.option("logfile", nargs="?", help="log file, or - for stdin"),
+    opt.option("--message", metavar="TEXT", help="a bare error message instead of a log"),
+    opt.gpu_option("the GPU of the crashed host"),
+    opt.env_from_option(
+        "the service's environment on the examined host: a process id (/proc/PID/environ), an env "
+        "file (KEY=VALUE lines) or `docker inspect` JSON"
+    ),
+    opt.flag("--log-only", "do not examine any environment; the log alone"),
+    opt.ENVIRONMENT,
+    opt.output(),
+    opt.TARGET,
+)
 
 
 def _read_input(args: argparse.Namespace) -> tuple[LogInput, str]:

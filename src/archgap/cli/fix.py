@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
     Output,
     UsageError,
-    add_environment_options,
-    add_json_option,
-    add_target_options,
     emit_text,
     target_from_args,
 )
@@ -31,35 +29,33 @@ if TYPE_CHECKING:
 EXIT_REFUSED = 3
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "fix",
-        help="show the fixes scan proposes as exact changes; --apply makes them, --undo reverts",
-        description="Plan (default), apply (--apply), verify and undo (--undo) the fixes for the "
-        "JIT gaps scan finds, on the target. Exit: 0 no gap / confirmed / undone, 1 gap planned "
-        "or not confirmed, 2 usage or probe error, 3 refused (nothing changed).",
-    )
-    add_environment_options(parser)
-    parser.add_argument("--gpu", action="append", default=[], metavar="GPU", help="as in scan")
-    parser.add_argument("--env-from", metavar="PID|FILE", help="the service's environment")
-    parser.add_argument("--apply", action="store_true", help="make the changes (default: show)")
-    parser.add_argument(
+HELP = "show the fixes scan proposes as exact changes; --apply makes them, --undo reverts"
+DESCRIPTION = (
+    "Plan (default), apply (--apply), verify and undo (--undo) the fixes for the JIT gaps scan "
+    "finds, on the target. Exit: 0 no gap / confirmed / undone, 1 gap planned or not confirmed, "
+    "2 usage or probe error, 3 refused (nothing changed)."
+)
+OPTIONS = (
+    opt.ENVIRONMENT,
+    opt.gpu_option("as in scan"),
+    opt.env_from_option("the service's environment"),
+    opt.flag("--apply", "make the changes (default: show)"),
+    opt.option(
         "--only",
         choices=("env", "toolkit", "upgrade", "patch"),
         help="apply only this kind; upgrade and patch are applied only when named here",
-    )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--env-file", metavar="FILE", help="write variables to this env file")
-    where.add_argument("--systemd", metavar="UNIT", help="write variables to a drop-in of UNIT")
-    parser.add_argument("--systemd-dir", default="/etc/systemd/system", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--undo", action="store_true", help="revert archgap's changes, newest first"
-    )
-    parser.add_argument("--force", action="store_true", help="--undo over files edited since")
-    parser.add_argument("--state-dir", help=argparse.SUPPRESS)  # default: the target user's
-    add_json_option(parser)
-    add_target_options(parser)
-    parser.set_defaults(run=run)
+    ),
+    opt.one_of(
+        opt.option("--env-file", metavar="FILE", help="write variables to this env file"),
+        opt.option("--systemd", metavar="UNIT", help="write variables to a drop-in of UNIT"),
+    ),
+    opt.hidden("--systemd-dir", default="/etc/systemd/system"),
+    opt.flag("--undo", "revert archgap's changes, newest first"),
+    opt.flag("--force", "--undo over files edited since"),
+    opt.hidden("--state-dir"),  # default: the target user's
+    opt.output(),
+    opt.TARGET,
+)
 
 
 def _fixer(target: Target, args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:

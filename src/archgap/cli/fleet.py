@@ -18,49 +18,34 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
-    SUMMARY_FORMATS,
     VERDICT_STYLE,
     Output,
     UsageError,
-    add_json_option,
-    add_timeout_options,
     request_or_usage_error,
 )
-from archgap.cli.engines import add_prometheus_option
+from archgap.cli.engines import PROMETHEUS
+from archgap.request import DEFAULT_SECTIONS
+from archgap.transport.target import DEFAULT_PYTHON
 
-
-def register(subparsers: Any) -> None:
-    from archgap.request import DEFAULT_SECTIONS
-    from archgap.transport.target import DEFAULT_PYTHON
-
-    parser = subparsers.add_parser(
-        "fleet",
-        help="probe many hosts (ssh, Slurm, or probe JSON from any engine) and compare them",
-        description="Probe hosts and group identical ones; show drift, gaps and unreachable hosts. "
-        "Exit 0: all answered, no gap; 1: a host has a gap; 2: a host could not be probed.",
-    )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--hosts", metavar="H1,H2", help="[user@]host[:port] list (ssh)")
-    source.add_argument(
-        "--hostfile", metavar="FILE", help="one host per line: [user@]host[:port] [PYTHON]"
-    )
-    source.add_argument(
-        "--slurm",
-        action="store_true",
-        help="one probe per node with srun --ntasks-per-node=1; srun options after --",
-    )
-    source.add_argument(
-        "--from",
-        dest="from_paths",
-        action="append",
-        metavar="DIR|FILE",
-        help="ingest probe JSON written by any engine (archgap probe, the --script, pdsh/clush)",
-    )
-    source.add_argument(
+HELP = "probe many hosts (ssh, Slurm, or probe JSON from any engine) and compare them"
+DESCRIPTION = (
+    "Probe hosts and group identical ones; show drift, gaps and unreachable hosts. Exit 0: all "
+    "answered, no gap; 1: a host has a gap; 2: a host could not be probed."
+)
+# Where the hosts' facts come from: exactly one.
+SOURCES = opt.one_of(
+    opt.option("--hosts", metavar="H1,H2", help="[user@]host[:port] list (ssh)"),
+    opt.option("--hostfile", metavar="FILE", help="one host per line: [user@]host[:port] [PYTHON]"),
+    opt.flag("--slurm", "one probe per node with srun --ntasks-per-node=1; srun options after --"),
+    opt.from_option(
+        "ingest probe JSON written by any engine (archgap probe, the --script, pdsh/clush)"
+    ),
+    opt.option(
         "--ray",
         nargs="?",
         const="auto",
@@ -68,28 +53,26 @@ def register(subparsers: Any) -> None:
         help="one probe per alive node of a Ray cluster (ADDRESS as ray.init takes it; default: "
         "RAY_ADDRESS or the local cluster); needs pip install 'archgap[ray]'; without --python "
         "each node inspects its Ray worker's interpreter",
-    )
-    parser.add_argument(
+    ),
+    required=True,
+)
+OPTIONS = (
+    SOURCES,
+    opt.option(
         "--python",
         metavar="PATH",
         default=None,
         help=f"the interpreter to inspect on every host (default {DEFAULT_PYTHON})",
-    )
-    parser.add_argument(
-        "--gpu",
-        action="append",
-        default=[],
-        metavar="GPU",
-        help="also judge every host against this GPU (12.0, sm_120, a name); repeatable",
-    )
-    parser.add_argument("--jobs", type=int, default=32, metavar="N", help="hosts at a time")
-    add_timeout_options(parser)
-    parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS), metavar="LIST")
-    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
-    add_prometheus_option(parser)
-    parser.add_argument("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS)
-    add_json_option(parser, SUMMARY_FORMATS)
-    parser.set_defaults(run=run)
+    ),
+    opt.gpu_option("also judge every host against this GPU (12.0, sm_120, a name); repeatable"),
+    opt.option("--jobs", type=int, default=32, metavar="N", help="hosts at a time"),
+    opt.timeouts(),
+    opt.sections_option(",".join(DEFAULT_SECTIONS)),
+    opt.option("--html", metavar="FILE", help="also write a self-contained HTML page"),
+    PROMETHEUS,
+    opt.option("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS),
+    opt.output(opt.SUMMARY_FORMATS),
+)
 
 
 def _host_lines(args: argparse.Namespace) -> list[tuple[str, str | None]]:

@@ -4,64 +4,41 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from archgap.cli.common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    TABLE_FORMATS,
-    Output,
-    UsageError,
-    add_environment_options,
-    add_json_option,
-    add_target_options,
-    probe_facts,
-)
+from archgap.cli import options as opt
+from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, UsageError, probe_facts
 
 if TYPE_CHECKING:
     from archgap.probe.source.gates import GatesFacts
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "gates",
-        help="where packages detect or gate GPU architectures, grouped by function",
-        description="Capability queries (get_device_capability, get_arch_list, "
-        "cudaGetDeviceProperties, NVML), comparisons on major/minor/capability/sm numbers, *ARCH* "
-        "environment reads, and raises/asserts/warnings whose message names an SM, a compute "
-        "capability, an architecture or a CUDA version: each with its branch conditions.",
-    )
-    parser.add_argument(
+HELP = "where packages detect or gate GPU architectures, grouped by function"
+DESCRIPTION = (
+    "Capability queries (get_device_capability, get_arch_list, cudaGetDeviceProperties, NVML), "
+    "comparisons on major/minor/capability/sm numbers, *ARCH* environment reads, and "
+    "raises/asserts/warnings whose message names an SM, a compute capability, an architecture or "
+    "a CUDA version: each with its branch conditions."
+)
+OPTIONS = (
+    opt.option(
         "dists",
         nargs="*",
         metavar="DIST",
         help="installed distributions to map (default: all of site-packages)",
-    )
-    parser.add_argument(
-        "--path",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a file or directory to map instead (repeatable)",
-    )
-    parser.add_argument(
+    ),
+    opt.repeated("--path", "PATH", "a file or directory to map instead (repeatable)"),
+    opt.repeated(
         "--kind",
-        action="append",
-        default=[],
-        metavar="KIND",
-        help="only these kinds (repeatable, comma-separated): capability-call, arch-list-call, "
+        "KIND",
+        "only these kinds (repeatable, comma-separated): capability-call, arch-list-call, "
         "device-properties-call, nvml-call, comparison, arch-env, raise, assert, warning",
-    )
-    parser.add_argument(
-        "--all",
-        dest="show_all",
-        action="store_true",
-        help="include vendored, example and test trees (left out by default, with a count)",
-    )
-    add_environment_options(parser)
-    add_json_option(parser, TABLE_FORMATS)
-    add_target_options(parser)
-    parser.set_defaults(run=run)
+    ),
+    opt.ALL_TREES,
+    opt.ENVIRONMENT,
+    opt.output(opt.TABLE_FORMATS),
+    opt.TARGET,
+)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

@@ -5,29 +5,29 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from archgap.cli.common import EXIT_OK, TABLE_FORMATS, Output, UsageError, add_json_option
+from archgap.cli import options as opt
+from archgap.cli.common import EXIT_OK, Output, UsageError
 
 if TYPE_CHECKING:
     from archgap.kb.gpus import GpuProduct
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "gpus",
-        help="the GPUs archgap knows: compute capability, architecture, family targets, source",
-        description="List the GPU products archgap resolves names with (kb/gpus.json), newest "
-        "compute capability first; like nvidia-smi -L for GPUs you do not have.",
-    )
-    parser.add_argument(
+HELP = "the GPUs archgap knows: compute capability, architecture, family targets, source"
+DESCRIPTION = (
+    "List the GPU products archgap resolves names with (kb/gpus.json), newest compute capability "
+    "first; like nvidia-smi -L for GPUs you do not have."
+)
+OPTIONS = (
+    opt.option(
         "names",
         nargs="*",
         metavar="GPU",
         help="only these: a product name (H100, RTX PRO 6000) or a compute capability (12.0)",
-    )
-    add_json_option(parser, TABLE_FORMATS)
-    parser.set_defaults(run=run)
+    ),
+    opt.output(opt.TABLE_FORMATS),
+)
 
 
 def select(names: list[str]) -> list[GpuProduct] | None:

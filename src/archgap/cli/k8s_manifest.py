@@ -12,41 +12,40 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
 
-from archgap.cli.common import EXIT_OK, Output, UsageError, add_json_option
+from archgap.cli import options as opt
+from archgap.cli.common import EXIT_OK, Output, UsageError
 from archgap.transport.target import DEFAULT_PYTHON
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "k8s-manifest",
-        help="Kubernetes YAML: a DaemonSet running the probe (or scan --nfd) on every GPU node",
-        description="Print Kubernetes manifests (YAML) that run archgap on every GPU node "
-        "(nodes labelled nvidia.com/gpu.present=true). Exit 0; 2 on a bad argument.",
-    )
-    parser.add_argument("--mode", choices=("probe", "nfd"), default="probe")
-    parser.add_argument("--namespace", default="archgap", metavar="NS")
-    parser.add_argument(
+HELP = "Kubernetes YAML: a DaemonSet running the probe (or scan --nfd) on every GPU node"
+DESCRIPTION = (
+    "Print Kubernetes manifests (YAML) that run archgap on every GPU node (nodes labelled "
+    "nvidia.com/gpu.present=true). Exit 0; 2 on a bad argument."
+)
+OPTIONS = (
+    opt.option("--mode", choices=("probe", "nfd"), default="probe"),
+    opt.option("--namespace", default="archgap", metavar="NS"),
+    opt.option(
         "--image",
         default="python:3.12-slim",
         help="the container image: for --mode probe your serving image (its Python environment "
         "is what gets inspected), for --mode nfd an image with archgap installed "
         "(default %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    opt.option(
         "--python",
         default=None,
         metavar="PATH",
         help=f"the interpreter to inspect inside the image (default {DEFAULT_PYTHON})",
-    )
-    parser.add_argument(
+    ),
+    opt.option(
         "--interval", type=int, default=3600, metavar="S", help="--mode nfd: seconds between scans"
-    )
-    add_json_option(parser)
-    parser.set_defaults(run=run)
+    ),
+    opt.output(),
+)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

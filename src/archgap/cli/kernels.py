@@ -15,16 +15,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
-    TABLE_FORMATS,
     Output,
     UsageError,
-    add_json_option,
-    add_target_options,
-    add_tls_verify_option,
     emit_text,
     escape,
     is_remote,
@@ -40,59 +37,45 @@ if TYPE_CHECKING:
 
 from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
 
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "kernels",
-        help="list the fatbin entries (SASS, PTX, LTO-IR) in binaries",
-        description="List the device code in shared libraries, executables, static archives, "
-        "cubins and fatbins, from their headers only. Directories are walked. By default: what "
-        "`cuobjdump --list-elf/--list-ptx` lists, with the 'f' variant kept, one row per target.",
-    )
-    parser.add_argument(
+HELP = "list the fatbin entries (SASS, PTX, LTO-IR) in binaries"
+DESCRIPTION = (
+    "List the device code in shared libraries, executables, static archives, cubins and fatbins, "
+    "from their headers only. Directories are walked. By default: what `cuobjdump "
+    "--list-elf/--list-ptx` lists, with the 'f' variant kept, one row per target."
+)
+OPTIONS = (
+    opt.option(
         "paths",
         nargs="+",
         metavar="PATH",
         help="files or directories; wheels (.whl) and conda packages (.conda, .tar.bz2), or "
         "directories holding them, and container images (oci:DIR[:TAG], docker-archive:FILE, "
         "docker://REF, rootfs:DIR) are read without installing or extracting them",
-    )
-    parser.add_argument(
+    ),
+    opt.option(
         "--platform",
         metavar="OS/ARCH",
         help="the image to read from a multi-platform image index, e.g. linux/arm64 (default: "
         "this machine's)",
-    )
-    parser.add_argument(
+    ),
+    opt.flag(
         "--deep",
-        action="store_true",
-        help="also search data sections for containers and cubins cuobjdump does not list "
+        "also search data sections for containers and cubins cuobjdump does not list "
         "(cuBLASLt/cuDNN .cask_resource, cuFFT .ldata, .rodata, .data, __nv_relfatbin)",
-    )
-    parser.add_argument(
-        "--all",
-        dest="show_all",
-        action="store_true",
-        help="one row per entry instead of one per target, and list files without device code",
-    )
-    parser.add_argument(
-        "--require",
-        action="append",
-        default=[],
-        metavar="GPU",
-        help="CI gate for a build: exit 1 when a library with device code has nothing that runs "
-        "on this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated",
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="with --require: only PTX (JIT at load) for a required GPU also fails",
-    )
-    add_tls_verify_option(parser)
-    add_json_option(parser, TABLE_FORMATS)
-    add_target_options(parser)
-    parser.add_argument("--python", help="the interpreter that runs the probe on a remote target")
-    parser.set_defaults(run=run)
+    ),
+    opt.show_all_option(
+        "one row per entry instead of one per target, and list files without device code"
+    ),
+    opt.require_option(
+        "CI gate for a build: exit 1 when a library with device code has nothing that runs on "
+        "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated"
+    ),
+    opt.flag("--strict", "with --require: only PTX (JIT at load) for a required GPU also fails"),
+    opt.TLS_VERIFY,
+    opt.output(opt.TABLE_FORMATS),
+    opt.TARGET,
+    opt.option("--python", help="the interpreter that runs the probe on a remote target"),
+)
 
 
 ARCHIVES = (".whl", ".conda", ".tar.bz2")  # index.targets.ARCHIVE_SUFFIXES, not imported here

@@ -12,60 +12,44 @@ import argparse
 import sys
 from typing import Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
     EXIT_OK,
     Output,
     UsageError,
-    add_environment_options,
-    add_json_option,
-    add_target_options,
     request_or_usage_error,
     target_from_args,
     terminal_safe,
 )
 from archgap.request import DEFAULT_SECTIONS
 
-
-def register(subparsers: Any) -> None:
-
-    parser = subparsers.add_parser(
-        "probe",
-        help="raw facts of this machine (or a remote one) as JSON; a health check with --require",
-        description="Print the facts archgap collects on a machine (GPUs, driver, toolkits, the "
-        "Python environment and its kernels) as one JSON document. Exit 0; 1 when a --require'd "
-        "GPU is missing; 2 when the facts could not be collected.",
-    )
-    add_environment_options(parser)
-    add_target_options(parser)
-    parser.add_argument(
-        "--sections",
-        default=",".join(DEFAULT_SECTIONS),
-        metavar="LIST",
-        help="comma-separated sections to collect (default %(default)s)",
-    )
-    parser.add_argument(
-        "--env-from",
-        metavar="PID|FILE",
-        help="read the service's environment (on the target) instead of the shell's",
-    )
-    parser.add_argument(
-        "--require",
-        action="append",
-        default=[],
-        metavar="GPU",
-        help="exit 1 unless a GPU of this compute capability is present (12.0, sm_120, a name); "
-        "repeatable, comma-separated",
-    )
-    parser.add_argument(
+HELP = "raw facts of this machine (or a remote one) as JSON; a health check with --require"
+DESCRIPTION = (
+    "Print the facts archgap collects on a machine (GPUs, driver, toolkits, the Python "
+    "environment and its kernels) as one JSON document. Exit 0; 1 when a --require'd GPU is "
+    "missing; 2 when the facts could not be collected."
+)
+OPTIONS = (
+    opt.ENVIRONMENT,
+    opt.TARGET,
+    opt.sections_option(
+        ",".join(DEFAULT_SECTIONS), help="comma-separated sections to collect (default %(default)s)"
+    ),
+    opt.env_from_option("read the service's environment (on the target) instead of the shell's"),
+    opt.require_option(
+        "exit 1 unless a GPU of this compute capability is present (12.0, sm_120, a name); "
+        "repeatable, comma-separated"
+    ),
+    opt.flag(
         "--script",
-        action="store_true",
-        help="print a standalone Python (>= 3.8, stdlib only) probe script instead of running it",
-    )
-    add_json_option(parser, ("json",))
+        "print a standalone Python (>= 3.8, stdlib only) probe script instead of running it",
+    ),
+    opt.output(("json",)),
     # Always one JSON document on stdout (a failure too): what engines and `fleet --from` read.
-    parser.set_defaults(run=run, format="json")
+    opt.Defaults({"format": "json"}),
+)
 
 
 def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:

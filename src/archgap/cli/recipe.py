@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
     Output,
     UsageError,
-    add_json_option,
     emit_text,
     escape,
 )
@@ -25,47 +25,35 @@ if TYPE_CHECKING:
     from archgap.analysis.recipe import Recipe
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "recipe",
-        help="the build targets for a set of GPUs (TORCH_CUDA_ARCH_LIST, CMake, nvcc ...)",
-        description="The fewest build targets whose code runs natively on every given GPU, "
-        "chosen with the same rules as the verdicts and proven by the verdict of a library "
-        "built from them; spelled for TORCH_CUDA_ARCH_LIST, FLASHINFER_CUDA_ARCH_LIST, "
-        "CMAKE_CUDA_ARCHITECTURES and nvcc -gencode.",
-    )
-    parser.add_argument(
-        "--gpu",
-        action="append",
-        default=[],
-        metavar="GPU",
-        help="a GPU to build for: compute capability (12.0, sm_120) or name (H100, GB10); "
-        "repeatable, comma-separated",
-    )
-    parser.add_argument(
-        "--from",
-        dest="from_paths",
-        action="append",
-        default=[],
-        metavar="DIR|FILE",
-        help="the GPUs of a fleet: archgap probe documents (as `archgap fleet --from` reads)",
-    )
-    parser.add_argument(
+HELP = "the build targets for a set of GPUs (TORCH_CUDA_ARCH_LIST, CMake, nvcc ...)"
+DESCRIPTION = (
+    "The fewest build targets whose code runs natively on every given GPU, chosen with the same "
+    "rules as the verdicts and proven by the verdict of a library built from them; spelled for "
+    "TORCH_CUDA_ARCH_LIST, FLASHINFER_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES and nvcc -gencode."
+)
+OPTIONS = (
+    opt.gpu_option(
+        "a GPU to build for: compute capability (12.0, sm_120) or name (H100, GB10); "
+        "repeatable, comma-separated"
+    ),
+    opt.from_option(
+        "the GPUs of a fleet: archgap probe documents (as `archgap fleet --from` reads)", default=[]
+    ),
+    opt.option(
         "--toolkit",
         metavar="VERSION",
         help="the CUDA toolkit that builds (12.8, 13.0); default: the newest known that can "
         "build native code for every GPU",
-    )
-    parser.add_argument(
+    ),
+    opt.flag(
         "--arch-specific",
-        action="store_true",
-        help="kernels use arch-specific instructions (wgmma, tcgen05): 'a'/'f' targets",
-    )
-    parser.add_argument(
+        "kernels use arch-specific instructions (wgmma, tcgen05): 'a'/'f' targets",
+    ),
+    opt.option(
         "--no-ptx", dest="ptx", action="store_false", help="no PTX for forward compatibility"
-    )
-    add_json_option(parser)
-    parser.set_defaults(run=run)
+    ),
+    opt.output(),
+)
 
 
 def _gpus(args: argparse.Namespace) -> list[GpuTarget]:

@@ -7,21 +7,17 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
-    SUMMARY_FORMATS,
     VERDICT_STYLE,
     Output,
     UsageError,
-    add_environment_options,
-    add_json_option,
-    add_target_options,
-    add_tls_verify_option,
     target_from_args,
     terminal_safe,
 )
-from archgap.cli.engines import add_scan_options as add_engine_options
+from archgap.cli.engines import CLUSTER_ENGINES
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
@@ -29,13 +25,48 @@ if TYPE_CHECKING:
     from archgap.probe.toolkit import ToolchainFacts, Toolkit
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "scan",
-        help="verdict per package x GPU from the kernels in every native library",
-        description="For every installed package that carries CUDA code: can it run on each GPU?",
-    )
-    parser.add_argument(
+HELP = "verdict per package x GPU from the kernels in every native library"
+DESCRIPTION = "For every installed package that carries CUDA code: can it run on each GPU?"
+# Where requirements are resolved (pip's index options and settings), and for which interpreter
+# and platform: scan WHEEL and versions.
+INDEXES = (
+    opt.option(
+        "--index-url",
+        metavar="URL",
+        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
+    ),
+    opt.repeated(
+        "--extra-index-url",
+        "URL",
+        "another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
+    ),
+    opt.option(
+        "--python-version",
+        metavar="X.Y",
+        help="choose wheels for this Python (default: this one)",
+    ),
+    opt.option(
+        "--platform",
+        metavar="TAG",
+        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
+        "machine's)",
+    ),
+)
+DEPS = opt.one_of(
+    opt.flag(
+        "--deps",
+        "also judge the requirements' dependencies, resolved like pip install for the target "
+        "(markers, extras; newest version that fits, no backtracking)",
+    ),
+    opt.option(
+        "--no-deps",
+        dest="deps",
+        action="store_false",
+        help="only the wheels the requirements name (the default)",
+    ),
+)
+OPTIONS = (
+    opt.option(
         "archives",
         nargs="*",
         metavar="WHEEL",
@@ -43,89 +74,35 @@ def register(subparsers: Any) -> None:
         "files, directories of them, their URLs, or requirements (sgl-kernel==0.3.21) resolved "
         "like pip from your indexes; or container images before deploying them: oci:DIR[:TAG], "
         "docker-archive:FILE, docker://REF, rootfs:DIR (default: the environment of --python)",
-    )
-    index = add_index_options(parser, "resolving requirements (with WHEEL arguments)")
-    deps = index.add_mutually_exclusive_group()
-    deps.add_argument(
-        "--deps",
-        action="store_true",
-        help="also judge the requirements' dependencies, resolved like pip install for the "
-        "target (markers, extras; newest version that fits, no backtracking)",
-    )
-    deps.add_argument(
-        "--no-deps",
-        dest="deps",
-        action="store_false",
-        help="only the wheels the requirements name (the default)",
-    )
-    add_tls_verify_option(parser)
-    add_environment_options(parser)
-    parser.add_argument(
-        "--gpu",
-        action="append",
-        default=[],
-        metavar="GPU",
-        help="judge against this GPU: a compute capability (12.0, sm_120) or a name "
-        "(RTX PRO 6000, H100, B200, GB10); repeatable, comma-separated",
-    )
-    parser.add_argument(
-        "--require",
-        action="append",
-        default=[],
-        metavar="GPU",
-        help="like --gpu, for CI gates: exit 1 if any package cannot run on it",
-    )
-    parser.add_argument("--libs", action="store_true", help="show the per-library view")
-    parser.add_argument(
+    ),
+    opt.Group((*INDEXES, DEPS), title="resolving requirements (with WHEEL arguments)"),
+    opt.TLS_VERIFY,
+    opt.ENVIRONMENT,
+    opt.gpu_option(
+        "judge against this GPU: a compute capability (12.0, sm_120) or a name (RTX PRO 6000, "
+        "H100, B200, GB10); repeatable, comma-separated"
+    ),
+    opt.require_option("like --gpu, for CI gates: exit 1 if any package cannot run on it"),
+    opt.flag("--libs", "show the per-library view"),
+    opt.option(
         "--driver",
         metavar="VERSION",
         help="judge against this NVIDIA driver (580.65.06) instead of the detected one: the PTX "
         "ISA it can JIT and the CUDA runtimes (cudart/nvrtc wheels, torch) it can run",
-    )
-    parser.add_argument(
+    ),
+    opt.flag(
         "--strict",
-        action="store_true",
-        help="with --require/--gpu: a 'partial' package (a kernel library without code for the "
-        "GPU) fails too",
-    )
-    parser.add_argument(
-        "--env-from",
-        metavar="PID|FILE",
-        help="resolve toolkits and JIT settings with a service's environment: a process id "
-        "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON",
-    )
-    add_json_option(parser, SUMMARY_FORMATS)
-    add_target_options(parser)
-    add_engine_options(parser)
-    parser.set_defaults(run=run)
-
-
-def add_index_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
-    """Where requirements are resolved (pip's index options and settings), and for which
-    interpreter and platform: scan WHEEL and versions."""
-    index = parser.add_argument_group(title)
-    index.add_argument(
-        "--index-url",
-        metavar="URL",
-        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
-    )
-    index.add_argument(
-        "--extra-index-url",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
-    )
-    index.add_argument(
-        "--python-version", metavar="X.Y", help="choose wheels for this Python (default: this one)"
-    )
-    index.add_argument(
-        "--platform",
-        metavar="TAG",
-        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
-        "machine's)",
-    )
-    return index
+        "with --require/--gpu: a 'partial' package (a kernel library without code for the GPU) "
+        "fails too",
+    ),
+    opt.env_from_option(
+        "resolve toolkits and JIT settings with a service's environment: a process id "
+        "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON"
+    ),
+    opt.output(opt.SUMMARY_FORMATS),
+    opt.TARGET,
+    CLUSTER_ENGINES,
+)
 
 
 def index_options(args: argparse.Namespace) -> IndexOptions:

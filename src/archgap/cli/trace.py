@@ -5,17 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
-    TABLE_FORMATS,
     Output,
     UsageError,
-    add_environment_options,
-    add_json_option,
-    add_target_options,
     check_local_paths,
     emit_text,
     environment_line,
@@ -31,39 +28,27 @@ if TYPE_CHECKING:
     from archgap.probe.source.trace import Guard, Occurrence, TraceFacts
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "trace",
-        help="every place a name is written and read, with the env vars that feed it",
-        description="Every place NAME occurs as code in the environment's site-packages (or the "
-        "given distributions or paths): writes first, defining module first, each with its branch; "
-        "the environment variables that feed each write (through calls, with the call path); and "
-        "broad excepts around a write that swallow what their try can raise.",
-    )
-    parser.add_argument(
+HELP = "every place a name is written and read, with the env vars that feed it"
+DESCRIPTION = (
+    "Every place NAME occurs as code in the environment's site-packages (or the given "
+    "distributions or paths): writes first, defining module first, each with its branch; the "
+    "environment variables that feed each write (through calls, with the call path); and broad "
+    "excepts around a write that swallow what their try can raise."
+)
+OPTIONS = (
+    opt.option(
         "name",
         metavar="NAME",
         help="an identifier (TARGET_CUDA_ARCHS), a dotted name (torch.cuda.get_device_capability) "
         "or a string key (FLASHINFER_CUDA_ARCH_LIST)",
-    )
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories to search")
-    parser.add_argument(
-        "--dist",
-        action="append",
-        default=[],
-        metavar="DIST",
-        help="search only this installed distribution's files (repeatable)",
-    )
-    parser.add_argument(
-        "--all",
-        dest="show_all",
-        action="store_true",
-        help="include vendored, example and test trees (left out by default, with a count)",
-    )
-    add_environment_options(parser)
-    add_json_option(parser, TABLE_FORMATS)
-    add_target_options(parser)
-    parser.set_defaults(run=run)
+    ),
+    opt.option("paths", nargs="*", metavar="PATH", help="files or directories to search"),
+    opt.repeated("--dist", "DIST", "search only this installed distribution's files (repeatable)"),
+    opt.ALL_TREES,
+    opt.ENVIRONMENT,
+    opt.output(opt.TABLE_FORMATS),
+    opt.TARGET,
+)
 
 
 def check_name(name: str) -> None:

@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_ERROR,
     EXIT_GAP,
@@ -18,14 +19,13 @@ from archgap.cli.common import (
     VERDICT_STYLE,
     Output,
     UsageError,
-    add_json_option,
-    add_target_options,
     check_local_paths,
     emit_text,
     escape,
     is_remote,
     target_from_args,
 )
+from archgap.probe.verify import DEFAULT_GPU_TIMEOUT
 
 if TYPE_CHECKING:
     from archgap.analysis.verify import Check, VerifyReport
@@ -34,44 +34,39 @@ if TYPE_CHECKING:
 TOTAL_TIMEOUT = 3600.0
 
 
-def register(subparsers: Any) -> None:
-    from archgap.probe.verify import DEFAULT_GPU_TIMEOUT
-
-    parser = subparsers.add_parser(
-        "verify",
-        help="load every kernel library through the CUDA driver and compare with the scan",
-        description="Ground truth on the GPU: load each library's device code as the CUDA "
-        "runtime picks it (SASS, else PTX through the driver's JIT) with cuModuleLoadDataEx, in "
-        "a child process per GPU, and compare with the scan's prediction. Never imports a "
-        "package, never launches a kernel; each module is unloaded before the next.",
-    )
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="libraries or directories")
-    parser.add_argument(
+HELP = "load every kernel library through the CUDA driver and compare with the scan"
+DESCRIPTION = (
+    "Ground truth on the GPU: load each library's device code as the CUDA runtime picks it (SASS, "
+    "else PTX through the driver's JIT) with cuModuleLoadDataEx, in a child process per GPU, and "
+    "compare with the scan's prediction. Never imports a package, never launches a kernel; each "
+    "module is unloaded before the next."
+)
+OPTIONS = (
+    opt.option("paths", nargs="*", metavar="PATH", help="libraries or directories"),
+    opt.option(
         "--python",
         metavar="PATH",
         help="verify the native libraries of this interpreter's environment (default: archgap's "
         "own); with PATHs, only the interpreter that runs the probe on a remote target",
-    )
-    parser.add_argument(
+    ),
+    opt.repeated(
         "--gpu-index",
-        action="append",
+        "N",
+        "load on this GPU (CUDA index in PCI bus order, as nvidia-smi numbers them, among those "
+        "CUDA_VISIBLE_DEVICES leaves); repeatable. Default: one GPU of each model",
         type=int,
-        default=[],
-        metavar="N",
-        help="load on this GPU (CUDA index in PCI bus order, as nvidia-smi numbers them, among "
-        "those CUDA_VISIBLE_DEVICES leaves); repeatable. Default: one GPU of each model",
-    )
-    parser.add_argument(
+    ),
+    opt.option(
         "--gpu-timeout",
         type=float,
         default=DEFAULT_GPU_TIMEOUT,
         metavar="S",
         help="kill the loader of one GPU after this many seconds (default %(default)g)",
-    )
-    add_json_option(parser)
-    add_target_options(parser, timeout_default=TOTAL_TIMEOUT)
-    parser.add_argument("--root", default="/", help=argparse.SUPPRESS)
-    parser.set_defaults(run=run)
+    ),
+    opt.output(),
+    opt.target(timeout_default=TOTAL_TIMEOUT),
+    opt.hidden("--root", default="/"),
+)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

@@ -12,58 +12,46 @@ import sys
 import time
 from typing import Any
 
-from archgap.cli.common import (
-    EXIT_ERROR,
-    EXIT_GAP,
-    EXIT_OK,
-    TABLE_FORMATS,
-    Output,
-    UsageError,
-    add_json_option,
-    emit_text,
-    escape,
+from archgap.cli import options as opt
+from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError, emit_text, escape
+from archgap.cli.scan import INDEXES, index_options
+
+HELP = (
+    "which released version or variant (+cu130, another index) of a package covers a GPU, and "
+    "the pip command for it"
 )
-from archgap.cli.scan import add_index_options, index_options
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "versions",
-        help="which released version or variant (+cu130, another index) of a package covers a "
-        "GPU, and the pip command for it",
-        description="List the versions and variants of PACKAGE on your indexes, newest first, "
-        "each judged on the GPU from its wheel (as scan WHEEL --gpu judges it; only the zip "
-        "directory and the native members are fetched where the index allows ranges).",
-    )
-    parser.add_argument(
+DESCRIPTION = (
+    "List the versions and variants of PACKAGE on your indexes, newest first, each judged on the "
+    "GPU from its wheel (as scan WHEEL --gpu judges it; only the zip directory and the native "
+    "members are fetched where the index allows ranges)."
+)
+OPTIONS = (
+    opt.option(
         "package",
         metavar="PACKAGE",
         help="a project name, or a requirement that narrows the versions (torch>=2.8)",
-    )
-    parser.add_argument(
+    ),
+    opt.option(
         "--gpu",
         action="append",
         required=True,
         metavar="GPU",
         help="the GPU to cover: a compute capability (12.0, sm_120) or a name (H100, RTX PRO "
         "6000); repeatable, comma-separated (a variant must cover them all)",
-    )
-    parser.add_argument(
+    ),
+    opt.flag(
         "--first",
-        action="store_true",
-        help="stop at the newest variant that covers the GPU (older wheels are not fetched)",
-    )
-    parser.add_argument(
+        "stop at the newest variant that covers the GPU (older wheels are not fetched)",
+    ),
+    opt.option(
         "--driver",
         metavar="VERSION",
         help="judge PTX against this NVIDIA driver (580.65.06): the PTX ISA it can JIT",
-    )
-    parser.add_argument(
-        "--strict", action="store_true", help="a 'partial' variant does not cover the GPU"
-    )
-    add_index_options(parser, "where and for what (pip's index settings apply)")
-    add_json_option(parser, TABLE_FORMATS)
-    parser.set_defaults(run=run)
+    ),
+    opt.flag("--strict", "a 'partial' variant does not cover the GPU"),
+    opt.Group(INDEXES, title="where and for what (pip's index settings apply)"),
+    opt.output(opt.TABLE_FORMATS),
+)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

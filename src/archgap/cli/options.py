@@ -1,0 +1,268 @@
+"""The commands' options, declared once: each command lists what it takes, one item a group.
+
+An ``Option`` is one ``add_argument`` call kept as a value; a ``Group`` is options added together
+(under a title in --help, or one at most). The option groups several commands share (where to
+look, which interpreter, the output format) are named here, so a command says
+``add_options(parser, ..., ENVIRONMENT, output(TABLE_FORMATS), TARGET)`` instead of repeating
+their add_argument calls; an option that a few commands share with their own help text is a
+function of that text (``gpu_option``, ``require_option``, ``env_from_option``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT
+
+Parser = argparse.ArgumentParser | argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup
+
+TABLE_FORMATS = ("text", "json", "markdown", "csv")
+# scan and fleet also have a one-line summary (dashboards, chat notifications, a CI job's title).
+SUMMARY_FORMATS = (*TABLE_FORMATS, "summary")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One argument: its names (or positional name) and ``add_argument``'s keywords."""
+
+    names: tuple[str, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def add(self, parser: Parser) -> None:
+        parser.add_argument(*self.names, **self.settings)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Options added together: under ``title`` in --help, and/or ``exclusive`` (one at most;
+    ``required``: exactly one)."""
+
+    items: tuple[Option | Group, ...]
+    title: str = ""
+    exclusive: bool = False
+    required: bool = False
+
+    def add(self, parser: Parser) -> None:
+        target: Parser = parser
+        if self.title and isinstance(parser, argparse.ArgumentParser):
+            target = parser.add_argument_group(self.title)
+        if self.exclusive:
+            target = target.add_mutually_exclusive_group(required=self.required)
+        for item in self.items:
+            item.add(target)
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Values an option does not set (``parser.set_defaults``)."""
+
+    values: Mapping[str, Any]
+
+    def add(self, parser: Parser) -> None:
+        assert isinstance(parser, argparse.ArgumentParser), "defaults belong to a command"
+        parser.set_defaults(**self.values)
+
+
+Item = Option | Group | Defaults
+
+
+def add_command(subparsers: Any, name: str, module: Any) -> argparse.ArgumentParser:
+    """The command ``name`` as its module declares it: ``HELP`` (one line in the list of
+    commands), ``DESCRIPTION`` (its --help), ``OPTIONS`` (in --help's order) and ``run``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=module.HELP, description=module.DESCRIPTION
+    )
+    add_options(parser, *module.OPTIONS, Defaults({"run": module.run}))
+    return parser
+
+
+def add_options(parser: Parser, *items: Item) -> None:
+    """Add the options and groups, in this order (the order --help and completion show)."""
+    for item in items:
+        item.add(parser)
+
+
+def option(*names: str, **settings: Any) -> Option:
+    return Option(names, settings)
+
+
+def flag(name: str, help: str, **settings: Any) -> Option:
+    """An on/off option (``store_true``)."""
+    return Option((name,), {"action": "store_true", "help": help, **settings})
+
+
+def repeated(name: str, metavar: str, help: str, **settings: Any) -> Option:
+    """An option that may be given many times; its values in a list (empty by default)."""
+    return Option(
+        (name,), {"action": "append", "default": [], "metavar": metavar, "help": help, **settings}
+    )
+
+
+def one_of(*items: Option, required: bool = False) -> Group:
+    return Group(items, exclusive=True, required=required)
+
+
+def hidden(name: str, **settings: Any) -> Option:
+    """An option for tests and offline analysis, not shown in --help or completion."""
+    return Option((name,), {**settings, "help": argparse.SUPPRESS})
+
+
+def gpu_option(help: str) -> Option:
+    """``--gpu GPU``, repeatable: a compute capability or a product name."""
+    return repeated("--gpu", "GPU", help)
+
+
+def require_option(help: str) -> Option:
+    """``--require GPU``, repeatable: a GPU that must be served (exit 1 otherwise)."""
+    return repeated("--require", "GPU", help)
+
+
+def env_from_option(help: str) -> Option:
+    """``--env-from PID|FILE``: a service's environment instead of the shell's."""
+    return option("--env-from", metavar="PID|FILE", help=help)
+
+
+def from_option(help: str, **settings: Any) -> Option:
+    """``--from DIR|FILE``, repeatable: probe documents, as ``fleet --from`` reads them."""
+    return option(
+        "--from", dest="from_paths", action="append", metavar="DIR|FILE", help=help, **settings
+    )
+
+
+def sections_option(default: str, **settings: Any) -> Option:
+    return option("--sections", default=default, metavar="LIST", **settings)
+
+
+def show_all_option(help: str) -> Option:
+    return flag("--all", help, dest="show_all")
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value in ("true", "1", "yes")
+
+
+# ``--tls-verify=false``, skopeo's flag: a docker:// registry without a verified certificate, or
+# over plain HTTP (a loopback registry always may).
+TLS_VERIFY = option(
+    "--tls-verify",
+    type=_boolean,
+    default=True,
+    metavar="BOOL",
+    help="docker:// images: require HTTPS with a verified certificate (default true; false also "
+    "allows plain HTTP, as skopeo's flag; loopback registries always may)",
+)
+
+# gates and trace: the trees a scan of source leaves out unless asked.
+ALL_TREES = show_all_option(
+    "include vendored, example and test trees (left out by default, with a count)"
+)
+
+
+def output(formats: tuple[str, ...] = ("text", "json")) -> Group:
+    """``--format`` (text by default) and ``--json``, the alias of ``--format json``."""
+    return Group(
+        (
+            option(
+                "--format",
+                choices=formats,
+                default="text",
+                help="output format (default text; json follows a versioned schema)",
+            ),
+            option(
+                "--json",
+                dest="format",
+                action="store_const",
+                const="json",
+                help="print one JSON document (versioned schema): --format json",
+            ),
+        )
+    )
+
+
+ENVIRONMENT = Group(
+    (
+        option(
+            "--python",
+            metavar="PATH",
+            help="inspect the environment of this interpreter (default: the active VIRTUAL_ENV or "
+            "CONDA_PREFIX, else python3 on PATH; on a remote target python3 there)",
+        ),
+        # A recorded system tree instead of / (tests and offline analysis of a captured machine).
+        hidden("--root", default="/"),
+    )
+)
+
+
+def timeouts(timeout_default: float = DEFAULT_TIMEOUT) -> Group:
+    """``--connect-timeout`` (ssh) and ``--timeout`` (total, per target)."""
+    return Group(
+        (
+            option(
+                "--connect-timeout",
+                type=float,
+                default=DEFAULT_CONNECT_TIMEOUT,
+                metavar="S",
+                help="ssh connect timeout in seconds (default %(default)g)",
+            ),
+            option(
+                "--timeout",
+                type=float,
+                default=timeout_default,
+                metavar="S",
+                help="total time limit per target in seconds (default %(default)g)",
+            ),
+        )
+    )
+
+
+def target(timeout_default: float = DEFAULT_TIMEOUT) -> Group:
+    """``--host/--container/--pod/--via`` (one at most), ``--connect-timeout`` and ``--timeout``:
+    where the probe runs (default: this machine, in-process)."""
+    where = one_of(
+        option(
+            "--host",
+            metavar="[USER@]HOST[:PORT]",
+            help="probe over ssh (your ~/.ssh/config, agent and known_hosts apply; BatchMode)",
+        ),
+        option(
+            "--container", metavar="NAME", help="probe inside a container (docker/podman exec -i)"
+        ),
+        option(
+            "--pod",
+            metavar="[NS/]POD[:CONTAINER]",
+            help="probe inside a Kubernetes pod (kubectl exec -i)",
+        ),
+        option(
+            "--via",
+            metavar="'CMD ...'",
+            help="probe through any command prefix that starts a program there with stdin/stdout",
+        ),
+    )
+    engine = hidden("--container-engine", choices=("docker", "podman"))
+    title = "where to look (default: this machine)"
+    return Group((where, engine, timeouts(timeout_default)), title=title)
+
+
+TARGET = target()
+
+
+def add_json_option(parser: Parser, formats: tuple[str, ...] = ("text", "json")) -> None:
+    output(formats).add(parser)
+
+
+def add_environment_options(parser: Parser) -> None:
+    ENVIRONMENT.add(parser)
+
+
+def add_target_options(parser: Parser, *, timeout_default: float = DEFAULT_TIMEOUT) -> None:
+    target(timeout_default).add(parser)
+
+
+def add_timeout_options(parser: Parser, *, timeout_default: float = DEFAULT_TIMEOUT) -> None:
+    timeouts(timeout_default).add(parser)
