@@ -51,3 +51,51 @@ def probe_request(
         else:
             request[section] = {}
     return request
+
+
+def binaries_request(paths: Sequence[str], deep: bool, detail: bool) -> dict[str, Any]:
+    """The device code in named files and directories (``archgap kernels`` on a target):
+    every entry with ``detail``, else one row per kind of entry."""
+    return {"binaries": {"paths": list(paths), "deep": deep, "detail": detail}}
+
+
+def trace_request(
+    name: str, paths: Sequence[str] = (), dists: Sequence[str] = (), python: str | None = None
+) -> dict[str, Any]:
+    """Where ``name`` is written and read: in ``paths``, else in the distributions ``dists``,
+    else in all of the site-packages of ``python``."""
+    return {"trace": {"name": name, "paths": list(paths), "dists": list(dists), "python": python}}
+
+
+def gates_request(
+    dists: Sequence[str] = (), paths: Sequence[str] = (), python: str | None = None
+) -> dict[str, Any]:
+    """The architecture gates in ``paths``, else in ``dists``, else in all of site-packages."""
+    return {"gates": {"dists": list(dists), "paths": list(paths), "python": python}}
+
+
+def explain_request(python: str | None, code: dict[str, Any]) -> dict[str, Any]:
+    """What explain examines in one round trip: the GPUs, the Python environment, its
+    toolchains (with the rules' source checks) and the raise sites the log points at
+    (``code``: what ``analysis.explain_match.code_request`` asks for)."""
+    request = probe_request(("gpu", "python", "toolchains"), python)
+    request["code"] = {"python": python, **code}
+    return request
+
+
+def verify_request(paths: Sequence[str], python: str | None) -> dict[str, Any]:
+    """What verify loads: the device code of ``paths``, else of the environment of ``python``;
+    every entry (each one is loaded), and the GPUs."""
+    if paths:
+        return {"gpu": {}, "binaries": {"paths": list(paths), "deep": True}}
+    request = probe_request(("gpu", "python", "binaries"), python)
+    request["binaries"]["detail"] = True
+    return request
+
+
+def load_request(
+    libraries: Sequence[dict[str, Any]], gpu_indices: Sequence[int], gpu_timeout: float
+) -> dict[str, Any]:
+    """Load these libraries' chosen images through the CUDA driver on the GPUs (verify)."""
+    params = {"libraries": libraries, "gpu_indices": list(gpu_indices), "timeout": gpu_timeout}
+    return {"verify": params}
