@@ -51,22 +51,23 @@ def run(args: argparse.Namespace, out: Output) -> int:
     )
     from archgap.model import decode
     from archgap.probe.source.gates import GatesFacts
+    from archgap.request import gates_request
 
     check_local_paths(args, args.path)
-    params = {"dists": args.dists, "paths": args.path, "python": args.python}
     from archgap.report import gates as shown
 
     kinds = tuple(k.strip() for value in args.kind for k in value.split(",") if k.strip())
     unknown = [k for k in kinds if k not in shown.KINDS]
     if unknown:
         raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
-    facts = decode(GatesFacts, probe_section(probe_facts(args, out, {"gates": params}), "gates"))
+    request = gates_request(args.dists, args.path, args.python)
+    facts = decode(GatesFacts, probe_section(probe_facts(args, out, request), "gates"))
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
     facts, left = shown.select(facts, kinds, bool(args.show_all))
     if out.json_mode:
-        out.emit("gates", {"gates": facts, "left_out": left})
+        out.emit("gates", shown.body(facts, left))
     elif out.format in ("markdown", "csv"):
         text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
         sys.stdout.write(text)

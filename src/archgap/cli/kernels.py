@@ -145,10 +145,11 @@ def _read_files(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFac
 def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
     """The same probe section on another machine: paths are that machine's paths."""
     from archgap.model import BinaryFacts, decode
+    from archgap.request import binaries_request
 
     # Every entry only when it is shown (--all, --json); else one row per kind of entry.
     detail = bool(args.show_all) or out.json_mode
-    request = {"binaries": {"paths": list(args.paths), "deep": bool(args.deep), "detail": detail}}
+    request = binaries_request(args.paths, bool(args.deep), detail)
     items = probe_section(probe_facts(args, out, request), "binaries")
     return [decode(BinaryFacts, item) for item in items]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
@@ -176,7 +176,9 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         why = "; ".join(p.reason for p in env.problems) or f"no site-packages in {env.executable}"
         raise UsageError(why)
     if out.json_mode:
-        out.emit("scan", _body(report, elapsed))
+        from archgap.report.scan import body
+
+        out.emit("scan", body(report, elapsed))
     elif out.format == "summary":
         from archgap.report.scan import summary
 
@@ -199,55 +201,6 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
             "wheels and images are read here: not with --python, --env-from or a remote target"
         )
     return scan_archives(args.archives, named, args.driver, args.strict, index_options(args))
-
-
-def _body(report: ScanReport, elapsed: float) -> dict[str, Any]:
-    env = report.environment
-    return {
-        "python": {
-            "executable": env.executable,
-            "version": env.python_version,
-            "site_packages": env.site_packages,
-        },
-        "gpu_facts": report.gpu_facts,
-        "gpus": [
-            {
-                "label": g.label,
-                "compute_capability": str(g.compute_capability),
-                "role": g.role,
-                "source": g.source,
-            }
-            for g in report.gpus
-        ],
-        "packages": report.packages,
-        "files_scanned": len(report.binaries),
-        "toolchains": _toolchains_body(report.toolchains),
-        "jit": report.jit,
-        "caches": report.caches,
-        "platform": report.platform,
-        "images": report.images,
-        "driver": {"version": report.driver, "source": report.driver_source},
-        "strict": report.strict,
-        "gap": report.has_gap,
-        "problems": report.problems,
-        "seconds": round(elapsed, 3),
-    }
-
-
-def _toolchains_body(facts: ToolchainFacts | None) -> dict[str, Any] | None:
-    """What JIT resolution saw; packages and site-packages are left out (in "python" already)."""
-    from archgap.model import to_json
-
-    if facts is None:
-        return None
-    return {
-        "env_source": facts.env_source,
-        "env": to_json(facts.env),
-        "which_nvcc": facts.which_nvcc,
-        "toolkits": to_json(facts.toolkits),
-        "source_checks": to_json(facts.source_checks),
-        "problems": to_json(facts.problems),
-    }
 
 
 def _print_jit(out: Output, report: ScanReport) -> None:

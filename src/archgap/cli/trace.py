@@ -64,11 +64,12 @@ def check_name(name: str) -> None:
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.model import decode
     from archgap.probe.source.trace import TraceFacts
+    from archgap.request import trace_request
 
     check_name(args.name)
     check_local_paths(args, args.paths)
-    params = {"name": args.name, "paths": args.paths, "dists": args.dist, "python": args.python}
-    facts = decode(TraceFacts, probe_section(probe_facts(args, out, {"trace": params}), "trace"))
+    request = trace_request(args.name, args.paths, args.dist, args.python)
+    facts = decode(TraceFacts, probe_section(probe_facts(args, out, request), "trace"))
     if facts.error:
         out.error(facts.error)
         return EXIT_ERROR
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     facts, left = shown.select(facts, bool(args.show_all))
     if out.json_mode:
-        out.emit("trace", {"trace": facts, "left_out": left})
+        out.emit("trace", shown.body(facts, left))
     elif out.format in ("markdown", "csv"):
         text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
         sys.stdout.write(terminal_safe(text))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from archgap import __version__
+from archgap.model import to_json
 from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verdicts import LibraryVerdict
+    from archgap.probe.toolkit import ToolchainFacts
 
 
 def _gpu_columns(report: ScanReport) -> tuple[Column, ...]:
@@ -186,3 +188,51 @@ def markdown(report: ScanReport, libs: bool) -> str:
 def csv(report: ScanReport, libs: bool) -> str:
     """The package x GPU table (with ``libs``: the library x GPU table) as CSV."""
     return csv_text(library_table(report) if libs else package_table(report))
+
+
+def body(report: ScanReport, elapsed: float) -> dict[str, Any]:
+    """The body of the scan document (schema/scan.schema.json)."""
+    env = report.environment
+    return {
+        "python": {
+            "executable": env.executable,
+            "version": env.python_version,
+            "site_packages": env.site_packages,
+        },
+        "gpu_facts": report.gpu_facts,
+        "gpus": [
+            {
+                "label": g.label,
+                "compute_capability": str(g.compute_capability),
+                "role": g.role,
+                "source": g.source,
+            }
+            for g in report.gpus
+        ],
+        "packages": report.packages,
+        "files_scanned": len(report.binaries),
+        "toolchains": _toolchains_body(report.toolchains),
+        "jit": report.jit,
+        "caches": report.caches,
+        "platform": report.platform,
+        "images": report.images,
+        "driver": {"version": report.driver, "source": report.driver_source},
+        "strict": report.strict,
+        "gap": report.has_gap,
+        "problems": report.problems,
+        "seconds": round(elapsed, 3),
+    }
+
+
+def _toolchains_body(facts: ToolchainFacts | None) -> dict[str, Any] | None:
+    """What JIT resolution saw; packages and site-packages are left out (in "python" already)."""
+    if facts is None:
+        return None
+    return {
+        "env_source": facts.env_source,
+        "env": to_json(facts.env),
+        "which_nvcc": facts.which_nvcc,
+        "toolkits": to_json(facts.toolkits),
+        "source_checks": to_json(facts.source_checks),
+        "problems": to_json(facts.problems),
+    }
