@@ -11,23 +11,38 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
 from archgap.analysis.verify import VerifyReport
-from archgap.request import DEFAULT_SECTIONS, probe_request
+from archgap.request import (
+    DEFAULT_SECTIONS,
+    explain_request,
+    load_request,
+    probe_request,
+    trace_request,
+    verify_request,
+)
 from archgap.transport.run import TransportFailure, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
+    from archgap.analysis.compat import GpuTarget
+    from archgap.analysis.explain import Diagnosis
+    from archgap.analysis.explain_chain import Examined
+    from archgap.analysis.logparse import ParsedLog
     from archgap.index.targets import IndexOptions
+    from archgap.kb.signatures import Signature
     from archgap.probe.fatbin import Progress
 
 __all__ = [
     "ProbeError",
     "ScanReport",
     "VerifyReport",
+    "diagnose",
+    "explain",
     "report_from_facts",
     "scan",
     "scan_archives",
@@ -145,12 +160,7 @@ def verify(
     from archgap.analysis.verify import compare, load_plan
     from archgap.model import BinaryFacts, GpuFacts, PythonEnvironment, decode
 
-    if paths:
-        request: dict[str, Any] = {"gpu": {}, "binaries": {"paths": list(paths), "deep": True}}
-    else:
-        request = probe_request(("gpu", "python", "binaries"), python)
-        request["binaries"]["detail"] = True  # every entry, each one is loaded
-    facts = _facts(target, request, timeout, root)
+    facts = _facts(target, verify_request(paths, python), timeout, root)
     sections = facts.get("sections") or {}
     binaries = [decode(BinaryFacts, b) for b in sections.get("binaries") or ()]
     python_data = sections.get("python")
@@ -158,8 +168,129 @@ def verify(
     gpu_data = sections.get("gpu")
     driver = decode(GpuFacts, gpu_data).driver_version if gpu_data else None
     plan, skipped = load_plan(binaries)
-    params = {"libraries": plan, "gpu_indices": list(gpu_indices), "timeout": gpu_timeout}
-    loaded = _facts(target, {"verify": params}, timeout, root)
+    loaded = _facts(target, load_request(plan, gpu_indices, gpu_timeout), timeout, root)
     section = (loaded.get("sections") or {}).get("verify") or {}
     empty = PythonEnvironment("", "", (), (), ())
     return compare(section, binaries, env or empty, skipped, driver)
+
+
+def diagnose(
+    head: str,
+    tail: str = "",
+    skipped_lines: int = 0,
+    gpus: Sequence[str] = (),
+    python: str | None = None,
+    target: Target = LOCAL,
+    env_from: str | None = None,
+    log_only: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> tuple[Diagnosis, ParsedLog]:
+    """The diagnosis of a log (``head``; of a log too long to read whole, its start and its end
+    ``tail`` with ``skipped_lines`` between), confirmed on the environment of ``python`` on
+    ``target`` unless ``log_only``; and the log as parsed. ``UnknownGpu`` for a bad GPU name
+    (before anything is probed), ``ProbeError`` when the environment cannot be examined."""
+    from archgap.analysis.explain import explain as diagnosis_of
+    from archgap.analysis.logparse import parse_log
+    from archgap.kb.signatures import load_signatures
+
+    named = tuple(resolve_gpu(name) for name in gpus)
+    log = parse_log(head, tail, skipped_lines)
+    signatures = load_signatures()
+    examined = None
+    if not log_only:
+        where = _Where(target, python, env_from, root, timeout)
+        examined = _examine(where, log, signatures, named)
+    return diagnosis_of(log, signatures, examined), log
+
+
+def explain(
+    log: str,
+    gpus: Sequence[str] = (),
+    python: str | None = None,
+    target: Target = LOCAL,
+    env_from: str | None = None,
+    log_only: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+    origin: str = "api",
+) -> dict[str, Any]:
+    """The explain document (what ``archgap explain --json`` prints) for the text of a log;
+    ``origin`` is what the document names as where the log came from."""
+    from archgap.report.explain import body
+    from archgap.report.jsondoc import document
+
+    diagnosis, parsed = diagnose(
+        log, "", 0, gpus, python, target, env_from, log_only, root, timeout
+    )
+    return document("explain", body(diagnosis, origin, parsed.lines, parsed.truncated_lines))
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where explain examines: the target, its interpreter and service environment."""
+
+    target: Target
+    python: str | None
+    env_from: str | None
+    root: str
+    timeout: float
+
+    def facts(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The probe's facts; an unreadable ``env_from`` raises ``ProbeError`` (it is not a
+        section's problem)."""
+        facts = _run(self.target, request, self.timeout, self.root, self.env_from)
+        problem = (facts.get("errors") or {}).pop("env_from", None)
+        if problem:
+            raise ProbeError(f"--env-from {self.env_from}: {problem}")
+        return facts
+
+
+def _examine(
+    where: _Where,
+    log: ParsedLog,
+    signatures: Sequence[Signature],
+    named: tuple[GpuTarget, ...],
+) -> Examined:
+    """The examined environment's facts, all from the probe (here or on the target): the python
+    environment, toolchains, GPUs and the raise sites first; then the trace of the state the
+    raising condition reads."""
+    from archgap.analysis.explain_chain import Examined
+    from archgap.analysis.explain_match import code_request, names_to_trace
+    from archgap.analysis.scan import present_targets
+    from archgap.model import GpuFacts, PythonEnvironment, decode
+    from archgap.probe.source.sites import CodeFacts
+    from archgap.probe.source.trace import TraceFacts
+    from archgap.probe.toolkit import ToolchainFacts
+
+    python, target = where.python, where.target
+    facts = where.facts(explain_request(python, code_request(log, signatures)))
+    sections, errors = facts.get("sections") or {}, dict(facts.get("errors") or {})
+    env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
+    if env is None or not env.site_packages:
+        problems = env.problems if env is not None else ()
+        why = errors.get("python") or "; ".join(p.reason for p in problems) or "none"
+        raise ProbeError(f"cannot examine {python or 'this interpreter'} on {target.name}: {why}")
+    empty: dict[str, list[Any]] = {"site_packages": [], "sites": [], "problems": []}
+    code = decode(CodeFacts, sections.get("code") or empty)
+    traces = []
+    for name, dist in names_to_trace(log, signatures, code):
+        more = where.facts(trace_request(name, dists=[dist], python=python))
+        errors.update(more.get("errors") or {})
+        if (more.get("sections") or {}).get("trace"):
+            traces.append(decode(TraceFacts, more["sections"]["trace"]))
+    toolchains = (
+        decode(ToolchainFacts, sections["toolchains"]) if sections.get("toolchains") else None
+    )
+    present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
+    place = "" if target.is_local else f" on {target.name}"
+    return Examined(
+        description=f"{env.executable} (Python {env.python_version}){place}",
+        env=dict(facts.get("env") or {}),
+        env_source=str(facts.get("env_source") or "shell"),
+        code=code,
+        traces=tuple(traces),
+        toolchains=toolchains,
+        gpus=(*named, *present),
+        problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
+    )

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
@@ -26,16 +25,11 @@ from archgap.cli.common import (
     EXIT_OK,
     Output,
     UsageError,
-    probe_facts,
     target_from_args,
 )
 
 if TYPE_CHECKING:
-    from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain import Diagnosis
-    from archgap.analysis.explain_chain import Examined
-    from archgap.analysis.logparse import ParsedLog
-    from archgap.kb.signatures import Signature
 
 MAX_INPUT = 64 * 1024 * 1024  # bytes of a log that are parsed; a longer log loses its middle
 HEAD_BYTES = 8 << 20  # of a longer log: its start ...
@@ -124,100 +118,30 @@ def _read_input(args: argparse.Namespace) -> tuple[LogInput, str]:
         raise UsageError(f"cannot read {args.logfile}: {exc.strerror or exc}") from exc
 
 
-def _named_gpus(values: list[str]) -> tuple[GpuTarget, ...]:
-    from archgap.analysis.compat import UnknownGpu, resolve_gpu
-
-    try:
-        return tuple(resolve_gpu(v.strip()) for t in values for v in t.split(",") if v.strip())
-    except UnknownGpu as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def _probe(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> dict[str, Any]:
-    """``probe_facts``, with an unreadable --env-from as a usage error (not a section problem)."""
-    facts = probe_facts(args, out, request)
-    problem = (facts.get("errors") or {}).pop("env_from", None)
-    if problem:
-        raise UsageError(f"--env-from {args.env_from}: {problem}")
-    return facts
-
-
-def _examine(
-    args: argparse.Namespace,
-    out: Output,
-    log: ParsedLog,
-    signatures: Sequence[Signature],
-    named: tuple[GpuTarget, ...],
-) -> Examined:
-    """The examined environment's facts, all from the probe (here or on the target): the python
-    environment, toolchains, GPUs and the raise sites first; then the trace of the state the
-    raising condition reads."""
-    from archgap.analysis.explain_chain import Examined
-    from archgap.analysis.explain_match import code_request, names_to_trace
-    from archgap.analysis.scan import present_targets
-    from archgap.kb.toolchain import all_source_checks
-    from archgap.model import GpuFacts, PythonEnvironment, decode
-    from archgap.probe.source.sites import CodeFacts
-    from archgap.probe.source.trace import TraceFacts
-    from archgap.probe.toolkit import ToolchainFacts
-
-    target, python = target_from_args(args), args.python
-    request = {
-        "gpu": {},
-        "python": {"python": python},
-        "toolchains": {"python": python, "source_checks": all_source_checks()},
-        "code": {"python": python, **code_request(log, signatures)},
-    }
-    facts = _probe(args, out, request)
-    sections, errors = facts.get("sections") or {}, dict(facts.get("errors") or {})
-    env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
-    if env is None or not env.site_packages:
-        problems = env.problems if env is not None else ()
-        why = errors.get("python") or "; ".join(p.reason for p in problems) or "none"
-        raise UsageError(f"cannot examine {python or 'this interpreter'} on {target.name}: {why}")
-    empty: dict[str, list[Any]] = {"site_packages": [], "sites": [], "problems": []}
-    code = decode(CodeFacts, sections.get("code") or empty)
-    traces = []
-    for name, dist in names_to_trace(log, signatures, code):
-        more = _probe(args, out, {"trace": {"name": name, "dists": [dist], "python": python}})
-        errors.update(more.get("errors") or {})
-        if (more.get("sections") or {}).get("trace"):
-            traces.append(decode(TraceFacts, more["sections"]["trace"]))
-    toolchains = (
-        decode(ToolchainFacts, sections["toolchains"]) if sections.get("toolchains") else None
-    )
-    present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
-    where = "" if target.is_local else f" on {target.name}"
-    return Examined(
-        description=f"{env.executable} (Python {env.python_version}){where}",
-        env=dict(facts.get("env") or {}),
-        env_source=str(facts.get("env_source") or "shell"),
-        code=code,
-        traces=tuple(traces),
-        toolchains=toolchains,
-        gpus=(*named, *present),
-        problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
-    )
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.explain import explain
-    from archgap.analysis.logparse import parse_log
-    from archgap.kb.signatures import load_signatures
+    from archgap.analysis.compat import UnknownGpu, resolve_gpu
+    from archgap.api import ProbeError, diagnose
+    from archgap.report.explain import body
 
     text, origin = _read_input(args)
-    skipped = {"bytes": text.skipped_bytes, "lines": text.skipped_lines}
-    named = _named_gpus(args.gpu)  # a bad GPU name fails before anything is probed
-    target_from_args(args)  # and so does a bad target
-    log = parse_log(text.head, text.tail, text.skipped_lines)
-    signatures = load_signatures()
-    examined = None if args.log_only else _examine(args, out, log, signatures, named)
-    diagnosis = explain(log, signatures, examined)
+    named = [v.strip() for value in args.gpu for v in value.split(",") if v.strip()]
+    try:
+        for name in named:  # a bad GPU name fails before anything is probed, then a bad target
+            resolve_gpu(name)
+        target = target_from_args(args)
+        label = "reading the log" if args.log_only else f"examining {target.name}"
+        with out.status(label):
+            diagnosis, log = diagnose(
+                text.head, text.tail, text.skipped_lines, named, args.python, target,
+                args.env_from, args.log_only, args.root, args.timeout,
+            )  # fmt: skip
+    except UnknownGpu as exc:
+        raise UsageError(str(exc)) from exc
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from exc
     if out.json_mode:
-        document = _document(diagnosis, origin, log.lines, log.truncated_lines)
-        if text.skipped_bytes:
-            document["explain"]["input"]["skipped"] = skipped
-        out.emit("explain", document)
+        skipped = {"bytes": text.skipped_bytes, "lines": text.skipped_lines}
+        out.emit("explain", body(diagnosis, origin, log.lines, log.truncated_lines, skipped))
     else:
         _print(out, diagnosis, origin, log.lines)
         if text.skipped_bytes:
@@ -233,14 +157,6 @@ def _skipped_note(text: LogInput, lines: int) -> str:
         f"bytes, lines {first}-{last} of {lines}) was not read; the first {HEAD_BYTES >> 20} MiB "
         f"and the last {TAIL_BYTES >> 20} MiB were (errors come last)"
     )
-
-
-def _document(diagnosis: Diagnosis, origin: str, lines: int, truncated: int) -> dict[str, Any]:
-    from archgap.model import to_json
-
-    body = to_json(diagnosis)
-    body["input"] = {"origin": origin, "lines": lines, "truncated_lines": truncated}
-    return {"explain": body}
 
 
 _STATUS_LABEL = {
