@@ -10,44 +10,58 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
 from archgap.analysis.verify import VerifyReport
+from archgap.report.jsondoc import document
 from archgap.request import (
     DEFAULT_SECTIONS,
     explain_request,
+    gates_request,
     load_request,
     probe_request,
     trace_request,
     verify_request,
 )
+from archgap.transport.fleet import FleetSource, Tell
 from archgap.transport.run import TransportFailure, run_probe
-from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
+from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
+    from archgap.analysis.caches import SharedCache
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain import Diagnosis
     from archgap.analysis.explain_chain import Examined
+    from archgap.analysis.fleet import FleetReport, HostInput
     from archgap.analysis.logparse import ParsedLog
     from archgap.index.targets import IndexOptions
     from archgap.kb.signatures import Signature
     from archgap.probe.fatbin import Progress
 
 __all__ = [
+    "FleetRun",
+    "FleetSource",
     "ProbeError",
     "ScanReport",
     "VerifyReport",
     "diagnose",
     "explain",
+    "fleet",
+    "fleet_run",
+    "gates",
     "report_from_facts",
     "scan",
     "scan_archives",
+    "trace",
     "verify",
 ]
+
+
+T = TypeVar("T")
 
 
 class ProbeError(Exception):
@@ -218,7 +232,6 @@ def explain(
     """The explain document (what ``archgap explain --json`` prints) for the text of a log;
     ``origin`` is what the document names as where the log came from."""
     from archgap.report.explain import body
-    from archgap.report.jsondoc import document
 
     diagnosis, parsed = diagnose(
         log, "", 0, gpus, python, target, env_from, log_only, root, timeout
@@ -294,3 +307,133 @@ def _examine(
         gpus=(*named, *present),
         problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
     )
+
+
+def trace(
+    name: str,
+    paths: Sequence[str] = (),
+    dists: Sequence[str] = (),
+    python: str | None = None,
+    target: Target = LOCAL,
+    show_all: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """The trace document (what ``archgap trace --json`` prints): where ``name`` is written
+    and read in ``paths``, else in the distributions ``dists``, else in all of the site-packages
+    of ``python``; vendored, example and test trees counted aside unless ``show_all``.
+    ``ProbeError`` when the source could not be searched."""
+    from archgap.probe.source.trace import TraceFacts
+    from archgap.report import trace as shown
+
+    request = trace_request(name, paths, dists, python)
+    facts = _decoded(TraceFacts, target, request, timeout, root)
+    if facts.error:
+        raise ProbeError(facts.error)
+    return document("trace", shown.body(*shown.select(facts, show_all)))
+
+
+def gates(
+    dists: Sequence[str] = (),
+    paths: Sequence[str] = (),
+    python: str | None = None,
+    kinds: Sequence[str] = (),
+    target: Target = LOCAL,
+    show_all: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """The gates document (what ``archgap gates --json`` prints): where packages detect or gate
+    GPU architectures, in ``paths``, else in ``dists``, else in all of site-packages; only
+    ``kinds`` (all by default; ``ValueError`` for an unknown one). ``ProbeError`` when the source
+    could not be searched."""
+    from archgap.probe.source.gates import GatesFacts
+    from archgap.report import gates as shown
+
+    unknown = [k for k in kinds if k not in shown.KINDS]
+    if unknown:
+        raise ValueError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
+    request = gates_request(dists, paths, python)
+    facts = _decoded(GatesFacts, target, request, timeout, root)
+    if facts.error:
+        raise ProbeError(facts.error)
+    return document("gates", shown.body(*shown.select(facts, tuple(kinds), show_all)))
+
+
+def _decoded(cls: type[T], target: Target, request: dict[str, Any], timeout: float, root: str) -> T:
+    """The one section ``request`` asks for, decoded as ``cls``."""
+    from archgap.model import decode
+
+    (section,) = request
+    return decode(cls, _facts(target, request, timeout, root)["sections"][section])
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """A fleet's report, the JIT caches hosts with different GPUs share, how long it took, and
+    how many documents were read (None when the hosts were probed)."""
+
+    report: FleetReport
+    shared_caches: tuple[SharedCache, ...]
+    elapsed: float
+    documents: int | None
+
+
+def fleet_run(
+    source: FleetSource,
+    gpus: Sequence[str] = (),
+    python: str | None = None,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
+    jobs: int = 32,
+    timeout: float = DEFAULT_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    tell: Tell | None = None,
+) -> FleetRun:
+    """Probe (or read) every host of ``source`` and compare them; every host also judged
+    against ``gpus``. ``UnknownGpu`` for a bad GPU name and ``UnknownSection`` for a bad section
+    (before anything is probed), ``FleetInputError`` for hosts that cannot be probed as given.
+    ``tell(done, total, host)`` is told as ssh hosts answer."""
+    import contextlib
+    import time
+
+    from archgap.analysis.caches import cache_shares, shared_caches
+    from archgap.analysis.fleet import fleet_report, shape_problem
+    from archgap.transport.fleet import Probing, collect_hosts
+
+    for name in gpus:
+        resolve_gpu(name)
+    # python None in the request: each host's own interpreter (a hostfile may name one per host).
+    probing = Probing(probe_request(sections, None), python, jobs, timeout, connect_timeout)
+    started = time.monotonic()
+    inputs = [0]  # hosts read, counted as the report takes them one by one
+    shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches
+
+    def counted() -> Iterator[HostInput]:
+        for host in collect_hosts(source, probing, tell):
+            inputs[0] += 1
+            # A malformed document is an unreadable host in the report, never a failed report.
+            if host.facts is not None and shape_problem(host.facts) is None:
+                with contextlib.suppress(TypeError, AttributeError, ValueError, KeyError):
+                    shares.extend(cache_shares(host.name, host.facts))
+            yield host
+
+    report = fleet_report(counted(), gpus)
+    documents = inputs[0] if source.documents else None
+    return FleetRun(report, shared_caches(shares), time.monotonic() - started, documents)
+
+
+def fleet(
+    source: FleetSource,
+    gpus: Sequence[str] = (),
+    python: str | None = None,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
+    jobs: int = 32,
+    timeout: float = DEFAULT_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+) -> dict[str, Any]:
+    """The fleet document (what ``archgap fleet --json`` prints) for the hosts of ``source``:
+    ``FleetSource(documents=("probes/",))``, ``FleetSource(hosts=(("gpu01", None),))``..."""
+    from archgap.report.fleet import body
+
+    run = fleet_run(source, gpus, python, sections, jobs, timeout, connect_timeout)
+    return document("fleet", body(run.report, run.elapsed, run.documents, run.shared_caches))

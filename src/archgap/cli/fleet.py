@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
@@ -26,11 +24,14 @@ from archgap.cli.common import (
     VERDICT_STYLE,
     Output,
     UsageError,
-    request_or_usage_error,
 )
 from archgap.cli.engines import PROMETHEUS
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
+
+if TYPE_CHECKING:
+    from archgap.api import FleetRun
+    from archgap.transport.fleet import FleetSource
 
 HELP = "probe many hosts (ssh, Slurm, or probe JSON from any engine) and compare them"
 DESCRIPTION = (
@@ -75,205 +76,58 @@ OPTIONS = (
 )
 
 
-def _host_lines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    if args.hosts:
-        return [(h.strip(), None) for h in args.hosts.split(",") if h.strip()]
-    try:
-        text = Path(args.hostfile).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--hostfile {args.hostfile}: {exc.strerror or exc}") from None
-    hosts: list[tuple[str, str | None]] = []
-    for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if not words:
-            continue
-        if len(words) > 2:
-            raise UsageError(f"--hostfile: expected 'HOST [PYTHON]', got {line.strip()!r}")
-        hosts.append((words[0], words[1] if len(words) == 2 else None))
-    return hosts
+def _source(args: argparse.Namespace) -> FleetSource:
+    from archgap.transport.fleet import FleetSource, hostfile_hosts
 
-
-def collect_hosts(args: argparse.Namespace, out: Output) -> Iterator[Any]:
-    """Every host's facts or failure, as ``HostInput`` values, as they come (the report keeps
-    a summary of each, not its facts)."""
-    from archgap.analysis.fleet import HostInput
-    from archgap.transport.run import TransportFailure, run_many
-    from archgap.transport.slurm import run_probe_slurm
-    from archgap.transport.target import DEFAULT_PYTHON, TargetError, ssh_target
-
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    python = args.python or DEFAULT_PYTHON
-    # None: each host's own interpreter (a hostfile may name one per host), filled in per target.
-    request = request_or_usage_error(sections, None)
     if args.srun_args and not args.slurm:
         raise UsageError("arguments after -- are srun options: use them with --slurm")
-    if args.from_paths:
-        yield from read_documents(args.from_paths)
-        return
-    if args.slurm:
-        slurm = run_probe_slurm(list(args.srun_args), request, python, args.timeout)
-        yield from _engine_inputs(slurm.error, slurm.tasks, "slurm")
-        return
-    if args.ray:
-        from archgap.transport.ray_fleet import run_probe_ray
-
-        address = None if args.ray == "auto" else args.ray
-        with out.status(f"probing the Ray cluster {args.ray}"):
-            ray = run_probe_ray(address, request, args.python, args.timeout)
-        yield from _engine_inputs(ray.error, ray.nodes, f"ray {args.ray}")
-        return
-    targets = []
-    for spec, host_python in _host_lines(args):
-        try:
-            targets.append(ssh_target(spec, host_python or python, args.connect_timeout))
-        except TargetError as exc:
-            raise UsageError(str(exc)) from None
-    if not targets:
-        raise UsageError("no hosts given")
-    if len({t.name for t in targets}) != len(targets):
-        raise UsageError("a host is named twice")
-    with out.progress("probing hosts", total=len(targets)) as advance:
-        for target, result in run_many(targets, request, args.jobs, args.timeout):
-            advance(target.name)
-            if isinstance(result, TransportFailure):
-                yield HostInput(target.name, None, result.kind, result.message, result.stderr)
-            else:
-                yield HostInput(target.name, result)
+    hosts: list[tuple[str, str | None]] = []
+    if args.hosts:
+        hosts = [(h.strip(), None) for h in args.hosts.split(",") if h.strip()]
+    elif args.hostfile:
+        hosts = hostfile_hosts(args.hostfile)
+    documents = tuple(args.from_paths or ())
+    return FleetSource(tuple(hosts), bool(args.slurm), tuple(args.srun_args), args.ray, documents)
 
 
-def _engine_inputs(error: Any, results: Any, engine: str) -> list[Any]:
-    """``HostInput`` values from an engine that probes every node at once (Slurm, Ray)."""
-    from archgap.analysis.fleet import HostInput
-    from archgap.transport.run import TransportFailure
+def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> FleetRun:
+    """Every host probed (a progress bar as ssh hosts answer) or read, and compared."""
+    from archgap.api import fleet_run
 
-    if error is not None:
-        return [HostInput(engine, None, error.kind, error.message, error.stderr)]
-    return [
-        HostInput(name, None, r.kind, r.message, r.stderr)
-        if isinstance(r, TransportFailure)
-        else HostInput(name, r, None)
-        for name, r in results
-    ]
-
-
-def _documents_in(text: str) -> list[Any]:
-    """JSON documents in a file: one document, JSON Lines, or ``host: {json}`` lines (pdsh)."""
-    try:
-        return [json.loads(text)]
-    except (ValueError, RecursionError):
-        pass
-    docs: list[Any] = []
-    for line in text.splitlines():
-        start = line.find("{")
-        if start < 0:
-            continue
-        prefix = line[:start].rstrip().rstrip(":").strip()
-        try:
-            doc = json.loads(line[start:])
-        except (ValueError, RecursionError):
-            continue
-        docs.append({"__name": prefix, **doc} if prefix and isinstance(doc, dict) else doc)
-    return docs
-
-
-def _not_json(text: str) -> tuple[str, str]:
-    """Why a file holds no JSON document: cut off inside one (a probe killed mid-write, a full
-    disk), or no JSON at all."""
-    body = text.strip()
-    if body.startswith(("{", "[")):
-        try:
-            json.loads(body)
-        except RecursionError:
-            return "not-json", "JSON nested deeper than the parser goes"
-        except json.JSONDecodeError as exc:
-            if exc.pos >= len(body) - 1 or "Unterminated string" in exc.msg:
-                return "truncated", f"the JSON stops after {len(body)} bytes, inside a value"
-            return "not-json", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-    return "not-json", "no JSON document in the file"
-
-
-def read_documents(paths: list[str]) -> Iterator[Any]:
-    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded;
-    one file at a time.
-
-    One ``HostInput`` per document read (a file without one counts as one, a failure)."""
-    from archgap.analysis.fleet import HostInput
-
-    files: list[Path] = []
-    for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.is_file())
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise UsageError(f"--from {given}: no such file or directory")
-    for file in files:
-        try:
-            text = file.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            yield HostInput(str(file), None, "unreadable", exc.strerror or str(exc))
-            continue
-        docs = _documents_in(text)
-        if not docs:
-            yield HostInput(str(file), None, *_not_json(text))
-        for doc in docs:
-            yield _host_from_document(doc, file)
-
-
-def _host_from_document(doc: Any, file: Path) -> Any:
-    from archgap.analysis.fleet import HostInput
-
-    if not isinstance(doc, dict):
-        return HostInput(str(file), None, "not-facts", "a JSON document that is not an object")
-    given = doc.get("__name") or doc.get("target")
-    if doc.get("command") == "probe" and isinstance(doc.get("error"), dict):
-        err = doc["error"]
-        name = str(given or file.stem)
-        return HostInput(name, None, str(err.get("kind")), str(err.get("message")), "")
-    facts = doc.get("facts") if doc.get("command") == "probe" else doc
-    if not isinstance(facts, dict) or "sections" not in facts:
-        return HostInput(str(file), None, "not-facts", "not archgap probe facts")
-    name = str(facts.get("host") or file.stem) if given in (None, "local") else str(given)
-    return HostInput(name, facts)
+    source = _source(args)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    ray = f"probing the Ray cluster {args.ray}"
+    waiting = out.status(ray) if source.ray else contextlib.nullcontext()
+    progress = out.counter("probing hosts") if source.hosts else contextlib.nullcontext(None)
+    with waiting, progress as tell:
+        return fleet_run(
+            source, named, args.python, sections, args.jobs, args.timeout, args.connect_timeout,
+            tell,
+        )  # fmt: skip
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.caches import cache_shares, shared_caches
-    from archgap.analysis.compat import UnknownGpu, resolve_gpu
-    from archgap.analysis.fleet import fleet_report, shape_problem
+    from archgap.analysis.compat import UnknownGpu
+    from archgap.report.fleet import body, headline
+    from archgap.request import UnknownSection
+    from archgap.transport.fleet import FleetInputError
 
     named = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
-    try:
-        for gpu in named:
-            resolve_gpu(gpu)
-    except UnknownGpu as exc:
-        raise UsageError(str(exc)) from exc
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    started = time.monotonic()
-    inputs = [0]  # hosts read, counted as the report takes them one by one
-    shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches
-
-    def counted() -> Iterator[Any]:
-        for host in collect_hosts(args, out):
-            inputs[0] += 1
-            # A malformed document is an unreadable host in the report, never a failed report.
-            if host.facts is not None and shape_problem(host.facts) is None:
-                with contextlib.suppress(TypeError, AttributeError, ValueError, KeyError):
-                    shares.extend(cache_shares(host.name, host.facts))
-            yield host
-
-    report = fleet_report(counted(), named)
-    shared = shared_caches(shares)
-    elapsed = time.monotonic() - started
-    documents = inputs[0] if args.from_paths else None
-    headline = _headline(report, elapsed, documents)
+    try:
+        fleet = _fleet_run(args, out, named)
+    except (UnknownGpu, FleetInputError) as exc:
+        raise UsageError(str(exc)) from exc
+    except UnknownSection as exc:
+        raise UsageError(f"--sections: {exc}") from None
+    report, elapsed = fleet.report, fleet.elapsed
+    title = headline(report, elapsed, fleet.documents)
     if args.html:
         from archgap.report.html import fleet_html
 
         try:
-            Path(args.html).write_text(fleet_html(report, headline), encoding="utf-8")
+            Path(args.html).write_text(fleet_html(report, title), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from None
     if args.prometheus:
@@ -282,15 +136,15 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
         write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
     if out.json_mode:
-        out.emit("fleet", {**body(report, elapsed, documents), "shared_caches": shared})
+        out.emit("fleet", body(report, elapsed, fleet.documents, fleet.shared_caches))
     elif out.format in ("markdown", "csv", "summary"):
         from archgap.report import fleet_tables
 
         render = {"markdown": fleet_tables.markdown, "summary": fleet_tables.summary}
         sys.stdout.write(render.get(out.format, fleet_tables.csv)(report, elapsed))
     else:
-        print_report(out, report, headline, args.html)
-        _print_shared_caches(out, shared)
+        print_report(out, report, title, args.html)
+        _print_shared_caches(out, fleet.shared_caches)
     if report.unreachable:
         return EXIT_ERROR
     return EXIT_GAP if report.gap_hosts else EXIT_OK
@@ -306,47 +160,6 @@ def _print_shared_caches(out: Any, shared: Any) -> None:
     for s in shared:
         out.print(f"  {escape(s.message)} ({escape(s.filesystem)})")
         out.print(f"    hosts: {escape(', '.join(s.hosts))}")
-
-
-def _headline(report: Any, elapsed: float, documents: int | None) -> str:
-    """What was read: hosts probed (ssh, Slurm, Ray), or documents read (--from)."""
-    answered, failed = len(report.hosts), len(report.unreachable)
-    groups = f"{len(report.groups)} group(s) of identical hosts"
-    if documents is None:
-        return f"{answered}/{answered + failed} hosts answered in {elapsed:.1f} s · {groups}"
-    return (
-        f"{documents} document(s) read in {elapsed:.1f} s: {answered} with facts, "
-        f"{failed} without · {groups}"
-    )
-
-
-def body(report: Any, elapsed: float, documents: int | None = None) -> dict[str, Any]:
-    from archgap.analysis.fleet import coverage_matrix, jit_matrix
-
-    packages, rows = coverage_matrix(report)
-    jit_packages, jit_rows = jit_matrix(report)
-    baseline = report.baseline
-    return {
-        "hosts": report.hosts,
-        "groups": [
-            {"fingerprint": g.fingerprint, "hosts": g.hosts, "size": len(g.hosts)}
-            for g in report.groups
-        ],
-        "baseline": baseline.fingerprint if baseline else None,
-        "drift": report.drift,
-        "unreachable": report.unreachable,
-        "coverage": {
-            "packages": packages,
-            "rows": [{"host": host, "verdicts": verdicts} for host, verdicts in rows],
-        },
-        "jit_coverage": {
-            "packages": jit_packages,
-            "rows": [{"host": host, "statuses": statuses} for host, statuses in jit_rows],
-        },
-        "documents": documents,
-        "gap": bool(report.gap_hosts),
-        "seconds": round(elapsed, 3),
-    }
 
 
 def print_report(out: Any, report: Any, headline: str, html: str | None) -> None:

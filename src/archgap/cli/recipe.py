@@ -66,10 +66,13 @@ def _gpus(args: argparse.Namespace) -> list[GpuTarget]:
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
     if args.from_paths:
-        from archgap.cli.fleet import read_documents
+        from archgap.transport.fleet import FleetInputError, read_documents
 
-        hosts = read_documents(args.from_paths)
-        gpus += gpus_of_fleet([h.facts for h in hosts if h.facts is not None])
+        try:
+            facts = [h.facts for h in read_documents(args.from_paths) if h.facts is not None]
+        except FleetInputError as exc:
+            raise UsageError(str(exc)) from exc
+        gpus += gpus_of_fleet(facts)
     if not gpus:
         raise UsageError("no GPU: name one with --gpu, or give fleet documents with --from")
     seen: dict[tuple[str, str], GpuTarget] = {}

@@ -1,0 +1,206 @@
+"""A fleet's facts, host by host: probed over ssh (many at a time), through Slurm (one task per
+node) or Ray (one task per alive node), or read from the probe documents any engine wrote
+(archgap probe, its standalone script, pdsh/clush output). What ``archgap fleet`` and
+``api.fleet`` collect; the analysis (analysis.fleet) takes the hosts one at a time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archgap.analysis.fleet import HostInput
+from archgap.transport.run import TransportFailure
+from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
+
+# tell(done, total, item): one more host answered (a progress display).
+Tell = Callable[[int, int, str], None]
+
+
+class FleetInputError(ValueError):
+    """Hosts that cannot be probed as given: an unreadable hostfile, a bad or repeated host
+    name, none at all, a --from path that does not exist."""
+
+
+@dataclass(frozen=True)
+class FleetSource:
+    """Where the hosts' facts come from: one of ssh ``hosts`` ((host, its interpreter or None)),
+    ``slurm`` (with ``srun_args``), ``ray`` (an address, or "auto") or probe ``documents``
+    (files and directories)."""
+
+    hosts: tuple[tuple[str, str | None], ...] = ()
+    slurm: bool = False
+    srun_args: tuple[str, ...] = ()
+    ray: str | None = None
+    documents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Probing:
+    """How the hosts are probed: the request (its python None: each host's own interpreter),
+    the default interpreter, hosts at a time and the time limits."""
+
+    request: dict[str, Any]
+    python: str | None = None
+    jobs: int = 32
+    timeout: float = DEFAULT_TIMEOUT
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+
+
+def hostfile_hosts(path: str) -> list[tuple[str, str | None]]:
+    """A hostfile's hosts: one per line, ``[user@]host[:port] [PYTHON]``; # starts a comment."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FleetInputError(f"--hostfile {path}: {exc.strerror or exc}") from None
+    hosts: list[tuple[str, str | None]] = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) > 2:
+            raise FleetInputError(f"--hostfile: expected 'HOST [PYTHON]', got {line.strip()!r}")
+        hosts.append((words[0], words[1] if len(words) == 2 else None))
+    return hosts
+
+
+def collect_hosts(
+    source: FleetSource, probing: Probing, tell: Tell | None = None
+) -> Iterator[HostInput]:
+    """Every host's facts or failure, as ``HostInput`` values, as they come (the report keeps
+    a summary of each, not its facts)."""
+    if source.documents:
+        yield from read_documents(source.documents)
+    elif source.slurm:
+        from archgap.transport.slurm import run_probe_slurm
+
+        python = probing.python or DEFAULT_PYTHON
+        slurm = run_probe_slurm(list(source.srun_args), probing.request, python, probing.timeout)
+        yield from _engine_inputs(slurm.error, slurm.tasks, "slurm")
+    elif source.ray:
+        from archgap.transport.ray_fleet import run_probe_ray
+
+        address = None if source.ray == "auto" else source.ray
+        ray = run_probe_ray(address, probing.request, probing.python, probing.timeout)
+        yield from _engine_inputs(ray.error, ray.nodes, f"ray {source.ray}")
+    else:
+        yield from _ssh_hosts(source.hosts, probing, tell or (lambda _done, _total, _item: None))
+
+
+def _ssh_hosts(
+    hosts: Sequence[tuple[str, str | None]], probing: Probing, tell: Tell
+) -> Iterator[HostInput]:
+    from archgap.transport.run import run_many
+    from archgap.transport.target import TargetError, ssh_target
+
+    python = probing.python or DEFAULT_PYTHON
+    targets = []
+    for spec, host_python in hosts:
+        try:
+            targets.append(ssh_target(spec, host_python or python, probing.connect_timeout))
+        except TargetError as exc:
+            raise FleetInputError(str(exc)) from None
+    if not targets:
+        raise FleetInputError("no hosts given")
+    if len({t.name for t in targets}) != len(targets):
+        raise FleetInputError("a host is named twice")
+    answered = run_many(targets, probing.request, probing.jobs, probing.timeout)
+    for done, (target, result) in enumerate(answered, start=1):
+        tell(done, len(targets), target.name)
+        if isinstance(result, TransportFailure):
+            yield HostInput(target.name, None, result.kind, result.message, result.stderr)
+        else:
+            yield HostInput(target.name, result)
+
+
+def _engine_inputs(error: Any, results: Any, engine: str) -> list[HostInput]:
+    """``HostInput`` values from an engine that probes every node at once (Slurm, Ray)."""
+    if error is not None:
+        return [HostInput(engine, None, error.kind, error.message, error.stderr)]
+    return [
+        HostInput(name, None, r.kind, r.message, r.stderr)
+        if isinstance(r, TransportFailure)
+        else HostInput(name, r, None)
+        for name, r in results
+    ]
+
+
+def _documents_in(text: str) -> list[Any]:
+    """JSON documents in a file: one document, JSON Lines, or ``host: {json}`` lines (pdsh)."""
+    try:
+        return [json.loads(text)]
+    except (ValueError, RecursionError):
+        pass
+    docs: list[Any] = []
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        prefix = line[:start].rstrip().rstrip(":").strip()
+        try:
+            doc = json.loads(line[start:])
+        except (ValueError, RecursionError):
+            continue
+        docs.append({"__name": prefix, **doc} if prefix and isinstance(doc, dict) else doc)
+    return docs
+
+
+def _not_json(text: str) -> tuple[str, str]:
+    """Why a file holds no JSON document: cut off inside one (a probe killed mid-write, a full
+    disk), or no JSON at all."""
+    body = text.strip()
+    if body.startswith(("{", "[")):
+        try:
+            json.loads(body)
+        except RecursionError:
+            return "not-json", "JSON nested deeper than the parser goes"
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(body) - 1 or "Unterminated string" in exc.msg:
+                return "truncated", f"the JSON stops after {len(body)} bytes, inside a value"
+            return "not-json", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    return "not-json", "no JSON document in the file"
+
+
+def read_documents(paths: Sequence[str]) -> Iterator[HostInput]:
+    """Probe output of any engine: archgap probe documents, raw facts, or the failures recorded;
+    one file at a time.
+
+    One ``HostInput`` per document read (a file without one counts as one, a failure); a path
+    that does not exist raises ``FleetInputError``."""
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FleetInputError(f"--from {given}: no such file or directory")
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            yield HostInput(str(file), None, "unreadable", exc.strerror or str(exc))
+            continue
+        docs = _documents_in(text)
+        if not docs:
+            yield HostInput(str(file), None, *_not_json(text))
+        for doc in docs:
+            yield _host_from_document(doc, file)
+
+
+def _host_from_document(doc: Any, file: Path) -> HostInput:
+    if not isinstance(doc, dict):
+        return HostInput(str(file), None, "not-facts", "a JSON document that is not an object")
+    given = doc.get("__name") or doc.get("target")
+    if doc.get("command") == "probe" and isinstance(doc.get("error"), dict):
+        err = doc["error"]
+        name = str(given or file.stem)
+        return HostInput(name, None, str(err.get("kind")), str(err.get("message")), "")
+    facts = doc.get("facts") if doc.get("command") == "probe" else doc
+    if not isinstance(facts, dict) or "sections" not in facts:
+        return HostInput(str(file), None, "not-facts", "not archgap probe facts")
+    name = str(facts.get("host") or file.stem) if given in (None, "local") else str(given)
+    return HostInput(name, facts)
