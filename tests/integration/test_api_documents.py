@@ -1,0 +1,132 @@
+"""The Python API returns the very documents the CLI prints with --json: the same input through
+``archgap CMD --json`` (a separate process) and through ``archgap.api``, compared whole and
+validated against the command's schema. Only "seconds" (a measured time) may differ.
+
+The inputs are real: Python sources written here, the corpus logs, binaries built by
+tests/fixtures/cuda/build.sh and probe documents of real virtual environments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from archgap import api
+from archgap.report.jsondoc import schema
+from tests.helpers import CUDA_BIN, FIXTURES, install_fake_distribution, make_venv, run_cli
+
+CORPUS = FIXTURES / "explain_corpus"
+
+# One write of TARGET_CUDA_ARCHS fed by an environment variable, one read, one gate (a
+# comparison on the major version that raises): what trace and gates each find.
+SOURCE = """\
+import os
+
+TARGET_CUDA_ARCHS = set()
+
+
+def configure():
+    global TARGET_CUDA_ARCHS
+    TARGET_CUDA_ARCHS = set(os.environ.get("FLASHINFER_CUDA_ARCH_LIST", "").split())
+
+
+def check(major):
+    if major < 8:
+        raise RuntimeError("needs sm_80 or newer")
+    return TARGET_CUDA_ARCHS
+"""
+
+
+def cli_document(command: str, *args: str) -> tuple[int, dict[str, Any]]:
+    result = run_cli(command, *args, "--json", timeout=180)
+    assert "Traceback" not in result.stderr, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return result.returncode, doc
+
+
+def same(cli: dict[str, Any], from_api: dict[str, Any], command: str) -> None:
+    """Both documents follow the schema and are equal but for the measured time."""
+    for doc in (cli, from_api):
+        jsonschema.validate(doc, schema(command))
+        assert doc["command"] == command
+    assert without_seconds(from_api) == without_seconds(cli)
+
+
+def without_seconds(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "seconds"}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("apidocs") / "site-packages" / "pkg"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "arch.py").write_text(SOURCE)
+    return root
+
+
+def test_trace(package: Path) -> None:
+    code, cli = cli_document("trace", "TARGET_CUDA_ARCHS", str(package))
+    assert code == 0
+    same(cli, api.trace("TARGET_CUDA_ARCHS", paths=[str(package)]), "trace")
+    # Writes: the module-level assignment, configure's `global` declaration (it makes the
+    # assignment below one to the module's name) and that assignment; one read, in check.
+    found = [(o["kind"], o["line"]) for o in cli["trace"]["occurrences"]]
+    assert found == [("write", 3), ("write", 7), ("write", 8), ("read", 14)]
+
+
+def test_gates(package: Path) -> None:
+    code, cli = cli_document("gates", "--path", str(package), "--kind", "raise")
+    assert code == 0
+    same(cli, api.gates(paths=[str(package)], kinds=["raise"]), "gates")
+    (target,) = cli["gates"]["targets"]
+    (function,) = target["functions"]
+    assert function["function"] == "check"
+    assert [g["kind"] for g in function["gates"]] == ["raise"]
+    with pytest.raises(ValueError, match="--kind nope"):
+        api.gates(paths=[str(package)], kinds=["nope"])
+
+
+def test_explain_of_a_message_alone() -> None:
+    message = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
+    code, cli = cli_document("explain", "--message", message, "--log-only")
+    assert code == 1  # a known architecture gap
+    same(cli, api.explain(message, log_only=True, origin="--message"), "explain")
+    assert cli["explain"]["signature"] == "flashinfer-sm75-gate"
+
+
+def test_explain_examines_the_same_environment(tmp_path: Path) -> None:
+    log = CORPUS / "sglang-incident-flashinfer-0.6.8.log"
+    site = make_venv(tmp_path / "venv")
+    python = str(tmp_path / "venv" / "bin" / "python")
+    assert site.is_dir()
+    code, cli = cli_document("explain", str(log), "--python", python, "--gpu", "12.0")
+    assert code == 1
+    text = log.read_text(encoding="utf-8")
+    document = api.explain(text, gpus=["12.0"], python=python, origin=str(log))
+    same(cli, document, "explain")
+    assert python in cli["explain"]["environment"]
+
+
+def test_fleet_from_documents(tmp_path: Path) -> None:
+    # build.sh: libmix.so has sm_75 SASS (native on a T4); libptxonly.so only compute_80 PTX,
+    # which a 7.5 GPU cannot JIT: a gap on n2.
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    for name, lib in (("n1", "libmix.so"), ("n2", "libptxonly.so")):
+        venv = tmp_path / name
+        files = {f"kern{name}/{lib}": CUDA_BIN / lib}
+        install_fake_distribution(make_venv(venv), f"kern{name}", "1.0", files)
+        probe = run_cli("probe", "--python", str(venv / "bin" / "python"), timeout=180)
+        assert probe.returncode == 0, probe.stderr
+        (probes / f"{name}.json").write_text(probe.stdout)
+    code, cli = cli_document("fleet", "--from", str(probes), "--gpu", "T4")
+    assert code == 1
+    source = api.FleetSource(documents=(str(probes),))
+    same(cli, api.fleet(source, gpus=["T4"]), "fleet")
+    assert cli["documents"] == 2 and len(cli["groups"]) == 2
+    gaps = {h["name"]: bool(h["gaps"]) for h in cli["hosts"]}
+    assert list(gaps.values()).count(True) == 1
