@@ -387,6 +387,30 @@ def emit_text(lines: list[str], out: Output) -> None:
         sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
 
 
+def emit_shown(
+    out: Output,
+    args: argparse.Namespace,
+    shown: Any,
+    facts: Any,
+    left: Any,
+    render: Callable[[Any, list[str]], None],
+) -> None:
+    """What gates and trace print of the ``facts`` they show (``shown``: their report module,
+    with body, markdown, csv and left_out_text): the JSON document, a Markdown or CSV table, or
+    the text ``render`` writes, after the line naming the environment and before the note of
+    what was ``left`` out."""
+    if out.json_mode:
+        out.emit(out.command, shown.body(facts, left))
+    elif out.format in ("markdown", "csv"):
+        text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
+        sys.stdout.write(terminal_safe(text))
+    else:
+        lines: list[str] = environment_line(args)
+        render(facts, lines)
+        note = shown.left_out_text(left)
+        emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
+
+
 def short_path(path: str, module: str) -> str:
     """The path from site-packages (or else from the import root): flashinfer/jit/core.py."""
     from archgap.analysis.trees import relative_path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
@@ -42,13 +41,7 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.cli.common import (
-        check_local_paths,
-        emit_text,
-        environment_line,
-        escape,
-        probe_section,
-    )
+    from archgap.cli.common import check_local_paths, emit_shown, probe_section
     from archgap.model import decode
     from archgap.probe.source.gates import GatesFacts
     from archgap.request import gates_request
@@ -66,16 +59,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         out.error(facts.error)
         return EXIT_ERROR
     facts, left = shown.select(facts, kinds, bool(args.show_all))
-    if out.json_mode:
-        out.emit("gates", shown.body(facts, left))
-    elif out.format in ("markdown", "csv"):
-        text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
-        sys.stdout.write(text)
-    else:
-        lines: list[str] = environment_line(args)
-        render(facts, lines)
-        note = shown.left_out_text(left)
-        emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
+    emit_shown(out, args, shown, facts, left, render)
     return EXIT_OK
 
 

@@ -11,14 +11,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import (
-    EXIT_GAP,
-    EXIT_OK,
-    Output,
-    UsageError,
-    emit_text,
-    escape,
-)
+from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, UsageError, emit_text, escape
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget

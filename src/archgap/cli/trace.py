@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
@@ -14,13 +13,11 @@ from archgap.cli.common import (
     Output,
     UsageError,
     check_local_paths,
-    emit_text,
-    environment_line,
+    emit_shown,
     escape,
     probe_facts,
     probe_section,
     short_path,
-    terminal_safe,
 )
 
 if TYPE_CHECKING:
@@ -76,16 +73,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.report import trace as shown
 
     facts, left = shown.select(facts, bool(args.show_all))
-    if out.json_mode:
-        out.emit("trace", shown.body(facts, left))
-    elif out.format in ("markdown", "csv"):
-        text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
-        sys.stdout.write(terminal_safe(text))
-    else:
-        lines: list[str] = environment_line(args)
-        render(facts, lines)
-        note = shown.left_out_text(left)
-        emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
+    emit_shown(out, args, shown, facts, left, render)
     return EXIT_OK
 
 
