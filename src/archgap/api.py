@@ -27,9 +27,9 @@ from archgap.request import (
     trace_request,
     verify_request,
 )
-from archgap.transport.fleet import FleetSource, Tell
+from archgap.transport.fleet import FleetOptions, FleetSource, Tell
 from archgap.transport.run import TransportFailure, run_probe
-from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, LOCAL, Target
+from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
     from archgap.analysis.caches import SharedCache
@@ -43,11 +43,13 @@ if TYPE_CHECKING:
     from archgap.probe.fatbin import Progress
 
 __all__ = [
+    "FleetOptions",
     "FleetRun",
     "FleetSource",
     "ProbeError",
     "ScanReport",
     "VerifyReport",
+    "Where",
     "diagnose",
     "explain",
     "fleet",
@@ -188,66 +190,17 @@ def verify(
     return compare(section, binaries, env or empty, skipped, driver)
 
 
-def diagnose(
-    head: str,
-    tail: str = "",
-    skipped_lines: int = 0,
-    gpus: Sequence[str] = (),
-    python: str | None = None,
-    target: Target = LOCAL,
-    env_from: str | None = None,
-    log_only: bool = False,
-    root: str = "/",
-    timeout: float = DEFAULT_TIMEOUT,
-) -> tuple[Diagnosis, ParsedLog]:
-    """The diagnosis of a log (``head``; of a log too long to read whole, its start and its end
-    ``tail`` with ``skipped_lines`` between), confirmed on the environment of ``python`` on
-    ``target`` unless ``log_only``; and the log as parsed. ``UnknownGpu`` for a bad GPU name
-    (before anything is probed), ``ProbeError`` when the environment cannot be examined."""
-    from archgap.analysis.explain import explain as diagnosis_of
-    from archgap.analysis.logparse import parse_log
-    from archgap.kb.signatures import load_signatures
-
-    named = tuple(resolve_gpu(name) for name in gpus)
-    log = parse_log(head, tail, skipped_lines)
-    signatures = load_signatures()
-    examined = None
-    if not log_only:
-        where = _Where(target, python, env_from, root, timeout)
-        examined = _examine(where, log, signatures, named)
-    return diagnosis_of(log, signatures, examined), log
-
-
-def explain(
-    log: str,
-    gpus: Sequence[str] = (),
-    python: str | None = None,
-    target: Target = LOCAL,
-    env_from: str | None = None,
-    log_only: bool = False,
-    root: str = "/",
-    timeout: float = DEFAULT_TIMEOUT,
-    origin: str = "api",
-) -> dict[str, Any]:
-    """The explain document (what ``archgap explain --json`` prints) for the text of a log;
-    ``origin`` is what the document names as where the log came from."""
-    from archgap.report.explain import body
-
-    diagnosis, parsed = diagnose(
-        log, "", 0, gpus, python, target, env_from, log_only, root, timeout
-    )
-    return document("explain", body(diagnosis, origin, parsed.lines, parsed.truncated_lines))
-
-
 @dataclass(frozen=True)
-class _Where:
-    """Where explain examines: the target, its interpreter and service environment."""
+class Where:
+    """The environment explain examines: ``python``'s (None: python3 there, or this
+    interpreter here) on ``target``, with a service's environment (``env_from``: a PID or an env
+    file there) instead of the shell's."""
 
-    target: Target
-    python: str | None
-    env_from: str | None
-    root: str
-    timeout: float
+    python: str | None = None
+    target: Target = LOCAL
+    env_from: str | None = None
+    root: str = "/"
+    timeout: float = DEFAULT_TIMEOUT
 
     def facts(self, request: dict[str, Any]) -> dict[str, Any]:
         """The probe's facts; an unreadable ``env_from`` raises ``ProbeError`` (it is not a
@@ -259,8 +212,42 @@ class _Where:
         return facts
 
 
+def diagnose(
+    head: str,
+    tail: str = "",
+    skipped_lines: int = 0,
+    gpus: Sequence[str] = (),
+    where: Where | None = Where(),
+) -> tuple[Diagnosis, ParsedLog]:
+    """The diagnosis of a log (``head``; of a log too long to read whole, its start and its end
+    ``tail`` with ``skipped_lines`` between), confirmed on the environment ``where`` (None: the
+    log alone); and the log as parsed. ``UnknownGpu`` for a bad GPU name (before anything is
+    probed), ``ProbeError`` when the environment cannot be examined."""
+    from archgap.analysis.explain import explain as diagnosis_of
+    from archgap.analysis.logparse import parse_log
+    from archgap.kb.signatures import load_signatures
+
+    named = tuple(resolve_gpu(name) for name in gpus)
+    log = parse_log(head, tail, skipped_lines)
+    signatures = load_signatures()
+    examined = _examine(where, log, signatures, named) if where is not None else None
+    return diagnosis_of(log, signatures, examined), log
+
+
+def explain(
+    log: str, gpus: Sequence[str] = (), where: Where | None = Where(), origin: str = "api"
+) -> dict[str, Any]:
+    """The explain document (what ``archgap explain --json`` prints) for the text of a log,
+    examined ``where`` (None: the log alone); ``origin`` is what the document names as where
+    the log came from."""
+    from archgap.report.explain import body
+
+    diagnosis, parsed = diagnose(log, "", 0, gpus, where)
+    return document("explain", body(diagnosis, origin, parsed.lines, parsed.truncated_lines))
+
+
 def _examine(
-    where: _Where,
+    where: Where,
     log: ParsedLog,
     signatures: Sequence[Signature],
     named: tuple[GpuTarget, ...],
@@ -382,34 +369,29 @@ class FleetRun:
 def fleet_run(
     source: FleetSource,
     gpus: Sequence[str] = (),
-    python: str | None = None,
-    sections: Sequence[str] = DEFAULT_SECTIONS,
-    jobs: int = 32,
-    timeout: float = DEFAULT_TIMEOUT,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    options: FleetOptions | None = None,
     tell: Tell | None = None,
 ) -> FleetRun:
     """Probe (or read) every host of ``source`` and compare them; every host also judged
-    against ``gpus``. ``UnknownGpu`` for a bad GPU name and ``UnknownSection`` for a bad section
-    (before anything is probed), ``FleetInputError`` for hosts that cannot be probed as given.
-    ``tell(done, total, host)`` is told as ssh hosts answer."""
+    against ``gpus``. ``UnknownGpu`` for a bad GPU name (before anything is probed),
+    ``UnknownSection`` for a bad section and ``FleetInputError`` for hosts that cannot be probed
+    as given. ``options``: how the hosts are probed (sections, interpreter, hosts at a time,
+    time limits); ``tell(done, total, host)`` is told as ssh hosts answer."""
     import contextlib
     import time
 
     from archgap.analysis.caches import cache_shares, shared_caches
     from archgap.analysis.fleet import fleet_report, shape_problem
-    from archgap.transport.fleet import Probing, collect_hosts
+    from archgap.transport.fleet import collect_hosts
 
     for name in gpus:
         resolve_gpu(name)
-    # python None in the request: each host's own interpreter (a hostfile may name one per host).
-    probing = Probing(probe_request(sections, None), python, jobs, timeout, connect_timeout)
     started = time.monotonic()
     inputs = [0]  # hosts read, counted as the report takes them one by one
     shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches
 
     def counted() -> Iterator[HostInput]:
-        for host in collect_hosts(source, probing, tell):
+        for host in collect_hosts(source, options or FleetOptions(), tell):
             inputs[0] += 1
             # A malformed document is an unreadable host in the report, never a failed report.
             if host.facts is not None and shape_problem(host.facts) is None:
@@ -423,17 +405,11 @@ def fleet_run(
 
 
 def fleet(
-    source: FleetSource,
-    gpus: Sequence[str] = (),
-    python: str | None = None,
-    sections: Sequence[str] = DEFAULT_SECTIONS,
-    jobs: int = 32,
-    timeout: float = DEFAULT_TIMEOUT,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    source: FleetSource, gpus: Sequence[str] = (), options: FleetOptions | None = None
 ) -> dict[str, Any]:
     """The fleet document (what ``archgap fleet --json`` prints) for the hosts of ``source``:
     ``FleetSource(documents=("probes/",))``, ``FleetSource(hosts=(("gpu01", None),))``..."""
     from archgap.report.fleet import body
 
-    run = fleet_run(source, gpus, python, sections, jobs, timeout, connect_timeout)
+    run = fleet_run(source, gpus, options)
     return document("fleet", body(run.report, run.elapsed, run.documents, run.shared_caches))

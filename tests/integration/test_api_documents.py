@@ -94,7 +94,7 @@ def test_explain_of_a_message_alone() -> None:
     message = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
     code, cli = cli_document("explain", "--message", message, "--log-only")
     assert code == 1  # a known architecture gap
-    same(cli, api.explain(message, log_only=True, origin="--message"), "explain")
+    same(cli, api.explain(message, where=None, origin="--message"), "explain")
     assert cli["explain"]["signature"] == "flashinfer-sm75-gate"
 
 
@@ -106,7 +106,7 @@ def test_explain_examines_the_same_environment(tmp_path: Path) -> None:
     code, cli = cli_document("explain", str(log), "--python", python, "--gpu", "12.0")
     assert code == 1
     text = log.read_text(encoding="utf-8")
-    document = api.explain(text, gpus=["12.0"], python=python, origin=str(log))
+    document = api.explain(text, ["12.0"], api.Where(python), origin=str(log))
     same(cli, document, "explain")
     assert python in cli["explain"]["environment"]
 

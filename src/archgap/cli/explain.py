@@ -120,7 +120,7 @@ def _read_input(args: argparse.Namespace) -> tuple[LogInput, str]:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu, resolve_gpu
-    from archgap.api import ProbeError, diagnose
+    from archgap.api import ProbeError, Where, diagnose
     from archgap.report.explain import body
 
     text, origin = _read_input(args)
@@ -131,10 +131,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
         target = target_from_args(args)
         label = "reading the log" if args.log_only else f"examining {target.name}"
         with out.status(label):
-            diagnosis, log = diagnose(
-                text.head, text.tail, text.skipped_lines, named, args.python, target,
-                args.env_from, args.log_only, args.root, args.timeout,
-            )  # fmt: skip
+            where = Where(args.python, target, args.env_from, args.root, args.timeout)
+            examined = None if args.log_only else where
+            diagnosis, log = diagnose(text.head, text.tail, text.skipped_lines, named, examined)
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
     except ProbeError as exc:

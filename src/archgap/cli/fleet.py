@@ -17,14 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import (
-    EXIT_ERROR,
-    EXIT_GAP,
-    EXIT_OK,
-    VERDICT_STYLE,
-    Output,
-    UsageError,
-)
+from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, VERDICT_STYLE, Output, UsageError
 from archgap.cli.engines import PROMETHEUS
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
@@ -93,17 +86,16 @@ def _source(args: argparse.Namespace) -> FleetSource:
 def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> FleetRun:
     """Every host probed (a progress bar as ssh hosts answer) or read, and compared."""
     from archgap.api import fleet_run
+    from archgap.transport.fleet import FleetOptions
 
     source = _source(args)
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
+    options = FleetOptions(sections, args.python, args.jobs, args.timeout, args.connect_timeout)
     ray = f"probing the Ray cluster {args.ray}"
     waiting = out.status(ray) if source.ray else contextlib.nullcontext()
     progress = out.counter("probing hosts") if source.hosts else contextlib.nullcontext(None)
     with waiting, progress as tell:
-        return fleet_run(
-            source, named, args.python, sections, args.jobs, args.timeout, args.connect_timeout,
-            tell,
-        )  # fmt: skip
+        return fleet_run(source, named, options, tell)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from archgap.analysis.fleet import HostInput
+from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportFailure
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
 
@@ -38,11 +39,12 @@ class FleetSource:
 
 
 @dataclass(frozen=True)
-class Probing:
-    """How the hosts are probed: the request (its python None: each host's own interpreter),
-    the default interpreter, hosts at a time and the time limits."""
+class FleetOptions:
+    """How the hosts are probed: the probe sections, the interpreter to inspect (None: python3
+    there, or a hostfile's per host; on Ray each node's worker interpreter), hosts at a time
+    and the time limits."""
 
-    request: dict[str, Any]
+    sections: tuple[str, ...] = DEFAULT_SECTIONS
     python: str | None = None
     jobs: int = 32
     timeout: float = DEFAULT_TIMEOUT
@@ -67,46 +69,56 @@ def hostfile_hosts(path: str) -> list[tuple[str, str | None]]:
 
 
 def collect_hosts(
-    source: FleetSource, probing: Probing, tell: Tell | None = None
+    source: FleetSource, options: FleetOptions, tell: Tell | None = None
 ) -> Iterator[HostInput]:
     """Every host's facts or failure, as ``HostInput`` values, as they come (the report keeps
-    a summary of each, not its facts)."""
+    a summary of each, not its facts). ``UnknownSection`` for a section the probe does not
+    have."""
+    # python None in the request: each host's own interpreter, filled in per target.
+    request = probe_request(options.sections, None)
     if source.documents:
         yield from read_documents(source.documents)
     elif source.slurm:
         from archgap.transport.slurm import run_probe_slurm
 
-        python = probing.python or DEFAULT_PYTHON
-        slurm = run_probe_slurm(list(source.srun_args), probing.request, python, probing.timeout)
+        python = options.python or DEFAULT_PYTHON
+        slurm = run_probe_slurm(list(source.srun_args), request, python, options.timeout)
         yield from _engine_inputs(slurm.error, slurm.tasks, "slurm")
     elif source.ray:
         from archgap.transport.ray_fleet import run_probe_ray
 
         address = None if source.ray == "auto" else source.ray
-        ray = run_probe_ray(address, probing.request, probing.python, probing.timeout)
+        ray = run_probe_ray(address, request, options.python, options.timeout)
         yield from _engine_inputs(ray.error, ray.nodes, f"ray {source.ray}")
     else:
-        yield from _ssh_hosts(source.hosts, probing, tell or (lambda _done, _total, _item: None))
+        yield from _ssh_hosts(source.hosts, request, options, tell or _untold)
+
+
+def _untold(_done: int, _total: int, _item: str) -> None:
+    """No progress display."""
 
 
 def _ssh_hosts(
-    hosts: Sequence[tuple[str, str | None]], probing: Probing, tell: Tell
+    hosts: Sequence[tuple[str, str | None]],
+    request: dict[str, Any],
+    options: FleetOptions,
+    tell: Tell,
 ) -> Iterator[HostInput]:
     from archgap.transport.run import run_many
     from archgap.transport.target import TargetError, ssh_target
 
-    python = probing.python or DEFAULT_PYTHON
+    python = options.python or DEFAULT_PYTHON
     targets = []
     for spec, host_python in hosts:
         try:
-            targets.append(ssh_target(spec, host_python or python, probing.connect_timeout))
+            targets.append(ssh_target(spec, host_python or python, options.connect_timeout))
         except TargetError as exc:
             raise FleetInputError(str(exc)) from None
     if not targets:
         raise FleetInputError("no hosts given")
     if len({t.name for t in targets}) != len(targets):
         raise FleetInputError("a host is named twice")
-    answered = run_many(targets, probing.request, probing.jobs, probing.timeout)
+    answered = run_many(targets, request, options.jobs, options.timeout)
     for done, (target, result) in enumerate(answered, start=1):
         tell(done, len(targets), target.name)
         if isinstance(result, TransportFailure):
