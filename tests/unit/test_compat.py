@@ -13,6 +13,12 @@ from archgap.analysis.compat import (
 CC = ComputeCapability.parse
 
 
+def capability(text: str) -> ComputeCapability:
+    parsed = CC(text)
+    assert parsed is not None
+    return parsed
+
+
 @pytest.mark.parametrize(
     ("arch", "variant", "cc", "runs"),
     [
@@ -35,12 +41,27 @@ CC = ComputeCapability.parse
         (103, "f", "10.0", False),
         (120, "f", "12.1", True),
         (121, "f", "12.0", False),
+        # CUDA C++ Programming Guide, binary compatibility: "not supported for Tegra" across
+        # minors, nor between desktop and Tegra (Xavier 7.2, Orin 8.7, Thor 11.0)
+        (80, "", "8.7", False),
+        (86, "", "8.7", False),
+        (87, "", "8.7", True),
+        (87, "", "8.9", False),
+        (72, "", "7.5", False),
+        (70, "", "7.2", False),
+        (110, "", "11.0", True),
+        (110, "f", "11.0", True),
+        # the family table: {10.0, 10.3, 10.7}, {11.0}, {12.0, 12.1}; XYf runs from X.Y up
+        (100, "f", "10.7", True),
+        (103, "f", "10.7", True),
+        (103, "f", "10.0", False),
+        (107, "f", "10.3", False),
+        (100, "f", "11.0", False),
+        (110, "f", "12.0", False),
     ],
 )
 def test_sass(arch: int, variant: str, cc: str, runs: bool) -> None:
-    parsed = CC(cc)
-    assert parsed is not None
-    assert sass_runs_on(arch, variant, parsed) is runs
+    assert sass_runs_on(arch, variant, capability(cc)) is runs
 
 
 @pytest.mark.parametrize(
@@ -56,9 +77,7 @@ def test_sass(arch: int, variant: str, cc: str, runs: bool) -> None:
     ],
 )
 def test_ptx(arch: int, variant: str, cc: str, jits: bool) -> None:
-    parsed = CC(cc)
-    assert parsed is not None
-    assert ptx_jits_on(arch, variant, parsed) is jits
+    assert ptx_jits_on(arch, variant, capability(cc)) is jits
 
 
 @pytest.mark.parametrize(
@@ -102,40 +121,11 @@ def test_unknown_and_ambiguous_names_are_usage_errors() -> None:
         resolve_gpu("RTX")  # RTX 20xx .. RTX PRO 6000 span many capabilities
 
 
-@pytest.mark.parametrize(
-    ("arch", "variant", "cc", "runs"),
-    [
-        # CUDA C++ Programming Guide, binary compatibility: "not supported for Tegra" across
-        # minors, nor between desktop and Tegra (Xavier 7.2, Orin 8.7, Thor 11.0)
-        (80, "", "8.7", False),
-        (86, "", "8.7", False),
-        (87, "", "8.7", True),
-        (87, "", "8.9", False),
-        (72, "", "7.5", False),
-        (70, "", "7.2", False),
-        (110, "", "11.0", True),
-        (110, "f", "11.0", True),
-        # the family table: {10.0, 10.3, 10.7}, {11.0}, {12.0, 12.1}; XYf runs from X.Y up
-        (100, "f", "10.7", True),
-        (103, "f", "10.7", True),
-        (103, "f", "10.0", False),
-        (107, "f", "10.3", False),
-        (100, "f", "11.0", False),
-        (110, "f", "12.0", False),
-    ],
-)
-def test_tegra_and_family_rules(arch: int, variant: str, cc: str, runs: bool) -> None:
-    parsed = CC(cc)
-    assert parsed is not None
-    assert sass_runs_on(arch, variant, parsed) is runs
-
-
 def test_thor_renumbering_is_undocumented_not_a_guess() -> None:
     # CUDA 13.0 renamed Thor's sm_101 to sm_110; loading old sm_101 cubins is not documented.
     from archgap.analysis.compat import sass_compat
 
-    thor = CC("11.0")
-    assert thor is not None
+    thor = capability("11.0")
     compat = sass_compat(101, "", thor)
     assert compat.runs is None
     assert "sm_110" in compat.rule

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import (
     DEVICE_LINK_ARCHIVE,
@@ -34,26 +36,28 @@ def sass(arch: int, listed: bool = True, section: str = ".nv_fatbin", **kw: obje
     return replace(entry, **kw)  # type: ignore[arg-type]
 
 
-def test_kernel_less_stub_is_read_from_the_cubin_sections() -> None:
-    facts = read_binary(str(BIN / "libstub.so"), deep=True)
+@pytest.mark.parametrize(
+    ("name", "compression", "kernels", "why_part"),
+    [
+        # cuobjdump --list-elf: one sm_75 cubin; -elf: no .text section in it
+        ("libstub.so", "none", False, "no .text"),
+        # -Xfatbin=-compress-all: the same 1.9 KiB cubin, zstd-compressed (not unpacked by the
+        # probe): kernel-less is inferred from its size
+        ("libstub_z.so", "zstd", None, "inferred"),
+    ],
+)
+def test_kernel_less_stubs_are_read_from_the_cubin_or_inferred_from_its_size(
+    name: str, compression: str, kernels: bool | None, why_part: str
+) -> None:
+    facts = read_binary(str(BIN / name), deep=True)
     listed = [e for e in facts.entries if e.listed]
-    # cuobjdump --list-elf: one sm_75 cubin; -elf: no .text section in it
-    assert [(e.target, e.compression, e.kernels) for e in listed] == [("sm_75", "none", False)]
+    assert [(e.target, e.compression, e.kernels) for e in listed] == [
+        ("sm_75", compression, kernels)
+    ]
     role, why = role_of(facts)
     assert role == KERNEL_LESS
-    assert "no .text" in why and "inferred" not in why
-    verdict = library_verdict(facts, resolve_gpu("T4"))
-    assert verdict.verdict == "no-kernels"
-
-
-def test_compressed_kernel_less_stub_is_inferred_from_its_size() -> None:
-    # -Xfatbin=-compress-all: the same 1.9 KiB cubin, zstd-compressed (not unpacked by the probe)
-    facts = read_binary(str(BIN / "libstub_z.so"), deep=True)
-    listed = [e for e in facts.entries if e.listed]
-    assert [(e.target, e.compression, e.kernels) for e in listed] == [("sm_75", "zstd", None)]
-    role, why = role_of(facts)
-    assert role == KERNEL_LESS
-    assert "inferred" in why
+    assert why_part in why and ("inferred" in why) is (kernels is None)
+    assert library_verdict(facts, resolve_gpu("T4")).verdict == "no-kernels"
 
 
 def test_real_kernels_beside_device_link_stubs_make_a_kernel_library() -> None:
