@@ -11,6 +11,7 @@ unreachable hosts are listed once per distinct reason with the hosts that share 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html import escape
 from typing import Any
 
@@ -128,26 +129,25 @@ def _heatmap(report: Any) -> list[str]:
     return parts
 
 
+def _table(title: str, columns: tuple[str, ...], table_id: str, rows: Iterable[str]) -> list[str]:
+    """A section: its heading, a table with a header row, the rows (already HTML)."""
+    return [_table_head(title, columns, table_id), *rows, "</table>"]
+
+
 def _groups(report: Any) -> list[str]:
     letters = report.group_letters
-    parts = [
-        _table_head(
-            "Groups of identical hosts",
-            ("group", "hosts", "GPUs", "driver", "toolkits", "python", "packages"),
-            "groups",
-        )
-    ]
+    rows = []
     for group in report.groups:
         s = group.summary
-        parts.append(
+        rows.append(
             f"<tr><td>{escape(letters[group.fingerprint])}</td>"
             f'<td class="hosts">{len(group.hosts)}: {_hosts(group.hosts)}</td>'
             f"<td>{escape(', '.join(s.gpus) or 'none')}</td>"
             f"<td>{escape(s.driver or 'none')}</td><td>{escape(', '.join(s.toolkits) or '–')}</td>"
             f"<td>{escape(s.python)}</td><td>{len(s.packages)}</td></tr>"
         )
-    parts.append("</table>")
-    return parts
+    columns = ("group", "hosts", "GPUs", "driver", "toolkits", "python", "packages")
+    return _table("Groups of identical hosts", columns, "groups", rows)
 
 
 def _drift(report: Any) -> list[str]:
@@ -156,46 +156,39 @@ def _drift(report: Any) -> list[str]:
         return []
     letters = report.group_letters
     base = letters[baseline.fingerprint]
-    parts = [
-        _table_head(
-            f"Drift against group {escape(base)} (the largest, {len(baseline.hosts)} hosts)",
-            ("group", "what", "only in the group (+)", f"only in {escape(base)} (−)"),
-            "drift",
-        )
+    rows = [
+        f"<tr><td>{escape(letters[d.group])}</td><td>{escape(d.field)}</td>"
+        f"<td>{'<br>'.join(escape(v) for v in d.added)}</td>"
+        f"<td>{'<br>'.join(escape(v) for v in d.removed)}</td></tr>"
+        for d in report.drift
     ]
-    for d in report.drift:
-        parts.append(
-            f"<tr><td>{escape(letters[d.group])}</td><td>{escape(d.field)}</td>"
-            f"<td>{'<br>'.join(escape(v) for v in d.added)}</td>"
-            f"<td>{'<br>'.join(escape(v) for v in d.removed)}</td></tr>"
-        )
-    parts.append("</table>")
-    return parts
+    title = f"Drift against group {escape(base)} (the largest, {len(baseline.hosts)} hosts)"
+    columns = ("group", "what", "only in the group (+)", f"only in {escape(base)} (−)")
+    return _table(title, columns, "drift", rows)
 
 
 def _grouped_lists(report: Any) -> list[str]:
     parts: list[str] = []
     by_gap = report.hosts_by("gaps")
     if by_gap:
-        parts.append(_table_head("Gaps", ("hosts", "gap"), "gaps"))
-        parts += [
+        rows = [
             f'<tr><td class="hosts">{len(names)}: {_hosts(names)}</td><td>{escape(gap)}</td></tr>'
             for gap, names in by_gap.items()
         ]
-        parts.append("</table>")
+        parts += _table("Gaps", ("hosts", "gap"), "gaps", rows)
     by_kind: dict[str, list[Any]] = {}
     for u in report.unreachable:
         by_kind.setdefault(u.kind, []).append(u)
     if by_kind:
-        parts.append(_table_head("Not probed", ("why", "hosts", "message"), "unreachable"))
+        rows = []
         for kind, hosts in by_kind.items():
             example = hosts[0].message + (" (first of these)" if len(hosts) > 1 else "")
-            parts.append(
+            rows.append(
                 f'<tr><td class="bad">{escape(kind)}</td>'
                 f'<td class="hosts">{len(hosts)}: {_hosts([u.name for u in hosts])}</td>'
                 f"<td>{escape(example)}</td></tr>"
             )
-        parts.append("</table>")
+        parts += _table("Not probed", ("why", "hosts", "message"), "unreachable", rows)
     return parts
 
 
