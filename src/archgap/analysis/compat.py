@@ -80,6 +80,11 @@ class Compat:
     rule: str
 
 
+def target_name(kind: str, arch: int, variant: str = "") -> str:
+    """A build target as nvcc spells it: sm_120a (SASS, a cubin), compute_120a (PTX)."""
+    return f"{'compute' if kind == 'ptx' else 'sm'}_{arch}{variant}"
+
+
 def is_integrated(cc: ComputeCapability) -> bool:
     """An integrated (Tegra) GPU: Xavier 7.2, Orin 8.7, Thor 11.0 (10.1 before CUDA 13)."""
     return str(cc) in integrated()

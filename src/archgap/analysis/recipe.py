@@ -20,7 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.analysis.compat import ComputeCapability, GpuTarget, ptx_jits_on, sass_runs_on
+from archgap.analysis.compat import (
+    ComputeCapability,
+    GpuTarget,
+    ptx_jits_on,
+    sass_runs_on,
+    target_name,
+)
 from archgap.analysis.verdicts import NATIVE, library_verdict
 from archgap.kb.toolchain import (
     first_toolkit_for,
@@ -47,7 +53,7 @@ class Target:
 
     @property
     def name(self) -> str:
-        return f"{'compute' if self.kind == 'ptx' else 'sm'}_{self.arch}{self.variant}"
+        return target_name(self.kind, self.arch, self.variant)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget, ptx_jits_on, sass_runs_on
+from archgap.analysis.compat import GpuTarget, ptx_jits_on, sass_runs_on, target_name
 from archgap.analysis.fixes import Fix, toolkit_limit
 from archgap.kb import toolchain as kb
 from archgap.probe.toolkit import TorchBuild
@@ -28,7 +28,7 @@ class ArchEntry:
 
     @property
     def target(self) -> str:
-        return f"compute_{self.arch}{self.variant}"
+        return target_name("ptx", self.arch, self.variant)
 
 
 @dataclass(frozen=True)
