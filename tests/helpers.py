@@ -44,6 +44,20 @@ def json_output(result: subprocess.CompletedProcess[str], command: str) -> dict[
     return doc
 
 
+def vermin(path: Path) -> subprocess.CompletedProcess[str]:
+    """``vermin`` on a file or directory: its returncode is 0 when every line runs on Python 3.8
+    (the probe's floor), else it lists the violations."""
+    import shutil
+
+    command = shutil.which("vermin") or str(Path(sys.executable).parent / "vermin")
+    return subprocess.run(
+        [command, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def make_venv(path: Path) -> Path:
     """A real, empty virtual environment; returns its site-packages."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)

@@ -22,6 +22,7 @@ from archgap.analysis.scan import choose_targets
 from archgap.probe.facts import Gpu, Problem
 from archgap.probe.gpu import NVML_QUERY_CODE, cuda_version_text, probe_gpus
 from archgap.probe.system import System
+from tests.helpers import vermin
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 FAKE_NVML_SOURCE = FIXTURES / "nvml" / "fake_nvml.c"
@@ -247,13 +248,7 @@ def test_the_nvml_child_code_is_python38_and_self_contained(tmp_path: Path) -> N
     assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
     script = tmp_path / "nvml_query.py"
     script.write_text(NVML_QUERY_CODE)
-    vermin = shutil.which("vermin") or str(Path(sys.executable).parent / "vermin")
-    result = subprocess.run(
-        [vermin, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations", str(script)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = vermin(script)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

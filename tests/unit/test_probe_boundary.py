@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import archgap.probe
+from tests.helpers import vermin
 
 PROBE = Path(archgap.probe.__file__).parent
 MODULES = sorted(PROBE.rglob("*.py"))  # subpackages (source/) travel too
@@ -31,13 +32,7 @@ def test_probe_imports_only_stdlib_and_itself() -> None:
 
 
 def test_probe_is_python38_compatible() -> None:
-    vermin = shutil.which("vermin") or str(Path(sys.executable).parent / "vermin")
-    result = subprocess.run(
-        [vermin, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations", str(PROBE)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = vermin(PROBE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
