@@ -44,6 +44,21 @@ def json_output(result: subprocess.CompletedProcess[str], command: str) -> dict[
     return doc
 
 
+def wait_for_port(host: str, port: int, seconds: float) -> None:
+    """Until a server accepts connections on host:port, or ``seconds`` have passed (the test
+    that needs it then fails on its first request, with that request's error)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 def vermin(path: Path) -> subprocess.CompletedProcess[str]:
     """``vermin`` on a file or directory: its returncode is 0 when every line runs on Python 3.8
     (the probe's floor), else it lists the violations."""

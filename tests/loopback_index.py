@@ -14,13 +14,14 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
+
+from tests.helpers import wait_for_port
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 LINUX = "py3-none-manylinux_2_17_x86_64"
@@ -181,13 +182,7 @@ http {{
     )
     proc = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(conf)], stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_port("127.0.0.1", port, 10)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()

@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
+from tests.helpers import (
+    CUDA_BIN,
+    install_fake_distribution,
+    json_output,
+    make_venv,
+    run_cli,
+    wait_for_port,
+)
 
 RAY = Path(sys.executable).parent / "ray"
 
@@ -75,13 +82,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         start(["--head", "--node-ip-address=127.0.0.10", f"--port={port}",
                "--include-dashboard=false"], "head.log")  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.10", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_for_port("127.0.0.10", port, 60)
         start([f"--address=127.0.0.10:{port}", "--node-ip-address=127.0.0.11"], "node.log")
         yield f"127.0.0.10:{port}"
     finally:
