@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport, report_from_facts
 from archgap.analysis.verify import VerifyReport
-from archgap.report.jsondoc import document
+from archgap.report.jsondoc import document, shown_body
 from archgap.request import (
     DEFAULT_SECTIONS,
     explain_request,
@@ -317,7 +317,7 @@ def trace(
     facts = _decoded(TraceFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    return document("trace", shown.body(*shown.select(facts, show_all)))
+    return document("trace", shown_body("trace", *shown.select(facts, show_all)))
 
 
 def gates(
@@ -344,7 +344,7 @@ def gates(
     facts = _decoded(GatesFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    return document("gates", shown.body(*shown.select(facts, tuple(kinds), show_all)))
+    return document("gates", shown_body("gates", *shown.select(facts, tuple(kinds), show_all)))
 
 
 def _decoded(cls: type[T], target: Target, request: dict[str, Any], timeout: float, root: str) -> T:

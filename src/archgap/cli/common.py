@@ -396,13 +396,20 @@ def emit_shown(
     render: Callable[[Any, list[str]], None],
 ) -> None:
     """What gates and trace print of the ``facts`` they show (``shown``: their report module,
-    with body, markdown, csv and left_out_text): the JSON document, a Markdown or CSV table, or
+    with table, markdown and left_out_text): the JSON document, a Markdown or CSV table, or
     the text ``render`` writes, after the line naming the environment and before the note of
     what was ``left`` out."""
+    from archgap.report.jsondoc import shown_body
+    from archgap.report.table import csv_text
+
     if out.json_mode:
-        out.emit(out.command, shown.body(facts, left))
+        out.emit(out.command, shown_body(out.command, facts, left))
     elif out.format in ("markdown", "csv"):
-        text = shown.markdown(facts, left) if out.format == "markdown" else shown.csv(facts)
+        text = (
+            shown.markdown(facts, left)
+            if out.format == "markdown"
+            else csv_text(shown.table(facts))
+        )
         sys.stdout.write(terminal_safe(text))
     else:
         lines: list[str] = environment_line(args)

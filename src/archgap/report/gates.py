@@ -4,10 +4,10 @@ asked kinds (--kind), with what was left out counted per tree."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
-from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
+from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
     from archgap.probe.source.gates import GatesFacts, GatesTarget
@@ -99,13 +99,3 @@ def markdown(facts: GatesFacts, left: LeftOut) -> str:
     if left.gates:
         lines += ["", markdown_escape(left_out_text(left))]
     return "\n".join(lines) + "\n"
-
-
-def csv(facts: GatesFacts) -> str:
-    return csv_text(table(facts))
-
-
-def body(facts: GatesFacts, left: LeftOut) -> dict[str, Any]:
-    """The body of the gates document (schema/gates.schema.json): the gates shown, and what
-    was left out."""
-    return {"gates": facts, "left_out": left}

@@ -24,6 +24,12 @@ def document(command: str, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def shown_body(name: str, shown: Any, left_out: Any) -> dict[str, Any]:
+    """The body of the trace and gates documents: what is shown, under ``name``, and what was
+    left out (the vendored, example and test trees, counted)."""
+    return {name: shown, "left_out": left_out}
+
+
 def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=False)
 

@@ -4,10 +4,10 @@ with what was left out counted per tree."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
-from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
+from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
     from archgap.probe.source.trace import TraceFacts
@@ -106,13 +106,3 @@ def markdown(facts: TraceFacts, left: LeftOut) -> str:
     if left.occurrences:
         lines += ["", markdown_escape(left_out_text(left))]
     return "\n".join(lines) + "\n"
-
-
-def csv(facts: TraceFacts) -> str:
-    return csv_text(table(facts))
-
-
-def body(facts: TraceFacts, left: LeftOut) -> dict[str, Any]:
-    """The body of the trace document (schema/trace.schema.json): the trace shown, and what
-    was left out."""
-    return {"trace": facts, "left_out": left}
