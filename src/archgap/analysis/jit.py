@@ -81,6 +81,32 @@ def gpu_finding(
     )
 
 
+def driver_finding(
+    package: str,
+    version: str,
+    cause: str,
+    chain: Sequence[Fact],
+    fixes: Sequence[Fix],
+    when: str,
+    gates_exit_code: bool,
+) -> JitFinding:
+    """A CUDA runtime the driver cannot run: for every GPU, failing with the error the CUDA
+    runtime raises at initialisation."""
+    return JitFinding(
+        package=package,
+        version=version,
+        gpu=None,
+        compute_capability=None,
+        status="fails",
+        error=kb.jit_rules().torch_driver_error,
+        cause=cause,
+        chain=tuple(chain),
+        fixes=tuple(fixes),
+        when=when,
+        gates_exit_code=gates_exit_code,
+    )
+
+
 # --- toolkit resolution ---------------------------------------------------------------------
 
 
@@ -253,29 +279,25 @@ def torch_findings(
         ok, rule = kb.driver_runs_runtime(driver_version, torch.cuda)
         if ok is False:
             findings.append(
-                JitFinding(
-                    package="torch",
-                    version=version,
-                    gpu=None,
-                    compute_capability=None,
-                    status="fails",
-                    error=kb.jit_rules().torch_driver_error,
-                    cause=f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
+                driver_finding(
+                    "torch",
+                    version,
+                    f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
                     f"{driver_version}.",
-                    chain=(
+                    (
                         *base,
                         Fact(f"driver {driver_version}", driver_source),
                         Fact(rule, "kb/drivers.json"),
                     ),
-                    fixes=(
+                    (
                         Fix(
                             "upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                             "(a different +cuXYZ wheel)",
                             "A driver upgrade needs a reboot/maintenance window.",
                         ),
                     ),
-                    when="at CUDA initialisation (the first torch.cuda call)",
-                    gates_exit_code=gates,
+                    "at CUDA initialisation (the first torch.cuda call)",
+                    gates,
                 )
             )
     return findings
@@ -376,18 +398,15 @@ def _arch_list_findings(
 
 
 def runtime_findings(
-    facts: ToolchainFacts,
-    targets: Sequence[GpuTarget],
-    driver_version: str | None,
-    driver_source: str = "nvidia-smi",
+    toolkits: Sequence[Toolkit], driver_version: str | None, driver_source: str, gates: bool
 ) -> list[JitFinding]:
-    """Each CUDA runtime wheel (cudart, nvrtc) the driver cannot run (minor-version rules)."""
+    """Each CUDA runtime wheel (cudart, nvrtc) among ``toolkits`` the driver cannot run
+    (minor-version rules); ``gates``: whether such a failure gates the exit code."""
     if not driver_version:
         return []
-    gates = any(t.gates_exit_code for t in targets)
     findings = []
     seen: set[tuple[str, str]] = set()
-    for tk in facts.toolkits:
+    for tk in toolkits:
         if tk.component not in ("runtime", "nvrtc") or not tk.version:
             continue
         if (tk.component, tk.version) in seen:
@@ -398,21 +417,17 @@ def runtime_findings(
             continue
         name = "nvidia-cuda-runtime" if tk.component == "runtime" else "nvidia-cuda-nvrtc"
         findings.append(
-            JitFinding(
-                package=name,
-                version=tk.full_version or tk.version,
-                gpu=None,
-                compute_capability=None,
-                status="fails",
-                error=kb.jit_rules().torch_driver_error,
-                cause=f"the CUDA {tk.version} {tk.component} in this environment needs a newer "
+            driver_finding(
+                name,
+                tk.full_version or tk.version,
+                f"the CUDA {tk.version} {tk.component} in this environment needs a newer "
                 f"driver than {driver_version} ({rule}).",
-                chain=(
+                (
                     Fact(f"{name} {tk.full_version or tk.version}", tk.version_from),
                     Fact(f"driver {driver_version}", driver_source),
                     Fact(rule, "kb/drivers.json"),
                 ),
-                fixes=(
+                (
                     Fix(
                         f"upgrade the NVIDIA driver to one that runs CUDA {tk.version}, or install "
                         "the CUDA forward-compatibility package (cuda-compat) on a datacenter GPU",
@@ -427,8 +442,8 @@ def runtime_findings(
                         kind="upgrade",
                     ),
                 ),
-                when="at CUDA initialisation (the first CUDA call of any package using it)",
-                gates_exit_code=gates,
+                "at CUDA initialisation (the first CUDA call of any package using it)",
+                gates,
             )
         )
     return findings
@@ -447,5 +462,7 @@ def jit_findings(
         *flashinfer.flashinfer_findings(facts, targets),
         *triton.triton_findings(facts, targets, driver_version, driver_source),
         *torch_findings(facts, targets, driver_version, driver_source),
-        *runtime_findings(facts, targets, driver_version, driver_source),
+        *runtime_findings(
+            facts.toolkits, driver_version, driver_source, any(t.gates_exit_code for t in targets)
+        ),
     )
