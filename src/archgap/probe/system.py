@@ -173,6 +173,20 @@ def _feed(fd: int, pending: memoryview) -> memoryview:
         return pending[:0]
 
 
+def spawn(argv: Sequence[str], env: Dict[str, str], stdin: bool = False) -> subprocess.Popen[bytes]:
+    """A command in a session of its own (so that a timeout can stop its whole group), its
+    stdout and stderr piped, its stdin piped with ``stdin`` (else /dev/null). Raises what
+    Popen raises (OSError) when it cannot start."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+
+
 def communicate(
     proc: subprocess.Popen[bytes],
     stdin: bytes,
@@ -350,14 +364,7 @@ class System:
         env = self._child_env()
         env[RUN_MARK] = mark.partition("=")[2]
         try:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-            )
+            proc = spawn(args, env)
         except FileNotFoundError:
             return CommandResult(args, None, "", "", "not found")
         except PermissionError:

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import cuda_child
 from .elf import ELF_MAGIC
 from .fatcontainer import CONTAINER_HEADER, CONTAINER_MAGIC, ENTRY_HEADER, ENTRY_KINDS
-from .system import System, stop_process_group
+from .system import System, spawn, stop_process_group
 
 DEFAULT_GPU_TIMEOUT = 300.0
 MAX_IMAGE = 1 << 31  # larger than any fatbin entry seen (the biggest cubins are tens of MB)
@@ -110,14 +110,7 @@ class Child:
 
     def __init__(self, argv: List[str], env: Dict[str, str], deadline: float) -> None:
         self.deadline = deadline
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        self.proc = spawn(argv, env, stdin=True)
         self.pending = b""
 
     def answer(self) -> Dict[str, Any]:

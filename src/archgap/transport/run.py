@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from archgap.probe.system import RUN_MARK, communicate, new_mark, stop_process_group
+from archgap.probe.system import RUN_MARK, communicate, new_mark, spawn, stop_process_group
 from archgap.transport.bootstrap import (
     find_facts,
     find_too_old,
@@ -153,14 +152,9 @@ def run_command(
     never holds more than MAX_FACTS_BYTES of its output (error "output over N bytes")."""
     mark = new_mark()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group: a timeout kills ssh and its children
-            env={**os.environ, RUN_MARK: mark.partition("=")[2]},  # finds setsid'd descendants
-        )
+        # Its own process group (a timeout kills ssh and its children), marked so that a
+        # timeout also finds its setsid'd descendants.
+        proc = spawn(argv, {**os.environ, RUN_MARK: mark.partition("=")[2]}, stdin=True)
     except FileNotFoundError:
         return None, "", "", f"{argv[0]} not found on this machine"
     except OSError as exc:
