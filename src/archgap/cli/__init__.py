@@ -19,8 +19,8 @@ from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python, re
 from archgap.cli.options import add_command
 
 # Each name is a module archgap.cli.<name> (a dash in the name is an underscore in the module)
-# that declares HELP, DESCRIPTION and OPTIONS (see cli.options.add_command), or else has
-# register(subparsers), and has run(args, out) -> int.
+# that declares HELP, DESCRIPTION and OPTIONS (see cli.options.add_command) and has
+# run(args, out) -> int.
 COMMANDS = (
     "scan",
     "versions",
@@ -50,10 +50,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     named = next((a for a in argv if not a.startswith("-")), None)
     for name in (named,) if named in COMMANDS else COMMANDS:
         module = importlib.import_module(f"archgap.cli.{name.replace('-', '_')}")
-        if hasattr(module, "register"):  # a command that builds its own parser
-            module.register(subparsers)
-        else:
-            add_command(subparsers, name, module)
+        add_command(subparsers, name, module)
     for command in subparsers.choices.values():
         command.set_defaults(command_parser=command)
         add_common_options(command)
