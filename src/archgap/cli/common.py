@@ -17,10 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from archgap.cli.options import SUMMARY_FORMATS as SUMMARY_FORMATS
 from archgap.cli.options import TABLE_FORMATS as TABLE_FORMATS
-from archgap.cli.options import add_environment_options as add_environment_options
-from archgap.cli.options import add_json_option as add_json_option
-from archgap.cli.options import add_target_options as add_target_options
-from archgap.cli.options import add_timeout_options as add_timeout_options
 from archgap.report.table import VERDICT_STYLE as VERDICT_STYLE
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON
 

@@ -1,11 +1,11 @@
 """The commands' options, declared once: each command lists what it takes, one item a group.
 
 An ``Option`` is one ``add_argument`` call kept as a value; a ``Group`` is options added together
-(under a title in --help, or one at most). The option groups several commands share (where to
-look, which interpreter, the output format) are named here, so a command says
-``add_options(parser, ..., ENVIRONMENT, output(TABLE_FORMATS), TARGET)`` instead of repeating
-their add_argument calls; an option that a few commands share with their own help text is a
-function of that text (``gpu_option``, ``require_option``, ``env_from_option``).
+(under a title in --help, and/or one at most). A command module declares ``OPTIONS``, in --help's
+order; the groups several commands share (where to look, which interpreter, the output format)
+are named here, so a command lists ``..., ENVIRONMENT, output(TABLE_FORMATS), TARGET`` instead
+of repeating their add_argument calls; an option that a few commands share with their own help
+text is a function of that text (``gpu_option``, ``require_option``, ``env_from_option``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class Option:
 
 @dataclass(frozen=True)
 class Group:
-    """Options added together: under ``title`` in --help, and/or ``exclusive`` (one at most;
-    ``required``: exactly one)."""
+    """Options added together: under ``title`` in --help (a command's own groups: argparse does
+    not nest titled groups), and/or ``exclusive`` (one at most; ``required``: exactly one)."""
 
     items: tuple[Option | Group, ...]
     title: str = ""
@@ -250,19 +250,3 @@ def target(timeout_default: float = DEFAULT_TIMEOUT) -> Group:
 
 
 TARGET = target()
-
-
-def add_json_option(parser: Parser, formats: tuple[str, ...] = ("text", "json")) -> None:
-    output(formats).add(parser)
-
-
-def add_environment_options(parser: Parser) -> None:
-    ENVIRONMENT.add(parser)
-
-
-def add_target_options(parser: Parser, *, timeout_default: float = DEFAULT_TIMEOUT) -> None:
-    target(timeout_default).add(parser)
-
-
-def add_timeout_options(parser: Parser, *, timeout_default: float = DEFAULT_TIMEOUT) -> None:
-    timeouts(timeout_default).add(parser)
