@@ -20,6 +20,7 @@ from archgap.analysis.verify import VerifyReport
 from archgap.report.jsondoc import document, shown_body
 from archgap.request import (
     DEFAULT_SECTIONS,
+    binaries_request,
     explain_request,
     gates_request,
     load_request,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from archgap.analysis.logparse import ParsedLog
     from archgap.index.targets import IndexOptions
     from archgap.kb.signatures import Signature
+    from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
 
 __all__ = [
@@ -55,6 +57,8 @@ __all__ = [
     "fleet",
     "fleet_run",
     "gates",
+    "kernel_files",
+    "kernels",
     "report_from_facts",
     "scan",
     "scan_archives",
@@ -413,3 +417,58 @@ def fleet(
 
     run = fleet_run(source, gpus, options)
     return document("fleet", body(run.report, run.elapsed, run.documents, run.shared_caches))
+
+
+def kernel_files(
+    paths: Sequence[str],
+    deep: bool = False,
+    detail: bool = True,
+    target: Target = LOCAL,
+    image: tuple[str | None, bool] = (None, True),
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[BinaryFacts]:
+    """The device code of ``paths`` on ``target``, read by the probe there (every entry with
+    ``detail``, else one row per kind of entry); here, ``binaries.local_binaries`` (files,
+    directories, wheels, container images: ``image`` is the platform to pick from a
+    multi-platform index and whether a docker:// registry's certificate must verify).
+    ``ProbeError`` when a remote probe fails."""
+    from archgap.binaries import local_binaries
+    from archgap.model import BinaryFacts, decode
+
+    if target.is_local:
+        return local_binaries(paths, deep, image)
+    items = _facts(target, binaries_request(paths, deep, detail), timeout, root)["sections"]
+    return [decode(BinaryFacts, item) for item in items["binaries"]]
+
+
+def kernels(
+    paths: Sequence[str],
+    deep: bool = False,
+    require: Sequence[str] = (),
+    strict: bool = False,
+    target: Target = LOCAL,
+    image: tuple[str | None, bool] = (None, True),
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """The kernels document (what ``archgap kernels --json`` prints): every file's device code
+    and, with ``require`` (GPUs), the build gate (``strict``: PTX alone fails too). See
+    ``kernel_files`` for the rest; ``UnknownGpu``, ``ValueError`` (strict without require)."""
+    import time
+
+    from archgap.binaries import required_gpus
+    from archgap.report.kernels import body, summary
+
+    required = required_gpus(require)
+    if strict and not required:
+        raise ValueError("--strict needs --require GPU")
+    started = time.perf_counter()
+    files = kernel_files(paths, deep, True, target, image, root, timeout)
+    counts = summary(files, deep, time.perf_counter() - started)
+    gate = None
+    if required:
+        from archgap.analysis.build_gate import check_build
+
+        gate = check_build(files, required, strict)
+    return document("kernels", body(files, counts, gate))

@@ -1,6 +1,6 @@
 """The Python API returns the very documents the CLI prints with --json: the same input through
 ``archgap CMD --json`` (a separate process) and through ``archgap.api``, compared whole and
-validated against the command's schema. Only "seconds" (a measured time) may differ.
+validated against the command's schema. Only "seconds" (measured times) may differ.
 
 The inputs are real: Python sources written here, the corpus logs, binaries built by
 tests/fixtures/cuda/build.sh and probe documents of real virtual environments."""
@@ -55,8 +55,13 @@ def same(cli: dict[str, Any], from_api: dict[str, Any], command: str) -> None:
     assert without_seconds(from_api) == without_seconds(cli)
 
 
-def without_seconds(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != "seconds"}
+def without_seconds(doc: Any) -> Any:
+    """The document without its measured times ("seconds", at any depth)."""
+    if isinstance(doc, dict):
+        return {k: without_seconds(v) for k, v in doc.items() if k != "seconds"}
+    if isinstance(doc, list):
+        return [without_seconds(v) for v in doc]
+    return doc
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +135,16 @@ def test_fleet_from_documents(tmp_path: Path) -> None:
     assert cli["documents"] == 2 and len(cli["groups"]) == 2
     gaps = {h["name"]: bool(h["gaps"]) for h in cli["hosts"]}
     assert list(gaps.values()).count(True) == 1
+
+
+def test_kernels_with_the_build_gate() -> None:
+    # build.sh: libmix.so has SASS sm_75 ... sm_120 (native on a T4, 7.5); libptxonly.so only
+    # compute_80 PTX, which a 7.5 GPU cannot JIT: the gate fails on it.
+    paths = [str(CUDA_BIN / "libmix.so"), str(CUDA_BIN / "libptxonly.so")]
+    code, cli = cli_document("kernels", *paths, "--require", "T4")
+    assert code == 1
+    same(cli, api.kernels(paths, require=["T4"]), "kernels")
+    assert cli["require"]["passed"] is False
+    failed = {f["path"].rsplit("/", 1)[-1] for f in cli["require"]["failures"]}
+    assert failed == {"libptxonly.so"}
+    assert cli["summary"]["files"] == 2 and cli["summary"]["unreadable"] == 0

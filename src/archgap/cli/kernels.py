@@ -9,7 +9,6 @@ is listed either way.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -31,8 +30,6 @@ from archgap.cli.common import (
 
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
-    from archgap.analysis.compat import GpuTarget
-    from archgap.probe.archive import WheelContents
     from archgap.probe.facts import BinaryFacts
 
 from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
@@ -78,149 +75,59 @@ OPTIONS = (
 )
 
 
-ARCHIVES = (".whl", ".conda", ".tar.bz2")  # index.targets.ARCHIVE_SUFFIXES, not imported here
+def _files(args: Any, out: Output) -> list[BinaryFacts]:
+    """The files' device code: read here (files, wheels and images, whatever the target), or
+    by the probe on the target (paths are that machine's)."""
+    if is_remote(args):
+        from archgap.model import BinaryFacts, decode
+        from archgap.request import binaries_request
 
+        # Every entry only when it is shown (--all, --json); else one row per kind of entry.
+        detail = bool(args.show_all) or out.json_mode
+        request = binaries_request(args.paths, bool(args.deep), detail)
+        items = probe_section(probe_facts(args, out, request), "binaries")
+        return [decode(BinaryFacts, item) for item in items]
+    from archgap.binaries import local_binaries
 
-def _read_local(
-    paths: Sequence[str],
-    deep: bool,
-    out: Output,
-    platform: str | None = None,
-    tls_verify: bool = True,
-) -> list[BinaryFacts]:
-    from archgap.image.targets import is_image, read_image_target
-
-    images = [p for p in paths if is_image(p)]
-    found = [
-        b
-        for image in images
-        for b in _archive_binaries(read_image_target(image, platform, deep, tls_verify))
-    ]
-    paths = [p for p in paths if p not in images]
-    holding = [p for p in paths if _holds_archives(p)]
-    if holding:  # the wheel and conda readers (and urllib) are imported only for archives
-        from archgap.index.targets import ARCHIVE_SUFFIXES, read_archive
-        from archgap.probe.archive import wheel_files
-
-        for path in wheel_files(holding, ARCHIVE_SUFFIXES):
-            found.extend(_archive_binaries(read_archive(path, deep=deep)))
-    rest = [p for p in paths if not p.endswith(ARCHIVES) or not os.path.isfile(p)]
-    return found + (_read_files(rest, deep, out) if rest else [])
-
-
-def _holds_archives(path: str) -> bool:
-    if os.path.isdir(path):
-        return any(name.endswith(ARCHIVES) for name in os.listdir(path))
-    return path.endswith(ARCHIVES) and os.path.isfile(path)
-
-
-def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
-    """An archive's (a wheel's, an image's) native members; what could not be read of it is
-    one unreadable row per problem."""
-    from archgap.probe.facts import BinaryFacts
-
-    unread = [
-        BinaryFacts(p.subject, 0, "unreadable", (), False, p.reason) for p in contents.problems
-    ]
-    return unread + contents.binaries
-
-
-def _read_files(paths: Sequence[str], deep: bool, out: Output) -> list[BinaryFacts]:
-    from archgap.probe.binfiles import discover, walk_binaries
-    from archgap.probe.fatbin import read_binary
-
-    if deep:
-        # Deep reads search whole data sections: walk_binaries may share them with a forked
-        # helper, which it only does from a process without threads (so no progress bar here).
-        return list(walk_binaries(paths, deep))
-    found = list(discover(paths))
-    files: list[BinaryFacts] = []
-    with out.progress("Reading binaries", len(found)) as advance:
-        for path, ready in found:
-            files.append(ready if ready is not None else read_binary(path, deep))
-            advance(path)
-    return files
-
-
-def _read_remote(args: Any, out: Output) -> list[BinaryFacts]:
-    """The same probe section on another machine: paths are that machine's paths."""
-    from archgap.model import BinaryFacts, decode
-    from archgap.request import binaries_request
-
-    # Every entry only when it is shown (--all, --json); else one row per kind of entry.
-    detail = bool(args.show_all) or out.json_mode
-    request = binaries_request(args.paths, bool(args.deep), detail)
-    items = probe_section(probe_facts(args, out, request), "binaries")
-    return [decode(BinaryFacts, item) for item in items]
-
-
-def _required(values: Sequence[str]) -> list[GpuTarget]:
-    if not values:
-        return []
-    from archgap.analysis.compat import UnknownGpu, resolve_gpu
-
-    gpus: dict[str, GpuTarget] = {}
-    try:
-        for name in (v.strip() for value in values for v in value.split(",") if v.strip()):
-            gpu = resolve_gpu(name)
-            gpus.setdefault(gpu.label, gpu)
-    except UnknownGpu as exc:
-        raise UsageError(str(exc)) from exc
-    return list(gpus.values())
+    with out.counter("Reading binaries") as tell:
+        return local_binaries(args.paths, bool(args.deep), (args.platform, args.tls_verify), tell)
 
 
 def run(args: Any, out: Output) -> int:
-    required = _required(args.require)
+    from archgap.analysis.compat import UnknownGpu
+    from archgap.binaries import required_gpus
+    from archgap.report.kernels import body, summary
+
+    try:
+        required = required_gpus(args.require)
+    except UnknownGpu as exc:
+        raise UsageError(str(exc)) from exc
     if args.strict and not required:
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
-    deep = bool(args.deep)
-    if is_remote(args):
-        files = _read_remote(args, out)
-    else:  # wheels and images are read here, whatever the target
-        files = _read_local(args.paths, deep, out, args.platform, args.tls_verify)
-    elapsed = time.perf_counter() - started
-    failed = [f for f in files if f.error or f.format == "unreadable"]
-    summary = {
-        "files": len(files),
-        "files_with_device_code": sum(1 for f in files if f.entries),
-        "entries": sum(e.count for f in files for e in f.entries),
-        "listed_entries": sum(e.count for f in files for e in f.entries if e.listed),
-        "unreadable": len(failed),
-        "deep": deep,
-        "seconds": round(elapsed, 3),
-    }
+    files = _files(args, out)
+    counts = summary(files, bool(args.deep), time.perf_counter() - started)
     gate = None
     if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
         from archgap.analysis.build_gate import check_build
 
         gate = check_build(files, required, bool(args.strict))
     if out.json_mode:
-        body: dict[str, Any] = {"files": files, "summary": summary}
-        if gate is not None:
-            body["require"] = {**_gate_json(gate), "passed": gate.passed}
-        out.emit("kernels", body)
+        out.emit("kernels", body(files, counts, gate))
     elif out.format in ("markdown", "csv"):
         from archgap.report import kernels as rendering
 
         render = rendering.markdown if out.format == "markdown" else rendering.csv
-        sys.stdout.write(render(files, bool(args.show_all), summary))
+        sys.stdout.write(render(files, bool(args.show_all), counts))
         if gate is not None and out.format == "markdown":
             _print_gate(out, gate)
     else:
-        _print_text(out, files, set(args.paths), bool(args.show_all), summary)
+        _print_text(out, files, set(args.paths), bool(args.show_all), counts)
         if gate is not None:
             _print_gate(out, gate)
-    if failed:
+    if counts["unreadable"]:
         return EXIT_ERROR
     return EXIT_GAP if gate is not None and not gate.passed else EXIT_OK
-
-
-def _gate_json(gate: GateResult) -> dict[str, Any]:
-    from archgap.model import to_json
-
-    data: dict[str, Any] = to_json(gate)
-    return data
 
 
 def _print_gate(out: Output, gate: GateResult) -> None:

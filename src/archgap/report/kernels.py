@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
+    from archgap.analysis.build_gate import GateResult
     from archgap.probe.facts import BinaryFacts, KernelEntry
 
 KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
@@ -157,3 +158,31 @@ def csv(files: Sequence[BinaryFacts], show_all: bool, summary: dict[str, Any]) -
 
 def _listed(listed: bool) -> str:
     return "listed" if listed else "not listed"
+
+
+def summary(files: Sequence[BinaryFacts], deep: bool, elapsed: float) -> dict[str, Any]:
+    """The counts under the table (and in the document): files, those with device code, entries
+    (those cuobjdump lists), files not fully readable; whether data sections were searched."""
+    unreadable = sum(1 for f in files if f.error or f.format == "unreadable")
+    return {
+        "files": len(files),
+        "files_with_device_code": sum(1 for f in files if f.entries),
+        "entries": sum(e.count for f in files for e in f.entries),
+        "listed_entries": sum(e.count for f in files for e in f.entries if e.listed),
+        "unreadable": unreadable,
+        "deep": deep,
+        "seconds": round(elapsed, 3),
+    }
+
+
+def body(
+    files: Sequence[BinaryFacts], counts: dict[str, Any], gate: GateResult | None
+) -> dict[str, Any]:
+    """The body of the kernels document (schema/kernels.schema.json): every file, the counts,
+    and with --require the build gate's result."""
+    from archgap.model import to_json
+
+    data: dict[str, Any] = {"files": files, "summary": counts}
+    if gate is not None:
+        data["require"] = {**to_json(gate), "passed": gate.passed}
+    return data
