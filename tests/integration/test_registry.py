@@ -66,6 +66,7 @@ def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a blob cache of its own
     return tmp_path
 
 
@@ -227,6 +228,29 @@ def test_basic_auth_and_a_blob_redirect_without_the_credentials(
     assert served == 2 + sum(len(v) for v in layers_of(registry).values())
 
 
+def test_each_blob_crosses_the_wire_once(
+    registry: dict[str, Any], no_credentials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The layer reader streams a layer twice (headers, then the wanted members): the second
+    pass, and a second run, read the verified copy in the cache. Counted where the basic
+    registry's blob redirects land: amd64 is one config and three layers."""
+    docker = no_credentials / "dockercfg"
+    auth_file(docker / "config.json", registry["basic"], registry["user"], registry["password"])
+    monkeypatch.setenv("DOCKER_CONFIG", str(docker))
+    log = Path(registry["auth_log"])
+    target = f"docker://{registry['basic']}/public/cuda:v1"
+    wanted = IndexOptions(platform="linux/amd64")
+    counts = []
+    for _ in range(2):
+        before = log.read_text().count("/docker/registry/v2/blobs/")
+        report = scan_archives([target], GPUS, options=wanted)
+        assert not report.problems and report.packages
+        counts.append(log.read_text().count("/docker/registry/v2/blobs/") - before)
+    assert counts == [1 + 3, 0]
+    cached = sorted(p.name for p in (no_credentials / "cache/archgap/blobs/sha256").iterdir())
+    assert len(cached) == 4 and not any(name.endswith(".part") for name in cached)
+
+
 def test_credentials_files_in_containers_order(
     registry: dict[str, Any], no_credentials: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,6 +304,10 @@ def test_truncated_and_altered_layers_fail_the_stream(
     stored.write_bytes(bytes([whole[0] ^ 1]) + whole[1:])  # same size, one bit flipped
     with pytest.raises(ImageError, match="content does not match its digest"):
         source.open_blob(blob).read()
+    # neither went into the cache (only the manifest's config did, read whole and verified)
+    cache = no_credentials / "cache" / "archgap" / "blobs" / "sha256"
+    assert hexdigest not in {p.name for p in cache.iterdir()}
+    assert not [p for p in cache.iterdir() if p.name.endswith(".part")]
 
 
 def test_cli_scan_and_kernels_of_a_registry_image(

@@ -7,10 +7,13 @@
   credentials, or ``Bearer`` per the Docker token spec (GET realm?service=...&scope=... with the
   credentials, if any, then the token; again when a token expires). Credentials come from the
   user's docker/containers files (``registry_auth``).
-* **Blobs** are streamed, never written to disk, and checked as they are read
-  (``source.verified``: a layer read to its end had the manifest's size and digest); a broken
-  connection is a ``BlobError`` (an ``OSError``). Redirects (registries hand blobs to a CDN or an
-  object store) are followed; ``Authorization`` goes only to the registry's own origin.
+* **Blobs** are streamed and checked as they are read (``source.verified``: a layer read to its
+  end had the manifest's size and digest); a broken connection is a ``BlobError`` (an
+  ``OSError``). Each is copied as it streams into the user's cache, by digest
+  (``$XDG_CACHE_HOME/archgap/blobs/sha256/HEX``), kept only when read to its end and verified:
+  the layer reader's second pass and later runs read it there (nothing is extracted; tags are
+  asked for again every run). Redirects (registries hand blobs to a CDN or an object store) are
+  followed; ``Authorization`` goes only to the registry's own origin.
 * **Plain HTTP** only for an insecure registry, as skopeo's ``--tls-verify=false`` and docker's
   loopback rule: a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``) or ``tls_verify=False``
   tries HTTPS without verifying the certificate, then HTTP.
@@ -29,6 +32,7 @@ import ipaddress
 import json
 import os
 import ssl
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -61,7 +65,7 @@ from archgap.image.source import (
     resolve,
     verified,
 )
-from archgap.index.fetch import TIMEOUT, FetchError, describe, request
+from archgap.index.fetch import TIMEOUT, FetchError, cache_dir, describe, request
 
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 CHUNK = 1 << 20
@@ -328,6 +332,70 @@ class _Body(io.RawIOBase):
         super().close()
 
 
+def blob_cache_path(digest: str) -> str:
+    """Where a blob is cached: by its digest (content-addressed: valid for any registry)."""
+    algorithm, _, hexdigest = digest.partition(":")
+    return os.path.join(cache_dir("blobs"), algorithm, hexdigest)
+
+
+class _CacheCopy(io.RawIOBase):
+    """A verified stream, copied into the cache as it is read: the copy becomes the cache file
+    when the stream ends (the digest was checked then); a stream closed early, a failed check or
+    a cache that cannot be written leaves nothing behind, and never fails the read."""
+
+    def __init__(self, stream: IO[bytes], target: str) -> None:
+        super().__init__()
+        self.stream, self.target = stream, target
+        self.partial: str | None = None
+        self.out: IO[bytes] | None = None
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd, self.partial = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".part")
+            self.out = os.fdopen(fd, "wb")
+        except OSError:
+            self._drop()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.stream.read(len(buffer))
+        if not data:
+            self._commit()
+            return 0
+        buffer[: len(data)] = data
+        if self.out is not None:
+            try:
+                self.out.write(data)
+            except OSError:
+                self._drop()
+        return len(data)
+
+    def _commit(self) -> None:
+        if self.out is None or self.partial is None:
+            return
+        try:
+            self.out.close()
+            os.replace(self.partial, self.target)
+            self.out = self.partial = None
+        except OSError:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self.out is not None:
+            self.out.close()
+        if self.partial is not None and os.path.exists(self.partial):
+            os.unlink(self.partial)
+        self.out = self.partial = None
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            self._drop()
+            super().close()
+
+
 class RegistrySource:
     """``docker://REF`` as an ``ImageSource``: the manifest for a platform (the registry's
     index resolved by ``source.resolve``) and layer streams checked by ``source.verified``."""
@@ -361,11 +429,20 @@ class RegistrySource:
             raise ImageError(f"{self.label}: {exc}") from None
 
     def open_blob(self, blob: Blob) -> IO[bytes]:
+        """The blob from the cache when an earlier read completed it, else from the registry,
+        copied into the cache as it streams (kept only once read to its end and verified):
+        the layer reader's second pass, and the next run, download nothing again."""
+        what = f"{self.label}: blob {blob.digest}"
+        cached = blob_cache_path(blob.digest)
+        try:
+            return verified(open(cached, "rb"), blob, f"{what} (cached in {cached})")
+        except OSError:
+            pass
         try:
             raw = self.client.open_blob(blob.digest)
         except RegistryError as exc:
             raise ImageError(str(exc)) from None
-        return verified(raw, blob, f"{self.label}: blob {blob.digest}")
+        return io.BufferedReader(_CacheCopy(verified(raw, blob, what), cached), CHUNK)
 
     def close(self) -> None:
         """Connections are not kept between requests."""

@@ -108,9 +108,10 @@ class RangedFile(io.RawIOBase):
         self.window_start, self.window = self.pos, data
 
 
-def cache_dir() -> str:
+def cache_dir(kind: str = "wheels") -> str:
+    """``$XDG_CACHE_HOME/archgap/KIND`` (wheels by URL; image blobs by digest)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "archgap", "wheels")
+    return os.path.join(base, "archgap", kind)
 
 
 def cache_path(url: str, sha256: str | None) -> str:
