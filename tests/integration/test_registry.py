@@ -138,6 +138,15 @@ def test_open_registry_serves_the_pushed_index_and_layers(
     assert client(registry["open"], f"public/cuda@{digest}").manifest_bytes()[0] == top
 
 
+def test_https_registry(registry: dict[str, Any], no_credentials: Path) -> None:
+    """The tls instance speaks HTTPS only (a self-signed certificate; loopback, so not verified,
+    as docker treats a loopback registry): the client stays on HTTPS."""
+    assert pull(registry["tls"], "public/cuda:v1") == layers_of(registry)
+    c = client(registry["tls"], "public/cuda:v1")
+    assert c.manifest_bytes()[1] == "application/vnd.oci.image.index.v1+json"
+    assert c.scheme == "https"
+
+
 def test_registry_image_verdicts_equal_the_layouts(
     registry: dict[str, Any], no_credentials: Path
 ) -> None:
@@ -249,6 +258,15 @@ def test_each_blob_crosses_the_wire_once(
     assert counts == [1 + 3, 0]
     cached = sorted(p.name for p in (no_credentials / "cache/archgap/blobs/sha256").iterdir())
     assert len(cached) == 4 and not any(name.endswith(".part") for name in cached)
+
+
+def test_a_cache_that_cannot_be_written_does_not_fail_the_read(
+    registry: dict[str, Any], no_credentials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_directory = no_credentials / "cache-file"
+    not_a_directory.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_directory))
+    assert pull(registry["open"], "public/cuda:v1") == layers_of(registry)
 
 
 def test_credentials_files_in_containers_order(
