@@ -42,7 +42,7 @@ def local_binaries(
     from archgap.image.targets import is_image, read_image_target
 
     platform, tls_verify = image
-    images = [p for p in paths if is_image(p)]
+    images = [p for p in paths if is_image(p, rootfs=False)]
     found = [
         b
         for name in images

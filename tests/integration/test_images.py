@@ -34,6 +34,7 @@ from archgap.probe.fatbin import read_binary
 from tests.helpers import CUDA_BIN, DATA, in_child, json_output, run_cli
 from tests.oci_images import (
     SITE,
+    Hardlink,
     Image,
     Layer,
     Member,
@@ -311,6 +312,7 @@ def test_symlinks_in_layers_resolve_inside_the_image_never_on_this_machine(
         f"{SITE}/lib/libhost.so": Symlink(host_lib),
         f"{SITE}/lib/libup.so": Symlink("../" * 12 + host_lib.lstrip("/")),
         f"{SITE}/lib/libgood.so": Symlink("real.so"),
+        f"{SITE}/lib/hard.so": Hardlink(f"{SITE}/lib/real.so"),  # a second name, unowned
     }  # fmt: skip
     root = write_layout(tmp_path, {"t": Image([Layer(files)])})
     contents = read_image_target(f"oci:{root}:t")
@@ -323,6 +325,7 @@ def test_symlinks_in_layers_resolve_inside_the_image_never_on_this_machine(
         assert found[name].error == f"/{host_lib.split('/')[1]}: not in the image", name
     good = read_binary(str(CUDA_BIN / "libmix.so"), deep=True)
     assert found["lib/libgood.so"].entries == good.entries and good.entries
+    assert found["lib/hard.so"].entries == good.entries  # read from the file it links to
 
 
 def zstd_without_the_module(target: str) -> list[str]:
@@ -386,6 +389,15 @@ def test_an_unpacked_root_file_system_is_read_without_following_its_links(
         paths = [b.path for b in report.binaries]
         assert str(host) not in paths  # a link under site-packages no RECORD lists: not a file
     assert sorted(str(p) for p in rootfs.rglob("*")) == before
+    # kernels walks a directory's every file; rootfs: reads it as an image (its Python only)
+    outside = rootfs / "usr" / "lib" / "libplain.a"
+    outside.parent.mkdir(parents=True)
+    outside.write_bytes((CUDA_BIN / "libplain.a").read_bytes())
+    walked = json_output(run_cli("kernels", str(rootfs), "--json"), "kernels")["files"]
+    assert str(outside) in [f["path"] for f in walked]
+    as_image = json_output(run_cli("kernels", f"rootfs:{rootfs}", "--json"), "kernels")["files"]
+    assert str(outside) not in [f["path"] for f in as_image]
+    assert f"{site}/fixture_pkg/libmix.so" in [f["path"] for f in as_image]
 
 
 def test_the_cli_judges_images_with_a_schema_valid_document_and_exit_codes(layout: Path) -> None:

@@ -24,15 +24,17 @@ PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)
 OS_RELEASE = ("etc/os-release", "usr/lib/os-release")
 
 
-def is_image(target: str) -> bool:
-    """Whether ``target`` names an image (a transport prefix, or a directory that is one)."""
+def is_image(target: str, rootfs: bool = True) -> bool:
+    """Whether ``target`` names an image (a transport prefix, or a directory that is one; a
+    root file system only with ``rootfs``: ``kernels DIR`` walks every file of a directory,
+    ``kernels rootfs:DIR`` reads it as an image)."""
     if target.startswith(PREFIXES):
         return True
     if not os.path.isdir(target):
         return False
     if os.path.isfile(os.path.join(target, "oci-layout")):
         return True
-    return is_rootfs(target)
+    return rootfs and is_rootfs(target)
 
 
 def is_rootfs(directory: str) -> bool:
