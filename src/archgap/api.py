@@ -263,9 +263,7 @@ def _examine(
     from archgap.analysis.explain_match import code_request, names_to_trace
     from archgap.analysis.scan import present_targets
     from archgap.model import GpuFacts, PythonEnvironment, decode
-    from archgap.probe.source.sites import CodeFacts
-    from archgap.probe.source.trace import TraceFacts
-    from archgap.probe.toolkit import ToolchainFacts
+    from archgap.probe.facts import CodeFacts, ToolchainFacts, TraceFacts
 
     python, target = where.python, where.target
     facts = where.facts(explain_request(python, code_request(log, signatures)))
@@ -314,7 +312,7 @@ def trace(
     and read in ``paths``, else in the distributions ``dists``, else in all of the site-packages
     of ``python``; vendored, example and test trees counted aside unless ``show_all``.
     ``ProbeError`` when the source could not be searched."""
-    from archgap.probe.source.trace import TraceFacts
+    from archgap.probe.facts import TraceFacts
     from archgap.report import trace as shown
 
     request = trace_request(name, paths, dists, python)
@@ -338,7 +336,7 @@ def gates(
     GPU architectures, in ``paths``, else in ``dists``, else in all of site-packages; only
     ``kinds`` (all by default; ``ValueError`` for an unknown one). ``ProbeError`` when the source
     could not be searched."""
-    from archgap.probe.source.gates import GatesFacts
+    from archgap.probe.facts import GatesFacts
     from archgap.report import gates as shown
 
     unknown = [k for k in kinds if k not in shown.KINDS]

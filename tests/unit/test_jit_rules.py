@@ -11,13 +11,7 @@ from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.flashinfer import parse_flashinfer_arch_list
 from archgap.analysis.jit import jit_findings
 from archgap.kb import toolchain as kb
-from archgap.probe.toolkit import (
-    EnvVar,
-    InstalledPackage,
-    ToolchainFacts,
-    Toolkit,
-    TorchBuild,
-)
+from archgap.probe.facts import EnvVar, InstalledPackage, ToolchainFacts, Toolkit, TorchBuild
 
 
 @pytest.mark.parametrize(

@@ -59,3 +59,21 @@ def test_probe_runs_alone_in_an_isolated_interpreter(tmp_path: Path) -> None:
     assert facts["errors"] == {"nonsense": "unknown section"}
     found = facts["sections"]["trace"]["occurrences"]
     assert [(o["kind"], o["line"]) for o in found] == [("write", 1), ("read", 2)]
+
+
+def test_analysis_reads_wire_types_without_loading_the_scanners() -> None:
+    # The wire dataclasses live in probe.facts; the pure analysis must not pull in the AST walkers
+    # (finder, flow, trace, gates, sites) just to name the types it reads. A fresh interpreter:
+    # this test process has imported them already.
+    scanners = [f"archgap.probe.source.{m}" for m in ("finder", "flow", "trace", "gates", "sites")]
+    code = (
+        "import sys, json, archgap.analysis.explain, archgap.analysis.scan;"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('archgap.'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert "archgap.analysis.explain" in loaded and "archgap.probe.facts" in loaded
+    assert [m for m in scanners if m in loaded] == []

@@ -16,7 +16,8 @@ from archgap.analysis.explain_match import code_request, names_to_trace
 from archgap.analysis.logparse import parse_log
 from archgap.kb.signatures import load_signatures
 from archgap.model import decode
-from archgap.probe.source.sites import CodeFacts, collect_code
+from archgap.probe.facts import CodeFacts
+from archgap.probe.source.sites import collect_code
 from archgap.probe.system import System
 from tests.helpers import FIXTURES, install_fake_distribution, make_venv
 

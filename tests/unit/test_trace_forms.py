@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from archgap.probe.facts import Occurrence
 from archgap.probe.source import files
 from archgap.probe.source.sourcefile import SourceFile
-from archgap.probe.source.trace import Occurrence, trace, valid_name
+from archgap.probe.source.trace import trace, valid_name
 
 FORMS = '''
 import os

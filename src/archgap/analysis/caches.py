@@ -25,8 +25,7 @@ from archgap.analysis.compat import GpuTarget
 from archgap.analysis.verdicts import NATIVE, NONE, has_device_code, library_verdict
 from archgap.kb.toolchain import major_minor, toolkit_releases
 from archgap.model import decode
-from archgap.probe.jit_caches import CacheEntry, CacheRoot
-from archgap.probe.toolkit import ToolchainFacts
+from archgap.probe.facts import CacheEntry, CacheRoot, ToolchainFacts
 
 PACKAGE_OF = {
     "flashinfer": "flashinfer-python",

@@ -20,10 +20,16 @@ from archgap.analysis.explain_match import Focus, raise_site, site_relative, sta
 from archgap.analysis.jit import resolve_nvcc
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as toolchain_kb
-from archgap.probe.source.flow import Raiser, Swallow
-from archgap.probe.source.sites import CodeFacts, CodeSite
-from archgap.probe.source.trace import Guard, Occurrence, TraceFacts
-from archgap.probe.toolkit import ToolchainFacts
+from archgap.probe.facts import (
+    CodeFacts,
+    CodeSite,
+    Guard,
+    Occurrence,
+    Raiser,
+    Swallow,
+    ToolchainFacts,
+    TraceFacts,
+)
 
 # How a step is known.
 CONFIRMED = "confirmed"  # read on the examined environment (installed source, env, nvcc, --gpu)

@@ -14,7 +14,7 @@ from typing import Any
 
 from archgap.analysis.logparse import Frame, ParsedLog
 from archgap.kb.signatures import Signature
-from archgap.probe.source.sites import CodeFacts, CodeSite
+from archgap.probe.facts import CodeFacts, CodeSite
 
 _SITE_DIRS = ("site-packages/", "dist-packages/")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from archgap.analysis.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
-from archgap.probe.toolkit import Toolkit
+from archgap.probe.facts import Toolkit
 
 # Kinds, least invasive first (the order explain ranks by; "avoid" is a configuration change).
 TOOLKIT, ENV, UPGRADE, PATCH, AVOID = "toolkit", "env", "upgrade", "patch", "avoid"

@@ -28,7 +28,7 @@ from archgap.analysis.jit import (
     resolve_nvcc,
 )
 from archgap.kb import toolchain as kb
-from archgap.probe.toolkit import ToolchainFacts, Toolkit
+from archgap.probe.facts import ToolchainFacts, Toolkit
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,7 @@ from archgap.analysis import torch_ext
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes import Fix
 from archgap.kb import toolchain as kb
-from archgap.probe.toolkit import (
-    SourceCheck,
-    ToolchainFacts,
-    Toolkit,
-    TorchBuild,
-)
+from archgap.probe.facts import SourceCheck, ToolchainFacts, Toolkit, TorchBuild
 
 JitStatus = Literal["ok", "fails", "unknown"]
 

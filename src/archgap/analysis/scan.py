@@ -24,7 +24,7 @@ from archgap.image.facts import ImageFacts
 from archgap.kb.gpus import identify
 from archgap.kb.toolchain import max_ptx_isa_for_driver
 from archgap.model import BinaryFacts, Gpu, GpuFacts, Problem, PythonEnvironment, decode
-from archgap.probe.toolkit import ToolchainFacts
+from archgap.probe.facts import ToolchainFacts
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from archgap.analysis.jit import (
     gpu_finding,
 )
 from archgap.kb import toolchain as kb
-from archgap.probe.toolkit import InstalledPackage, ToolchainFacts, Toolkit
+from archgap.probe.facts import InstalledPackage, ToolchainFacts, Toolkit
 
 
 def triton_findings(

@@ -9,7 +9,7 @@ from archgap.cli import options as opt
 from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, UsageError, probe_facts
 
 if TYPE_CHECKING:
-    from archgap.probe.source.gates import GatesFacts
+    from archgap.probe.facts import GatesFacts
 
 
 HELP = "where packages detect or gate GPU architectures, grouped by function"
@@ -43,7 +43,7 @@ OPTIONS = (
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.cli.common import check_local_paths, emit_shown, probe_section
     from archgap.model import decode
-    from archgap.probe.source.gates import GatesFacts
+    from archgap.probe.facts import GatesFacts
     from archgap.request import gates_request
 
     check_local_paths(args, args.path)

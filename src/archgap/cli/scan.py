@@ -22,7 +22,7 @@ from archgap.cli.engines import CLUSTER_ENGINES
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.index.targets import IndexOptions
-    from archgap.probe.toolkit import ToolchainFacts, Toolkit
+    from archgap.probe.facts import ToolchainFacts, Toolkit
 
 
 HELP = "verdict per package x GPU from the kernels in every native library"

@@ -21,8 +21,7 @@ from archgap.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from archgap.probe.source.flow import Frame
-    from archgap.probe.source.trace import Guard, Occurrence, TraceFacts
+    from archgap.probe.facts import Frame, Guard, Occurrence, TraceFacts
 
 
 HELP = "every place a name is written and read, with the env vars that feed it"
@@ -60,7 +59,7 @@ def check_name(name: str) -> None:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.model import decode
-    from archgap.probe.source.trace import TraceFacts
+    from archgap.probe.facts import TraceFacts
     from archgap.request import trace_request
 
     check_name(args.name)

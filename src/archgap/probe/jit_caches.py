@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .facts import BinaryFacts
+from .facts import CacheEntry, CacheRoot
 from .fatbin import read_binary, read_cubin_at
 from .system import System
 
@@ -58,40 +58,6 @@ NETWORK_FILESYSTEMS = frozenset(
 )
 _GENCODE = re.compile(r"-gencode[= ]arch=compute_\w+,code=\[?([\w,]+)\]?")
 _TORCH_BUILD = re.compile(r"^(py\d+\w*)_(cu\d+|rocm[\d.]+|cpu)$")
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """One compiled artifact in a cache, with what its cache recorded about it."""
-
-    path: str
-    key: str  # the path below the cache root, without the file name
-    binary: BinaryFacts
-    package_version: Optional[str]  # FlashInfer's version directory, Triton's triton_version
-    dir_archs: Optional[
-        str
-    ]  # what the directory name says (FlashInfer "120a", torch "py311_cu128")
-    python_tag: Optional[str]  # torch extensions: "py311"
-    cuda_tag: Optional[str]  # torch extensions: "cu128" (torch's CUDA when it was built)
-    toolkit_home: Optional[str]  # build.ninja's cuda_home (FlashInfer) or nvcc's directory (torch)
-    toolkit_version: Optional[str]  # that toolkit's version.json now (it may have changed since)
-    gencode: Tuple[str, ...]  # the code= targets its build.ninja asked nvcc for
-    metadata_arch: Optional[int]  # Triton: target.arch in the kernel's JSON
-
-
-@dataclass(frozen=True)
-class CacheRoot:
-    cache: str  # "flashinfer", "torch_extensions", "triton"
-    path: str
-    found_by: str  # "FLASHINFER_WORKSPACE_BASE", "HOME", "TORCH_EXTENSIONS_DIR" ...
-    exists: bool
-    filesystem: Optional[str]  # the fstype of the mount that holds it (/proc/self/mountinfo)
-    mount_point: Optional[str]
-    network: bool
-    entries: Tuple[CacheEntry, ...]
-    truncated: bool  # more than MAX_ENTRIES binaries: the rest were not read
-    problem: Optional[str] = None
-    mount_source: Optional[str] = None  # what is mounted there: "fs01:/export/home"
 
 
 def _small_text(path: str) -> Optional[str]:

@@ -14,10 +14,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .facts import Problem
+from .facts import (
+    EnvVar,
+    InstalledPackage,
+    Problem,
+    SourceCheck,
+    ToolchainFacts,
+    Toolkit,
+    TorchBuild,
+)
 from .pyenv import canonical_name, dist_infos, interpreter_paths, read_metadata, record_files
 from .system import System
 
@@ -37,82 +45,6 @@ JIT_PACKAGES = ("flashinfer-python", "torch", "triton", "flashinfer-jit-cache", 
 RELEVANT_ENV = ("CUDA_HOME", "CUDA_PATH", "PATH", "CONDA_PREFIX")
 RELEVANT_ENV_PREFIXES = ("FLASHINFER_", "TORCH_", "TRITON_")
 DEFAULT_TOOL_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class EnvVar:
-    """A variable of the environment JIT compilers will run with, and whose environment it is."""
-
-    name: str
-    value: str
-    source: str  # "shell", "/proc/1234/environ", "/etc/sglang.env"
-
-
-@dataclass(frozen=True)
-class Toolkit:
-    """One toolkit candidate: where it is, how it was found, and which version its tool reports."""
-
-    home: str  # toolkit root as the target sees it: /usr/local/cuda-12.8, .../nvidia/cu13
-    found_by: str  # CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda, /usr/local/cuda-*, CONDA_PREFIX,
-    # wheel, triton, TRITON_PTXAS_PATH, TRITON_PTXAS_BLACKWELL_PATH
-    origin: str  # readable: "env CUDA_HOME (shell)", "RECORD of nvidia_cuda_nvcc_cu12-12.8.93"
-    tool: str  # "nvcc", "ptxas", "ptxas-blackwell" or "" (a wheel with no binary, e.g. cudart)
-    tool_path: Optional[str]  # the binary (target path), None when there is none
-    status: str  # "ok", "missing", "broken", "timeout", "wheel" (version from the wheel only)
-    version: Optional[str]  # "12.8"
-    full_version: Optional[str]  # "12.8.93"
-    version_from: str  # "`/usr/local/cuda-12.8/bin/nvcc --version`" or "wheel METADATA (...)"
-    reason: Optional[str] = None  # why status is not "ok"
-    banner: Optional[str] = None  # the release line the tool printed
-    component: str = ""  # wheel component: "nvcc", "runtime", "nvrtc" ("" for system toolkits)
-    real_home: str = ""  # home with links resolved: two candidates may be one toolkit
-
-
-@dataclass(frozen=True)
-class InstalledPackage:
-    name: str  # normalised distribution name: flashinfer-python, torch, triton
-    version: str
-    dist_info: str
-
-
-@dataclass(frozen=True)
-class TorchBuild:
-    """torch's own record of its build: ``torch/version.py``."""
-
-    version: Optional[str]  # "2.9.0+cu128"
-    cuda: Optional[str]  # "12.8"; None for a CPU build
-    file: str
-    # TORCH_CUDA_ARCH_LIST names its cpp_extension accepts, read from the installed source
-    supported_arches: Optional[Tuple[str, ...]] = None
-    supported_arches_file: Optional[str] = None
-    # named architectures ("Hopper" -> "9.0+PTX"), in the order cpp_extension replaces them
-    named_arches: Optional[Tuple[Tuple[str, str], ...]] = None
-
-
-@dataclass(frozen=True)
-class SourceCheck:
-    """Whether a line a rule depends on is really in the installed package's source."""
-
-    package: str
-    key: str  # which rule it confirms: "sm12_requires_12_9_raise", "broad_except" ...
-    file: str  # absolute path of the source file
-    needle: str  # the exact text looked for
-    found: bool
-    line: Optional[int]  # 1-based line of the first occurrence
-    reason: Optional[str] = None  # why it could not be checked (file missing, unreadable)
-
-
-@dataclass(frozen=True)
-class ToolchainFacts:
-    env_source: str
-    env: Tuple[EnvVar, ...]
-    which_nvcc: Optional[str]  # the nvcc that `which nvcc` finds with that environment's PATH
-    toolkits: Tuple[Toolkit, ...]
-    packages: Tuple[InstalledPackage, ...]
-    torch: Optional[TorchBuild]
-    source_checks: Tuple[SourceCheck, ...]
-    site_packages: Tuple[str, ...]
-    problems: Tuple[Problem, ...] = ()
 
 
 def parse_release(text: str) -> Optional[Tuple[str, str, str]]:

@@ -12,7 +12,7 @@ from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, m
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verdicts import LibraryVerdict
-    from archgap.probe.toolkit import ToolchainFacts
+    from archgap.probe.facts import ToolchainFacts
 
 
 def _gpu_columns(report: ScanReport) -> tuple[Column, ...]:

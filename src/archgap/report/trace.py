@@ -10,7 +10,7 @@ from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_pa
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
-    from archgap.probe.source.trace import TraceFacts
+    from archgap.probe.facts import TraceFacts
 
 
 @dataclass(frozen=True)

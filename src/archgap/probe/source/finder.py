@@ -12,19 +12,10 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple, Union
 
+from ..facts import Guard
 from .files import word_pattern
 from .flow import AST_INDEX, MUTATORS, dotted, string_value
 from .sourcefile import SourceFile
-
-
-@dataclass(frozen=True)
-class Guard:
-    """One condition a statement sits under, innermost last."""
-
-    kind: str  # "if", "else", "while", "for", "try", "except", "try-else", "finally"
-    condition: str  # the test ("else": the test it is the else of); "" for try/finally
-    line: int
-
 
 # One block of a compound statement: its guard, the test node it reads, its statements.
 Block = Tuple[Guard, Optional[ast.AST], List[ast.stmt]]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from ..facts import CallSite, Frame, Knob, Raiser, Swallow
 from .files import module_name, module_path
 from .sourcefile import SourceFile
 
@@ -98,58 +98,6 @@ _ENV_GETTERS = {
     "os.environ.setdefault": "os.environ.setdefault",
     "os.environ.pop": "os.environ.pop",
 }
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One step of a call path: a function and the line in it (a call, or the final read)."""
-
-    function: str  # dotted module + qualname: flashinfer.jit.cpp_ext.get_cuda_path
-    path: str
-    line: int
-
-
-@dataclass(frozen=True)
-class Knob:
-    """An environment variable that feeds a write."""
-
-    variable: str
-    access: str  # "os.environ[...]", "os.environ.get", "os.getenv", "in os.environ", ...
-    path: str
-    line: int
-    text: str
-    call_path: Tuple[Frame, ...]  # from the writing function to the one that reads it
-
-
-@dataclass(frozen=True)
-class Raiser:
-    """A ``raise`` that can reach a handler, and how."""
-
-    exception: str
-    message: str
-    path: str
-    line: int
-    function: str
-    call_path: Tuple[Frame, ...]  # first frame: the call inside the ``try`` body
-
-
-@dataclass(frozen=True)
-class CallSite:
-    call: str
-    line: int
-
-
-@dataclass(frozen=True)
-class Swallow:
-    """A ``try`` whose broad ``except`` only logs, warns or passes."""
-
-    path: str
-    try_line: int
-    except_line: int
-    handler: str  # "except Exception as e:"
-    action: str  # the handler's first statement
-    raisers: Tuple[Raiser, ...]
-    external_calls: Tuple[CallSite, ...]  # calls outside the distribution that may raise too
 
 
 def dotted(node: ast.AST) -> Optional[str]:

@@ -13,15 +13,15 @@ import ast
 import bisect
 import gc
 import re
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import asdict
+from typing import Any, Dict, List, Sequence, Tuple
 
-from ..facts import Problem
+from ..facts import Gate, GateFunction, GatesFacts, GatesTarget, Guard, Problem
 from ..system import System
 from .files import line_numbers, module_name, python_files
 from .flow import dotted, env_reads, raise_parts, string_value
 from .sourcefile import SourceFile
-from .trace import Guard, distribution_targets
+from .trace import distribution_targets
 
 # Calls that read what the GPU is (last dotted component -> kind).
 CAPABILITY_CALLS = {
@@ -73,41 +73,6 @@ _TRIGGERS = tuple(
     )
 )
 _WORD_TRIGGERS = (re.compile(r"sm(?:_?\d|\b)"), re.compile(r"cc\b"))  # need a word start
-
-
-@dataclass(frozen=True)
-class Gate:
-    kind: str  # capability-call, arch-list-call, device-properties-call, nvml-call,
-    # comparison, arch-env, raise, assert, warning
-    line: int
-    text: str  # the source line, stripped
-    detail: str  # the call, the comparison, the variable, or the exception type
-    condition: str  # the branch conditions it sits under, outermost first ("" at top level)
-    message: str  # raise/assert/warning message ("" for the others)
-
-
-@dataclass(frozen=True)
-class GateFunction:
-    path: str
-    module: str
-    function: str  # qualname, "<module>" for module-level code
-    line: int  # of the def (1 for module level)
-    gates: Tuple[Gate, ...]
-
-
-@dataclass(frozen=True)
-class GatesTarget:
-    label: str  # "flashinfer-python 0.6.8", or the scanned path
-    files_scanned: int
-    candidate_files: int
-    functions: Tuple[GateFunction, ...]
-
-
-@dataclass(frozen=True)
-class GatesFacts:
-    targets: Tuple[GatesTarget, ...]
-    problems: Tuple[Problem, ...]
-    error: Optional[str] = None
 
 
 def collect_gates(system: System, params: Any) -> Dict[str, Any]:

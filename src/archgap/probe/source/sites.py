@@ -13,52 +13,17 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..facts import Distribution, Problem
+from ..facts import Binding, CodeFacts, CodeSite, Distribution, Guard, Problem
 from ..pyenv import canonical_name
 from ..system import System
-from .finder import Guard, branches
+from .finder import branches
 from .flow import dotted
 from .sourcefile import SourceFile
 
 MAX_SITES = 32  # a request names a handful; a hostile one is cut here
-
-
-@dataclass(frozen=True)
-class Binding:
-    """Where a name the condition reads gets its value, inside the same function."""
-
-    name: str
-    line: int
-    text: str  # the assigning line, stripped
-    loop: str  # "major, minor in ctx.TARGET_CUDA_ARCHS" when assigned inside a for loop, else ""
-    reads: Tuple[str, ...]  # names the assigned value and the loop's iterable read
-
-
-@dataclass(frozen=True)
-class CodeSite:
-    requested_path: str  # site-packages-relative path asked for
-    requested_line: int  # the line a log named (0: find ``requested_code`` instead)
-    requested_code: str  # the code text the log printed, or the raise site's known text
-    distribution: str  # the distribution that owns the file ("" when none does)
-    version: str
-    path: str  # the file on the examined host ("" when not installed)
-    line: int  # the installed line (0 when not found)
-    text: str  # that line, stripped
-    function: str  # enclosing qualname, "<module>" at module level
-    guards: Tuple[Guard, ...]  # outermost first
-    reads: Tuple[str, ...]  # names the innermost if/else/while condition reads
-    bindings: Tuple[Binding, ...]
-    error: Optional[str] = None  # why the site could not be read
-
-
-@dataclass(frozen=True)
-class CodeFacts:
-    site_packages: Tuple[str, ...]
-    sites: Tuple[CodeSite, ...]
-    problems: Tuple[Problem, ...]
 
 
 def collect_code(system: System, params: Any) -> Dict[str, Any]:

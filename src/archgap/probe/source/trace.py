@@ -11,31 +11,18 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..facts import Problem
+from ..facts import Knob, Occurrence, Problem, Swallow, TraceFacts
 from ..system import System
 from .files import Candidates, candidate_work, line_numbers, module_name
-from .finder import Finder, Found, Guard, Matcher
-from .flow import (
-    Frame,
-    Knob,
-    Program,
-    Swallow,
-    knobs,
-    swallow,
-)
+from .finder import Finder, Found, Matcher
+from .flow import Program, knobs, swallow
 from .sourcefile import SourceFile
 
 __all__ = [
-    "Frame",
-    "Guard",
-    "Knob",
-    "Occurrence",
-    "Swallow",
-    "TraceFacts",
     "collect_trace",
     "distribution_targets",
     "trace",
@@ -58,32 +45,6 @@ _VALUE_WRITES = (
     "attribute-assign",
     "setattr",
 )
-
-
-@dataclass(frozen=True)
-class Occurrence:
-    kind: str  # "write" or "read"
-    form: str  # assign, augassign, annassign, unpack, for, with, mutate:add, subscript-assign, ...
-    path: str
-    module: str
-    line: int
-    function: str  # enclosing function/class qualname, "<module>" at module level
-    text: str  # the source line, stripped
-    branch: Tuple[Guard, ...]
-    knobs: Tuple[Knob, ...] = ()
-    swallowed: Tuple[Swallow, ...] = ()
-
-
-@dataclass(frozen=True)
-class TraceFacts:
-    name: str
-    roots: Tuple[str, ...]
-    files_scanned: int
-    candidate_files: int
-    defining_files: Tuple[str, ...]  # where the name is defined (listed first)
-    occurrences: Tuple[Occurrence, ...]  # writes first (defining files first), then reads
-    problems: Tuple[Problem, ...]
-    error: Optional[str] = None  # why nothing could be traced (unknown distribution, bad name)
 
 
 def valid_name(name: str) -> bool:
