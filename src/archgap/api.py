@@ -178,7 +178,8 @@ def verify(
     ``gpu_indices`` (default: one GPU of each model). Raises ``ProbeError`` when the facts could
     not be collected; no GPU or driver is a report with ``error`` set."""
     from archgap.analysis.verify import compare, load_plan
-    from archgap.model import BinaryFacts, GpuFacts, PythonEnvironment, decode
+    from archgap.codec import decode
+    from archgap.probe.facts import BinaryFacts, GpuFacts, PythonEnvironment
 
     facts = _facts(target, verify_request(paths, python), timeout, root)
     sections = facts.get("sections") or {}
@@ -262,8 +263,14 @@ def _examine(
     from archgap.analysis.explain_chain import Examined
     from archgap.analysis.explain_match import code_request, names_to_trace
     from archgap.analysis.scan import present_targets
-    from archgap.model import GpuFacts, PythonEnvironment, decode
-    from archgap.probe.facts import CodeFacts, ToolchainFacts, TraceFacts
+    from archgap.codec import decode
+    from archgap.probe.facts import (
+        CodeFacts,
+        GpuFacts,
+        PythonEnvironment,
+        ToolchainFacts,
+        TraceFacts,
+    )
 
     python, target = where.python, where.target
     facts = where.facts(explain_request(python, code_request(log, signatures)))
@@ -351,7 +358,7 @@ def gates(
 
 def _decoded(cls: type[T], target: Target, request: dict[str, Any], timeout: float, root: str) -> T:
     """The one section ``request`` asks for, decoded as ``cls``."""
-    from archgap.model import decode
+    from archgap.codec import decode
 
     (section,) = request
     return decode(cls, _facts(target, request, timeout, root)["sections"][section])
@@ -432,7 +439,8 @@ def kernel_files(
     multi-platform index and whether a docker:// registry's certificate must verify).
     ``ProbeError`` when a remote probe fails."""
     from archgap.binaries import local_binaries
-    from archgap.model import BinaryFacts, decode
+    from archgap.codec import decode
+    from archgap.probe.facts import BinaryFacts
 
     if target.is_local:
         return local_binaries(paths, deep, image)

@@ -46,10 +46,10 @@ def built() -> dict[str, tuple[dict[str, Any], Path]]:
     from archgap.analysis.compat import resolve_gpu
     from archgap.analysis.recipe import recipe
     from archgap.cli.recipe import body
-    from archgap.model import to_json
+    from archgap.codec import encode
 
     docs = {
-        name: to_json(body(recipe([resolve_gpu(g) for g in gpus], "13.0", arch)))
+        name: encode(body(recipe([resolve_gpu(g) for g in gpus], "13.0", arch)))
         for name, (gpus, arch) in SETS.items()
     }
     jobs = {name: (doc["spellings"]["nvcc"].split(), ".so") for name, doc in docs.items()}

@@ -15,7 +15,7 @@ import pytest
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport
 from archgap.analysis.verdicts import PackageVerdict
-from archgap.model import GpuFacts, PythonEnvironment
+from archgap.probe.facts import GpuFacts, PythonEnvironment
 from tests.helpers import DATA, json_output, run_cli
 
 CUPTI = DATA / "venv-nvidia-cuda-cupti-13.0.85" / "bin" / "python"
@@ -74,14 +74,15 @@ def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
     # (CUDA 12.2) JIT-compiles PTX up to ISA 8.2: "the provided PTX was compiled with an
     # unsupported toolchain" -> none; a 580 driver (CUDA 13.0, ISA 9.0) compiles it -> jit.
     from archgap.analysis.scan import report_from_facts
-    from archgap.model import Distribution, to_json
+    from archgap.codec import encode
+    from archgap.probe.facts import Distribution
     from archgap.probe.fatbin import read_binary
     from tests.helpers import CUDA_BIN
 
     lib = read_binary(str(CUDA_BIN / "libptxonly.so"), deep=True)
     dist = Distribution("pkg", "1.0", "/sp/pkg-1.0.dist-info", (lib.path,))
     env = PythonEnvironment("/py", "3.11", ("/sp",), (dist,), ())
-    facts = {"sections": {"python": to_json(env), "binaries": [to_json(lib)]}}
+    facts = {"sections": {"python": encode(env), "binaries": [encode(lib)]}}
     old = report_from_facts(facts, ["H100"], driver="535.104.05")
     assert [(p.verdict, p.package) for p in old.packages] == [("none", "pkg")]
     assert "unsupported toolchain" in old.packages[0].libraries[0].reason

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from archgap.analysis.deep_plan import deep_search_plan
-from archgap.model import BinaryFacts
 from archgap.probe.deep_plan import judged_native_sets, needs_deep_search, read_selectively
+from archgap.probe.facts import BinaryFacts
 from archgap.probe.fatbin import read_binary
 from tests.helpers import CUDA_BIN
 

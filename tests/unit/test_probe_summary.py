@@ -13,9 +13,10 @@ from dataclasses import asdict
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import library_verdict
-from archgap.model import BinaryFacts, decode
+from archgap.codec import decode
 from archgap.probe.binfiles import walk_binaries
 from archgap.probe.collect import collect
+from archgap.probe.facts import BinaryFacts
 from archgap.probe.fatbin import read_binary
 from archgap.probe.summary import binary_json, summarized
 from archgap.probe.system import System

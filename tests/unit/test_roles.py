@@ -25,7 +25,7 @@ from archgap.analysis.verdicts import (
     package_verdict,
     role_of,
 )
-from archgap.model import BinaryFacts, KernelEntry
+from archgap.probe.facts import BinaryFacts, KernelEntry
 from archgap.probe.fatbin import read_binary
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from archgap.analysis.verify import compare, driver_ptx_isa
-from archgap.model import PythonEnvironment
+from archgap.probe.facts import PythonEnvironment
 from archgap.probe.fatbin import read_binary
 from tests.helpers import CUDA_BIN
 

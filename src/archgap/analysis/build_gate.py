@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.recipe import recipe
 from archgap.analysis.verdicts import JIT, NATIVE, NONE, has_device_code, library_verdict
-from archgap.model import BinaryFacts
+from archgap.probe.facts import BinaryFacts
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ def summarise_host(
     """
     from archgap.analysis.compat import UnknownGpu
     from archgap.analysis.scan import report_from_facts
-    from archgap.model import DecodeError
+    from archgap.codec import DecodeError
 
     problems: list[str] = []
     try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from archgap.analysis.compat import GpuTarget
 from archgap.image.facts import ImageFacts
 from archgap.image.source import ELF_MACHINE
-from archgap.model import BinaryFacts, Problem
+from archgap.probe.facts import BinaryFacts, Problem
 
 # uname -m spellings -> the ELF names the probe reports
 _UNAME = {"x86_64": "x86-64", "amd64": "x86-64", "aarch64": "aarch64", "arm64": "aarch64"}

@@ -35,7 +35,7 @@ from archgap.kb.toolchain import (
     targets_of,
     toolkit_releases,
 )
-from archgap.model import BinaryFacts, KernelEntry
+from archgap.probe.facts import BinaryFacts, KernelEntry
 
 _SM = re.compile(r"^sm_(\d{2,3})([af]?)$")
 VARIANT_RANK = {"a": 2, "f": 1, "": 0}  # between targets covering as many GPUs: features first

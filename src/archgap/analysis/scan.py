@@ -20,11 +20,18 @@ from archgap.analysis.platform import (
     platform_findings,
 )
 from archgap.analysis.verdicts import NONE, PARTIAL, PackageVerdict, group_by_package, verdicts_for
+from archgap.codec import decode
 from archgap.image.facts import ImageFacts
 from archgap.kb.gpus import identify
 from archgap.kb.toolchain import max_ptx_isa_for_driver
-from archgap.model import BinaryFacts, Gpu, GpuFacts, Problem, PythonEnvironment, decode
-from archgap.probe.facts import ToolchainFacts
+from archgap.probe.facts import (
+    BinaryFacts,
+    Gpu,
+    GpuFacts,
+    Problem,
+    PythonEnvironment,
+    ToolchainFacts,
+)
 
 T = TypeVar("T")
 

@@ -30,8 +30,8 @@ from archgap.analysis.compat import (
     sass_compat,
 )
 from archgap.kb import roles
-from archgap.model import BinaryFacts, KernelEntry, PythonEnvironment
 from archgap.probe.deep_plan import kernel_less, runtime_entries
+from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 
 Verdict = Literal["native", "jit", "none", "unknown", "partial", "no-kernels"]
 NATIVE: Final = "native"

@@ -22,8 +22,8 @@ from archgap.analysis.verdicts import (
     verdicts_for,
 )
 from archgap.kb.toolchain import major_minor, max_ptx_isa_for_driver, toolkit_release
-from archgap.model import BinaryFacts, PythonEnvironment
 from archgap.probe.deep_plan import runtime_entries
+from archgap.probe.facts import BinaryFacts, PythonEnvironment
 from archgap.probe.gpu import cuda_version_text
 
 

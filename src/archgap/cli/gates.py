@@ -42,7 +42,7 @@ OPTIONS = (
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.cli.common import check_local_paths, emit_shown, probe_section
-    from archgap.model import decode
+    from archgap.codec import decode
     from archgap.probe.facts import GatesFacts
     from archgap.request import gates_request
 

@@ -79,7 +79,8 @@ def _files(args: Any, out: Output) -> list[BinaryFacts]:
     """The files' device code: read here (files, wheels and images, whatever the target), or
     by the probe on the target (paths are that machine's)."""
     if is_remote(args):
-        from archgap.model import BinaryFacts, decode
+        from archgap.codec import decode
+        from archgap.probe.facts import BinaryFacts
         from archgap.request import binaries_request
 
         # Every entry only when it is shown (--all, --json); else one row per kind of entry.

@@ -115,9 +115,9 @@ def body(result: Recipe) -> dict[str, Any]:
 
 
 def _fields(target: Any) -> dict[str, Any]:
-    from archgap.model import to_json
+    from archgap.codec import encode
 
-    data: dict[str, Any] = to_json(target)
+    data: dict[str, Any] = encode(target)
     return data
 
 

@@ -58,7 +58,7 @@ def check_name(name: str) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.model import decode
+    from archgap.codec import decode
     from archgap.probe.facts import TraceFacts
     from archgap.request import trace_request
 

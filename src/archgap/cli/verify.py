@@ -123,9 +123,9 @@ def _body(report: VerifyReport) -> dict[str, Any]:
 
 
 def _check_json(check: Check) -> dict[str, Any]:
-    from archgap.model import to_json
+    from archgap.codec import encode
 
-    data: dict[str, Any] = to_json(check)
+    data: dict[str, Any] = encode(check)
     data.update(agrees=check.agrees if check.settled else None, load_failure=check.load_failure)
     return data
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import IO, Any
 
+from archgap.codec import encode
 from archgap.image.facts import ImageFacts, PythonSite
 from archgap.image.layers import (
     DIR,
@@ -29,7 +30,6 @@ from archgap.image.layers import (
     read_files,
 )
 from archgap.image.source import ImageError, ImageManifest, ImageSource, Platform
-from archgap.model import to_json
 from archgap.probe import pyenv
 from archgap.probe.archive import WheelContents, read_stream
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
@@ -54,7 +54,7 @@ class ImageContents(WheelContents):
 
 def image_facts(contents: Sequence[WheelContents]) -> list[dict[str, Any]]:
     """The facts of the images among ``contents``, as JSON (the facts' "images" section)."""
-    return [to_json(c.image) for c in contents if isinstance(c, ImageContents) and c.image]
+    return [encode(c.image) for c in contents if isinstance(c, ImageContents) and c.image]
 
 
 def read_image(

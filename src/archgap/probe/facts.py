@@ -1,6 +1,6 @@
 """The facts the probe reports: every frozen dataclass that crosses the wire as JSON, in one place.
 
-Serialised with ``dataclasses.asdict``; ``archgap.model.decode`` turns the JSON back into these
+Serialised with ``dataclasses.asdict``; ``archgap.codec.decode`` turns the JSON back into these
 classes on the analysing side. Field names are part of the versioned JSON contract. The modules
 that collect them (``toolkit``, ``jit_caches``, ``source.*``) import them from here, so the pure
 analysis can name them without loading the AST scanners. Nothing here but types.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from archgap.model import to_json
+from archgap.codec import encode
 
 if TYPE_CHECKING:
     from archgap.analysis.explain import Diagnosis
@@ -20,7 +20,7 @@ def body(
     """The body of the explain document (schema/explain.schema.json): the diagnosis and its
     input (where the log came from, its lines, and the middle not read of a very long log:
     ``skipped`` bytes and lines, when there are any)."""
-    data: dict[str, Any] = to_json(diagnosis)
+    data: dict[str, Any] = encode(diagnosis)
     data["input"] = {"origin": origin, "lines": lines, "truncated_lines": truncated_lines}
     if skipped and skipped.get("bytes"):
         data["input"]["skipped"] = skipped

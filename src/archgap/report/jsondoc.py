@@ -7,7 +7,7 @@ from importlib import resources
 from typing import Any
 
 from archgap import __version__
-from archgap.model import to_json
+from archgap.codec import encode
 
 # Bump on any incompatible change to a command's document; each command has a schema file
 # archgap/schema/<command>.schema.json that the test suite validates every output against.
@@ -20,7 +20,7 @@ def document(command: str, body: dict[str, Any]) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "archgap_version": __version__,
         "command": command,
-        **to_json(body),
+        **encode(body),
     }
 
 

@@ -180,9 +180,9 @@ def body(
 ) -> dict[str, Any]:
     """The body of the kernels document (schema/kernels.schema.json): every file, the counts,
     and with --require the build gate's result."""
-    from archgap.model import to_json
+    from archgap.codec import encode
 
     data: dict[str, Any] = {"files": files, "summary": counts}
     if gate is not None:
-        data["require"] = {**to_json(gate), "passed": gate.passed}
+        data["require"] = {**encode(gate), "passed": gate.passed}
     return data

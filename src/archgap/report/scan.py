@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from archgap import __version__
-from archgap.model import to_json
+from archgap.codec import encode
 from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
 
 if TYPE_CHECKING:
@@ -230,9 +230,9 @@ def _toolchains_body(facts: ToolchainFacts | None) -> dict[str, Any] | None:
         return None
     return {
         "env_source": facts.env_source,
-        "env": to_json(facts.env),
+        "env": encode(facts.env),
         "which_nvcc": facts.which_nvcc,
-        "toolkits": to_json(facts.toolkits),
-        "source_checks": to_json(facts.source_checks),
-        "problems": to_json(facts.problems),
+        "toolkits": encode(facts.toolkits),
+        "source_checks": encode(facts.source_checks),
+        "problems": encode(facts.problems),
     }

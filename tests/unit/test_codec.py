@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from archgap import model
-from archgap.model import BinaryFacts, DecodeError, KernelEntry, PythonEnvironment, decode
+from archgap import codec
+from archgap.codec import DecodeError, decode
 from archgap.probe.binfiles import walk_binaries
+from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 from tests.helpers import CUDA_BIN
 
 
@@ -113,7 +114,7 @@ def test_type_hints_are_read_once_per_class(monkeypatch: pytest.MonkeyPatch) -> 
         calls.append(obj)
         return real(obj, *args, **kwargs)
 
-    monkeypatch.setattr(model, "_DECODERS", {})
+    monkeypatch.setattr(codec, "_DECODERS", {})
     monkeypatch.setattr(typing, "get_type_hints", counting)
     entries = [{**ENTRY, "offset": i} for i in range(2000)]
     decoded = [decode(BinaryFacts, binary(*entries)) for _ in range(3)]

@@ -1,4 +1,4 @@
-"""Shared data model: the probe's facts (re-exported) and JSON decoding back into them.
+"""The codec of the wire types (``archgap.probe.facts``): JSON in (``decode``) and out (``encode``).
 
 The probe serialises its frozen dataclasses with ``dataclasses.asdict``; ``decode`` rebuilds them
 from JSON using their type hints, so a fact collected on another host becomes the same value as
@@ -19,28 +19,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from archgap.probe.facts import (
-    BinaryFacts,
-    Distribution,
-    Gpu,
-    GpuFacts,
-    KernelEntry,
-    Problem,
-    PythonEnvironment,
-)
-
-__all__ = [
-    "BinaryFacts",
-    "DecodeError",
-    "Distribution",
-    "Gpu",
-    "GpuFacts",
-    "KernelEntry",
-    "Problem",
-    "PythonEnvironment",
-    "decode",
-    "to_json",
-]
+__all__ = ["DecodeError", "decode", "encode"]
 
 T = TypeVar("T")
 Decoder = Callable[[Any], Any]
@@ -61,14 +40,14 @@ class _Mismatch(Exception):
         self.path: list[str] = []
 
 
-def to_json(value: Any) -> Any:
+def encode(value: Any) -> Any:
     """A dataclass (or tuple of them) as plain JSON data."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
-        return [to_json(v) for v in value]
+        return [encode(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {str(k): encode(v) for k, v in value.items()}
     return value
 
 
