@@ -47,3 +47,27 @@ def test_text_splits_to_width_repeating_keys() -> None:
     assert len(headers) == 3 and all(len(line) <= 30 for line in parts)
     # Too narrow for the key and one column: one record per row instead.
     assert text_lines(wide, width=10)[:2] == ["torch", "  GPU0 (12.0)  native"]
+
+
+def test_markup_escape_is_shown_literally_by_rich() -> None:
+    # Table cells are escaped without importing rich; rich's own parser must show them as they
+    # are, and the result is what rich.markup.escape gives.
+    from rich.markup import escape
+    from rich.text import Text
+
+    from archgap.report.table import markup_escape
+
+    samples = [
+        "plain",
+        "[bold]not bold[/]",
+        "lib[cuda]/x.so",
+        "\\[red]",
+        "a\\\\[b] c[/d] [#ff0000] [@click] [1] [",
+        "ends with a backslash\\",
+        HOSTILE,
+    ]
+    for text in samples:
+        assert markup_escape(text) == escape(text)
+        assert Text.from_markup(f"[cyan]{markup_escape(text)}[/]").plain == text
+    # Two trailing backslashes read back as one in rich itself; the same string either way.
+    assert markup_escape("two\\\\") == escape("two\\\\")

@@ -92,11 +92,11 @@ def add_common_options(command: argparse.ArgumentParser) -> None:
 def parse(arguments: list[str]) -> argparse.Namespace:
     """The arguments; an unknown option is reported with the usage of the command it was given
     to (not the top level's), and the closest option that command has."""
-    import difflib
-
     parser = build_parser(arguments)
     args, extra = parser.parse_known_args(arguments)
     if extra:
+        import difflib
+
         command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
         message = f"unrecognized arguments: {' '.join(extra)}"
         options = list(command._option_string_actions)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from archgap.cli.common import UsageError
@@ -25,13 +24,13 @@ KEYS = {"gpus": "gpu", "require": "require", "strict": "strict"}  # config key -
 COMMANDS = ("scan", "kernels", "fleet")
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def _load_toml(path: str) -> dict[str, Any]:
     import importlib
 
     # tomllib from Python 3.11; its backport, tomli, on 3.10 (a dependency there).
     tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             data: dict[str, Any] = tomllib.load(handle)
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
@@ -40,27 +39,44 @@ def _load_toml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _project_table(path: str) -> Any:
+    """The [tool.archgap] table of a pyproject.toml, or None. A file that never names archgap
+    has none and is not parsed (parsing TOML is a noticeable part of a fast command's time)."""
+    try:
+        with open(path, "rb") as handle:
+            if b"archgap" not in handle.read():
+                return None
+    except OSError:
+        pass  # _load_toml says why it cannot be read
+    return _load_toml(path).get("tool", {}).get("archgap")
+
+
 def find_config(
-    cwd: Path | None = None, environ: dict[str, str] | None = None
-) -> tuple[Path, dict[str, Any]] | None:
+    cwd: str | None = None, environ: dict[str, str] | None = None
+) -> tuple[str, dict[str, Any]] | None:
     """(file, settings): the nearest pyproject.toml with a [tool.archgap] table, else the user's
-    config file; None when there is neither."""
+    config file; None when there is neither. (Paths as strings: pathlib is not imported by a
+    command that has no config.)"""
     env = dict(os.environ) if environ is None else environ
-    here = (cwd or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            table = _load_toml(candidate).get("tool", {}).get("archgap")
+    here = os.path.realpath(cwd if cwd is not None else os.getcwd())
+    while True:
+        candidate = os.path.join(here, "pyproject.toml")
+        if os.path.isfile(candidate):
+            table = _project_table(candidate)
             if isinstance(table, dict):
                 return candidate, table
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
     base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME", "~"), ".config")
-    user = Path(base) / "archgap" / "config.toml"
-    if user.is_file():
+    user = os.path.join(base, "archgap", "config.toml")
+    if os.path.isfile(user):
         return user, _load_toml(user)
     return None
 
 
-def _checked(path: Path, key: str, value: Any) -> Any:
+def _checked(path: str, key: str, value: Any) -> Any:
     if key == "strict":
         if not isinstance(value, bool):
             raise UsageError(f"{path}: archgap setting {key!r} must be true or false")
@@ -99,4 +115,4 @@ def apply_config(args: argparse.Namespace) -> str:
         if not getattr(args, attr):  # empty list or False: not given on the command line
             setattr(args, attr, value)
             used = True
-    return str(path) if used else ""
+    return path if used else ""

@@ -24,7 +24,6 @@ import contextlib
 import errno
 import mmap
 import os
-import pickle
 import select
 import stat
 import struct
@@ -271,6 +270,8 @@ def _read_shared(
     """Read ``paths[i]`` for ``i`` in ``indices`` in this process and one forked helper, each
     taking the next index from a pipe; fills ``results``. Files the helper took but did not
     return stay None (the caller reads them)."""
+    import pickle  # here: only a deep read of many files comes here
+
     try:
         queue_r, queue_w = os.pipe()
     except OSError:

@@ -11,7 +11,6 @@ sitecustomize and user site out; no ``.pyc`` is written because no module comes 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
 PACKAGE = "archgap_probe"  # the probe's package name on the target (no clash with an install)
@@ -114,6 +113,8 @@ sys.stdout.write("\\n")
 def probe_sources() -> dict[str, str]:
     """Every module of ``archgap.probe`` and its subpackages, by dotted name relative to it: ''
     for the package itself, ``source`` for the subpackage's ``__init__``, ``source.trace``."""
+    from importlib import resources  # not at import: every command imports this module
+
     sources: dict[str, str] = {}
     folders = [(resources.files("archgap.probe"), "")]
     while folders:
