@@ -222,3 +222,32 @@ def test_deep_read_shared_with_the_helper_process() -> None:
     results: list[BinaryFacts | None] = [None] * len(paths)
     _read_shared(paths, list(range(len(paths))), True, results)
     assert results == [read_binary(p, deep=True) for p in paths]
+
+
+def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
+    # fatcontainer.new_entry fills a KernelEntry without its dataclass __init__: it must take
+    # exactly the dataclass's fields (a field added to KernelEntry fails here) and make an
+    # object that is equal, hashes, prints, converts and replaces like one built normally.
+    import dataclasses
+    import inspect
+
+    from archgap.probe.facts import KernelEntry
+    from archgap.probe.fatcontainer import new_entry
+
+    params = [(p.name, p.default) for p in inspect.signature(new_entry).parameters.values()]
+    expected = [
+        (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(KernelEntry)
+    ]
+    assert params == expected
+    values = dict(
+        kind="ptx", arch=90, variant="a", ptx_isa="9.0", compression="zstd", stored_size=10,
+        uncompressed_size=99, section=".nv_fatbin", offset=64, debug=True, listed=True,
+        member="a.o", count=2, kernels=False,
+    )  # fmt: skip
+    fast, slow = new_entry(**values), KernelEntry(**values)  # type: ignore[arg-type]
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(slow) == values
+    assert dataclasses.replace(fast, arch=100) == dataclasses.replace(slow, arch=100)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.arch = 100  # type: ignore[misc]

@@ -12,10 +12,11 @@ Each file is read once (by device and inode), and a symlink loop is a row with i
 
 from __future__ import annotations
 
+import operator
 import os
 import stat
 from dataclasses import replace
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
@@ -23,7 +24,9 @@ from .facts import BinaryFacts
 from .fatbin import Progress, open_error, read_binaries
 from .pyenv import NATIVE_NAME
 from .summary import binary_json
-from .system import System
+
+if TYPE_CHECKING:  # a plain read needs none of what System imports (subprocess, uuid ...)
+    from .system import System
 
 # Files without an extension that are never binaries (wheel metadata, licences).
 NOT_BINARY_NAMES = frozenset(
@@ -42,6 +45,7 @@ TEXT_EXTENSIONS = frozenset(
 )  # fmt: skip
 
 
+_NAME = operator.attrgetter("name")
 Discovered = Tuple[str, Optional[BinaryFacts]]  # (path, None): read it; (path, facts): a ready row
 
 
@@ -102,6 +106,19 @@ def _file_key(
     return None
 
 
+def _worth_a_look(items: List[os.DirEntry]) -> List[os.DirEntry]:  # type: ignore[type-arg]
+    """A directory's entries by name, less the files whose extension says text or data (most
+    of a site-packages: they are dropped before the sort)."""
+    kept = []
+    for item in items:
+        name = item.name
+        dot = name.rfind(".")
+        if dot <= 0 or name[dot:].lower() not in TEXT_EXTENSIONS or item.is_dir():
+            kept.append(item)
+    kept.sort(key=_NAME)
+    return kept
+
+
 def _walk_directory(
     top: str,
     info: os.stat_result,
@@ -125,14 +142,9 @@ def _walk_directory(
         except OSError as exc:
             yield directory, _row(directory, open_error(directory, exc))
             continue
-        items.sort(key=lambda item: item.name)
         subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = []
-        for item in items:
-            name = item.name
-            dot = name.rfind(".")
-            if dot > 0 and name[dot:].lower() in TEXT_EXTENSIONS and not item.is_dir():
-                continue
-            candidate = NATIVE_NAME.search(name) is not None  # read whatever its mode
+        for item in _worth_a_look(items):
+            candidate = NATIVE_NAME.search(item.name) is not None  # read whatever its mode
             try:
                 link = item.is_symlink()
                 if item.is_dir():

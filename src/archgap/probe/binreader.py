@@ -53,6 +53,15 @@ class Reader:
         self.seen_tables: Set[int] = set()  # section tables that belong to a found cubin
         self.seen_regions: Set[Tuple[int, int]] = set()
 
+    def header(self, pos: int, size: int) -> Any:
+        """The ``size`` bytes at ``pos`` (a header, well inside the file): one ``pread`` when
+        there is a file, not a read through the mapping. The headers of a plain read are spread
+        over hundreds of MB, one page each, and a page fault costs ~4x a 64-byte pread (5 vs
+        1.1 us measured): a torch environment's ~12,000 faults were a third of its read."""
+        if self.fd >= 0:
+            return os.pread(self.fd, size, pos)
+        return self.buf[pos : pos + size]
+
     def spend(self, units: int) -> None:
         self.work += units
         if self.work > WORK_BUDGET:
