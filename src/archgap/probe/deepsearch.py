@@ -15,9 +15,18 @@ from typing import Optional
 
 from .binreader import SEARCH_WINDOW, Reader
 from .elf import CUBIN_IDENT, cubin_at
-from .fatcontainer import CONTAINER_HEADER, CONTAINER_MAGIC, valid_container_at, walk_entries
+from .fatcontainer import (
+    CONTAINER_HEADER,
+    CONTAINER_MAGIC,
+    ENTRY_HEADER,
+    valid_container_at,
+    walk_entries,
+)
 
 READAHEAD_MIN = 1 << 20  # searched ranges at least this large get the kernel's read-ahead back
+# The fewest bytes that hold a header the search accepts: a container header and one entry
+# header (valid_container_at); a cubin takes more (a 64-byte ELF header and two section headers).
+SEARCH_MIN = CONTAINER_HEADER.size + ENTRY_HEADER.size
 
 
 def search_section(

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import Optional
+from typing import List, Optional
 
 from .binreader import Reader
-from .deepsearch import READAHEAD_MIN, search_section
+from .deepsearch import READAHEAD_MIN, SEARCH_MIN, search_section
 from .elf import (
-    CUBIN_IDENT,
     EM_CUDA,
     SHF_EXECINSTR,
     SHT_NOBITS,
     SHT_NULL,
     SHT_PROGBITS,
+    Sections,
     cubin_at,
     section_table,
 )
-from .fatcontainer import CONTAINER_MAGIC, walk_containers
+from .fatcontainer import walk_containers
 
 # e_machine values of host CPUs (the ELF specification's registry, elf.h)
 MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
@@ -60,6 +60,29 @@ NOT_DATA_PREFIXES = (
 )
 
 
+def _to_read(sections: Sections, deep: bool, limit: int) -> List[int]:
+    """The indices of the sections to read, in table order: ``.nv_fatbin`` and
+    ``__nv_relfatbin``; with ``deep`` also each data section (PROGBITS, not code) that can hold
+    a header (``SEARCH_MIN`` bytes; the thousands of tiny sections of static archives' objects
+    cannot) or that runs past the end (reported as truncated)."""
+    fatbins = sections.named(b".nv_fatbin") + sections.named(b"__nv_relfatbin")
+    if not deep:
+        return sorted(fatbins)
+    listed = set(fatbins)
+    return [
+        i
+        for i, (kind, flags, offset, size) in enumerate(
+            zip(sections.types, sections.flags, sections.offsets, sections.sizes)
+        )
+        if i in listed
+        or (
+            kind == SHT_PROGBITS
+            and not flags & SHF_EXECINSTR
+            and (size >= SEARCH_MIN or (size and offset + size > limit))
+        )
+    ]
+
+
 def read_elf(reader: Reader, base: int, limit: int, member: Optional[str]) -> str:
     """Device code in one ELF image in [base, limit). Returns "elf" or "cubin"."""
     buf = reader.buf
@@ -67,29 +90,14 @@ def read_elf(reader: Reader, base: int, limit: int, member: Optional[str]) -> st
     if base + 20 <= limit and struct.unpack_from("<H", buf, base + 18)[0] == EM_CUDA:
         cubin_at(reader, base, limit, "", True, member, loose=True)
         return "cubin"
-    # An archive member without any magic past its header cannot hide device code.
-    deep = reader.deep and (
-        member is None
-        or buf.find(CONTAINER_MAGIC, base, limit) >= 0
-        or buf.find(CUBIN_IDENT, base + 4, limit) >= 0
-    )
+    deep = reader.deep
     fields, sections = section_table(reader, base, limit, where, only_fatbin=not deep)
     if fields is not None and reader.machine is None:
         reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
     if sections is None:
         return "elf"
     is_object = fields[1] == ET_REL
-    if deep:
-        indices = [
-            i
-            for i, (kind, flags, size) in enumerate(
-                zip(sections.types, sections.flags, sections.sizes)
-            )
-            if size and kind == SHT_PROGBITS and not flags & SHF_EXECINSTR
-        ]
-    else:
-        indices = sorted(sections.named(b".nv_fatbin") + sections.named(b"__nv_relfatbin"))
-    for i in indices:
+    for i in _to_read(sections, deep, limit):
         if sections.types[i] in (SHT_NULL, SHT_NOBITS) or not sections.sizes[i]:
             continue
         name = sections.name(i)
