@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from archgap.analysis.fleet import HostInput, fleet_report  # noqa: E402
+from archgap.analysis.fleet import fleet_report, host_from_facts  # noqa: E402
 from archgap.probe.__main__ import run as probe_run  # noqa: E402
 from archgap.probe.fatbin import read_binary  # noqa: E402
 from archgap.probe.system import descendants  # noqa: E402
@@ -80,7 +80,8 @@ def fleet_worker(args: tuple[int, int, int, float, dict[str, Any]]) -> dict[str,
         bad = fleet_case(seed, index, doc)
         try:
             _limited(limit)
-            report = fleet_report([HostInput("good", doc), HostInput("bad", bad)], ("T4",))
+            hosts = [host_from_facts("good", doc), host_from_facts("bad", bad)]
+            report = fleet_report(hosts, ("T4",))
         except Hang:
             result["hangs"].append(index)
             continue

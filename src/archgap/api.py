@@ -4,19 +4,22 @@
 >>> report = scan(gpus=["RTX PRO 6000"])
 >>> [(p.package, p.verdict) for p in report.packages]
 
-``report_from_facts`` judges probe facts collected anywhere (``archgap probe --json``).
+``report_from_facts`` judges probe facts collected anywhere (the "facts" of ``archgap probe
+--json``, or a ``ProbeResponse``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from archgap.analysis.compat import resolve_gpu
-from archgap.analysis.scan import ScanReport, report_from_facts
+from archgap.analysis.scan import ScanReport
+from archgap.analysis.scan import report_from_facts as _judge
 from archgap.analysis.verify import VerifyReport
+from archgap.probe.facts import ProbeResponse
 from archgap.report.jsondoc import document, shown_body
 from archgap.request import (
     DEFAULT_SECTIONS,
@@ -49,6 +52,7 @@ __all__ = [
     "FleetRun",
     "FleetSource",
     "ProbeError",
+    "ProbeResponse",
     "ScanReport",
     "VerifyReport",
     "Where",
@@ -98,10 +102,10 @@ def scan(
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
     request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
     facts = _run(target, request, timeout, root, env_from, progress)
-    env_problem = (facts.get("errors") or {}).get("env_from")
+    env_problem = facts.errors.get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
-    return report_from_facts(facts, gpus, driver=driver, strict=strict)
+    return _judge(facts, gpus, driver=driver, strict=strict)
 
 
 def scan_archives(
@@ -128,8 +132,24 @@ def scan_archives(
         problems = [f"{p.subject}: {p.reason}" for c in contents for p in c.problems]
         raise ProbeError("; ".join(problems) or "no wheel")
     facts = archive_facts(contents, "")
-    facts["sections"]["images"] = image_facts(contents)
-    return report_from_facts(facts, gpus, driver=driver, strict=strict)
+    facts = replace(facts, sections={**facts.sections, "images": image_facts(contents)})
+    return _judge(facts, gpus, driver=driver, strict=strict)
+
+
+def report_from_facts(
+    facts: Mapping[str, Any] | ProbeResponse,
+    gpus: Sequence[str] = (),
+    matrix: bool = True,
+    driver: str | None = None,
+    strict: bool = False,
+) -> ScanReport:
+    """Judge probe facts from any host: the JSON the probe printed (decoded here, once) or a
+    ``ProbeResponse``. Raises ``archgap.codec.DecodeError`` for JSON without the probe's shape and
+    ``UnknownGpu`` for a GPU name no table knows."""
+    from archgap.codec import decode
+
+    response = facts if isinstance(facts, ProbeResponse) else decode(ProbeResponse, facts)
+    return _judge(response, gpus, matrix, driver, strict)
 
 
 def _run(
@@ -139,7 +159,7 @@ def _run(
     root: str,
     env_from: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> ProbeResponse:
     """The probe's facts; a transport failure raises ``ProbeError``."""
     facts = run_probe(target, request, timeout, root, env_from, progress)
     if isinstance(facts, TransportFailure):
@@ -154,11 +174,11 @@ def describe(error: TransportFailure) -> str:
     return str(error) + (f"\n{extra}" if extra and extra not in error.message else "")
 
 
-def _facts(target: Target, request: dict[str, Any], timeout: float, root: str) -> dict[str, Any]:
+def _facts(target: Target, request: dict[str, Any], timeout: float, root: str) -> ProbeResponse:
     """The probe's facts; a failed section also raises ``ProbeError``."""
     facts = _run(target, request, timeout, root)
     for section in request:
-        error = (facts.get("errors") or {}).get(section)
+        error = facts.errors.get(section)
         if error:
             raise ProbeError(f"probe failed: {section}: {error}")
     return facts
@@ -182,15 +202,14 @@ def verify(
     from archgap.probe.facts import BinaryFacts, GpuFacts, PythonEnvironment
 
     facts = _facts(target, verify_request(paths, python), timeout, root)
-    sections = facts.get("sections") or {}
-    binaries = [decode(BinaryFacts, b) for b in sections.get("binaries") or ()]
-    python_data = sections.get("python")
+    binaries = [decode(BinaryFacts, b) for b in facts.section("binaries") or ()]
+    python_data = facts.section("python")
     env = decode(PythonEnvironment, python_data) if python_data else None
-    gpu_data = sections.get("gpu")
+    gpu_data = facts.section("gpu")
     driver = decode(GpuFacts, gpu_data).driver_version if gpu_data else None
     plan, skipped = load_plan(binaries)
     loaded = _facts(target, load_request(plan, gpu_indices, gpu_timeout), timeout, root)
-    section = (loaded.get("sections") or {}).get("verify") or {}
+    section = loaded.section("verify") or {}
     empty = PythonEnvironment("", "", (), (), ())
     return compare(section, binaries, env or empty, skipped, driver)
 
@@ -207,14 +226,14 @@ class Where:
     root: str = "/"
     timeout: float = DEFAULT_TIMEOUT
 
-    def facts(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The probe's facts; an unreadable ``env_from`` raises ``ProbeError`` (it is not a
-        section's problem)."""
+    def facts(self, request: dict[str, Any]) -> tuple[ProbeResponse, dict[str, str]]:
+        """The probe's facts and the sections that failed; an unreadable ``env_from`` raises
+        ``ProbeError`` (it is not a section's problem)."""
         facts = _run(self.target, request, self.timeout, self.root, self.env_from)
-        problem = (facts.get("errors") or {}).pop("env_from", None)
+        problem = facts.errors.get("env_from")
         if problem:
             raise ProbeError(f"--env-from {self.env_from}: {problem}")
-        return facts
+        return facts, {k: v for k, v in facts.errors.items() if k != "env_from"}
 
 
 def diagnose(
@@ -273,8 +292,8 @@ def _examine(
     )
 
     python, target = where.python, where.target
-    facts = where.facts(explain_request(python, code_request(log, signatures)))
-    sections, errors = facts.get("sections") or {}, dict(facts.get("errors") or {})
+    facts, errors = where.facts(explain_request(python, code_request(log, signatures)))
+    sections = facts.sections
     env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
     if env is None or not env.site_packages:
         problems = env.problems if env is not None else ()
@@ -284,10 +303,10 @@ def _examine(
     code = decode(CodeFacts, sections.get("code") or empty)
     traces = []
     for name, dist in names_to_trace(log, signatures, code):
-        more = where.facts(trace_request(name, dists=[dist], python=python))
-        errors.update(more.get("errors") or {})
-        if (more.get("sections") or {}).get("trace"):
-            traces.append(decode(TraceFacts, more["sections"]["trace"]))
+        more, more_errors = where.facts(trace_request(name, dists=[dist], python=python))
+        errors.update(more_errors)
+        if more.section("trace"):
+            traces.append(decode(TraceFacts, more.section("trace")))
     toolchains = (
         decode(ToolchainFacts, sections["toolchains"]) if sections.get("toolchains") else None
     )
@@ -295,8 +314,8 @@ def _examine(
     place = "" if target.is_local else f" on {target.name}"
     return Examined(
         description=f"{env.executable} (Python {env.python_version}){place}",
-        env=dict(facts.get("env") or {}),
-        env_source=str(facts.get("env_source") or "shell"),
+        env=dict(facts.env),
+        env_source=facts.env_source or "shell",
         code=code,
         traces=tuple(traces),
         toolchains=toolchains,
@@ -361,7 +380,7 @@ def _decoded(cls: type[T], target: Target, request: dict[str, Any], timeout: flo
     from archgap.codec import decode
 
     (section,) = request
-    return decode(cls, _facts(target, request, timeout, root)["sections"][section])
+    return decode(cls, _facts(target, request, timeout, root).sections[section])
 
 
 @dataclass(frozen=True)
@@ -390,7 +409,7 @@ def fleet_run(
     import time
 
     from archgap.analysis.caches import cache_shares, shared_caches
-    from archgap.analysis.fleet import fleet_report, shape_problem
+    from archgap.analysis.fleet import fleet_report
     from archgap.transport.fleet import collect_hosts
 
     for name in gpus:
@@ -403,7 +422,7 @@ def fleet_run(
         for host in collect_hosts(source, options or FleetOptions(), tell):
             inputs[0] += 1
             # A malformed document is an unreadable host in the report, never a failed report.
-            if host.facts is not None and shape_problem(host.facts) is None:
+            if host.facts is not None:
                 with contextlib.suppress(TypeError, AttributeError, ValueError, KeyError):
                     shares.extend(cache_shares(host.name, host.facts))
             yield host
@@ -444,8 +463,8 @@ def kernel_files(
 
     if target.is_local:
         return local_binaries(paths, deep, image)
-    items = _facts(target, binaries_request(paths, deep, detail), timeout, root)["sections"]
-    return [decode(BinaryFacts, item) for item in items["binaries"]]
+    facts = _facts(target, binaries_request(paths, deep, detail), timeout, root)
+    return [decode(BinaryFacts, item) for item in facts.sections["binaries"]]
 
 
 def kernels(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.transport.run import run_probe
+from archgap.probe.facts import ProbeResponse
+from archgap.transport.run import TransportFailure, run_probe
 from archgap.transport.target import TargetError, ssh_target, via_target
 from tests.helpers import json_output, run_cli
 from tests.integration.test_remote_services import require, ssh_env
@@ -84,7 +85,7 @@ def test_hostile_python_through_via_is_one_literal_word(tmp_path: Path, index: i
     # A shell-neutral name through a prefix that does run a shell stays one word.
     target = via_target("sh -c 'exec \"$@\"' sh", "/no/such/python3")
     result = run_probe(target, {"gpu": {}}, timeout=30)
-    assert not isinstance(result, dict)
+    assert isinstance(result, TransportFailure)
     assert result.kind == "no-interpreter", result
     assert not canary.exists()
 
@@ -101,8 +102,8 @@ def test_hostile_request_values_travel_as_data_not_arguments(tmp_path: Path) -> 
         "trace": {"name": hostile[2], "paths": hostile},
     }
     facts = run_probe(target, request, timeout=60)
-    assert isinstance(facts, dict), facts
-    assert "cannot run" in str(facts["sections"]["python"]["problems"])
+    assert isinstance(facts, ProbeResponse), facts
+    assert "cannot run" in str(facts.section("python")["problems"])
     assert not canary.exists()
 
 

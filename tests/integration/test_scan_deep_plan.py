@@ -17,6 +17,7 @@ import pytest
 
 from archgap.analysis.scan import report_from_facts
 from archgap.api import scan
+from archgap.probe.facts import ProbeResponse
 from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import run_probe
 from archgap.transport.target import LOCAL, via_target
@@ -47,7 +48,7 @@ def test_the_verdicts_are_those_of_searching_every_file(
 ) -> None:
     report = scan(str(python), gpus)
     facts = run_probe(LOCAL, probe_request(DEFAULT_SECTIONS, str(python)))
-    assert isinstance(facts, dict)
+    assert isinstance(facts, ProbeResponse)
     everything = report_from_facts(facts, gpus)
     assert report.packages == everything.packages
     assert report.packages  # the package is judged on every GPU

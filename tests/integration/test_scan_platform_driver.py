@@ -75,14 +75,14 @@ def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
     # unsupported toolchain" -> none; a 580 driver (CUDA 13.0, ISA 9.0) compiles it -> jit.
     from archgap.analysis.scan import report_from_facts
     from archgap.codec import encode
-    from archgap.probe.facts import Distribution
+    from archgap.probe.facts import Distribution, ProbeResponse
     from archgap.probe.fatbin import read_binary
     from tests.helpers import CUDA_BIN
 
     lib = read_binary(str(CUDA_BIN / "libptxonly.so"), deep=True)
     dist = Distribution("pkg", "1.0", "/sp/pkg-1.0.dist-info", (lib.path,))
     env = PythonEnvironment("/py", "3.11", ("/sp",), (dist,), ())
-    facts = {"sections": {"python": encode(env), "binaries": [encode(lib)]}}
+    facts = ProbeResponse(sections={"python": encode(env), "binaries": [encode(lib)]})
     old = report_from_facts(facts, ["H100"], driver="535.104.05")
     assert [(p.verdict, p.package) for p in old.packages] == [("none", "pkg")]
     assert "unsupported toolchain" in old.packages[0].libraries[0].reason

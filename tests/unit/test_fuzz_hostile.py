@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from archgap.analysis.fleet import HostInput, fleet_report
+from archgap.analysis.fleet import fleet_report, host_from_facts
 from archgap.probe.__main__ import run as probe_run
 from archgap.probe.fatbin import read_binary
 from tests.fuzzing import BIN, binary_case, binary_violations, fleet_case, sources
@@ -43,7 +43,7 @@ def facts_document() -> dict[str, Any]:
 def test_mutated_fleet_documents(facts_document: dict[str, Any]) -> None:
     for index in range(FLEET_CASES):
         bad = fleet_case(SEED, index, facts_document)
-        hosts = [HostInput("good", facts_document), HostInput("bad", bad)]
+        hosts = [host_from_facts("good", facts_document), host_from_facts("bad", bad)]
         report = fleet_report(hosts, ("T4",))
         names = [s.name for s in report.hosts] + [u.name for u in report.unreachable]
         assert sorted(names) == ["bad", "good"], index

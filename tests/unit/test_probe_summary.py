@@ -16,7 +16,7 @@ from archgap.analysis.verdicts import library_verdict
 from archgap.codec import decode
 from archgap.probe.binfiles import walk_binaries
 from archgap.probe.collect import collect
-from archgap.probe.facts import BinaryFacts
+from archgap.probe.facts import BinaryFacts, ProbeResponse
 from archgap.probe.fatbin import read_binary
 from archgap.probe.summary import binary_json, summarized
 from archgap.probe.system import System
@@ -87,8 +87,12 @@ def test_fleet_judges_an_old_detailed_document_as_the_summary() -> None:
         for entry in binary["entries"]:
             del entry["count"]
     new = collect({"binaries": {"paths": paths, "deep": True, "detail": False}}, system)
-    old_host = summarise_host("h", json.loads(json.dumps(old)), ["8.6", "12.0"])
-    new_host = summarise_host("h", json.loads(json.dumps(new)), ["8.6", "12.0"])
+    old_host = summarise_host(
+        "h", decode(ProbeResponse, json.loads(json.dumps(old))), ["8.6", "12.0"]
+    )
+    new_host = summarise_host(
+        "h", decode(ProbeResponse, json.loads(json.dumps(new))), ["8.6", "12.0"]
+    )
     assert old_host.coverage and old_host.coverage == new_host.coverage
     assert old_host.fingerprint == new_host.fingerprint
 

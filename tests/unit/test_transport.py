@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from archgap.analysis.fleet import HostInput, coverage_matrix, fleet_report
+from archgap.probe.facts import ProbeResponse
 from archgap.report.html import fleet_html
 from archgap.transport.bootstrap import probe_input, probe_sources, remote_argv, standalone_script
 from archgap.transport.run import TransportFailure, classify, run_probe
@@ -124,10 +125,10 @@ def test_probe_over_env_prefix_matches_local_collect() -> None:
     }
     remote = run_probe(via_target("env", sys.executable), request, timeout=60)
     local = run_probe(LOCAL, request)
-    assert isinstance(remote, dict) and isinstance(local, dict)
-    assert remote["sections"] == local["sections"]
-    assert remote["errors"] == {}
-    assert remote["sections"]["trace"]["occurrences"]  # this file reads LOCAL
+    assert isinstance(remote, ProbeResponse) and isinstance(local, ProbeResponse)
+    assert remote.sections == local.sections
+    assert remote.errors == {}
+    assert remote.section("trace")["occurrences"]  # this file reads LOCAL
 
 
 def test_probe_leaves_no_file_behind(tmp_path: Path) -> None:
@@ -136,16 +137,16 @@ def test_probe_leaves_no_file_behind(tmp_path: Path) -> None:
     tmp.mkdir()
     prefix = f"env -i HOME={home} TMPDIR={tmp} PATH=/usr/bin:/bin"
     facts = run_probe(via_target(prefix, sys.executable), {"gpu": {}}, timeout=60)
-    assert isinstance(facts, dict), facts
-    assert facts["env"]["HOME"] == str(home)
+    assert isinstance(facts, ProbeResponse), facts
+    assert facts.env["HOME"] == str(home)
     assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
 
 
 @pytest.mark.skipif(not PY38.exists(), reason=f"no {PY38}")
 def test_python_3_8_runs_the_probe_and_the_standalone_script(tmp_path: Path) -> None:
     facts = run_probe(via_target("env -i", str(PY38)), {"gpu": {}, "python": {}}, timeout=60)
-    assert isinstance(facts, dict) and facts["probe_python"].startswith("3.8")
-    assert facts["errors"] == {}
+    assert isinstance(facts, ProbeResponse) and facts.probe_python.startswith("3.8")
+    assert facts.errors == {}
     script = tmp_path / "probe.py"
     script.write_text(standalone_script(probe_input({"gpu": {}})))
     done = subprocess.run(
@@ -200,6 +201,17 @@ def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
     assert "boom: segfault in libfoo" in result.stderr
 
 
+def test_an_answer_that_is_not_facts_is_probe_failed_where_it_enters(tmp_path: Path) -> None:
+    # A "python" that answers with the facts marker and a document whose sections are a number:
+    # decoded once by the transport, it never reaches a command as facts.
+    answer = tmp_path / "answer"
+    answer.write_text('@@ARCHGAP-FACTS@@ {"facts_version": 1, "sections": 5}\n')
+    prefix = f"sh -c 'cat >/dev/null; cat {answer}' sh"
+    result = run_probe(via_target(prefix), {"gpu": {}}, timeout=30)
+    assert isinstance(result, TransportFailure) and result.kind == "probe-failed"
+    assert "malformed: ProbeResponse.sections: expected an object" in result.message
+
+
 # Real OpenSSH 9.2 client messages (exit status 255).
 @pytest.mark.parametrize(
     ("stderr", "kind"),
@@ -232,16 +244,15 @@ def test_probe_sources_are_the_whole_probe_package() -> None:
     assert "source" in sources and "source.trace" in sources  # a subpackage and its modules
 
 
-def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict[str, Any]:
+def _facts(host: str, packages: dict[str, str], cuda_home: str) -> ProbeResponse:
     dists = [
         {"name": n, "version": v, "dist_info": f"/s/{n}.dist-info", "native_files": []}
         for n, v in packages.items()
     ]
-    return {
-        "host": host,
-        "env": {"CUDA_HOME": cuda_home},
-        "errors": {},
-        "sections": {
+    return ProbeResponse(
+        host=host,
+        env={"CUDA_HOME": cuda_home},
+        sections={
             "gpu": {
                 "gpus": [],
                 "driver_version": "580.65.06",
@@ -258,7 +269,7 @@ def _facts(host: str, packages: dict[str, str], cuda_home: str) -> dict[str, Any
                 "problems": [],
             },
         },
-    }
+    )
 
 
 def test_fleet_report_groups_and_drift_from_hand_made_facts() -> None:

@@ -25,7 +25,7 @@ from archgap.analysis.compat import GpuTarget
 from archgap.analysis.verdicts import NATIVE, NONE, has_device_code, library_verdict
 from archgap.codec import decode
 from archgap.kb.toolchain import major_minor, toolkit_releases
-from archgap.probe.facts import CacheEntry, CacheRoot, ToolchainFacts
+from archgap.probe.facts import CacheEntry, CacheRoot, ProbeResponse, ToolchainFacts
 
 PACKAGE_OF = {
     "flashinfer": "flashinfer-python",
@@ -311,8 +311,8 @@ class SharedCache:
     message: str
 
 
-def _host_capabilities(facts: Mapping[str, Any]) -> tuple[str, ...]:
-    gpus = ((facts.get("sections") or {}).get("gpu") or {}).get("gpus") or ()
+def _host_capabilities(facts: ProbeResponse) -> tuple[str, ...]:
+    gpus = (facts.section("gpu") or {}).get("gpus") or ()
     return tuple(sorted({str(g.get("compute_capability")) for g in gpus if isinstance(g, dict)}))
 
 
@@ -335,9 +335,9 @@ class ShareUse:
     compute_capabilities: tuple[str, ...]
 
 
-def cache_shares(name: str, facts: Mapping[str, Any]) -> tuple[ShareUse, ...]:
+def cache_shares(name: str, facts: ProbeResponse) -> tuple[ShareUse, ...]:
     """The caches on network filesystems in one host's facts."""
-    data = (facts.get("sections") or {}).get("caches")
+    data = facts.section("caches")
     capabilities = _host_capabilities(facts)
     uses = []
     for raw in data.get("roots") or () if isinstance(data, dict) else ():

@@ -11,7 +11,10 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from archgap.probe.facts import ProbeResponse
 
 # What makes two hosts "the same" for a fleet report, in the order drift is shown.
 FINGERPRINT_FIELDS = (
@@ -33,7 +36,7 @@ class HostInput:
     """One host as a fleet engine returned it: facts, or why there are none."""
 
     name: str
-    facts: Mapping[str, Any] | None
+    facts: ProbeResponse | None
     error_kind: str | None = None
     error: str | None = None
     stderr: str = ""
@@ -146,9 +149,7 @@ class FleetReport:
         }
 
 
-def summarise_host(
-    name: str, facts: Mapping[str, Any], named_gpus: Sequence[str] = ()
-) -> HostSummary:
+def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = ()) -> HostSummary:
     """A host's facts as the comparable summary a fleet report groups by.
 
     The host is judged exactly as ``archgap scan`` judges it (``report_from_facts``), against the
@@ -157,13 +158,14 @@ def summarise_host(
     from archgap.analysis.compat import UnknownGpu
     from archgap.analysis.scan import report_from_facts
     from archgap.codec import DecodeError
+    from archgap.probe.facts import ProbeResponse
 
     problems: list[str] = []
     try:
         report = report_from_facts(facts, named_gpus, matrix=False)
     except (UnknownGpu, DecodeError) as exc:
         problems.append(str(exc))
-        report = report_from_facts({"errors": facts.get("errors") or {}}, (), matrix=False)
+        report = report_from_facts(ProbeResponse(errors=facts.errors), (), matrix=False)
     problems += [f"{p.subject}: {p.reason}" for p in report.problems if p.subject != "nvidia-smi"]
     gpu_facts = report.gpu_facts
     counts: dict[tuple[str, str], int] = {}
@@ -219,11 +221,10 @@ def summarise_host(
             for t in report.toolchains.toolkits
             if t.tool in ("nvcc", "") and t.status in ("ok", "wheel")
         )
-    environ = facts.get("env") if isinstance(facts.get("env"), dict) else {}
-    assert isinstance(environ, dict)
+    environ = facts.env
     summary = HostSummary(
         name=name,
-        hostname=str(facts.get("host") or name),
+        hostname=facts.host or name,
         gpus=gpus,
         compute_capabilities=tuple(sorted({str(t.compute_capability) for t in report.gpus})),
         driver=gpu_facts.driver_version,
@@ -252,7 +253,22 @@ def _with_fingerprint(summary: HostSummary) -> HostSummary:
 UNREADABLE = "unreadable"  # a host whose facts document is malformed
 
 
-def shape_problem(facts: Mapping[str, Any]) -> str | None:
+def host_from_facts(name: str, facts: Any) -> HostInput:
+    """A host from its facts document, decoded once here where a document enters; a malformed
+    one is an unreadable host with the reason."""
+    from archgap.codec import DecodeError, decode
+    from archgap.probe.facts import ProbeResponse
+
+    why = _shape_problem(facts)
+    if why is None:
+        try:
+            return HostInput(name, decode(ProbeResponse, facts))
+        except DecodeError as exc:
+            why = str(exc)
+    return HostInput(name, None, UNREADABLE, why)
+
+
+def _shape_problem(facts: Any) -> str | None:
     """Why a facts document cannot be read (its top level has the wrong types), or None."""
     if not isinstance(facts, Mapping):
         return "the facts are not an object"
@@ -282,13 +298,10 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
                 Unreachable(host.name, host.error_kind or "unknown", host.error or "", host.stderr)
             )
             continue
-        why = shape_problem(host.facts)
-        if why is None:
-            try:
-                summaries.append(_summarise_once(host.name, host.facts, named_gpus, judged))
-            except (RecursionError, ValueError, TypeError, AttributeError, KeyError) as exc:
-                why = f"{type(exc).__name__}: {exc}"  # one bad document, not a failed report
-        if why is not None:
+        try:
+            summaries.append(_summarise_once(host.name, host.facts, named_gpus, judged))
+        except (RecursionError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            why = f"{type(exc).__name__}: {exc}"  # one bad document, not a failed report
             unreachable.append(Unreachable(host.name, UNREADABLE, why, ""))
     summaries.sort(key=lambda s: s.name)
     by_print: dict[str, list[HostSummary]] = {}
@@ -313,21 +326,21 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
 
 def _summarise_once(
     name: str,
-    facts: Mapping[str, Any],
+    facts: ProbeResponse,
     named_gpus: Sequence[str],
     judged: dict[str, HostSummary],
 ) -> HostSummary:
     """``summarise_host``, once per distinct set of facts: a fleet is mostly copies of a few
     machines, and hosts whose facts differ only in their name get the same summary."""
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
-    same = {k: v for k, v in facts.items() if k != "host"}
+    same = [getattr(facts, f.name) for f in fields(facts) if f.name != "host"]
     key = hashlib.sha256(json.dumps(same, default=str).encode()).hexdigest()
     summary = judged.get(key)
     if summary is None:
         summary = judged[key] = summarise_host(name, facts, named_gpus)
         return summary
-    return replace(summary, name=name, hostname=str(facts.get("host") or name))
+    return replace(summary, name=name, hostname=facts.host or name)
 
 
 def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:

@@ -16,9 +16,8 @@ Two kinds of recipe:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from archgap.analysis.compat import (
     ComputeCapability,
@@ -35,7 +34,7 @@ from archgap.kb.toolchain import (
     targets_of,
     toolkit_releases,
 )
-from archgap.probe.facts import BinaryFacts, KernelEntry
+from archgap.probe.facts import BinaryFacts, KernelEntry, ProbeResponse
 
 _SM = re.compile(r"^sm_(\d{2,3})([af]?)$")
 VARIANT_RANK = {"a": 2, "f": 1, "": 0}  # between targets covering as many GPUs: features first
@@ -327,16 +326,16 @@ def recipe(
     )
 
 
-def gpus_of_fleet(facts: Iterable[Mapping[str, Any]]) -> tuple[GpuTarget, ...]:
+def gpus_of_fleet(facts: Iterable[ProbeResponse]) -> tuple[GpuTarget, ...]:
     """The distinct GPUs (name, compute capability) that hosts' probe facts report."""
     found: dict[tuple[str, str], GpuTarget] = {}
     for host in facts:
-        section = (host.get("sections") or {}).get("gpu") or {}
+        section = host.section("gpu") or {}
         for gpu in section.get("gpus") or () if isinstance(section, dict) else ():
             cc = ComputeCapability.parse(str(gpu.get("compute_capability", "")))
             name = str(gpu.get("name") or "")
             if cc is None or (name, str(cc)) in found:
                 continue
-            source = f"probe facts of {host.get('host') or 'a host'}"
+            source = f"probe facts of {host.host or 'a host'}"
             found[(name, str(cc))] = GpuTarget(name or str(cc), cc, "present", source)
     return tuple(found.values())

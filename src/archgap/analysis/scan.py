@@ -6,9 +6,9 @@ Pure: the facts may come from this machine or any other (``archgap probe``, a fl
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
@@ -28,6 +28,7 @@ from archgap.probe.facts import (
     BinaryFacts,
     Gpu,
     GpuFacts,
+    ProbeResponse,
     Problem,
     PythonEnvironment,
     ToolchainFacts,
@@ -144,13 +145,13 @@ def choose_targets(facts: GpuFacts, named: Sequence[str]) -> tuple[GpuTarget, ..
     return tuple(unique.values()) or matrix_targets()
 
 
-def _section(facts: Mapping[str, Any], name: str, cls: type[T]) -> T | None:
-    data = (facts.get("sections") or {}).get(name)
+def _section(facts: ProbeResponse, name: str, cls: type[T]) -> T | None:
+    data = facts.section(name)
     return None if data is None else decode(cls, data)
 
 
 def report_from_facts(
-    facts: Mapping[str, Any],
+    facts: ProbeResponse,
     gpus: Sequence[str] = (),
     matrix: bool = True,
     driver: str | None = None,
@@ -163,10 +164,10 @@ def report_from_facts(
     table knows and ``DecodeError`` for facts that do not have the probe's shape.
     """
     started = time.perf_counter()
-    errors = tuple(Problem(f"probe: {k}", str(v)) for k, v in (facts.get("errors") or {}).items())
+    errors = tuple(Problem(f"probe: {k}", v) for k, v in facts.errors.items())
     gpu_facts = _section(facts, "gpu", GpuFacts) or GpuFacts((), None, None, "none")
     env = _section(facts, "python", PythonEnvironment) or PythonEnvironment("", "", (), (), ())
-    found = (facts.get("sections") or {}).get("binaries") or ()
+    found = facts.section("binaries") or ()
     binaries = tuple(decode(BinaryFacts, b) for b in found)
     toolchains = _section(facts, "toolchains", ToolchainFacts)
     targets = choose_targets(gpu_facts, gpus) if matrix or gpus or gpu_facts.gpus else ()
@@ -178,32 +179,20 @@ def report_from_facts(
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
         jit = tuple(jit_findings(toolchains, targets, version, source))
-    cache_data = (facts.get("sections") or {}).get("caches")
+    cache_data = facts.section("caches")
     caches = (
         audit_caches(cache_data, targets, toolchains, env.python_version)
         if isinstance(cache_data, dict)
         else None
     )
-    seconds = (*_probe_seconds(facts), ("analysis", time.perf_counter() - started))
-    images = tuple(decode(ImageFacts, i) for i in (facts.get("sections") or {}).get("images") or ())
-    findings = platform_findings(binaries, targets, facts.get("platform"), declared_cpu(images))
+    seconds = (*facts.seconds.items(), ("analysis", time.perf_counter() - started))
+    images = tuple(decode(ImageFacts, i) for i in facts.section("images") or ())
+    findings = platform_findings(binaries, targets, facts.platform, declared_cpu(images))
     return ScanReport(
         env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds,
         platform=findings, driver=version, driver_source=source if version else "",
         strict=strict, images=images,
     )  # fmt: skip
-
-
-def _probe_seconds(facts: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
-    """The probe's own timing per section (absent from older probes' documents)."""
-    given = facts.get("seconds")
-    if not isinstance(given, dict):
-        return ()
-    return tuple(
-        (str(name), float(value))
-        for name, value in given.items()
-        if isinstance(value, (int, float)) and not isinstance(value, bool)
-    )
 
 
 def _isa_tuple(isa: str | None) -> tuple[int, int] | None:

@@ -23,6 +23,7 @@ from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from archgap.probe.facts import ProbeResponse
     from archgap.transport.target import Target
 
 EXIT_OK = 0
@@ -267,7 +268,7 @@ def target_from_args(args: argparse.Namespace) -> Target:
     return LOCAL
 
 
-def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> dict[str, Any]:
+def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> ProbeResponse:
     """Run the probe ``request`` on the target the options name; a failure is a ``UsageError``."""
     from archgap.transport.run import TransportFailure, run_probe
 
@@ -281,7 +282,7 @@ def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) 
         from archgap.api import describe
 
         raise UsageError(describe(facts))
-    env_problem = (facts.get("errors") or {}).get("env_from")
+    env_problem = facts.errors.get("env_from")
     if env_problem:
         raise UsageError(f"--env-from {env_from}: {env_problem}")
     return facts
@@ -295,12 +296,12 @@ def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
 
 
-def probe_section(facts: dict[str, Any], name: str) -> Any:
+def probe_section(facts: ProbeResponse, name: str) -> Any:
     """A probe section's data, or the probe's error for it as a ``UsageError``."""
-    error = (facts.get("errors") or {}).get(name)
+    error = facts.errors.get(name)
     if error:
         raise UsageError(f"probe failed: {error}")
-    return facts["sections"][name]
+    return facts.sections[name]
 
 
 # The tags the plain-text renderers use; everything else in a line is escaped with escape().

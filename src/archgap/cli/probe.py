@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
@@ -24,6 +24,9 @@ from archgap.cli.common import (
     terminal_safe,
 )
 from archgap.request import DEFAULT_SECTIONS
+
+if TYPE_CHECKING:
+    from archgap.probe.facts import ProbeResponse
 
 HELP = "raw facts of this machine (or a remote one) as JSON; a health check with --require"
 DESCRIPTION = (
@@ -52,12 +55,12 @@ OPTIONS = (
 )
 
 
-def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:
+def missing_required(facts: ProbeResponse, required: list[str]) -> list[str]:
     """The required GPUs (by compute capability) that the facts do not show."""
     from archgap.analysis.compat import ComputeCapability, UnknownGpu, resolve_gpu
 
     present: set[str] = set()
-    gpu = (facts.get("sections") or {}).get("gpu") or {}
+    gpu = facts.section("gpu") or {}
     for entry in gpu.get("gpus") or []:
         cc = ComputeCapability.parse(str(entry.get("compute_capability", "")))
         if cc is not None:
@@ -74,6 +77,7 @@ def missing_required(facts: dict[str, Any], required: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from archgap.codec import encode
     from archgap.transport.bootstrap import probe_input, standalone_script
     from archgap.transport.run import TransportFailure, run_probe
 
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         if result.stderr and result.stderr not in result.message:
             sys.stderr.write(terminal_safe(result.stderr.rstrip()) + "\n")
         return EXIT_ERROR
-    env_problem = (result.get("errors") or {}).get("env_from")
+    env_problem = result.errors.get("env_from")
     if env_problem:
         raise UsageError(f"--env-from {args.env_from}: {env_problem}")
     missing = missing_required(result, required) if required else []
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         {
             "target": target.name,
             "transport": target.kind,
-            "facts": result,
+            "facts": encode(result),
             "required": required,
             "missing": missing,
         },

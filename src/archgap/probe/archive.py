@@ -29,9 +29,9 @@ import os
 import tempfile
 import zipfile
 from dataclasses import asdict
-from typing import IO, Any, Dict, List, Optional, Set, Tuple
+from typing import IO, Any, List, Optional, Set, Tuple
 
-from .facts import FACTS_VERSION, BinaryFacts, Distribution, Problem, PythonEnvironment
+from .facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
 from .fatbin import read_bytes, read_open_file
 from .pyenv import (
     MAX_METADATA_BYTES,
@@ -256,10 +256,8 @@ def wheel_files(paths: List[str], suffixes: Tuple[str, ...] = (".whl",)) -> List
     return found
 
 
-def archive_facts(
-    contents: List[WheelContents], label: str, detail: bool = False
-) -> Dict[str, Any]:
-    """A probe document with the "python" and "binaries" sections of these archives."""
+def archive_facts(contents: List[WheelContents], label: str, detail: bool = False) -> ProbeResponse:
+    """A probe answer with the "python" and "binaries" sections of these archives."""
     dists = [d for c in contents for d in c.distributions]
     env = PythonEnvironment(
         label,
@@ -270,17 +268,9 @@ def archive_facts(
         tuple(p for c in contents for p in c.problems),
     )
     binaries = [binary_json(b, detail) for c in contents for b in c.binaries]
-    document = {
-        "facts_version": FACTS_VERSION,
-        "host": "",
-        "platform": None,
-        "sections": {"python": asdict(env), "binaries": binaries},
-        "errors": {},
-        "seconds": {},
-    }
+    sections = {"python": asdict(env), "binaries": binaries}
     # as the JSON the probe sends (tuples become arrays), so it decodes like any probe's facts
-    decoded: Dict[str, Any] = json.loads(json.dumps(document))
-    return decoded
+    return ProbeResponse(sections=json.loads(json.dumps(sections)))
 
 
 __all__ = ["WheelContents", "archive_facts", "read_stream", "read_wheel", "wheel_files"]

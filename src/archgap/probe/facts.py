@@ -8,11 +8,35 @@ analysis can name them without loading the AST scanners. Nothing here but types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
 
 # Bump when a field is renamed or removed; adding an optional field keeps the version.
 FACTS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProbeResponse:
+    """The probe's answer (``collect.collect``): the envelope around its sections.
+
+    Decoded once where facts enter (a transport, the in-process probe, a ``fleet --from``
+    document); the sections stay JSON until the analysis decodes the ones it reads. Fields after
+    ``facts_version`` default for documents that are not a probe run's (wheels, images).
+    """
+
+    facts_version: int = FACTS_VERSION
+    host: str = ""
+    platform: Optional[str] = None  # "Linux 6.8.0 x86_64"; None where there is no host
+    probe_python: str = ""
+    env: Dict[str, str] = field(default_factory=dict)
+    env_source: str = "shell"
+    sections: Dict[str, Any] = field(default_factory=dict)  # section name -> its JSON data
+    errors: Dict[str, str] = field(default_factory=dict)  # section name -> why it failed
+    seconds: Dict[str, float] = field(default_factory=dict)  # what each section took there
+
+    def section(self, name: str) -> Any:
+        """A section's JSON data, None when it was not asked for or failed."""
+        return self.sections.get(name)
 
 
 @dataclass(frozen=True)

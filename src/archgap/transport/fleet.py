@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archgap.analysis.fleet import HostInput
+from archgap.analysis.fleet import HostInput, host_from_facts
 from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportFailure
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
@@ -215,4 +215,4 @@ def _host_from_document(doc: Any, file: Path) -> HostInput:
     if not isinstance(facts, dict) or "sections" not in facts:
         return HostInput(str(file), None, "not-facts", "not archgap probe facts")
     name = str(facts.get("host") or file.stem) if given in (None, "local") else str(given)
-    return HostInput(name, facts)
+    return host_from_facts(name, facts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from archgap.probe.facts import ProbeResponse
 from archgap.transport.bootstrap import probe_input, remote_argv, stdin_payload
 from archgap.transport.run import (
     PROBE_FAILED,
@@ -19,7 +20,7 @@ from archgap.transport.run import (
     TRANSPORT_MISSING,
     UNREACHABLE,
     TransportFailure,
-    classify,
+    classify_probe,
     fill_python,
 )
 from archgap.transport.target import Target
@@ -29,7 +30,7 @@ from archgap.transport.target import Target
 class RayResult:
     """Per alive node, the facts or why not; or why the cluster could not be reached."""
 
-    nodes: tuple[tuple[str, dict[str, Any] | TransportFailure], ...]
+    nodes: tuple[tuple[str, ProbeResponse | TransportFailure], ...]
     error: TransportFailure | None = None
 
 
@@ -117,7 +118,7 @@ def _probe_nodes(
     ]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout + 10)
     done = set(ready)
-    results: list[tuple[str, dict[str, Any] | TransportFailure]] = []
+    results: list[tuple[str, ProbeResponse | TransportFailure]] = []
     for name, ref in zip(_names(nodes), refs, strict=True):
         if ref not in done:
             ray.cancel(ref, force=True)
@@ -132,5 +133,5 @@ def _probe_nodes(
         if code is None:
             results.append((name, TransportFailure(TIMEOUT, f"{name}: {err}")))
         else:
-            results.append((name, classify(target, code, out, err)))
+            results.append((name, classify_probe(target, code, out, err)))
     return RayResult(tuple(results))

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archgap.codec import DecodeError, decode
+from archgap.probe.facts import ProbeResponse
 from archgap.probe.system import RUN_MARK, communicate, new_mark, spawn, stop_process_group
 from archgap.transport.bootstrap import (
     find_facts,
@@ -91,10 +93,27 @@ def tail(text: str, lines: int = 20) -> str:
     )
 
 
+def response(target: Target, data: dict[str, Any]) -> ProbeResponse | TransportFailure:
+    """The probe's answer decoded once, here where it enters; one that is not facts is a failure."""
+    try:
+        return decode(ProbeResponse, data)
+    except DecodeError as exc:
+        message = f"{target.name}: the probe's answer is malformed: {exc}"
+        return TransportFailure(PROBE_FAILED, message)
+
+
+def classify_probe(
+    target: Target, returncode: int, stdout: str, stderr: str
+) -> ProbeResponse | TransportFailure:
+    """The probe's answer, decoded, or the failure that the exit status and the output point to."""
+    result = classify(target, returncode, stdout, stderr)
+    return result if isinstance(result, TransportFailure) else response(target, result)
+
+
 def classify(
     target: Target, returncode: int, stdout: str, stderr: str
 ) -> dict[str, Any] | TransportFailure:
-    """Facts, or the failure that the exit status and the output point to."""
+    """The answer (facts or the fixer's), or the failure the exit status and output point to."""
     facts = find_facts(stdout)
     if facts is not None and returncode == 0:
         return facts
@@ -187,7 +206,7 @@ def run_probe(
     root: str = "/",
     env_from: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any] | TransportFailure:
+) -> ProbeResponse | TransportFailure:
     """The facts ``request`` asks for, collected on ``target`` by the same probe code as locally;
     ``progress`` is told as the binaries are read (on this machine only)."""
     if target.is_local:
@@ -195,8 +214,7 @@ def run_probe(
 
         # Through JSON, so local facts have exactly the shape remote ones have (lists, not tuples).
         probe_in = probe_input(request, root, env_from, timeout)
-        facts: dict[str, Any] = json.loads(json.dumps(run(probe_in, progress)))
-        return facts
+        return response(target, json.loads(json.dumps(run(probe_in, progress))))
     payload = stdin_payload(
         probe_input(fill_python(request, target.python), root, env_from, timeout)
     )
@@ -216,7 +234,7 @@ def run_probe(
         return TransportFailure(PROBE_FAILED, message, tail(err))
     if error is not None or code is None:
         return TransportFailure(TRANSPORT_MISSING, error or "could not start", "")
-    return classify(target, code, out, err)
+    return classify_probe(target, code, out, err)
 
 
 def run_many(
@@ -225,7 +243,7 @@ def run_many(
     jobs: int = 16,
     timeout: float = DEFAULT_TIMEOUT,
     env_from: str | None = None,
-) -> Iterator[tuple[Target, dict[str, Any] | TransportFailure]]:
+) -> Iterator[tuple[Target, ProbeResponse | TransportFailure]]:
     """Probe many targets, at most ``jobs`` at a time; yields each as it answers."""
     target_list = list(targets)
     from concurrent.futures import ThreadPoolExecutor, as_completed  # fleets only

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from archgap.probe.facts import ProbeResponse
 from archgap.transport.bootstrap import FACTS_MARKER, probe_input, remote_argv, stdin_payload
 from archgap.transport.run import (
     PROBE_FAILED,
@@ -18,6 +19,7 @@ from archgap.transport.run import (
     TRANSPORT_MISSING,
     TransportFailure,
     classify,
+    classify_probe,
     fill_python,
     run_command,
     tail,
@@ -31,7 +33,7 @@ _LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
 class SlurmResult:
     """What one srun step gave: per task, the facts or why not; or a failure of the step."""
 
-    tasks: tuple[tuple[str, dict[str, Any] | TransportFailure], ...]  # (node or "task N", result)
+    tasks: tuple[tuple[str, ProbeResponse | TransportFailure], ...]  # (node or "task N", result)
     error: TransportFailure | None = None
 
 
@@ -74,12 +76,12 @@ def run_probe_slurm(
     if error is not None or code is None:
         return SlurmResult((), TransportFailure(TRANSPORT_MISSING, error or "srun could not start"))
     outs, errs = split_labelled(out), split_labelled(err)
-    tasks: list[tuple[str, dict[str, Any] | TransportFailure]] = []
+    tasks: list[tuple[str, ProbeResponse | TransportFailure]] = []
     for task in sorted(set(outs) | set(errs)):
         target = Target("via", f"task {task}", ("srun",), python)
-        result = classify(target, 0, outs.get(task, ""), errs.get(task, ""))
-        if isinstance(result, dict):
-            tasks.append((str(result.get("host") or f"task {task}"), result))
+        result = classify_probe(target, 0, outs.get(task, ""), errs.get(task, ""))
+        if isinstance(result, ProbeResponse):
+            tasks.append((result.host or f"task {task}", result))
         else:
             tasks.append((f"task {task}", result))
     if not tasks:
