@@ -69,9 +69,14 @@ def drop_caches() -> bool:
         return False
 
 
+# archgap runs with its bytecode, as a pip-installed tool has it (pip compiles it at install);
+# with PYTHONDONTWRITEBYTECODE set every run would compile archgap's modules again.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(argv: list[str], loads: list[float] | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, check=False)
     elapsed = time.perf_counter() - started
     if loads is not None:
         loads.append(os.getloadavg()[0])

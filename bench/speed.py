@@ -40,8 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 VENV = ROOT / "bench" / ".data" / "venv-torch"
 ARCHGAP = [sys.executable, "-m", "archgap"]
-# The archgap of this tree, whatever the venv has installed.
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+# The archgap of this tree, whatever the venv has installed, with its bytecode (as a
+# pip-installed tool has it: without it every run compiles archgap's modules again).
+ENV = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    "PYTHONPATH": str(ROOT / "src"),
+}
 
 
 class Run(NamedTuple):
