@@ -31,9 +31,8 @@ from archgap.image.source import (
     resolve,
     verified,
 )
+from archgap.image.targets import ARCHIVE_PREFIX, OCI_PREFIX
 
-OCI_PREFIX = "oci:"
-ARCHIVE_PREFIX = "docker-archive:"
 MAX_LINKS = 8  # symlinks between members of a docker save tarball followed at most
 _HEX_NAME = re.compile(r"^(?:blobs/sha256/)?([0-9a-f]{64})(?:\.tar|\.json)?$")
 

@@ -13,11 +13,14 @@ base image has one) and no ``.whl`` files.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from archgap.image.layout import ARCHIVE_PREFIX, OCI_PREFIX, DockerArchive, OciLayout
-from archgap.image.read import ImageContents, read_image
-from archgap.image.source import ImageError, ImageSource, Platform, parse_platform
+if TYPE_CHECKING:  # the readers load only when an image is read: `kernels DIR` asks is_image
+    from archgap.image.read import ImageContents
+    from archgap.image.source import ImageSource, Platform
 
+OCI_PREFIX = "oci:"
+ARCHIVE_PREFIX = "docker-archive:"
 REGISTRY_PREFIX = "docker://"
 ROOTFS_PREFIX = "rootfs:"
 PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)
@@ -49,6 +52,9 @@ def image_source(target: str, tls_verify: bool = True) -> ImageSource:
     """The source for an image target; ``ImageError`` for a transport that cannot be read.
     ``tls_verify=False``: a registry may be reached without a verified certificate, or over
     plain HTTP (skopeo's ``--tls-verify=false``; loopback registries always may)."""
+    from archgap.image.layout import DockerArchive, OciLayout
+    from archgap.image.source import ImageError
+
     if target.startswith(OCI_PREFIX):
         return OciLayout(target[len(OCI_PREFIX) :])
     if target.startswith(ARCHIVE_PREFIX):
@@ -67,6 +73,9 @@ def read_image_target(
 ) -> ImageContents:
     """The image ``target`` names, for ``platform`` (``linux/arm64``, a wheel platform tag, or
     None: this machine's when the image is multi-platform). Never raises."""
+    from archgap.image.read import read_image
+    from archgap.image.source import ImageError, parse_platform
+
     try:
         wanted: Platform | None = parse_platform(platform) if platform else None
     except ValueError as exc:
