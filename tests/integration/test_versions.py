@@ -185,7 +185,10 @@ def test_every_gpu_must_be_covered_and_none_is_exit_1(served: tuple[str, str, Pa
         ("1.0", "main", ["native", "native"], True),
     ]
     assert doc["install"] == f"pip install --index-url {main} demo-kernels==1.0"
-    code, doc = versions("demo-kernels", "--gpu", "7.0", "--index-url", main)
+    gone = main.replace("/main/", "/gone/")  # an index without the project: skipped, said
+    code, doc = versions("demo-kernels", "--gpu", "7.0", "--index-url", main,
+                         "--extra-index-url", gone)  # fmt: skip
+    assert doc["index_problems"] == [f"{gone}/demo-kernels/: HTTP 404 Not Found"]
     assert code == 1 and doc["winner"] is None and doc["install"] is None
     assert {r[2][0] for r in rows(doc)} == {"none"} and doc["judged"] == 3
 

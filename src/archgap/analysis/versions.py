@@ -52,6 +52,7 @@ class VersionsReport:
     install: str | None  # the pip command that installs exactly the winner's wheel
     problem: str | None = None  # why no variant was listed at all
     bytes_fetched: int = 0  # what crossed the network for the wheels read
+    index_problems: tuple[str, ...] = ()  # indexes that could not give the project's page
 
     @property
     def judged(self) -> int:

@@ -107,4 +107,7 @@ def _print(out: Output, report: Any, elapsed: float) -> None:
     conclusion = rendering.conclusion(report)
     lines += ["", f"[{style}]{escape(conclusion[0])}[/]", *map(escape, conclusion[1:])]
     lines.append(f"[dim]{report.bytes_fetched:,} bytes fetched in {elapsed:.2f} s[/]")
-    emit_text(lines, out)
+    if out.terminal:  # soft-wrapped: the pip line is copied as one line, however long
+        out.lines(lines)
+    else:
+        emit_text(lines, out)

@@ -237,13 +237,16 @@ def candidates(
     index_urls: list[str],
     python_version: str | None = None,
     platform: str | None = None,
+    problems: list[str] | None = None,
 ) -> list[Candidate]:
     """Every wheel of every index that the requirement allows and the target can install, in
-    index order; ResolveError says why there is none."""
+    index order; ResolveError says why there is none. An index that cannot give the project's
+    page is skipped (as pip skips it), and said in ``problems``."""
     supported = {tag: rank for rank, tag in enumerate(supported_tags(python_version, platform))}
     target_python = Version(python_version) if python_version else None
     found: list[Candidate] = []
-    seen, problems = 0, []
+    seen = 0
+    problems = [] if problems is None else problems
     for index in index_urls:
         try:
             files = project_files(index, requirement.name)

@@ -123,8 +123,9 @@ def walk(
     base = (requirement.name, targets, tuple(urls), options.python_version, options.platform)
     from archgap.index.resolve import ResolveError
 
+    skipped: list[str] = []
     try:
-        found = candidates(requirement, urls, options.python_version, options.platform)
+        found = candidates(requirement, urls, options.python_version, options.platform, skipped)
     except ResolveError as exc:
         return VersionsReport(*base, strict, (), 0, None, None, str(exc))
     listed = variants(found, urls)
@@ -143,5 +144,5 @@ def walk(
     install = install_line(requirement.name, winner[1], listed, urls) if winner else None
     return VersionsReport(
         *base, strict, tuple(judged), len(listed), winner[0] if winner else None, install,
-        bytes_fetched=sum(f.bytes_fetched for f in fetched),
+        bytes_fetched=sum(f.bytes_fetched for f in fetched), index_problems=tuple(skipped),
     )  # fmt: skip

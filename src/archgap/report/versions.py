@@ -68,7 +68,9 @@ def conclusion(report: VersionsReport) -> list[str]:
 
 
 def problems(report: VersionsReport) -> list[str]:
-    return [f"{v.version} ({v.wheel}): {v.problem}" for v in report.versions if v.problem]
+    """Indexes skipped (when others listed the project), then wheels that could not be read."""
+    skipped = list(report.index_problems) if report.listed else []
+    return skipped + [f"{v.version} ({v.wheel}): {v.problem}" for v in report.versions if v.problem]
 
 
 def reasons(report: VersionsReport) -> list[str]:
@@ -115,6 +117,7 @@ def body(report: VersionsReport, first: bool, seconds: float) -> dict[str, Any]:
         "winner": _version(report.winner) if report.winner else None,
         "install": report.install,
         "problem": report.problem,
+        "index_problems": list(report.index_problems),
         "bytes_fetched": report.bytes_fetched,
         "seconds": round(seconds, 3),
     }
