@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from archgap.analysis.explain_chain import Examined
     from archgap.analysis.fleet import FleetReport, HostInput
     from archgap.analysis.logparse import ParsedLog
+    from archgap.analysis.versions import VersionsReport
     from archgap.index.targets import IndexOptions
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
@@ -68,6 +69,7 @@ __all__ = [
     "scan_archives",
     "trace",
     "verify",
+    "versions",
 ]
 
 
@@ -150,6 +152,32 @@ def report_from_facts(
 
     response = facts if isinstance(facts, ProbeResponse) else decode(ProbeResponse, facts)
     return _judge(response, gpus, matrix, driver, strict)
+
+
+def versions(
+    package: str,
+    gpus: Sequence[str],
+    options: IndexOptions | None = None,
+    first: bool = False,
+    driver: str | None = None,
+    strict: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> VersionsReport:
+    """The released versions and variants of ``package`` on the user's indexes (``options``;
+    pip's settings apply), newest first, each judged on ``gpus`` from its wheel; with ``first``
+    only down to the newest that covers them. ``winner`` and ``install`` (the pip command) name
+    that one. Raises ``UnknownGpu`` for an unknown GPU name, ``ResolveError`` for a PACKAGE
+    that is not a requirement; an index or a wheel that fails is a problem in the report.
+    ``progress(done, total, variant)`` is told before each wheel is read."""
+    from archgap.index.resolve import indexes
+    from archgap.index.targets import IndexOptions
+    from archgap.index.versions import walk
+
+    chosen = options or IndexOptions()
+    urls = indexes(chosen.index_url, list(chosen.extra_index_urls))
+    return walk(
+        package, gpus, chosen, urls, first=first, driver=driver, strict=strict, progress=progress
+    )
 
 
 def _run(

@@ -210,6 +210,27 @@ def test_an_unreadable_variant_is_a_problem_and_the_walk_goes_on(
     assert (second["version"], second["covers"]) == ("3.0", True)
 
 
+def test_python_api_is_the_same_walk(
+    served: tuple[str, str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """api.versions: the T4 walk over the main index (3.0 and 2.0 have nothing for 7.5)."""
+    from archgap.api import versions as api_versions
+    from archgap.index.targets import IndexOptions
+
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    main, _, _ = served
+    options = IndexOptions(main, (), "3.12", "manylinux_2_28_x86_64")
+    report = api_versions("demo-kernels", ["T4"], options, first=True)
+    assert [(v.version, v.covers) for v in report.versions] == [
+        ("3.0", False),
+        ("2.0", False),
+        ("1.0", True),
+    ]
+    assert report.install == f"pip install --index-url {main} demo-kernels==1.0"
+
+
 def test_nothing_judged_is_exit_2(served: tuple[str, str, Path]) -> None:
     main, _, _ = served
     code, doc = versions("no-such-project", "--gpu", "12.0", "--index-url", main)

@@ -56,20 +56,16 @@ OPTIONS = (
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu
-    from archgap.index.resolve import ResolveError, indexes
-    from archgap.index.versions import walk
+    from archgap.api import versions
+    from archgap.index.resolve import ResolveError
     from archgap.report import versions as rendering
 
     gpus = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
-    options = index_options(args)
-    urls = indexes(options.index_url, list(options.extra_index_urls))
-    for url in urls:
-        out.note(f"index {url}")
     started = time.monotonic()
     try:
         with out.counter(f"judging {args.package}") as tell:
-            report = walk(
-                args.package, gpus, options, urls, first=args.first, driver=args.driver,
+            report = versions(
+                args.package, gpus, index_options(args), first=args.first, driver=args.driver,
                 strict=args.strict, progress=tell,
             )  # fmt: skip
     except (UnknownGpu, ResolveError, ValueError) as exc:
