@@ -23,8 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
-from archgap.index.deps import ROOT, marker_environment, resolve_set
+from archgap.index.deps import ROOT, _Walk, marker_environment, resolve_set
 from tests.helpers import CUDA_BIN, DATA, json_output, run_cli
 from tests.loopback_index import (
     NGINX,
@@ -138,6 +139,28 @@ def test_extras_conflicts_and_missing_versions_are_problems(nginx: str) -> None:
     assert "no backtracking" in why
     by, why = problems["demo-gone>=1"]
     assert by == "demo-extra 1.0" and "no wheel for Python 3.12" in why
+
+
+def test_a_failed_requirement_is_not_kept(nginx: str) -> None:
+    """After `demo-kernels>=3` failed against the 2.0 chosen and `demo-gone>=1` found nothing,
+    a later `demo-kernels` is satisfied by 2.0 and a later `demo-gone` gets 0.5. Breadth first
+    without backtracking: a root `demo-kernels` before demo-app's `<3` would take 3.0 and make
+    the `<3` the conflict (pip would backtrack to 2.0)."""
+    walk = _Walk([nginx], "3.12", "manylinux_2_28_x86_64")
+    for text in ("demo-kernels<3", "demo-kernels>=3", "demo-kernels", "demo-gone>=1", "demo-gone"):
+        walk.add(Requirement(text), "test")
+    found = walk.result()
+    assert [p.requirement for p in found.problems] == ["demo-kernels>=3", "demo-gone>=1"]
+    assert [(c.name, c.version) for c in found.chosen] == [
+        ("demo-kernels", "2.0"),
+        ("demo-gone", "0.5"),
+    ]
+    early = resolve_set(["demo-kernels", "demo-app"], [nginx], "3.12", "manylinux_2_28_x86_64")
+    assert [(c.name, c.version) for c in early.chosen][:2] == [
+        ("demo-kernels", "3.0"),
+        ("demo-app", "1.0"),
+    ]
+    assert [p.requirement for p in early.problems] == ["demo-kernels<3,>=2"]
 
 
 def test_markers_follow_the_target() -> None:

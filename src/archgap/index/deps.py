@@ -161,8 +161,9 @@ class _Walk:
 
     def add(self, requirement: Requirement, parent: str) -> None:
         name = canonicalize_name(requirement.name)
+        # what every requirement accepted so far allows (one that failed is not kept: it would
+        # turn every later requirement of the project into a failure too)
         specifier = self.specifiers.get(name, SpecifierSet()) & requirement.specifier
-        self.specifiers[name] = specifier
         project = self.projects.get(name)
         if project is None:
             self._choose(requirement, name, specifier, parent)
@@ -174,6 +175,7 @@ class _Walk:
                    f"not satisfy {specifier}; no backtracking")  # fmt: skip
             self.problems.append(DepProblem(str(requirement), parent, why))
             return
+        self.specifiers[name] = specifier
         project.required_by.append(parent)
         new = sorted(set(requirement.extras) - project.extras)
         if new:  # the extras' dependencies now apply too
@@ -205,6 +207,7 @@ class _Walk:
         chosen = Chosen(picked.name, picked.version, picked.file, picked.index, (), ())
         project = _Project(chosen, requires, set(requirement.extras), [parent])
         self.projects[name] = project
+        self.specifiers[name] = specifier
         self.first_asked[name] = parent
         self._enqueue(project, ["", *sorted(project.extras)])
 
