@@ -242,8 +242,25 @@ def test_nothing_judged_is_exit_2(served: tuple[str, str, Path]) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+def test_markdown_and_csv(served: tuple[str, str, Path]) -> None:
+    """The same rows as a Markdown table (GPU and compute capability in the header) and CSV."""
+    main, _, _ = served
+    args = ("versions", "demo-kernels", "--gpu", "T4", "--index-url", main, *TARGET)
+    markdown = run_cli(*args, "--format", "markdown", env=ENV)
+    assert markdown.returncode == 0, markdown.stderr
+    assert "| version | index | T4 (7.5) | covers | wheel |" in markdown.stdout
+    assert "| 1.0 | main | native | yes | `demo_kernels-1.0-" in markdown.stdout
+    assert f"$ pip install --index-url {main} demo-kernels==1.0" in markdown.stdout
+    csv = run_cli(*args, "--format", "csv", env=ENV)
+    assert csv.stdout.splitlines()[1:] == [
+        "3.0,main,none,no,demo_kernels-3.0-py3-none-manylinux_2_17_x86_64.whl",
+        "2.0,main,none,no,demo_kernels-2.0-py3-none-manylinux_2_17_x86_64.whl",
+        "1.0,main,native,yes,demo_kernels-1.0-py3-none-manylinux_2_17_x86_64.whl",
+    ]
+
+
 @pytest.mark.skipif(CURAND is None, reason="scripts/testdata downloads the wheels")
-def test_real_wheel_text_and_markdown(served: tuple[str, str, Path]) -> None:
+def test_real_wheel(served: tuple[str, str, Path]) -> None:
     """nvidia-curand 10.4.0.35 from PyPI: libcurand.so.10 holds SASS sm_75 .. sm_121 and PTX
     compute_121 only (cuobjdump): native on 12.0, nothing for a V100 (7.0)."""
     main, _, _ = served
@@ -254,6 +271,3 @@ def test_real_wheel_text_and_markdown(served: tuple[str, str, Path]) -> None:
     row = next(line for line in lines if line.startswith("10.4.0.35"))
     assert row.split()[:5] == ["10.4.0.35", "main", "none", "native", "no"]
     assert "No released variant of nvidia-curand covers V100 (7.0), 12.0 (12.0)" in text.stdout
-    markdown = run_cli(*args, "--format", "markdown", env=ENV)
-    assert markdown.returncode == 1
-    assert "| 10.4.0.35 | main | none | native | no |" in markdown.stdout
