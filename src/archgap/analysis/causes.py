@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.logparse import Frame, ParsedLog
+from archgap.analysis.logparse import ParsedLog, TracebackFrame
 from archgap.kb.gpus import find_products, identify
 from archgap.kb.signatures import (
     Cause,
@@ -148,7 +148,7 @@ def version_facts(
 
 
 def _pinned(
-    kind: str, marks: Sequence[VersionMark], texts: Sequence[str], frames: Sequence[Frame]
+    kind: str, marks: Sequence[VersionMark], texts: Sequence[str], frames: Sequence[TracebackFrame]
 ) -> Iterable[tuple[str, str]]:
     for mark in marks:
         if mark.kind != kind:

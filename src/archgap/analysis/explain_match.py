@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.analysis.logparse import Frame, ParsedLog
+from archgap.analysis.logparse import ParsedLog, TracebackFrame
 from archgap.kb.signatures import Signature
 from archgap.probe.facts import CodeFacts, CodeSite
 
@@ -76,7 +76,7 @@ class Focus:
     signature: Signature
     explaining: SignatureMatch | None
     root_signature: Signature
-    frames: tuple[Frame, ...]
+    frames: tuple[TracebackFrame, ...]
     by_id: Mapping[str, Signature]
 
 
@@ -116,7 +116,7 @@ def _explaining(
     return None
 
 
-def _error_frames(log: ParsedLog, primary: SignatureMatch) -> tuple[Frame, ...]:
+def _error_frames(log: ParsedLog, primary: SignatureMatch) -> tuple[TracebackFrame, ...]:
     for tb in reversed(log.tracebacks):
         if primary.text in " ".join(f"{tb.exception_type}: {tb.message}".split()):
             return tb.frames

@@ -64,7 +64,9 @@ _CPP_RAISED = re.compile(
 
 
 @dataclass(frozen=True)
-class Frame:
+class TracebackFrame:
+    """A frame of a traceback as a log printed it (a static call-path step is probe.facts.Frame)."""
+
     file: str
     line: int
     function: str
@@ -73,7 +75,7 @@ class Frame:
 
 @dataclass(frozen=True)
 class Traceback:
-    frames: tuple[Frame, ...]
+    frames: tuple[TracebackFrame, ...]
     exception_type: str
     message: str  # the exception message, continuation lines joined with "\n"
     workers: tuple[str, ...]  # every worker that printed this same traceback ("" = unprefixed)
@@ -205,7 +207,7 @@ class _TracebackBuilder:
     def __init__(self, start: int, worker: str, chained_from: int | None) -> None:
         self.start = start
         self.worker = worker
-        self.frames: list[Frame] = []
+        self.frames: list[TracebackFrame] = []
         self.pending: tuple[str, int, str] | None = None
         self.exception: tuple[str, list[str]] | None = None
         self.chained_from = chained_from
@@ -242,7 +244,7 @@ class _TracebackBuilder:
             if self.pending is not None:
                 file, number, func = self.pending
                 if len(self.frames) < MAX_FRAMES:
-                    self.frames.append(Frame(file, number, func, text.strip()))
+                    self.frames.append(TracebackFrame(file, number, func, text.strip()))
                 self.pending = None
             return True
         exception = _EXCEPTION.match(text)
@@ -256,10 +258,10 @@ class _TracebackBuilder:
         if self.pending is not None:
             file, number, func = self.pending
             if len(self.frames) < MAX_FRAMES:
-                self.frames.append(Frame(file, number, func, ""))
+                self.frames.append(TracebackFrame(file, number, func, ""))
             self.pending = None
 
-    def result(self) -> tuple[tuple[Frame, ...], str, str] | None:
+    def result(self) -> tuple[tuple[TracebackFrame, ...], str, str] | None:
         self._flush()
         if self.exception is None:
             return None
@@ -294,7 +296,7 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
     truncated = 0
     workers: dict[str, None] = {}
     builders: dict[str, _TracebackBuilder] = {}
-    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]] = []
+    finished: list[tuple[_TracebackBuilder, tuple[TracebackFrame, ...], str, str]] = []
     warnings: dict[str, _WarningCount] = {}
     evidence: dict[tuple[str, str], Evidence] = {}
     evidence_counts: dict[str, int] = {}
@@ -367,7 +369,7 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
 
 def _start_traceback(
     line: _Line,
-    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
+    finished: list[tuple[_TracebackBuilder, tuple[TracebackFrame, ...], str, str]],
     messages: list[tuple[int, str]],
 ) -> _TracebackBuilder:
     """The builder of a traceback that starts on ``line``: chained to the last finished one of
@@ -400,7 +402,7 @@ def _line_worker(
 
 def _outside_traceback(
     line: _Line,
-    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
+    finished: list[tuple[_TracebackBuilder, tuple[TracebackFrame, ...], str, str]],
     warnings: dict[str, _WarningCount],
     messages: list[tuple[int, str]],
     seen_messages: set[str],
@@ -411,7 +413,7 @@ def _outside_traceback(
     number, worker, text = line.number, line.worker, line.text
     cpp = _CPP_RAISED.search(text) if "Exception raised from" in text else None
     if cpp:
-        frame = Frame(cpp.group("file"), int(cpp.group("line")), cpp.group("func"), "")
+        frame = TracebackFrame(cpp.group("file"), int(cpp.group("line")), cpp.group("func"), "")
         prior = messages[-1][1] if messages else ""
         kind, _, message = prior.partition(": ")
         finished_builder = _TracebackBuilder(number, worker, None)
@@ -431,12 +433,12 @@ def _outside_traceback(
 
 
 def _merge_tracebacks(
-    finished: list[tuple[_TracebackBuilder, tuple[Frame, ...], str, str]],
+    finished: list[tuple[_TracebackBuilder, tuple[TracebackFrame, ...], str, str]],
 ) -> tuple[Traceback, ...]:
     """One Traceback per distinct (frames, type, message), listing every worker that printed it
     (in the order their copies began); the first copy to finish gives the line and the chaining."""
     index_of: dict[tuple[object, ...], int] = {}
-    copies: list[tuple[tuple[Frame, ...], str, str, list[_TracebackBuilder]]] = []
+    copies: list[tuple[tuple[TracebackFrame, ...], str, str, list[_TracebackBuilder]]] = []
     merged_at: list[int] = []  # position in ``finished`` -> index of its merged traceback
     for builder, frames, kind, message in finished:
         key = (tuple((f.file, f.line, f.function) for f in frames), kind, message)
