@@ -14,6 +14,8 @@ is put together only when decoding fails.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -75,6 +77,8 @@ def _build(tp: Any) -> Decoder:
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _dataclass_decoder(tp)
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return _literal_decoder(frozenset(typing.get_args(tp)))
     if origin in (typing.Union, types.UnionType):
         return _union_decoder(tp)
     if origin is tuple:
@@ -99,8 +103,29 @@ def _exact_types(tp: Any) -> frozenset[type] | None:
     return None
 
 
+def _literal_values(tp: Any) -> frozenset[Any] | None:
+    """The values a ``Literal[...]`` field may take (None: not a Literal)."""
+    return frozenset(typing.get_args(tp)) if typing.get_origin(tp) is typing.Literal else None
+
+
+def _literal_decoder(values: frozenset[Any]) -> Decoder:
+    def decode_literal(data: Any) -> Any:
+        # type() too: True == 1 and 1.0 == 1 must not pass for one another
+        if data in values and any(type(data) is type(v) for v in values):
+            return data
+        raise _Mismatch(f"expected one of {sorted(map(repr, values))}, got {data!r}")
+
+    return decode_literal
+
+
 def _dataclass_decoder(cls: type) -> Decoder:
     hints = typing.get_type_hints(cls)
+    # Literal fields: a plain shape holds their value types; each value is still checked.
+    literals = tuple(
+        (f.name, values)
+        for f in dataclasses.fields(cls)
+        if (values := _literal_values(hints[f.name])) is not None
+    )
     # (name, the exact JSON types taken as they are, the field's decoder, required)
     fields = [
         (
@@ -112,6 +137,15 @@ def _dataclass_decoder(cls: type) -> Decoder:
         for f in dataclasses.fields(cls)
     ]
     exact_of = {name: exact for name, exact, _, _ in fields}
+    exact_of.update((name, frozenset(map(type, values))) for name, values in literals)
+    # A plain object's literal values, picked in one C call and looked up in the set of every
+    # allowed combination (KernelEntry: 3 kinds x 3 variants x 4 compressions).
+    pick = operator.itemgetter(*(name for name, _ in literals)) if literals else None
+    allowed: frozenset[Any] = (
+        literals[0][1]
+        if len(literals) == 1
+        else frozenset(itertools.product(*(values for _, values in literals)))
+    )
     # Shapes (key names, value types) of objects that have every field, each value of a type
     # taken as it is: most objects of a document share a few shapes, and such an object is built
     # from the data without a look at each field (as __init__ would, there being no __post_init__).
@@ -135,10 +169,12 @@ def _dataclass_decoder(cls: type) -> Decoder:
         if type(data) is not dict:
             raise _Mismatch("expected an object")
         shape = (tuple(data), tuple(map(type, data.values())))
-        if shape in plain:
-            return build(data)
-        if len(plain) < MAX_SHAPES and is_plain(*shape):
-            plain.add(shape)
+        known = shape in plain
+        if (known or (len(plain) < MAX_SHAPES and is_plain(*shape))) and (
+            pick is None or pick(data) in allowed
+        ):
+            if not known:
+                plain.add(shape)
             return build(data)
         kwargs = {}
         for name, exact, decode_field, needed in fields:

@@ -73,6 +73,11 @@ def binary(*entries: Any, **fields: Any) -> dict[str, Any]:
         (binary({**ENTRY, "arch": NO}), "BinaryFacts.entries[0]: missing 'arch'"),
         (binary(ENTRY, ENTRY, 7), "BinaryFacts.entries[2]: expected an object"),
         (binary(error=5), "BinaryFacts.error: no variant of"),
+        # Closed sets (the Literal types of probe.facts): a value outside one is named.
+        (binary(format="exe"), "BinaryFacts.format: expected one of"),
+        (binary(ENTRY, {**ENTRY, "kind": "cubin"}), "BinaryFacts.entries[1].kind: expected one of"),
+        (binary({**ENTRY, "variant": "b"}), "BinaryFacts.entries[0].variant: expected one of"),
+        (binary({**ENTRY, "compression": "gzip"}), "BinaryFacts.entries[0].compression: expected"),
     ],
 )  # fmt: skip
 def test_bad_documents_are_clear_errors(data: Any, message: str) -> None:
@@ -89,6 +94,9 @@ def test_a_good_shape_seen_first_does_not_let_a_bad_one_through() -> None:
         decode(BinaryFacts, binary({**ENTRY, "debug": 1}))
     with pytest.raises(DecodeError, match=r"entries\[0\]\.stored_size: expected int, got float"):
         decode(BinaryFacts, binary({**ENTRY, "stored_size": 1.5}))
+    # The same keys and value types as a good entry: only the value is outside the closed set.
+    with pytest.raises(DecodeError, match=r"entries\[0\]\.kind: expected one of"):
+        decode(BinaryFacts, binary({**ENTRY, "kind": "elf"}))
 
 
 def test_nested_tuples_and_problems() -> None:

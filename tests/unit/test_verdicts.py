@@ -4,17 +4,25 @@ from dataclasses import replace
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import group_by_package, library_verdict, package_verdict
-from archgap.probe.facts import BinaryFacts, Distribution, KernelEntry, PythonEnvironment
+from archgap.probe.facts import (
+    BinaryFacts,
+    Distribution,
+    EntryKind,
+    KernelEntry,
+    PythonEnvironment,
+    as_variant,
+)
 
 
 def entry(
     target: str, section: str = ".nv_fatbin", listed: bool = True, isa: str = "9.0"
 ) -> KernelEntry:
     """'sm_90a' -> SASS, 'compute_80' -> PTX, 'lto_90' -> LTO-IR."""
-    kind, _, rest = target.partition("_")
-    variant = rest[-1] if rest[-1] in "af" else ""
+    prefix, _, rest = target.partition("_")
+    variant = as_variant(rest[-1] if rest[-1] in "af" else "")
     arch = int(rest.rstrip("af"))
-    kind = {"sm": "sass", "compute": "ptx", "lto": "ltoir"}[kind]
+    kinds: dict[str, EntryKind] = {"sm": "sass", "compute": "ptx", "lto": "ltoir"}
+    kind = kinds[prefix]
     return KernelEntry(
         kind=kind,
         arch=arch,

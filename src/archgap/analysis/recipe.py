@@ -34,7 +34,7 @@ from archgap.kb.toolchain import (
     targets_of,
     toolkit_releases,
 )
-from archgap.probe.facts import BinaryFacts, KernelEntry, ProbeResponse
+from archgap.probe.facts import BinaryFacts, EntryKind, KernelEntry, ProbeResponse, as_variant
 
 _SM = re.compile(r"^sm_(\d{2,3})([af]?)$")
 VARIANT_RANK = {"a": 2, "f": 1, "": 0}  # between targets covering as many GPUs: features first
@@ -42,7 +42,7 @@ VARIANT_RANK = {"a": 2, "f": 1, "": 0}  # between targets covering as many GPUs:
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # "sass" or "ptx"
+    kind: EntryKind  # "sass" or "ptx"
     arch: int
     variant: str  # "", "a", "f"
     runs_on: tuple[str, ...]  # labels of the GPUs of the set it runs on (PTX: JIT-compiles for)
@@ -153,7 +153,7 @@ def _labels(gpus: Sequence[GpuTarget], ccs: Iterable[ComputeCapability]) -> tupl
     )
 
 
-def _why(kind: str, arch: int, variant: str, runs_on: Sequence[str]) -> str:
+def _why(kind: EntryKind, arch: int, variant: str, runs_on: Sequence[str]) -> str:
     on = ", ".join(runs_on) or "no GPU of the set"
     cc = ComputeCapability.of_arch(arch)
     if kind == "ptx":
@@ -165,7 +165,7 @@ def _why(kind: str, arch: int, variant: str, runs_on: Sequence[str]) -> str:
     return f"runs on {on}"
 
 
-def _target(kind: str, arch: int, variant: str, runs_on: tuple[str, ...]) -> Target:
+def _target(kind: EntryKind, arch: int, variant: str, runs_on: tuple[str, ...]) -> Target:
     name = f"{'compute' if kind == 'ptx' else 'sm'}_{arch}{variant}"
     return Target(
         kind,
@@ -201,7 +201,7 @@ def as_binary(targets: Iterable[Target]) -> BinaryFacts:
         KernelEntry(
             kind=t.kind,
             arch=t.arch,
-            variant=t.variant,
+            variant=as_variant(t.variant),
             ptx_isa=None,
             compression="none",
             stored_size=0,

@@ -13,7 +13,7 @@ import sys
 from typing import Any, List, Optional, Tuple
 
 from .binreader import Reader
-from .facts import KernelEntry
+from .facts import KernelEntry, Variant, as_variant
 
 ELF_MAGIC = b"\x7fELF"
 # What a deep search looks for to find a bare cubin: the ELF ident of a 64-bit little-endian
@@ -233,7 +233,7 @@ def cubin_at(
     # cubins set it; cuobjdump lists them as sm_60).
     new_layout = ident[7] == 0x41 or ident[8] >= 8
     arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
-    variant = "a" if not new_layout and e_flags & 0x800 and arch >= 90 else ""
+    variant: Variant = "a" if not new_layout and e_flags & 0x800 and arch >= 90 else ""
     debug = False
     kernels = any(name.startswith(".text") for name, _, _ in listing) if listing else None
     for name, offset, size in listing:
@@ -243,7 +243,7 @@ def cubin_at(
             # ptxas records its command line here: the only place a cubin keeps 'f'.
             match = TKINFO_ARCH.search(buf[offset : offset + min(size, 65536)])
             if match and int(match.group(1)) == arch:
-                variant = match.group(2).decode()
+                variant = as_variant(match.group(2).decode())  # the pattern takes [af]?
     reader.entries.append(
         KernelEntry(
             kind="sass",

@@ -9,10 +9,27 @@ analysis can name them without loading the AST scanners. Nothing here but types.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Literal, Optional, Tuple
 
 # Bump when a field is renamed or removed; adding an optional field keeps the version.
 FACTS_VERSION = 1
+
+# Closed sets, checked when a document is decoded (archgap.codec).
+EntryKind = Literal["sass", "ptx", "ltoir"]  # an ELF cubin, PTX text, LTO IR
+Variant = Literal["", "a", "f"]  # plain, arch-specific (sm_90a), family-specific (sm_100f)
+Compression = Literal["none", "zstd", "lz4", "unknown"]
+BinaryFormat = Literal["elf", "archive", "cubin", "fatbin", "other", "unreadable", "unknown"]
+
+
+def as_variant(text: str) -> Variant:
+    """A target name's suffix as a ``Variant``; anything else is a ValueError."""
+    if text == "a":
+        return "a"
+    if text == "f":
+        return "f"
+    if text == "":
+        return ""
+    raise ValueError("not a target variant: %r" % text)
 
 
 @dataclass(frozen=True)
@@ -51,11 +68,11 @@ class Problem:
 class KernelEntry:
     """One entry of a fatbin container (or one loose cubin)."""
 
-    kind: str  # "sass" (ELF cubin), "ptx", "ltoir"
+    kind: EntryKind
     arch: int  # SM number: 75, 90, 120 ...
-    variant: str  # "" plain, "a" arch-specific, "f" family-specific
+    variant: Variant
     ptx_isa: Optional[str]  # "9.0" for PTX entries, None otherwise
-    compression: str  # "none", "zstd", "lz4"
+    compression: Compression
     stored_size: int  # payload bytes in the file
     uncompressed_size: int  # payload bytes once decompressed (== stored_size when not compressed)
     section: str  # ".nv_fatbin", "__nv_relfatbin", ".cask_resource", ... ("" for a loose file)
@@ -83,7 +100,7 @@ class BinaryFacts:
 
     path: str
     size: int
-    format: str  # "elf", "archive", "cubin", "fatbin", "other", "unreadable", "unknown"
+    format: BinaryFormat
     entries: Tuple[KernelEntry, ...]
     deep: bool  # containers outside .nv_fatbin were searched too
     error: Optional[str] = None  # why the file could not be read (fully); entries read so far stay

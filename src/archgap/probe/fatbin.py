@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 from .ar import AR_MAGIC, THIN_AR_MAGIC, read_archive
 from .binreader import Reader, WorkBoundReached
 from .elf import ELF_MAGIC, cubin_at
-from .facts import BinaryFacts
+from .facts import BinaryFacts, BinaryFormat
 from .fatcontainer import CONTAINER_MAGIC, walk_containers
 from .forked import in_two_processes
 from .hostelf import read_elf
@@ -148,9 +148,10 @@ def _not_read(path: str, size: int, kind: str, deep: bool) -> Optional[BinaryFac
 def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int) -> BinaryFacts:
     """The device code in ``buf`` (an mmap of a file, or a member's bytes), known to be ``kind``."""
     reader = Reader(buf, size, deep, fd)
+    found: BinaryFormat = "archive" if kind == "archive" else "fatbin"
     try:
         if kind == "elf":
-            kind = read_elf(reader, 0, size, None)
+            found = read_elf(reader, 0, size, None)
         elif kind == "archive":
             read_archive(reader)
         else:
@@ -158,9 +159,9 @@ def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int)
     except WorkBoundReached as exc:
         reader.errors.insert(0, str(exc))
         reader.error_count += 1
-        kind = "unknown"
+        found = "unknown"
     return BinaryFacts(
-        path, size, kind, tuple(reader.entries), deep, reader.error_text(), reader.machine
+        path, size, found, tuple(reader.entries), deep, reader.error_text(), reader.machine
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 from .binreader import Reader
 from .deepsearch import READAHEAD_MIN, SEARCH_MIN, search_section
@@ -83,7 +83,9 @@ def _to_read(sections: Sections, deep: bool, limit: int) -> List[int]:
     ]
 
 
-def read_elf(reader: Reader, base: int, limit: int, member: Optional[str]) -> str:
+def read_elf(
+    reader: Reader, base: int, limit: int, member: Optional[str]
+) -> Literal["elf", "cubin"]:
     """Device code in one ELF image in [base, limit). Returns "elf" or "cubin"."""
     buf = reader.buf
     where = "%s: " % member if member else ""
