@@ -19,7 +19,20 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, None]:
     outcome = yield
-    report = outcome.get_result()
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, None]:
+    """A module skipped as a whole (``pytest.skip(allow_module_level=True)``, ``importorskip``
+    at import) is reported at collection, not as a test: it fails under CI the same way."""
+    outcome = yield
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+def _fail_a_skip_in_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
     if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"

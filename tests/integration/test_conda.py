@@ -23,6 +23,7 @@ import threading
 import zipfile
 from pathlib import Path
 
+import conda_package_handling.api as cph_api  # type: ignore[import-untyped]
 import pytest
 
 from archgap.api import scan_archives
@@ -31,8 +32,6 @@ from archgap.index.targets import read_targets
 from archgap.probe.fatbin import read_binary
 from tests.helpers import DATA, FIXTURES, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
-
-cph_api = pytest.importorskip("conda_package_handling.api")  # a test dependency: never skips in CI
 
 RUNTIME_LIB = next(
     iter(DATA.glob("venv-nvidia-cuda-runtime-13.0.96/lib/python*/site-packages/nvidia/cu13/lib")),
