@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / ".data"
 VENV = DATA / "venv-torch"
 ARCHGAP = [str(Path(sys.executable).parent / "archgap")]
-LINE = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\d+[af]?)\.(cubin|ptx)$")
+sys.path.insert(0, str(ROOT))
+from tests.integration.test_kernels_cuobjdump import LINE  # noqa: E402  (cuobjdump's list lines)
 
 
 def ensure_torch_venv() -> Path:

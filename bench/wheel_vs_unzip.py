@@ -20,9 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,8 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / ".data"
 ARCHGAP = str(Path(sys.executable).parent / "archgap")
-LINE = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\d+[af]?)\.(cubin|ptx)$")
-NATIVE = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from archgap.probe.pyenv import NATIVE_NAME  # noqa: E402
+from tests.integration.test_kernels_cuobjdump import LINE  # noqa: E402
+from tests.loopback_index import NGINX, nginx_server  # noqa: E402
 
 
 def cuobjdump() -> str:
@@ -127,44 +127,18 @@ def start_cost() -> float:
 def nginx_bytes(wheel: Path) -> None:
     """The wheel served by nginx on loopback (range requests: only the zip directory and the
     native members cross the wire), read by URL as `scan URL` reads it."""
-    nginx = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if nginx is None:
+    if NGINX is None:
         print("nginx: not installed (scripts/services installs nginx-light): range bytes skipped")
         return
-    with tempfile.TemporaryDirectory() as tmp, socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        probe.close()
+    with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "files").mkdir()
         (Path(tmp) / "files" / wheel.name).symlink_to(wheel.resolve())
-        conf = Path(tmp) / "nginx.conf"
-        conf.write_text(
-            f"daemon off; master_process off; error_log {tmp}/error.log; pid {tmp}/nginx.pid;\n"
-            f"events {{ worker_connections 16; }}\nhttp {{ access_log off; "
-            f"client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp}; "
-            f"uwsgi_temp_path {tmp}; scgi_temp_path {tmp}; "
-            f"server {{ listen 127.0.0.1:{port}; root {tmp}; }} }}\n"
-        )
-        proc = subprocess.Popen([nginx, "-p", tmp, "-c", str(conf)], stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+        with nginx_server(Path(tmp), Path(tmp)) as url:
             os.environ["XDG_CACHE_HOME"] = tmp  # no cached copy: the wheel is read by ranges
-            ranged_bytes(f"http://127.0.0.1:{port}/files/{wheel.name}")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            ranged_bytes(f"{url}/files/{wheel.name}")
 
 
 def ranged_bytes(url: str) -> None:
-    sys.path.insert(0, str(ROOT / "src"))
     from archgap.index.targets import read_targets
 
     started = time.perf_counter()
@@ -192,7 +166,7 @@ def main() -> None:
     wheel = Path(args.wheel)
     tool = cuobjdump()
     with zipfile.ZipFile(wheel) as zf:
-        infos = [i for i in zf.infolist() if NATIVE.search(i.filename)]
+        infos = [i for i in zf.infolist() if NATIVE_NAME.search(i.filename)]
     members = [i.filename for i in infos]
     largest = max((i.file_size for i in infos), default=0)
     print(f"wheel: {wheel.name} ({wheel.stat().st_size / 2**20:.1f} MiB), {len(members)} native "
