@@ -46,6 +46,37 @@ def test_a_venv_is_found_through_pyvenv_cfg_under_isolated_mode(tmp_path: Path) 
     assert site_packages == (str(site),)
 
 
+DEBIAN_PYTHON = Path("/usr/bin/python3")
+
+
+def test_a_venv_of_debians_python_is_found_although_its_default_scheme_is_posix_local(
+    tmp_path: Path,
+) -> None:
+    # Debian and Ubuntu patch sysconfig: outside a venv the default scheme is posix_local
+    # (<prefix>/local/lib/pythonX.Y/dist-packages). Under -I -S a venv's interpreter is not known
+    # to be in a venv, so that scheme applied to the venv's prefix named a directory no venv has,
+    # and `scan --python` of an Ubuntu-based venv (the CUDA images' /opt/.../.venv) found nothing.
+    # The venv is made by that interpreter itself (python -m venv), as in those images.
+    import subprocess
+
+    venv = tmp_path / "debvenv"
+    subprocess.run([str(DEBIAN_PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = (venv / "lib").glob("python3.*/site-packages")
+    _, version, site_packages, problem = interpreter_paths(
+        System.local(), str(venv / "bin" / "python")
+    )
+    assert problem is None and version
+    assert site_packages == (str(site),)
+
+
+def test_debians_system_python_reports_its_dist_packages() -> None:
+    # A system interpreter's packages are where site.py would look: Debian's site.py names
+    # /usr/lib/python3/dist-packages (apt's python3-* packages) besides /usr/local/....
+    _, _, site_packages, problem = interpreter_paths(System.local(), str(DEBIAN_PYTHON))
+    assert problem is None
+    assert "/usr/lib/python3/dist-packages" in site_packages
+
+
 def test_distributions_own_their_native_files_and_strays_are_kept(tmp_path: Path) -> None:
     site = make_venv(tmp_path / "venv")
     files = {"kern/libmix.so": CUDA_BIN / "libmix.so", "kern/x.py": CUDA_BIN / "libmix.so"}

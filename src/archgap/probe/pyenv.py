@@ -30,24 +30,34 @@ MAX_SITE_DIRS = 64
 # The suffixes of files that may carry device code.
 NATIVE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
 
-# Run as ``python -I -S -c``: without site.py a venv's interpreter does not know its own prefix,
-# so the script finds pyvenv.cfg itself and asks sysconfig for that prefix's paths.
+# Run as ``python -I -S -c`` (site.py would run the environment's .pth files): without site.py a
+# venv's interpreter does not know its own prefix, so the script finds pyvenv.cfg itself. A venv
+# takes the venv scheme: the default scheme of Debian's and Ubuntu's Python is posix_local
+# (<prefix>/local/lib/pythonX.Y/dist-packages), which a venv never has. The system's own
+# directories come from site.getsitepackages, which those distributions patch to their dist-packages
+# (importing site with -S defines it without running anything).
 _PATHS_SCRIPT = """
-import json, os, sys, sysconfig
-prefix, system_site = sys.prefix, False
+import json, os, site, sys, sysconfig
+def lib_dirs(prefix, scheme):
+    paths = sysconfig.get_paths(scheme, vars={"base": prefix, "platbase": prefix})
+    return [paths.get("purelib"), paths.get("platlib")]
+def system_dirs():
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    dirs = [base.get("purelib"), base.get("platlib")]
+    return dirs + list(site.getsitepackages([sys.base_prefix]))
 cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))), "pyvenv.cfg")
 if os.path.isfile(cfg):
-    prefix = os.path.dirname(cfg)
+    system_site = False
     with open(cfg) as f:
         for line in f:
             key, _, value = line.partition("=")
             if key.strip() == "include-system-site-packages":
                 system_site = value.strip().lower() == "true"
-paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
-dirs = [paths.get("purelib"), paths.get("platlib")]
-if system_site:
-    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
-    dirs += [base.get("purelib"), base.get("platlib")]
+    schemes = sysconfig.get_scheme_names()
+    dirs = lib_dirs(os.path.dirname(cfg), "venv" if "venv" in schemes else "posix_prefix")
+    dirs += system_dirs() if system_site else []
+else:
+    dirs = system_dirs()
 print(json.dumps({"executable": sys.executable, "version": sys.version.split()[0], "paths": dirs}))
 """
 
