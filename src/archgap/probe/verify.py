@@ -5,8 +5,9 @@ driver blocks) and each library, every fatbin container's entries are offered as
 picks them: SASS first, the highest target first, until the driver takes one; PTX only when no
 SASS loads, through the driver's JIT (its wall time measured). A target the driver refused (no
 binary for this GPU, PTX too new) is not offered again in the next containers. Containers
-cuobjdump does not list (``listed`` false: loaded by the library itself) are tried only when the
-listed ones load nothing; bare relocatable cubins (linked at run time with cuLink*/nvJitLink) are
+cuobjdump does not list (``listed`` false: loaded by the library itself, on demand) are tried only
+when the listed ones load nothing, and only until the first image loads (SASS in any container,
+else PTX); bare relocatable cubins (linked at run time with cuLink*/nvJitLink) are
 not offered. Nothing here decides what *should* load: that is the scan's prediction, compared on the
 analysis side.
 
@@ -248,6 +249,21 @@ class _Library:
 
     def container(self, child: Child, fd: int, entries: List[Dict[str, Any]]) -> None:
         """Offer a container's entries in the driver's order until one loads."""
+        if not self.offer(child, fd, entries):
+            self.empty += 1
+
+    def first_load(self, child: Child, fd: int, groups: List[List[Dict[str, Any]]]) -> None:
+        """Self-loaded code until the first image loads: SASS in every container, then PTX.
+        Its library loads such code on demand, never all of it: cuFFT's .ldata holds ~24,000
+        entries, 7,000 containers of them PTX only, and a JIT of each outlasted a 300 s timeout
+        on an H200. The first SASS that loads settles native; else the first PTX settles jit."""
+        for kind in ("sass", "ptx"):
+            for group in groups:
+                if self.offer(child, fd, [e for e in group if e["kind"] == kind]):
+                    return
+
+    def offer(self, child: Child, fd: int, entries: List[Dict[str, Any]]) -> bool:
+        """Whether one of ``entries``, offered in the driver's order, loaded."""
         for entry in sorted(entries, key=_preference):
             key = (_target(entry), entry.get("ptx_isa") if entry["kind"] == "ptx" else None)
             if key in self.refused:
@@ -255,14 +271,14 @@ class _Library:
             row = _load_entry(child, fd, entry)
             if row["ok"]:
                 self.loaded.append((entry, row))
-                return
+                return True
             name = (row.get("error") or {}).get("name")
             if name in REFUSALS:
                 self.refused[key] = row
                 self.attempts.append(row)
             else:
                 self.failures.append(row)
-        self.empty += 1
+        return False
 
     def outcome(self, tier: str, offered: int) -> Dict[str, Any]:
         """native: a container loaded SASS; jit: only PTX loaded; none: nothing loaded."""
@@ -321,8 +337,11 @@ def verify_library(child: Child, library: Dict[str, Any]) -> Dict[str, Any]:
         for tier, listed in (("listed", True), ("hidden", False)):
             groups = containers(fd, [e for e in entries if bool(e.get("listed", True)) == listed])
             offered += len(groups)
-            for group in groups:
-                lib.container(child, fd, group)
+            if listed:  # what the runtime registers: every container, as it loads them
+                for group in groups:
+                    lib.container(child, fd, group)
+            else:
+                lib.first_load(child, fd, groups)
             if lib.loaded:
                 return lib.outcome(tier, len(groups))
     finally:
