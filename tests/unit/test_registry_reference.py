@@ -97,13 +97,17 @@ def test_docker_hub_key_and_the_most_specific_entry(tmp_path: Path) -> None:
     assert find_credentials(parse_reference("docker://quay.io/x/y"), env).basic is None
 
 
-def test_credential_helpers_are_named_not_run(tmp_path: Path) -> None:
-    write_auth(tmp_path / "d" / "config.json", {"auths": {}, "credsStore": "desktop"})
+def test_a_credential_helper_that_is_not_installed_is_a_note(tmp_path: Path) -> None:
+    """Docker Desktop's credsStore on a machine without docker-credential-desktop (the real
+    helpers: tests/integration/test_registry_auth.py)."""
+    config = tmp_path / "d" / "config.json"
+    write_auth(config, {"auths": {}, "credsStore": "desktop"})
     creds = find_credentials(
-        parse_reference("docker://ubuntu"), {"DOCKER_CONFIG": str(tmp_path / "d")}
+        parse_reference("docker://ubuntu"),
+        {"DOCKER_CONFIG": str(tmp_path / "d"), "PATH": str(tmp_path)},
     )
     assert creds.basic is None
-    assert creds.note and "docker-credential-desktop: not supported" in creds.note
+    assert creds.note == f"docker-credential-desktop (credsStore in {config}) is not on PATH"
 
 
 def test_challenges() -> None:

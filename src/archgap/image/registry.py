@@ -5,8 +5,13 @@
   same index selection as an OCI layout's); one fetched by digest is checked against it.
 * **Auth** follows the registry's ``WWW-Authenticate`` answer: ``Basic`` with the user's
   credentials, or ``Bearer`` per the Docker token spec (GET realm?service=...&scope=... with the
-  credentials, if any, then the token; again when a token expires). Credentials come from the
-  user's docker/containers files (``registry_auth``).
+  credentials, if any; with an identity token, the OAuth2 form POST ``grant_type=refresh_token``
+  of distribution's ``docs/spec/auth/oauth.md``, as docker's client does). Credentials come from
+  the user's docker/containers files and the credential helpers they name (``registry_auth``).
+* **Token renewal**: a token is asked for again before its ``expires_in`` (60 s when the answer
+  omits it, as the token spec says) has passed since it was requested, and when the registry
+  answers 401 to a request that carried one (a token the registry holds expired: clock skew, a
+  shorter life than announced); the request is then retried once.
 * **Blobs** are streamed and checked as they are read (``source.verified``: a layer read to its
   end had the manifest's size and digest); a broken connection is a ``BlobError`` (an
   ``OSError``). Each is copied as it streams into the user's cache, by digest
@@ -33,10 +38,11 @@ import json
 import os
 import ssl
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from archgap.image.registry_auth import (
@@ -69,6 +75,8 @@ from archgap.index.fetch import TIMEOUT, FetchError, cache_dir, describe, reques
 
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 CHUNK = 1 << 20
+DEFAULT_TOKEN_LIFETIME = 60.0  # expires_in when the token answer omits it (token spec)
+OAUTH_CLIENT_ID = "archgap"  # the spec's client_id: any meaningful name, for auditing
 
 
 class RegistryError(FetchError):
@@ -144,13 +152,19 @@ class RegistryClient:
         tls_verify: bool = True,
         env: Mapping[str, str] | None = None,
         timeout: float = TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ref = ref
         self.env = env
         self.credentials: Credentials = find_credentials(ref, env)
         self.insecure = not tls_verify or is_loopback(ref.api_host)
         self.timeout = timeout
+        self.clock = clock
         self.authorization: str | None = None
+        self.challenge: Challenge | None = None  # the Bearer challenge the token answered
+        self.token_expires = 0.0  # by ``clock``
+        self.tokens = 0  # tokens fetched (the first, then each renewal)
+        self.tokens_refused = 0  # 401 answers to a request that carried a token
         self.scheme: str | None = None
         context = ssl.create_default_context()
         if self.insecure:
@@ -172,6 +186,8 @@ class RegistryClient:
     def _open(self, path: str, accept: str | None) -> http.client.HTTPResponse:
         """GET a path under the repository, choosing the scheme on the first call, and
         authenticating when the registry asks for it (again when a token expired)."""
+        if self.challenge is not None and self.clock() >= self.token_expires:
+            self.authorization = self._authenticate(self.challenge)  # due: renewed before use
         for attempt in range(2):
             try:
                 return self._open_once(path, accept)
@@ -180,6 +196,7 @@ class RegistryClient:
                     raise self._http_error(path, exc) from None
                 challenge = parse_challenge(exc.headers.get("WWW-Authenticate"))
                 exc.close()
+                self.tokens_refused += bool(self.challenge and self.authorization)
                 self.authorization = self._authenticate(challenge)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -209,13 +226,15 @@ class RegistryClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _where(self) -> str:
-        if self.credentials.source:
+        if self.credentials.source and self.credentials.identity_token:
+            return f"with the identity token from {self.credentials.source}"
+        if self.credentials.source and self.credentials.usable:
             return (
                 f"with the credentials of {self.credentials.user!r} from {self.credentials.source}"
             )
         looked = ", ".join(auth_files(os.environ if self.env is None else self.env))
-        note = f" ({self.credentials.note})" if self.credentials.note else ""
-        return f"without credentials (none for {self.ref.host} in {looked}){note}"
+        note = f"; {self.credentials.note}" if self.credentials.note else ""
+        return f"without credentials (none for {self.ref.host} in {looked}{note})"
 
     def _http_error(self, path: str, exc: urllib.error.HTTPError) -> RegistryError:
         message = _registry_message(exc)
@@ -247,37 +266,64 @@ class RegistryClient:
                     "auth",
                 )
             return basic
-        return "Bearer " + self._token(challenge, basic)
+        return self._bearer(challenge, basic)
 
-    def _token(self, challenge: Challenge, basic: str | None) -> str:
+    def _bearer(self, challenge: Challenge, basic: str | None) -> str:
+        """``Bearer TOKEN`` from the challenge's realm; notes when the token is due again."""
+        asked = self.clock()  # the token's life is counted from before it was asked for
+        doc = self._token_answer(challenge, basic)
+        token = doc.get("token") or doc.get("access_token")
+        if not isinstance(token, str) or not token:
+            realm = challenge.params.get("realm")
+            raise RegistryError(f"{self.label}: the token server {realm} sent no token", "protocol")
+        lifetime = doc.get("expires_in")
+        if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
+            lifetime = DEFAULT_TOKEN_LIFETIME
+        self.challenge, self.token_expires = challenge, asked + lifetime
+        self.tokens += 1
+        return "Bearer " + token
+
+    def _token_request(self, challenge: Challenge, basic: str | None) -> urllib.request.Request:
+        """The token request: GET with Basic credentials (or none), or, with an identity
+        token, the OAuth2 POST (the scope space-separated, client_id required)."""
         realm = challenge.params.get("realm", "")
         if not realm.startswith(("https://", "http://")):
             raise RegistryError(f"{self.label}: token realm {realm!r} is not a URL", "protocol")
         query = {"scope": challenge.params.get("scope") or f"repository:{self.ref.repository}:pull"}
         if challenge.params.get("service"):
             query["service"] = challenge.params["service"]
-        url = f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}"
-        req = request(url)
+        refresh = self.credentials.identity_token
+        if refresh:
+            form = {**query, "grant_type": "refresh_token", "refresh_token": refresh}
+            req = request(realm, {"Content-Type": "application/x-www-form-urlencoded"})
+            req.data = urllib.parse.urlencode({**form, "client_id": OAUTH_CLIENT_ID}).encode()
+            return req
+        req = request(f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}")
         if basic:
             req.add_unredirected_header("Authorization", basic)
+        return req
+
+    def _token_answer(self, challenge: Challenge, basic: str | None) -> dict[str, Any]:
+        req = self._token_request(challenge, basic)
+        realm = challenge.params.get("realm", "")
         try:
             with self.opener.open(req, timeout=self.timeout) as answer:
                 doc = json.loads(answer.read(MAX_JSON_BYTES))
         except urllib.error.HTTPError as exc:
             exc.close()
-            kind = "auth" if exc.code in (401, 403) else "protocol"
+            # OAuth2 answers a refused grant with 400 (invalid_grant)
+            refused = (401, 403, 400) if self.credentials.identity_token else (401, 403)
             raise RegistryError(
                 f"{self.label}: the token server {realm} refused (HTTP {exc.code}) {self._where()}",
-                kind,
+                "auth" if exc.code in refused else "protocol",
             ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
             raise RegistryError(
                 f"{self.label}: token: {describe(realm, exc)}", "unreachable"
             ) from None
-        token = doc.get("token") or doc.get("access_token") if isinstance(doc, dict) else None
-        if not isinstance(token, str) or not token:
+        if not isinstance(doc, dict):
             raise RegistryError(f"{self.label}: the token server {realm} sent no token", "protocol")
-        return token
+        return doc
 
     # -- manifests and blobs ----------------------------------------------------------------
 

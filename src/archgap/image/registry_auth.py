@@ -9,10 +9,17 @@ Credentials are the user's own, read from the files skopeo/podman and docker rea
 wins (containers-auth.json(5) order): ``$REGISTRY_AUTH_FILE``,
 ``$XDG_RUNTIME_DIR/containers/auth.json``, ``~/.config/containers/auth.json``, then
 ``$DOCKER_CONFIG/config.json`` (default ``~/.docker/config.json``). An entry is the base64
-``auth`` ("user:password") or ``username``/``password``; keys may carry a scheme or a path
-(``https://index.docker.io/v1/``, ``host/namespace``: the longest matching one wins).
-Credential helpers (``credsStore``, ``credHelpers``) and OAuth ``identitytoken`` entries are not
-run or used: ``Credentials.note`` says so, and an auth refusal repeats it.
+``auth`` ("user:password") or ``username``/``password``, or an ``identitytoken`` (an OAuth2
+refresh token); keys may carry a scheme or a path (``https://index.docker.io/v1/``,
+``host/namespace``: the longest matching one wins).
+
+A file may name credential helpers, which then answer instead of its ``auths``, as in docker
+(docker/cli ``cli/config/configfile/file.go`` ``getConfiguredCredentialStore``): the
+``credHelpers`` entry for the registry's host, else ``credsStore``. containers-auth.json(5) has
+``credHelpers`` too (containers/image ``pkg/docker/config/config.go`` ``findCredentialsInFile``:
+keyed by the host, never by a namespace). A helper with nothing for the registry, or one that
+fails, leaves a note and the search goes on in the next file; ``Credentials.note`` collects
+them, and an auth refusal repeats them.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from archgap.image.credhelper import HELPER_TIMEOUT, HUB_SERVER_URL, run_helper
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -97,14 +106,19 @@ class Credentials:
 
     user: str | None = None
     secret: str | None = None
-    source: str | None = None  # the file
-    note: str | None = None  # e.g. a credential helper that archgap does not run
+    source: str | None = None  # the file, or the helper and where it was named
+    note: str | None = None  # why none: a helper without an entry, one that failed
+    identity_token: str | None = None  # an OAuth2 refresh token for the token endpoint
 
     @property
     def basic(self) -> str | None:
         if self.user is None or self.secret is None:
             return None
         return "Basic " + base64.b64encode(f"{self.user}:{self.secret}".encode()).decode()
+
+    @property
+    def usable(self) -> bool:
+        return self.basic is not None or bool(self.identity_token)
 
 
 def auth_files(env: Mapping[str, str]) -> list[str]:
@@ -148,47 +162,82 @@ def _entry_credentials(entry: object, source: str) -> Credentials | None:
             user, _, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return Credentials(source=source, note=f"{source}: the auth entry is not base64")
+    token = entry.get("identitytoken")
+    if isinstance(token, str) and token:  # docker login writes it in place of a password
+        return Credentials(source=source, identity_token=token)
     if isinstance(user, str) and isinstance(secret, str) and user:
         return Credentials(user, secret, source)
-    if entry.get("identitytoken"):
-        return Credentials(source=source, note=f"{source}: identitytoken entries are not used")
     return None
 
 
-def _helper_note(doc: dict[str, object], ref: Reference, source: str) -> str | None:
+def helper_server_url(ref: Reference) -> str:
+    """What a helper is asked for: docker's key for the registry (Docker Hub's v1 URL)."""
+    return HUB_SERVER_URL if ref.host == DOCKER_HUB else ref.host
+
+
+def _helper_for(doc: dict[str, object], ref: Reference, path: str) -> tuple[str, str] | None:
+    """The helper a file names for ``ref`` (the credHelpers entry for its host, else
+    credsStore) and how it was named; None when it names none."""
     helpers = doc.get("credHelpers")
-    helper = helpers.get(ref.host) if isinstance(helpers, dict) else None
-    helper = helper or doc.get("credsStore")
-    if isinstance(helper, str) and helper:
-        return f"{source} names the credential helper docker-credential-{helper}: not supported"
+    if isinstance(helpers, dict):
+        for key, name in helpers.items():
+            if _key_scope(key) == ref.host and isinstance(name, str) and name:
+                return name, f"credHelpers[{key!r}] in {path}"
+    store = doc.get("credsStore")
+    if isinstance(store, str) and store:
+        return store, f"credsStore in {path}"
     return None
 
 
-def find_credentials(ref: Reference, env: Mapping[str, str] | None = None) -> Credentials:
-    """The user's credentials for ``ref`` (empty ``Credentials`` when none; never raises)."""
+def _from_auths(doc: dict[str, object], ref: Reference, path: str) -> Credentials:
+    """The most specific ``auths`` entry for ``ref`` (empty, with a note when one is bad)."""
+    auths = doc.get("auths") if isinstance(doc.get("auths"), dict) else {}
+    assert isinstance(auths, dict)
+    ranked = sorted(((_matches(_key_scope(k), ref), k) for k in auths), key=lambda pair: -pair[0])
+    notes = []
+    for rank, key in ranked:
+        found = _entry_credentials(auths[key], path) if rank else None
+        if found and found.usable:
+            return found
+        if found and found.note:
+            notes.append(found.note)
+    return Credentials(note="; ".join(notes) or None)
+
+
+def _from_file(
+    path: str, ref: Reference, env: Mapping[str, str], timeout: float
+) -> Credentials | None:
+    """What one file gives for ``ref``: its helper's answer if it names one, else its
+    ``auths`` entry; None when the file cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    helper = _helper_for(doc, ref, path)
+    if helper is None:
+        return _from_auths(doc, ref, path)
+    name, origin = helper
+    answer = run_helper(name, helper_server_url(ref), origin, env, timeout)
+    source = f"docker-credential-{name} ({origin})"
+    return Credentials(answer.user, answer.secret, source, answer.note, answer.identity_token)
+
+
+def find_credentials(
+    ref: Reference, env: Mapping[str, str] | None = None, helper_timeout: float = HELPER_TIMEOUT
+) -> Credentials:
+    """The user's credentials for ``ref`` (empty ``Credentials``, with notes, when none;
+    never raises)."""
     notes: list[str] = []
-    for path in auth_files(os.environ if env is None else env):
-        try:
-            with open(path, encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(doc, dict):
-            continue
-        auths = doc.get("auths") if isinstance(doc.get("auths"), dict) else {}
-        assert isinstance(auths, dict)
-        ranked = sorted(
-            ((_matches(_key_scope(k), ref), k) for k in auths), key=lambda pair: -pair[0]
-        )
-        for rank, key in ranked:
-            found = _entry_credentials(auths[key], path) if rank else None
-            if found and found.basic:
-                return found
-            if found and found.note:
-                notes.append(found.note)
-        note = _helper_note(doc, ref, path)
-        if note:
-            notes.append(note)
+    env = os.environ if env is None else env
+    for path in auth_files(env):
+        found = _from_file(path, ref, env, helper_timeout)
+        if found is not None and found.usable:
+            return found
+        if found is not None and found.note:
+            notes.append(found.note)
     return Credentials(note="; ".join(notes) or None)
 
 
