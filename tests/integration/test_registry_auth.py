@@ -261,7 +261,7 @@ EXPIRING = "public/expiring/cuda:v1"
 
 @pytest.fixture(scope="module")
 def expiring(registry: dict[str, Any]) -> dict[str, Any]:
-    """public/expiring/cuda:v1, whose tokens the registry refuses 1 to 2 s after they were
+    """public/expiring/cuda:v1, whose tokens the registry refuses 2 to 3 s after they were
     issued (scripts/registry-auth)."""
     push(registry["layout"], "v1", f"{registry['open']}/{EXPIRING}")
     return registry
@@ -269,7 +269,7 @@ def expiring(registry: dict[str, Any]) -> dict[str, Any]:
 
 def amd64_layers(source: RegistrySource) -> list[bytes]:
     image = source.manifest(parse_platform("linux/amd64"))
-    time.sleep(2.2)  # the token the manifest was read with has expired at the registry
+    time.sleep(3.2)  # the token the manifest was read with has expired at the registry
     out = []
     for blob in image.layers:
         with source.open_blob(blob) as stream:
