@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from archgap.analysis.fleet import FleetReport, HostInput
     from archgap.analysis.logparse import ParsedLog
     from archgap.analysis.versions import VersionsReport
-    from archgap.index.targets import IndexOptions
+    from archgap.index.deps import Chosen
+    from archgap.index.options import IndexOptions
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
@@ -124,7 +125,8 @@ def scan_archives(
     members read from them. A target that cannot be read is
     a problem in the report; ``ProbeError`` when none could be read at all."""
     from archgap.image.read import image_facts
-    from archgap.index.targets import IndexOptions, read_targets
+    from archgap.index.options import IndexOptions
+    from archgap.index.targets import read_targets
     from archgap.probe.archive import archive_facts
 
     for name in gpus:
@@ -169,8 +171,8 @@ def versions(
     that one. Raises ``UnknownGpu`` for an unknown GPU name, ``ResolveError`` for a PACKAGE
     that is not a requirement; an index or a wheel that fails is a problem in the report.
     ``progress(done, total, variant)`` is told before each wheel is read."""
+    from archgap.index.options import IndexOptions
     from archgap.index.resolve import indexes
-    from archgap.index.targets import IndexOptions
     from archgap.index.versions import walk
 
     chosen = options or IndexOptions()
@@ -476,21 +478,24 @@ def kernel_files(
     deep: bool = False,
     detail: bool = True,
     target: Target = LOCAL,
-    image: tuple[str | None, bool] = (None, True),
+    options: IndexOptions | None = None,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
+    resolved: list[Chosen] | None = None,
 ) -> list[BinaryFacts]:
     """The device code of ``paths`` on ``target``, read by the probe there (every entry with
     ``detail``, else one row per kind of entry); here, ``binaries.local_binaries`` (files,
-    directories, wheels, container images: ``image`` is the platform to pick from a
-    multi-platform index and whether a docker:// registry's certificate must verify).
+    directories, wheels and their URLs, requirements resolved from ``options``' indexes, with
+    their dependency sets when ``options.deps``, container images: ``options.platform`` picks
+    from a multi-platform index, ``options.tls_verify`` whether a docker:// registry's
+    certificate must verify); ``resolved`` is told the wheel each requirement resolved to.
     ``ProbeError`` when a remote probe fails."""
     from archgap.binaries import local_binaries
     from archgap.codec import decode
     from archgap.probe.facts import BinaryFacts
 
     if target.is_local:
-        return local_binaries(paths, deep, image)
+        return local_binaries(paths, deep, options, None, resolved)
     facts = _facts(target, binaries_request(paths, deep, detail), timeout, root)
     return [decode(BinaryFacts, item) for item in facts.sections["binaries"]]
 
@@ -501,7 +506,7 @@ def kernels(
     require: Sequence[str] = (),
     strict: bool = False,
     target: Target = LOCAL,
-    image: tuple[str | None, bool] = (None, True),
+    options: IndexOptions | None = None,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
@@ -517,11 +522,12 @@ def kernels(
     if strict and not required:
         raise ValueError("--strict needs --require GPU")
     started = time.perf_counter()
-    files = kernel_files(paths, deep, True, target, image, root, timeout)
+    resolved: list[Chosen] = []
+    files = kernel_files(paths, deep, True, target, options, root, timeout, resolved)
     counts = summary(files, deep, time.perf_counter() - started)
     gate = None
     if required:
         from archgap.analysis.build_gate import check_build
 
         gate = check_build(files, required, strict)
-    return document("kernels", body(files, counts, gate))
+    return document("kernels", body(files, counts, gate, resolved))

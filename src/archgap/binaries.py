@@ -9,10 +9,14 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from archgap.index.options import URL_SCHEMES
+
 ARCHIVES = (".whl", ".conda", ".tar.bz2")  # index.targets.ARCHIVE_SUFFIXES, not imported here
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
+    from archgap.index.deps import Chosen
+    from archgap.index.options import IndexOptions
     from archgap.probe.archive import WheelContents
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
@@ -32,25 +36,28 @@ def required_gpus(names: Sequence[str]) -> list[GpuTarget]:
 def local_binaries(
     paths: Sequence[str],
     deep: bool = False,
-    image: tuple[str | None, bool] = (None, True),
+    options: IndexOptions | None = None,
     progress: Progress | None = None,
+    resolved: list[Chosen] | None = None,
 ) -> list[BinaryFacts]:
-    """Files and directories, wheels and conda packages, and container images (``image``: the
-    platform to pick from a multi-platform index, and whether a docker:// registry's certificate
-    must verify); an archive or image that cannot be read is an unreadable row per problem.
-    ``progress(done, total, path)`` is told as files are read (not with ``deep``)."""
-    from archgap.image.targets import is_image, read_image_target
+    """Files and directories, wheels and conda packages (files, their URLs, requirements resolved
+    like pip from ``options``' indexes, with their dependency sets when ``options.deps``), and
+    container images (``options.platform`` picks from a multi-platform index; ``tls_verify``: a
+    docker:// registry's certificate must verify); an archive, image or requirement that cannot
+    be read is an unreadable row per problem. ``resolved`` is told the wheel each requirement
+    resolved to. ``progress(done, total, path)`` is told as files are read (not with ``deep``)."""
+    from archgap.image.targets import is_image
 
-    platform, tls_verify = image
-    images = [p for p in paths if is_image(p, rootfs=False)]
-    found = [
-        b
-        for name in images
-        for b in _archive_binaries(read_image_target(name, platform, deep, tls_verify))
-    ]
-    paths = [p for p in paths if p not in images]
+    remote = [p for p in paths if is_image(p, rootfs=False) or is_index_target(p)]
+    found: list[BinaryFacts] = []
+    if remote:  # the index, wheel and image readers (and urllib) are imported only for these
+        from archgap.index.targets import read_targets
+
+        contents, _ = read_targets(remote, options, deep=deep, resolved=resolved)
+        found = [b for c in contents for b in _archive_binaries(c)]
+    paths = [p for p in paths if p not in remote]
     holding = [p for p in paths if _holds_archives(p)]
-    if holding:  # the wheel and conda readers (and urllib) are imported only for archives
+    if holding:
         from archgap.index.targets import ARCHIVE_SUFFIXES, read_archive
         from archgap.probe.archive import wheel_files
 
@@ -58,6 +65,20 @@ def local_binaries(
             found.extend(_archive_binaries(read_archive(path, deep=deep)))
     rest = [p for p in paths if not p.endswith(ARCHIVES) or not os.path.isfile(p)]
     return found + (_read_files(rest, deep, progress) if rest else [])
+
+
+def is_index_target(path: str) -> bool:
+    """A wheel's URL, or a requirement: as pip tells them from paths, a name that is no file
+    here, has no path separator, does not start with a dot and is not an archive's name (nor,
+    for kernels, a native file's: ``libfoo.so`` stays a missing file)."""
+    if path.startswith(URL_SCHEMES):
+        return True
+    if os.path.lexists(path) or path.startswith(".") or path.endswith(ARCHIVES):
+        return False
+    from archgap.probe.pyenv import is_native_file
+
+    name = path.split(";")[0].split("@")[0]  # a marker or a direct reference's URL may have /
+    return "/" not in name and os.sep not in name and not is_native_file(name.strip())
 
 
 def _holds_archives(path: str) -> bool:

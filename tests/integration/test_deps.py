@@ -15,18 +15,25 @@ real wheel from PyPI, tests/.data):
 
 For Python 3.12 on manylinux_2_28_x86_64, pip installs demo-app 1.0, demo-kernels 2.0 (the newest
 below 3) and nvidia-cuda-runtime 13.0.96 (Linux); with ``[full]`` also demo-extra 1.0.
+
+`kernels REQUIREMENT --deps` lists the members of the same set; each member's listing is what
+cuobjdump prints for it (nvidia-cuda-runtime's members are extracted and given to the real
+cuobjdump; the fixture libraries' targets are those build.sh asks nvcc for).
 """
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
 
 from archgap.index.deps import ROOT, _Walk, marker_environment, resolve_set
 from tests.helpers import CUDA_BIN, DATA, json_output, run_cli
+from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names
 from tests.loopback_index import (
     NGINX,
     CountingHandler,
@@ -202,3 +209,79 @@ def test_scan_deps_judges_the_whole_set(nginx: str) -> None:
     assert plain.returncode == 0 and "No installed package carries CUDA device code" in (
         plain.stdout
     )
+
+
+def listed(file: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """A kernels --json file's entries as cuobjdump names them: (--list-elf, --list-ptx)."""
+    entries = [e for e in file["entries"] if e["listed"]]
+    sass = [f"sm_{e['arch']}{'a' if e['variant'] == 'a' else ''}" for e in entries
+            if e["kind"] == "sass"]  # fmt: skip
+    return sass, [f"sm_{e['arch']}{e['variant']}" for e in entries if e["kind"] == "ptx"]
+
+
+def kernels_json(*args: str, code: int) -> dict[str, Any]:
+    result = run_cli("kernels", *args, *TARGET, "--json", env=ENV)
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    return json_output(result, "kernels")
+
+
+def test_kernels_reads_only_the_named_wheel_by_default(nginx: str) -> None:
+    """pip's --no-deps is the default: demo-app alone, which has no native member."""
+    doc = kernels_json("demo-app", "--index-url", nginx, code=0)
+    assert [(r["name"], r["version"], r["required_by"]) for r in doc["resolved"]] == [
+        ("demo-app", "1.0", [ROOT])
+    ]
+    assert doc["files"] == []
+
+
+@pytest.mark.skipif(CUOBJDUMP is None, reason="scripts/testdata installs cuobjdump")
+def test_kernels_deps_lists_the_set_as_cuobjdump_does(nginx: str, tmp_path: Path) -> None:
+    """The set pip installs (above); demo-kernels 2.0's libptxonly.so holds only PTX
+    compute_80 (build.sh: -gencode arch=compute_80,code=compute_80), and every member of the
+    nvidia-cuda-runtime wheel lists what cuobjdump lists for it, extracted."""
+    assert RUNTIME is not None
+    doc = kernels_json("demo-app", "--deps", "--index-url", nginx, code=0)
+    assert [(r["name"], r["version"]) for r in doc["resolved"]] == [
+        ("demo-app", "1.0"),
+        ("demo-kernels", "2.0"),
+        ("nvidia-cuda-runtime", "13.0.96"),
+    ]
+    assert doc["resolved"][1]["file"] == "demo_kernels-2.0-py3-none-manylinux_2_17_x86_64.whl"
+    by_member = {f["path"].split(".whl/", 1)[1]: f for f in doc["files"]}
+    assert listed(by_member.pop("demo_kernels/libptxonly.so")) == ([], ["sm_80"])
+    with zipfile.ZipFile(RUNTIME) as zf:
+        native = [n for n in zf.namelist() if n in by_member]
+        assert native and set(native) == set(by_member)
+        zf.extractall(tmp_path, native)
+    for member in native:
+        expected = tuple(
+            cuobjdump_names(tmp_path / member, o) for o in ("--list-elf", "--list-ptx")
+        )
+        assert listed(by_member[member]) == expected, member
+    assert any(listed(f)[0] for f in by_member.values())  # libcudadevrt.a: SASS to compare
+
+
+def test_kernels_deps_unresolved_requirements_are_reported_rows(nginx: str) -> None:
+    """With [full]: demo-extra's libdebug.so (build.sh: -G, SASS sm_80 only) is read; its
+    demo-kernels>=3 (2.0 was chosen first, no backtracking) and demo-gone>=1 (only 0.5) are
+    unreadable rows with the reason and who required them: exit 2 (the set was not read
+    whole). The text names the resolved wheels; a project no index has is a 404 row."""
+    doc = kernels_json("demo-app[full]", "--deps", "--index-url", nginx, code=2)
+    assert doc["resolved"][0]["extras"] == ["full"]
+    by_path = {f["path"].split(".whl/", 1)[-1]: f for f in doc["files"]}
+    # nvcc's device-link step puts the cubin in twice: cuobjdump --list-elf prints ELF file 1
+    # and 2, both k.sm_80.cubin
+    assert listed(by_path["demo_extra/libdebug.so"]) == (["sm_80", "sm_80"], [])
+    kernels3, gone = by_path["demo-kernels>=3"], by_path["demo-gone>=1"]
+    assert kernels3["format"] == gone["format"] == "unreadable"
+    assert "no backtracking" in kernels3["error"]
+    assert kernels3["error"].endswith("(required by demo-extra 1.0)")
+    assert "no wheel for Python 3.12" in gone["error"]
+    assert doc["summary"]["unreadable"] == 2
+    text = run_cli("kernels", "demo-app[full]", "--deps", "--index-url", nginx, *TARGET, env=ENV)
+    assert text.returncode == 2 and "Traceback" not in text.stderr
+    assert "demo-extra 1.0  demo_extra-1.0-py3-none-manylinux_2_17_x86_64.whl" in text.stdout
+    assert "(required by demo-app 1.0)" in text.stdout
+    missing = kernels_json("no-such-project==1.0", "--index-url", nginx, code=2)
+    assert "HTTP 404" in missing["files"][0]["error"] and "resolved" not in missing

@@ -30,6 +30,7 @@ from archgap.cli.common import (
 
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
+    from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts
 
 from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
@@ -45,15 +46,11 @@ OPTIONS = (
         "paths",
         nargs="+",
         metavar="PATH",
-        help="files or directories; wheels (.whl) and conda packages (.conda, .tar.bz2), or "
-        "directories holding them, and container images (oci:DIR[:TAG], docker-archive:FILE, "
-        "docker://REF, rootfs:DIR) are read without installing or extracting them",
-    ),
-    opt.option(
-        "--platform",
-        metavar="OS/ARCH",
-        help="the image to read from a multi-platform image index, e.g. linux/arm64 (default: "
-        "this machine's)",
+        help="files or directories; wheels (.whl) and conda packages (.conda, .tar.bz2), "
+        "directories holding them and their URLs, requirements (sgl-kernel==0.3.21: as pip, a "
+        "name that is no file here and has no /) resolved like pip from your indexes, and "
+        "container images (oci:DIR[:TAG], docker-archive:FILE, docker://REF, rootfs:DIR) are "
+        "read without installing or extracting them",
     ),
     opt.flag(
         "--deep",
@@ -68,6 +65,7 @@ OPTIONS = (
         "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated"
     ),
     opt.flag("--strict", "with --require: only PTX (JIT at load) for a required GPU also fails"),
+    opt.RESOLVING,
     opt.TLS_VERIFY,
     opt.output(opt.TABLE_FORMATS),
     opt.TARGET,
@@ -75,14 +73,18 @@ OPTIONS = (
 )
 
 
-def _files(args: Any, out: Output) -> list[BinaryFacts]:
-    """The files' device code: read here (files, wheels and images, whatever the target), or
-    by the probe on the target (paths are that machine's)."""
+def _files(args: Any, out: Output, resolved: list[Chosen]) -> list[BinaryFacts]:
+    """The files' device code: read here (files, wheels, requirements and images, whatever the
+    target), or by the probe on the target (paths are that machine's); ``resolved`` is told the
+    wheels requirements resolved to."""
     if is_remote(args):
         from archgap.codec import decode
+        from archgap.index.options import URL_SCHEMES
         from archgap.probe.facts import BinaryFacts
         from archgap.request import binaries_request
 
+        if args.deps or any(p.startswith(URL_SCHEMES) for p in args.paths):
+            raise UsageError("URLs and requirements are read here: not with a remote target")
         # Every entry only when it is shown (--all, --json); else one row per kind of entry.
         detail = bool(args.show_all) or out.json_mode
         request = binaries_request(args.paths, bool(args.deep), detail)
@@ -90,8 +92,9 @@ def _files(args: Any, out: Output) -> list[BinaryFacts]:
         return [decode(BinaryFacts, item) for item in items]
     from archgap.binaries import local_binaries
 
+    options = opt.index_options(args)
     with out.counter("Reading binaries") as tell:
-        return local_binaries(args.paths, bool(args.deep), (args.platform, args.tls_verify), tell)
+        return local_binaries(args.paths, bool(args.deep), options, tell, resolved)
 
 
 def run(args: Any, out: Output) -> int:
@@ -106,7 +109,8 @@ def run(args: Any, out: Output) -> int:
     if args.strict and not required:
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
-    files = _files(args, out)
+    resolved: list[Chosen] = []
+    files = _files(args, out, resolved)
     counts = summary(files, bool(args.deep), time.perf_counter() - started)
     gate = None
     if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
@@ -114,7 +118,7 @@ def run(args: Any, out: Output) -> int:
 
         gate = check_build(files, required, bool(args.strict))
     if out.json_mode:
-        out.emit("kernels", body(files, counts, gate))
+        out.emit("kernels", body(files, counts, gate, resolved))
     elif out.format in ("markdown", "csv"):
         from archgap.report import kernels as rendering
 
@@ -123,6 +127,10 @@ def run(args: Any, out: Output) -> int:
         if gate is not None and out.format == "markdown":
             _print_gate(out, gate)
     else:
+        if resolved:
+            from archgap.report.kernels import resolved_lines
+
+            emit_text([escape(line) for line in resolved_lines(resolved)] + [""], out)
         _print_text(out, files, set(args.paths), bool(args.show_all), counts)
         if gate is not None:
             _print_gate(out, gate)

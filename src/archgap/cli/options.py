@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from archgap.index.options import IndexOptions
 
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup
 
@@ -250,3 +253,61 @@ def target(timeout_default: float = DEFAULT_TIMEOUT) -> Group:
 
 
 TARGET = target()
+
+
+# Where requirements are resolved (pip's index options and settings), and for which interpreter
+# and platform: scan and kernels (WHEEL and REQUIREMENT targets) and versions.
+INDEXES = (
+    option(
+        "--index-url",
+        metavar="URL",
+        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
+    ),
+    repeated(
+        "--extra-index-url",
+        "URL",
+        "another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
+    ),
+    option(
+        "--python-version",
+        metavar="X.Y",
+        help="choose wheels for this Python (default: this one)",
+    ),
+    option(
+        "--platform",
+        metavar="TAG",
+        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64, and from a "
+        "multi-platform image index the image of its architecture (images also take "
+        "linux/arm64) (default: this machine's)",
+    ),
+)
+# pip's --no-deps is archgap's default: only the wheels the requirements name are read.
+DEPS = one_of(
+    flag(
+        "--deps",
+        "also read the requirements' dependencies, resolved like pip install for the target "
+        "(markers, extras; newest version that fits, no backtracking)",
+    ),
+    option(
+        "--no-deps",
+        dest="deps",
+        action="store_false",
+        help="only the wheels the requirements name (the default)",
+    ),
+)
+RESOLVING = Group((*INDEXES, DEPS), title="resolving requirements (pip's index settings apply)")
+
+
+def index_options(args: argparse.Namespace) -> IndexOptions:
+    """The ``INDEXES``, ``DEPS`` and ``TLS_VERIFY`` a command was given (those it does not take
+    at their defaults)."""
+    from archgap.index.options import IndexOptions
+
+    return IndexOptions(
+        args.index_url,
+        tuple(args.extra_index_url),
+        args.python_version,
+        args.platform,
+        getattr(args, "deps", False),
+        getattr(args, "tls_verify", True),
+    )

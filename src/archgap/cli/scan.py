@@ -21,50 +21,11 @@ from archgap.cli.engines import CLUSTER_ENGINES
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
-    from archgap.index.targets import IndexOptions
     from archgap.probe.facts import ToolchainFacts, Toolkit
 
 
 HELP = "verdict per package x GPU from the kernels in every native library"
 DESCRIPTION = "For every installed package that carries CUDA code: can it run on each GPU?"
-# Where requirements are resolved (pip's index options and settings), and for which interpreter
-# and platform: scan WHEEL and versions.
-INDEXES = (
-    opt.option(
-        "--index-url",
-        metavar="URL",
-        help="the main index (default: PIP_INDEX_URL, UV_INDEX_URL, pip's config, PyPI)",
-    ),
-    opt.repeated(
-        "--extra-index-url",
-        "URL",
-        "another index (with PIP_EXTRA_INDEX_URL and pip's config); repeatable",
-    ),
-    opt.option(
-        "--python-version",
-        metavar="X.Y",
-        help="choose wheels for this Python (default: this one)",
-    ),
-    opt.option(
-        "--platform",
-        metavar="TAG",
-        help="choose wheels for this platform tag, e.g. manylinux_2_28_aarch64 (default: this "
-        "machine's)",
-    ),
-)
-DEPS = opt.one_of(
-    opt.flag(
-        "--deps",
-        "also judge the requirements' dependencies, resolved like pip install for the target "
-        "(markers, extras; newest version that fits, no backtracking)",
-    ),
-    opt.option(
-        "--no-deps",
-        dest="deps",
-        action="store_false",
-        help="only the wheels the requirements name (the default)",
-    ),
-)
 OPTIONS = (
     opt.option(
         "archives",
@@ -75,7 +36,7 @@ OPTIONS = (
         "like pip from your indexes; or container images before deploying them: oci:DIR[:TAG], "
         "docker-archive:FILE, docker://REF, rootfs:DIR (default: the environment of --python)",
     ),
-    opt.Group((*INDEXES, DEPS), title="resolving requirements (with WHEEL arguments)"),
+    opt.RESOLVING,
     opt.TLS_VERIFY,
     opt.ENVIRONMENT,
     opt.gpu_option(
@@ -103,19 +64,6 @@ OPTIONS = (
     opt.TARGET,
     CLUSTER_ENGINES,
 )
-
-
-def index_options(args: argparse.Namespace) -> IndexOptions:
-    from archgap.index.targets import IndexOptions
-
-    return IndexOptions(
-        args.index_url,
-        tuple(args.extra_index_url),
-        args.python_version,
-        args.platform,
-        getattr(args, "deps", False),
-        getattr(args, "tls_verify", True),
-    )
 
 
 def _split(values: list[str]) -> list[str]:
@@ -200,7 +148,7 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
         raise UsageError(
             "wheels and images are read here: not with --python, --env-from or a remote target"
         )
-    return scan_archives(args.archives, named, args.driver, args.strict, index_options(args))
+    return scan_archives(args.archives, named, args.driver, args.strict, opt.index_options(args))
 
 
 def _print_jit(out: Output, report: ScanReport) -> None:

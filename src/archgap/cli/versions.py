@@ -14,7 +14,6 @@ from typing import Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError, emit_text, escape
-from archgap.cli.scan import INDEXES, index_options
 
 HELP = (
     "which released version or variant (+cu130, another index) of a package covers a GPU, and "
@@ -49,7 +48,7 @@ OPTIONS = (
         help="judge PTX against this NVIDIA driver (580.65.06): the PTX ISA it can JIT",
     ),
     opt.flag("--strict", "a 'partial' variant does not cover the GPU"),
-    opt.Group(INDEXES, title="where and for what (pip's index settings apply)"),
+    opt.Group(opt.INDEXES, title="where and for what (pip's index settings apply)"),
     opt.output(opt.TABLE_FORMATS),
 )
 
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     try:
         with out.counter(f"judging {args.package}") as tell:
             report = versions(
-                args.package, gpus, index_options(args), first=args.first, driver=args.driver,
+                args.package, gpus, opt.index_options(args), first=args.first, driver=args.driver,
                 strict=args.strict, progress=tell,
             )  # fmt: skip
     except (UnknownGpu, ResolveError, ValueError) as exc:

@@ -1,7 +1,7 @@
-"""What `scan TARGET...` is given, read: wheel files, conda packages (.conda, .tar.bz2),
-directories of them, their URLs, requirements resolved from the user's indexes, and container
-images (``image/targets.py``). Each target becomes a ``WheelContents``; one that cannot be read is
-one with only a problem, so the others are still judged."""
+"""What `scan TARGET...` and `kernels TARGET...` are given, read: wheel files, conda packages
+(.conda, .tar.bz2), directories of them, their URLs, requirements resolved from the user's indexes,
+and container images (``image/targets.py``). Each target becomes a ``WheelContents``; one that
+cannot be read is one with only a problem, so the others are still judged."""
 
 from __future__ import annotations
 
@@ -10,54 +10,54 @@ import os
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from archgap.image.targets import is_image, read_image_target
 from archgap.index.conda import CONDA_SUFFIXES, conda_format, read_conda
 from archgap.index.fetch import Fetched, FetchError, open_wheel
-from archgap.index.resolve import IndexFile, ResolveError, indexes, resolve
+from archgap.index.options import URL_SCHEMES
+from archgap.index.options import IndexOptions as IndexOptions  # importers of targets keep it
+from archgap.index.resolve import IndexFile, ResolveError, indexes, parse_requirement, resolve
 from archgap.probe.archive import WheelContents, read_wheel, wheel_files
 from archgap.probe.facts import Problem
 
-URL_SCHEMES = ("http://", "https://", "file:")
+if TYPE_CHECKING:
+    from archgap.index.deps import Chosen
+
 ARCHIVE_SUFFIXES = (".whl", *CONDA_SUFFIXES)
 
 
-@dataclass(frozen=True)
-class IndexOptions:
-    """Where requirements are resolved, and for which interpreter and platform."""
-
-    index_url: str | None = None
-    extra_index_urls: tuple[str, ...] = ()
-    python_version: str | None = None
-    platform: str | None = None
-    deps: bool = False  # resolve the requirements' dependency sets (pip without --no-deps)
-    tls_verify: bool = True  # docker:// registries: False allows plain HTTP (skopeo's flag)
-
-
 def read_targets(
-    targets: Sequence[str], options: IndexOptions = IndexOptions()
+    targets: Sequence[str],
+    options: IndexOptions | None = None,
+    *,
+    deep: bool = True,
+    resolved: list[Chosen] | None = None,
 ) -> tuple[list[WheelContents], list[Fetched]]:
-    """Every target read (in order); how remote wheels were fetched."""
-    found: list[WheelContents] = []
-    fetched: list[Fetched] = []
+    """Every target read (in order); how remote wheels were fetched. ``deep``: also search the
+    native members' data sections (scan does; ``kernels`` only with --deep). ``resolved`` is told
+    the wheel each requirement (with ``options.deps``, each project of the set) resolved to."""
+    options = options or IndexOptions()
+    reading = _Reading(options, deep, [], [] if resolved is None else resolved)
     requirements: list[str] = []
+    found: list[WheelContents] = []
     for target in targets:
         if is_image(target):
-            found.append(read_image_target(target, options.platform, True, options.tls_verify))
+            found.append(read_image_target(target, options.platform, deep, options.tls_verify))
         elif target.startswith(URL_SCHEMES):
-            found.append(_read_url(target, None, fetched))
+            found.append(reading.url(target, None))
         elif os.path.exists(target) or target.endswith(ARCHIVE_SUFFIXES):
             archives = wheel_files([target], ARCHIVE_SUFFIXES)
             if not archives:
                 found.append(_failed(target, "no .whl, .conda or .tar.bz2 file in this directory"))
-            found.extend(read_archive(path) for path in archives)
+            found.extend(read_archive(path, deep) for path in archives)
         elif options.deps:  # resolved together, as one pip install
             requirements.append(target)
         else:
-            found.append(_read_requirement(target, options, fetched))
+            found.append(reading.requirement(target))
     if requirements:
-        found.extend(_read_set(requirements, options, fetched))
-    return found, fetched
+        found.extend(reading.requirement_set(requirements))
+    return found, reading.fetched
 
 
 def read_archive(path: str, deep: bool = True) -> WheelContents:
@@ -73,7 +73,51 @@ def _failed(target: str, reason: str) -> WheelContents:
     return contents
 
 
-def _read_url(url: str, sha256: str | None, fetched: list[Fetched]) -> WheelContents:
+@dataclass
+class _Reading:
+    """Remote wheels read for one ``read_targets``: how each was fetched, what each requirement
+    resolved to."""
+
+    options: IndexOptions
+    deep: bool
+    fetched: list[Fetched]
+    resolved: list[Chosen]
+
+    def url(self, url: str, sha256: str | None) -> WheelContents:
+        return _read_url(url, sha256, self.fetched, self.deep)
+
+    def requirement(self, text: str) -> WheelContents:
+        from archgap.index.deps import ROOT, Chosen
+
+        options = self.options
+        urls = indexes(options.index_url, list(options.extra_index_urls))
+        try:
+            chosen = resolve(text, urls, options.python_version, options.platform)
+        except ResolveError as exc:
+            return _failed(text, str(exc))
+        extras = tuple(sorted(parse_requirement(text).extras))
+        self.resolved.append(
+            Chosen(chosen.name, chosen.version, chosen.file, chosen.index, extras, (ROOT,))
+        )
+        return self.url(chosen.file.url, chosen.file.sha256)
+
+    def requirement_set(self, requirements: list[str]) -> list[WheelContents]:
+        """Every wheel of the requirements' dependency set; what could not be resolved, a
+        target with only its problem (the requirement, who asked for it, why)."""
+        from archgap.index.deps import ROOT, resolve_set
+
+        options = self.options
+        urls = indexes(options.index_url, list(options.extra_index_urls))
+        resolution = resolve_set(requirements, urls, options.python_version, options.platform)
+        self.resolved.extend(resolution.chosen)
+        found = [self.url(c.file.url, c.file.sha256) for c in resolution.chosen]
+        for problem in resolution.problems:
+            by = "" if problem.required_by == ROOT else f" (required by {problem.required_by})"
+            found.append(_failed(problem.requirement, problem.reason + by))
+        return found
+
+
+def _read_url(url: str, sha256: str | None, fetched: list[Fetched], deep: bool) -> WheelContents:
     try:
         handle, how = open_wheel(url, sha256)
     except FetchError as exc:
@@ -81,35 +125,10 @@ def _read_url(url: str, sha256: str | None, fetched: list[Fetched]) -> WheelCont
     fetched.append(how)
     with contextlib.closing(handle):
         if conda_format(urllib.parse.urlsplit(url).path):
-            return read_conda(url, handle)
-        return read_wheel(url, handle)
-
-
-def _read_requirement(text: str, options: IndexOptions, fetched: list[Fetched]) -> WheelContents:
-    urls = indexes(options.index_url, list(options.extra_index_urls))
-    try:
-        chosen = resolve(text, urls, options.python_version, options.platform)
-    except ResolveError as exc:
-        return _failed(text, str(exc))
-    return read_index_file(chosen.file, fetched)
-
-
-def _read_set(
-    requirements: list[str], options: IndexOptions, fetched: list[Fetched]
-) -> list[WheelContents]:
-    """Every wheel of the requirements' dependency set; what could not be resolved, a target
-    with only its problem (the requirement, who asked for it, why)."""
-    from archgap.index.deps import ROOT, resolve_set
-
-    urls = indexes(options.index_url, list(options.extra_index_urls))
-    resolution = resolve_set(requirements, urls, options.python_version, options.platform)
-    found = [read_index_file(c.file, fetched) for c in resolution.chosen]
-    for problem in resolution.problems:
-        by = "" if problem.required_by == ROOT else f" (required by {problem.required_by})"
-        found.append(_failed(problem.requirement, problem.reason + by))
-    return found
+            return read_conda(url, handle, deep)
+        return read_wheel(url, handle, deep)
 
 
 def read_index_file(file: IndexFile, fetched: list[Fetched]) -> WheelContents:
     """The wheel an index lists, read (checked against the index's sha256 when downloaded)."""
-    return _read_url(file.url, file.sha256, fetched)
+    return _read_url(file.url, file.sha256, fetched, True)

@@ -20,8 +20,9 @@ from archgap.analysis.scan import report_from_facts
 from archgap.analysis.verdicts import NO_KERNELS
 from archgap.analysis.versions import GpuVerdict, VersionsReport, VersionVerdict, covers
 from archgap.index.fetch import Fetched
+from archgap.index.options import IndexOptions
 from archgap.index.resolve import PYPI, Candidate, candidates, parse_requirement
-from archgap.index.targets import IndexOptions, read_index_file
+from archgap.index.targets import read_index_file
 from archgap.probe.archive import archive_facts
 
 Progress = Callable[[int, int, str], None]

@@ -11,6 +11,7 @@ from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape,
 
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
+    from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts, KernelEntry
 
 KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
@@ -176,13 +177,46 @@ def summary(files: Sequence[BinaryFacts], deep: bool, elapsed: float) -> dict[st
 
 
 def body(
-    files: Sequence[BinaryFacts], counts: dict[str, Any], gate: GateResult | None
+    files: Sequence[BinaryFacts],
+    counts: dict[str, Any],
+    gate: GateResult | None,
+    resolved: Sequence[Chosen] = (),
 ) -> dict[str, Any]:
     """The body of the kernels document (schema/kernels.schema.json): every file, the counts,
-    and with --require the build gate's result."""
+    with --require the build gate's result, and the wheels requirements resolved to."""
     from archgap.codec import encode
 
     data: dict[str, Any] = {"files": files, "summary": counts}
     if gate is not None:
         data["require"] = {**encode(gate), "passed": gate.passed}
+    if resolved:
+        data["resolved"] = [resolved_item(c) for c in resolved]
     return data
+
+
+def resolved_item(chosen: Chosen) -> dict[str, Any]:
+    """One wheel a requirement resolved to: the project, its version, the file and where it is,
+    the extras asked for and who required it."""
+    return {
+        "name": chosen.name,
+        "version": chosen.version,
+        "file": chosen.file.filename,
+        "url": chosen.file.url,
+        "index": chosen.index,
+        "extras": list(chosen.extras),
+        "required_by": list(chosen.required_by),
+    }
+
+
+def resolved_lines(resolved: Sequence[Chosen]) -> list[str]:
+    """The text's lines for the resolved wheels: one per project (who required it)."""
+    from archgap.index.deps import ROOT
+
+    lines = [f"Resolved {len(resolved)} wheel(s)"]
+    for c in resolved:
+        extras = f"[{','.join(c.extras)}]" if c.extras else ""
+        others = [r for r in c.required_by if r != ROOT]
+        why = ["named"] if ROOT in c.required_by else []
+        why += [f"required by {', '.join(others)}"] if others else []
+        lines.append(f"  {c.name}{extras} {c.version}  {c.file.filename}  ({'; '.join(why)})")
+    return lines
