@@ -9,9 +9,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from archgap.index.options import ARCHIVE_SUFFIXES as ARCHIVES
 from archgap.index.options import URL_SCHEMES
-
-ARCHIVES = (".whl", ".conda", ".tar.bz2")  # index.targets.ARCHIVE_SUFFIXES, not imported here
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
@@ -58,10 +57,10 @@ def local_binaries(
     paths = [p for p in paths if p not in remote]
     holding = [p for p in paths if _holds_archives(p)]
     if holding:
-        from archgap.index.targets import ARCHIVE_SUFFIXES, read_archive
+        from archgap.index.conda import read_archive
         from archgap.probe.archive import wheel_files
 
-        for path in wheel_files(holding, ARCHIVE_SUFFIXES):
+        for path in wheel_files(holding, ARCHIVES):
             found.extend(_archive_binaries(read_archive(path, deep=deep)))
     rest = [p for p in paths if not p.endswith(ARCHIVES) or not os.path.isfile(p)]
     return found + (_read_files(rest, deep, progress) if rest else [])

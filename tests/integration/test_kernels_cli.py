@@ -99,3 +99,30 @@ def test_csv_and_markdown_carry_the_same_rows(capsys: pytest.CaptureFixture[str]
     tokens = MarkdownIt("commonmark").enable("table").parse(capsys.readouterr().out)
     assert sum(t.type == "table_open" for t in tokens) == 2
     assert sum(t.type == "tr_open" for t in tokens) == 2 + len(rows)  # two headers, every row
+
+
+def test_a_local_wheel_loads_no_index_image_or_gpu_code() -> None:
+    """`kernels WHEEL` reads a file here: the resolver (packaging), the HTTP fetcher, the image
+    readers and the GPU knowledge (only --require needs it) are not imported for it."""
+    import subprocess
+    import sys
+
+    from tests.helpers import DATA
+
+    wheel = next(iter((DATA / "wheels").glob("nvidia_cuda_runtime-*.whl")), None)
+    assert wheel is not None, "scripts/testdata downloads the wheels"
+    code = (
+        "import io, sys, json, contextlib; from archgap.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['kernels', sys.argv[1]])\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('archgap.', 'packaging',"
+        " 'urllib.request')))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(wheel)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert "archgap.probe.archive" in loaded
+    unwanted = ("archgap.index.resolve", "archgap.index.fetch", "archgap.image.read",
+                "archgap.analysis.compat", "packaging", "urllib.request")  # fmt: skip
+    assert [m for m in unwanted if m in loaded] == []

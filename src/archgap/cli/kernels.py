@@ -30,6 +30,7 @@ from archgap.cli.common import (
 
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
+    from archgap.analysis.compat import GpuTarget
     from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts
 
@@ -97,15 +98,23 @@ def _files(args: Any, out: Output, resolved: list[Chosen]) -> list[BinaryFacts]:
         return local_binaries(args.paths, bool(args.deep), options, tell, resolved)
 
 
-def run(args: Any, out: Output) -> int:
+def _required(names: Sequence[str]) -> list[GpuTarget]:
+    """The --require GPUs (the GPU knowledge is loaded only when some are named)."""
+    if not names:
+        return []
     from archgap.analysis.compat import UnknownGpu
     from archgap.binaries import required_gpus
-    from archgap.report.kernels import body, summary
 
     try:
-        required = required_gpus(args.require)
+        return required_gpus(names)
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
+
+
+def run(args: Any, out: Output) -> int:
+    from archgap.report.kernels import body, summary
+
+    required = _required(args.require)
     if args.strict and not required:
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import IO, Any
 
-from archgap.probe.archive import WheelContents, read_stream
+from archgap.probe.archive import WheelContents, read_stream, read_wheel
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 from archgap.probe.pyenv import is_native_file
 
@@ -199,4 +199,12 @@ def _listed(info: dict[str, bytes]) -> set[str] | None:
     return None
 
 
-__all__ = ["CONDA_SUFFIXES", "conda_format", "read_conda"]
+def read_archive(path: str, deep: bool = True) -> WheelContents:
+    """A local wheel or conda package, by its name (what ``kernels`` and ``scan`` read of a file
+    here, without the index and image readers)."""
+    if conda_format(path):
+        return read_conda(path, deep=deep)
+    return read_wheel(path, deep=deep)
+
+
+__all__ = ["CONDA_SUFFIXES", "conda_format", "read_archive", "read_conda"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 URL_SCHEMES = ("http://", "https://", "file:")  # a target that is a wheel's or package's URL
+ARCHIVE_SUFFIXES = (".whl", ".conda", ".tar.bz2")  # wheels and conda packages, by name
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from archgap.image.targets import is_image, read_image_target
-from archgap.index.conda import CONDA_SUFFIXES, conda_format, read_conda
+from archgap.index.conda import conda_format, read_archive, read_conda
 from archgap.index.fetch import Fetched, FetchError, open_wheel
-from archgap.index.options import URL_SCHEMES
+from archgap.index.options import ARCHIVE_SUFFIXES, URL_SCHEMES
 from archgap.index.options import IndexOptions as IndexOptions  # importers of targets keep it
 from archgap.index.resolve import IndexFile, ResolveError, indexes, parse_requirement, resolve
 from archgap.probe.archive import WheelContents, read_wheel, wheel_files
@@ -23,8 +23,6 @@ from archgap.probe.facts import Problem
 
 if TYPE_CHECKING:
     from archgap.index.deps import Chosen
-
-ARCHIVE_SUFFIXES = (".whl", *CONDA_SUFFIXES)
 
 
 def read_targets(
@@ -58,13 +56,6 @@ def read_targets(
     if requirements:
         found.extend(reading.requirement_set(requirements))
     return found, reading.fetched
-
-
-def read_archive(path: str, deep: bool = True) -> WheelContents:
-    """A local wheel or conda package, by its name."""
-    if conda_format(path):
-        return read_conda(path, deep=deep)
-    return read_wheel(path, deep=deep)
 
 
 def _failed(target: str, reason: str) -> WheelContents:
