@@ -1,18 +1,18 @@
 """Benchmark: a wheel judged as it is (`archgap kernels WHEEL`) against `unzip` of its native
 members + `cuobjdump --list-elf` and `--list-ptx` on each, in one run, whole processes both.
 
-Input: a local wheel (default: tests/.data/wheels/nvidia_curand-10.4.0.35-*.whl, from
+Input: local wheels (default: tests/.data/wheels/nvidia_curand-10.4.0.35-*.whl, from
 scripts/testdata); cuobjdump from tests/.data/venv-cuobjdump.
 
-Prints: the native members, agreement of the target lists (per member), wall and CPU times of
-each way (median of --runs), the ratio, and the floor no wheel reader can go under: inflating the
-native members once (zlib, in this process) plus the interpreter's start; archgap's peak RSS
-against the largest native member; the bytes fetched when the same wheel is read from a
-range-capable index (nginx on loopback, as tests/integration/test_index.py serves it; skipped
-when nginx is not installed) or from --url; and the load average (this machine is shared: the
-figures move with it).
+Prints one row per wheel: its size and native members, wall and CPU times of each way (median of
+--runs, the two ways alternating), the ratio, the floor no wheel reader can go under (inflating
+the native members once, with zlib in this process, CRC included, plus archgap's start) and the
+best ratio that floor allows, archgap's peak RSS, and whether the target lists agree on every
+member; then the load average (this machine is shared: the figures move with it). With --nginx,
+the bytes fetched when each wheel is read from a range-capable index (nginx on loopback, as
+tests/integration/test_index.py serves it); with --url, from that URL.
 
-Usage: .venv/bin/python bench/wheel_vs_unzip.py [WHEEL] [--runs N] [--url URL] [--no-nginx]
+Usage: .venv/bin/python bench/wheel_vs_unzip.py [WHEEL...] [--runs N] [--url URL] [--nginx]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import tempfile
 import time
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,27 +154,36 @@ def ranged_bytes(url: str) -> None:
             print(f"  problem: {p.reason}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    default = next(iter(sorted(DATA.glob("wheels/nvidia_curand-*.whl"))), None)
-    parser.add_argument("wheel", nargs="?", default=str(default) if default else None)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--url", help="also: bytes fetched from this wheel URL (range requests)")
-    parser.add_argument("--no-nginx", action="store_true", help="skip the loopback index")
-    args = parser.parse_args()
-    if not args.wheel:
-        sys.exit("give a wheel (or run scripts/testdata)")
-    wheel = Path(args.wheel)
-    tool = cuobjdump()
+@dataclass
+class Row:
+    """One wheel's figures (medians of the runs)."""
+
+    name: str
+    mib: float
+    members: int
+    largest_mib: float
+    ours: float
+    ours_cpu: float
+    theirs: float
+    theirs_cpu: float
+    inflate: float
+    start: float
+    rss_mib: float
+    agree: bool
+
+    @property
+    def floor(self) -> float:
+        return self.inflate + self.start
+
+
+def measure(wheel: Path, runs: int, tool: str) -> Row:
+    """archgap and unzip + cuobjdump on one wheel, alternating, ``runs`` times each."""
     with zipfile.ZipFile(wheel) as zf:
         infos = [i for i in zf.infolist() if NATIVE_NAME.search(i.filename)]
     members = [i.filename for i in infos]
-    largest = max((i.file_size for i in infos), default=0)
-    print(f"wheel: {wheel.name} ({wheel.stat().st_size / 2**20:.1f} MiB), {len(members)} native "
-          f"members, largest {largest / 2**20:.1f} MiB unpacked")  # fmt: skip
     ours, ours_cpu, theirs, theirs_cpu, floors, starts, rss = [], [], [], [], [], [], 0
     agree = True
-    for _ in range(args.runs):
+    for _ in range(runs):
         wall, cpu, peak, names = archgap_run(wheel)
         ours.append(wall)
         ours_cpu.append(cpu)
@@ -184,24 +194,57 @@ def main() -> None:
         agree = agree and all(names.get(m, []) == names2[m] for m in members)
         floors.append(inflate_floor(wheel, infos))
         starts.append(start_cost())
-    a, b = statistics.median(ours), statistics.median(theirs)
-    ac, bc = statistics.median(ours_cpu), statistics.median(theirs_cpu)
-    floor = statistics.median(floors) + statistics.median(starts)
-    print(f"agreement with cuobjdump on every member: {'yes' if agree else 'NO'}")
-    print(f"archgap kernels WHEEL:          {a:.2f} s wall, {ac:.2f} s CPU (median of {args.runs})")
-    print(f"unzip + cuobjdump per member:   {b:.2f} s wall, {bc:.2f} s CPU (median of {args.runs})")
-    print(f"ratio: {b / a:.1f}x wall, {bc / ac:.1f}x CPU")
-    print(f"floor of any reader: inflate the native members {statistics.median(floors):.2f} s CPU "
-          f"+ archgap's start {statistics.median(starts):.2f} s = {floor:.2f} s; best possible "
-          f"ratio {b / floor:.1f}x wall")  # fmt: skip
-    print(
-        f"archgap peak RSS: {rss / 1024:.0f} MiB (largest native member {largest / 2**20:.0f} MiB)"
+    med = statistics.median
+    largest = max((i.file_size for i in infos), default=0) / 2**20
+    return Row(
+        wheel.name, wheel.stat().st_size / 2**20, len(members), largest, med(ours),
+        med(ours_cpu), med(theirs), med(theirs_cpu), med(floors), med(starts), rss / 1024, agree,
+    )  # fmt: skip
+
+
+HEADER = (
+    f"{'wheel':<58} {'MiB':>6} {'native':>6} {'archgap s':>9} {'CPU':>6} {'unzip+cuobjdump s':>17} "
+    f"{'CPU':>6} {'ratio':>6} {'CPU':>6} {'floor s':>7} {'best':>6} {'RSS MiB':>7} agree"
+)
+
+
+def row_text(r: Row) -> str:
+    name = r.name if len(r.name) <= 58 else r.name[:55] + "..."
+    return (
+        f"{name:<58} {r.mib:>6.0f} {r.members:>6} {r.ours:>9.2f} {r.ours_cpu:>6.2f} "
+        f"{r.theirs:>17.2f} {r.theirs_cpu:>6.2f} {r.theirs / r.ours:>5.1f}x "
+        f"{r.theirs_cpu / r.ours_cpu:>5.1f}x {r.floor:>7.2f} "
+        f"{r.theirs / r.floor:>5.1f}x {r.rss_mib:>7.0f} {'yes' if r.agree else 'NO'}"
     )
-    if not args.no_nginx:
-        nginx_bytes(wheel)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    default = next(iter(sorted(DATA.glob("wheels/nvidia_curand-*.whl"))), None)
+    parser.add_argument("wheels", nargs="*", default=[str(default)] if default else [])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--url", help="also: bytes fetched from this wheel URL (range requests)")
+    parser.add_argument(
+        "--nginx", action="store_true", help="also: bytes fetched of each wheel from nginx"
+    )
+    args = parser.parse_args()
+    if not args.wheels:
+        sys.exit("give wheels (or run scripts/testdata)")
+    tool = cuobjdump()
+    print(f"median of {args.runs} runs each; ratio = unzip+cuobjdump / archgap, wall then CPU; "
+          "floor = inflating the native members once (zlib, CRC; CPU) + archgap's start (wall); "
+          "best = unzip+cuobjdump wall / floor")  # fmt: skip
+    print(HEADER)
+    for name in args.wheels:
+        row = measure(Path(name), args.runs, tool)
+        print(row_text(row), flush=True)
+        print(f"  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; largest native "
+              f"member {row.largest_mib:.0f} MiB unpacked")  # fmt: skip
+    if args.nginx:
+        for name in args.wheels:
+            nginx_bytes(Path(name))
     if args.url:
         ranged_bytes(args.url)
-    print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
