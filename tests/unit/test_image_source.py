@@ -173,3 +173,75 @@ def test_symlinks_resolve_inside_the_tree_with_loops_and_escapes_reported() -> N
         tree.resolve("/usr/lib/l1")
     with pytest.raises(LinkError, match="/etc: not in the image"):
         tree.resolve("/usr/lib/dangling.so")
+
+
+def link(layer: int, target: str) -> Entry:
+    return Entry(layer, SYMLINK, 0, target)
+
+
+def files_of(tree: FileTree) -> dict[str, int]:
+    return {p: e.layer for p, e in tree.walk("/") if e.kind == FILE}
+
+
+def test_members_are_placed_through_symlinked_directories_as_a_runtime_unpacks_them() -> None:
+    """A member's parent directory is resolved inside the image (links of earlier layers and of
+    the same layer, relative or absolute, '..' stopping at the root); its own name is not."""
+    tree = tree_of(
+        [
+            ("/usr/lib/old.so", f(0)),
+            ("/lib", link(0, "usr/lib")),  # Debian's merged /usr
+            ("/opt/miniforge/conda-meta", d(0)),
+            ("/opt/conda", link(0, "/opt/miniforge")),
+            ("/usr/local/lib64", d(0)),
+            ("/usr/local/lib", link(0, "lib64")),
+            ("/usr/local/lib/python3.12/x.so", f(0)),  # the same layer's link
+            ("/usr/lib/up", link(0, "../../../../..")),
+        ],
+        [
+            ("/lib/new.so", f(1)),
+            ("/opt/conda/lib/python3.11/y.so", f(1)),
+            ("/usr/lib/up/etc/z.so", f(1)),  # climbs to the image's root, never above it
+        ],
+    )
+    assert files_of(tree) == {
+        "/usr/lib/old.so": 0,
+        "/usr/lib/new.so": 1,
+        "/opt/miniforge/lib/python3.11/y.so": 1,
+        "/usr/local/lib64/python3.12/x.so": 0,
+        "/etc/z.so": 1,
+    }
+    placed = tree.get("/usr/lib/new.so")
+    assert placed is not None and placed.member == "/lib/new.so"  # the name it was read by
+    assert tree.resolve("/lib/new.so")[0] == "/usr/lib/new.so"
+
+
+def test_whiteouts_and_opaque_markers_go_through_symlinked_parents_and_delete_links() -> None:
+    tree = tree_of(
+        [
+            ("/usr/lib/a.so", f(0)),
+            ("/usr/lib/b.so", f(0)),
+            ("/usr/share/c.so", f(0)),
+            ("/lib", link(0, "usr/lib")),
+            ("/share", link(0, "usr/share")),
+            ("/opt/miniforge/d.so", f(0)),
+            ("/opt/conda", link(0, "/opt/miniforge")),
+        ],
+        [("/lib/.wh.a.so", None), ("/share/.wh..wh..opq", None), ("/opt/.wh.conda", None)],
+        [("/opt/conda/e.so", f(2))],  # a real directory now, where the link was
+    )
+    assert files_of(tree) == {"/usr/lib/b.so": 0, "/opt/miniforge/d.so": 0, "/opt/conda/e.so": 2}
+    conda = tree.get("/opt/conda")
+    assert conda is not None and conda.kind == DIR
+    # a directory member over a link replaces the link (Lstat, not Stat), as runtimes do
+    over = tree_of([("/usr/lib/a.so", f(0)), ("/lib", link(0, "usr/lib"))], [("/lib", d(1))])
+    replaced = over.get("/lib")
+    assert replaced is not None and replaced.kind == DIR and over.children("/lib") == []
+
+
+def test_a_member_through_a_loop_or_a_file_is_refused_with_the_reason() -> None:
+    tree = tree_of([("/a", link(0, "b")), ("/b", link(0, "a")), ("/f", f(0))])
+    with pytest.raises(LinkError, match="more than 40 symlinks"):
+        tree.add("/a/x.so", f(1))
+    with pytest.raises(LinkError, match=r"/f: not a directory \(file\)"):
+        tree.add("/f/x.so", f(1))
+    assert files_of(tree) == {"/f": 0}

@@ -1,11 +1,15 @@
 """An image's file system from its layers, as streams: nothing is extracted to disk.
 
-Pass one reads every layer's tar headers in order (gzip, zstd or plain tar, decompressed as they
-stream) and applies them to an in-memory tree: a later layer's file replaces a lower one, a
+One pass reads every layer in order (gzip, zstd or plain tar, decompressed once as it streams)
+and applies its tar headers to an in-memory tree: a later layer's file replaces a lower one, a
 whiteout ``DIR/.wh.NAME`` deletes ``NAME`` (and what is under it) from the lower layers, and
-``DIR/.wh..wh..opq`` makes ``DIR`` opaque (the lower layers' contents of ``DIR`` are gone). The
-result says, for every path of the final image, which layer provides it. Pass two streams only
-the layers that provide wanted files and hands each wanted member's bytes to the caller.
+``DIR/.wh..wh..opq`` makes ``DIR`` opaque (the lower layers' contents of ``DIR`` are gone). A
+member is placed as a container runtime unpacks it: its parent directory resolved through the
+symlinks already in the tree (``lib/x`` with ``lib -> usr/lib`` is ``/usr/lib/x``), its own name
+as it is. The files the caller wants are read in the same pass, as their bytes stream by; the
+tree then says, for every path of the final image, which layer's entry provides it, so a value
+read for a file a later layer replaced or deleted does not count. ``read_files`` is a second
+pass over only the layers that provide a file the first did not read.
 
 Paths are the image's own (``/usr/lib/x.so``). Symlinks are resolved inside the tree, never on
 this machine's file system; a loop or a link out of the image is an error for that path only.
@@ -22,8 +26,8 @@ import posixpath
 import tarfile
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import IO, TypeVar, cast
+from dataclasses import dataclass, replace
+from typing import IO, Generic, TypeVar, cast
 
 from archgap.image.source import Blob, ImageError, ImageManifest, ImageSource
 
@@ -42,6 +46,7 @@ class Entry:
     kind: str  # FILE, DIR, SYMLINK, HARDLINK (to ``link``, a member of the same layer), OTHER
     size: int
     link: str = ""  # a symlink's target as written; a hard link's member (an image path)
+    member: str = ""  # the member's own name, where a symlinked directory placed it elsewhere
 
 
 class _Node:
@@ -56,6 +61,10 @@ class LinkError(Exception):
     """A path that cannot be resolved inside the image: a loop, a dangling or escaping link."""
 
 
+class NotInImage(LinkError):
+    """A path (or a link's target) the image does not have."""
+
+
 def image_path(name: str) -> str | None:
     """A tar member's name as an absolute image path; None for one that leaves the root."""
     path = posixpath.normpath("/" + name.lstrip("/"))
@@ -63,49 +72,112 @@ def image_path(name: str) -> str | None:
 
 
 class FileTree:
-    """The final file set: image path -> the entry (and layer) that provides it."""
+    """The final file set: image path -> the entry (and layer) that provides it.
+
+    Paths in the tree are real: a member written through a symlinked directory (``lib/x`` with
+    ``lib -> usr/lib``) is placed where the image's file system puts it (``/usr/lib/x``), as a
+    container runtime unpacks a layer (the parent directory resolved inside the root, the last
+    component taken as it is)."""
 
     def __init__(self) -> None:
         self._root = _Node(Entry(-1, DIR, 0))
         self.members = 0
 
-    def _node(self, path: str, create: int | None = None) -> _Node | None:
+    def _node(self, path: str) -> _Node | None:
+        """The node at ``path`` taken literally (no symlink followed)."""
         node = self._root
         for part in path.strip("/").split("/"):
             if not part:
                 continue
             child = node.children.get(part)
             if child is None:
-                if create is None:
-                    return None
-                child = node.children[part] = _Node(Entry(create, DIR, 0))
+                return None
             node = child
         return node
 
-    def add(self, path: str, entry: Entry) -> None:
-        """A layer's member: replaces what lower layers had at ``path``."""
+    def _follow(self, path: str, create: int | None = None) -> tuple[list[str], _Node]:
+        """``path`` with every symlink on the way followed inside the image (an absolute link
+        from the image's root, ``..`` stopping at it); missing directories are made for layer
+        ``create`` (as unpacking a layer makes a member's parents), else ``LinkError``."""
+        hops = 0
+        done: list[tuple[str, _Node]] = []
+        todo = [p for p in path.split("/") if p][::-1]
+        while todo:
+            part = todo.pop()
+            if part == "." or (part == ".." and not done):
+                continue
+            if part == "..":
+                done.pop()
+                continue
+            node = done[-1][1] if done else self._root
+            child = node.children.get(part)
+            if child is None:
+                if create is None:
+                    raise NotInImage(f"{_joined(done, part)}: not in the image")
+                child = node.children[part] = _Node(Entry(create, DIR, 0))
+            entry = child.entry
+            assert entry is not None
+            if entry.kind == SYMLINK:
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    raise LinkError(f"{path}: more than {MAX_LINK_HOPS} symlinks (a loop)")
+                if entry.link.startswith("/"):
+                    done = []
+                todo.extend([p for p in entry.link.split("/") if p][::-1])
+            elif todo and entry.kind != DIR:
+                raise LinkError(f"{_joined(done, part)}: not a directory ({entry.kind})")
+            else:
+                done.append((part, child))
+        return [name for name, _ in done], done[-1][1] if done else self._root
+
+    def _directory(self, path: str, create: int | None) -> tuple[str, _Node]:
+        """The directory ``path`` names (symlinks followed), as (its real path, its node)."""
+        names, node = self._follow(path, create)
+        if node.entry is None or node.entry.kind != DIR:
+            kind = node.entry.kind if node.entry else "nothing"
+            raise LinkError(f"{path}: not a directory ({kind})")
+        return "/" + "/".join(names), node
+
+    def place(self, path: str) -> str:
+        """Where a member named ``path`` lands: its parent directory resolved, its last
+        component as it is. ``LinkError`` for a parent that loops or is not a directory."""
         parent, _, name = path.rpartition("/")
-        holder = self._node(parent, entry.layer)
-        assert holder is not None
+        real = self._directory(parent, None)[0] if parent else ""
+        return f"{real.rstrip('/')}/{name}"
+
+    def add(self, path: str, entry: Entry) -> tuple[str, Entry]:
+        """A layer's member: replaces what lower layers had where it lands (a directory over a
+        directory keeps the lower contents). Returns the real path and the entry kept there
+        (naming the member when the two differ); ``LinkError``."""
+        parent, _, name = path.rpartition("/")
+        real, holder = self._directory(parent, entry.layer)
+        real = f"{real.rstrip('/')}/{name}"
+        if real != path:
+            entry = replace(entry, member=path)
         node = holder.children.get(name)
-        if node is None or entry.kind != DIR:
-            holder.children[name] = _Node(entry)
-        else:  # a directory over a directory: the lower contents stay
+        lower = node.entry if node is not None else None
+        if node is not None and entry.kind == DIR and lower is not None and lower.kind == DIR:
             node.entry = entry
+        else:  # anything else, a symlink included, is replaced (not followed)
+            holder.children[name] = _Node(entry)
+        return real, entry
 
     def whiteout(self, path: str, layer: int) -> None:
-        """``.wh.NAME``: ``path`` and everything under it, from layers below ``layer``, go."""
+        """``.wh.NAME``: ``path`` (a symlink itself, not what it points at) and everything
+        under it, from layers below ``layer``, go. ``LinkError`` for a parent that loops."""
         parent, _, name = path.rpartition("/")
-        holder = self._node(parent)
-        node = holder.children.get(name) if holder else None
-        if holder is not None and node is not None and node.entry and node.entry.layer < layer:
+        try:
+            holder = self._directory(parent, None)[1]
+        except NotInImage:
+            return  # nothing there to delete
+        node = holder.children.get(name)
+        if node is not None and node.entry and node.entry.layer < layer:
             del holder.children[name]
 
     def opaque(self, path: str, layer: int) -> None:
-        """``.wh..wh..opq``: the contents of ``path`` from layers below ``layer`` go."""
-        node = self._node(path, layer)
-        if node is not None:
-            _prune(node, layer)
+        """``.wh..wh..opq``: the contents of ``path`` (symlinks followed) from layers below
+        ``layer`` go. ``LinkError`` for a path that loops or is not a directory."""
+        _prune(self._directory(path, layer)[1], layer)
 
     def get(self, path: str) -> Entry | None:
         """The entry at ``path`` as written (symlinks not followed)."""
@@ -134,33 +206,13 @@ class FileTree:
     def resolve(self, path: str) -> tuple[str, Entry]:
         """``path`` with every symlink on the way followed inside the image (absolute links
         from the image's root); ``LinkError`` for a loop, a missing or a dangling path."""
-        hops = 0
-        done: list[str] = []
-        todo = [p for p in path.split("/") if p][::-1]
-        while todo:
-            part = todo.pop()
-            if part == ".":
-                continue
-            if part == "..":
-                done = done[:-1]
-                continue
-            current = "/" + "/".join([*done, part])
-            entry = self.get(current)
-            if entry is None:
-                raise LinkError(f"{current}: not in the image")
-            if entry.kind != SYMLINK:
-                done.append(part)
-                continue
-            hops += 1
-            if hops > MAX_LINK_HOPS:
-                raise LinkError(f"{path}: more than {MAX_LINK_HOPS} symlinks (a loop)")
-            if entry.link.startswith("/"):
-                done = []
-            todo.extend([p for p in entry.link.split("/") if p][::-1])
-        final = "/" + "/".join(done)
-        entry = self.get(final)
-        assert entry is not None
-        return final, entry
+        names, node = self._follow(path)
+        assert node.entry is not None
+        return "/" + "/".join(names), node.entry
+
+
+def _joined(done: list[tuple[str, _Node]], part: str) -> str:
+    return "/" + "/".join([*(name for name, _ in done), part])
 
 
 def _prune(node: _Node, layer: int) -> None:
@@ -223,23 +275,74 @@ def layer_problem(what: str, exc: Exception) -> str:
     return f"{what}: cannot read: {type(exc).__name__}: {exc}"
 
 
-def apply_layers(source: ImageSource, manifest: ImageManifest) -> tuple[FileTree, list[str]]:
-    """Pass one: the final file set, and what went wrong (a layer that could not be read to
-    its end: what it would have added or deleted after that point is not known)."""
-    tree = FileTree()
-    problems: list[str] = []
+Reader = Callable[[str, IO[bytes], int], T]
+
+
+@dataclass
+class Applied(Generic[T]):
+    """What one pass over the layers gave: the final file set, what went wrong (a layer that
+    could not be read to its end: what it would have added or deleted after that point is not
+    known; members that could not be placed), and the values ``read`` gave for the members
+    ``wanted`` chose on the way, by real path, each with the entry it was read for (a value
+    counts only while that entry is still the tree's at the path: a later layer may replace or
+    delete the file)."""
+
+    tree: FileTree
+    problems: list[str]
+    values: dict[str, tuple[Entry, T]]
+
+    def value(self, path: str, entry: Entry) -> tuple[bool, T | None]:
+        """(True, the value read for ``entry`` at ``path``), or (False, None)."""
+        got = self.values.get(path)
+        if got is None or got[0] is not entry:
+            return False, None
+        return True, got[1]
+
+
+def _no_member(path: str) -> bool:
+    return False
+
+
+def apply_layers(
+    source: ImageSource,
+    manifest: ImageManifest,
+    read: Reader[T] | None = None,
+    wanted: Callable[[str], bool] = _no_member,
+) -> Applied[T]:
+    """The one pass: every layer streamed once, in order, its tar headers applied to the tree,
+    and ``read(path, stream, size)`` called for each regular file whose real path ``wanted``
+    chooses, as its bytes stream by (a hard link to such a file of the same layer gets its
+    value). Nothing else of a member is kept."""
+    applied: Applied[T] = Applied(FileTree(), [], {})
     for index, blob in enumerate(manifest.layers):
         what = layer_name(manifest, index)
+        misplaced: list[str] = []
         try:
             with layer_tar(source, blob, what) as tar:
                 for member in tar:
-                    _apply(tree, member, index)
+                    _apply(applied, tar, member, index, misplaced, read, wanted)
         except (ImageError, *_READ_ERRORS) as exc:
-            problems.append(layer_problem(what, exc))
-    return tree, problems
+            applied.problems.append(layer_problem(what, exc))
+        if misplaced:
+            applied.problems.append(_misplaced(what, misplaced))
+    return applied
 
 
-def _apply(tree: FileTree, member: tarfile.TarInfo, layer: int) -> None:
+def _misplaced(what: str, reasons: list[str]) -> str:
+    more = f"; {len(reasons) - 3} more" if len(reasons) > 3 else ""
+    return f"{what}: {len(reasons)} member(s) not applied: {'; '.join(reasons[:3])}{more}"
+
+
+def _apply(
+    applied: Applied[T],
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    layer: int,
+    misplaced: list[str],
+    read: Reader[T] | None,
+    wanted: Callable[[str], bool],
+) -> None:
+    tree = applied.tree
     tree.members += 1
     if tree.members > MAX_MEMBERS:
         raise ImageError(f"more than {MAX_MEMBERS} files in the image's layers")
@@ -247,12 +350,38 @@ def _apply(tree: FileTree, member: tarfile.TarInfo, layer: int) -> None:
     if path is None or path == "/":
         return
     parent, _, name = path.rpartition("/")
-    if name == OPAQUE:
-        tree.opaque(parent, layer)
-    elif name.startswith(WHITEOUT):
-        tree.whiteout(f"{parent}/{name[len(WHITEOUT) :]}", layer)
-    else:
-        tree.add(path, _entry(member, layer))
+    try:
+        if name == OPAQUE:
+            tree.opaque(parent, layer)
+        elif name.startswith(WHITEOUT):
+            tree.whiteout(f"{parent}/{name[len(WHITEOUT) :]}", layer)
+        else:
+            real, entry = tree.add(path, _entry(member, layer))
+            if read is not None and entry.kind in (FILE, HARDLINK) and wanted(real):
+                _read_member(applied, tar, member, real, entry, read)
+    except LinkError as exc:
+        misplaced.append(f"{path}: {exc}")
+
+
+def _read_member(
+    applied: Applied[T],
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    real: str,
+    entry: Entry,
+    read: Reader[T],
+) -> None:
+    if entry.kind == HARDLINK:  # the file it names came earlier in this layer
+        try:
+            target = applied.values.get(applied.tree.place(entry.link))
+        except LinkError:
+            return  # read in a second pass, if wanted (``read_files``)
+        if target is not None and target[0].layer == entry.layer:
+            applied.values[real] = (entry, target[1])
+        return
+    stream = tar.extractfile(member)
+    if stream is not None:
+        applied.values[real] = (entry, read(real, stream, member.size))
 
 
 def _entry(member: tarfile.TarInfo, layer: int) -> Entry:
@@ -271,15 +400,16 @@ def read_files(
     source: ImageSource,
     manifest: ImageManifest,
     wanted: dict[str, Entry],
-    read: Callable[[str, IO[bytes], int], T],
+    read: Reader[T],
 ) -> tuple[dict[str, T], dict[str, str]]:
-    """Pass two: ``read(path, stream, size)`` for every wanted path (image path -> the entry
-    that provides it: a regular file or a hard link to one), each member taken from the layer
-    that provides it; layers that provide none are not opened. Returns what ``read`` gave and,
-    per path not read, why."""
+    """A second pass, for files the first did not read (a RECORD's file outside the Python
+    sites, a symlink's target elsewhere): ``read(path, stream, size)`` for every wanted path
+    (image path -> the entry that provides it: a regular file or a hard link to one), each
+    member taken from the layer that provides it; layers that provide none are not opened.
+    Returns what ``read`` gave and, per path not read, why."""
     by_layer: dict[int, dict[str, list[str]]] = {}
     for path, entry in wanted.items():
-        member = entry.link if entry.kind == HARDLINK else path
+        member = entry.link if entry.kind == HARDLINK else entry.member or path
         by_layer.setdefault(entry.layer, {}).setdefault(member, []).append(path)
     results: dict[str, T] = {}
     failed: dict[str, str] = {}
@@ -301,7 +431,7 @@ def _read_layer(
     blob: Blob,
     what: str,
     members: dict[str, list[str]],
-    read: Callable[[str, IO[bytes], int], T],
+    read: Reader[T],
     results: dict[str, T],
 ) -> None:
     with layer_tar(source, blob, what) as tar:

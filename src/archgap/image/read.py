@@ -35,6 +35,8 @@ from archgap.probe.archive import WheelContents, read_stream
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 
 SITE_DIR = re.compile(r"/lib(?:64)?/python(3(?:\.\d+)?)/(?:site|dist)-packages$")
+IN_SITE = re.compile(r"/lib(?:64)?/python3(?:\.\d+)?/(?:site|dist)-packages/(.+)$")
+DIST_INFO_FILES = (".dist-info/METADATA", ".dist-info/RECORD")
 NO_PYTHON = (
     "no Python environment in the image (no lib/python3*/site-packages or dist-packages "
     "directory with a .dist-info)"
@@ -75,18 +77,44 @@ def read_image(
 
 
 def _read(source: ImageSource, manifest: ImageManifest, found: ImageContents, deep: bool) -> None:
-    tree, layer_problems = apply_layers(source, manifest)
-    found.problems.extend(Problem(found.label, p) for p in layer_problems)
+    applied = apply_layers(source, manifest, _reader(deep, found), read_early)
+    found.problems.extend(Problem(found.label, p) for p in applied.problems)
     declared = manifest.platform
     found.image = ImageFacts(
         found.label, str(declared), declared.architecture, declared.os, declared.elf_machine,
-        manifest.digest, len(manifest.layers), find_sites(tree),
+        manifest.digest, len(manifest.layers), find_sites(applied.tree),
     )  # fmt: skip
 
     def fetch(wanted: dict[str, Entry], read: Callable[[str, IO[bytes], int], Any]) -> Fetched:
-        return read_files(source, manifest, wanted, read)
+        """The values read in the one pass; a second pass only for what it did not read."""
+        results: dict[str, Any] = {}
+        rest: dict[str, Entry] = {}
+        for path, entry in wanted.items():
+            known, value = applied.value(path, entry)
+            if known:
+                results[path] = value
+            else:
+                rest[path] = entry
+        if not rest:
+            return results, {}
+        more, failed = read_files(source, manifest, rest, read)
+        return {**results, **more}, failed
 
-    read_tree(found, tree, fetch, found.image.sites, deep)
+    read_tree(found, applied.tree, fetch, found.image.sites, deep)
+
+
+def read_early(path: str) -> bool:
+    """Whether the one pass over the layers reads the file at ``path`` as it streams by: a
+    native file or a distribution's METADATA or RECORD inside a site-packages (what
+    ``read_tree`` asks for in nearly every image; the rest takes a second pass over the layers
+    that provide it)."""
+    match = IN_SITE.search(path)
+    if match is None:
+        return False
+    inner = match.group(1)
+    if inner.count("/") == 1 and inner.endswith(DIST_INFO_FILES):
+        return True
+    return pyenv.is_native_file(path)
 
 
 def read_tree(
@@ -256,7 +284,7 @@ def _binaries(
             continue
         facts = results.get(real)
         if isinstance(facts, BinaryFacts):
-            if real != path:
+            if facts.path != labelled:  # read as the file a link names
                 facts = replace(facts, path=labelled)
             found.binaries.append(facts)
         else:
