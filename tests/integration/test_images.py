@@ -431,3 +431,38 @@ def test_an_image_that_cannot_be_judged_exits_2_with_the_reason(tmp_path: Path) 
     assert NO_PYTHON in run_cli("scan", f"oci:{root}:bare").stderr
     listed = run_cli("kernels", f"docker-archive:{tmp_path}/missing.tar")
     assert listed.returncode == 2 and "not a readable tar" in listed.stdout + listed.stderr
+
+
+def test_images_of_different_cpus_judged_together_each_get_their_own_platform_finding(
+    tmp_path: Path,
+) -> None:
+    """Three single-platform images in one scan: amd64, ppc64le and arm64 (each holding a cubin,
+    which has no host CPU of its own). GB10 systems are aarch64 (kb/gpus.json): the amd64 image
+    (x86-64) and the ppc64le one (ppc64) cannot run there, the arm64 one can; the RTX PRO 6000
+    goes into hosts of any CPU (no finding)."""
+    cubin = (CUDA_BIN / "k_sm120f.cubin").read_bytes()
+    images = {
+        arch: Image([Layer(distribution(f"on-{arch}", "1.0", {"k.cubin": cubin}))], arch)
+        for arch in ("amd64", "ppc64le", "arm64")
+    }
+    root = write_layout(tmp_path, dict(images))
+    targets = [f"oci:{root}:{arch}" for arch in images]
+    result = run_cli("scan", *targets, "--gpu", "GB10", "--gpu", "RTX PRO 6000", "--json")
+    assert result.returncode == 1, result.stderr  # a platform gap on a named GPU
+    doc = json_output(result, "scan")
+    found = {(f["image"], f["gpu"], f["environment_cpu"], f["host_cpu"]) for f in doc["platform"]}
+    assert found == {
+        (f"oci:{root}:amd64", "GB10", "x86-64", "aarch64"),
+        (f"oci:{root}:ppc64le", "GB10", "ppc64", "aarch64"),
+    }
+    causes = {f["image"]: f["cause"] for f in doc["platform"]}
+    assert causes[f"oci:{root}:ppc64le"].startswith(
+        f"the image oci:{root}:ppc64le is ppc64 (its config says linux/ppc64le), and GB10 "
+        "systems are aarch64"
+    )
+    # k_sm120f.cubin: family SASS sm_120f runs on 12.0 and 12.1 (GB10): no kernel gap
+    assert {p["verdict"] for p in doc["packages"]} == {"native"}
+    # one image alone: the same finding, worded for the one image
+    [alone] = scan_archives([f"oci:{root}:amd64"], ["GB10"]).platform
+    assert alone.image == f"oci:{root}:amd64"
+    assert alone.cause.startswith("this image is x86-64 (the image's config says linux/amd64)")

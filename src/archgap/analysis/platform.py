@@ -29,6 +29,7 @@ class PlatformFinding:
     source: str  # where the host CPU comes from
     cause: str
     gates_exit_code: bool
+    image: str = ""  # the image it is about ("" for an environment's or wheels' native files)
 
 
 def cpu_of_uname(platform: str | None) -> str | None:
@@ -47,16 +48,6 @@ def _oci_platform(cpu: str) -> str:
     """'aarch64' -> 'linux/arm64': how images name the platform of that CPU."""
     names = {elf: oci for oci, elf in ELF_MACHINE.items()}
     return f"linux/{names.get(cpu, cpu)}"
-
-
-def declared_cpu(images: Sequence[ImageFacts]) -> tuple[str, str] | None:
-    """(ELF machine, what says so) of the container images judged, when their configs declare
-    one CPU: what a container runtime runs them as, whatever the native files are."""
-    declared = {(i.elf_machine, i.platform) for i in images if i.elf_machine}
-    if len(declared) != 1:
-        return None
-    [(cpu, platform)] = declared
-    return cpu, f"the image's config says {platform}"
 
 
 def image_mismatches(
@@ -82,36 +73,78 @@ def image_mismatches(
     return tuple(problems)
 
 
+@dataclass(frozen=True)
+class _Subject:
+    """What one finding is about: an image (its label) or the environment (""), its CPU."""
+
+    image: str
+    cpu: str
+    what: str  # "this image is x86-64 (the image's config says linux/amd64)"
+    fix: str  # formatted with the host CPU and its OCI platform
+
+
+_IMAGE_FIX = "judge and deploy its {platform} image there (a multi-platform image: --platform)"
+_FILES_FIX = "install the {host} builds of these packages there"
+
+
+def _subjects(binaries: Sequence[BinaryFacts], images: Sequence[ImageFacts]) -> list[_Subject]:
+    """Each image judged (the CPU its config declares: what a container runtime runs it as,
+    whatever its native files are; for a root file system, its native files'), then the native
+    files of no image (wheels, an installed environment) by their ELF machine."""
+    several = len(images) > 1
+    subjects: list[_Subject] = []
+    rest = list(binaries)
+    for image in images:
+        prefix = image.label + "/"
+        mine = [b for b in rest if b.path.startswith(prefix)]
+        rest = [b for b in rest if not b.path.startswith(prefix)]
+        subjects += _image_subject(image, mine, several)
+    env = environment_cpu(rest)
+    if env is not None:
+        what = f"this environment's native files are {env[0]} ({env[1]} ELF files)"
+        subjects.append(_Subject("", env[0], what, _FILES_FIX))
+    return subjects
+
+
+def _image_subject(image: ImageFacts, mine: Sequence[BinaryFacts], several: bool) -> list[_Subject]:
+    """One image's CPU; named by its label when several images are judged together."""
+    if image.elf_machine:
+        cpu = image.elf_machine
+        what = f"this image is {cpu} (the image's config says {image.platform})"
+        if several:
+            what = f"the image {image.label} is {cpu} (its config says {image.platform})"
+        return [_Subject(image.label, cpu, what, _IMAGE_FIX)]
+    env = environment_cpu(mine)
+    if env is None:
+        return []
+    whose = f"the native files of {image.label}" if several else "this environment's native files"
+    return [_Subject(image.label, env[0], f"{whose} are {env[0]} ({env[1]} ELF files)", _FILES_FIX)]
+
+
 def platform_findings(
     binaries: Sequence[BinaryFacts],
     targets: Sequence[GpuTarget],
     platform: str | None,
-    declared: tuple[str, str] | None = None,
+    images: Sequence[ImageFacts] = (),
 ) -> tuple[PlatformFinding, ...]:
-    """One finding per GPU whose host CPU differs from the environment's: the CPU a container
-    image ``declared`` (ELF machine, what says so), else the ELF machine of its native files."""
-    env = environment_cpu(binaries)
-    if declared is not None:
-        cpu, what = declared[0], f"this image is {declared[0]} ({declared[1]})"
-        fix = "judge and deploy its {platform} image there (a multi-platform image: --platform)"
-    elif env is not None:
-        cpu, what = env[0], f"this environment's native files are {env[0]} ({env[1]} ELF files)"
-        fix = "install the {host} builds of these packages there"
-    else:
-        return ()
+    """One finding per GPU whose host CPU differs from the CPU of what is judged: of each
+    container image (its config's, each image its own when several of different CPUs are
+    judged together), and of the native files of no image (their ELF machine)."""
     here = cpu_of_uname(platform)
     findings = []
-    for target in targets:
-        host, source = target.host_cpu, target.host_cpu_source
-        if host is None and target.role == "present" and here:
-            host, source = here, f"the probed machine ({platform})"
-        if host is None or host == cpu:
-            continue
-        cause = (
-            f"{what}, and {target.label} systems are {host} ({source}): it cannot run there at "
-            f"all, whatever SASS it has; {fix.format(host=host, platform=_oci_platform(host))}"
-        )
-        findings.append(
-            PlatformFinding(target.label, cpu, host, source, cause, target.gates_exit_code)
-        )
+    for subject in _subjects(binaries, images):
+        for target in targets:
+            host, source = target.host_cpu, target.host_cpu_source
+            if host is None and target.role == "present" and here:
+                host, source = here, f"the probed machine ({platform})"
+            if host is None or host == subject.cpu:
+                continue
+            fix = subject.fix.format(host=host, platform=_oci_platform(host))
+            cause = (
+                f"{subject.what}, and {target.label} systems are {host} ({source}): it cannot "
+                f"run there at all, whatever SASS it has; {fix}"
+            )
+            gates = target.gates_exit_code
+            args = (target.label, subject.cpu, host, source, cause, gates, subject.image)
+            findings.append(PlatformFinding(*args))
     return tuple(findings)

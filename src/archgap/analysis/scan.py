@@ -15,7 +15,6 @@ from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets
 from archgap.analysis.jit import JitFinding, jit_findings
 from archgap.analysis.platform import (
     PlatformFinding,
-    declared_cpu,
     image_mismatches,
     platform_findings,
 )
@@ -187,7 +186,7 @@ def report_from_facts(
     )
     seconds = (*facts.seconds.items(), ("analysis", time.perf_counter() - started))
     images = tuple(decode(ImageFacts, i) for i in facts.section("images") or ())
-    findings = platform_findings(binaries, targets, facts.platform, declared_cpu(images))
+    findings = platform_findings(binaries, targets, facts.platform, images)
     return ScanReport(
         env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds,
         platform=findings, driver=version, driver_source=source if version else "",
