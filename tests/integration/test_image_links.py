@@ -31,7 +31,15 @@ from archgap.image.source import Blob
 from archgap.probe.fatbin import read_binary
 from tests.helpers import CUDA_BIN
 from tests.integration.test_images import GPUS, rows
-from tests.oci_images import Image, Layer, Member, Symlink, distribution, write_layout
+from tests.oci_images import (
+    Hardlink,
+    Image,
+    Layer,
+    Member,
+    Symlink,
+    distribution,
+    write_layout,
+)
 
 LINKS: dict[str, Member] = {
     "lib": Symlink("usr/lib"),
@@ -85,9 +93,12 @@ def outside_image() -> Image:
     """A RECORD that owns a native file outside its site-packages (``../../../bin``): the one
     case the single pass leaves to a second read of the layer that provides it."""
     site = "usr/local/lib/python3.12/site-packages"
-    members = distribution("outpkg", "1.0", {"../../../bin/libmix.so": b""}, site)
-    del members[f"{site}/../../../bin/libmix.so"]
+    owned = {f"../../../bin/{name}": b"" for name in ("libmix.so", "libsame.so")}
+    members = distribution("outpkg", "1.0", owned, site)
+    for name in owned:
+        del members[f"{site}/{name}"]
     members["usr/local/bin/libmix.so"] = CUDA_BIN / "libmix.so"
+    members["usr/local/bin/libsame.so"] = Hardlink("usr/local/bin/libmix.so")
     return Image([Layer({"usr/local/bin": None}), Layer(members)])
 
 
@@ -146,12 +157,13 @@ def test_a_file_a_record_owns_outside_site_packages_takes_a_second_read_of_its_l
     contents = read_image(source)
     assert contents.problems == []
     [dist] = contents.distributions
-    path = f"oci:{layout}:outside/usr/local/bin/libmix.so"
-    assert dist.native_files == (path,)
-    [binary] = contents.binaries
-    assert binary.path == path
-    assert binary.entries == read_binary(str(CUDA_BIN / "libmix.so"), deep=True).entries
-    # layer 1 (a directory) once; layer 2 once for the pass, once more for that file
+    paths = tuple(f"oci:{layout}:outside/usr/local/bin/{n}" for n in ("libmix.so", "libsame.so"))
+    assert dist.native_files == paths
+    # the file and its hard link, read once from the stream, each under its own name
+    assert tuple(b.path for b in contents.binaries) == paths
+    expected = read_binary(str(CUDA_BIN / "libmix.so"), deep=True).entries
+    assert expected and all(b.entries == expected for b in contents.binaries)
+    # layer 1 (a directory) once; layer 2 once for the pass, once more for those files
     assert sorted(source.opened.values()) == [1, 2]
 
 

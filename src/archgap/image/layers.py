@@ -20,7 +20,6 @@ from __future__ import annotations
 import bz2
 import contextlib
 import gzip
-import io
 import lzma
 import posixpath
 import tarfile
@@ -442,9 +441,6 @@ def _read_layer(
             stream = tar.extractfile(member)
             if stream is None:
                 continue
-            if len(paths) == 1:
-                results[paths[0]] = read(paths[0], stream, member.size)
-                continue
-            data = stream.read()  # a file hard-linked under several wanted names: read once
-            for path in paths:
-                results[path] = read(path, io.BytesIO(data), member.size)
+            value = read(paths[0], stream, member.size)  # streamed, never held whole
+            for path in paths:  # a file hard-linked under several wanted names: read once
+                results[path] = value
