@@ -77,7 +77,7 @@ def _search(
     while pos < end:
         if pos - released >= SEARCH_WINDOW:
             released = reader.release(released, pos)
-        lead = buf[pos : pos + PADDING_PEEK]
+        lead = buf[pos : min(pos + PADDING_PEEK, end)]
         padding = len(lead) - len(lead.lstrip(b"\0"))
         if lead[padding : padding + 4] == CONTAINER_MAGIC:
             # The next container follows the last one directly or after zero padding: no
