@@ -22,6 +22,7 @@ Find = Callable[[bytes, int, int], int]  # (needle, start, end) -> offset, or -1
 MEMMEM_MIN = 64 << 10
 
 _memmem: Any = None  # libc's memmem, with its argument types; False once known to be missing
+_py_buffer: Any = None  # the ctypes type of a Py_buffer, made once
 
 
 def _load() -> Any:
@@ -42,27 +43,30 @@ def _load() -> Any:
 
 
 def _buffer_struct() -> Any:
-    """``Py_buffer`` (the same layout from CPython 3.3 on; limited API since 3.11)."""
-    import ctypes
+    """A new ``Py_buffer`` (the same layout from CPython 3.3 on; limited API since 3.11)."""
+    global _py_buffer
+    if _py_buffer is None:
+        import ctypes
 
-    pointer, size = ctypes.c_void_p, ctypes.c_ssize_t
+        pointer, size = ctypes.c_void_p, ctypes.c_ssize_t
 
-    class PyBuffer(ctypes.Structure):
-        _fields_ = [
-            ("buf", pointer),
-            ("obj", pointer),
-            ("len", size),
-            ("itemsize", size),
-            ("readonly", ctypes.c_int),
-            ("ndim", ctypes.c_int),
-            ("format", pointer),
-            ("shape", pointer),
-            ("strides", pointer),
-            ("suboffsets", pointer),
-            ("internal", pointer),
-        ]
+        class PyBuffer(ctypes.Structure):
+            _fields_ = [
+                ("buf", pointer),
+                ("obj", pointer),
+                ("len", size),
+                ("itemsize", size),
+                ("readonly", ctypes.c_int),
+                ("ndim", ctypes.c_int),
+                ("format", pointer),
+                ("shape", pointer),
+                ("strides", pointer),
+                ("suboffsets", pointer),
+                ("internal", pointer),
+            ]
 
-    return PyBuffer()
+        _py_buffer = PyBuffer
+    return _py_buffer()
 
 
 @contextlib.contextmanager
