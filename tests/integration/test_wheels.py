@@ -19,7 +19,7 @@ import pytest
 from archgap.analysis.verdicts import Verdict
 from archgap.api import scan, scan_archives
 from archgap.probe.archive import read_wheel
-from archgap.probe.facts import KernelEntry
+from archgap.probe.facts import BinaryFormat, KernelEntry
 from archgap.probe.fatbin import read_binary
 from tests.helpers import DATA, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
@@ -198,40 +198,62 @@ def test_summary_and_markdown_name_the_wheels_not_a_python() -> None:
     assert "(not installed)" in markdown.stdout
 
 
-def spilled_members(
-    path: str, in_memory_max: int, spill_dir: str, file_size_limit: int = 0
-) -> list[tuple[str, str, int, tuple[KernelEntry, ...], str | None, str | None]]:
-    """The wheel's members read with members over ``in_memory_max`` spilled to ``spill_dir``
-    (in a spawned child: the module's limits and the process's file size limit are its own)."""
+MemberRow = tuple[str, BinaryFormat, int, tuple[KernelEntry, ...], str | None, str | None]
+
+
+def streamed_members(
+    path: str, in_memory_max: int, no_file_writes: bool
+) -> dict[bool, list[MemberRow]]:
+    """The wheel's members read plainly and deeply (the keys), those over ``in_memory_max`` read
+    as they stream by (in
+    a spawned child: the module's bound and the process's limits are its own). With
+    ``no_file_writes`` the child may not write one byte to any file (RLIMIT_FSIZE 0: a write
+    fails with EFBIG), and its TMPDIR is an empty directory that must stay empty."""
+    import os
     import resource
     import signal
+    import tempfile
 
     from archgap.probe import archive
 
     archive.IN_MEMORY_MAX = in_memory_max
-    archive.SPILL_DIR = spill_dir
-    if file_size_limit:  # writes past it fail with EFBIG, as a full disk fails them with ENOSPC
+    empty = ""
+    if no_file_writes:
+        empty = tempfile.mkdtemp(prefix="archgap-empty-tmp-")
+        os.environ["TMPDIR"] = empty
+        tempfile.tempdir = None
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
-    contents = archive.read_wheel(path)
-    return [(b.path, b.format, b.size, b.entries, b.error, b.machine) for b in contents.binaries]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    rows = {}
+    for deep in (False, True):
+        contents = archive.read_wheel(path, deep=deep)
+        rows[deep] = [
+            (b.path, b.format, b.size, b.entries, b.error, b.machine) for b in contents.binaries
+        ]
+    if no_file_writes:
+        assert os.listdir(empty) == []
+        os.rmdir(empty)
+    return rows
 
 
-def test_a_member_over_the_memory_bound_spills_and_reads_alike(tmp_path: Path) -> None:
-    """With the bound at 64 KiB, libcudadevrt.a (1 MiB) and libcudart.so.13 (0.7 MiB) are
-    decompressed into an unnamed temporary file and read through mmap: the same rows as read
-    in memory; the spill directory holds nothing afterwards (and never a name: O_TMPFILE)."""
-    assert RUNTIME is not None
-    spill = tmp_path / "spill"
-    spill.mkdir()
-    in_memory = in_child(spilled_members, str(RUNTIME), 1 << 30, str(spill))
-    spilled = in_child(spilled_members, str(RUNTIME), 64 << 10, str(spill))
-    assert spilled == in_memory
-    assert sum(len(row[3]) for row in spilled) > 0  # libcudadevrt.a's entries, compared
-    assert list(spill.iterdir()) == []
-    # no place to spill, or a write that fails: the member is unreadable with the reason
-    missing = in_child(spilled_members, str(RUNTIME), 64 << 10, str(tmp_path / "absent"))
-    assert all(r[1] == "unreadable" and "cannot spill" in (r[4] or "") for r in missing)
-    full = in_child(spilled_members, str(RUNTIME), 64 << 10, str(spill), 256 << 10)
-    assert all(r[1] == "unreadable" and "cannot spill" in (r[4] or "") for r in full), full
-    assert "File too large" in (full[0][4] or "")
+def test_a_member_over_the_memory_bound_is_read_as_it_streams_like_the_installed_file() -> None:
+    """With the bound at 64 KiB, every native member of the two wheels is read in one pass as
+    it is inflated (libcurand.so.10: 127 MiB, its section table at the end), by a process that
+    cannot write a byte to any file: the same format, size, machine, entries (kind, target,
+    variant, PTX ISA, compression, sizes, section, offset) and errors as the file reader finds
+    in the installed file."""
+    assert CURAND is not None and RUNTIME is not None
+    checked = 0
+    for name, wheel in (("nvidia-curand", CURAND), ("nvidia-cuda-runtime", RUNTIME)):
+        site = site_packages(VENVS[name])
+        for deep, streamed in in_child(streamed_members, str(wheel), 64 << 10, True).items():
+            checked += sum(len(row[3]) for row in streamed)
+            for path, fmt, size, entries, error, machine in streamed:
+                installed = read_binary(str(site / path[len(str(wheel)) + 1 :]), deep)
+                assert (fmt, size, machine, entries, error) == (
+                    installed.format, installed.size, installed.machine, installed.entries,
+                    installed.error,
+                ), path  # fmt: skip
+    # plain and deep: libcurand.so.10's 109 entries (cuobjdump lists its SASS and PTX, test
+    # above), the runtime's libcudadevrt.a's 11 (its members' __nv_relfatbin)
+    assert checked == 2 * 120

@@ -6,17 +6,14 @@ streaming decompression, one at a time, and handed to the same reader as install
 result has the shape of the probe's "python" and "binaries" sections, so the analysis judges a
 wheel exactly as an installed package.
 
-Memory is bounded. A member up to ``IN_MEMORY_MAX`` is decompressed into memory once
-(``fatbin.read_bytes``). A larger one is decompressed once into an unnamed temporary file (a
-bounded spill: ``tempfile.TemporaryFile``, O_TMPFILE on Linux, so it has no name and nothing is
-left behind even when archgap is killed) and read through ``mmap`` by the installed files' reader
-(``fatbin.read_open_file``), which hands each 32 MiB window's pages back as it goes: the peak stays
-near ``IN_MEMORY_MAX`` whatever the member's size. Why not two passes over the compressed
-member (one to reach the ELF section table at its end, one to stream the fatbin sections): inflating
-is most of a wheel's reading time, and over HTTP ranges the member would cross the network twice;
-and ``--deep`` searches whole data sections, which a header-by-header stream parser could not do
-with the same validation. The spill costs disk space of the member's size while it is read, in
-``TMPDIR``; a failed write is the member's reason.
+Memory is bounded and nothing is written to disk. A member up to ``IN_MEMORY_MAX`` is
+decompressed into memory once (``fatbin.read_bytes``). A larger one is read in one pass as it is
+decompressed (``streamread``): the headers the file reader can ask for (containers, entries,
+cubins, the ELF section table that comes at the end) are kept as the bytes go by, with a 16 MiB
+lookbehind, and the same reader then runs over what was kept: an 820 MiB member peaks near
+35 MiB. Why not two passes over the compressed member (one to reach the section table, one for
+the sections): inflating is most of a wheel's reading time, and over HTTP ranges the member
+would cross the network twice.
 
 A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in the zip).
 """
@@ -26,13 +23,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import asdict
-from typing import IO, Any, List, Optional, Set, Tuple
+from typing import IO, List, Optional, Set, Tuple
 
 from .facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
-from .fatbin import read_bytes, read_open_file
+from .fatbin import read_bytes
 from .pyenv import (
     MAX_METADATA_BYTES,
     MAX_RECORD_BYTES,
@@ -41,13 +37,12 @@ from .pyenv import (
     metadata_fields,
     record_names,
 )
+from .streamread import read_streamed
 from .summary import binary_json
 
-# Members up to this size are read in memory; larger ones spill to an unnamed temporary file.
-IN_MEMORY_MAX = 256 << 20
-SPILL_DIR: Optional[str] = None  # where spills go: None is tempfile's choice (TMPDIR, else /tmp)
-SPILL_CHUNK = 1 << 20
-MAX_MEMBER_BYTES = 1 << 40  # a size field above this is not believed (the spill needs the disk)
+# Members up to this size are read in memory; larger ones as they stream by (``streamread``).
+IN_MEMORY_MAX = 64 << 20
+MAX_MEMBER_BYTES = 1 << 40  # a size field above this is not believed
 MAX_MEMBERS = 1 << 20  # entries of a zip's central directory looked at
 
 
@@ -153,7 +148,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, deep: bo
 
 def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> BinaryFacts:
     """A native member of ``size`` bytes (an archive's member, a container layer's file) read
-    from ``stream`` as it is decompressed (into memory, or spilled when large) and handed to the
+    from ``stream`` as it is decompressed (into memory, or as it streams by when large) by the
     same reader as installed files. A read that fails is an unreadable row with the reason;
     nothing is raised."""
     if size > MAX_MEMBER_BYTES:
@@ -164,27 +159,13 @@ def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> B
         if head[:4] not in (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba"):
             return BinaryFacts(path, size, "other", (), deep)
         if size > IN_MEMORY_MAX:
-            return _read_spilled(path, stream, head, size, deep)
+            return read_streamed(path, stream, head, size, deep)
         data = _read_rest(stream, head, size)
     except NotImplementedError as exc:
         return BinaryFacts(path, size, "unreadable", (), deep, str(exc))
     except Exception as exc:  # zip's CRC, a truncated layer, corrupt gzip: this member only
         return BinaryFacts(path, size, "unreadable", (), deep, "corrupt member: %s" % exc)
     return read_bytes(path, data, deep)
-
-
-def _read_spilled(path: str, stream: IO[bytes], head: bytes, size: int, deep: bool) -> BinaryFacts:
-    """A member over ``IN_MEMORY_MAX``: decompressed once into an unnamed temporary file and
-    read through mmap (the stream's own errors propagate to ``read_stream``)."""
-    try:
-        spill = tempfile.TemporaryFile(prefix="archgap-member-", dir=SPILL_DIR)  # noqa: SIM115
-    except OSError as exc:
-        return BinaryFacts(path, size, "unreadable", (), deep, "cannot spill: %s" % exc)
-    with spill:
-        failed = _spill(stream, head, size, spill)
-        if failed:
-            return BinaryFacts(path, size, "unreadable", (), deep, failed)
-        return read_open_file(path, spill.fileno(), deep)
 
 
 def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytearray:
@@ -202,37 +183,6 @@ def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytearray:
     view.release()
     _check_end(stream, pos, size)
     return data
-
-
-def _spill(stream: IO[bytes], head: bytes, size: int, out: IO[bytes]) -> Optional[str]:
-    """``head`` and the rest of ``stream`` written to ``out``, one chunk in memory at a time.
-    Returns why a write failed (a full disk), else None; the stream's own errors propagate."""
-    chunk = bytearray(SPILL_CHUNK)
-    view = memoryview(chunk)
-    pos = len(head)
-    try:
-        failed = _write(out, head, size)
-        while pos < size and not failed:
-            got = stream.readinto(view[: min(SPILL_CHUNK, size - pos)])  # type: ignore[attr-defined]
-            if not got:
-                break
-            failed = _write(out, view[:got], size)
-            pos += got
-    finally:
-        view.release()
-    if failed:
-        return failed
-    _check_end(stream, pos, size)
-    return None
-
-
-def _write(out: IO[bytes], data: Any, size: int) -> Optional[str]:
-    try:
-        out.write(data)
-        out.flush()
-    except OSError as exc:
-        return "cannot spill %d bytes to a temporary file: %s" % (size, exc.strerror or exc)
-    return None
 
 
 def _check_end(stream: IO[bytes], pos: int, size: int) -> None:

@@ -3,7 +3,8 @@
 The readers of each format (``elf``, ``fatcontainer``, ``deepsearch``, ``hostelf``, ``ar``) are
 functions of a ``Reader``: the bytes (an mmap of a file, or a member's bytes), what was found so
 far, and which regions were read already, so a region is read once however many headers point
-at it. Nothing here raises to the caller but ``WorkBoundReached`` (``fatbin`` reports it).
+at it. Nothing here raises to the caller but ``WorkBoundReached`` and ``NotRecorded`` (``fatbin``
+reports them).
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ ZERO_CHUNK = 1 << 20  # bytes compared at a time when checking that a range is z
 
 class WorkBoundReached(Exception):
     """A file asked for more work than ``WORK_BUDGET``: it is reported as "unknown"."""
+
+
+class NotRecorded(Exception):
+    """A streamed member's reader asked for bytes that were not kept as the stream went by
+    (``streamread``): the member is reported as "unknown" with the offset."""
 
 
 class Reader:
@@ -111,6 +117,13 @@ class Reader:
                     return False
                 pos = chunk
         return True
+
+    def padded_magic(self, pos: int, stop: int, magic: bytes) -> int:
+        """Where ``magic`` starts when only zero bytes lie between ``pos`` and it, wholly in
+        [pos, stop); else -1 (``magic`` starts with a non-zero byte)."""
+        lead = self.buf[pos:stop]
+        padding = len(lead) - len(lead.lstrip(b"\0"))
+        return pos + padding if lead[padding : padding + len(magic)] == magic else -1
 
     def release(self, start: int, stop: int) -> int:
         """Hand the mapped pages of [start, stop) back (the page cache keeps them; a later read

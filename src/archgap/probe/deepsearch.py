@@ -77,13 +77,10 @@ def _search(
     while pos < end:
         if pos - released >= SEARCH_WINDOW:
             released = reader.release(released, pos)
-        lead = buf[pos : min(pos + PADDING_PEEK, end)]
-        padding = len(lead) - len(lead.lstrip(b"\0"))
-        if lead[padding : padding + 4] == CONTAINER_MAGIC:
-            # The next container follows the last one directly or after zero padding: no
-            # search (zero bytes hold neither needle).
-            hit = pos + padding
-        else:
+        # The next container follows the last one directly or after zero padding: no search
+        # (zero bytes hold neither needle).
+        hit = reader.padded_magic(pos, min(pos + PADDING_PEEK, end), CONTAINER_MAGIC)
+        if hit < 0:
             pos, data_end = reader.data_at(pos, end)  # holes of a sparse file hold nothing
             if pos >= end:
                 break
@@ -112,7 +109,7 @@ def _search(
                 pos = window_end
                 continue
         if valid_container_at(reader, hit, end):
-            fat_size = struct.unpack_from("<Q", buf, hit + 8)[0]
+            fat_size = struct.unpack("<Q", buf[hit + 8 : hit + 16])[0]
             body = hit + CONTAINER_HEADER.size
             if hit not in reader.seen_containers:
                 reader.seen_containers[hit] = body + fat_size

@@ -93,7 +93,7 @@ def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin
     if base + header.size > limit:
         reader.fail("%struncated ELF header" % where)
         return None, None
-    fields = header.unpack_from(buf, base)
+    fields = header.unpack(buf[base : base + header.size])
     shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
     if shoff == 0:
         return fields, None
@@ -105,7 +105,7 @@ def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin
         reader.fail("%struncated: the section headers are past the end" % where)
         return fields, None
     if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: real values in section 0
-        first = entry.unpack_from(buf, table)
+        first = entry.unpack(buf[table : table + entry.size])
         shnum = shnum or first[5]
         if shstrndx == 0xFFFF:
             shstrndx = first[6]
@@ -118,7 +118,8 @@ def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin
         shnum = MAX_SECTIONS
     strtab = b""
     if shstrndx < shnum:
-        names_header = entry.unpack_from(buf, table + shstrndx * shentsize)
+        names_at = table + shstrndx * shentsize
+        names_header = entry.unpack(buf[names_at : names_at + entry.size])
         names_start = base + names_header[4]
         names_end = min(names_start + names_header[5], limit, names_start + (64 << 20))
         if names_start < names_end:
@@ -147,7 +148,7 @@ def cubin_has_text(reader: Reader, base: int, end: int) -> Optional[bool]:
     buf = reader.buf
     if end - base < ELF64_HEADER.size or buf[base : base + 4] != ELF_MAGIC:
         return None
-    fields = ELF64_HEADER.unpack_from(buf, base)
+    fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])
     ident, machine = fields[0], fields[2]
     shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
     if ident[4] != 2 or ident[5] != 1 or machine != EM_CUDA:
@@ -155,7 +156,8 @@ def cubin_has_text(reader: Reader, base: int, end: int) -> Optional[bool]:
     table = base + shoff
     if shentsize != ELF64_SECTION.size or not shstrndx < shnum or table + shnum * 64 > end:
         return None
-    names = ELF64_SECTION.unpack_from(buf, table + shstrndx * shentsize)
+    names_at = table + shstrndx * shentsize
+    names = ELF64_SECTION.unpack(buf[names_at : names_at + shentsize])
     start, stop = base + names[4], base + names[4] + names[5]
     if stop > end:
         return None
@@ -174,7 +176,8 @@ def plausible_cubin(reader: Reader, base: int, fields: Tuple[Any, ...]) -> bool:
     table = base + shoff
     if table in reader.seen_tables or not 0 < shstrndx < shnum:
         return False
-    names_type = struct.unpack_from("<I", reader.buf, table + shstrndx * ELF64_SECTION.size + 4)
+    at = table + shstrndx * ELF64_SECTION.size + 4
+    names_type = struct.unpack("<I", reader.buf[at : at + 4])
     if names_type[0] != SHT_STRTAB:
         return False
     reader.seen_tables.add(table)
@@ -198,7 +201,7 @@ def cubin_at(
         if loose:
             reader.fail("truncated cubin header")
         return base
-    fields = ELF64_HEADER.unpack_from(buf, base)
+    fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])
     ident, machine, e_flags = fields[0], fields[2], fields[7]
     shoff, ehsize, shentsize, shnum = fields[6], fields[8], fields[11], fields[12]
     valid = (

@@ -31,7 +31,7 @@ import threading
 from typing import Any, Callable, Iterator, List, Optional, Union
 
 from .ar import AR_MAGIC, THIN_AR_MAGIC, read_archive
-from .binreader import Reader, WorkBoundReached
+from .binreader import NotRecorded, Reader, WorkBoundReached
 from .elf import ELF_MAGIC, cubin_at
 from .facts import BinaryFacts, BinaryFormat
 from .fatcontainer import CONTAINER_MAGIC, walk_containers
@@ -108,8 +108,8 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
         head = os.pread(fd, 8, 0)
     except OSError as exc:
         return BinaryFacts(path, size, "unreadable", (), deep, open_error(path, exc))
-    kind = _kind_of(head)
-    unread = _not_read(path, size, kind, deep)
+    kind = kind_of(head)
+    unread = not_read(path, size, kind, deep)
     if unread is not None:
         return unread
     try:
@@ -125,7 +125,7 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
         buf.close()
 
 
-def _kind_of(head: bytes) -> str:
+def kind_of(head: bytes) -> str:
     """What the first 8 bytes say a file is: elf, archive, fatbin, thin (archive) or other."""
     if head[:4] == ELF_MAGIC:
         return "elf"
@@ -136,7 +136,7 @@ def _kind_of(head: bytes) -> str:
     return "thin" if head == THIN_AR_MAGIC else "other"
 
 
-def _not_read(path: str, size: int, kind: str, deep: bool) -> Optional[BinaryFacts]:
+def not_read(path: str, size: int, kind: str, deep: bool) -> Optional[BinaryFacts]:
     """The row of a file whose first bytes say there is nothing here to read, else None."""
     if kind == "thin":
         return BinaryFacts(
@@ -147,7 +147,13 @@ def _not_read(path: str, size: int, kind: str, deep: bool) -> Optional[BinaryFac
 
 def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int) -> BinaryFacts:
     """The device code in ``buf`` (an mmap of a file, or a member's bytes), known to be ``kind``."""
-    reader = Reader(buf, size, deep, fd)
+    return read_with(path, Reader(buf, size, deep, fd), kind)
+
+
+def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
+    """The device code ``reader`` finds in a file known to be ``kind`` (elf, archive, fatbin):
+    an mmap, a member's bytes, or the headers a stream kept (``streamread``)."""
+    size = reader.size
     found: BinaryFormat = "archive" if kind == "archive" else "fatbin"
     try:
         if kind == "elf":
@@ -156,12 +162,12 @@ def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int)
             read_archive(reader)
         else:
             walk_containers(reader, 0, size, "", True, None)
-    except WorkBoundReached as exc:
+    except (WorkBoundReached, NotRecorded) as exc:
         reader.errors.insert(0, str(exc))
         reader.error_count += 1
         found = "unknown"
     return BinaryFacts(
-        path, size, found, tuple(reader.entries), deep, reader.error_text(), reader.machine
+        path, size, found, tuple(reader.entries), reader.deep, reader.error_text(), reader.machine
     )
 
 
@@ -170,8 +176,8 @@ def read_bytes(path: str, data: Union[bytes, bytearray], deep: bool = False) -> 
     package's member, decompressed): the same reader and validation as ``read_binary``.
     ``path`` names it in the result. Never raises: problems are in ``error``."""
     size = len(data)
-    kind = _kind_of(bytes(data[:8]))
-    unread = _not_read(path, size, kind, deep)
+    kind = kind_of(bytes(data[:8]))
+    unread = not_read(path, size, kind, deep)
     if unread is not None:
         return unread
     try:
@@ -306,10 +312,13 @@ def _read_shared(
 
 __all__ = [
     "Progress",
+    "kind_of",
+    "not_read",
     "open_error",
     "read_binaries",
     "read_binary",
     "read_bytes",
     "read_cubin_at",
     "read_open_file",
+    "read_with",
 ]

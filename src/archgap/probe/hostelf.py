@@ -89,7 +89,7 @@ def read_elf(
     """Device code in one ELF image in [base, limit). Returns "elf" or "cubin"."""
     buf = reader.buf
     where = "%s: " % member if member else ""
-    if base + 20 <= limit and struct.unpack_from("<H", buf, base + 18)[0] == EM_CUDA:
+    if base + 20 <= limit and struct.unpack("<H", buf[base + 18 : base + 20])[0] == EM_CUDA:
         cubin_at(reader, base, limit, "", True, member, loose=True)
         return "cubin"
     deep = reader.deep

@@ -1,0 +1,476 @@
+"""A native member read as its decompressed bytes stream by: one pass, bounded memory, no disk.
+
+A member too large to hold in memory (an 800 MB ``libtorch_cuda.so`` in a wheel, a container
+layer's library) is read once, front to back, as it is decompressed. The file reader
+(``fatbin.read_with``: ``hostelf``, ``fatcontainer``, ``deepsearch``, ``elf``, ``ar``) needs
+random access, above all an ELF image's section table, which sits at the end of the file after
+the sections it describes. So the pass keeps, as the bytes go by, every byte that reader can
+ask for, and the reader then runs unchanged over what was kept (``Kept``), where every offset is
+the member's own; each finding is attributed to its section exactly as in an installed file.
+
+What is kept (``Collector``), found as the bytes go by, each rule following headers forward:
+
+- every position of the container magic, and with ``deep`` of the cubin ELF ident (the searches
+  of ``walk_containers`` and ``search_section`` are answered from these lists);
+- at each magic, the container header and the first entry header; along each container, every
+  entry header (the chain ``walk_entries`` follows) and the 16 bytes after the container; for a
+  small uncompressed SASS payload, what ``cubin_has_text`` reads;
+- of each ELF image (the member, an archive's member, a payload cubin, a cubin candidate): its
+  header, its section table when the stream reaches it, and its section-name table and (cubins)
+  notes, which precede the table: they are taken from the last ``LOOKBEHIND`` bytes;
+- an archive's member headers (a forward chain) and its long-name table;
+- for each position where the reader may ask whether a range is zero (after each container and
+  entry chain), the first non-zero byte at or after it.
+
+Memory is the lookbehind, the chunk being read, and the kept headers (a few bytes per entry,
+bounded by ``MAX_KEPT``); nothing is written anywhere. Where the reader asks for bytes that were
+not kept (a section that does not start with a container, a cubin whose names are more than
+``LOOKBEHIND`` bytes before its section table, headers past the bound), ``Kept`` raises
+``NotRecorded``: the member is "unknown" with the offset, never a guess.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import heapq
+import re
+import struct
+import zlib
+from array import array
+from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
+
+from .ar import AR_MAGIC
+from .binreader import ZERO_CHUNK, NotRecorded, Reader
+from .deepsearch import PADDING_PEEK
+from .elf import CUBIN_IDENT, ELF32_HEADER, ELF64_HEADER, ELF_MAGIC, EM_CUDA, MAX_SECTIONS
+from .facts import BinaryFacts
+from .fatbin import kind_of, read_with
+from .fatcontainer import (
+    CONTAINER_HEADER,
+    CONTAINER_MAGIC,
+    ENTRY_HEADER,
+    ENTRY_KINDS,
+    FLAG_LZ4,
+    FLAG_ZSTD,
+    KERNEL_CHECK_MAX,
+    MAX_ENTRY_HEADER,
+)
+
+CHUNK = 1 << 20  # bytes read from the stream at a time
+LOOKBEHIND = 16 << 20  # bytes kept behind the stream's position (names before a section table)
+MAX_WANT = 16 << 20  # a pending range keeps the window this much past LOOKBEHIND at most
+MAX_KEPT = 64 << 20  # bytes of kept headers and positions (with their bookkeeping) at most
+PACK_MIN = 4096  # kept ranges larger than this are compressed (cubins' name tables)
+PIN_COST = 96  # bookkeeping bytes counted per kept range
+NOTE_MAX = 65536  # bytes of a cubin's note read (``cubin_at`` reads its ptxas command line)
+MAX_NAMES = 64 << 20  # bytes of a section-name table read (as ``elf.section_table``)
+SHT_NOTE = 7
+NONZERO = re.compile(rb"[^\0]")
+Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
+Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
+
+
+class Kept:
+    """The bytes a stream pass kept, read like the member's bytes (offsets are the member's).
+
+    Slices of kept ranges are bytes; searches for the container magic and the cubin ident are
+    answered from the positions found; anything else raises ``NotRecorded``."""
+
+    def __init__(self, collector: Collector) -> None:
+        self.size = collector.size
+        self.needles = collector.needles
+        self.lost_at = collector.lost_at  # from here on, not every position or header was kept
+        pins = collector.pins
+        self.packed = sorted(collector.packed.items())  # (start, (length, zlib data))
+        self.packed_starts = [start for start, _ in self.packed]
+        self.unpacked: Tuple[int, bytes] = (-1, b"")  # the last packed block read
+        self.starts: List[int] = []
+        self.blocks: List[bytes] = []
+        for start in sorted(pins):
+            block = pins[start]
+            if self.starts and start <= self.starts[-1] + len(self.blocks[-1]):
+                last = self.blocks[-1]
+                keep = start + len(block) - self.starts[-1] - len(last)
+                if keep > 0:
+                    self.blocks[-1] = last + block[len(block) - keep :]
+            else:
+                self.starts.append(start)
+                self.blocks.append(block)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start = min(index.start or 0, self.size)
+            stop = self.size if index.stop is None else min(index.stop, self.size)
+            return self.read(start, max(start, stop))
+        return self.read(index, index + 1)[0]
+
+    def read(self, start: int, stop: int) -> bytes:
+        if start == stop:
+            return b""
+        i = bisect.bisect_right(self.starts, start) - 1
+        if i >= 0 and stop <= self.starts[i] + len(self.blocks[i]):
+            at = start - self.starts[i]
+            return self.blocks[i][at : at + stop - start]
+        i = bisect.bisect_right(self.packed_starts, start) - 1
+        if i >= 0 and stop <= self.packed_starts[i] + self.packed[i][1][0]:
+            if self.unpacked[0] != i:
+                self.unpacked = (i, zlib.decompress(self.packed[i][1][1]))
+            at = start - self.packed_starts[i]
+            return self.unpacked[1][at : at + stop - start]
+        raise NotRecorded(
+            "streamed: bytes 0x%x-0x%x were not kept as the member went by" % (start, stop)
+        )
+
+    def find(self, needle: bytes, start: int, end: Optional[int] = None) -> int:
+        end = self.size if end is None else min(end, self.size)
+        positions = self.needles.get(needle)
+        if positions is None:
+            block = self.read(start, end)  # a search inside kept bytes
+            found = block.find(needle)
+            return start + found if found >= 0 else -1
+        i = bisect.bisect_left(positions, start)
+        if i < len(positions) and positions[i] + len(needle) <= end:
+            return int(positions[i])
+        if end > self.lost_at:
+            raise NotRecorded("streamed: positions past 0x%x were not kept" % self.lost_at)
+        return -1
+
+
+class KeptReader(Reader):
+    """A ``Reader`` over ``Kept`` bytes: whether a range is zero comes from the first non-zero
+    byte the stream saw after each position that can be asked about."""
+
+    def __init__(self, kept: Kept, deep: bool, collector: Collector) -> None:
+        super().__init__(kept, kept.size, deep)
+        self.nonzero = collector.nonzero
+        self.zeros_before = collector.zeros_before
+
+    def padded_magic(self, pos: int, stop: int, magic: bytes) -> int:
+        """The first magic in [pos, stop), if the zero bytes the stream saw before it reach
+        back to ``pos``."""
+        found = self.buf.find(magic, pos, stop)
+        return found if found >= 0 and self.zeros_before.get(found, 0) >= found - pos else -1
+
+    def is_zero(self, start: int, end: int) -> bool:
+        first = self.nonzero.get(start)
+        if first is None:
+            block = self.buf[start:end]
+            match = NONZERO.search(block)
+            first = start + match.start() if match else end
+        pos = start
+        while pos < end:  # the work the file reader spends: its chunks, up to the non-zero one
+            chunk = min(end, pos + ZERO_CHUNK)
+            self.spend((chunk - pos) >> 10)
+            if first < chunk:
+                return False
+            pos = chunk
+        return True
+
+
+class Collector:
+    """One pass over a member's bytes, keeping what the file reader can ask for (see above)."""
+
+    def __init__(self, size: int, deep: bool) -> None:
+        self.size = size
+        self.deep = deep
+        self.pos = 0  # bytes seen
+        self.window: Deque[Tuple[int, bytes]] = collections.deque()  # the lookbehind
+        self.window_bytes = 0
+        self.tail = b""  # the last bytes seen: a needle may straddle two chunks
+        self.pins: Dict[int, bytes] = {}
+        self.packed: Dict[int, Tuple[int, bytes]] = {}  # large ranges, compressed: names tables
+        self.kept = 0
+        self.lost_at = size  # where keeping stopped (the bound was reached)
+        self.needles: Dict[bytes, Positions] = {CONTAINER_MAGIC: array("q")}
+        if deep:
+            self.needles[CUBIN_IDENT] = array("q")
+        self.nonzero: Dict[int, int] = {}
+        self.zeros_before: Dict[int, int] = {}  # container magic -> zero bytes just before it
+        self.waiting_zero: List[int] = []  # positions whose first non-zero byte is not seen yet
+        self.wants: List[Tuple[int, int, int, Optional[Rule]]] = []  # (end, order, start, rule)
+        self.order = 0
+        self.followed: Dict[int, int] = {}  # entry header -> the furthest end followed from it
+        self.images: Dict[int, bool] = {}  # ELF images whose section table is wanted
+
+    # -- the pass ---------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        start = self.pos
+        self.pos += len(data)
+        self.window.append((start, data))
+        self.window_bytes += len(data)
+        self._find_needles(start, data)
+        self._settle_zeros(start, data)
+        self._serve()
+        self._trim()
+
+    def _trim(self) -> None:
+        """Drop the oldest chunks past ``LOOKBEHIND``, but not those a pending range starts in
+        (unless the window would pass ``LOOKBEHIND + MAX_WANT``)."""
+        needed = -1
+        while self.window_bytes - len(self.window[0][1]) >= LOOKBEHIND:
+            start, oldest = self.window[0]
+            if self.window_bytes - len(oldest) < LOOKBEHIND + MAX_WANT:
+                if needed < 0:
+                    needed = min((w[2] for w in self.wants), default=self.size)
+                if needed < start + len(oldest):
+                    return
+            self.window_bytes -= len(self.window.popleft()[1])
+
+    def finish(self) -> None:
+        for pos in self.waiting_zero:  # nothing but zeros after it
+            self.nonzero[pos] = self.size
+        self.waiting_zero = []
+
+    def _find_needles(self, start: int, data: bytes) -> None:
+        joined = self.tail + data
+        base = start - len(self.tail)
+        self.tail = joined[-(len(CUBIN_IDENT) - 1) :]
+        for needle, positions in self.needles.items():
+            # a needle found in the tail kept from the last chunk was counted then
+            at = joined.find(needle, max(0, len(joined) - len(data) - len(needle) + 1))
+            while at >= 0:
+                if self.kept + 8 > MAX_KEPT:
+                    self._lose(base + at)
+                    return
+                self.kept += 8
+                positions.append(base + at)
+                if needle == CONTAINER_MAGIC:
+                    self._note_padding(base + at)
+                    self.want(base + at, CONTAINER_HEADER.size + ENTRY_HEADER.size, self._container)
+                else:
+                    self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
+                at = joined.find(needle, at + 1)
+
+    def _note_padding(self, magic: int) -> None:
+        """The zero bytes just before a container magic, up to ``PADDING_PEEK`` (the deep
+        search looks past padding to the next container: ``padded_magic``)."""
+        before = self._window_bytes(max(0, magic - PADDING_PEEK), magic) or b""
+        zeros = len(before) - len(before.rstrip(b"\0"))
+        if zeros:
+            self.zeros_before[magic] = zeros
+
+    def _lose(self, at: int) -> None:
+        self.lost_at = min(self.lost_at, at)
+
+    def want(self, start: int, length: int, rule: Optional[Rule] = None) -> None:
+        """Keep [start, start + length) (clipped to the member) and hand it to ``rule``."""
+        end = min(start + length, self.size)
+        if start < 0 or start >= end or start >= self.lost_at:
+            return
+        self.order += 1
+        heapq.heappush(self.wants, (end, self.order, start, rule))
+
+    def _serve(self) -> None:
+        while self.wants and self.wants[0][0] <= self.pos:
+            end, _, start, rule = heapq.heappop(self.wants)
+            data = self._window_bytes(start, end)
+            if data is None:  # passed before it was known to be needed, and out of the window
+                continue
+            if not self._keep(start, data):
+                self._lose(start)
+                continue
+            if rule is not None:
+                rule(start, data)
+
+    def _keep(self, start: int, data: bytes) -> bool:
+        """Keep ``data`` (large ranges compressed); False when that would pass ``MAX_KEPT``."""
+        if len(data) <= PACK_MIN:
+            if len(self.pins.get(start, b"")) >= len(data):
+                return True
+            stored: Any = data
+            cost = len(data)
+        else:
+            if self.packed.get(start, (0, b""))[0] >= len(data):
+                return True
+            stored = (len(data), zlib.compress(data, 1))
+            cost = len(stored[1])
+        if self.kept + cost + PIN_COST > MAX_KEPT:
+            return False
+        self.kept += cost + PIN_COST
+        (self.pins if len(data) <= PACK_MIN else self.packed)[start] = stored
+        return True
+
+    def _window_bytes(self, start: int, end: int) -> Optional[bytes]:
+        if not self.window or start < self.window[0][0]:
+            return None
+        parts = []
+        for at, chunk in self.window:
+            if at + len(chunk) <= start:
+                continue
+            if at >= end:
+                break
+            parts.append(chunk[max(0, start - at) : end - at])
+        return b"".join(parts)
+
+    def zero_query(self, pos: int) -> None:
+        """Note the first non-zero byte at or after ``pos`` (the reader may ask whether a range
+        from ``pos`` is zero)."""
+        if pos >= self.size or pos in self.nonzero:
+            return
+        if pos >= self.pos:
+            self.waiting_zero.append(pos)
+            return
+        seen = self._window_bytes(pos, self.pos)
+        if seen is None:
+            return
+        match = NONZERO.search(seen)
+        if match:
+            self.nonzero[pos] = pos + match.start()
+        else:
+            self.waiting_zero.append(pos)
+
+    def _settle_zeros(self, start: int, data: bytes) -> None:
+        waiting = []
+        for pos in self.waiting_zero:
+            match = NONZERO.search(data, max(0, pos - start)) if pos < start + len(data) else None
+            if match:
+                self.nonzero[pos] = start + match.start()
+            else:
+                waiting.append(pos)
+        self.waiting_zero = waiting
+
+    # -- the rules: what the reader will read, following headers forward --------------------
+
+    def _container(self, pos: int, data: bytes) -> None:
+        """A container magic (``walk_containers``, ``valid_container_at``)."""
+        if len(data) < CONTAINER_HEADER.size:
+            return
+        _, version, header_size, fat_size = CONTAINER_HEADER.unpack(data[: CONTAINER_HEADER.size])
+        if version != 1 or header_size != CONTAINER_HEADER.size:
+            self.zero_query(pos + 4)  # the walk looks on from the next bytes
+            return
+        body = pos + header_size
+        end = body + fat_size
+        self.want(end, CONTAINER_HEADER.size)  # where the walk looks for the next container
+        self.zero_query(end)
+        self._entry(body, data[header_size:], end)
+
+    def _entry(self, pos: int, data: bytes, end: int) -> None:
+        """An entry header of the container ending at ``end`` (``walk_entries``)."""
+        self.zero_query(pos)
+        if len(data) < ENTRY_HEADER.size or self.followed.get(pos, -1) >= end:
+            return  # the member ends here, or this chain was followed to this end already
+        self.followed[pos] = end
+        (kind, _, header_size, payload_size, compressed, _, _, _, _,
+         _, _, flags, _, _) = ENTRY_HEADER.unpack(data[: ENTRY_HEADER.size])  # fmt: skip
+        if kind not in ENTRY_KINDS or not ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER:
+            return
+        payload = pos + header_size
+        following = payload + payload_size
+        packed = compressed or flags & (FLAG_LZ4 | FLAG_ZSTD)
+        if ENTRY_KINDS[kind] == "sass" and not packed and payload_size <= KERNEL_CHECK_MAX:
+            # cubin_has_text reads its header and tables
+            self.want(payload, ELF64_HEADER.size, self._elf_rule(cuda_only=True))
+        if following + ENTRY_HEADER.size <= end:
+            self.want(following, ENTRY_HEADER.size, lambda at, got: self._entry(at, got, end))
+        else:
+            self.zero_query(following)
+
+    def _cubin_candidate(self, pos: int, data: bytes) -> None:
+        """A cubin ident found with ``deep`` (``cubin_at``)."""
+        self._elf_rule(cuda_only=True)(pos, data)
+
+    def _elf_rule(self, cuda_only: bool) -> Rule:
+        return lambda base, data: self._elf(base, data, cuda_only)
+
+    def _elf(self, base: int, data: bytes, cuda_only: bool) -> None:
+        """An ELF image's header: its section table is kept when the stream reaches it."""
+        if len(data) < 52 or data[:4] != ELF_MAGIC or not {data[4], data[5]} <= {1, 2}:
+            return
+        order = "<" if data[5] == 1 else ">"
+        layout = ELF64_HEADER if data[4] == 2 else ELF32_HEADER
+        if len(data) < layout.size:
+            return
+        fields = struct.unpack(order + layout.format[1:], data[: layout.size])
+        machine, shoff, entry, count = fields[2], fields[6], fields[11], fields[12]
+        cuda = data[4] == 2 and data[5] == 1 and machine == EM_CUDA
+        if (cuda_only and not cuda) or not shoff or entry not in (40, 64) or base in self.images:
+            return
+        self.images[base] = True
+        table = base + shoff
+        rule = lambda at, got: self._table(base, at, got, order, fields, cuda)  # noqa: E731
+        self.want(table, entry * min(count or 1, MAX_SECTIONS), rule)
+
+    def _table(
+        self, base: int, table: int, data: bytes, order: str, fields: Any, cuda: bool
+    ) -> None:
+        """An ELF image's section table: its name table, and a cubin's notes, precede it."""
+        entry, count, names = fields[11], fields[12], fields[13]
+        layout = struct.Struct(order + ("IIQQQQIIQQ" if entry == 64 else "IIIIIIIIII"))
+        if len(data) < entry:
+            return
+        first = layout.unpack(data[:entry])
+        if not count:  # extended numbering: the count is in section 0
+            count = min(first[5], MAX_SECTIONS)
+            if count > 1:
+                self.want(table, entry * count, None)
+        if names == 0xFFFF:
+            names = first[6]
+        rows = [layout.unpack(data[i : i + entry]) for i in range(0, len(data) - entry + 1, entry)]
+        if names < len(rows):
+            self.want(base + rows[names][4], min(rows[names][5], MAX_NAMES))
+        for row in rows if cuda else ():
+            if row[1] == SHT_NOTE:
+                self.want(base + row[4], min(row[5], NOTE_MAX))
+
+    def archive(self) -> None:
+        """An ``ar`` archive: its member headers, long names and ELF members (``read_archive``)."""
+        self.want(len(AR_MAGIC), 60, self._ar_member)
+
+    def _ar_member(self, pos: int, header: bytes) -> None:
+        if len(header) < 60 or header[58:60] != b"`\n":
+            return
+        size_field = header[48:58].strip() or b"0"
+        if not size_field.isdigit():
+            return
+        raw_name = header[0:16].rstrip(b" ")
+        data = pos + 60
+        end = min(data + int(size_field), self.size)
+        if raw_name == b"//":
+            self.want(data, min(end - data, 16 << 20))
+        elif raw_name.startswith(b"#1/") and raw_name[3:].isdigit():
+            self.want(data, int(raw_name[3:]))
+            data += int(raw_name[3:])
+        if raw_name not in (b"/", b"//", b"/SYM64/"):
+            self.want(data, ELF64_HEADER.size, self._elf_rule(cuda_only=False))
+        following = end + (end & 1)
+        if following + 60 <= self.size:
+            self.want(following, 60, self._ar_member)
+
+
+def read_streamed(path: str, stream: IO[bytes], head: bytes, size: int, deep: bool) -> BinaryFacts:
+    """The device code of a member of ``size`` bytes whose first bytes ``head`` were read from
+    ``stream``, read in one pass as the rest streams by (see the module's text). The stream's
+    own errors (a bad CRC, a truncated layer) propagate; the reader's are in ``error``."""
+    kind = kind_of(head[:8])
+    collector = Collector(size, deep)
+    if kind == "archive":
+        collector.archive()
+    elif kind == "elf":
+        collector.want(0, ELF64_HEADER.size, collector._elf_rule(cuda_only=False))
+    collector.feed(head)
+    pos = len(head)
+    while pos < size:
+        data = stream.read(min(CHUNK, size - pos))
+        if not data:
+            break
+        collector.feed(data)
+        pos += len(data)
+    if pos != size or stream.read(1):
+        raise ValueError("member is not the %d bytes its header says" % size)
+    collector.finish()
+    kept = Kept(collector)
+    collector.pins, collector.packed = {}, {}
+    reader = KeptReader(kept, deep, collector)
+    try:
+        return read_with(path, reader, kind)
+    except Exception as exc:  # a reader bug or an odd member must not end a scan
+        return BinaryFacts(path, 0, "unreadable", (), deep, "%s: %s" % (type(exc).__name__, exc))
+
+
+__all__ = ["Kept", "KeptReader", "read_streamed"]
