@@ -142,7 +142,15 @@ class Output:
         return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
     def print(self, *renderables: Any) -> None:
-        self.console.print(*(terminal_safe(r) if isinstance(r, str) else r for r in renderables))
+        """Rich markup: styled on a terminal; in a pipe the text rich would print there, written
+        without loading rich when the text is plain enough (``plain_text``)."""
+        texts = [terminal_safe(r) if isinstance(r, str) else r for r in renderables]
+        if not self.terminal and all(isinstance(t, str) for t in texts):
+            plain = plain_text(" ".join(texts))
+            if plain is not None:
+                sys.stdout.write(plain + "\n")
+                return
+        self.console.print(*texts)
 
     def emit(self, command: str, body: dict[str, Any]) -> None:
         from archgap.report.jsondoc import document, dumps
@@ -366,6 +374,35 @@ def redact_output() -> None:
     host = socket.gethostname()
     sys.stdout = _Redacting(sys.stdout, host)
     sys.stderr = _Redacting(sys.stderr, host)
+
+
+# rich's markup: a tag is "[" then a letter, '#', '/' or '@', up to the next "]"; an odd number
+# of backslashes before it makes it text (rich.markup.RE_TAGS and _parse).
+_RICH_TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
+# What rich does more with text than dropping tags: emoji codes (":name:") and tab stops.
+_RICH_MORE = re.compile(r":\S*?:|\t")
+
+
+def plain_text(markup: str) -> str | None:
+    """What rich prints for ``markup`` without styles (a pipe, a file): the tags dropped, the
+    escaped brackets and backslashes as text (rich.markup.render); None where rich could change
+    more (an emoji code, a tab): rich then prints it."""
+    if _RICH_MORE.search(markup):
+        return None
+    parts = []
+    position = 0
+    for match in _RICH_TAG.finditer(markup):
+        tag, escapes = match.group(1), match.group(2)
+        start = match.start()
+        if start > position:
+            parts.append(markup[position:start].replace("\\[", "["))
+        backslashes, escaped = divmod(len(escapes), 2)
+        parts.append("\\" * backslashes)
+        if escaped:
+            parts.append(tag[len(escapes) :])
+        position = match.end()
+    parts.append(markup[position:].replace("\\[", "["))
+    return "".join(parts)
 
 
 def escape(text: str) -> str:

@@ -152,7 +152,7 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
 
 
 def _print_jit(out: Output, report: ScanReport) -> None:
-    from rich.markup import escape as e
+    from archgap.report.table import markup_escape as e
 
     if report.toolchains is not None:
         _print_toolkits(out, report.toolchains)
@@ -182,7 +182,7 @@ def _print_jit(out: Output, report: ScanReport) -> None:
 
 def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
     """One line per distinct tool (several lookups often reach the same nvcc)."""
-    from rich.markup import escape as e
+    from archgap.report.table import markup_escape as e
 
     found_by: dict[str, list[str]] = {}
     first: dict[str, Toolkit] = {}
@@ -211,7 +211,7 @@ def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
 
 def _print_environment(out: Output, report: ScanReport) -> None:
     """What was judged: the interpreter, or the archives and images (with their Python)."""
-    from rich.markup import escape as e
+    from archgap.report.table import markup_escape as e
 
     env = report.environment
     source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
@@ -228,9 +228,8 @@ def _print_environment(out: Output, report: ScanReport) -> None:
 
 
 def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
-    from rich.markup import escape as e
-
     from archgap.report.scan import library_table, not_counted, package_table
+    from archgap.report.table import markup_escape as e
     from archgap.report.table import text_lines
 
     _print_environment(out, report)

@@ -12,8 +12,9 @@ import importlib
 import os
 import socket
 import sys
+import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .deep_plan import judged_native_sets
 from .facts import FACTS_VERSION
@@ -31,6 +32,13 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "verify": ("verify", "collect_verify"),
     "caches": ("jit_caches", "collect_caches"),
 }
+# Sections that mostly wait for commands they run (the target's interpreter, the NVML child,
+# each toolkit's --version): several of them in one request run at the same time, in threads
+# that all end before any other section starts (reading binaries may fork a helper, which a
+# process with other threads must not).
+CONCURRENT = frozenset(("gpu", "python", "toolchains", "caches"))
+# (section, its data or None, its error or None, seconds)
+Outcome = Tuple[str, Any, Optional[str], float]
 
 
 def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
@@ -52,9 +60,13 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
     }
     binaries = request.get("binaries")
     deferred = binaries.get("of_python") if isinstance(binaries, dict) else None
-    for name, params in request.items():
-        if not (deferred and name == "binaries"):
-            _run_section(facts, name, params, system)
+    now = [
+        (name, params) for name, params in request.items() if not (deferred and name == "binaries")
+    ]
+    waiting = [(name, params) for name, params in now if name in CONCURRENT]
+    together = dict(_run_together(waiting, system)) if len(waiting) > 1 else {}
+    for name, params in now:  # the facts keep the request's order of sections
+        _record(facts, together.get(name) or _run_section(name, params, system))
     if deferred:
         env = facts["sections"].get("python") or {}
         paths = set(env.get("unowned_native_files") or [])
@@ -67,20 +79,44 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
             # Deeply only where hidden entries can matter for the GPUs judged (deep_plan.py).
             gpu = facts["sections"].get("gpu")
             params["native_sets"] = judged_native_sets(binaries["deep_plan"], gpu)
-        _run_section(facts, "binaries", params, system)
+        _record(facts, _run_section("binaries", params, system))
     return facts
 
 
-def _run_section(facts: Dict[str, Any], name: str, params: Any, system: System) -> None:
+def _run_together(sections: List[Tuple[str, Any]], system: System) -> List[Tuple[str, Outcome]]:
+    """Each section in a thread of its own; returns once every one has ended."""
+    outcomes: Dict[str, Outcome] = {}
+
+    def run(name: str, params: Any) -> None:
+        outcomes[name] = _run_section(name, params, system)
+
+    threads = [threading.Thread(target=run, args=section, daemon=True) for section in sections]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return list(outcomes.items())
+
+
+def _run_section(name: str, params: Any, system: System) -> Outcome:
     if name not in SECTIONS:
-        facts["errors"][name] = "unknown section"
-        return
+        return name, None, "unknown section", -1.0
     module_name, function_name = SECTIONS[name]
     started = time.monotonic()
     try:
         module = importlib.import_module("." + module_name, __package__)
         function: Callable[[System, Any], Any] = getattr(module, function_name)
-        facts["sections"][name] = function(system, params)
+        data, error = function(system, params), None
     except Exception as exc:  # a broken section is a value; the rest of the probe goes on
-        facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
-    facts["seconds"][name] = round(time.monotonic() - started, 3)
+        data, error = None, "%s: %s" % (type(exc).__name__, exc)
+    return name, data, error, round(time.monotonic() - started, 3)
+
+
+def _record(facts: Dict[str, Any], outcome: Outcome) -> None:
+    name, data, error, seconds = outcome
+    if error is None:
+        facts["sections"][name] = data
+    else:
+        facts["errors"][name] = error
+    if seconds >= 0:  # an unknown section took no time
+        facts["seconds"][name] = seconds

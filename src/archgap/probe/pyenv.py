@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import sysconfig
+import threading
 from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -67,11 +68,23 @@ def is_native_file(path: str) -> bool:
     return NATIVE_NAME.search(path) is not None
 
 
-@functools.lru_cache(maxsize=8)  # several sections of one probe ask about the same interpreter
+# Several sections of one probe ask about the same interpreter, some at the same time (collect.py
+# runs them in threads): the first asks it, the others wait for its answer.
+_ASKING = threading.Lock()
+
+
 def interpreter_paths(
     system: System, python: Optional[str] = None
 ) -> Tuple[str, str, Tuple[str, ...], Optional[Problem]]:
     """(executable, version, site-packages dirs, problem) of ``python`` (default: this one)."""
+    with _ASKING:
+        return _interpreter_paths(system, python)
+
+
+@functools.lru_cache(maxsize=8)
+def _interpreter_paths(
+    system: System, python: Optional[str]
+) -> Tuple[str, str, Tuple[str, ...], Optional[Problem]]:
     if python is None:
         paths = sysconfig.get_paths()
         dirs = _existing((paths.get("purelib"), paths.get("platlib")))

@@ -1,0 +1,63 @@
+"""The probe's waiting sections (gpu, python, toolchains, caches) run at the same time, with the
+same facts, in the request's order, and no thread left behind (a deep read may fork after them).
+
+The commands are stand-ins at the process boundary that take a known time: a recorded
+nvidia-smi and a recorded nvcc banner, each behind a half-second sleep (no GPU or second toolkit
+here). One after the other the sections take their times added up; at the same time the longest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from archgap.probe.collect import collect
+from archgap.probe.system import System
+from tests.toolkit_stubs import BANNERS
+
+SMI = Path(__file__).parent.parent / "fixtures" / "nvidia_smi"
+SLEEP = 0.5
+
+
+def _slow(bin_dir: Path, name: str, body: str) -> None:
+    tool = bin_dir / name
+    tool.write_text(f"#!/bin/sh\nsleep {SLEEP}\n{body}\n")
+    tool.chmod(0o755)
+
+
+def _system(tmp_path: Path) -> System:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    csv, banner = SMI / "rtx_pro_6000_x8.csv", SMI / "rtx_pro_6000_x8.banner"
+    _slow(bin_dir, "nvidia-smi", f'case "$1" in --query-gpu=*) cat {csv};; *) cat {banner};; esac')
+    _slow(bin_dir, "nvcc", f"cat {BANNERS / 'nvcc-12.8.txt'}")
+    return System.local(environ={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+
+
+def test_waiting_sections_overlap_and_keep_their_facts_and_order(tmp_path: Path) -> None:
+    system = _system(tmp_path)
+    request: dict[str, Any] = {
+        "toolchains": {"site_packages": []},
+        "nope": {},
+        "gpu": {},
+        "caches": {},
+    }
+    started = time.monotonic()
+    facts = collect(request, system)
+    elapsed = time.monotonic() - started
+    assert threading.active_count() == 1  # every section's thread has ended
+    # nvidia-smi and nvcc waited at the same time: less than the sections' times added up.
+    assert elapsed < sum(facts["seconds"].values()) - SLEEP * 0.7, facts["seconds"]
+    assert list(facts["sections"]) == ["toolchains", "gpu", "caches"]
+    assert facts["errors"] == {"nope": "unknown section"}
+    assert list(facts["seconds"]) == ["toolchains", "gpu", "caches"]
+    # The same facts as each section collected alone.
+    for name in ("toolchains", "gpu", "caches"):
+        assert facts["sections"][name] == collect({name: request[name]}, system)["sections"][name]
+    gpus = facts["sections"]["gpu"]["gpus"]
+    assert [g["name"] for g in gpus] == ["NVIDIA RTX PRO 6000 Blackwell Server Edition"] * 8
+    toolkits = facts["sections"]["toolchains"]["toolkits"]
+    on_path = [t for t in toolkits if t["tool"] == "nvcc" and t["found_by"] == "PATH"]
+    assert [t["full_version"] for t in on_path] == ["12.8.93"]
