@@ -61,3 +61,22 @@ def test_waiting_sections_overlap_and_keep_their_facts_and_order(tmp_path: Path)
     toolkits = facts["sections"]["toolchains"]["toolkits"]
     on_path = [t for t in toolkits if t["tool"] == "nvcc" and t["found_by"] == "PATH"]
     assert [t["full_version"] for t in on_path] == ["12.8.93"]
+
+
+def test_each_toolkits_version_runs_at_the_same_time(tmp_path: Path) -> None:
+    # Three toolkits (CUDA_HOME, CUDA_PATH, CONDA_PREFIX), each nvcc half a second: one after
+    # the other 1.5 s, together 0.5 s. Each is still reported with its own banner's version.
+    homes = {}
+    for name, version in (("CUDA_HOME", "12.6"), ("CUDA_PATH", "12.8"), ("CONDA_PREFIX", "12.9")):
+        home = tmp_path / name
+        (home / "bin").mkdir(parents=True)
+        _slow(home / "bin", "nvcc", f"cat {BANNERS / f'nvcc-{version}.txt'}")
+        homes[name] = str(home)
+    system = System.local(environ={"PATH": "/usr/bin:/bin", **homes})
+    started = time.monotonic()
+    facts = collect({"toolchains": {"site_packages": []}}, system)
+    assert time.monotonic() - started < 2 * SLEEP + 0.4
+    toolkits = facts["sections"]["toolchains"]["toolkits"]
+    found = {t["found_by"]: t["full_version"] for t in toolkits if t["home"] in homes.values()}
+    assert found == {"CUDA_HOME": "12.6.68", "CUDA_PATH": "12.8.93", "CONDA_PREFIX": "12.9.41"}
+    assert threading.active_count() == 1

@@ -23,7 +23,7 @@ from .elf import ELF_MAGIC
 from .facts import BinaryFacts
 from .fatbin import Progress, open_error, read_binaries
 from .pyenv import NATIVE_NAME
-from .summary import binary_json
+from .summary import binary_json, summarized
 
 if TYPE_CHECKING:  # a plain read needs none of what System imports (subprocess, uuid ...)
     from .system import System
@@ -194,8 +194,9 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
     deep = bool(params.get("deep", False))
     plan = params.get("native_sets")  # (native targets per judged GPU, kernel-less size)
     if deep and plan is not None:
+        # Summarized as each file is read: a helper process sends back summaries, not entries.
         found: Iterable[BinaryFacts] = read_selectively(
-            list(discover(paths)), plan[0], plan[1], system.progress
+            list(discover(paths)), plan[0], plan[1], system.progress, None if detail else summarized
         )
     else:
         found = walk_binaries(paths, deep, system.progress)

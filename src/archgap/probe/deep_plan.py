@@ -95,10 +95,12 @@ def read_selectively(
     native_sets: List[FrozenSet[str]],
     limit: int,
     progress: Optional[Progress] = None,
+    finish: Optional[Callable[[BinaryFacts], BinaryFacts]] = None,
 ) -> Iterator[BinaryFacts]:
     """Every file of ``found`` (path, None: to read; path, facts: a ready row) read plainly,
     then those that ``needs_deep_search`` again, deeply (``read_binaries``: with its helper
-    process). ``progress`` counts a file as done once it needs nothing more."""
+    process). ``progress`` counts a file as done once it needs nothing more; ``finish``
+    (e.g. ``summary.summarized``) is applied to each file read, as soon as it is read."""
     from .fatbin import read_binaries, read_binary
 
     paths = [path for path, ready in found if ready is None]
@@ -106,18 +108,19 @@ def read_selectively(
     plain: List[BinaryFacts] = []
     again: List[int] = []
     for i, path in enumerate(paths):
-        plain.append(read_binary(path, False))
-        if needs_deep_search(plain[-1], native_sets, limit):
+        facts = read_binary(path, False)
+        if needs_deep_search(facts, native_sets, limit):
             again.append(i)
         elif progress is not None:
             progress(i + 1 - len(again), total, path)
+        plain.append(facts if finish is None else finish(facts))
     first = total - len(again)
 
     def tell(done: int, _total: int, path: str) -> None:
         if progress is not None:
             progress(first + done, total, path)
 
-    deep = read_binaries([paths[i] for i in again], True, tell)
+    deep = read_binaries([paths[i] for i in again], True, tell, finish)
     results = dict(zip(again, deep))
     at = 0
     for _, ready in found:

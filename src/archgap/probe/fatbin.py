@@ -193,6 +193,8 @@ def read_bytes(path: str, data: Union[bytes, bytearray], deep: bool = False) -> 
 HELPER_MIN_BYTES = 256 << 20
 QUEUE_RECORD = struct.Struct("<I")  # one file index in the work queue
 Progress = Callable[[int, int, str], None]  # (files done, files in all, the last one)
+# What becomes of each file's facts in the process that read it (read_binaries).
+Finish = Optional[Callable[[BinaryFacts], BinaryFacts]]
 
 
 class _Tally:
@@ -210,9 +212,14 @@ class _Tally:
 
 
 def read_binaries(
-    paths: List[str], deep: bool = False, progress: Optional[Progress] = None
+    paths: List[str],
+    deep: bool = False,
+    progress: Optional[Progress] = None,
+    finish: Finish = None,
 ) -> List[BinaryFacts]:
-    """``read_binary`` over ``paths``; the results are in the order of ``paths``.
+    """``read_binary`` over ``paths``; the results are in the order of ``paths``, each passed
+    through ``finish`` (when given) by the process that read it: a helper then sends back
+    what ``finish`` made of its files (a summary pickles in a fraction of the time).
 
     With ``deep``, when the files hold at least ``HELPER_MIN_BYTES`` and a CPU is idle, a forked
     helper process reads some of the files (POSIX only, and only from a process without other
@@ -235,12 +242,16 @@ def read_binaries(
             # pipe never blocks, so the whole queue is in place before the fork.
             per_round = max(1, getattr(select, "PIPE_BUF", 512) // QUEUE_RECORD.size)
             for at in range(0, len(order), per_round):
-                _read_shared(paths, order[at : at + per_round], deep, results, tally)
+                _read_shared(paths, order[at : at + per_round], deep, results, tally, finish)
     for i, facts in enumerate(results):
         if facts is None:
-            results[i] = read_binary(paths[i], deep)
+            results[i] = _finished(read_binary(paths[i], deep), finish)
             tally(paths[i])
     return [facts for facts in results if facts is not None]
+
+
+def _finished(facts: BinaryFacts, finish: Finish) -> BinaryFacts:
+    return facts if finish is None else finish(facts)
 
 
 def _helper_allowed() -> bool:
@@ -273,6 +284,7 @@ def _read_shared(
     deep: bool,
     results: List[Optional[BinaryFacts]],
     tally: Callable[[str], None] = lambda _path: None,
+    finish: Finish = None,
 ) -> None:
     """Read ``paths[i]`` for ``i`` in ``indices`` in this process and one forked helper, each
     taking the next index from a pipe; fills ``results``. Files the helper took but did not
@@ -289,12 +301,12 @@ def _read_shared(
         queue_w = -1  # closed everywhere before the fork: an empty queue then reads as EOF
 
         def helper() -> bytes:
-            done = [(i, read_binary(paths[i], deep)) for i in _take(queue_r)]
+            done = [(i, _finished(read_binary(paths[i], deep), finish)) for i in _take(queue_r)]
             return pickle.dumps(done, pickle.HIGHEST_PROTOCOL)
 
         def here() -> None:
             for i in _take(queue_r):
-                results[i] = read_binary(paths[i], deep)
+                results[i] = _finished(read_binary(paths[i], deep), finish)
                 tally(paths[i])
 
         _, sent = in_two_processes(helper, here)

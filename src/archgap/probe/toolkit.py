@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import asdict, replace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -57,22 +58,50 @@ def parse_release(text: str) -> Optional[Tuple[str, str, str]]:
 
 
 class _ToolRunner:
-    """Runs each binary's ``--version`` once (several candidates often share one toolkit)."""
+    """Runs each binary's ``--version`` once (several candidates often share one toolkit).
 
-    def __init__(self, system: System, timeout: float) -> None:
+    A ``listing`` runner runs nothing: it notes the binaries asked about (``asked``), so that
+    ``run_all`` can run their ``--version`` at the same time before the real pass asks."""
+
+    def __init__(self, system: System, timeout: float, listing: bool = False) -> None:
         self.system = system
         self.timeout = timeout
         self.cache: Dict[str, Tuple[str, Optional[str], Optional[str], Optional[str], str]] = {}
+        self.listing = listing
+        self.asked: List[str] = []
 
     def version(
         self, tool_path: str
     ) -> Tuple[str, Optional[str], Optional[str], Optional[str], str]:
         """(status, version, full_version, banner or reason, how) for a target-system path."""
+        if self.listing:
+            self.asked.append(tool_path)
+            return "missing", None, None, None, ""
         local = self.system.path(tool_path)
         key = os.path.realpath(local)
         if key not in self.cache:
             self.cache[key] = self._run(tool_path, local)
         return self.cache[key]
+
+    def run_all(self, tool_paths: Iterable[str]) -> None:
+        """The ``--version`` of each binary, all at the same time (each is mostly a wait)."""
+        first: Dict[str, Tuple[str, str]] = {}
+        for tool_path in tool_paths:
+            local = self.system.path(tool_path)
+            first.setdefault(os.path.realpath(local), (tool_path, local))
+
+        def run(key: str, tool_path: str, local: str) -> None:
+            self.cache[key] = self._run(tool_path, local)
+
+        threads = [
+            threading.Thread(target=run, args=(key, *paths), daemon=True)
+            for key, paths in first.items()
+            if key not in self.cache
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def _run(
         self, tool_path: str, local: str
@@ -387,11 +416,21 @@ def discover_toolchains(
     timeout: float = DEFAULT_TOOL_TIMEOUT,
 ) -> ToolchainFacts:
     problems: List[Problem] = []
-    runner = _ToolRunner(system, timeout)
-    toolkits, which_nvcc = _system_toolkits(system, runner)
     dists = _dists(site_packages, problems)
-    toolkits += _wheel_toolkits(dists, runner)
-    toolkits += _triton_toolkits(system, site_packages, runner)
+
+    def candidates(runner: _ToolRunner) -> Tuple[List[Toolkit], Optional[str]]:
+        toolkits, which_nvcc = _system_toolkits(system, runner)
+        toolkits += _wheel_toolkits(dists, runner)
+        toolkits += _triton_toolkits(system, site_packages, runner)
+        return toolkits, which_nvcc
+
+    # A first pass lists the binaries; their --version runs at the same time; the second pass
+    # builds the toolkits from those answers (the same order and facts as one pass would).
+    listing = _ToolRunner(system, timeout, listing=True)
+    candidates(listing)
+    runner = _ToolRunner(system, timeout)
+    runner.run_all(listing.asked)
+    toolkits, which_nvcc = candidates(runner)
     packages = tuple(
         InstalledPackage(name, version, dist_info)
         for name, version, dist_info in dists
