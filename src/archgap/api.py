@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport
 from archgap.analysis.scan import report_from_facts as _judge
-from archgap.analysis.verify import VerifyReport
 from archgap.probe.facts import ProbeResponse
 from archgap.report.jsondoc import document, shown_body
 from archgap.request import (
@@ -31,7 +30,6 @@ from archgap.request import (
     trace_request,
     verify_request,
 )
-from archgap.transport.fleet import FleetOptions, FleetSource, Tell
 from archgap.transport.run import TransportFailure, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
@@ -42,12 +40,14 @@ if TYPE_CHECKING:
     from archgap.analysis.explain_chain import Examined
     from archgap.analysis.fleet import FleetReport, HostInput
     from archgap.analysis.logparse import ParsedLog
+    from archgap.analysis.verify import VerifyReport
     from archgap.analysis.versions import VersionsReport
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
+    from archgap.transport.fleet import FleetOptions, FleetSource, Tell
 
 __all__ = [
     "FleetOptions",
@@ -75,6 +75,21 @@ __all__ = [
 
 
 T = TypeVar("T")
+# Public names of modules only some commands need: imported when first asked for (PEP 562), so
+# that `scan` does not load the fleet and verify code.
+_LATER = {
+    "FleetOptions": "archgap.transport.fleet",
+    "FleetSource": "archgap.transport.fleet",
+    "VerifyReport": "archgap.analysis.verify",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LATER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LATER[name]), name)
 
 
 class ProbeError(Exception):
@@ -440,7 +455,7 @@ def fleet_run(
 
     from archgap.analysis.caches import cache_shares, shared_caches
     from archgap.analysis.fleet import fleet_report
-    from archgap.transport.fleet import collect_hosts
+    from archgap.transport import fleet as transport_fleet
 
     for name in gpus:
         resolve_gpu(name)
@@ -449,7 +464,9 @@ def fleet_run(
     shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches
 
     def counted() -> Iterator[HostInput]:
-        for host in collect_hosts(source, options or FleetOptions(), tell):
+        for host in transport_fleet.collect_hosts(
+            source, options or transport_fleet.FleetOptions(), tell
+        ):
             inputs[0] += 1
             # A malformed document is an unreadable host in the report, never a failed report.
             if host.facts is not None:

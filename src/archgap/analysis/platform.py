@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
 from archgap.image.facts import ImageFacts
-from archgap.image.source import ELF_MACHINE
 from archgap.probe.facts import BinaryFacts, Problem
 
 # uname -m spellings -> the ELF names the probe reports
@@ -46,6 +45,8 @@ def environment_cpu(binaries: Iterable[BinaryFacts]) -> tuple[str, int] | None:
 
 def _oci_platform(cpu: str) -> str:
     """'aarch64' -> 'linux/arm64': how images name the platform of that CPU."""
+    from archgap.image.source import ELF_MACHINE  # image reading, only for a platform finding
+
     names = {elf: oci for oci, elf in ELF_MACHINE.items()}
     return f"linux/{names.get(cpu, cpu)}"
 
