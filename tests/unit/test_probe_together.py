@@ -80,3 +80,20 @@ def test_each_toolkits_version_runs_at_the_same_time(tmp_path: Path) -> None:
     found = {t["found_by"]: t["full_version"] for t in toolkits if t["home"] in homes.values()}
     assert found == {"CUDA_HOME": "12.6.68", "CUDA_PATH": "12.8.93", "CONDA_PREFIX": "12.9.41"}
     assert threading.active_count() == 1
+
+
+def test_the_footer_counts_sections_that_ran_together_once() -> None:
+    # gpu, python, toolchains and caches started together: the probe waited for the longest
+    # (0.30 s), not for their sum (0.76 s); a section that ran alone (code) adds its own time.
+    from archgap.api import report_from_facts
+    from archgap.cli.scan import _where_the_time_went
+
+    seconds = {"gpu": 0.3, "python": 0.2, "toolchains": 0.25, "caches": 0.01, "binaries": 1.0}
+    facts = {"facts_version": 1, "host": "h", "platform": "Linux", "probe_python": "3.8",
+             "env": {}, "env_source": "shell", "sections": {}, "errors": {}}  # fmt: skip
+    footer = _where_the_time_went(report_from_facts({**facts, "seconds": seconds}), 2.0)
+    assert "read in 1.00 s, the rest of the probe 0.30 s" in footer
+    footer = _where_the_time_went(
+        report_from_facts({**facts, "seconds": {**seconds, "code": 0.5}}), 2.5
+    )
+    assert "the rest of the probe 0.80 s" in footer

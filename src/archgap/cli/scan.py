@@ -291,7 +291,11 @@ def _where_the_time_went(report: ScanReport, elapsed: float) -> str:
     seconds = dict(report.seconds)
     if "binaries" not in seconds:  # an older probe: only the total is known
         return f"{files} read in {elapsed:.2f} s"
-    probing = sum(v for k, v in seconds.items() if k not in ("binaries", "analysis"))
+    from archgap.probe.collect import CONCURRENT  # these ran at the same time: the longest
+
+    together = [v for k, v in seconds.items() if k in CONCURRENT]
+    alone = [v for k, v in seconds.items() if k not in CONCURRENT | {"binaries", "analysis"}]
+    probing = max(together, default=0.0) + sum(alone)
     return (
         f"{files} read in {seconds['binaries']:.2f} s, the rest of the probe "
         f"{probing:.2f} s, analysis {seconds.get('analysis', 0.0):.2f} s ({elapsed:.2f} s in all)"
