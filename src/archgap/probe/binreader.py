@@ -121,7 +121,7 @@ class Reader:
     def padded_magic(self, pos: int, stop: int, magic: bytes) -> int:
         """Where ``magic`` starts when only zero bytes lie between ``pos`` and it, wholly in
         [pos, stop); else -1 (``magic`` starts with a non-zero byte)."""
-        lead = self.buf[pos:stop]
+        lead = self.header(pos, stop - pos)  # a pread for a file: no page fault
         padding = len(lead) - len(lead.lstrip(b"\0"))
         return pos + padding if lead[padding : padding + len(magic)] == magic else -1
 

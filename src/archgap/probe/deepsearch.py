@@ -21,19 +21,23 @@ from .fatcontainer import (
     CONTAINER_HEADER,
     CONTAINER_MAGIC,
     ENTRY_HEADER,
-    valid_container_at,
+    ENTRY_KINDS,
+    MAX_ENTRY_HEADER,
     walk_entries,
 )
 
 READAHEAD_MIN = 1 << 20  # searched ranges at least this large get the kernel's read-ahead back
 # The fewest bytes that hold a header the search accepts: a container header and one entry
-# header (valid_container_at); a cubin takes more (a 64-byte ELF header and two section headers).
+# header (_container_at); a cubin takes more (a 64-byte ELF header and two section headers).
 SEARCH_MIN = CONTAINER_HEADER.size + ENTRY_HEADER.size
 # What memmem searches for: the container header up to its size field (version 1, 16 bytes:
-# valid_container_at accepts nothing else). memmem skips faster by a longer needle (4.2 vs
+# _container_at accepts nothing else). memmem skips faster by a longer needle (4.2 vs
 # 3.2 GB/s); Python's find slower (1.1 vs 1.5 GB/s: zero bytes fill data sections), so it
 # searches the 4-byte magic.
 CONTAINER_START = CONTAINER_MAGIC + struct.pack("<HH", 1, CONTAINER_HEADER.size)
+# What _container_at checks: a container header (magic, version, header size, size of its
+# entries) and the start of its first entry's (kind, version, header size, payload size).
+FIRST = struct.Struct("<4sHHQHHIQ")
 # Zero bytes looked past for the next container's magic before searching: cuFFT pads its 24,000
 # containers in .ldata to 16 bytes; one search call each was a quarter of its deep read.
 PADDING_PEEK = 64
@@ -71,7 +75,6 @@ def _search(
     find: Find,
     magic: bytes,
 ) -> None:
-    buf = reader.buf
     pos = start
     released = start - start % mmap.PAGESIZE  # pages before this were handed back
     while pos < end:
@@ -108,8 +111,8 @@ def _search(
             if hit < 0:
                 pos = window_end
                 continue
-        if valid_container_at(reader, hit, end):
-            fat_size = struct.unpack("<Q", buf[hit + 8 : hit + 16])[0]
+        fat_size = _container_at(reader, hit, end)
+        if fat_size >= 0:
             body = hit + CONTAINER_HEADER.size
             if hit not in reader.seen_containers:
                 reader.seen_containers[hit] = body + fat_size
@@ -117,3 +120,28 @@ def _search(
             pos = body + fat_size
         else:
             pos = hit + 1
+
+
+def _container_at(reader: Reader, pos: int, end: int) -> int:
+    """The size of the entries of a valid container at ``pos`` (strict: its header and the
+    first entry's), or -1. One ``header`` read of both: a pread, not a page fault, for a file."""
+    if pos + CONTAINER_HEADER.size + ENTRY_HEADER.size > end:
+        return -1
+    head = reader.header(pos, FIRST.size)
+    if len(head) < FIRST.size:
+        return -1
+    magic, version, header_size, fat_size, kind, entry_version, entry_header, payload_size = (
+        FIRST.unpack(head)
+    )
+    valid = (
+        magic == CONTAINER_MAGIC
+        and version == 1
+        and header_size == CONTAINER_HEADER.size
+        and ENTRY_HEADER.size <= fat_size <= end - pos - CONTAINER_HEADER.size
+        and kind in ENTRY_KINDS
+        and entry_version == 0x0101
+        and ENTRY_HEADER.size <= entry_header <= MAX_ENTRY_HEADER
+        and entry_header % 8 == 0
+        and entry_header + payload_size <= fat_size
+    )
+    return fat_size if valid else -1

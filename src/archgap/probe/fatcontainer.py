@@ -193,30 +193,6 @@ def walk_entries(
         reader.fail("%s: truncated entry header at 0x%x" % (label, pos))
 
 
-def valid_container_at(reader: Reader, pos: int, end: int) -> bool:
-    """A strict check for a container found by searching data: header and first entry."""
-    if pos + CONTAINER_HEADER.size + ENTRY_HEADER.size > end:
-        return False
-    _, version, header_size, fat_size = CONTAINER_HEADER.unpack(
-        reader.buf[pos : pos + CONTAINER_HEADER.size]
-    )
-    body = pos + CONTAINER_HEADER.size
-    if version != 1 or header_size != CONTAINER_HEADER.size or body + fat_size > end:
-        return False
-    if fat_size < ENTRY_HEADER.size:
-        return False
-    kind, entry_version, entry_header, payload_size = struct.unpack(
-        "<HHIQ", reader.buf[body : body + 16]
-    )
-    return (
-        kind in ENTRY_KINDS
-        and entry_version == 0x0101
-        and ENTRY_HEADER.size <= entry_header <= MAX_ENTRY_HEADER
-        and entry_header % 8 == 0
-        and body + entry_header + payload_size <= body + fat_size
-    )
-
-
 def _impossible_sizes(payload_size: int, compressed_size: int, uncompressed: int) -> str:
     """Why an entry's sizes cannot be (compressed bytes past the payload, an expansion no
     compressor reaches), or ""."""
