@@ -285,3 +285,12 @@ def test_kernels_deps_unresolved_requirements_are_reported_rows(nginx: str) -> N
     assert "(required by demo-app 1.0)" in text.stdout
     missing = kernels_json("no-such-project==1.0", "--index-url", nginx, code=2)
     assert "HTTP 404" in missing["files"][0]["error"] and "resolved" not in missing
+
+
+def test_kernels_requirements_are_not_read_on_a_remote_target() -> None:
+    """A remote target's paths are that machine's; URLs and requirements are resolved and read
+    here: asking for both is a usage error (exit 2, one line), before any connection."""
+    result = run_cli("kernels", "demo-app", "--deps", "--host", "nobody@127.0.0.1:1", env=ENV)
+    assert result.returncode == 2
+    assert "URLs and requirements are read here: not with a remote target" in result.stderr
+    assert "Traceback" not in result.stderr
