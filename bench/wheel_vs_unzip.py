@@ -189,6 +189,7 @@ class Row:
     start: float
     rss_mib: float
     agree: bool
+    differ: list[str]  # the first members whose lists differ, with both lists
 
     @property
     def floor(self) -> float:
@@ -201,7 +202,7 @@ def measure(wheel: Path, runs: int, tool: str) -> Row:
         infos = [i for i in zf.infolist() if NATIVE_NAME.search(i.filename)]
     members = [i.filename for i in infos]
     ours, ours_cpu, theirs, theirs_cpu, floors, starts, rss = [], [], [], [], [], [], 0
-    agree = True
+    differ: list[str] = []
     for _ in range(runs):
         wall, cpu, peak, names = archgap_run(wheel)
         ours.append(wall)
@@ -210,14 +211,16 @@ def measure(wheel: Path, runs: int, tool: str) -> Row:
         wall2, cpu2, names2 = unzip_cuobjdump_run(wheel, members, tool)
         theirs.append(wall2)
         theirs_cpu.append(cpu2)
-        agree = agree and all(names.get(m, []) == names2[m] for m in members)
+        differ += [f"{m}: archgap {names.get(m, [])}, cuobjdump {names2[m]}" for m in members
+                   if names.get(m, []) != names2[m]][: 3 - len(differ)]  # fmt: skip
         floors.append(inflate_floor(wheel, infos))
         starts.append(start_cost())
     med = statistics.median
     largest = max((i.file_size for i in infos), default=0) / 2**20
     return Row(
         wheel.name, wheel.stat().st_size / 2**20, len(members), largest, med(ours),
-        med(ours_cpu), med(theirs), med(theirs_cpu), med(floors), med(starts), rss / 1024, agree,
+        med(ours_cpu), med(theirs), med(theirs_cpu), med(floors), med(starts), rss / 1024,
+        not differ, differ,
     )  # fmt: skip
 
 
@@ -259,6 +262,8 @@ def main() -> None:
         print(row_text(row), flush=True)
         print(f"  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; largest native "
               f"member {row.largest_mib:.0f} MiB unpacked")  # fmt: skip
+        for line in row.differ:
+            print(f"  differs: {line}")
     if args.nginx:
         for name in args.wheels:
             nginx_bytes(Path(name))

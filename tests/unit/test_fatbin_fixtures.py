@@ -18,7 +18,7 @@ import pytest
 
 from archgap.probe.binfiles import walk_binaries
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import _read_shared, read_binary
+from archgap.probe.fatbin import _read_shared, read_binary, read_bytes
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 # Written by build.sh from the flags it gives nvcc: per file, the targets nvcc was asked for.
@@ -157,6 +157,21 @@ def test_loose_cubin(name: str, target: str) -> None:
     entry = facts.entries[0]
     assert entry.listed and entry.section == "" and entry.offset == 0
     assert entry.stored_size == facts.size
+
+
+@pytest.mark.parametrize(("e_flags", "target"), [(0x1000640C, "sm_100a"), (0x6006402, "sm_100")])
+def test_cubin_arch_specific_flag_without_a_toolkit_note(e_flags: int, target: str) -> None:
+    """A cubin whose .note.nv.tkinfo names no -arch (nvasm writes "nvasm_internal" there, as in
+    flashinfer-cubin 0.6.13's fmhaSm100aKernel_*.cubin): in the ABI 8 layout the SM is e_flags
+    bits 8-15 and 'a' is bit 3 (EF_CUDA_ACCELERATORS, LLVM BinaryFormat/ELF.h); cuobjdump 13.5
+    lists such a cubin with 0x1000640c as sm_100a. Here the nvcc-built sm_90a cubin with the
+    note's target blanked and those e_flags."""
+    data = bytearray((BIN / "k_sm90a.cubin").read_bytes())
+    at = data.find(b"-arch sm_90a")
+    data[at : at + 12] = b" " * 12
+    data[48:52] = e_flags.to_bytes(4, "little")
+    facts = read_bytes("k.cubin", data)
+    assert [e.target for e in facts.entries] == [target]
 
 
 def test_loose_fatbin() -> None:

@@ -230,13 +230,16 @@ def cubin_at(
     end = limit if loose else end  # a loose cubin is the whole file
     if end > limit:
         return base
-    # The SM sits in bits 8-15 of e_flags from ELF ABI version 8 (OSABI 0x41) on; older
-    # cubins keep it in bits 0-7, with 0x800 for an arch-specific ('a') build. 'a' targets
-    # exist only from sm_90 on: below it the bit means something else (CUDA 9.0's sm_60
-    # cubins set it; cuobjdump lists them as sm_60).
+    # The SM sits in bits 8-15 of e_flags from ELF ABI version 8 (OSABI 0x41) on, with 0x8
+    # (EF_CUDA_ACCELERATORS in LLVM's BinaryFormat/ELF.h) for an arch-specific ('a') build:
+    # nvasm sets it where ptxas records the target in .note.nv.tkinfo instead (flashinfer-cubin's
+    # sm_100a kernels; cuobjdump lists them as sm_100a). Older cubins keep the SM in bits 0-7,
+    # with 0x800 for 'a'. 'a' targets exist only from sm_90 on: below it the bit means
+    # something else (CUDA 9.0's sm_60 cubins set 0x800; cuobjdump lists them as sm_60).
     new_layout = ident[7] == 0x41 or ident[8] >= 8
     arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
-    variant: Variant = "a" if not new_layout and e_flags & 0x800 and arch >= 90 else ""
+    accelerated = e_flags & (0x8 if new_layout else 0x800)
+    variant: Variant = "a" if accelerated and arch >= 90 else ""
     debug = False
     kernels = any(name.startswith(".text") for name, _, _ in listing) if listing else None
     for name, offset, size in listing:
