@@ -42,7 +42,8 @@ from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from .ar import AR_MAGIC
 from .binreader import ZERO_CHUNK, NotRecorded, Reader
-from .deepsearch import PADDING_PEEK
+from .bytesearch import searcher
+from .deepsearch import PADDING_PEEK, SEARCH_MIN
 from .elf import CUBIN_IDENT, ELF32_HEADER, ELF64_HEADER, ELF_MAGIC, EM_CUDA, MAX_SECTIONS
 from .facts import BinaryFacts
 from .fatbin import kind_of, read_with
@@ -230,21 +231,22 @@ class Collector:
         joined = self.tail + data
         base = start - len(self.tail)
         self.tail = joined[-(len(CUBIN_IDENT) - 1) :]
-        for needle, positions in self.needles.items():
-            # a needle found in the tail kept from the last chunk was counted then
-            at = joined.find(needle, max(0, len(joined) - len(data) - len(needle) + 1))
-            while at >= 0:
-                if self.kept + 8 > MAX_KEPT:
-                    self._lose(base + at)
-                    return
-                self.kept += 8
-                positions.append(base + at)
-                if needle == CONTAINER_MAGIC:
-                    self._note_padding(base + at)
-                    self.want(base + at, CONTAINER_HEADER.size + ENTRY_HEADER.size, self._container)
-                else:
-                    self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
-                at = joined.find(needle, at + 1)
+        with searcher(joined, 0, len(joined)) as (find, _):  # memmem: ~3x bytes.find
+            for needle, positions in self.needles.items():
+                # a needle found in the tail kept from the last chunk was counted then
+                at = find(needle, max(0, len(joined) - len(data) - len(needle) + 1), len(joined))
+                while at >= 0:
+                    if self.kept + 8 > MAX_KEPT:
+                        self._lose(base + at)
+                        return
+                    self.kept += 8
+                    positions.append(base + at)
+                    if needle == CONTAINER_MAGIC:
+                        self._note_padding(base + at)
+                        self.want(base + at, SEARCH_MIN, self._container)
+                    else:
+                        self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
+                    at = find(needle, at + 1, len(joined))
 
     def _note_padding(self, magic: int) -> None:
         """The zero bytes just before a container magic, up to ``PADDING_PEEK`` (the deep
