@@ -10,10 +10,10 @@ Memory is bounded and nothing is written to disk. A member up to ``IN_MEMORY_MAX
 decompressed into memory once (``fatbin.read_bytes``). A larger one is read in one pass as it is
 decompressed (``streamread``): the headers the file reader can ask for (containers, entries,
 cubins, the ELF section table that comes at the end) are kept as the bytes go by, with a 16 MiB
-lookbehind, and the same reader then runs over what was kept: an 820 MiB member peaks near
-35 MiB. Why not two passes over the compressed member (one to reach the section table, one for
-the sections): inflating is most of a wheel's reading time, and over HTTP ranges the member
-would cross the network twice.
+lookbehind, and the same reader then runs over what was kept: an 820 MiB member peaks at
+44 MiB (the whole process; ``bench/wheel_member_memory.py``). Why not two passes over the
+compressed member (one to reach the section table, one for the sections): inflating is most of
+a wheel's reading time, and over HTTP ranges the member would cross the network twice.
 
 A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in the zip).
 """
