@@ -5,6 +5,11 @@ functions of a ``Reader``: the bytes (an mmap of a file, or a member's bytes), w
 far, and which regions were read already, so a region is read once however many headers point
 at it. Nothing here raises to the caller but ``WorkBoundReached`` and ``NotRecorded`` (``fatbin``
 reports them).
+
+The readers take bytes from ``reader.buf`` by slicing it and search it with its ``find`` (or
+``bytesearch.searcher``, which falls back to ``find``), never through the buffer protocol
+(``struct.unpack_from``, ``memoryview``): a streamed member's ``buf`` is the headers kept as it
+went by (``streamread.Kept``), which answers exactly those (tests/unit/test_streamread.py).
 """
 
 from __future__ import annotations
