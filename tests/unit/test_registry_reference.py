@@ -126,9 +126,10 @@ def test_challenges() -> None:
     assert parse_challenge(None) is None
 
 
-def test_plain_http_only_for_insecure_registries() -> None:
+def test_plain_http_only_for_insecure_registries(tmp_path: Path) -> None:
     """As docker and skopeo: loopback registries, or --tls-verify=false, may be plain HTTP."""
+    env = {"HOME": str(tmp_path)}  # the client reads credentials: never this machine's files
     remote = parse_reference("docker://ghcr.io/o/i")
-    assert not RegistryClient(remote, env={}).insecure
-    assert RegistryClient(remote, tls_verify=False, env={}).insecure
-    assert RegistryClient(parse_reference("docker://localhost:5000/x"), env={}).insecure
+    assert not RegistryClient(remote, env=env).insecure
+    assert RegistryClient(remote, tls_verify=False, env=env).insecure
+    assert RegistryClient(parse_reference("docker://localhost:5000/x"), env=env).insecure
