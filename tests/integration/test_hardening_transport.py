@@ -49,3 +49,11 @@ def test_a_timeout_kills_setsid_descendants_of_the_transport(tmp_path: Path) -> 
     while time.monotonic() < deadline and alive(pid):
         time.sleep(0.05)
     assert not alive(pid), f"setsid'd sleep {pid} survived the transport's timeout"
+
+
+def test_a_host_that_reads_the_probe_then_hangs_is_a_timeout() -> None:
+    # The probe is sent on stdin and the pipe closed once it is all written; a host that reads
+    # it and never answers must still be a timeout value (stopping it once flushed the closed
+    # pipe: ValueError "flush of closed file", a traceback).
+    result = run_probe(via_target("sh -c 'cat >/dev/null; sleep 300' sh"), {"gpu": {}}, timeout=1)
+    assert isinstance(result, TransportFailure) and result.kind == "timeout"

@@ -253,6 +253,8 @@ def stop_process_group(
         sweep(proc.pid, mark or "")  # first, while the tree still hangs together
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
+    if proc.stdin is not None and proc.stdin.closed:
+        proc.stdin = None  # communicate() closed it once fed; Popen.communicate would flush it
     try:
         return proc.communicate(timeout=KILL_GRACE)
     except subprocess.TimeoutExpired:
