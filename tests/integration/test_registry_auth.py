@@ -33,7 +33,6 @@ from tests.integration import test_registry
 from tests.integration.test_registry import client, layers_of, pull, push, uncompressed
 
 Store = Callable[[str, str, str], None]
-CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 registry = test_registry.registry  # the registries, with public/cuda and private/cuda pushed
 no_credentials = test_registry.no_credentials  # a HOME without credential files
 
@@ -49,10 +48,8 @@ def gpg_key() -> Iterator[tuple[str, str]]:
     stopped afterwards."""
     missing = [p for p in ("docker-credential-pass", "pass", "gpg") if not shutil.which(p)]
     if missing:
-        reason = f"scripts/services installs them: {', '.join(missing)} missing"
-        if CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+        # Under CI=true the conftest turns this skip into a failure.
+        pytest.skip(f"scripts/services installs them: {', '.join(missing)} missing")
     home = tempfile.mkdtemp(prefix="agpg")  # short: gpg-agent's socket path has a length limit
     gnupg = os.path.join(home, "g")
     os.mkdir(gnupg, 0o700)

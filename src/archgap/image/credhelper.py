@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from archgap.probe.system import communicate, spawn, stop_process_group
 
 HELPER_TIMEOUT = 30.0
 TOKEN_USERNAME = "<token>"
@@ -75,23 +75,17 @@ def run_helper(
     program = f"docker-credential-{name}"
     what = f"{program} ({origin})"
     try:
-        proc = subprocess.Popen(
-            [program, "get"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=None if env is None else dict(env),
-            start_new_session=True,  # its own process group: a timeout ends it and its children
-        )
+        # Its own process group (spawn): a timeout ends it and its children.
+        proc = spawn([program, "get"], dict(os.environ if env is None else env), stdin=True)
     except OSError as exc:
         reason = "is not on PATH" if isinstance(exc, FileNotFoundError) else f"cannot run: {exc}"
         return HelperAnswer(note=f"{what} {reason}")
-    try:
-        out, err = proc.communicate(server_url.encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return HelperAnswer(note=f"{what} did not answer within {timeout:g} s")
+    out, err, stopped = communicate(proc, server_url.encode(), timeout)
+    if stopped is not None:
+        stop_process_group(proc)
+        if stopped == "timeout":
+            return HelperAnswer(note=f"{what} did not answer within {timeout:g} s")
+        return HelperAnswer(note=f"{what} stopped: {stopped}")
     if proc.returncode != 0:
         if out.decode("utf-8", "replace").strip() == NOT_FOUND:
             return HelperAnswer(note=f"{what} has no credentials for {server_url}")
