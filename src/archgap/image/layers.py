@@ -42,10 +42,17 @@ _READ_ERRORS = (OSError, EOFError, tarfile.TarError, zlib.error, lzma.LZMAError,
 @dataclass(frozen=True)
 class Entry:
     layer: int  # index of the layer that provides it (0: the lowest)
-    kind: str  # FILE, DIR, SYMLINK, HARDLINK (to ``link``, a member of the same layer), OTHER
+    kind: str  # FILE, DIR, SYMLINK, HARDLINK (to a regular file: ``source``'s ``link``), OTHER
     size: int
-    link: str = ""  # a symlink's target as written; a hard link's member (an image path)
+    link: str = ""  # a symlink's target as written; a hard link's file: a member of ``source``
     member: str = ""  # the member's own name, where a symlinked directory placed it elsewhere
+    source: int = -1  # a hard link's: the layer whose member ``link`` holds its bytes
+
+    def origin(self, path: str) -> tuple[int, str]:
+        """(layer, member) that hold the bytes of the file this entry provides at ``path``."""
+        if self.kind == HARDLINK:
+            return self.source, self.link
+        return self.layer, self.member or path
 
 
 class _Node:
@@ -160,6 +167,31 @@ class FileTree:
         else:  # anything else, a symlink included, is replaced (not followed)
             holder.children[name] = _Node(entry)
         return real, entry
+
+    def hardlink(self, link: str, layer: int) -> tuple[str, Entry, Entry]:
+        """A hard link of ``layer`` to ``link`` (an image path), as a container runtime makes
+        it: to what the tree has at ``link`` now (a file of this layer or of a lower one, not
+        deleted since), its parent directory resolved, its last component taken as it is (a
+        link to a symlink is that symlink). Returns the target's real path, its entry and the
+        link's entry; ``LinkError`` for a missing target, a directory or a loop."""
+        try:
+            real = self.place(link)
+        except NotInImage as exc:
+            raise NotInImage(f"hard link to {link}: {exc}") from None
+        except LinkError as exc:
+            raise LinkError(f"hard link to {link}: {exc}") from None
+        target = self.get(real)
+        if target is None:
+            raise NotInImage(f"hard link to {link}: {real}: not in the image")
+        if target.kind == DIR:
+            raise LinkError(f"hard link to {link}: a directory")
+        if target.kind == HARDLINK:
+            entry = Entry(layer, HARDLINK, target.size, target.link, source=target.source)
+        elif target.kind == FILE:
+            entry = Entry(layer, HARDLINK, target.size, target.member or real, source=target.layer)
+        else:  # a symlink or a device: the link is one too
+            entry = replace(target, layer=layer, member="")
+        return real, target, entry
 
     def whiteout(self, path: str, layer: int) -> None:
         """``.wh.NAME``: ``path`` (a symlink itself, not what it points at) and everything
@@ -310,8 +342,8 @@ def apply_layers(
 ) -> Applied[T]:
     """The one pass: every layer streamed once, in order, its tar headers applied to the tree,
     and ``read(path, stream, size)`` called for each regular file whose real path ``wanted``
-    chooses, as its bytes stream by (a hard link to such a file of the same layer gets its
-    value). Nothing else of a member is kept."""
+    chooses, as its bytes stream by (a hard link to a file read so gets its value). Nothing
+    else of a member is kept."""
     applied: Applied[T] = Applied(FileTree(), [], {})
     for index, blob in enumerate(manifest.layers):
         what = layer_name(manifest, index)
@@ -354,33 +386,39 @@ def _apply(
             tree.opaque(parent, layer)
         elif name.startswith(WHITEOUT):
             tree.whiteout(f"{parent}/{name[len(WHITEOUT) :]}", layer)
+        elif member.islnk():
+            _add_hardlink(applied, path, member.linkname, layer, read, wanted)
         else:
             real, entry = tree.add(path, _entry(member, layer))
-            if read is not None and entry.kind in (FILE, HARDLINK) and wanted(real):
-                _read_member(applied, tar, member, real, entry, read)
+            if read is not None and entry.kind == FILE and wanted(real):
+                stream = tar.extractfile(member)
+                if stream is not None:
+                    applied.values[real] = (entry, read(real, stream, member.size))
     except LinkError as exc:
         misplaced.append(f"{path}: {exc}")
 
 
-def _read_member(
+def _add_hardlink(
     applied: Applied[T],
-    tar: tarfile.TarFile,
-    member: tarfile.TarInfo,
-    real: str,
-    entry: Entry,
-    read: Reader[T],
+    path: str,
+    linkname: str,
+    layer: int,
+    read: Reader[T] | None,
+    wanted: Callable[[str], bool],
 ) -> None:
-    if entry.kind == HARDLINK:  # the file it names came earlier in this layer
-        try:
-            target = applied.values.get(applied.tree.place(entry.link))
-        except LinkError:
-            return  # read in a second pass, if wanted (``read_files``)
-        if target is not None and target[0].layer == entry.layer:
-            applied.values[real] = (entry, target[1])
+    """A hard link: its entry names the member (of this layer or a lower one) that holds the
+    bytes; the value read for that file, if any, is its value too (else a second pass reads
+    the member, if wanted: ``read_files``)."""
+    link = image_path(linkname)
+    if link is None or link == "/":
+        raise LinkError(f"hard link to {linkname}: outside the image")
+    target_path, target, entry = applied.tree.hardlink(link, layer)
+    real, entry = applied.tree.add(path, entry)
+    if read is None or entry.kind != HARDLINK or not wanted(real):
         return
-    stream = tar.extractfile(member)
-    if stream is not None:
-        applied.values[real] = (entry, read(real, stream, member.size))
+    got = applied.values.get(target_path)
+    if got is not None and got[0] is target:
+        applied.values[real] = (entry, got[1])
 
 
 def _entry(member: tarfile.TarInfo, layer: int) -> Entry:
@@ -390,8 +428,6 @@ def _entry(member: tarfile.TarInfo, layer: int) -> Entry:
         return Entry(layer, DIR, 0)
     if member.issym():
         return Entry(layer, SYMLINK, 0, member.linkname)
-    if member.islnk():
-        return Entry(layer, HARDLINK, 0, image_path(member.linkname) or "")
     return Entry(layer, OTHER, 0)
 
 
@@ -404,12 +440,13 @@ def read_files(
     """A second pass, for files the first did not read (a RECORD's file outside the Python
     sites, a symlink's target elsewhere): ``read(path, stream, size)`` for every wanted path
     (image path -> the entry that provides it: a regular file or a hard link to one), each
-    member taken from the layer that provides it; layers that provide none are not opened.
+    member taken from the layer that holds its bytes (a hard link's: the layer of the file it
+    links to); layers that hold none are not opened.
     Returns what ``read`` gave and, per path not read, why."""
     by_layer: dict[int, dict[str, list[str]]] = {}
     for path, entry in wanted.items():
-        member = entry.link if entry.kind == HARDLINK else entry.member or path
-        by_layer.setdefault(entry.layer, {}).setdefault(member, []).append(path)
+        layer, member = entry.origin(path)
+        by_layer.setdefault(layer, {}).setdefault(member, []).append(path)
     results: dict[str, T] = {}
     failed: dict[str, str] = {}
     for layer, members in sorted(by_layer.items()):
