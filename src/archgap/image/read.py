@@ -3,10 +3,11 @@
 Python environments are found where images keep them: any ``lib/python3[.N]/site-packages`` or
 ``dist-packages`` directory (``/usr/local/lib/python3.12/site-packages``,
 ``/usr/lib/python3/dist-packages``, ``/opt/conda/lib/python3.11/site-packages``, a venv's, found
-by the ``pyvenv.cfg`` next to its ``lib``). Their distributions come from ``.dist-info``
-METADATA and RECORD like an installed environment's (``probe.pyenv``); the native files read are
-the same as there: those a RECORD owns and those under a site-packages no RECORD lists. Paths in
-the result are ``LABEL/image/path`` (the image's label, then the path inside the image).
+by the ``pyvenv.cfg`` next to its ``lib``; through links too: ``image.sites``). Their
+distributions come from ``.dist-info`` METADATA and RECORD like an installed environment's
+(``probe.pyenv``); the native files read are the same as there: those a RECORD owns and those
+under a site-packages no RECORD lists. Paths in the result are ``LABEL/image/path`` (the image's
+label, then the path inside the image).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import IO, Any
 from archgap.codec import encode
 from archgap.image.facts import ImageFacts, PythonSite
 from archgap.image.layers import (
-    DIR,
     FILE,
     HARDLINK,
     Entry,
@@ -29,12 +29,12 @@ from archgap.image.layers import (
     apply_layers,
     read_files,
 )
+from archgap.image.sites import find_sites
 from archgap.image.source import ImageError, ImageManifest, ImageSource, Platform
 from archgap.probe import pyenv
 from archgap.probe.archive import WheelContents, read_stream
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 
-SITE_DIR = re.compile(r"/lib(?:64)?/python(3(?:\.\d+)?)/(?:site|dist)-packages$")
 IN_SITE = re.compile(r"/lib(?:64)?/python3(?:\.\d+)?/(?:site|dist)-packages/(.+)$")
 DIST_INFO_FILES = (".dist-info/METADATA", ".dist-info/RECORD")
 NO_PYTHON = (
@@ -78,11 +78,12 @@ def read_image(
 
 def _read(source: ImageSource, manifest: ImageManifest, found: ImageContents, deep: bool) -> None:
     applied = apply_layers(source, manifest, _reader(deep, found), read_early)
+    sites = find_sites(applied.tree, applied.problems)
     found.problems.extend(Problem(found.label, p) for p in applied.problems)
     declared = manifest.platform
     found.image = ImageFacts(
         found.label, str(declared), declared.architecture, declared.os, declared.elf_machine,
-        manifest.digest, len(manifest.layers), find_sites(applied.tree),
+        manifest.digest, len(manifest.layers), sites,
     )  # fmt: skip
 
     def fetch(wanted: dict[str, Entry], read: Callable[[str, IO[bytes], int], Any]) -> Fetched:
@@ -147,25 +148,6 @@ def read_tree(
 
 def _labelled(label: str, path: str) -> str:
     return label.rstrip("/") + path
-
-
-def find_sites(tree: FileTree) -> tuple[PythonSite, ...]:
-    """Every site-packages (or dist-packages) directory, outside other site-packages."""
-    sites: list[PythonSite] = []
-    for path, entry in tree.walk("/"):
-        match = SITE_DIR.search(path)
-        if entry.kind != DIR or not match:
-            continue
-        if any(path.startswith(s.path + "/") for s in sites):
-            continue
-        prefix = path[: match.start()] or "/"
-        kind = "system"
-        if tree.get(posixpath.join(prefix, "pyvenv.cfg")) is not None:
-            kind = "venv"
-        elif tree.get(posixpath.join(prefix, "conda-meta")) is not None:
-            kind = "conda"
-        sites.append(PythonSite(path, match.group(1), kind))
-    return tuple(sites)
 
 
 def _dist_infos(tree: FileTree, site: str) -> list[str]:

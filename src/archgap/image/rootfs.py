@@ -18,7 +18,8 @@ from typing import IO, Any
 
 from archgap.image.facts import ImageFacts
 from archgap.image.layers import DIR, FILE, OTHER, SYMLINK, Entry, FileTree
-from archgap.image.read import Fetched, ImageContents, find_sites, read_tree
+from archgap.image.read import Fetched, ImageContents, read_tree
+from archgap.image.sites import find_sites
 from archgap.probe.facts import Problem
 
 SKIPPED = frozenset(("/proc", "/sys", "/dev", "/run", "/tmp"))  # nothing of Python lives there
@@ -40,7 +41,9 @@ def read_rootfs(directory: str, deep: bool = True) -> ImageContents:
     except OSError as exc:
         found.problems.append(Problem(label, f"cannot walk: {exc.strerror or exc}"))
         return found
-    sites = find_sites(tree)
+    problems: list[str] = []
+    sites = find_sites(tree, problems)
+    found.problems.extend(Problem(label, p) for p in problems)
     found.image = ImageFacts(label, "", "", "", None, "", 0, sites)
 
     def fetch(wanted: dict[str, Entry], read: Callable[[str, IO[bytes], int], Any]) -> Fetched:
