@@ -23,6 +23,8 @@ cuobjdump; the fixture libraries' targets are those build.sh asks nvcc for).
 
 from __future__ import annotations
 
+import csv
+import io
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,3 +296,52 @@ def test_kernels_requirements_are_not_read_on_a_remote_target() -> None:
     assert result.returncode == 2
     assert "URLs and requirements are read here: not with a remote target" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_kernels_markdown_and_csv_name_the_resolved_wheels(nginx: str) -> None:
+    """The wheels the requirements resolved to, as JSON's ``resolved`` has them (above), in
+    the paste-ready formats. Markdown: a table of them before the files' tables. CSV: still one
+    rectangular table; the resolved wheel each row came from in three columns after the path,
+    and demo-app (no native member) a row of its own with empty target cells."""
+    args = ("demo-app[full]", "--deps", "--index-url", nginx, *TARGET)
+    md = run_cli("kernels", *args, "--format", "markdown", env=ENV)
+    assert md.returncode == 2 and "Traceback" not in md.stderr  # two unresolved: as above
+    # the set of test_kernels_deps_unresolved_requirements_are_reported_rows: demo-app[full]
+    # (named, and required back by demo-kernels 2.0), what its APP_REQUIRES name for Linux and
+    # Python 3.12, and its extra's demo-extra
+    table = md.stdout.split("Resolved 4 wheel(s):\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table[0] == "| project | version | wheel | required by |"
+    runtime = "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    assert table[2:] == [
+        "| demo-app\\[full\\] | 1.0 | `demo_app-1.0-py3-none-manylinux_2_17_x86_64.whl` | "
+        "named, demo-kernels 2.0 |",
+        "| demo-kernels | 2.0 | `demo_kernels-2.0-py3-none-manylinux_2_17_x86_64.whl` | "
+        "demo-app 1.0 |",
+        f"| nvidia-cuda-runtime | 13.0.96 | `{runtime}` | demo-app 1.0 |",
+        "| demo-extra | 1.0 | `demo_extra-1.0-py3-none-manylinux_2_17_x86_64.whl` | demo-app 1.0 |",
+    ]
+    assert md.stdout.index("Resolved 4 wheel(s)") < md.stdout.index("libdebug.so")
+    out = run_cli("kernels", *args, "--format", "csv", env=ENV)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    rows = list(csv.reader(io.StringIO(out.stdout)))
+    assert rows[0][:4] == ["file", "project", "version", "required by"]
+    assert {len(r) for r in rows} == {len(rows[0])}  # rectangular
+    by_project: dict[str, list[list[str]]] = {}
+    for row in rows[1:]:
+        by_project.setdefault(row[1], []).append(row)
+    assert sorted(by_project) == [
+        "demo-app[full]", "demo-extra", "demo-kernels", "nvidia-cuda-runtime"
+    ]  # fmt: skip
+    [app] = by_project["demo-app[full]"]
+    assert app[0].endswith("/demo_app-1.0-py3-none-manylinux_2_17_x86_64.whl")
+    assert app[2:4] == ["1.0", "named, demo-kernels 2.0"]
+    assert set(app[4:]) == {""}  # no device code
+    # libdebug.so (build.sh: -G, SASS sm_80 only): one target row, from demo-extra
+    [debug] = by_project["demo-extra"]
+    assert debug[0].endswith(".whl/demo_extra/libdebug.so") and debug[2:4] == [
+        "1.0",
+        "demo-app 1.0",
+    ]
+    assert debug[4:6] == ["sm_80", "sass"] and debug[-1] == "listed"
+    [ptx] = by_project["demo-kernels"]  # libptxonly.so: PTX compute_80 only
+    assert ptx[4:6] == ["compute_80", "ptx"]

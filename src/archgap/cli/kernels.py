@@ -132,7 +132,7 @@ def run(args: Any, out: Output) -> int:
         from archgap.report import kernels as rendering
 
         render = rendering.markdown if out.format == "markdown" else rendering.csv
-        sys.stdout.write(render(files, bool(args.show_all), counts))
+        sys.stdout.write(render(files, bool(args.show_all), counts, resolved))
         if gate is not None and out.format == "markdown":
             _print_gate(out, gate)
     else:

@@ -145,11 +145,20 @@ def _table(columns: Sequence[str], rows: Sequence[tuple[list[str], bool]], extra
     return Table(tuple(heads), body, keys=0)
 
 
-def markdown(files: Sequence[BinaryFacts], show_all: bool, summary: dict[str, Any]) -> str:
-    """One table per file with device code (and a line per file that could not be read)."""
+def markdown(
+    files: Sequence[BinaryFacts],
+    show_all: bool,
+    summary: dict[str, Any],
+    resolved: Sequence[Chosen] = (),
+) -> str:
+    """The wheels requirements resolved to (a table), then one table per file with device code
+    (and a line per file that could not be read)."""
     from archgap import __version__
 
     lines = ["### archgap kernels", "", f"archgap {__version__}"]
+    if resolved:
+        lines += ["", f"Resolved {len(resolved)} wheel(s):", ""]
+        lines += markdown_lines(_resolved_table(resolved))
     for facts in files:
         state = f" — {markdown_escape(facts.error)}" if facts.error else ""
         if not facts.entries:
@@ -167,18 +176,76 @@ def markdown(files: Sequence[BinaryFacts], show_all: bool, summary: dict[str, An
     return "\n".join(lines) + "\n"
 
 
-def csv(files: Sequence[BinaryFacts], show_all: bool, summary: dict[str, Any]) -> str:
+def csv(
+    files: Sequence[BinaryFacts],
+    show_all: bool,
+    summary: dict[str, Any],
+    resolved: Sequence[Chosen] = (),
+) -> str:
     """Every row of every file in one table, the file's path first, then whether cuobjdump
-    lists the entry."""
+    lists the entry. Where requirements were resolved, still one table: three more columns
+    after the path name the wheel each row came from (project, version, who required it), and
+    a resolved wheel without device code is one row of its own, its target cells empty."""
     per_file = [(facts.path, *file_rows(facts, show_all, human=False)) for facts in files]
     columns = max((names for _, names, _ in per_file), key=len, default=[*HEADER, "n"])
+    wheels = {c.file.url: c for c in resolved}
+    shown: set[str] = set()
     body = []
     for path, _, rows in per_file:
+        chosen = _wheel_of(path, wheels)
         for cells, listed in rows:
             padded = [*cells, *[""] * (len(columns) - len(cells))]
-            body.append(tuple(Cell(c) for c in (path, *padded, _listed(listed))))
-    heads = (Column("file"), *(Column(c) for c in columns), Column("cuobjdump"))
+            origin = _origin(chosen, shown) if resolved else []
+            body.append(tuple(Cell(c) for c in (path, *origin, *padded, _listed(listed))))
+    for chosen in resolved:
+        if chosen.file.url not in shown:
+            row = (chosen.file.url, *_origin(chosen, shown), *[""] * (len(columns) + 1))
+            body.append(tuple(Cell(c) for c in row))
+    extra = [Column(c) for c in RESOLVED_CSV] if resolved else []
+    heads = (Column("file"), *extra, *(Column(c) for c in columns), Column("cuobjdump"))
     return csv_text(Table(heads, tuple(body), keys=0))
+
+
+RESOLVED_CSV = ("project", "version", "required by")
+
+
+def _wheel_of(path: str, wheels: dict[str, Chosen]) -> Chosen | None:
+    """The resolved wheel a file row's path is a member of (``URL/member``)."""
+    head, sep, _ = path.partition(".whl/")
+    return wheels.get(head + ".whl") if sep else None
+
+
+def _origin(chosen: Chosen | None, shown: set[str]) -> list[str]:
+    if chosen is None:
+        return ["", "", ""]
+    shown.add(chosen.file.url)
+    return [_project(chosen), chosen.version, ", ".join(_why(chosen))]
+
+
+def _project(chosen: Chosen) -> str:
+    """The project with the extras asked for: "demo-app[full]"."""
+    return chosen.name + (f"[{','.join(chosen.extras)}]" if chosen.extras else "")
+
+
+def _why(chosen: Chosen) -> list[str]:
+    """Who asked for a resolved wheel: "named" (on the command line), "demo-app 1.0"."""
+    from archgap.index.deps import ROOT
+
+    return ["named" if r == ROOT else r for r in chosen.required_by]
+
+
+def _resolved_table(resolved: Sequence[Chosen]) -> Table:
+    heads = ("project", "version", "wheel", "required by")
+    body = tuple(
+        (
+            Cell(_project(c)),
+            Cell(c.version),
+            Cell(c.file.filename),
+            Cell(", ".join(_why(c))),
+        )
+        for c in resolved
+    )
+    return Table(tuple(Column(h, code=h == "wheel") for h in heads), body, keys=0)
 
 
 def _listed(listed: bool) -> str:
@@ -238,9 +305,8 @@ def resolved_lines(resolved: Sequence[Chosen]) -> list[str]:
 
     lines = [f"Resolved {len(resolved)} wheel(s)"]
     for c in resolved:
-        extras = f"[{','.join(c.extras)}]" if c.extras else ""
         others = [r for r in c.required_by if r != ROOT]
         why = ["named"] if ROOT in c.required_by else []
         why += [f"required by {', '.join(others)}"] if others else []
-        lines.append(f"  {c.name}{extras} {c.version}  {c.file.filename}  ({'; '.join(why)})")
+        lines.append(f"  {_project(c)} {c.version}  {c.file.filename}  ({'; '.join(why)})")
     return lines
