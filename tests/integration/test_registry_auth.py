@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -280,6 +281,10 @@ def refused_with(token: str, host: str) -> int:
         f"http://{host}/v2/public/expiring/cuda/manifests/v1",
         headers={"Authorization": token, "Accept": "application/vnd.oci.image.index.v1+json"},
     )
+    return status_of(req)
+
+
+def status_of(req: urllib.request.Request) -> int:
     try:
         with urllib.request.urlopen(req, timeout=30) as answer:
             return int(answer.status)
@@ -325,3 +330,65 @@ def test_a_token_is_renewed_before_its_expires_in(
     c.clock = lambda: time.monotonic() + 301
     c.manifest_bytes()
     assert (c.tokens, c.tokens_refused) == (2, 0)
+
+
+def rotating_refresh_token(registry: dict[str, Any]) -> str:
+    """What ``docker login`` keeps from a token server that rotates refresh tokens: the
+    OAuth2 password grant with access_type=offline (scripts/registry-auth: rotate=1)."""
+    form = {
+        "grant_type": "password", "username": registry["user"], "password": registry["password"],
+        "access_type": "offline", "rotate": "1", "client_id": "archgap-tests",
+        "service": registry["service"], "scope": "repository:private/cuda:pull",
+    }  # fmt: skip
+    req = urllib.request.Request(
+        f"{registry['auth']}/token", data=urllib.parse.urlencode(form).encode()
+    )
+    with urllib.request.urlopen(req, timeout=30) as answer:
+        token = json.loads(answer.read())["refresh_token"]
+    assert isinstance(token, str) and token.startswith("archgap-test-rotating-")
+    return token
+
+
+def refresh_grant(registry: dict[str, Any], token: str) -> int:
+    """The token server's status for one refresh grant with ``token`` (spending it)."""
+    form = {"grant_type": "refresh_token", "refresh_token": token, "client_id": "archgap-tests",
+            "service": registry["service"], "scope": "repository:private/cuda:pull"}  # fmt: skip
+    req = urllib.request.Request(
+        f"{registry['auth']}/token", data=urllib.parse.urlencode(form).encode()
+    )
+    return status_of(req)
+
+
+def test_the_refresh_token_a_token_answer_returns_is_used_for_the_next_renewal(
+    registry: dict[str, Any], no_credentials: Path
+) -> None:
+    """The token server rotates refresh tokens: each is good for one refresh grant, whose
+    answer carries the next. Three renewals in one run (the client's clock moved past the
+    tokens' 300 s) each use the one the previous answer returned: the identity token from the
+    file alone would be refused (HTTP 400) at the first renewal. The tokens stay in memory:
+    the file is unchanged, and a refusal of a kept token names where it came from, not it."""
+    host = registry["token"]
+    first = rotating_refresh_token(registry)
+    config = docker_config(no_credentials, {"auths": {host: {"identitytoken": first}}})
+    written = config.read_bytes()
+    c = client(host, "private/cuda:v1")
+    c.manifest_bytes()
+    shift = [0.0]
+    c.clock = lambda: time.monotonic() + shift[0]
+    for renewal in (1, 2, 3):
+        shift[0] = 301.0 * renewal
+        c.manifest_bytes()
+    assert (c.tokens, c.tokens_refused) == (4, 0)
+    assert refresh_grant(registry, first) == 400  # the control: spent by the first grant
+    assert config.read_bytes() == written
+    kept = next(iter(c._refresh.values()))
+    assert kept != first and refresh_grant(registry, kept) == 200  # the kept one is spent now
+    shift[0] = 301.0 * 4
+    with pytest.raises(RegistryError, match=r"refused \(HTTP 400\)") as refused:
+        c.manifest_bytes()
+    assert refused.value.kind == "auth"
+    message = str(refused.value)
+    assert "with the refresh token the token server returned for the identity token from" in (
+        message
+    )
+    assert first not in message and kept not in message

@@ -11,7 +11,10 @@
 * **Token renewal**: a token is asked for again before its ``expires_in`` (60 s when the answer
   omits it, as the token spec says) has passed since it was requested, and when the registry
   answers 401 to a request that carried one (a token the registry holds expired: clock skew, a
-  shorter life than announced); the request is then retried once.
+  shorter life than announced); the request is then retried once. A ``refresh_token`` in a
+  token answer (OAuth2 servers that rotate refresh tokens send a new one with each grant, and
+  the old one is spent) is kept in memory for this run, per realm and service, and the next
+  renewal is the refresh grant with it; it is never written anywhere nor put in a message.
 * **Blobs** are streamed and checked as they are read (``source.verified``: a layer read to its
   end had the manifest's size and digest); a broken connection is a ``BlobError`` (an
   ``OSError``). Each is copied as it streams into the user's cache, by digest
@@ -143,6 +146,11 @@ def _registry_message(exc: urllib.error.HTTPError) -> str:
     return str(exc.reason)
 
 
+def _token_key(challenge: Challenge) -> tuple[str, str]:
+    """What a refresh token is kept by: the token server's realm and the service."""
+    return challenge.params.get("realm", ""), challenge.params.get("service", "")
+
+
 class RegistryClient:
     """One repository on one registry (tokens are per repository scope)."""
 
@@ -163,6 +171,8 @@ class RegistryClient:
         self.authorization: str | None = None
         self.challenge: Challenge | None = None  # the Bearer challenge the token answered
         self.token_expires = 0.0  # by ``clock``
+        # refresh tokens token answers returned, by (realm, service): in memory only
+        self._refresh: dict[tuple[str, str], str] = {}
         self.tokens = 0  # tokens fetched (the first, then each renewal)
         self.tokens_refused = 0  # 401 answers to a request that carried a token
         self.scheme: str | None = None
@@ -226,6 +236,10 @@ class RegistryClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _where(self) -> str:
+        if self.challenge and _token_key(self.challenge) in self._refresh:
+            first = self.credentials.source if self.credentials.identity_token else None
+            since = f" for the identity token from {first}" if first else ""
+            return f"with the refresh token the token server returned{since}"
         if self.credentials.source and self.credentials.identity_token:
             return f"with the identity token from {self.credentials.source}"
         if self.credentials.source and self.credentials.usable:
@@ -276,6 +290,9 @@ class RegistryClient:
         if not isinstance(token, str) or not token:
             realm = challenge.params.get("realm")
             raise RegistryError(f"{self.label}: the token server {realm} sent no token", "protocol")
+        refresh = doc.get("refresh_token")
+        if isinstance(refresh, str) and refresh:
+            self._refresh[_token_key(challenge)] = refresh
         lifetime = doc.get("expires_in")
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
             lifetime = DEFAULT_TOKEN_LIFETIME
@@ -292,7 +309,7 @@ class RegistryClient:
         query = {"scope": challenge.params.get("scope") or f"repository:{self.ref.repository}:pull"}
         if challenge.params.get("service"):
             query["service"] = challenge.params["service"]
-        refresh = self.credentials.identity_token
+        refresh = self._refresh.get(_token_key(challenge)) or self.credentials.identity_token
         if refresh:
             form = {**query, "grant_type": "refresh_token", "refresh_token": refresh}
             req = request(realm, {"Content-Type": "application/x-www-form-urlencoded"})
@@ -312,7 +329,8 @@ class RegistryClient:
         except urllib.error.HTTPError as exc:
             exc.close()
             # OAuth2 answers a refused grant with 400 (invalid_grant)
-            refused = (401, 403, 400) if self.credentials.identity_token else (401, 403)
+            oauth = self.credentials.identity_token or _token_key(challenge) in self._refresh
+            refused = (401, 403, 400) if oauth else (401, 403)
             raise RegistryError(
                 f"{self.label}: the token server {realm} refused (HTTP {exc.code}) {self._where()}",
                 "auth" if exc.code in refused else "protocol",
