@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from archgap.api import scan_archives
+from archgap.image import registries_conf
 from archgap.image.registry import RegistryClient, RegistryError, RegistrySource
 from archgap.image.registry_auth import parse_reference
 from archgap.image.source import ImageError, parse_platform
@@ -62,9 +63,11 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A HOME without credential files, and none of the variables that point at others."""
+    """A HOME without credential files, none of the variables that point at others, and an
+    empty directory instead of the machine's /etc/containers (registries.conf)."""
     for name in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(registries_conf, "SYSTEM_DIR", str(tmp_path / "etc-containers"))
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a blob cache of its own
     return tmp_path

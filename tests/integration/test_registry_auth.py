@@ -392,3 +392,68 @@ def test_the_refresh_token_a_token_answer_returns_is_used_for_the_next_renewal(
         message
     )
     assert first not in message and kept not in message
+
+
+def registries_conf(path: Path, helpers: list[str] | None, extra: str = "") -> Path:
+    """A registries.conf (TOML) with ``credential-helpers`` (none: the key left out)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = f"credential-helpers = {json.dumps(helpers)}\n" if helpers is not None else ""
+    path.write_text(f'unqualified-search-registries = ["docker.io"]\n{line}{extra}')
+    return path
+
+
+def test_registries_conf_credential_helpers_are_asked_in_order(
+    registry: dict[str, Any], no_credentials: Path, pass_store: Store
+) -> None:
+    """containers-registries.conf(5) credential-helpers, with the real docker-credential-pass:
+    the helpers are tried in order, containers-auth.json standing for the auth files. pass
+    holds the right password, the docker config a wrong one: whichever comes first answers."""
+    host = registry["token"]
+    pass_store(host, registry["user"], registry["password"])
+    docker_config(no_credentials, {"auths": {host: basic_entry(registry["user"], "wrong")}})
+    user_conf = no_credentials / ".config" / "containers" / "registries.conf"
+    registries_conf(user_conf, ["pass", "containers-auth.json"])
+    found = find_credentials(parse_reference(f"docker://{host}/private/cuda:v1"))
+    assert found.source == f"docker-credential-pass (credential-helpers in {user_conf})"
+    assert pull(host, "private/cuda:v1") == layers_of(registry)
+    registries_conf(user_conf, ["containers-auth.json", "pass"])  # the files first: refused
+    with pytest.raises(RegistryError, match="refused"):
+        client(host, "private/cuda:v1").manifest_bytes()
+    # a drop-in of the user's registries.conf.d overrides the main file (name order; only
+    # *.conf files count)
+    drop_ins = user_conf.parent / "registries.conf.d"
+    registries_conf(drop_ins / "10-pass.conf", ["pass"])
+    registries_conf(drop_ins / "20-ignored.conf.bak", ["containers-auth.json"])
+    assert pull(host, "private/cuda:v1") == layers_of(registry)
+    # an empty list is the default (the files alone): the wrong password again
+    registries_conf(drop_ins / "30-default.conf", [])
+    with pytest.raises(RegistryError, match="refused"):
+        client(host, "private/cuda:v1").manifest_bytes()
+
+
+def test_registries_conf_of_the_system_and_its_drop_ins(
+    registry: dict[str, Any], no_credentials: Path, pass_store: Store
+) -> None:
+    """Without a user registries.conf, the system's (here a directory standing for
+    /etc/containers: never the machine's) and its drop-ins are read, then the user's drop-ins;
+    with one, the system's are not. A file that is not TOML is a note, not a traceback."""
+    host = registry["token"]
+    pass_store(host, registry["user"], registry["password"])
+    ref = parse_reference(f"docker://{host}/private/cuda:v1")
+    system = no_credentials / "etc-containers"
+    registries_conf(system / "registries.conf", ["containers-auth.json"])
+    registries_conf(system / "registries.conf.d" / "pass.conf", ["pass"])
+    origin = system / "registries.conf.d" / "pass.conf"
+    assert (
+        find_credentials(ref).source == f"docker-credential-pass (credential-helpers in {origin})"
+    )
+    user_conf = no_credentials / ".config" / "containers" / "registries.conf"
+    user_conf.parent.mkdir(parents=True)
+    user_conf.write_text("credential-helpers = [\n")  # not TOML
+    found = find_credentials(ref)
+    assert not found.usable  # the system's files are not read: the default, and no auth files
+    assert found.note is not None and f"{user_conf}: not valid TOML" in found.note
+    registries_conf(user_conf, ["no-such-helper", "pass"])  # a missing helper is a note
+    found = find_credentials(ref)
+    assert found.usable and found.user == registry["user"]
+    assert pull(host, "private/cuda:v1") == layers_of(registry)

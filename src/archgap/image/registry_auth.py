@@ -20,6 +20,10 @@ A file may name credential helpers, which then answer instead of its ``auths``, 
 keyed by the host, never by a namespace). A helper with nothing for the registry, or one that
 fails, leaves a note and the search goes on in the next file; ``Credentials.note`` collects
 them, and an auth refusal repeats them.
+
+Before and around the files, registries.conf's ``credential-helpers`` (``registries_conf``) say
+which stores are asked, in order: ``containers-auth.json`` is the files above, any other NAME
+``docker-credential-NAME`` (containers/image ``pkg/docker/config`` ``GetCredentials``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from archgap.image.credhelper import HELPER_TIMEOUT, HUB_SERVER_URL, run_helper
+from archgap.image.registries_conf import AUTH_FILES, credential_helpers
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -226,14 +231,40 @@ def _from_file(
 
 
 def find_credentials(
-    ref: Reference, env: Mapping[str, str] | None = None, helper_timeout: float = HELPER_TIMEOUT
+    ref: Reference,
+    env: Mapping[str, str] | None = None,
+    helper_timeout: float = HELPER_TIMEOUT,
+    system_dir: str | None = None,
 ) -> Credentials:
-    """The user's credentials for ``ref`` (empty ``Credentials``, with notes, when none;
-    never raises)."""
-    notes: list[str] = []
+    """The user's credentials for ``ref``: from each of registries.conf's
+    ``credential-helpers`` in order (by default the auth files alone; ``system_dir`` instead of
+    /etc/containers), the first that has some. Empty ``Credentials``, with notes, when none;
+    never raises."""
     env = os.environ if env is None else env
+    setting = credential_helpers(env, system_dir)
+    notes = list(setting.notes)
+    for helper in setting.helpers:
+        if helper == AUTH_FILES:
+            found = _from_auth_files(ref, env, helper_timeout)
+        else:  # containers/image asks it for the registry's host (docker.io for Docker Hub)
+            origin = f"credential-helpers in {setting.origin}"
+            answer = run_helper(helper, ref.host, origin, env, helper_timeout)
+            source = f"docker-credential-{helper} ({origin})"
+            found = Credentials(
+                answer.user, answer.secret, source, answer.note, answer.identity_token
+            )
+        if found.usable:
+            return found
+        if found.note:
+            notes.append(found.note)
+    return Credentials(note="; ".join(notes) or None)
+
+
+def _from_auth_files(ref: Reference, env: Mapping[str, str], timeout: float) -> Credentials:
+    """The first usable credentials the auth files give for ``ref`` (with notes when none)."""
+    notes: list[str] = []
     for path in auth_files(env):
-        found = _from_file(path, ref, env, helper_timeout)
+        found = _from_file(path, ref, env, timeout)
         if found is not None and found.usable:
             return found
         if found is not None and found.note:
