@@ -9,6 +9,7 @@ executable, which adds a container with one small cubin per SASS target: each SA
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import Counter
@@ -235,7 +236,7 @@ def test_deep_read_shared_with_the_helper_process() -> None:
     # None: a helper that fails, or a transfer that loses rows, fails this test.
     paths = [str(p) for p in sorted(BIN.iterdir())]
     results: list[BinaryFacts | None] = [None] * len(paths)
-    _read_shared(paths, list(range(len(paths))), True, results)
+    _read_shared(paths, list(range(len(paths))), functools.partial(read_binary, deep=True), results)
     assert results == [read_binary(p, deep=True) for p in paths]
 
 

@@ -113,3 +113,19 @@ def test_reading_tells_progress_and_the_probe_times_each_section() -> None:
     facts = collect({"binaries": {"paths": [str(CUDA_BIN)]}, "gpu": {}}, System.local())
     assert set(facts["seconds"]) == {"binaries", "gpu"}
     assert all(isinstance(v, float) and v >= 0 for v in facts["seconds"].values())
+
+
+def test_kernels_rows_are_the_same_from_the_summary() -> None:
+    # `kernels --deep` without --all or --json reads summaries (binaries.local_binaries with
+    # detail=False): one row per target, so the table must not change. libmix.so has every SASS
+    # target twice (module doc) and libcomp_all.so compressed entries whose sizes add up.
+    from archgap.binaries import local_binaries
+    from archgap.report.kernels import file_rows
+
+    detailed = local_binaries([str(CUDA_BIN)], deep=True)
+    summaries = local_binaries([str(CUDA_BIN)], deep=True, detail=False)
+    assert [f.path for f in summaries] == [f.path for f in detailed]
+    assert sum(len(f.entries) for f in summaries) < sum(len(f.entries) for f in detailed)
+    for full, summary in zip(detailed, summaries, strict=True):
+        for human in (True, False):
+            assert file_rows(summary, False, human) == file_rows(full, False, human)

@@ -78,6 +78,7 @@ def _files(args: Any, out: Output, resolved: list[Chosen]) -> list[BinaryFacts]:
     """The files' device code: read here (files, wheels, requirements and images, whatever the
     target), or by the probe on the target (paths are that machine's); ``resolved`` is told the
     wheels requirements resolved to."""
+    detail = bool(args.show_all) or out.json_mode  # else one row per kind of entry is enough
     if is_remote(args):
         from archgap.codec import decode
         from archgap.index.options import URL_SCHEMES
@@ -86,8 +87,6 @@ def _files(args: Any, out: Output, resolved: list[Chosen]) -> list[BinaryFacts]:
 
         if args.deps or any(p.startswith(URL_SCHEMES) for p in args.paths):
             raise UsageError("URLs and requirements are read here: not with a remote target")
-        # Every entry only when it is shown (--all, --json); else one row per kind of entry.
-        detail = bool(args.show_all) or out.json_mode
         request = binaries_request(args.paths, bool(args.deep), detail)
         items = probe_section(probe_facts(args, out, request), "binaries")
         return [decode(BinaryFacts, item) for item in items]
@@ -95,7 +94,7 @@ def _files(args: Any, out: Output, resolved: list[Chosen]) -> list[BinaryFacts]:
 
     options = opt.index_options(args)
     with out.counter("Reading binaries") as tell:
-        return local_binaries(args.paths, bool(args.deep), options, tell, resolved)
+        return local_binaries(args.paths, bool(args.deep), options, tell, resolved, detail)
 
 
 def _required(names: Sequence[str]) -> list[GpuTarget]:

@@ -16,7 +16,18 @@ import operator
 import os
 import stat
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Set,
+    Tuple,
+)
 
 from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
@@ -172,13 +183,17 @@ def _walk_directory(
 
 
 def walk_binaries(
-    paths: Iterable[str], deep: bool = False, progress: Optional[Progress] = None
+    paths: Iterable[str],
+    deep: bool = False,
+    progress: Optional[Progress] = None,
+    finish: Optional[Callable[[BinaryFacts], BinaryFacts]] = None,
 ) -> Iterator[BinaryFacts]:
     """``read_binary`` over every file under ``paths`` (see the module doc for which files);
-    ``progress(done, total, path)`` is called as files are read."""
+    ``progress(done, total, path)`` is called as files are read; ``finish`` (e.g.
+    ``summary.summarized``) is applied to each file read, by the process that read it."""
     found = list(discover(paths))
     to_read = [path for path, ready in found if ready is None]
-    read = iter(read_binaries(to_read, deep, progress))
+    read = iter(read_binaries(to_read, deep, progress, finish))
     for _, ready in found:
         yield next(read) if ready is None else replace(ready, deep=deep)
 
@@ -199,7 +214,7 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
             list(discover(paths)), plan[0], plan[1], system.progress, None if detail else summarized
         )
     else:
-        found = walk_binaries(paths, deep, system.progress)
+        found = walk_binaries(paths, deep, system.progress, None if detail else summarized)
     return [binary_json(facts, detail) for facts in found]
 
 

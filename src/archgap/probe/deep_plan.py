@@ -4,8 +4,8 @@ A deep read searches every data section of a file for containers and cubins cuob
 list; on a torch environment it is most of a scan's time. The verdicts (analysis/verdicts.py)
 count those hidden entries only where the listed fatbin does not decide: a library whose listed
 fatbin holds a kernel cubin that runs natively on every GPU the scan judges gets the same
-verdict, reason, deciding entry and role with or without them. So such a scan reads every file
-plainly first and searches deeply only the files where the hidden entries can matter: no listed
+verdict, reason, deciding entry and role with or without them. So such a scan reads each file
+plainly and then searches deeply only the files where the hidden entries can matter: no listed
 kernels at all (cuFFT's kernels are all in ``.ldata``), or a judged GPU without native SASS in
 the listed fatbin (then the hidden entries name what else could serve it).
 
@@ -98,37 +98,19 @@ def read_selectively(
     finish: Optional[Callable[[BinaryFacts], BinaryFacts]] = None,
 ) -> Iterator[BinaryFacts]:
     """Every file of ``found`` (path, None: to read; path, facts: a ready row) read plainly,
-    then those that ``needs_deep_search`` again, deeply (``read_binaries``: with its helper
-    process). ``progress`` counts a file as done once it needs nothing more; ``finish``
-    (e.g. ``summary.summarized``) is applied to each file read, as soon as it is read."""
+    and again deeply when it ``needs_deep_search``: each file whole in one step, shared with
+    the helper process of ``read_binaries`` (plain reads no longer wait, unshared, for a first
+    pass). ``finish`` (e.g. ``summary.summarized``) is applied to each file as it is read."""
     from .fatbin import read_binaries, read_binary
 
-    paths = [path for path, ready in found if ready is None]
-    total = len(paths)
-    plain: List[BinaryFacts] = []
-    again: List[int] = []
-    for i, path in enumerate(paths):
+    def read(path: str) -> BinaryFacts:
         facts = read_binary(path, False)
-        if needs_deep_search(facts, native_sets, limit):
-            again.append(i)
-        elif progress is not None:
-            progress(i + 1 - len(again), total, path)
-        plain.append(facts if finish is None else finish(facts))
-    first = total - len(again)
+        return read_binary(path, True) if needs_deep_search(facts, native_sets, limit) else facts
 
-    def tell(done: int, _total: int, path: str) -> None:
-        if progress is not None:
-            progress(first + done, total, path)
-
-    deep = read_binaries([paths[i] for i in again], True, tell, finish)
-    results = dict(zip(again, deep))
-    at = 0
+    paths = [path for path, ready in found if ready is None]
+    read_all = iter(read_binaries(paths, True, progress, finish, read))
     for _, ready in found:
-        if ready is not None:
-            yield ready
-            continue
-        yield results.get(at, plain[at])
-        at += 1
+        yield ready if ready is not None else next(read_all)
 
 
 __all__ = [

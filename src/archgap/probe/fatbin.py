@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import mmap
 import os
 import select
@@ -216,16 +217,20 @@ def read_binaries(
     deep: bool = False,
     progress: Optional[Progress] = None,
     finish: Finish = None,
+    read: Optional[Callable[[str], BinaryFacts]] = None,
 ) -> List[BinaryFacts]:
-    """``read_binary`` over ``paths``; the results are in the order of ``paths``, each passed
-    through ``finish`` (when given) by the process that read it: a helper then sends back
-    what ``finish`` made of its files (a summary pickles in a fraction of the time).
+    """``read_binary`` over ``paths`` (or ``read``, a reader of one path that may read deeply);
+    the results are in the order of ``paths``, each passed through ``finish`` (when given) by
+    the process that read it: a helper then sends back what ``finish`` made of its files (a
+    summary pickles in a fraction of the time).
 
     With ``deep``, when the files hold at least ``HELPER_MIN_BYTES`` and a CPU is idle, a forked
     helper process reads some of the files (POSIX only, and only from a process without other
     threads: forking one with threads can deadlock the child). The results are the ones one
     process gives, in the same order; whatever goes wrong with the helper only means this
     process reads its files."""
+    if read is None:
+        read = functools.partial(read_binary, deep=deep)
     results: List[Optional[BinaryFacts]] = [None] * len(paths)
     tally = _Tally(len(paths), progress)
     if deep and len(paths) > 1 and _helper_allowed():
@@ -242,10 +247,10 @@ def read_binaries(
             # pipe never blocks, so the whole queue is in place before the fork.
             per_round = max(1, getattr(select, "PIPE_BUF", 512) // QUEUE_RECORD.size)
             for at in range(0, len(order), per_round):
-                _read_shared(paths, order[at : at + per_round], deep, results, tally, finish)
+                _read_shared(paths, order[at : at + per_round], read, results, tally, finish)
     for i, facts in enumerate(results):
         if facts is None:
-            results[i] = _finished(read_binary(paths[i], deep), finish)
+            results[i] = _finished(read(paths[i]), finish)
             tally(paths[i])
     return [facts for facts in results if facts is not None]
 
@@ -281,7 +286,7 @@ def _take(queue: int) -> Iterator[int]:
 def _read_shared(
     paths: List[str],
     indices: List[int],
-    deep: bool,
+    read: Callable[[str], BinaryFacts],
     results: List[Optional[BinaryFacts]],
     tally: Callable[[str], None] = lambda _path: None,
     finish: Finish = None,
@@ -301,12 +306,12 @@ def _read_shared(
         queue_w = -1  # closed everywhere before the fork: an empty queue then reads as EOF
 
         def helper() -> bytes:
-            done = [(i, _finished(read_binary(paths[i], deep), finish)) for i in _take(queue_r)]
+            done = [(i, _finished(read(paths[i]), finish)) for i in _take(queue_r)]
             return pickle.dumps(done, pickle.HIGHEST_PROTOCOL)
 
         def here() -> None:
             for i in _take(queue_r):
-                results[i] = _finished(read_binary(paths[i], deep), finish)
+                results[i] = _finished(read(paths[i]), finish)
                 tally(paths[i])
 
         _, sent = in_two_processes(helper, here)
