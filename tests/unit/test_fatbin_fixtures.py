@@ -267,3 +267,23 @@ def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
     assert dataclasses.replace(fast, arch=100) == dataclasses.replace(slow, arch=100)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.arch = 100  # type: ignore[misc]
+
+
+def test_header_reads_give_the_files_bytes_wherever_they_fall() -> None:
+    # Reader.header serves headers from the bytes of its last pread (HEADER_BLOCK): forwards,
+    # backwards, across the block's end and past the end of the file it must still give
+    # exactly the file's bytes there.
+    from archgap.probe.binreader import HEADER_BLOCK, Reader
+
+    path = BIN / "libmix.so"
+    data = path.read_bytes()
+    size = len(data)
+    asks = [(0, 64), (16, 48), (HEADER_BLOCK - 8, 64), (8, 8), (HEADER_BLOCK * 3, 4096),
+            (100, 16), (size - 10, 64), (size + 5, 8), (size - 64, 64), (0, 0)]  # fmt: skip
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        reader = Reader(None, size, False, fd)
+        for pos, n in asks:
+            assert reader.header(pos, n) == data[pos : pos + n], (pos, n)
+    finally:
+        os.close(fd)

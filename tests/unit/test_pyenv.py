@@ -14,7 +14,7 @@ from archgap.probe.pyenv import (
     record_native_files,
 )
 from archgap.probe.system import System
-from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv
+from tests.helpers import CUDA_BIN, DATA, install_fake_distribution, make_venv
 
 
 @pytest.mark.parametrize(
@@ -89,6 +89,24 @@ def test_distributions_own_their_native_files_and_strays_are_kept(tmp_path: Path
     assert env.unowned_native_files == (str(site / "stray.so"),)
 
 
+def test_strays_are_regular_files_outside_metadata_and_symlinks_are_not_followed(
+    tmp_path: Path,
+) -> None:
+    site = make_venv(tmp_path / "venv")
+    (site / "deep" / "er").mkdir(parents=True)
+    (site / "deep" / "er" / "libx.so.1").write_bytes(b"")
+    (site / "deep" / "notes.txt").write_bytes(b"")
+    (site / "__pycache__").mkdir()
+    (site / "__pycache__" / "cached.so").write_bytes(b"")
+    (site / "pkg-1.0.dist-info").mkdir()
+    (site / "pkg-1.0.dist-info" / "meta.so").write_bytes(b"")
+    (site / "link.so").symlink_to(site / "deep" / "er" / "libx.so.1")
+    (site / "linked-dir").symlink_to(site / "deep")
+    (site / "loop").symlink_to(site)
+    env = discover_environment(System.local(), str(tmp_path / "venv" / "bin" / "python"))
+    assert env.unowned_native_files == (str(site / "deep" / "er" / "libx.so.1"),)
+
+
 def test_an_interpreter_that_does_not_run_is_a_problem(tmp_path: Path) -> None:
     env = discover_environment(System.local(), str(tmp_path / "no-python"))
     assert env.site_packages == ()
@@ -120,6 +138,22 @@ def test_record_rows_read_as_csv_reads_them(
     assert names == ["first.so", *([name] if name else []), "last.so"]
     assert len(problems) == (1 if problem else 0)
     assert all(p.startswith(problem or "") for p in problems)
+
+
+def test_real_records_read_as_csv_reads_them() -> None:
+    # pip writes RECORD with csv's "\r\n" row ends; every RECORD of the real test environments
+    # (scripts/testdata) gives the first fields csv.reader gives, whole file at once.
+    import csv
+
+    records = sorted(DATA.glob("venv-*/lib/python3*/site-packages/*.dist-info/RECORD"))
+    assert len(records) >= 10
+    assert any(b"\r\n" in path.read_bytes() for path in records)
+    for path in records:
+        data = path.read_bytes()
+        expected = [row[0] for row in csv.reader(data.decode().splitlines()) if row and row[0]]
+        problems: list[str] = []
+        assert record_names(data, False, problems) == expected, path
+        assert problems == []
 
 
 def test_native_files_of_a_record_are_its_normalised_paths(tmp_path: Path) -> None:

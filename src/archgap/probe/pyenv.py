@@ -63,9 +63,14 @@ print(json.dumps({"executable": sys.executable, "version": sys.version.split()[0
 """
 
 
+# The last characters a native file's name can have: a cheap test before NATIVE_NAME's search
+# (a torch environment has ~20,000 names to look at, ~100 of them native).
+NATIVE_LAST = tuple("oan0123456789")
+
+
 def is_native_file(path: str) -> bool:
     """A shared library (``x.so``, ``x.so.12``), object, archive, cubin or fatbin, by name."""
-    return NATIVE_NAME.search(path) is not None
+    return path.endswith(NATIVE_LAST) and NATIVE_NAME.search(path) is not None
 
 
 # Several sections of one probe ask about the same interpreter, some at the same time (collect.py
@@ -205,7 +210,16 @@ def record_names(data: bytes, more: bool, problems: List[str]) -> List[str]:
     names: List[str] = []
     if more:
         problems.append("RECORD is over %d MiB: the rest is not read" % (MAX_RECORD_BYTES >> 20))
-    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
+    text = data.decode("utf-8", "replace")
+    rows = text.replace("\r\n", "\n")  # pip writes RECORD with csv's "\r\n"
+    simple = '"' not in rows and "\r" not in rows and "\0" not in rows  # _CSV_SPECIAL, fast
+    lines = rows.split("\n")
+    if simple and max(map(len, lines)) <= MAX_PATH_CHARS:
+        # The common RECORD (no quotes, lone CR or NUL, no row too long for a name): each name
+        # is what comes before the first comma, as the loop below finds it, 5x faster.
+        names.extend(name for name in (line.partition(",")[0] for line in lines) if name)
+        return names
+    for number, line in enumerate(text.split("\n"), 1):
         plain = line[:-1] if line.endswith("\r") else line  # csv ends a row at "\r" too
         if len(plain) <= _CSV_FIELD_LIMIT and not _CSV_SPECIAL.search(plain):
             name = plain.split(",", 1)[0]  # what csv gives, without a reader per line
@@ -269,17 +283,27 @@ def installed_distributions(
 
 
 def _unowned_native_files(site_packages: Tuple[str, ...], owned: Set[str]) -> Tuple[str, ...]:
-    """Native files under site-packages that no RECORD lists (vendored or copied in by hand)."""
+    """Native files under site-packages that no RECORD lists (vendored or copied in by hand).
+    Symlinks are neither listed nor followed; an unreadable directory is passed over (as
+    ``os.walk`` does, in a third of its time: ~1,100 directories in a torch environment)."""
     found: List[str] = []
-    for site in site_packages:
-        for directory, subdirs, files in os.walk(site, followlinks=False):
-            subdirs[:] = [d for d in subdirs if not d.endswith((".dist-info", "__pycache__"))]
-            for name in files:
-                if not is_native_file(name):  # the name alone says (no path built for it)
-                    continue
-                path = os.path.normpath(os.path.join(directory, name))
-                if path not in owned and not os.path.islink(path):
-                    found.append(path)
+    stack = list(site_packages)
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir():
+                        if not name.endswith((".dist-info", "__pycache__")):
+                            stack.append(entry.path)
+                    elif is_native_file(name):  # the name alone says (no path built for it)
+                        path = os.path.normpath(entry.path)
+                        if path not in owned:
+                            found.append(path)
+        except OSError:
+            continue
     return tuple(sorted(found))
 
 
