@@ -102,12 +102,13 @@ def test_interpreter_output_is_bounded(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
-        ('{"executable": "/x", "version": "3.12.1", "paths": "/tmp"}', "paths is not a list"),
-        ('{"executable": 5, "version": "3.12.1", "paths": []}', "executable is not a path"),
-        ('{"executable": "/x", "version": [], "paths": []}', "version is not a version"),
-        ('{"executable": "/x", "version": "3.12", "paths": [7]}', "paths holds something"),
-        ("[1, 2]", "not a JSON object"),
-        ("[" * 100000, ""),
+        # The answer is NUL-separated: executable, version, then the paths ("" for none).
+        ("/x\x003.12.1" + "\x00/p" * 65, "paths are more than 64"),
+        ("5\x003.12.1\x00/p", "executable is not a path"),
+        ("/x\x00[]\x00/p", "version is not a version"),
+        ("/x\x003.12\x007", "paths holds something"),
+        ('{"executable": "/x", "version": "3.12", "paths": []}', "not NUL-separated"),
+        ("[" * 100000, "not NUL-separated"),
     ],
 )
 def test_interpreter_answers_are_checked(tmp_path: Path, answer: str, why: str) -> None:
