@@ -62,6 +62,20 @@ class Sections:
         stop = self.strtab.find(b"\0", at, at + 256)
         return self.strtab[at : stop if stop >= 0 else at + 256].decode("utf-8", "replace")
 
+    def starting(self, prefix: bytes, whole: bool = False) -> List[int]:
+        """Indices of the sections whose names (as ``name`` reads them) start with ``prefix``,
+        or with ``whole``, are ``prefix`` (ended by a NUL or by the end of the table). The name
+        table is searched, not each name read: a cubin has dozens of sections (flashinfer-cubin's
+        15,970 have 597,362), and only a few names matter."""
+        strtab, spots = self.strtab, set()
+        at = strtab.find(prefix)
+        while at >= 0:
+            stop = at + len(prefix)
+            if not whole or stop == len(strtab) or strtab[stop] == 0:
+                spots.add(at)
+            at = strtab.find(prefix, at + 1)
+        return [i for i, name in enumerate(self.names) if name in spots] if spots else []
+
     def named(self, wanted: bytes) -> List[int]:
         """Indices of the sections called ``wanted`` (names may share a string-table tail)."""
         spots = set()
@@ -220,13 +234,18 @@ def cubin_at(
     phoff, phentsize, phnum = fields[5], fields[9], fields[10]
     end = max(base + shoff + shnum * shentsize, base + phoff + phnum * phentsize)
     sections = section_table(reader, base, limit, "", only_fatbin=False)[1] if shoff else None
-    listing: List[Tuple[str, int, int]] = []
-    if sections is not None:
-        for i, sh_type in enumerate(sections.types):
-            offset, size = sections.offsets[i], sections.sizes[i]
-            if sh_type != SHT_NOBITS:
-                end = max(end, offset + size)
-            listing.append((sections.name(i), offset, size))
+    kernels: Optional[bool] = None
+    debug = False
+    notes: List[Tuple[int, int]] = []  # (offset, size) of each .note.nv.tkinfo
+    if sections is not None and sections.names:
+        if not loose:
+            kept = zip(sections.types, sections.offsets, sections.sizes)
+            end = max([end] + [offset + size for sh_type, offset, size in kept
+                               if sh_type != SHT_NOBITS])  # fmt: skip
+        kernels = bool(sections.starting(b".text"))
+        debug = bool(sections.starting(b".debug_info", whole=True))
+        notes = [(sections.offsets[i], sections.sizes[i])
+                 for i in sections.starting(b".note.nv.tkinfo", whole=True)]  # fmt: skip
     end = limit if loose else end  # a loose cubin is the whole file
     if end > limit:
         return base
@@ -240,12 +259,8 @@ def cubin_at(
     arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
     accelerated = e_flags & (0x8 if new_layout else 0x800)
     variant: Variant = "a" if accelerated and arch >= 90 else ""
-    debug = False
-    kernels = any(name.startswith(".text") for name, _, _ in listing) if listing else None
-    for name, offset, size in listing:
-        if name == ".debug_info":
-            debug = True
-        elif name == ".note.nv.tkinfo" and offset + size <= limit:
+    for offset, size in notes:
+        if offset + size <= limit:
             # ptxas records its command line here: the only place a cubin keeps 'f'.
             match = TKINFO_ARCH.search(buf[offset : offset + min(size, 65536)])
             if match and int(match.group(1)) == arch:
