@@ -5,11 +5,14 @@ Input: local wheels (default: tests/.data/wheels/nvidia_curand-10.4.0.35-*.whl, 
 scripts/testdata); cuobjdump from tests/.data/venv-cuobjdump.
 
 Prints one row per wheel: its size and native members, wall and CPU times of each way (median of
---runs, the two ways alternating), the ratio, the floor no wheel reader can go under (inflating
-the native members once, with zlib in this process, CRC included, plus archgap's start) and the
-best CPU ratio that floor allows (CPU: on a shared machine wall times also measure the other
-processes), archgap's peak RSS, and whether the target lists agree on every
-member; then the load average (this machine is shared: the figures move with it). With --nginx,
+--runs, the two ways alternating), the ratio, the CPU floor no wheel reader with archgap's
+inflater can go under (inflating the native members once, in this process, CRC included, with
+the inflater archgap uses: python-isal when installed, else zlib; plus archgap's start), the best
+CPU ratio that floor allows (CPU: on a shared machine wall times also measure the other
+processes), the wall floor (the inflating shared by archgap's inflating threads, plus its start:
+archgap inflates members in ``zipmembers.WORKERS`` threads, so its wall time can be under the
+CPU floor), archgap's peak RSS, and whether the target lists agree on every member; then the
+load average (this machine is shared: the figures move with it). With --nginx,
 the bytes fetched when each wheel is read from a range-capable index (nginx on loopback, as
 tests/integration/test_index.py serves it); with --url, from that URL.
 
@@ -27,7 +30,6 @@ import sys
 import tempfile
 import time
 import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,7 @@ ARCHGAP = str(Path(sys.executable).parent / "archgap")
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from archgap.probe.pyenv import NATIVE_NAME  # noqa: E402
+from archgap.probe.zipmembers import INFLATER, WORKERS  # noqa: E402
 from tests.integration.test_kernels_cuobjdump import LINE  # noqa: E402
 from tests.loopback_index import NGINX, nginx_server  # noqa: E402
 
@@ -110,8 +113,8 @@ def unzip_cuobjdump_run(
 
 
 def inflate_floor(wheel: Path, infos: list[zipfile.ZipInfo]) -> float:
-    """CPU seconds to inflate the native members once with zlib (CRC included), in 4 MiB
-    chunks, keeping nothing: the work every reader of a deflated member must do."""
+    """CPU seconds to inflate the native members once with archgap's inflater (CRC included),
+    in 4 MiB chunks, keeping nothing: the work every reader of a deflated member must do."""
     started = time.process_time()
     with wheel.open("rb") as handle:
         for info in infos:
@@ -122,13 +125,13 @@ def inflate_floor(wheel: Path, infos: list[zipfile.ZipInfo]) -> float:
             )
             handle.seek(info.header_offset + 30 + name_len + extra_len)
             inflate = (
-                zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+                INFLATER.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
             )
             left, crc = info.compress_size, 0
             while left:
                 chunk = handle.read(min(left, 4 << 20))
                 left -= len(chunk)
-                crc = zlib.crc32(inflate.decompress(chunk) if inflate else chunk, crc)
+                crc = INFLATER.crc32(inflate.decompress(chunk) if inflate else chunk, crc)
             assert crc == info.CRC, info.filename
     return time.process_time() - started
 
@@ -195,6 +198,10 @@ class Row:
     def floor(self) -> float:
         return self.inflate + self.start
 
+    @property
+    def wall_floor(self) -> float:
+        return self.inflate / WORKERS + self.start
+
 
 def measure(wheel: Path, runs: int, tool: str) -> Row:
     """archgap and unzip + cuobjdump on one wheel, alternating, ``runs`` times each."""
@@ -226,7 +233,8 @@ def measure(wheel: Path, runs: int, tool: str) -> Row:
 
 HEADER = (
     f"{'wheel':<58} {'MiB':>6} {'native':>6} {'archgap s':>9} {'CPU':>6} {'unzip+cuobjdump s':>17} "
-    f"{'CPU':>6} {'ratio':>6} {'CPU':>6} {'floor s':>7} {'best':>6} {'RSS MiB':>7} agree"
+    f"{'CPU':>6} {'ratio':>6} {'CPU':>6} {'floor s':>7} {'best':>6} {'wall floor':>10} "
+    f"{'RSS MiB':>7} agree"
 )
 
 
@@ -236,7 +244,8 @@ def row_text(r: Row) -> str:
         f"{name:<58} {r.mib:>6.0f} {r.members:>6} {r.ours:>9.2f} {r.ours_cpu:>6.2f} "
         f"{r.theirs:>17.2f} {r.theirs_cpu:>6.2f} {r.theirs / r.ours:>5.1f}x "
         f"{r.theirs_cpu / r.ours_cpu:>5.1f}x {r.floor:>7.2f} "
-        f"{r.theirs_cpu / r.floor:>5.1f}x {r.rss_mib:>7.0f} {'yes' if r.agree else 'NO'}"
+        f"{r.theirs_cpu / r.floor:>5.1f}x {r.wall_floor:>10.2f} {r.rss_mib:>7.0f} "
+        f"{'yes' if r.agree else 'NO'}"
     )
 
 
@@ -254,8 +263,10 @@ def main() -> None:
         sys.exit("give wheels (or run scripts/testdata)")
     tool = cuobjdump()
     print(f"median of {args.runs} runs each; ratio = unzip+cuobjdump / archgap, wall then CPU; "
-          "floor = CPU of inflating the native members once (zlib, CRC) + archgap's start; "
-          "best = unzip+cuobjdump CPU / floor: the CPU ratio no wheel reader can beat")  # fmt: skip
+          f"floor = CPU of inflating the native members once ({INFLATER.__name__}, as archgap "
+          "does, CRC included) + archgap's start; best = unzip+cuobjdump CPU / floor: the CPU "
+          "ratio no reader with this inflater can beat; wall floor = the inflating shared by "
+          f"archgap's {WORKERS} inflating threads + its start")  # fmt: skip
     print(HEADER)
     for name in args.wheels:
         row = measure(Path(name), args.runs, tool)

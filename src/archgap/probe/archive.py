@@ -1,13 +1,15 @@
 """Wheels read as they are, without installing or extracting them.
 
 A wheel is a zip: its ``.dist-info`` METADATA and RECORD say which distribution it is and which
-files it owns, and its native members (shared libraries, archives, cubins, fatbins) are read by
-streaming decompression, one at a time, and handed to the same reader as installed files. The
-result has the shape of the probe's "python" and "binaries" sections, so the analysis judges a
-wheel exactly as an installed package.
+files it owns, and its native members (shared libraries, archives, cubins, fatbins) are
+decompressed and handed to the same reader as installed files. The result has the shape of the
+probe's "python" and "binaries" sections, so the analysis judges a wheel exactly as an installed
+package.
 
-Memory is bounded and nothing is written to disk. A member up to ``IN_MEMORY_MAX`` is
-decompressed into memory once (``fatbin.read_bytes``). A larger one is read in one pass as it is
+Memory is bounded and nothing is written to disk. Members up to ``zipmembers.DIRECT_MAX`` are
+inflated from their compressed bytes by a few threads at once, in order, ``IN_MEMORY_MAX``
+bytes of them at most in hand (``zipmembers``). Others up to ``IN_MEMORY_MAX`` are decompressed
+into memory once, one at a time (``fatbin.read_bytes``). A larger one is read in one pass as it is
 decompressed (``streamread``): the headers the file reader can ask for (containers, entries,
 cubins, the ELF section table that comes at the end) are kept as the bytes go by, with a 16 MiB
 lookbehind, and the same reader then runs over what was kept: an 820 MiB member peaks at
@@ -39,6 +41,7 @@ from .pyenv import (
 )
 from .streamread import read_streamed
 from .summary import binary_json
+from .zipmembers import NATIVE_MAGIC, read_members
 
 # Members up to this size are read in memory; larger ones as they stream by (``streamread``).
 IN_MEMORY_MAX = 64 << 20
@@ -91,13 +94,12 @@ def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
                 tuple(sorted(_member_path(found.label, m) for m in owned)),
             )
         )
-    for info in infos:
-        if not is_native_file(info.filename):
-            continue
-        path = _member_path(found.label, info.filename)
-        if info.filename not in owned:
-            found.unowned.append(path)
-        found.binaries.append(_read_member(zf, info, path, deep))
+    members = [(i, _member_path(found.label, i.filename)) for i in infos
+               if is_native_file(i.filename)]  # fmt: skip
+    found.unowned.extend(path for info, path in members if info.filename not in owned)
+    found.binaries.extend(
+        read_members(zf, members, IN_MEMORY_MAX, deep, lambda i, p: _read_member(zf, i, p, deep))
+    )
 
 
 def _member_path(label: str, member: str) -> str:
@@ -156,7 +158,7 @@ def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> B
         return BinaryFacts(path, size, "unknown", (), deep, reason)
     try:
         head = stream.read(8)
-        if head[:4] not in (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba"):
+        if head[:4] not in NATIVE_MAGIC:
             return BinaryFacts(path, size, "other", (), deep)
         if size > IN_MEMORY_MAX:
             return read_streamed(path, stream, head, size, deep)

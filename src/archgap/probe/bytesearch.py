@@ -27,8 +27,8 @@ _py_buffer: Any = None  # the ctypes type of a Py_buffer, made once
 
 def _load() -> Any:
     global _memmem
-    if _memmem is None:
-        _memmem = False
+    if _memmem is None:  # set once, whole: threads reading wheel members may get here together
+        found: Any = False
         try:
             import ctypes
 
@@ -36,9 +36,10 @@ def _load() -> Any:
             function.restype = ctypes.c_void_p
             function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
             ctypes.pythonapi.PyObject_GetBuffer  # noqa: B018 (CPython only: raises elsewhere)
-            _memmem = function
+            found = function
         except (ImportError, OSError, AttributeError):
             pass
+        _memmem = found
     return _memmem
 
 

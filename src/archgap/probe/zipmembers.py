@@ -1,0 +1,236 @@
+"""A wheel's small native members read from their compressed bytes, inflated in a few threads.
+
+Inflating is most of a wheel's reading time (flashinfer-cubin: 15,970 deflated cubins, 427 MiB
+that inflate to 1.8 GB). A member up to ``DIRECT_MAX`` bytes is read here without ``zipfile``'s
+stream: its local header is checked (signature, and the name the central directory gives, as
+``zipfile`` checks them), its compressed bytes are read in one piece, inflated in one call
+(``INFLATER``: python-isal's ``isal_zlib`` when it is installed, the ``archgap[isal]`` extra,
+else ``zlib``; both release the GIL while they inflate), and its size and CRC-32 are checked
+against the central directory. Then the same reader as an installed file's reads the bytes.
+
+``WORKERS`` threads (the calling one included) each take the next member in order, read its
+compressed bytes (one at a time: the file, or a ranged HTTP reader, is shared), and inflate and
+read it; results are put back in member order, so the output does not depend on the threads.
+While one thread reads a member (Python, holding the GIL), another inflates (C, without it).
+Memory is bounded: the members in hand at once cost at most ``IN_MEMORY_MAX`` bytes together
+(each counted as its compressed bytes and twice its size: the inflater's output is joined once),
+or one member alone. Every thread is joined before ``read_members`` returns.
+
+A member that cannot be read so (a bad local header, bytes missing, a size or CRC that differs,
+deflate data that does not inflate) is an unreadable row with the reason; the others go on.
+Members above ``DIRECT_MAX``, and those zipfile alone knows how to read (other compression
+methods, encryption), are read by the caller's ``fallback`` after the threads are done.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zipfile
+import zlib
+from typing import IO, Any, Callable, List, Optional, Tuple, Union
+
+from .facts import BinaryFacts
+from .fatbin import read_bytes
+
+
+def _inflater() -> Any:
+    """python-isal's zlib (2-3x faster to inflate) when it is installed, else zlib."""
+    try:
+        from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return zlib
+    return isal_zlib
+
+
+INFLATER: Any = _inflater()  # tests set it to zlib to check the path without python-isal
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+DIRECT_MAX = 16 << 20  # members up to this size are read here (memory: see the docstring)
+LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name's and extra field's lengths
+LOCAL_MAGIC = b"PK\x03\x04"
+NATIVE_MAGIC = (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba")  # ELF, ar archive, fatbin container
+# encrypted (bit 0), compressed patch data (5), strong encryption (6): zipfile's reasons
+ZIPFILE_ONLY_FLAGS = 0x1 | 0x20 | 0x40
+
+Member = Tuple[zipfile.ZipInfo, str]  # an entry, and the path it has in the results
+Fallback = Callable[[zipfile.ZipInfo, str], BinaryFacts]
+
+
+def read_members(
+    zf: zipfile.ZipFile, members: List[Member], budget: int, deep: bool, fallback: Fallback
+) -> List[BinaryFacts]:
+    """The facts of each member, in the order given: those up to ``DIRECT_MAX`` (and at most
+    ``budget``) read here, the others by ``fallback``. Never raises for a member's content."""
+    results: List[Optional[BinaryFacts]] = [None] * len(members)
+    direct = [k for k, (info, _) in enumerate(members) if _direct(info, min(budget, DIRECT_MAX))]
+    if direct and zf.fp is not None:
+        _Workers(zf.fp, members, direct, results, deep, budget).run()
+    return [r if r is not None else fallback(*members[k]) for k, r in enumerate(results)]
+
+
+def _direct(info: zipfile.ZipInfo, limit: int) -> bool:
+    return (
+        info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+        and not info.flag_bits & ZIPFILE_ONLY_FLAGS
+        and info.file_size <= limit
+    )
+
+
+class _Workers:
+    """Threads that take members in order, and the budget of bytes they hold."""
+
+    def __init__(
+        self,
+        fp: IO[bytes],
+        members: List[Member],
+        order: List[int],
+        results: List[Optional[BinaryFacts]],
+        deep: bool,
+        budget: int,
+    ) -> None:
+        self.fp, self.members, self.order, self.results = fp, members, order, results
+        self.deep, self.budget = deep, budget
+        self.lock = threading.Condition()
+        self.taken = 0  # members of ``order`` handed out
+        self.held = 0  # bytes the threads hold
+        self.stop = False
+
+    def run(self) -> None:
+        started: List[threading.Thread] = []
+        try:
+            for _ in range(min(WORKERS, len(self.order)) - 1):
+                thread = threading.Thread(target=self.work, name="archgap-inflate", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had: fewer threads do the work
+                    break
+                started.append(thread)
+            self.work()
+        finally:
+            with self.lock:
+                self.stop = True  # (an interrupt) the others finish the member in hand
+                self.lock.notify_all()
+            for thread in started:
+                thread.join()
+
+    def work(self) -> None:
+        while True:
+            with self.lock:
+                taken = self._take()
+                if taken is None:
+                    return
+                k, cost = taken
+                raw: Union[bytes, Exception]
+                try:
+                    raw = raw_member(self.fp, self.members[k][0])
+                except Exception as exc:  # an OSError of a ranged read too: this member only
+                    raw = exc
+            try:
+                info, path = self.members[k]
+                self.results[k] = read_raw(info, path, raw, self.deep)
+            finally:
+                with self.lock:
+                    self.held -= cost
+                    self.lock.notify_all()
+
+    def _take(self) -> Optional[Tuple[int, int]]:
+        """The next member's index and cost, once the budget allows it; None when done."""
+        while not self.stop and self.taken < len(self.order):
+            k = self.order[self.taken]
+            info = self.members[k][0]
+            cost = info.compress_size + 2 * info.file_size
+            if self.held and self.held + cost > self.budget:
+                self.lock.wait()
+                continue
+            self.taken += 1
+            self.held += cost
+            return k, cost
+        return None
+
+
+def raw_member(fp: IO[bytes], info: zipfile.ZipInfo) -> bytes:
+    """A member's compressed bytes, after its local header is checked as ``zipfile`` checks it."""
+    fp.seek(info.header_offset)
+    header = _read_exactly(fp, LOCAL_HEADER.size)
+    magic, name_length, extra_length = LOCAL_HEADER.unpack(header.ljust(LOCAL_HEADER.size))
+    if magic != LOCAL_MAGIC:
+        raise zipfile.BadZipFile("Bad magic number for file header")
+    name = _read_exactly(fp, name_length)
+    encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
+    if name.decode(encoding, "replace") != info.orig_filename:
+        raise zipfile.BadZipFile(
+            "File name in directory %r and header %r differ." % (info.orig_filename, name)
+        )
+    fp.seek(extra_length, os.SEEK_CUR)
+    data = _read_exactly(fp, info.compress_size)
+    if len(data) != info.compress_size:
+        raise EOFError(
+            "truncated: %d of its %d compressed bytes are there" % (len(data), info.compress_size)
+        )
+    return data
+
+
+def _read_exactly(fp: IO[bytes], size: int) -> bytes:
+    """``size`` bytes, or fewer at the end of the file (a ranged reader returns short reads)."""
+    data = fp.read(size)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = fp.read(size - got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def read_raw(
+    info: zipfile.ZipInfo, path: str, raw: Union[bytes, Exception], deep: bool
+) -> BinaryFacts:
+    """One member from its compressed bytes (or the error that reading them gave): inflated,
+    checked, and read like an installed file. A member whose first bytes are not a native
+    file's is "other", as when the stream is read (only its first 8 bytes count then)."""
+    size = info.file_size
+    try:
+        if isinstance(raw, Exception):
+            raise raw
+        data = inflate(info, raw)
+    except Exception as exc:
+        if not isinstance(raw, Exception) and _head(info, raw) not in (None, *NATIVE_MAGIC):
+            return BinaryFacts(path, size, "other", (), deep)
+        return BinaryFacts(path, size, "unreadable", (), deep, "corrupt member: %s" % exc)
+    if data[:4] not in NATIVE_MAGIC:
+        return BinaryFacts(path, size, "other", (), deep)
+    return read_bytes(path, data, deep)
+
+
+def inflate(info: zipfile.ZipInfo, raw: bytes) -> bytes:
+    """The member's bytes, at most its size plus one inflated (a zip bomb stops there), their
+    size and CRC-32 checked against the central directory."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        data = raw
+    else:
+        data = INFLATER.decompressobj(-15).decompress(raw, info.file_size + 1)
+    if len(data) != info.file_size:
+        raise ValueError("member is not the %d bytes its header says" % info.file_size)
+    if INFLATER.crc32(data) != info.CRC:
+        raise zipfile.BadZipFile("Bad CRC-32 for file %r" % info.filename)
+    return data
+
+
+def _head(info: zipfile.ZipInfo, raw: bytes) -> Optional[bytes]:
+    """The first 4 bytes of a member that could not be read whole, or None if even they
+    cannot be inflated."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        return raw[:4] if len(raw) >= 4 else None
+    try:
+        head = zlib.decompressobj(-15).decompress(raw, 8)
+    except zlib.error:
+        return None
+    return head[:4] if len(head) >= min(8, info.file_size) else None
+
+
+__all__ = ["DIRECT_MAX", "INFLATER", "WORKERS", "inflate", "raw_member", "read_members"]
