@@ -67,14 +67,27 @@ class Sections:
         or with ``whole``, are ``prefix`` (ended by a NUL or by the end of the table). The name
         table is searched, not each name read: a cubin has dozens of sections (flashinfer-cubin's
         15,970 have 597,362), and only a few names matter."""
-        strtab, spots = self.strtab, set()
+        strtab, names, found = self.strtab, self.names, []
         at = strtab.find(prefix)
         while at >= 0:
             stop = at + len(prefix)
             if not whole or stop == len(strtab) or strtab[stop] == 0:
-                spots.add(at)
+                index = -1
+                for _ in range(names.count(at)):  # names may share a string-table tail
+                    index = names.index(at, index + 1)
+                    found.append(index)
             at = strtab.find(prefix, at + 1)
-        return [i for i, name in enumerate(self.names) if name in spots] if spots else []
+        return sorted(found)
+
+    def any_starting(self, prefix: bytes) -> bool:
+        """Whether a section's name starts with ``prefix`` (``starting``, stopping at one)."""
+        strtab, names = self.strtab, set(self.names)
+        at = strtab.find(prefix)
+        while at >= 0:
+            if at in names:
+                return True
+            at = strtab.find(prefix, at + 1)
+        return False
 
     def named(self, wanted: bytes) -> List[int]:
         """Indices of the sections called ``wanted`` (names may share a string-table tail)."""
@@ -242,7 +255,7 @@ def cubin_at(
             kept = zip(sections.types, sections.offsets, sections.sizes)
             end = max([end] + [offset + size for sh_type, offset, size in kept
                                if sh_type != SHT_NOBITS])  # fmt: skip
-        kernels = bool(sections.starting(b".text"))
+        kernels = sections.any_starting(b".text")
         debug = bool(sections.starting(b".debug_info", whole=True))
         notes = [(sections.offsets[i], sections.sizes[i])
                  for i in sections.starting(b".note.nv.tkinfo", whole=True)]  # fmt: skip
