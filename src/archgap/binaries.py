@@ -99,6 +99,15 @@ def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
     return unread + contents.binaries
 
 
+def summary_rows(facts: BinaryFacts) -> BinaryFacts:
+    """One row per kind of entry (``probe.summary``), compressed cubins kept apart at the size
+    where they are kernel-less (kb/roles.json)."""
+    from archgap.kb import roles
+    from archgap.probe.summary import summarized
+
+    return summarized(facts, roles.kernel_less()[1])
+
+
 def _read_files(
     paths: Sequence[str], deep: bool, progress: Progress | None, detail: bool
 ) -> list[BinaryFacts]:
@@ -109,9 +118,7 @@ def _read_files(
         # Deep reads search whole data sections: walk_binaries may share them with a forked
         # helper, which it only does from a process without threads. Summarized where they are
         # read: the helper then sends ~700 rows, not 48,000 entries to unpickle (0.08 s).
-        from archgap.probe.summary import summarized
-
-        return list(walk_binaries(paths, deep, finish=None if detail else summarized))
+        return list(walk_binaries(paths, deep, finish=None if detail else summary_rows))
     found = list(discover(paths))
     files: list[BinaryFacts] = []
     for done, (path, ready) in enumerate(found, start=1):

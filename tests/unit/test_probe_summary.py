@@ -11,9 +11,12 @@ import json
 from collections import Counter
 from dataclasses import asdict
 
+import pytest
+
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import library_verdict
 from archgap.codec import decode
+from archgap.kb import roles
 from archgap.probe.binfiles import walk_binaries
 from archgap.probe.collect import collect
 from archgap.probe.facts import BinaryFacts, ProbeResponse
@@ -40,20 +43,45 @@ def test_device_linked_sass_targets_become_one_row_of_two() -> None:
     assert all(e.offset == first[(e.kind, e.arch, e.variant)] for e in summary.entries)
 
 
-def test_summary_gives_the_same_verdicts_on_every_fixture() -> None:
+@pytest.mark.parametrize("limit", [None, roles.kernel_less()[1]])
+def test_summary_gives_the_same_verdicts_on_every_fixture(limit: int | None) -> None:
     files = list(walk_binaries([str(CUDA_BIN)], deep=True))
     merged = 0
     for facts in files:
-        summary = summarized(facts)
+        summary = summarized(facts, limit)
         merged += len(facts.entries) - len(summary.entries)
         # The analysis side sees the summary through JSON, as a remote probe sends it.
-        wire = decode(BinaryFacts, json.loads(json.dumps(binary_json(facts, detail=False))))
+        wire = decode(BinaryFacts, json.loads(json.dumps(binary_json(facts, False, limit))))
         assert wire == summary
         for gpu in GPUS:
             target = resolve_gpu(gpu)
             for isa in (None, (8, 0), (9, 0)):
                 assert library_verdict(wire, target, isa) == library_verdict(facts, target, isa)
-    assert merged > 20  # the summary did merge entries (every device-linked .so has duplicates)
+    # the summary did merge entries: every device-linked .so has each target twice (its
+    # compressed stubs stay apart from compressed kernels)
+    assert merged > 10
+
+
+def test_a_small_compressed_kernel_is_not_averaged_with_its_stub() -> None:
+    # libcomp_tiny.so (build.sh): cuobjdump --list-elf lists two sm_75 cubins, both zstd-
+    # compressed; cuobjdump -elf shows the device link's stub without a .text section (1.4 KiB
+    # unpacked) and the empty kernel's with .text._Z13archgap_emptyv (2.9 KiB). Compressed
+    # cubins are told kernel-less by size (kb/roles.json: at most 2,560 B), so the kernel's
+    # cubin runs natively on 7.5 (sm_75 runs on 7.x from 7.5): a summary row of both, 2.2 KiB
+    # on average, must not say "no kernels".
+    facts = read_binary(str(CUDA_BIN / "libcomp_tiny.so"))
+    sizes = sorted(e.uncompressed_size for e in facts.entries)
+    limit = roles.kernel_less()[1]
+    assert len(sizes) == 2 and sizes[0] <= limit < sizes[1] and sum(sizes) / 2 <= limit
+    target = resolve_gpu("7.5")
+    expected = library_verdict(facts, target, None)
+    assert expected.verdict == "native"
+    request = {"binaries": {"paths": [facts.path], "deep": True, "detail": False,
+                            "kernel_less_max_bytes": limit}}  # fmt: skip
+    (sent,) = collect(request, System.local())["sections"]["binaries"]
+    wire = decode(BinaryFacts, sent)
+    assert library_verdict(wire, target, None) == expected
+    assert library_verdict(summarized(facts), target, None) == expected  # no limit: exact sizes
 
 
 def test_detail_is_asdict_with_count_one() -> None:
@@ -63,17 +91,25 @@ def test_detail_is_asdict_with_count_one() -> None:
 
 
 def test_probe_request_without_detail_sends_the_summary() -> None:
+    from archgap.request import binaries_request
+
     paths = [str(CUDA_BIN / "libmix.so"), str(CUDA_BIN / "libcomp_all.so")]
     system = System.local()
-    detail = collect({"binaries": {"paths": paths, "deep": True}}, system)
-    small = collect({"binaries": {"paths": paths, "deep": True, "detail": False}}, system)
+    detail = collect(binaries_request(paths, True, True), system)
+    small = collect(binaries_request(paths, True, False), system)
     found = zip(detail["sections"]["binaries"], small["sections"]["binaries"], strict=True)
+    rows = []
     for full, summary in found:
         counted: Counter[str] = Counter()
         for e in summary["entries"]:
             counted[f"{e['kind']} {e['arch']}{e['variant']}"] += e["count"]
         assert counted == Counter(f"{e['kind']} {e['arch']}{e['variant']}" for e in full["entries"])
-        assert len(summary["entries"]) < len(full["entries"])
+        rows.append((len(summary["entries"]), len(full["entries"])))
+    # libmix.so: its 7 SASS targets are there twice, uncompressed (module doc): one row each.
+    # libcomp_all.so: each SASS target's compressed stub (1.4-1.6 KiB) and kernel (5-9 KiB) lie
+    # on both sides of the kernel-less size: two rows each, as many as its entries.
+    assert rows[0][0] == rows[0][1] - 7
+    assert rows[1][0] == rows[1][1]
 
 
 def test_fleet_judges_an_old_detailed_document_as_the_summary() -> None:

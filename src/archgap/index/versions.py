@@ -23,6 +23,7 @@ from archgap.index.fetch import Fetched
 from archgap.index.options import IndexOptions
 from archgap.index.resolve import PYPI, Candidate, candidates, parse_requirement
 from archgap.index.targets import read_index_file
+from archgap.kb import roles
 from archgap.probe.archive import archive_facts
 
 Progress = Callable[[int, int, str], None]
@@ -89,9 +90,8 @@ def judge(
         why = "; ".join(p.reason for p in contents.problems) or "not a wheel"
         return VersionVerdict(*base, (), False, why)
     labels = [g.label for g in gpus]
-    report = report_from_facts(
-        archive_facts([contents], ""), labels, matrix=False, driver=driver, strict=strict
-    )
+    facts = archive_facts([contents], "", kernel_less_max=roles.kernel_less()[1])
+    report = report_from_facts(facts, labels, matrix=False, driver=driver, strict=strict)
     found: list[GpuVerdict] = []
     for gpu in report.gpus:
         rows = [p for p in report.packages if p.gpu == gpu.label]

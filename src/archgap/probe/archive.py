@@ -208,8 +208,14 @@ def wheel_files(paths: List[str], suffixes: Tuple[str, ...] = (".whl",)) -> List
     return found
 
 
-def archive_facts(contents: List[WheelContents], label: str, detail: bool = False) -> ProbeResponse:
-    """A probe answer with the "python" and "binaries" sections of these archives."""
+def archive_facts(
+    contents: List[WheelContents],
+    label: str,
+    detail: bool = False,
+    kernel_less_max: Optional[int] = None,
+) -> ProbeResponse:
+    """A probe answer with the "python" and "binaries" sections of these archives (one row
+    per kind of entry unless ``detail``: ``summary.summarized``, with ``kernel_less_max``)."""
     dists = [d for c in contents for d in c.distributions]
     env = PythonEnvironment(
         label,
@@ -219,7 +225,7 @@ def archive_facts(contents: List[WheelContents], label: str, detail: bool = Fals
         tuple(p for c in contents for p in c.unowned),
         tuple(p for c in contents for p in c.problems),
     )
-    binaries = [binary_json(b, detail) for c in contents for b in c.binaries]
+    binaries = [binary_json(b, detail, kernel_less_max) for c in contents for b in c.binaries]
     sections = {"python": asdict(env), "binaries": binaries}
     # as the JSON the probe sends (tuples become arrays), so it decodes like any probe's facts
     return ProbeResponse(sections=json.loads(json.dumps(sections)))

@@ -12,6 +12,7 @@ Each file is read once (by device and inode), and a symlink loop is a row with i
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import stat
@@ -208,14 +209,17 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
     detail = bool(params.get("detail", True))
     deep = bool(params.get("deep", False))
     plan = params.get("native_sets")  # (native targets per judged GPU, kernel-less size)
+    limit = params.get("kernel_less_max_bytes")
+    limit = limit if isinstance(limit, int) else None
+    # Summarized as each file is read: a helper process sends back summaries, not entries.
+    finish = None if detail else functools.partial(summarized, kernel_less_max=limit)
     if deep and plan is not None:
-        # Summarized as each file is read: a helper process sends back summaries, not entries.
         found: Iterable[BinaryFacts] = read_selectively(
-            list(discover(paths)), plan[0], plan[1], system.progress, None if detail else summarized
+            list(discover(paths)), plan[0], plan[1], system.progress, finish
         )
     else:
-        found = walk_binaries(paths, deep, system.progress, None if detail else summarized)
-    return [binary_json(facts, detail) for facts in found]
+        found = walk_binaries(paths, deep, system.progress, finish)
+    return [binary_json(facts, detail, limit) for facts in found]
 
 
 __all__ = [

@@ -16,15 +16,25 @@ from typing import Any, Dict, List, Optional, Tuple
 from .facts import BinaryFacts, KernelEntry
 
 # What tells entries apart in a summary: everything but where they are and how big.
-EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any]
+EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any, Any]
 
 
-def summarized(facts: BinaryFacts) -> BinaryFacts:
-    """``facts`` with entries that differ only in offset and size merged (first offset kept)."""
+def summarized(facts: BinaryFacts, kernel_less_max: Optional[int] = None) -> BinaryFacts:
+    """``facts`` with entries that differ only in offset and size merged (first offset kept).
+
+    A compressed cubin is told kernel-less by its size alone (``deep_plan.kernel_less``: at most
+    ``kernel_less_max`` bytes unpacked, kb/roles.json), and a merged row by its average: so such
+    cubins merge only with others on the same side of that size (without it, only with others
+    of the same size). A device-link stub (1.4 KiB) and a small real kernel (2.9 KiB) averaged
+    2.2 KiB: a kernel-less row."""
     merged: Dict[EntryKey, List[Any]] = {}
     for e in facts.entries:
+        side: Any = None
+        if e.kind == "sass" and e.compression != "none" and e.kernels is None:
+            size = e.uncompressed_size
+            side = size if kernel_less_max is None else size <= kernel_less_max
         key = (e.kind, e.arch, e.variant, e.ptx_isa, e.compression, e.section, e.debug, e.listed,
-               e.member)  # fmt: skip
+               e.member, side)  # fmt: skip
         row = merged.get(key)
         if row is None:
             merged[key] = [e, e.count, e.stored_size, e.uncompressed_size, e.kernels]
@@ -53,11 +63,13 @@ def _any_kernels(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
     return None if a is None or b is None else False
 
 
-def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
+def binary_json(
+    facts: BinaryFacts, detail: bool = True, kernel_less_max: Optional[int] = None
+) -> Dict[str, Any]:
     """``dataclasses.asdict(facts)`` (summarized unless ``detail``), without asdict's deep copy
     of every value (which cost 11 s for a torch host's 48,000 entries)."""
     if not detail:
-        facts = summarized(facts)
+        facts = summarized(facts, kernel_less_max)
     data = dict(vars(facts))
     data["entries"] = [dict(vars(e)) for e in facts.entries]
     return data
