@@ -27,7 +27,7 @@ import json
 import os
 import zipfile
 from dataclasses import asdict
-from typing import IO, List, Optional, Set, Tuple
+from typing import IO, Any, List, Optional, Set, Tuple
 
 from .facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
 from .fatbin import read_bytes
@@ -41,7 +41,7 @@ from .pyenv import (
 )
 from .streamread import read_streamed
 from .summary import binary_json
-from .zipmembers import NATIVE_MAGIC, read_members
+from .zipmembers import NATIVE_MAGIC, MemberStream, direct, read_members
 
 # Members up to this size are read in memory; larger ones as they stream by (``streamread``).
 IN_MEMORY_MAX = 64 << 20
@@ -140,6 +140,9 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, deep: bo
     if info.file_size > MAX_MEMBER_BYTES:
         return read_stream(path, io.BytesIO(), info.file_size, deep)  # the size says it all
     try:
+        if direct(info, MAX_MEMBER_BYTES) and zf.fp is not None:  # with the faster inflater
+            stream: Any = MemberStream(zf.fp, info)
+            return read_stream(path, stream, info.file_size, deep)
         with zf.open(info) as stream:
             return read_stream(path, stream, info.file_size, deep)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as exc:

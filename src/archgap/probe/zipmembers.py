@@ -19,7 +19,8 @@ or one member alone. Every thread is joined before ``read_members`` returns.
 A member that cannot be read so (a bad local header, bytes missing, a size or CRC that differs,
 deflate data that does not inflate) is an unreadable row with the reason; the others go on.
 Members above ``DIRECT_MAX``, and those zipfile alone knows how to read (other compression
-methods, encryption), are read by the caller's ``fallback`` after the threads are done.
+methods, encryption), are read by the caller's ``fallback`` after the threads are done: the
+first through ``MemberStream`` (the same inflater, in pieces), the others by zipfile.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def _inflater() -> Any:
 INFLATER: Any = _inflater()  # tests set it to zlib to check the path without python-isal
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 DIRECT_MAX = 16 << 20  # members up to this size are read here (memory: see the docstring)
+STREAM_CHUNK = 1 << 20  # compressed bytes read at a time by ``MemberStream``
 LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name's and extra field's lengths
 LOCAL_MAGIC = b"PK\x03\x04"
 NATIVE_MAGIC = (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba")  # ELF, ar archive, fatbin container
@@ -63,13 +65,14 @@ def read_members(
     """The facts of each member, in the order given: those up to ``DIRECT_MAX`` (and at most
     ``budget``) read here, the others by ``fallback``. Never raises for a member's content."""
     results: List[Optional[BinaryFacts]] = [None] * len(members)
-    direct = [k for k, (info, _) in enumerate(members) if _direct(info, min(budget, DIRECT_MAX))]
-    if direct and zf.fp is not None:
-        _Workers(zf.fp, members, direct, results, deep, budget).run()
+    order = [k for k, (info, _) in enumerate(members) if direct(info, min(budget, DIRECT_MAX))]
+    if order and zf.fp is not None:
+        _Workers(zf.fp, members, order, results, deep, budget).run()
     return [r if r is not None else fallback(*members[k]) for k, r in enumerate(results)]
 
 
-def _direct(info: zipfile.ZipInfo, limit: int) -> bool:
+def direct(info: zipfile.ZipInfo, limit: int) -> bool:
+    """Whether the member can be read from its compressed bytes here (not only by zipfile)."""
     return (
         info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
         and not info.flag_bits & ZIPFILE_ONLY_FLAGS
@@ -151,6 +154,18 @@ class _Workers:
 
 def raw_member(fp: IO[bytes], info: zipfile.ZipInfo) -> bytes:
     """A member's compressed bytes, after its local header is checked as ``zipfile`` checks it."""
+    _local_header(fp, info)
+    data = _read_exactly(fp, info.compress_size)
+    if len(data) != info.compress_size:
+        raise EOFError(
+            "truncated: %d of its %d compressed bytes are there" % (len(data), info.compress_size)
+        )
+    return data
+
+
+def _local_header(fp: IO[bytes], info: zipfile.ZipInfo) -> int:
+    """Checks a member's local header as ``zipfile`` does; returns where its data starts (the
+    file is left there)."""
     fp.seek(info.header_offset)
     header = _read_exactly(fp, LOCAL_HEADER.size)
     magic, name_length, extra_length = LOCAL_HEADER.unpack(header.ljust(LOCAL_HEADER.size))
@@ -162,13 +177,55 @@ def raw_member(fp: IO[bytes], info: zipfile.ZipInfo) -> bytes:
         raise zipfile.BadZipFile(
             "File name in directory %r and header %r differ." % (info.orig_filename, name)
         )
-    fp.seek(extra_length, os.SEEK_CUR)
-    data = _read_exactly(fp, info.compress_size)
-    if len(data) != info.compress_size:
-        raise EOFError(
-            "truncated: %d of its %d compressed bytes are there" % (len(data), info.compress_size)
-        )
-    return data
+    return fp.seek(extra_length, os.SEEK_CUR)
+
+
+class MemberStream:
+    """A member's bytes as they inflate from its compressed bytes, read in pieces (``read``),
+    for members too large for ``read_members``: the same inflater, and the same checks as
+    ``zipfile``'s stream (local header; CRC-32 once the stream is read to its end; the size is
+    the reader's to check). Only where ``direct`` says the member can be read so."""
+
+    def __init__(self, fp: IO[bytes], info: zipfile.ZipInfo) -> None:
+        self.fp, self.info = fp, info
+        self.at = _local_header(fp, info)
+        self.left = info.compress_size
+        deflated = info.compress_type == zipfile.ZIP_DEFLATED
+        self.inflater = INFLATER.decompressobj(-15) if deflated else None
+        self.tail = b""  # compressed bytes read but not yet inflated (over ``read``'s size)
+        self.crc = 0
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left when negative); b"" at the end, where the
+        CRC-32 is checked."""
+        size = size if size > 0 else max(self.info.file_size, 1)
+        while True:
+            if not self.tail and self.left:
+                self.fp.seek(self.at)
+                self.tail = self.fp.read(min(self.left, STREAM_CHUNK))
+                if not self.tail:
+                    raise EOFError("truncated: %d compressed bytes are missing" % self.left)
+                self.at += len(self.tail)
+                self.left -= len(self.tail)
+            if self.inflater is None:
+                data, self.tail = self.tail[:size], self.tail[size:]
+            elif self.inflater.eof:  # what follows the deflate stream is not the member's
+                data, self.tail, self.left = b"", b"", 0
+            else:  # (output the inflater holds back comes with no more input)
+                data = self.inflater.decompress(self.tail, size)
+                self.tail = self.inflater.unconsumed_tail
+            if data:
+                self.crc = INFLATER.crc32(data, self.crc)
+                return data
+            if not self.tail and not self.left:
+                if self.crc != self.info.CRC:
+                    raise zipfile.BadZipFile("Bad CRC-32 for file %r" % self.info.filename)
+                return b""
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def _read_exactly(fp: IO[bytes], size: int) -> bytes:
@@ -233,4 +290,13 @@ def _head(info: zipfile.ZipInfo, raw: bytes) -> Optional[bytes]:
     return head[:4] if len(head) >= min(8, info.file_size) else None
 
 
-__all__ = ["DIRECT_MAX", "INFLATER", "WORKERS", "inflate", "raw_member", "read_members"]
+__all__ = [
+    "DIRECT_MAX",
+    "INFLATER",
+    "WORKERS",
+    "MemberStream",
+    "direct",
+    "inflate",
+    "raw_member",
+    "read_members",
+]
