@@ -96,6 +96,17 @@ def test_a_small_budget_and_a_low_direct_bound_give_the_same_rows(
 # -- broken members: each an unreadable row with its reason, the rest of the wheel read --------
 
 needs_runtime = pytest.mark.skipif(RUNTIME is None, reason="scripts/testdata downloads the wheel")
+
+
+@pytest.fixture(params=["threads", "stream"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each broken member read both ways: by the threads, and streamed (``MemberStream``, as a
+    member over ``DIRECT_MAX`` is)."""
+    if request.param == "stream":
+        monkeypatch.setattr(zipmembers, "DIRECT_MAX", 0)
+    return str(request.param)
+
+
 CUDART = "nvidia/cu13/lib/libcudart.so.13"
 NATIVES = ["nvidia/cu13/lib/libcudadevrt.a", CUDART, "nvidia/cu13/lib/libcudart_static.a"]
 
@@ -148,7 +159,7 @@ def assert_only_cudart_broken(rows: dict[str, BinaryFacts], reason: str) -> None
 @needs_runtime
 @pytest.mark.parametrize("inflater", sorted(INFLATERS))
 def test_a_flipped_compressed_byte_is_a_corrupt_member(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inflater: str
+    tmp_path: Path, way: str, monkeypatch: pytest.MonkeyPatch, inflater: str
 ) -> None:
     """One byte of libcudart's deflate data flipped (at three places): the inflater refuses
     the stream, or it inflates to other bytes whose CRC-32 is not the central directory's."""
@@ -166,7 +177,7 @@ def test_a_flipped_compressed_byte_is_a_corrupt_member(
 
 
 @needs_runtime
-def test_a_wrong_crc_in_the_directory_is_named(tmp_path: Path) -> None:
+def test_a_wrong_crc_in_the_directory_is_named(tmp_path: Path, way: str) -> None:
     """The bytes intact, the central directory's CRC-32 of libcudart changed."""
     wheel, info = runtime_wheel(tmp_path)
     raw = wheel.read_bytes()
@@ -176,7 +187,7 @@ def test_a_wrong_crc_in_the_directory_is_named(tmp_path: Path) -> None:
 
 
 @needs_runtime
-def test_a_local_header_that_disagrees_with_the_directory(tmp_path: Path) -> None:
+def test_a_local_header_that_disagrees_with_the_directory(tmp_path: Path, way: str) -> None:
     """The local header's name differs from the central directory's; then its signature is
     not a local header's: zipfile's own reasons, for libcudart only."""
     wheel, info = runtime_wheel(tmp_path)
@@ -189,7 +200,7 @@ def test_a_local_header_that_disagrees_with_the_directory(tmp_path: Path) -> Non
 
 
 @needs_runtime
-def test_members_past_the_end_of_a_cut_wheel(tmp_path: Path) -> None:
+def test_members_past_the_end_of_a_cut_wheel(tmp_path: Path, way: str) -> None:
     """The wheel cut in the middle of libcudart's compressed bytes, its central directory put
     back after the cut (a download cut short, its directory kept): libcudart's bytes run out,
     libcudart_static.a is not there at all; libcudadevrt.a, before the cut, is read."""
