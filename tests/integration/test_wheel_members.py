@@ -220,7 +220,7 @@ def test_members_past_the_end_of_a_cut_wheel(tmp_path: Path, way: str) -> None:
 def test_the_inflater_is_python_isal_when_installed_else_zlib(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """python-isal is a test dependency (the archgap[isal] extra): it is the one chosen."""
+    """python-isal is a test dependency (archgap's on x86-64 and ARM64): it is the one chosen."""
     assert zipmembers._inflater() is isal_zlib
     import builtins
 

@@ -4,9 +4,10 @@ Inflating is most of a wheel's reading time (flashinfer-cubin: 15,970 deflated c
 that inflate to 1.8 GB). A member up to ``DIRECT_MAX`` bytes is read here without ``zipfile``'s
 stream: its local header is checked (signature, and the name the central directory gives, as
 ``zipfile`` checks them), its compressed bytes are read in one piece, inflated in one call
-(``INFLATER``: python-isal's ``isal_zlib`` when it is installed, the ``archgap[isal]`` extra,
-else ``zlib``; both release the GIL while they inflate), and its size and CRC-32 are checked
-against the central directory. Then the same reader as an installed file's reads the bytes.
+(``INFLATER``: python-isal's ``isal_zlib`` when it is installed, as it is with archgap on
+CPython for x86-64 and ARM64, else ``zlib``; both release the GIL while they inflate), and its
+size and CRC-32 are checked against the central directory. Then the same reader as an
+installed file's reads the bytes.
 
 ``WORKERS`` threads (the calling one included) each take the next member in order, read its
 compressed bytes (one at a time: the file, or a ranged HTTP reader, is shared), and inflate and
