@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib import resources
 from typing import Any
@@ -30,8 +31,53 @@ def shown_body(name: str, shown: Any, left_out: Any) -> dict[str, Any]:
     return {name: shown, "left_out": left_out}
 
 
+INDENT = "  "
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def dumps(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, sort_keys=False)
+    """``json.dumps(doc, indent=2)``, byte for byte, in a fraction of its time: with an indent,
+    the json module writes every value from Python (1.3 s for the 48,000 entries of a torch
+    environment's ``kernels --deep --json``); here each object or array whose members are all
+    plain values is written in one call of its C encoder, one item separator per level."""
+    out: list[str] = []
+    _write(doc, 0, out)
+    return "".join(out)
+
+
+@functools.cache
+def _flat_encoder(level: int) -> json.JSONEncoder:
+    """Writes an object or array of plain values with its members on the lines of ``level``."""
+    return json.JSONEncoder(separators=(",\n" + INDENT * (level + 1), ": "))
+
+
+def _write(value: Any, level: int, out: list[str]) -> None:
+    inner = "\n" + INDENT * (level + 1)
+    if isinstance(value, dict) and value and all(type(k) is str for k in value):
+        members: Any = value.values()
+        opening, closing = "{", "}"
+    elif isinstance(value, (list, tuple)) and value:
+        members, opening, closing = value, "[", "]"
+    else:  # a plain value, an empty container, or keys json would have to convert
+        out.append(json.dumps(value, indent=INDENT).replace("\n", "\n" + INDENT * level))
+        return
+    if all(type(m) in _PLAIN for m in members):
+        flat = _flat_encoder(level).encode(value)
+        out.append(opening + inner + flat[1:-1] + "\n" + INDENT * level + closing)
+        return
+    out.append(opening)
+    separator = inner
+    if opening == "{":
+        for key, member in value.items():
+            out.append(separator + json.dumps(key) + ": ")
+            _write(member, level + 1, out)
+            separator = "," + inner
+    else:
+        for member in value:
+            out.append(separator)
+            _write(member, level + 1, out)
+            separator = "," + inner
+    out.append("\n" + INDENT * level + closing)
 
 
 def schema(command: str) -> dict[str, Any]:
