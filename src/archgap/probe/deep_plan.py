@@ -98,9 +98,9 @@ def read_selectively(
     finish: Optional[Callable[[BinaryFacts], BinaryFacts]] = None,
 ) -> Iterator[BinaryFacts]:
     """Every file of ``found`` (path, None: to read; path, facts: a ready row) read plainly,
-    and again deeply when it ``needs_deep_search``: each file whole in one step, shared with
-    the helper process of ``read_binaries`` (plain reads no longer wait, unshared, for a first
-    pass). ``finish`` (e.g. ``summary.summarized``) is applied to each file as it is read."""
+    and again deeply when it ``needs_deep_search``: each file whole in one step, so the plain
+    reads too are shared with the helper process of ``read_binaries``. ``finish`` (e.g.
+    ``summary.summarized``) is applied to each file as it is read."""
     from .fatbin import read_binaries, read_binary
 
     def read(path: str) -> BinaryFacts:
