@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 
 CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
-# A test that skips itself, and a module that skips at import (reported at collection).
+# A test that skips itself, one skipped by a marker (the condition is evaluated at setup), and a
+# module that skips at import (reported at collection).
 TEST_SKIP = "import pytest\n\ndef test_needs_data():\n    pytest.skip('fixture missing')\n"
+MARKER_SKIP = (
+    "import pytest\n\n@pytest.mark.skipif(True, reason='tool not installed')\n"
+    "def test_needs_a_tool():\n    pass\n"
+)
 MODULE_SKIP = (
     "import pytest\n\nmissing = pytest.importorskip('no_such_module_for_archgap')\n\n"
     "def test_uses_it():\n    pass\n"
@@ -29,7 +34,12 @@ def run_inner(tmp_path: Path, body: str, ci: str | None) -> subprocess.Completed
 
 
 @pytest.mark.parametrize(
-    ("body", "reason"), [(TEST_SKIP, "fixture missing"), (MODULE_SKIP, "no_such_module")]
+    ("body", "reason"),
+    [
+        (TEST_SKIP, "fixture missing"),
+        (MARKER_SKIP, "tool not installed"),
+        (MODULE_SKIP, "no_such_module"),
+    ],
 )
 def test_a_skip_fails_under_ci(tmp_path: Path, body: str, reason: str) -> None:
     result = run_inner(tmp_path, body, "true")
@@ -37,7 +47,7 @@ def test_a_skip_fails_under_ci(tmp_path: Path, body: str, reason: str) -> None:
     assert "skipped under CI=true" in result.stdout and reason in result.stdout
 
 
-@pytest.mark.parametrize("body", [TEST_SKIP, MODULE_SKIP])
+@pytest.mark.parametrize("body", [TEST_SKIP, MARKER_SKIP, MODULE_SKIP])
 def test_a_skip_stays_a_skip_locally(tmp_path: Path, body: str) -> None:
     result = run_inner(tmp_path, body, None)
     assert result.returncode in (0, 5), result.stdout  # 5: a skipped module leaves no test

@@ -1,7 +1,8 @@
-"""``Sections.starting`` and ``any_starting`` (the name-table search ``cubin_at`` uses for
-``.text*``, ``.debug_info`` and ``.note.nv.tkinfo``) give exactly what reading every section's
-name with ``Sections.name`` gives: names that share a string-table tail, a name cut by the end
-of the table (no NUL), offsets past the table, and longer names with the same prefix."""
+"""``Sections.named`` and ``any_starting`` (the name-table searches ``cubin_at`` uses for
+``.debug_info``, ``.note.nv.tkinfo`` and ``.text*``, and ``hostelf`` for ``.nv_fatbin``) give
+exactly what reading every section's name with ``Sections.name`` gives: names that share a
+string-table tail, a name cut by the end of the table (no NUL), offsets past the table, and
+longer names with the same prefix."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from archgap.probe.elf import Sections
 
 PIECES = [b".text", b".text.k", b".rel.text.k", b".debug_info", b".debug_info2",
           b".note.nv.tkinfo", b".note.nv.tkinfo.x", b".nv.info", b"", b"\xff"]  # fmt: skip
-WANTED = [(b".text", False), (b".debug_info", True), (b".note.nv.tkinfo", True)]
+WHOLE = [b".text.k", b".debug_info", b".note.nv.tkinfo"]
+PREFIXES = [b".text", b".debug_info", b".note.nv.tkinfo"]
 
 
 def by_name(sections: Sections, prefix: bytes, whole: bool) -> list[int]:
@@ -31,12 +33,12 @@ def test_shared_tails_and_a_name_cut_by_the_end_of_the_table() -> None:
     rel = strtab.index(b".rel.text.k")
     names = [0, rel, rel + 4, strtab.index(b".debug_info2"), strtab.index(b".note"), 999, rel + 4]
     sections = table(strtab, names)
-    assert sections.starting(b".text") == [2, 6]  # a tail of .rel.text.k, twice
+    assert sections.named(b".text.k") == [2, 6]  # a tail of .rel.text.k, twice
     assert sections.any_starting(b".text")
-    assert sections.starting(b".debug_info", whole=True) == []  # .debug_info2 is longer
-    assert sections.starting(b".note.nv.tkinfo", whole=True) == [4]
-    for prefix, whole in WANTED:
-        assert sections.starting(prefix, whole) == by_name(sections, prefix, whole)
+    assert sections.named(b".debug_info") == []  # .debug_info2 is longer
+    assert sections.named(b".note.nv.tkinfo") == [4]  # ended by the end of the table
+    for wanted in WHOLE:
+        assert sections.named(wanted) == by_name(sections, wanted, True)
 
 
 @given(
@@ -49,7 +51,7 @@ def test_the_search_finds_what_reading_each_name_finds(
 ) -> None:
     strtab = b"\0" + b"\0".join(pieces) + (b"\0" if ended else b"")
     sections = table(strtab, names)
-    for prefix, whole in WANTED:
-        expected = by_name(sections, prefix, whole)
-        assert sections.starting(prefix, whole) == expected
+    for wanted in WHOLE:
+        assert sections.named(wanted) == by_name(sections, wanted, True)
+    for prefix in PREFIXES:
         assert sections.any_starting(prefix) == bool(by_name(sections, prefix, False))

@@ -62,25 +62,10 @@ class Sections:
         stop = self.strtab.find(b"\0", at, at + 256)
         return self.strtab[at : stop if stop >= 0 else at + 256].decode("utf-8", "replace")
 
-    def starting(self, prefix: bytes, whole: bool = False) -> List[int]:
-        """Indices of the sections whose names (as ``name`` reads them) start with ``prefix``,
-        or with ``whole``, are ``prefix`` (ended by a NUL or by the end of the table). The name
-        table is searched, not each name read: a cubin has dozens of sections (flashinfer-cubin's
-        15,970 have 597,362), and only a few names matter."""
-        strtab, names, found = self.strtab, self.names, []
-        at = strtab.find(prefix)
-        while at >= 0:
-            stop = at + len(prefix)
-            if not whole or stop == len(strtab) or strtab[stop] == 0:
-                index = -1
-                for _ in range(names.count(at)):  # names may share a string-table tail
-                    index = names.index(at, index + 1)
-                    found.append(index)
-            at = strtab.find(prefix, at + 1)
-        return sorted(found)
-
     def any_starting(self, prefix: bytes) -> bool:
-        """Whether a section's name starts with ``prefix`` (``starting``, stopping at one)."""
+        """Whether a section's name (as ``name`` reads it) starts with ``prefix``. The name table
+        is searched, not each name read: a cubin has dozens of sections (flashinfer-cubin's
+        15,970 have 597,362), and only a few names matter."""
         strtab, names = self.strtab, set(self.names)
         at = strtab.find(prefix)
         while at >= 0:
@@ -90,12 +75,15 @@ class Sections:
         return False
 
     def named(self, wanted: bytes) -> List[int]:
-        """Indices of the sections called ``wanted`` (names may share a string-table tail)."""
-        spots = set()
-        at = self.strtab.find(wanted + b"\0")
+        """Indices of the sections called ``wanted`` as ``name`` reads names: ended by a NUL or
+        by the end of the table (names may share a string-table tail)."""
+        strtab, spots = self.strtab, set()
+        at = strtab.find(wanted)
         while at >= 0:
-            spots.add(at)
-            at = self.strtab.find(wanted + b"\0", at + 1)
+            stop = at + len(wanted)
+            if stop == len(strtab) or strtab[stop] == 0:
+                spots.add(at)
+            at = strtab.find(wanted, at + 1)
         return [i for i, name in enumerate(self.names) if name in spots] if spots else []
 
 
@@ -256,9 +244,9 @@ def cubin_at(
             end = max([end] + [offset + size for sh_type, offset, size in kept
                                if sh_type != SHT_NOBITS])  # fmt: skip
         kernels = sections.any_starting(b".text")
-        debug = bool(sections.starting(b".debug_info", whole=True))
+        debug = bool(sections.named(b".debug_info"))
         notes = [(sections.offsets[i], sections.sizes[i])
-                 for i in sections.starting(b".note.nv.tkinfo", whole=True)]  # fmt: skip
+                 for i in sections.named(b".note.nv.tkinfo")]  # fmt: skip
     end = limit if loose else end  # a loose cubin is the whole file
     if end > limit:
         return base
