@@ -29,13 +29,13 @@ from archgap.image.layers import (
     apply_layers,
     read_files,
 )
-from archgap.image.sites import find_sites
+from archgap.image.sites import SITE, find_sites
 from archgap.image.source import ImageError, ImageManifest, ImageSource, Platform
 from archgap.probe import pyenv
 from archgap.probe.archive import WheelContents, read_stream
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 
-IN_SITE = re.compile(r"/lib(?:64)?/python3(?:\.\d+)?/(?:site|dist)-packages/(.+)$")
+IN_SITE = re.compile(SITE + "/(?P<inner>.+)$")  # a path inside a site
 DIST_INFO_FILES = (".dist-info/METADATA", ".dist-info/RECORD")
 NO_PYTHON = (
     "no Python environment in the image (no lib/python3*/site-packages or dist-packages "
@@ -112,7 +112,7 @@ def read_early(path: str) -> bool:
     match = IN_SITE.search(path)
     if match is None:
         return False
-    inner = match.group(1)
+    inner = match.group("inner")
     if inner.count("/") == 1 and inner.endswith(DIST_INFO_FILES):
         return True
     return pyenv.is_native_file(path)

@@ -18,19 +18,14 @@ import re
 from archgap.image.facts import PythonSite
 from archgap.image.layers import DIR, SYMLINK, FileTree, LinkError, NotInImage
 
-SITE_DIR = re.compile(r"/lib(?:64)?/python(3(?:\.\d+)?)/(?:site|dist)-packages$")
-# the names on the way to a site, one level each: lib or lib64, python3[.N], site-packages
-LEVELS = (
-    re.compile(r"lib(?:64)?$"),
-    re.compile(r"python3(?:\.\d+)?$"),
-    re.compile(r"(?:site|dist)-packages$"),
-)
+# the names on the way to a site, one level each: lib or lib64, python3[.N] (its version, a
+# group), site-packages or dist-packages
+LIB, PYTHON, PACKAGES = r"lib(?:64)?", r"python(3(?:\.\d+)?)", r"(?:site|dist)-packages"
+SITE = f"/{LIB}/{PYTHON}/{PACKAGES}"  # a site's path ends so
+SITE_DIR = re.compile(SITE + "$")
+LEVELS = tuple(re.compile(name + "$") for name in (LIB, PYTHON, PACKAGES))
 # a link that stands for one of those levels (the rest of the way is under it)
-LINK_LEVEL = (
-    re.compile(r"/lib(?:64)?$"),
-    re.compile(r"/lib(?:64)?/python3(?:\.\d+)?$"),
-    SITE_DIR,
-)
+LINK_LEVEL = (re.compile(f"/{LIB}$"), re.compile(f"/{LIB}/{PYTHON}$"), SITE_DIR)
 
 
 def find_sites(tree: FileTree, problems: list[str] | None = None) -> tuple[PythonSite, ...]:
