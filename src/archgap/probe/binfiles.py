@@ -17,23 +17,12 @@ import operator
 import os
 import stat
 from dataclasses import replace
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    Optional,
-    Set,
-    Tuple,
-)
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
 from .facts import BinaryFacts
-from .fatbin import Progress, open_error, read_binaries
+from .fatbin import Finish, Progress, open_error, read_binaries
 from .pyenv import NATIVE_NAME
 from .summary import binary_json, summarized
 
@@ -187,7 +176,7 @@ def walk_binaries(
     paths: Iterable[str],
     deep: bool = False,
     progress: Optional[Progress] = None,
-    finish: Optional[Callable[[BinaryFacts], BinaryFacts]] = None,
+    finish: Finish = None,
 ) -> Iterator[BinaryFacts]:
     """``read_binary`` over every file under ``paths`` (see the module doc for which files);
     ``progress(done, total, path)`` is called as files are read; ``finish`` (e.g.

@@ -328,6 +328,7 @@ def _read_shared(
 
 
 __all__ = [
+    "Finish",
     "Progress",
     "kind_of",
     "not_read",

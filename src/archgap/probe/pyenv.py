@@ -284,27 +284,17 @@ def installed_distributions(
 
 
 def _unowned_native_files(site_packages: Tuple[str, ...], owned: Set[str]) -> Tuple[str, ...]:
-    """Native files under site-packages that no RECORD lists (vendored or copied in by hand).
-    Symlinks are neither listed nor followed; an unreadable directory is passed over (as
-    ``os.walk`` does, in a third of its time: ~1,100 directories in a torch environment)."""
+    """Native files under site-packages that no RECORD lists (vendored or copied in by hand)."""
     found: List[str] = []
-    stack = list(site_packages)
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir():
-                        if not name.endswith((".dist-info", "__pycache__")):
-                            stack.append(entry.path)
-                    elif is_native_file(name):  # the name alone says (no path built for it)
-                        path = os.path.normpath(entry.path)
-                        if path not in owned:
-                            found.append(path)
-        except OSError:
-            continue
+    for site in site_packages:
+        for directory, subdirs, files in os.walk(site, followlinks=False):
+            subdirs[:] = [d for d in subdirs if not d.endswith((".dist-info", "__pycache__"))]
+            for name in files:
+                if not is_native_file(name):  # the name alone says (no path built for it)
+                    continue
+                path = os.path.normpath(os.path.join(directory, name))
+                if path not in owned and not os.path.islink(path):
+                    found.append(path)
     return tuple(sorted(found))
 
 
