@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 
 from archgap.kb import load_json
 
@@ -46,7 +48,8 @@ def families() -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(f["members"]) for f in load_json("gpus.json")["families"])
 
 
-def family_members() -> dict[str, tuple[str, ...]]:
+@cache  # asked for each family target and GPU the verdicts weigh (1,200 times for a scan's plan)
+def family_members() -> Mapping[str, tuple[str, ...]]:
     """Family-specific target ("120f") -> the compute capabilities it runs on: the members of its
     family at or above it (``family_rule`` in gpus.json)."""
     out: dict[str, tuple[str, ...]] = {}
@@ -54,7 +57,7 @@ def family_members() -> dict[str, tuple[str, ...]]:
         for first in members:
             runs = tuple(m for m in members if _cc_key(m) >= _cc_key(first))
             out[first.replace(".", "") + "f"] = runs
-    return out
+    return MappingProxyType(out)
 
 
 def _cc_key(text: str) -> tuple[int, int]:
