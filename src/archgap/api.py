@@ -16,8 +16,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from archgap.analysis.compat import resolve_gpu
-from archgap.analysis.scan import ScanReport
-from archgap.analysis.scan import report_from_facts as _judge
 from archgap.probe.facts import ProbeResponse
 from archgap.report.jsondoc import document, shown_body
 from archgap.request import (
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
     from archgap.analysis.explain_chain import Examined
     from archgap.analysis.fleet import FleetReport, HostInput
     from archgap.analysis.logparse import ParsedLog
+    from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
     from archgap.analysis.versions import VersionsReport
     from archgap.index.deps import Chosen
@@ -78,6 +77,7 @@ T = TypeVar("T")
 # Public names of modules only some commands need: imported when first asked for (PEP 562), so
 # that `scan` does not load the fleet and verify code.
 _LATER = {
+    "ScanReport": "archgap.analysis.scan",
     "FleetOptions": "archgap.transport.fleet",
     "FleetSource": "archgap.transport.fleet",
     "VerifyReport": "archgap.analysis.verify",
@@ -119,7 +119,8 @@ def scan(
     if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
     request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
-    facts = _run(target, request, timeout, root, env_from, progress)
+    # A local probe overlaps importing the analysis (a forked child collects the facts).
+    facts = _run(target, request, timeout, root, env_from, progress, _import_analysis)
     env_problem = facts.errors.get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
@@ -198,6 +199,19 @@ def versions(
     )
 
 
+def _judge(*args: Any, **kwargs: Any) -> ScanReport:
+    """``analysis.scan.report_from_facts``, imported when first needed (``_import_analysis``)."""
+    from archgap.analysis.scan import report_from_facts
+
+    return report_from_facts(*args, **kwargs)
+
+
+def _import_analysis() -> None:
+    """What judging facts needs: its import is a sixth of a local scan, done while the probe
+    runs."""
+    import archgap.analysis.scan  # noqa: F401
+
+
 def _run(
     target: Target,
     request: dict[str, Any],
@@ -205,9 +219,10 @@ def _run(
     root: str,
     env_from: str | None = None,
     progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> ProbeResponse:
     """The probe's facts; a transport failure raises ``ProbeError``."""
-    facts = run_probe(target, request, timeout, root, env_from, progress)
+    facts = run_probe(target, request, timeout, root, env_from, progress, meanwhile)
     if isinstance(facts, TransportFailure):
         raise ProbeError(describe(facts))
     return facts

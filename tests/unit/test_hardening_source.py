@@ -91,7 +91,7 @@ HELPER = textwrap.dedent(
     """
     import os, sys, time
     from archgap.probe.forked import in_two_processes
-    def child():
+    def child(_send):
         open(sys.argv[1], "w").write(str(os.getpid()))
         time.sleep(60)
         return b""

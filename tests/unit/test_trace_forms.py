@@ -356,7 +356,9 @@ def test_the_forked_helper_changes_nothing_in_the_answer(
     together = trace("FLAG", [str(tmp_path)])
     assert len(together.occurrences) == 16 and len(together.problems) == 16
     assert [p.subject for p in together.problems] == sorted(p.subject for p in together.problems)
-    monkeypatch.setattr(files, "in_two_processes", lambda child, parent: (parent(), None))
+    monkeypatch.setattr(
+        files, "in_two_processes", lambda child, parent, heard=None: (parent(), None)
+    )
     assert trace("FLAG", [str(tmp_path)]) == together
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     assert trace("FLAG", [str(tmp_path)]) == together

@@ -28,7 +28,6 @@ import os
 import select
 import stat
 import struct
-import threading
 from typing import Any, Callable, Iterator, List, Optional, Union
 
 from .ar import AR_MAGIC, THIN_AR_MAGIC, read_archive
@@ -36,7 +35,7 @@ from .binreader import NotRecorded, Reader, WorkBoundReached
 from .elf import ELF_MAGIC, cubin_at
 from .facts import BinaryFacts, BinaryFormat
 from .fatcontainer import CONTAINER_MAGIC, walk_containers
-from .forked import in_two_processes
+from .forked import Send, fork_safe, in_two_processes
 from .hostelf import read_elf
 
 
@@ -260,7 +259,7 @@ def _finished(facts: BinaryFacts, finish: Finish) -> BinaryFacts:
 
 
 def _helper_allowed() -> bool:
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    if not fork_safe():
         return False
     affinity = getattr(os, "sched_getaffinity", None)
     cpus = len(affinity(0)) if affinity else os.cpu_count() or 1
@@ -305,7 +304,7 @@ def _read_shared(
         os.close(queue_w)
         queue_w = -1  # closed everywhere before the fork: an empty queue then reads as EOF
 
-        def helper() -> bytes:
+        def helper(_send: Send) -> bytes:
             done = [(i, _finished(read(paths[i]), finish)) for i in _take(queue_r)]
             return pickle.dumps(done, pickle.HIGHEST_PROTOCOL)
 

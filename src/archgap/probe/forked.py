@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 # Signals that end archgap: while a helper runs they first stop and reap it.
@@ -55,13 +55,27 @@ def _restore(previous: Dict[int, Any]) -> None:
             signal.signal(signum, handler)
 
 
+Send = Callable[[bytes], None]  # the child's bytes to the parent, as they come
+
+
+def fork_safe() -> bool:
+    """Whether this process may fork a helper: POSIX, and no other threads (a child forked from
+    a process with threads can deadlock on a lock another thread held)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
 def in_two_processes(
-    child_work: Callable[[], bytes], parent_work: Callable[[], T]
+    child_work: Callable[[Send], bytes],
+    parent_work: Callable[[], T],
+    heard: Optional[Send] = None,
 ) -> Tuple[T, Optional[bytes]]:
-    """(``parent_work()``, the bytes ``child_work()`` returned in a forked child, or None).
+    """(``parent_work()``, the bytes ``child_work(send)`` sent and returned in a forked child,
+    or None).
 
     None when the child could not be started or failed: the caller then does its part itself.
-    Exceptions of ``parent_work`` propagate, after the child has been stopped and reaped.
+    With ``heard``, each chunk the child writes is handed to it as it arrives, from the time
+    ``parent_work`` returns (b"" then stands for the bytes). Exceptions of ``parent_work``
+    propagate, after the child has been stopped and reaped.
     """
     try:
         read_end, write_end = os.pipe()
@@ -84,9 +98,13 @@ def in_two_processes(
                 signal.signal(signum, signal.SIG_DFL)
             _block(signal.SIG_UNBLOCK)
             os.close(read_end)
-            view = memoryview(child_work())
-            while view:
-                view = view[os.write(write_end, view) :]
+
+            def send(data: bytes) -> None:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(write_end, view) :]
+
+            send(child_work(send))
             status = 0
         finally:
             os._exit(status)
@@ -97,17 +115,21 @@ def in_two_processes(
     try:
         _block(signal.SIG_UNBLOCK)
         result = parent_work()
-        chunks = []
+        chunks: List[bytes] = []
         try:
             chunk = os.read(read_end, 1 << 20)
             while chunk:
-                chunks.append(chunk)
+                if heard is None:
+                    chunks.append(chunk)
+                else:
+                    heard(chunk)
                 chunk = os.read(read_end, 1 << 20)
         except OSError:
-            chunks = []
-        _, status = os.waitpid(pid, 0)
-        reaped = True
-        return result, (b"".join(chunks) if status == 0 and chunks else None)
+            status = -1
+        else:
+            _, status = os.waitpid(pid, 0)
+            reaped = True
+        return result, (b"".join(chunks) if status == 0 else None)
     except _Ended as exc:
         ended = exc
         raise

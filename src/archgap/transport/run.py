@@ -11,7 +11,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -206,15 +206,18 @@ def run_probe(
     root: str = "/",
     env_from: str | None = None,
     progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> ProbeResponse | TransportFailure:
     """The facts ``request`` asks for, collected on ``target`` by the same probe code as locally;
-    ``progress`` is told as the binaries are read (on this machine only)."""
+    ``progress`` is told as the binaries are read (on this machine only). ``meanwhile`` is work
+    of the caller's that a local probe may overlap (``local.local_facts``); it runs either way."""
     if target.is_local:
-        from archgap.probe.__main__ import run
+        from archgap.transport.local import local_facts
 
-        # Through JSON, so local facts have exactly the shape remote ones have (lists, not tuples).
         probe_in = probe_input(request, root, env_from, timeout)
-        return response(target, json.loads(json.dumps(run(probe_in, progress))))
+        return response(target, local_facts(probe_in, progress, meanwhile))
+    if meanwhile is not None:
+        meanwhile()
     payload = stdin_payload(
         probe_input(fill_python(request, target.python), root, env_from, timeout)
     )

@@ -92,7 +92,7 @@ def candidate_work(
         count, result, more = half(units)
         return count, [result], problems + more
     mine, sent = in_two_processes(
-        lambda: pickle.dumps(half(units[1::2]), pickle.HIGHEST_PROTOCOL),
+        lambda _send: pickle.dumps(half(units[1::2]), pickle.HIGHEST_PROTOCOL),
         lambda: half(units[0::2]),
     )
     # The pickle comes from this process's own forked child, through a pipe only they share.

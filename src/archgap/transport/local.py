@@ -1,0 +1,82 @@
+"""The probe on this machine: in this process, or in a forked child while this process works on.
+
+A local scan waits for its probe (the interpreter's answer, NVML, nvcc, the files) and then needs
+its analysis, which it has yet to import. With ``meanwhile`` (that work), the probe runs in a
+forked child and the two overlap. The child sends frames through a pipe: progress as it reads
+files (the parent tells ``progress``, which may draw on the terminal) and, last, the facts as
+JSON. Where no child can be forked (not POSIX, other threads here) or the child fails, the probe
+runs here, as it does without ``meanwhile``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from archgap.probe.fatbin import Progress
+    from archgap.probe.forked import Send
+
+FRAME = struct.Struct("<cI")  # kind (PROGRESS or FACTS), bytes that follow
+PROGRESS, FACTS = b"p", b"f"
+COUNTS = struct.Struct("<II")  # a progress frame: files done, files in all; then the path
+
+
+def local_facts(
+    probe_in: dict[str, Any],
+    progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> dict[str, Any]:
+    """The facts of ``probe_in`` collected on this machine, through JSON, so that they have
+    exactly the shape remote ones have (lists, not tuples)."""
+    from archgap.probe.__main__ import run
+    from archgap.probe.forked import fork_safe, in_two_processes
+
+    if meanwhile is not None and fork_safe():
+        frames = _Frames(progress)
+
+        def child(send: Send) -> bytes:
+            def tell(done: int, total: int, path: str) -> None:
+                send(_frame(PROGRESS, COUNTS.pack(done, total) + os.fsencode(path)))
+
+            facts = run(probe_in, tell if progress is not None else None)
+            return _frame(FACTS, json.dumps(facts).encode())
+
+        _, sent = in_two_processes(child, meanwhile, frames.hear)
+        if sent is not None and frames.facts is not None:
+            return frames.facts
+        meanwhile = None  # done already: the probe runs here after all
+    if meanwhile is not None:
+        meanwhile()
+    return json.loads(json.dumps(run(probe_in, progress)))  # type: ignore[no-any-return]
+
+
+def _frame(kind: bytes, payload: bytes) -> bytes:
+    return FRAME.pack(kind, len(payload)) + payload
+
+
+class _Frames:
+    """The child's frames as its bytes arrive: progress is told at once, the facts kept."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.pending = bytearray()
+        self.facts: dict[str, Any] | None = None
+
+    def hear(self, chunk: bytes) -> None:
+        self.pending += chunk
+        while len(self.pending) >= FRAME.size:
+            kind, size = FRAME.unpack_from(self.pending)
+            end = FRAME.size + size
+            if len(self.pending) < end:
+                return
+            payload = bytes(self.pending[FRAME.size : end])
+            del self.pending[:end]
+            if kind == FACTS:
+                self.facts = json.loads(payload)
+            elif kind == PROGRESS and self.progress is not None:
+                done, total = COUNTS.unpack_from(payload)
+                self.progress(done, total, os.fsdecode(payload[COUNTS.size :]))
