@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from archgap.analysis.scan import choose_targets
+from archgap.probe import gpu
 from archgap.probe.facts import Gpu, Problem
 from archgap.probe.gpu import NVML_QUERY_CODE, cuda_version_text, probe_gpus
 from archgap.probe.system import System
@@ -258,3 +259,61 @@ def test_the_nvml_child_code_is_python38_and_self_contained(tmp_path: Path) -> N
 def test_cuda_driver_version_number(number: int, text: str) -> None:
     # nvml.h: NVML_CUDA_DRIVER_VERSION_MAJOR(v) = v / 1000, _MINOR(v) = (v % 1000) / 10.
     assert cuda_version_text(number) == text
+
+
+def loader_cache(tmp_path: Path, library_dir: Path) -> Path:
+    """A real dynamic-loader cache, written by ldconfig, of ``library_dir`` (and the system's
+    trusted directories, which ldconfig always adds)."""
+    ldconfig = shutil.which("ldconfig", path="/sbin:/usr/sbin:" + os.environ.get("PATH", ""))
+    if ldconfig is None:
+        pytest.skip("ldconfig is not installed: cannot write a loader cache")
+    conf = tmp_path / "ld.so.conf"
+    conf.write_text(f"{library_dir}\n")
+    cache = tmp_path / "ld.so.cache"
+    subprocess.run([ldconfig, "-X", "-C", str(cache), "-f", str(conf)], check=True)
+    return cache
+
+
+def on_the_real_root(monkeypatch: pytest.MonkeyPatch, cache: Path) -> System:
+    """This machine's root with ``cache`` as the loader's cache and none of the usual
+    directories (whatever this machine has in them)."""
+    monkeypatch.setattr(gpu, "LOADER_CACHE", str(cache))
+    monkeypatch.setattr(gpu, "NVML_LIBRARY_DIRS", ())
+    monkeypatch.setattr(gpu, "LOADER_DEFAULT_DIRS", ())
+    return System.local(root="/", environ={"PATH": str(cache.parent / "no-bin")})
+
+
+def test_no_child_when_the_loader_cache_does_not_name_nvml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dlopen("libnvidia-ml.so.1") searches LD_LIBRARY_PATH, the cache and the trusted
+    directories (ld.so(8)): with none of them holding it, no child interpreter is started to
+    learn that the load fails."""
+    (tmp_path / "empty").mkdir()
+    system = on_the_real_root(monkeypatch, loader_cache(tmp_path, tmp_path / "empty"))
+    started: list[list[str]] = []
+    real_run = System.run
+
+    def recording_run(self: System, argv: list[str], *args: object, **kwargs: object) -> object:
+        started.append(list(argv))
+        return real_run(self, argv, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(System, "run", recording_run)
+    assert gpu.find_nvml(system) is None
+    facts = probe_gpus(system)
+    assert Problem("nvml", "libnvidia-ml.so.1 not found") in facts.problems
+    assert not [argv for argv in started if gpu.NVML_QUERY_CODE in argv]
+
+
+def test_a_loader_cache_that_names_nvml_leaves_the_search_to_the_loader(
+    fake_nvml: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = on_the_real_root(monkeypatch, loader_cache(tmp_path, fake_nvml.parent))
+    assert gpu.find_nvml(system) == "libnvidia-ml.so.1"  # the bare name: dlopen finds it
+
+
+def test_without_a_readable_loader_cache_the_loader_decides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = on_the_real_root(monkeypatch, tmp_path / "no-such-cache")  # musl has none
+    assert gpu.find_nvml(system) == "libnvidia-ml.so.1"

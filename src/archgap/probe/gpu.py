@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Tuple
 
 from .facts import Gpu, GpuFacts, Problem
-from .system import System
+from .system import System, read_regular
 
 QUERY_FIELDS = "index,name,uuid,compute_cap,driver_version"
 NVIDIA_SMI_TIMEOUT = 15.0
@@ -31,6 +31,12 @@ NVML_LIBRARY_DIRS = (
     "/usr/local/nvidia/lib64",
     "/usr/lib/wsl/lib",
 )
+
+# What the dynamic loader searches for a bare name besides LD_LIBRARY_PATH: its cache of the
+# ld.so.conf directories (names NUL-terminated), then its trusted directories (ld.so(8)).
+LOADER_CACHE = "/etc/ld.so.cache"
+MAX_LOADER_CACHE_BYTES = 16 << 20
+LOADER_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64")
 
 _CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9]+\.[0-9]+)")
 _KERNEL_MODULE = re.compile(r"Kernel Module\b.*?\s([0-9]+\.[0-9]+(?:\.[0-9]+)*)\s")
@@ -176,14 +182,23 @@ def find_nvml(system: System) -> Optional[str]:
 
     On the real root the bare name is returned as a last resort, so the dynamic loader's own
     cache (ld.so.conf) is searched too; under a test root that would find the host's library.
+    Not when that cache is readable and does not name the library: no loader would find it, and
+    a child interpreter only to learn so costs 30 ms of CPU (every scan on a machine without a
+    GPU driver).
     """
     library_path = system.getenv("LD_LIBRARY_PATH") or ""
     directories = [d for d in library_path.split(":") if d.startswith("/")]
-    for directory in directories + list(NVML_LIBRARY_DIRS):
+    for directory in directories + list(NVML_LIBRARY_DIRS) + list(LOADER_DEFAULT_DIRS):
         candidate = os.path.join(system.path(directory), NVML_LIBRARY)
         if os.path.isfile(candidate):
             return candidate
-    return NVML_LIBRARY if system.root in ("", "/") else None
+    if system.root not in ("", "/"):
+        return None
+    try:
+        cache, cut = read_regular(LOADER_CACHE, MAX_LOADER_CACHE_BYTES)
+    except OSError:  # no cache (musl) or unreadable: the loader decides
+        return NVML_LIBRARY
+    return NVML_LIBRARY if cut or NVML_LIBRARY.encode() + b"\0" in cache else None
 
 
 def cuda_version_text(version: int) -> str:
