@@ -48,8 +48,7 @@ def local_facts(
         _, sent = in_two_processes(child, meanwhile, frames.hear)
         if sent is not None and frames.facts is not None:
             return frames.facts
-        meanwhile = None  # done already: the probe runs here after all
-    if meanwhile is not None:
+    elif meanwhile is not None:
         meanwhile()
     return json.loads(json.dumps(run(probe_in, progress)))  # type: ignore[no-any-return]
 
