@@ -12,7 +12,7 @@ import mmap
 import struct
 from typing import Optional
 
-from .binreader import SEARCH_WINDOW, WORK_BUDGET, Reader
+from .binreader import SEARCH_WINDOW, Reader
 from .elf import cubin_has_text
 from .facts import KernelEntry
 
@@ -127,18 +127,14 @@ def walk_containers(
 def walk_entries(
     reader: Reader, pos: int, end: int, section: str, listed: bool, member: Optional[str]
 ) -> None:
-    # The body runs once per entry (24,000 of cuFFT's containers hold one each): the common
-    # path makes no call but the header read and the entry.
+    label = section or "fatbin"
     released = pos - pos % mmap.PAGESIZE
-    seen = reader.seen_entries
     while pos + ENTRY_HEADER.size <= end:
-        if pos in seen:  # the rest of this chain was read from another start
+        if pos in reader.seen_entries:  # the rest of this chain was read from another start
             return
         if pos - released >= SEARCH_WINDOW:  # each header read maps ~64 KiB around it
             released = reader.release(released, pos)
-        reader.work += 1
-        if reader.work > WORK_BUDGET:
-            reader.spend(0)  # raises WorkBoundReached
+        reader.spend(1)
         head = reader.header(pos, ENTRY_HEADER.size)
         (kind_code, _, header_size, payload_size, compressed_size, _, minor, major, arch,
          _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack(head)  # fmt: skip
@@ -151,39 +147,50 @@ def walk_entries(
         ):
             if kind_code == 0 and reader.is_zero(pos, end):
                 return  # padding after the last entry
-            reader.fail("%s: invalid entry header at 0x%x" % (section or "fatbin", pos))
+            reader.fail("%s: invalid entry header at 0x%x" % (label, pos))
             return
-        if compressed_size:
-            impossible = _impossible_sizes(payload_size, compressed_size, uncompressed)
-            if impossible:
-                reader.fail(
-                    "%s: invalid entry at 0x%x: %s" % (section or "fatbin", pos, impossible)
-                )
-                pos = payload + payload_size
-                continue
-            if flags & FLAG_ZSTD:
-                compression = "zstd"
-            elif flags & FLAG_LZ4:
-                compression = "lz4"
-            else:
-                compression = "unknown"
-            stored, unpacked = compressed_size, uncompressed or compressed_size
+        if flags & FLAG_ZSTD:
+            compression = "zstd"
+        elif flags & FLAG_LZ4:
+            compression = "lz4"
         else:
-            compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else "none"
-            stored = unpacked = payload_size
-        seen.add(pos)
+            compression = "unknown" if compressed_size else "none"
+        stored = compressed_size if compressed_size else payload_size
+        impossible = _impossible_sizes(payload_size, compressed_size, uncompressed)
+        if impossible:
+            reader.fail("%s: invalid entry at 0x%x: %s" % (label, pos, impossible))
+            pos = payload + payload_size
+            continue
+        reader.seen_entries.add(pos)
         kernels = None
         if kind == "sass" and compression == "none" and payload_size <= KERNEL_CHECK_MAX:
             kernels = cubin_has_text(reader, payload, payload + payload_size)
-        variant = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
+        if flags & FLAG_ARCH_SPECIFIC:
+            variant = "a"
+        elif flags & FLAG_FAMILY:
+            variant = "f"
+        else:
+            variant = ""
         reader.entries.append(
-            new_entry(kind, arch, variant, "%d.%d" % (major, minor) if kind == "ptx" else None,
-                      compression, stored, unpacked, section, pos, bool(flags & FLAG_DEBUG),
-                      listed and kind != "ltoir", member, 1, kernels)
-        )  # fmt: skip
+            new_entry(
+                kind=kind,
+                arch=arch,
+                variant=variant,
+                ptx_isa="%d.%d" % (major, minor) if kind == "ptx" else None,
+                compression=compression,
+                stored_size=stored,
+                uncompressed_size=uncompressed if compressed_size and uncompressed else stored,
+                section=section,
+                offset=pos,
+                debug=bool(flags & FLAG_DEBUG),
+                listed=listed and kind != "ltoir",
+                member=member,
+                kernels=kernels,
+            )
+        )
         pos = payload + payload_size
     if pos < end and not reader.is_zero(pos, end):
-        reader.fail("%s: truncated entry header at 0x%x" % (section or "fatbin", pos))
+        reader.fail("%s: truncated entry header at 0x%x" % (label, pos))
 
 
 def _impossible_sizes(payload_size: int, compressed_size: int, uncompressed: int) -> str:
