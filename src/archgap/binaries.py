@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from archgap.probe.archive import WheelContents
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
+    from archgap.probe.summary import Summary
 
 
 def required_gpus(names: Sequence[str]) -> list[GpuTarget]:
@@ -99,13 +100,13 @@ def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
     return unread + contents.binaries
 
 
-def summary_rows(facts: BinaryFacts) -> BinaryFacts:
+def summary_rows() -> Summary:
     """One row per kind of entry (``probe.summary``), compressed cubins kept apart at the size
     where they are kernel-less (kb/roles.json)."""
     from archgap.kb import roles
-    from archgap.probe.summary import summarized
+    from archgap.probe.summary import Summary
 
-    return summarized(facts, roles.kernel_less()[1])
+    return Summary(roles.kernel_less()[1])
 
 
 def _read_files(
@@ -118,7 +119,7 @@ def _read_files(
         # Deep reads search whole data sections: walk_binaries may share them with a forked
         # helper, which it only does from a process without threads. Summarized where they are
         # read: the helper then sends ~700 rows, not 48,000 entries to unpickle (0.08 s).
-        return list(walk_binaries(paths, deep, finish=None if detail else summary_rows))
+        return list(walk_binaries(paths, deep, summarize=None if detail else summary_rows))
     found = list(discover(paths))
     files: list[BinaryFacts] = []
     for done, (path, ready) in enumerate(found, start=1):

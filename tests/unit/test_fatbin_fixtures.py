@@ -241,14 +241,14 @@ def test_deep_read_shared_with_the_helper_process() -> None:
 
 
 def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
-    # fatcontainer.new_entry fills a KernelEntry without its dataclass __init__: it must take
+    # binreader.new_entry fills a KernelEntry without its dataclass __init__: it must take
     # exactly the dataclass's fields (a field added to KernelEntry fails here) and make an
     # object that is equal, hashes, prints, converts and replaces like one built normally.
     import dataclasses
     import inspect
 
+    from archgap.probe.binreader import new_entry
     from archgap.probe.facts import KernelEntry
-    from archgap.probe.fatcontainer import new_entry
 
     params = [(p.name, p.default) for p in inspect.signature(new_entry).parameters.values()]
     expected = [

@@ -7,6 +7,7 @@ adds a container with one cubin per SASS target, so each SASS target of libmix.s
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from dataclasses import asdict
@@ -21,10 +22,12 @@ from archgap.probe.binfiles import walk_binaries
 from archgap.probe.collect import collect
 from archgap.probe.facts import BinaryFacts, ProbeResponse
 from archgap.probe.fatbin import read_binary
-from archgap.probe.summary import binary_json, summarized
+from archgap.probe.summary import Summary, binary_json, summarized
 from archgap.probe.system import System
-from tests.helpers import CUDA_BIN
+from tests.helpers import CUDA_BIN, DATA
 
+# Real NVIDIA wheels installed under tests/.data (the test command's setup).
+REAL_VENVS = ("nvidia-cuda-cupti-13.0.85", "nvidia-curand-10.4.0.35", "nvidia-cuda-runtime-13.0.96")
 GPUS = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1", "3.7")
 
 
@@ -60,6 +63,29 @@ def test_summary_gives_the_same_verdicts_on_every_fixture(limit: int | None) -> 
     # the summary did merge entries: every device-linked .so has each target twice (its
     # compressed stubs stay apart from compressed kernels)
     assert merged > 10
+
+
+@pytest.mark.parametrize("limit", [None, roles.kernel_less()[1]])
+def test_rows_merged_as_entries_are_found_are_the_summary_of_every_entry(
+    limit: int | None,
+) -> None:
+    # A summarizing reader merges each entry into its row as it finds it (Summary through
+    # Reader.found), with no object per entry: the rows, their order, counts, sizes and first
+    # offsets must be summarized()'s of every entry. On the fixtures (device-linked targets
+    # twice, compressed stubs beside kernels, archives, loose cubins and fatbins) and on real
+    # NVIDIA libraries: CUPTI's static archives and .rodata containers, cuRAND, the runtime.
+    from archgap.probe.binfiles import discover
+
+    trees = [CUDA_BIN, *(DATA / f"venv-{name}" for name in REAL_VENVS)]
+    paths = [path for path, ready in discover([str(t) for t in trees]) if ready is None]
+    merged = {False: 0, True: 0}
+    for path in paths:
+        for deep in (False, True):
+            every = read_binary(path, deep)
+            rows = read_binary(path, deep, functools.partial(Summary, limit))
+            assert rows == summarized(every, limit), path
+            merged[deep] += len(every.entries) - len(rows.entries)
+    assert len(paths) > 30 and merged[False] > 10 and merged[True] > merged[False]
 
 
 def test_a_small_compressed_kernel_is_not_averaged_with_its_stub() -> None:

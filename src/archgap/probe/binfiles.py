@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
 from .facts import BinaryFacts
-from .fatbin import Finish, Progress, open_error, read_binaries
+from .fatbin import Progress, Summarize, open_error, read_binaries
 from .pyenv import NATIVE_NAME
-from .summary import binary_json, summarized
+from .summary import Summary, binary_json
 
 if TYPE_CHECKING:  # a plain read needs none of what System imports (subprocess, uuid ...)
     from .system import System
@@ -176,14 +176,14 @@ def walk_binaries(
     paths: Iterable[str],
     deep: bool = False,
     progress: Optional[Progress] = None,
-    finish: Finish = None,
+    summarize: Summarize = None,
 ) -> Iterator[BinaryFacts]:
     """``read_binary`` over every file under ``paths`` (see the module doc for which files);
-    ``progress(done, total, path)`` is called as files are read; ``finish`` (e.g.
-    ``summary.summarized``) is applied to each file read, by the process that read it."""
+    ``progress(done, total, path)`` is called as files are read; with ``summarize`` each file
+    comes as one row per kind of entry (``summary.Summary``)."""
     found = list(discover(paths))
     to_read = [path for path, ready in found if ready is None]
-    read = iter(read_binaries(to_read, deep, progress, finish))
+    read = iter(read_binaries(to_read, deep, progress, summarize))
     for _, ready in found:
         yield next(read) if ready is None else replace(ready, deep=deep)
 
@@ -201,13 +201,13 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
     limit = params.get("kernel_less_max_bytes")
     limit = limit if isinstance(limit, int) else None
     # Summarized as each file is read: a helper process sends back summaries, not entries.
-    finish = None if detail else functools.partial(summarized, kernel_less_max=limit)
+    summarize = None if detail else functools.partial(Summary, limit)
     if deep and plan is not None:
         found: Iterable[BinaryFacts] = read_selectively(
-            list(discover(paths)), plan[0], plan[1], system.progress, finish
+            list(discover(paths)), plan[0], plan[1], system.progress, summarize
         )
     else:
-        found = walk_binaries(paths, deep, system.progress, finish)
+        found = walk_binaries(paths, deep, system.progress, summarize)
     return [binary_json(facts, detail, limit) for facts in found]
 
 

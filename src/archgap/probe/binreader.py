@@ -18,9 +18,12 @@ import contextlib
 import errno
 import mmap
 import os
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .facts import KernelEntry
+
+if TYPE_CHECKING:
+    from .summary import Summary
 
 # A deep search looks at this many bytes at a time, and hands the pages it has left behind back
 # (MADV_DONTNEED: they stay in the page cache), so the memory of a scan does not grow with the
@@ -37,6 +40,49 @@ ZERO_CHUNK = 1 << 20  # bytes compared at a time when checking that a range is z
 HEADER_BLOCK = 512
 
 
+_new_object = object.__new__
+
+
+def new_entry(
+    kind: str,
+    arch: int,
+    variant: str,
+    ptx_isa: Optional[str],
+    compression: str,
+    stored_size: int,
+    uncompressed_size: int,
+    section: str,
+    offset: int,
+    debug: bool,
+    listed: bool,
+    member: Optional[str] = None,
+    count: int = 1,
+    kernels: Optional[bool] = None,
+) -> KernelEntry:
+    """``KernelEntry(...)`` with the same fields, made 3x faster: the dataclass's frozen
+    ``__init__`` sets each of 14 fields through ``object.__setattr__``, a third of a plain read
+    of a torch environment (21,000 entries). The object is the same: equal, hashable, its
+    ``repr``, ``asdict`` and ``replace`` unchanged (tests/unit/test_fatbin_fixtures.py)."""
+    entry: KernelEntry = _new_object(KernelEntry)
+    entry.__dict__.update(
+        kind=kind,
+        arch=arch,
+        variant=variant,
+        ptx_isa=ptx_isa,
+        compression=compression,
+        stored_size=stored_size,
+        uncompressed_size=uncompressed_size,
+        section=section,
+        offset=offset,
+        debug=debug,
+        listed=listed,
+        member=member,
+        count=count,
+        kernels=kernels,
+    )
+    return entry
+
+
 class WorkBoundReached(Exception):
     """A file asked for more work than ``WORK_BUDGET``: it is reported as "unknown"."""
 
@@ -49,13 +95,19 @@ class NotRecorded(Exception):
 class Reader:
     """One file's bytes (an mmap) and what was found in them so far."""
 
-    def __init__(self, buf: Any, size: int, deep: bool, fd: int = -1) -> None:
+    def __init__(
+        self, buf: Any, size: int, deep: bool, fd: int = -1, summary: Optional[Summary] = None
+    ) -> None:
         self.buf = buf
         self.size = size
         self.deep = deep
         self.fd = fd  # for SEEK_DATA: holes of a sparse file are zero and never touched
         self.extent = (0, 0)  # the stretch of file data data_at found last
         self.entries: List[KernelEntry] = []
+        self.summary = summary
+        # Each entry found (KernelEntry's fields, in order): merged into its row of ``summary``
+        # as it is found, with no object per entry; without one, kept in ``entries``.
+        self.found: Callable[..., None] = summary.add if summary is not None else self._keep
         self.errors: List[str] = []
         self.error_count = 0
         self.machine: Optional[str] = None  # e_machine of the first host ELF image read
@@ -68,6 +120,13 @@ class Reader:
         self.seen_regions: Set[Tuple[int, int]] = set()
         self._block_at = 0  # where the bytes of the last header pread start
         self._block = b""
+
+    def _keep(self, *fields: Any) -> None:
+        self.entries.append(new_entry(*fields))
+
+    def found_entries(self) -> Tuple[KernelEntry, ...]:
+        """What was found: one row per kind of entry with a summary, else every entry."""
+        return self.summary.entries() if self.summary is not None else tuple(self.entries)
 
     def header(self, pos: int, size: int) -> Any:
         """The ``size`` bytes at ``pos`` (a header, well inside the file): one ``pread`` when

@@ -24,9 +24,23 @@ the GPU by its name; the probe cannot).
 
 from __future__ import annotations
 
-from typing import Any, Callable, FrozenSet, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    FrozenSet,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from .facts import BinaryFacts, KernelEntry
+
+if TYPE_CHECKING:  # fatbin is imported where files are read
+    from .fatbin import Summarize
 
 Progress = Callable[[int, int, str], None]  # (files done, files in all, the last one)
 
@@ -95,20 +109,22 @@ def read_selectively(
     native_sets: List[FrozenSet[str]],
     limit: int,
     progress: Optional[Progress] = None,
-    finish: Optional[Callable[[BinaryFacts], BinaryFacts]] = None,
+    summarize: Summarize = None,
 ) -> Iterator[BinaryFacts]:
     """Every file of ``found`` (path, None: to read; path, facts: a ready row) read plainly,
     and again deeply when it ``needs_deep_search``: each file whole in one step, so the plain
-    reads too are shared with the helper process of ``read_binaries``. ``finish`` (e.g.
-    ``summary.summarized``) is applied to each file as it is read."""
+    reads too are shared with the helper process of ``read_binaries``. With ``summarize``
+    each file's entries are merged into rows as they are found."""
     from .fatbin import read_binaries, read_binary
 
     def read(path: str) -> BinaryFacts:
-        facts = read_binary(path, False)
-        return read_binary(path, True) if needs_deep_search(facts, native_sets, limit) else facts
+        facts = read_binary(path, False, summarize)
+        if needs_deep_search(facts, native_sets, limit):
+            return read_binary(path, True, summarize)
+        return facts
 
     paths = [path for path, ready in found if ready is None]
-    read_all = iter(read_binaries(paths, True, progress, finish, read))
+    read_all = iter(read_binaries(paths, True, progress, read=read))
     for _, ready in found:
         yield ready if ready is not None else next(read_all)
 

@@ -13,7 +13,7 @@ import sys
 from typing import Any, List, Optional, Tuple
 
 from .binreader import Reader
-from .facts import KernelEntry, Variant, as_variant
+from .facts import Variant, as_variant
 
 ELF_MAGIC = b"\x7fELF"
 # What a deep search looks for to find a bare cubin: the ELF ident of a 64-bit little-endian
@@ -266,22 +266,8 @@ def cubin_at(
             match = TKINFO_ARCH.search(buf[offset : offset + min(size, 65536)])
             if match and int(match.group(1)) == arch:
                 variant = as_variant(match.group(2).decode())  # the pattern takes [af]?
-    reader.entries.append(
-        KernelEntry(
-            kind="sass",
-            arch=arch,
-            variant=variant,
-            ptx_isa=None,
-            compression="none",
-            stored_size=end - base,
-            uncompressed_size=end - base,
-            section=section,
-            offset=base,
-            debug=debug,
-            listed=listed,
-            member=member,
-            kernels=kernels,
-        )
-    )
+    size = end - base
+    reader.found("sass", arch, variant, None, "none", size, size, section, base, debug, listed,
+                 member, 1, kernels)  # fmt: skip
     reader.seen_cubins[base] = end
     return end

@@ -28,7 +28,7 @@ import os
 import select
 import stat
 import struct
-from typing import Any, Callable, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Union
 
 from .ar import AR_MAGIC, THIN_AR_MAGIC, read_archive
 from .binreader import NotRecorded, Reader, WorkBoundReached
@@ -37,6 +37,13 @@ from .facts import BinaryFacts, BinaryFormat
 from .fatcontainer import CONTAINER_MAGIC, walk_containers
 from .forked import Send, fork_safe, in_two_processes
 from .hostelf import read_elf
+
+if TYPE_CHECKING:
+    from .summary import Summary
+
+# Where each file's entries are merged as they are found (``functools.partial(Summary, limit)``,
+# a new one per file): one row per kind of entry. None: every entry is kept.
+Summarize = Optional[Callable[[], "Summary"]]
 
 
 def open_error(path: str, exc: OSError) -> str:
@@ -53,7 +60,7 @@ def open_error(path: str, exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-def read_binary(path: str, deep: bool = False) -> BinaryFacts:
+def read_binary(path: str, deep: bool = False, summarize: Summarize = None) -> BinaryFacts:
     """The device code in one file. Never raises: problems are in ``error``."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
@@ -61,16 +68,18 @@ def read_binary(path: str, deep: bool = False) -> BinaryFacts:
     except OSError as exc:
         return BinaryFacts(path, 0, "unreadable", (), deep, open_error(path, exc))
     try:
-        return read_open_file(path, fd, deep)
+        return read_open_file(path, fd, deep, summarize)
     finally:
         os.close(fd)
 
 
-def read_open_file(path: str, fd: int, deep: bool = False) -> BinaryFacts:
+def read_open_file(
+    path: str, fd: int, deep: bool = False, summarize: Summarize = None
+) -> BinaryFacts:
     """The device code in the file open as ``fd`` (an archive's member spilled to an unnamed
     temporary file), named ``path`` in the result. Never raises."""
     try:
-        return _read_open_file(path, fd, deep)
+        return _read_open_file(path, fd, deep, summarize)
     except Exception as exc:  # a reader bug or an odd file must not end a scan
         return BinaryFacts(path, 0, "unreadable", (), deep, "%s: %s" % (type(exc).__name__, exc))
 
@@ -89,7 +98,7 @@ def read_cubin_at(path: str, offset: int) -> BinaryFacts:
         with contextlib.closing(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ)) as buf:
             reader = Reader(buf, info.st_size, False)
             cubin_at(reader, offset, info.st_size, "", True, None, loose=True)
-            entries, error = tuple(reader.entries), reader.error_text()
+            entries, error = reader.found_entries(), reader.error_text()
         return BinaryFacts(path, info.st_size, "cubin", entries, False, error)
     except Exception as exc:  # a reader bug or an odd file must not end a scan
         return BinaryFacts(path, 0, "unreadable", (), False, "%s: %s" % (type(exc).__name__, exc))
@@ -97,7 +106,7 @@ def read_cubin_at(path: str, offset: int) -> BinaryFacts:
         os.close(fd)
 
 
-def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
+def _read_open_file(path: str, fd: int, deep: bool, summarize: Summarize) -> BinaryFacts:
     info = os.fstat(fd)
     if stat.S_ISDIR(info.st_mode):
         return BinaryFacts(path, 0, "unreadable", (), deep, "is a directory")
@@ -120,7 +129,7 @@ def _read_open_file(path: str, fd: int, deep: bool) -> BinaryFacts:
         if hasattr(buf, "madvise") and hasattr(mmap, "MADV_RANDOM"):
             # Headers are scattered through the file: read-ahead would only pull in payloads.
             buf.madvise(mmap.MADV_RANDOM)
-        return _read_buffer(path, buf, size, kind, deep, fd)
+        return _read_buffer(path, buf, size, kind, deep, fd, summarize)
     finally:
         buf.close()
 
@@ -145,9 +154,12 @@ def not_read(path: str, size: int, kind: str, deep: bool) -> Optional[BinaryFact
     return BinaryFacts(path, size, "other", (), deep) if kind == "other" else None
 
 
-def _read_buffer(path: str, buf: Any, size: int, kind: str, deep: bool, fd: int) -> BinaryFacts:
+def _read_buffer(
+    path: str, buf: Any, size: int, kind: str, deep: bool, fd: int, summarize: Summarize = None
+) -> BinaryFacts:
     """The device code in ``buf`` (an mmap of a file, or a member's bytes), known to be ``kind``."""
-    return read_with(path, Reader(buf, size, deep, fd), kind)
+    summary = summarize() if summarize is not None else None
+    return read_with(path, Reader(buf, size, deep, fd, summary), kind)
 
 
 def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
@@ -167,7 +179,7 @@ def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
         reader.error_count += 1
         found = "unknown"
     return BinaryFacts(
-        path, size, found, tuple(reader.entries), reader.deep, reader.error_text(), reader.machine
+        path, size, found, reader.found_entries(), reader.deep, reader.error_text(), reader.machine
     )
 
 
@@ -193,8 +205,6 @@ def read_bytes(path: str, data: Union[bytes, bytearray], deep: bool = False) -> 
 HELPER_MIN_BYTES = 256 << 20
 QUEUE_RECORD = struct.Struct("<I")  # one file index in the work queue
 Progress = Callable[[int, int, str], None]  # (files done, files in all, the last one)
-# What becomes of each file's facts in the process that read it (read_binaries).
-Finish = Optional[Callable[[BinaryFacts], BinaryFacts]]
 
 
 class _Tally:
@@ -215,13 +225,12 @@ def read_binaries(
     paths: List[str],
     deep: bool = False,
     progress: Optional[Progress] = None,
-    finish: Finish = None,
+    summarize: Summarize = None,
     read: Optional[Callable[[str], BinaryFacts]] = None,
 ) -> List[BinaryFacts]:
-    """``read_binary`` over ``paths`` (or ``read``, a reader of one path that may read deeply);
-    the results are in the order of ``paths``, each passed through ``finish`` (when given) by
-    the process that read it: a helper then sends back what ``finish`` made of its files (a
-    summary pickles in a fraction of the time).
+    """``read_binary`` over ``paths`` (with ``summarize``), or ``read``, a reader of one path
+    that may read deeply; the results are in the order of ``paths``. A helper sends back what it
+    read: summaries pickle in a fraction of the time of every entry.
 
     With ``deep``, when the files hold at least ``HELPER_MIN_BYTES`` and a CPU is idle, a forked
     helper process reads some of the files (POSIX only, and only from a process without other
@@ -229,7 +238,7 @@ def read_binaries(
     process gives, in the same order; whatever goes wrong with the helper only means this
     process reads its files."""
     if read is None:
-        read = functools.partial(read_binary, deep=deep)
+        read = functools.partial(read_binary, deep=deep, summarize=summarize)
     results: List[Optional[BinaryFacts]] = [None] * len(paths)
     tally = _Tally(len(paths), progress)
     if deep and len(paths) > 1 and _helper_allowed():
@@ -246,16 +255,12 @@ def read_binaries(
             # pipe never blocks, so the whole queue is in place before the fork.
             per_round = max(1, getattr(select, "PIPE_BUF", 512) // QUEUE_RECORD.size)
             for at in range(0, len(order), per_round):
-                _read_shared(paths, order[at : at + per_round], read, results, tally, finish)
+                _read_shared(paths, order[at : at + per_round], read, results, tally)
     for i, facts in enumerate(results):
         if facts is None:
-            results[i] = _finished(read(paths[i]), finish)
+            results[i] = read(paths[i])
             tally(paths[i])
     return [facts for facts in results if facts is not None]
-
-
-def _finished(facts: BinaryFacts, finish: Finish) -> BinaryFacts:
-    return facts if finish is None else finish(facts)
 
 
 def _helper_allowed() -> bool:
@@ -288,7 +293,6 @@ def _read_shared(
     read: Callable[[str], BinaryFacts],
     results: List[Optional[BinaryFacts]],
     tally: Callable[[str], None] = lambda _path: None,
-    finish: Finish = None,
 ) -> None:
     """Read ``paths[i]`` for ``i`` in ``indices`` in this process and one forked helper, each
     taking the next index from a pipe; fills ``results``. Files the helper took but did not
@@ -305,12 +309,12 @@ def _read_shared(
         queue_w = -1  # closed everywhere before the fork: an empty queue then reads as EOF
 
         def helper(_send: Send) -> bytes:
-            done = [(i, _finished(read(paths[i]), finish)) for i in _take(queue_r)]
+            done = [(i, read(paths[i])) for i in _take(queue_r)]
             return pickle.dumps(done, pickle.HIGHEST_PROTOCOL)
 
         def here() -> None:
             for i in _take(queue_r):
-                results[i] = _finished(read(paths[i]), finish)
+                results[i] = read(paths[i])
                 tally(paths[i])
 
         _, sent = in_two_processes(helper, here)
@@ -327,8 +331,8 @@ def _read_shared(
 
 
 __all__ = [
-    "Finish",
     "Progress",
+    "Summarize",
     "kind_of",
     "not_read",
     "open_error",

@@ -14,7 +14,6 @@ from typing import Optional
 
 from .binreader import SEARCH_WINDOW, Reader
 from .elf import cubin_has_text
-from .facts import KernelEntry
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
 KERNEL_CHECK_MAX = 64 << 10  # uncompressed cubins up to this size are checked for a .text section
@@ -35,47 +34,6 @@ MAX_ENTRY_HEADER = 4096  # 64..144 seen; anything far larger is garbage, not a h
 # (128 KiB from a few bytes) ~2^15x; nothing unpacks to more than this many bytes.
 MAX_EXPANSION = 1 << 16
 MAX_UNPACKED = 1 << 40
-_new_object = object.__new__
-
-
-def new_entry(
-    kind: str,
-    arch: int,
-    variant: str,
-    ptx_isa: Optional[str],
-    compression: str,
-    stored_size: int,
-    uncompressed_size: int,
-    section: str,
-    offset: int,
-    debug: bool,
-    listed: bool,
-    member: Optional[str] = None,
-    count: int = 1,
-    kernels: Optional[bool] = None,
-) -> KernelEntry:
-    """``KernelEntry(...)`` with the same fields, made 3x faster: the dataclass's frozen
-    ``__init__`` sets each of 14 fields through ``object.__setattr__``, a third of a plain read
-    of a torch environment (21,000 entries). The object is the same: equal, hashable, its
-    ``repr``, ``asdict`` and ``replace`` unchanged (tests/unit/test_fatbin_fixtures.py)."""
-    entry: KernelEntry = _new_object(KernelEntry)
-    entry.__dict__.update(
-        kind=kind,
-        arch=arch,
-        variant=variant,
-        ptx_isa=ptx_isa,
-        compression=compression,
-        stored_size=stored_size,
-        uncompressed_size=uncompressed_size,
-        section=section,
-        offset=offset,
-        debug=debug,
-        listed=listed,
-        member=member,
-        count=count,
-        kernels=kernels,
-    )
-    return entry
 
 
 def walk_containers(
@@ -171,22 +129,22 @@ def walk_entries(
             variant = "f"
         else:
             variant = ""
-        reader.entries.append(
-            new_entry(
-                kind=kind,
-                arch=arch,
-                variant=variant,
-                ptx_isa="%d.%d" % (major, minor) if kind == "ptx" else None,
-                compression=compression,
-                stored_size=stored,
-                uncompressed_size=uncompressed if compressed_size and uncompressed else stored,
-                section=section,
-                offset=pos,
-                debug=bool(flags & FLAG_DEBUG),
-                listed=listed and kind != "ltoir",
-                member=member,
-                kernels=kernels,
-            )
+        # KernelEntry's fields in order, positional: a call with keywords costs twice as much.
+        reader.found(
+            kind,
+            arch,
+            variant,
+            "%d.%d" % (major, minor) if kind == "ptx" else None,
+            compression,
+            stored,
+            uncompressed if compressed_size and uncompressed else stored,
+            section,
+            pos,
+            bool(flags & FLAG_DEBUG),
+            listed and kind != "ltoir",
+            member,
+            1,
+            kernels,
         )
         pos = payload + payload_size
     if pos < end and not reader.is_zero(pos, end):

@@ -6,53 +6,95 @@ whether any of the merged cubins has a kernel). The summary merges the entries o
 agree on all of these (and on compression and debug)
 into one ``KernelEntry`` with ``count`` set and the sizes added: ~700 rows instead of 48,000,
 a document of a few hundred KB instead of 20 MB, and the same verdicts. ``kernels --all`` and
-``kernels --json`` ask for the detail.
+``kernels --json`` ask for the detail. A reader given a ``Summary`` merges each entry into its row
+as it finds it, so a summarized read makes no object per entry (``Reader.found``).
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Dict, List, Optional, Tuple
 
+from .binreader import new_entry
 from .facts import BinaryFacts, KernelEntry
 
 # What tells entries apart in a summary: everything but where they are and how big.
 EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any, Any]
+# KernelEntry's fields in its order: Summary.add takes them so.
+_FIELDS = operator.attrgetter(
+    "kind", "arch", "variant", "ptx_isa", "compression", "stored_size", "uncompressed_size",
+    "section", "offset", "debug", "listed", "member", "count", "kernels",
+)  # fmt: skip
+
+
+class Summary:
+    """One file's entries merged into one row per kind as they are found (``Reader.found``):
+    what ``summarized`` makes of them, without an object per entry (46,000 on a torch host).
+
+    Entries that differ only in offset and size become one row: the first one's offset, the
+    sizes and counts added. A compressed cubin is told kernel-less by its size alone
+    (``deep_plan.kernel_less``: at most ``kernel_less_max`` bytes unpacked, kb/roles.json), and a
+    merged row by its average: so such cubins merge only with others on the same side of that
+    size (without it, only with others of the same size). A device-link stub (1.4 KiB) and a
+    small real kernel (2.9 KiB) averaged 2.2 KiB: a kernel-less row."""
+
+    def __init__(self, kernel_less_max: Optional[int] = None) -> None:
+        self.kernel_less_max = kernel_less_max
+        self.rows: Dict[EntryKey, List[Any]] = {}  # [offset, count, stored, unpacked, kernels]
+
+    def add(
+        self,
+        kind: str,
+        arch: int,
+        variant: str,
+        ptx_isa: Optional[str],
+        compression: str,
+        stored_size: int,
+        uncompressed_size: int,
+        section: str,
+        offset: int,
+        debug: bool,
+        listed: bool,
+        member: Optional[str] = None,
+        count: int = 1,
+        kernels: Optional[bool] = None,
+    ) -> None:
+        """One entry (or row) with ``KernelEntry``'s fields."""
+        side: Any = None
+        if kind == "sass" and compression != "none" and kernels is None:
+            limit = self.kernel_less_max
+            side = uncompressed_size if limit is None else uncompressed_size <= limit
+        key = (kind, arch, variant, ptx_isa, compression, section, debug, listed, member, side)
+        row = self.rows.get(key)
+        if row is None:
+            self.rows[key] = [offset, count, stored_size, uncompressed_size, kernels]
+        else:
+            row[1] += count
+            row[2] += stored_size
+            row[3] += uncompressed_size
+            row[4] = _any_kernels(row[4], kernels)
+
+    def entries(self) -> Tuple[KernelEntry, ...]:
+        """The rows, in the order their first entries were found."""
+        return tuple(
+            new_entry(kind, arch, variant, ptx_isa, compression, stored, unpacked, section,
+                      offset, debug, listed, member, count, kernels)
+            for (kind, arch, variant, ptx_isa, compression, section, debug, listed, member, _),
+            (offset, count, stored, unpacked, kernels) in self.rows.items()
+        )  # fmt: skip
 
 
 def summarized(facts: BinaryFacts, kernel_less_max: Optional[int] = None) -> BinaryFacts:
-    """``facts`` with entries that differ only in offset and size merged (first offset kept).
-
-    A compressed cubin is told kernel-less by its size alone (``deep_plan.kernel_less``: at most
-    ``kernel_less_max`` bytes unpacked, kb/roles.json), and a merged row by its average: so such
-    cubins merge only with others on the same side of that size (without it, only with others
-    of the same size). A device-link stub (1.4 KiB) and a small real kernel (2.9 KiB) averaged
-    2.2 KiB: a kernel-less row."""
-    merged: Dict[EntryKey, List[Any]] = {}
+    """``facts`` with entries that differ only in offset and size merged (``Summary``)."""
+    summary = Summary(kernel_less_max)
     for e in facts.entries:
-        side: Any = None
-        if e.kind == "sass" and e.compression != "none" and e.kernels is None:
-            size = e.uncompressed_size
-            side = size if kernel_less_max is None else size <= kernel_less_max
-        key = (e.kind, e.arch, e.variant, e.ptx_isa, e.compression, e.section, e.debug, e.listed,
-               e.member, side)  # fmt: skip
-        row = merged.get(key)
-        if row is None:
-            merged[key] = [e, e.count, e.stored_size, e.uncompressed_size, e.kernels]
-        else:
-            row[1] += e.count
-            row[2] += e.stored_size
-            row[3] += e.uncompressed_size
-            row[4] = _any_kernels(row[4], e.kernels)
-    if len(merged) == len(facts.entries):
+        summary.add(*_FIELDS(e))
+    if len(summary.rows) == len(facts.entries):
         return facts
-    entries = tuple(
-        KernelEntry(e.kind, e.arch, e.variant, e.ptx_isa, e.compression, stored, unpacked,
-                    e.section, e.offset, e.debug, e.listed, e.member, count, kernels)
-        for e, count, stored, unpacked, kernels in merged.values()
-    )  # fmt: skip
     return BinaryFacts(
-        facts.path, facts.size, facts.format, entries, facts.deep, facts.error, facts.machine
-    )
+        facts.path, facts.size, facts.format, summary.entries(), facts.deep, facts.error,
+        facts.machine,
+    )  # fmt: skip
 
 
 def _any_kernels(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
@@ -75,4 +117,4 @@ def binary_json(
     return data
 
 
-__all__ = ["binary_json", "summarized"]
+__all__ = ["Summary", "binary_json", "summarized"]
