@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from typing import TYPE_CHECKING
 
@@ -66,6 +65,8 @@ def write_atomic(path: str, text: str, option: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
     so a reader (node_exporter, nfd-worker) never sees half a file. The temporary name does not
     end in .prom, so the textfile collector never reads it."""
+    import tempfile  # not at import: every scan imports this module, few write files
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(prefix=".archgap-", suffix=".tmp", dir=directory)

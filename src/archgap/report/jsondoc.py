@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
 from typing import Any
 
 from archgap import __version__
@@ -82,6 +81,8 @@ def _write(value: Any, level: int, out: list[str]) -> None:
 
 def schema(command: str) -> dict[str, Any]:
     """The JSON Schema that a command's document follows."""
+    from importlib import resources  # not at import: a scan imports this module before its probe
+
     text = resources.files("archgap.schema").joinpath(f"{command}.schema.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
