@@ -72,7 +72,8 @@ class Summary:
             row[1] += count
             row[2] += stored_size
             row[3] += uncompressed_size
-            row[4] = _any_kernels(row[4], kernels)
+            if kernels is not row[4]:
+                row[4] = _any_kernels(row[4], kernels)
 
     def entries(self) -> Tuple[KernelEntry, ...]:
         """The rows, in the order their first entries were found."""
