@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -118,8 +119,15 @@ def scan(
         resolve_gpu(name)  # a bad name fails before anything is probed
     if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
-    request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
-    # A local probe overlaps importing the analysis (a forked child collects the facts).
+    # A local probe of the shell's environment: the interpreter answers while the request is
+    # built, and the analysis is imported while a forked child collects the facts.
+    ahead: AbstractContextManager[None] = nullcontext()
+    if target.is_local and not env_from:
+        from archgap.transport.local import interpreter_asked_ahead
+
+        ahead = interpreter_asked_ahead(python, root, timeout)
+    with ahead:
+        request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
     facts = _run(target, request, timeout, root, env_from, progress, _import_analysis)
     env_problem = facts.errors.get("env_from")
     if env_problem:

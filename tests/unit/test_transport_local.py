@@ -4,12 +4,14 @@ in this process instead."""
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import archgap.probe.__main__ as probe_main
-from archgap.transport.local import local_facts
+from archgap.transport.bootstrap import probe_input
+from archgap.transport.local import interpreter_asked_ahead, local_facts
 
 # A file name that is not UTF-8 (os.fsdecode gives a surrogate): it must come back unchanged.
 ODD_NAME = os.fsdecode(b"/site/lib\xff.so")
@@ -78,3 +80,40 @@ def test_a_process_with_threads_does_not_fork(monkeypatch: pytest.MonkeyPatch) -
         stop.set()
         other.join()
     assert facts["pid"] == os.getpid() and ran == [1]
+
+
+def fake_interpreter(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(interpreter, its log, its site-packages): a script that answers the paths question as
+    pyenv's script does (NUL-separated executable, version, site-packages) and logs the pid of
+    whoever ran it."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    log = tmp_path / "asked-by"
+    python = tmp_path / "python"
+    answer = f'printf "%s\\0%s\\0%s\\n" "$0" 3.11.7 {site}'
+    python.write_text(f"#!/bin/sh\necho $PPID >> {log}\n{answer}\n")
+    python.chmod(0o755)
+    return python, log, site
+
+
+def test_the_interpreter_asked_ahead_answers_the_forked_probe(tmp_path: Path) -> None:
+    # A local scan asks its interpreter for its paths while it builds the request: the probe,
+    # forked after that, finds the answer and does not run the interpreter again (its python
+    # and toolchains sections both need it).
+    python, log, site = fake_interpreter(tmp_path)
+    with interpreter_asked_ahead(str(python), "/", 30.0):
+        pass  # the caller builds its request here
+    assert threading.active_count() == 1  # the thread is over: the probe may fork
+    request = {"python": {"python": str(python)}, "toolchains": {"python": str(python)}}
+    facts = local_facts(probe_input(request, "/", None, 30.0), None, lambda: None)
+    assert facts["sections"]["python"]["site_packages"] == [str(site)]
+    assert log.read_text().split() == [str(os.getpid())]  # asked once, from this process
+
+
+def test_a_scan_asks_its_interpreter_once_while_it_builds_its_request(tmp_path: Path) -> None:
+    from archgap.api import scan
+
+    python, log, site = fake_interpreter(tmp_path)
+    report = scan(str(python))
+    assert report.environment.site_packages == (str(site),)
+    assert log.read_text().split() == [str(os.getpid())]

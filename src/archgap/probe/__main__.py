@@ -35,12 +35,8 @@ def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict
     request = payload.get("request")
     if not isinstance(request, dict):
         return {"errors": {"request": "expected an object mapping section -> parameters"}}
-    root = str(payload.get("root") or "/")
     env_from = payload.get("env_from")
-    system = System.local(root=root)
-    timeout = payload.get("timeout")
-    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-        system = replace(system, timeout=float(timeout))
+    system = system_of(payload)
     if env_from:
         service_system, env_problem = system_with_env_from(str(env_from), system)
         if service_system is None:
@@ -52,6 +48,16 @@ def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict
     if progress is not None:
         system = replace(system, progress=progress)
     return collect(request, system)
+
+
+def system_of(payload: Mapping[str, Any]) -> System:
+    """The machine ``payload`` is about, in the shell's environment: its root prefix and the most
+    seconds a command may take."""
+    system = System.local(root=str(payload.get("root") or "/"))
+    timeout = payload.get("timeout")
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+        system = replace(system, timeout=float(timeout))
+    return system
 
 
 def main() -> int:

@@ -6,14 +6,20 @@ forked child and the two overlap. The child sends frames through a pipe: progres
 files (the parent tells ``progress``, which may draw on the terminal) and, last, the facts as
 JSON. Where no child can be forked (not POSIX, other threads here) or the child fails, the probe
 runs here, as it does without ``meanwhile``.
+
+Before that, the caller may have the inspected interpreter asked for its paths
+(``interpreter_asked_ahead``): a command of ~20 ms, otherwise the first wait of the probe, that
+then runs while the caller builds its request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,6 +57,34 @@ def local_facts(
     elif meanwhile is not None:
         meanwhile()
     return json.loads(json.dumps(run(probe_in, progress)))  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def interpreter_asked_ahead(python: str | None, root: str, timeout: float) -> Iterator[None]:
+    """While the block runs, a thread asks ``python`` for its paths (``pyenv.interpreter_paths``)
+    as a probe of this machine (``root``, ``timeout``, the shell's environment) would; the block
+    is left once the answer is in (no fork from a process with other threads). The answer is
+    kept where that probe looks for it, in this process and in a child forked from it; whatever
+    goes wrong only means the probe asks itself. Nothing is asked of this interpreter (its
+    paths need no command)."""
+    if not python:
+        yield
+        return
+    from archgap.probe.__main__ import system_of
+    from archgap.probe.pyenv import interpreter_paths
+
+    system = system_of({"root": root, "timeout": timeout})
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            interpreter_paths(system, python)
+
+    thread = threading.Thread(target=ask, name="archgap-interpreter", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def _frame(kind: bytes, payload: bytes) -> bytes:
