@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from archgap.analysis.compat import (
     ComputeCapability,
@@ -178,21 +178,44 @@ def _tegra_note(entries: Iterable[KernelEntry], cc: ComputeCapability) -> str:
     return f" ({', '.join(near)} cannot serve it: {rule})"
 
 
+class _Library(NamedTuple):
+    """What decides one library's verdict on any GPU, worked out once for all of them."""
+
+    binary: BinaryFacts
+    role: str
+    why: str
+    entries: tuple[KernelEntry, ...]  # what the runtime can load
+    real: list[KernelEntry]  # those with kernels
+    hidden: list[KernelEntry]  # those of containers cuobjdump does not list
+    tier: list[KernelEntry]  # what decides: the listed ones when there are any, else the hidden
+    from_deep: bool
+
+
+def _library(binary: BinaryFacts) -> _Library:
+    role, why = role_of(binary)
+    entries = runtime_entries(binary)
+    real = [e for e in entries if not _kernel_less(e)]
+    listed = [e for e in real if e.listed]
+    hidden = [e for e in real if not e.listed]
+    return _Library(binary, role, why, entries, real, hidden, listed or hidden, not listed)
+
+
 def library_verdict(
     binary: BinaryFacts, gpu: GpuTarget, driver_ptx_isa: tuple[int, int] | None = None
 ) -> LibraryVerdict:
     """One library on one GPU: the listed fatbin when it has kernels, else the deep containers."""
+    return _verdict(_library(binary), gpu, driver_ptx_isa)
+
+
+def _verdict(
+    library: _Library, gpu: GpuTarget, driver_ptx_isa: tuple[int, int] | None
+) -> LibraryVerdict:
+    binary, role, why, entries, real, hidden, tier, from_deep = library
     cc = gpu.compute_capability
-    role, why = role_of(binary)
-    entries = runtime_entries(binary)
     if binary.error and not entries:
         return LibraryVerdict(binary.path, gpu.label, UNKNOWN, binary.error, None, False, role, why)
     if role == KERNEL_LESS:
         return LibraryVerdict(binary.path, gpu.label, NO_KERNELS, why, None, False, role, why)
-    real = [e for e in entries if not _kernel_less(e)]
-    listed = [e for e in real if e.listed]
-    hidden = [e for e in real if not e.listed]
-    tier, from_deep = (listed, False) if listed else (hidden, True)
     decided = _decide(tier, cc, driver_ptx_isa)
     if decided is not None:
         verdict, reason, entry = decided
@@ -321,13 +344,10 @@ def verdicts_for(
     driver_ptx_isa: tuple[int, int] | None = None,
 ) -> tuple[PackageVerdict, ...]:
     """Every package x GPU verdict."""
-    return tuple(
-        package_verdict(
-            group.package,
-            group.version,
-            gpu,
-            [library_verdict(b, gpu, driver_ptx_isa) for b in group.binaries],
-        )
-        for group in groups
-        for gpu in gpus
-    )
+    verdicts: list[PackageVerdict] = []
+    for group in groups:
+        libraries = [_library(b) for b in group.binaries]
+        for gpu in gpus:
+            judged = [_verdict(library, gpu, driver_ptx_isa) for library in libraries]
+            verdicts.append(package_verdict(group.package, group.version, gpu, judged))
+    return tuple(verdicts)
