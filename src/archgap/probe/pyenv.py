@@ -65,12 +65,14 @@ print("\\0".join([sys.executable, sys.version.split()[0]] + [d or "" for d in di
 
 # The last characters a native file's name can have: a cheap test before NATIVE_NAME's search
 # (a torch environment has ~20,000 names to look at, ~100 of them native).
-NATIVE_LAST = tuple("oan0123456789")
+NATIVE_LAST = frozenset("oan0123456789")
+# A RECORD name that may be a native file's once normalised: also "x.so/" and "lib/x.so/.".
+RECORD_LAST = NATIVE_LAST | {"/", "."}
 
 
 def is_native_file(path: str) -> bool:
     """A shared library (``x.so``, ``x.so.12``), object, archive, cubin or fatbin, by name."""
-    return path.endswith(NATIVE_LAST) and NATIVE_NAME.search(path) is not None
+    return path[-1:] in NATIVE_LAST and NATIVE_NAME.search(path) is not None
 
 
 # Several sections of one probe ask about the same interpreter, some at the same time (collect.py
@@ -195,7 +197,8 @@ def record_native_files(dist_info: str, bad: List[str]) -> Tuple[str, ...]:
     paths = (
         os.path.normpath(os.path.join(site, name))
         for name in record_names(data, more, bad)
-        if name.endswith(("/", ".")) or is_native_file(name)
+        if name[-1:] in RECORD_LAST  # before any call: 5x faster over torch's 14,700 names
+        and (name.endswith(("/", ".")) or NATIVE_NAME.search(name) is not None)
     )
     return tuple(path for path in paths if is_native_file(path))
 
@@ -212,7 +215,8 @@ def record_names(data: bytes, more: bool, problems: List[str]) -> List[str]:
     if more:
         problems.append("RECORD is over %d MiB: the rest is not read" % (MAX_RECORD_BYTES >> 20))
     text = data.decode("utf-8", "replace")
-    rows = text.replace("\r\n", "\n")  # pip writes RECORD with csv's "\r\n"
+    # pip writes RECORD with csv's "\r\n" (replace costs 3 ms on torch's even without one)
+    rows = text.replace("\r\n", "\n") if "\r" in text else text
     simple = '"' not in rows and "\r" not in rows and "\0" not in rows  # _CSV_SPECIAL, fast
     lines = rows.split("\n")
     if simple and max(map(len, lines)) <= MAX_PATH_CHARS:
