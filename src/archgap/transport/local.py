@@ -81,10 +81,10 @@ def interpreter_asked_ahead(python: str | None, root: str, timeout: float) -> It
 
     thread = threading.Thread(target=ask, name="archgap-interpreter", daemon=True)
     thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
+    yield
+    # Not after an exception (Ctrl-C): that would wait for a hanging interpreter; a thread still
+    # running only means the probe is not forked (fork_safe).
+    thread.join()
 
 
 def _frame(kind: bytes, payload: bytes) -> bytes:
