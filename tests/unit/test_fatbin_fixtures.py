@@ -241,16 +241,18 @@ def test_deep_read_shared_with_the_helper_process() -> None:
 
 
 def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
-    # binreader.new_entry fills a KernelEntry without its dataclass __init__: it must take
+    # binreader.entry_keeper fills KernelEntries without their dataclass __init__: it must take
     # exactly the dataclass's fields (a field added to KernelEntry fails here) and make an
     # object that is equal, hashes, prints, converts and replaces like one built normally.
     import dataclasses
     import inspect
 
-    from archgap.probe.binreader import new_entry
+    from archgap.probe.binreader import entry_keeper
     from archgap.probe.facts import KernelEntry
 
-    params = [(p.name, p.default) for p in inspect.signature(new_entry).parameters.values()]
+    kept: list[KernelEntry] = []
+    keep = entry_keeper(kept)
+    params = [(p.name, p.default) for p in inspect.signature(keep).parameters.values()]
     expected = [
         (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
         for f in dataclasses.fields(KernelEntry)
@@ -261,7 +263,8 @@ def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
         uncompressed_size=99, section=".nv_fatbin", offset=64, debug=True, listed=True,
         member="a.o", count=2, kernels=False,
     )  # fmt: skip
-    fast, slow = new_entry(**values), KernelEntry(**values)  # type: ignore[arg-type]
+    keep(**values)
+    fast, slow = kept[0], KernelEntry(**values)  # type: ignore[arg-type]
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert dataclasses.asdict(fast) == dataclasses.asdict(slow) == values
     assert dataclasses.replace(fast, arch=100) == dataclasses.replace(slow, arch=100)

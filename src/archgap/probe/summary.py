@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, List, Optional, Tuple
 
-from .binreader import new_entry
+from .binreader import entry_keeper
 from .facts import BinaryFacts, KernelEntry
 
 # What tells entries apart in a summary: everything but where they are and how big.
@@ -77,12 +77,13 @@ class Summary:
 
     def entries(self) -> Tuple[KernelEntry, ...]:
         """The rows, in the order their first entries were found."""
-        return tuple(
-            new_entry(kind, arch, variant, ptx_isa, compression, stored, unpacked, section,
-                      offset, debug, listed, member, count, kernels)
-            for (kind, arch, variant, ptx_isa, compression, section, debug, listed, member, _),
-            (offset, count, stored, unpacked, kernels) in self.rows.items()
-        )  # fmt: skip
+        rows: List[KernelEntry] = []
+        keep = entry_keeper(rows)
+        for key, (offset, count, stored, unpacked, kernels) in self.rows.items():
+            kind, arch, variant, ptx_isa, compression, section, debug, listed, member, _ = key
+            keep(kind, arch, variant, ptx_isa, compression, stored, unpacked, section, offset,
+                 debug, listed, member, count, kernels)  # fmt: skip
+        return tuple(rows)
 
 
 def summarized(facts: BinaryFacts, kernel_less_max: Optional[int] = None) -> BinaryFacts:
