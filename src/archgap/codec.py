@@ -21,7 +21,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["DecodeError", "decode", "encode"]
+__all__ = ["DecodeError", "decode", "encode", "prepare"]
 
 T = TypeVar("T")
 Decoder = Callable[[Any], Any]
@@ -74,6 +74,13 @@ def decode(cls: type[T], data: Any) -> T:
     except _Mismatch as failure:
         where = cls.__name__ + "".join(reversed(failure.path))
         raise DecodeError(f"{where}: {failure.message}") from None
+
+
+def prepare(*classes: type) -> None:
+    """Build the decoders of ``classes`` now (``decode`` builds each on first use): for a caller
+    with time to spare before its first document."""
+    for cls in classes:
+        _decoder(cls)
 
 
 _DECODERS: dict[Any, Decoder] = {}

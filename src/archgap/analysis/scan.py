@@ -19,7 +19,7 @@ from archgap.analysis.platform import (
     platform_findings,
 )
 from archgap.analysis.verdicts import NONE, PARTIAL, PackageVerdict, group_by_package, verdicts_for
-from archgap.codec import decode
+from archgap.codec import decode, prepare
 from archgap.image.facts import ImageFacts
 from archgap.kb.gpus import identify
 from archgap.kb.toolchain import max_ptx_isa_for_driver
@@ -142,6 +142,15 @@ def choose_targets(facts: GpuFacts, named: Sequence[str]) -> tuple[GpuTarget, ..
             target = replace(first, label=f"{first.label} / {target.label}")
         unique[key] = target
     return tuple(unique.values()) or matrix_targets()
+
+
+def prepare_judging() -> None:
+    """Build now what the first ``report_from_facts`` would build: the decoders of the sections
+    it reads and the JIT rules it imports on first use (a local scan's parent does this while
+    its probe runs: 5 ms off the time after the facts arrive)."""
+    from archgap.analysis import flashinfer, triton  # noqa: F401  (as jit_findings imports them)
+
+    prepare(GpuFacts, PythonEnvironment, BinaryFacts, ToolchainFacts, ImageFacts)
 
 
 def _section(facts: ProbeResponse, name: str, cls: type[T]) -> T | None:
