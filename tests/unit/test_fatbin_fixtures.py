@@ -249,15 +249,18 @@ def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
 
     from archgap.probe.binreader import entry_keeper
     from archgap.probe.facts import KernelEntry
+    from archgap.probe.summary import Summary
 
     kept: list[KernelEntry] = []
     keep = entry_keeper(kept)
-    params = [(p.name, p.default) for p in inspect.signature(keep).parameters.values()]
     expected = [
         (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
         for f in dataclasses.fields(KernelEntry)
     ]
-    assert params == expected
+    # Reader.found is either sink: each takes KernelEntry's fields, in order.
+    for sink in (keep, Summary().add):
+        params = [(p.name, p.default) for p in inspect.signature(sink).parameters.values()]
+        assert params == expected, sink
     values = dict(
         kind="ptx", arch=90, variant="a", ptx_isa="9.0", compression="zstd", stored_size=10,
         uncompressed_size=99, section=".nv_fatbin", offset=64, debug=True, listed=True,
