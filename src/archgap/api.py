@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -119,16 +119,14 @@ def scan(
         resolve_gpu(name)  # a bad name fails before anything is probed
     if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
-    # A local probe of the shell's environment: the interpreter answers while the request is
-    # built, and the analysis is imported while a forked child collects the facts.
-    ahead: AbstractContextManager[None] = nullcontext()
-    if target.is_local and not env_from:
-        from archgap.transport.local import interpreter_asked_ahead
+    from archgap.transport.local import interpreter_asked_ahead
 
-        ahead = interpreter_asked_ahead(python, root, timeout)
-    with ahead:
+    # A local probe of the shell's environment: the interpreter answers while the request is
+    # built, and judging is prepared while a forked child collects the facts.
+    local = target.is_local and not env_from
+    with interpreter_asked_ahead(python, root, timeout) if local else nullcontext():
         request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
-    facts = _run(target, request, timeout, root, env_from, progress, _import_analysis)
+    facts = _run(target, request, timeout, root, env_from, progress, _prepare_judging)
     env_problem = facts.errors.get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
@@ -208,13 +206,13 @@ def versions(
 
 
 def _judge(*args: Any, **kwargs: Any) -> ScanReport:
-    """``analysis.scan.report_from_facts``, imported when first needed (``_import_analysis``)."""
+    """``analysis.scan.report_from_facts``, imported when first needed (``_prepare_judging``)."""
     from archgap.analysis.scan import report_from_facts
 
     return report_from_facts(*args, **kwargs)
 
 
-def _import_analysis() -> None:
+def _prepare_judging() -> None:
     """What judging facts needs, imported and prepared while a local probe runs (30 ms of a
     0.5 s scan of a torch environment)."""
     from archgap.analysis.scan import prepare_judging

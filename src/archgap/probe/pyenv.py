@@ -197,8 +197,7 @@ def record_native_files(dist_info: str, bad: List[str]) -> Tuple[str, ...]:
     paths = (
         os.path.normpath(os.path.join(site, name))
         for name in record_names(data, more, bad)
-        if name[-1:] in RECORD_LAST  # before any call: 5x faster over torch's 14,700 names
-        and (name.endswith(("/", ".")) or NATIVE_NAME.search(name) is not None)
+        if name[-1:] in RECORD_LAST  # no call for the others: torch's 14,700 names, 37 left
     )
     return tuple(path for path in paths if is_native_file(path))
 
@@ -288,28 +287,17 @@ def installed_distributions(
 
 
 def _unowned_native_files(site_packages: Tuple[str, ...], owned: Set[str]) -> Tuple[str, ...]:
-    """Native files under site-packages that no RECORD lists (vendored or copied in by hand).
-    Symlinks are neither followed nor counted (what one points to is read where it lies). One
-    scandir per folder and its entries' types, as os.walk, without its lists of every name and
-    its lstat per folder: 23 -> 18 ms over a torch environment's 1,100 folders."""
+    """Native files under site-packages that no RECORD lists (vendored or copied in by hand)."""
     found: List[str] = []
-    folders = list(site_packages)
-    while folders:
-        try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir():
-                        if not name.endswith((".dist-info", "__pycache__")):
-                            folders.append(entry.path)
-                    elif is_native_file(name):
-                        path = os.path.normpath(entry.path)
-                        if path not in owned:
-                            found.append(path)
-        except OSError:  # a folder that cannot be listed is left out, as os.walk leaves it
-            continue
+    for site in site_packages:
+        for directory, subdirs, files in os.walk(site, followlinks=False):
+            subdirs[:] = [d for d in subdirs if not d.endswith((".dist-info", "__pycache__"))]
+            for name in files:
+                if not is_native_file(name):  # the name alone says (no path built for it)
+                    continue
+                path = os.path.normpath(os.path.join(directory, name))
+                if path not in owned and not os.path.islink(path):
+                    found.append(path)
     return tuple(sorted(found))
 
 

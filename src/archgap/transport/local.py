@@ -72,8 +72,9 @@ def interpreter_asked_ahead(python: str | None, root: str, timeout: float) -> It
         return
     from archgap.probe.__main__ import system_of
     from archgap.probe.pyenv import interpreter_paths
+    from archgap.transport.bootstrap import probe_input
 
-    system = system_of({"root": root, "timeout": timeout})
+    system = system_of(probe_input({}, root, None, timeout))  # as the probe's payload says
 
     def ask() -> None:
         with contextlib.suppress(Exception):
