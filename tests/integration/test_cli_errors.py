@@ -84,6 +84,19 @@ def test_gpus_lists_the_knowledge_base() -> None:
     one_error_line(run_cli("gpus", "H10"), "did you mean NVIDIA H100")
 
 
+def test_gpus_resolves_names_as_gpu_does() -> None:
+    # A driver-reported name ("H100 PCIe", nvidia-smi's form) denotes the product it identifies
+    # for `archgap gpus` as for --gpu: one resolver of names.
+    from archgap.analysis.compat import resolve_gpu
+    from archgap.cli.gpus import select
+
+    for name in ("H100 PCIe", "Tesla V100-SXM2-32GB", "H100"):
+        chosen = select([name])
+        assert chosen, name
+        assert {p.compute_capability for p in chosen} == {str(resolve_gpu(name).compute_capability)}
+    assert [p.name for p in select(["H100 PCIe"]) or ()] == ["NVIDIA H100"]
+
+
 def test_probe_stdout_is_always_one_json_document() -> None:
     # A usage error too: engines that save probe's stdout get a document, not nothing.
     result = run_cli("probe", "--sections", "nope")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cache, total_ordering
 
 from archgap.kb.gpus import (
+    GpuProduct,
     close_names,
     default_matrix,
     family_members,
@@ -142,6 +143,13 @@ class UnknownGpu(ValueError):
     """A --gpu value that is neither a compute capability nor a known product."""
 
 
+def products_named(text: str) -> tuple[GpuProduct, ...]:
+    """The products a GPU name denotes: those holding its every word ("H100"), else the one a
+    driver-reported name identifies ("H100 PCIe", "Tesla V100-SXM2-32GB"). The one resolver of
+    names, for --gpu/--require and for `archgap gpus`."""
+    return find_products(text) or tuple(p for p in (identify(text),) if p is not None)
+
+
 def resolve_gpu(text: str) -> GpuTarget:
     """A ``--gpu``/``--require`` value: a compute capability (known or not) or a product name."""
     cc = ComputeCapability.parse(text)
@@ -154,7 +162,7 @@ def resolve_gpu(text: str) -> GpuTarget:
         )
     if cc is not None:
         return GpuTarget(bare, cc, "named", "compute capability given on the command line")
-    matches = find_products(text) or tuple(p for p in (identify(text),) if p is not None)
+    matches = products_named(text)
     capabilities = sorted({m.compute_capability for m in matches})
     if len(capabilities) == 1:
         product = matches[0]

@@ -32,8 +32,8 @@ OPTIONS = (
 
 def select(names: list[str]) -> list[GpuProduct] | None:
     """The products the names denote (None: all); a name that denotes none is a usage error."""
-    from archgap.analysis.compat import ComputeCapability, UnknownGpu, resolve_gpu
-    from archgap.kb.gpus import find_products, products
+    from archgap.analysis.compat import ComputeCapability, UnknownGpu, products_named, resolve_gpu
+    from archgap.kb.gpus import products
 
     if not names:
         return None
@@ -43,7 +43,7 @@ def select(names: list[str]) -> list[GpuProduct] | None:
         found = (
             [p for p in products() if p.compute_capability == str(cc)]
             if cc
-            else list(find_products(name))
+            else list(products_named(name))
         )
         if not found:
             if cc:
