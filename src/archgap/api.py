@@ -146,11 +146,11 @@ def scan_archives(
     of a multi-platform image). The same analysis as ``scan`` over the distributions and native
     members read from them. A target that cannot be read is
     a problem in the report; ``ProbeError`` when none could be read at all."""
+    from archgap.archives.wheel import archive_facts
     from archgap.image.read import image_facts
     from archgap.index.options import IndexOptions
     from archgap.index.targets import read_targets
     from archgap.kb import roles
-    from archgap.probe.archive import archive_facts
 
     for name in gpus:
         resolve_gpu(name)

@@ -14,9 +14,9 @@ from archgap.index.options import URL_SCHEMES
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
+    from archgap.archives.wheel import WheelContents
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
-    from archgap.probe.archive import WheelContents
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
     from archgap.probe.summary import Summary
@@ -60,8 +60,8 @@ def local_binaries(
     paths = [p for p in paths if p not in remote]
     holding = [p for p in paths if _holds_archives(p)]
     if holding:
+        from archgap.archives.wheel import wheel_files
         from archgap.index.conda import read_archive
-        from archgap.probe.archive import wheel_files
 
         for path in wheel_files(holding, ARCHIVES):
             found.extend(_archive_binaries(read_archive(path, deep=deep)))

@@ -122,7 +122,7 @@ def test_a_local_wheel_loads_no_index_image_or_gpu_code() -> None:
     )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
-    assert "archgap.probe.archive" in loaded
+    assert "archgap.archives.wheel" in loaded
     unwanted = ("archgap.index.resolve", "archgap.index.fetch", "archgap.image.read",
                 "archgap.analysis.compat", "packaging", "urllib.request")  # fmt: skip
     assert [m for m in unwanted if m in loaded] == []

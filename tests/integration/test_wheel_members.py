@@ -1,5 +1,5 @@
 """A wheel's small native members read from their compressed bytes by a few threads
-(``probe.zipmembers``): the same facts as the file reader finds in the same files, in member
+(``archives.zipmembers``): the same facts as the file reader finds in the same files, in member
 order, with zlib and with python-isal; and each way a member can be broken is an unreadable
 row with the reason while the rest of the wheel is read.
 
@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]
 
-from archgap.probe import archive, zipmembers
-from archgap.probe.archive import read_wheel
+from archgap.archives import wheel as archive
+from archgap.archives import zipmembers
+from archgap.archives.wheel import read_wheel
 from archgap.probe.facts import BinaryFacts
 from archgap.probe.fatbin import read_binary
 from archgap.probe.pyenv import is_native_file

@@ -18,7 +18,7 @@ import pytest
 
 from archgap.analysis.verdicts import Verdict
 from archgap.api import scan, scan_archives
-from archgap.probe.archive import read_wheel
+from archgap.archives.wheel import read_wheel
 from archgap.probe.facts import BinaryFormat, KernelEntry
 from archgap.probe.fatbin import read_binary
 from tests.helpers import DATA, in_child, json_output, run_cli
@@ -214,7 +214,7 @@ def streamed_members(
     import signal
     import tempfile
 
-    from archgap.probe import archive
+    from archgap.archives import wheel as archive
 
     archive.IN_MEMORY_MAX = in_memory_max
     empty = ""

@@ -1,4 +1,4 @@
-"""A member read as its bytes stream by (probe/streamread.py) against the installed-file reader.
+"""A member read as its bytes stream by (archives/streamread.py) against the installed-file reader.
 
 The fixtures are the nvcc-built binaries of tests/fixtures/cuda (build.sh): shared libraries
 whose section table is at the end of the file, static archives of -rdc objects, loose cubins and a
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe import streamread
+from archgap.archives import streamread
+from archgap.archives.streamread import read_streamed
 from archgap.probe.facts import BinaryFacts
 from archgap.probe.fatbin import read_binary, read_bytes
-from archgap.probe.streamread import read_streamed
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 ELF_OR_AR = (b"\x7fELF", b"!<ar")

@@ -6,5 +6,5 @@ layers in order with their whiteouts and symlinked directories (one pass, each l
 once), reading on the way the files it needs: the Python environments' ``.dist-info`` METADATA
 and RECORD, and the native files, through the same reader as wheels and installed files; each
 counts from the one layer that provides it in the final image. The result has the shape of
-``probe.archive.WheelContents``, so the analysis is the installed environment's.
+``archives.wheel.WheelContents``, so the analysis is the installed environment's.
 """

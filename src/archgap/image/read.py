@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import IO, Any
 
+from archgap.archives.wheel import WheelContents, read_stream
 from archgap.codec import encode
 from archgap.image.facts import ImageFacts, PythonSite
 from archgap.image.layers import (
@@ -32,7 +33,6 @@ from archgap.image.layers import (
 from archgap.image.sites import SITE, find_sites
 from archgap.image.source import ImageError, ImageManifest, ImageSource, Platform
 from archgap.probe import pyenv
-from archgap.probe.archive import WheelContents, read_stream
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 
 IN_SITE = re.compile(SITE + "/(?P<inner>.+)$")  # a path inside a site

@@ -9,8 +9,8 @@ Two formats (conda's package specification):
 The package is identified by ``info/index.json`` (name, version, build, subdir) and owns the files
 ``info/paths.json`` lists (else ``info/files``). Tars are read in stream mode, one member at a
 time: native members (shared libraries, archives, cubins, fatbins, by name, anywhere: ``lib/``,
-``targets/*/lib``, site-packages) go to the wheels' member reader (``archive.read_stream``), so a
-conda package gives the same contents as a wheel and is judged by the same analysis. Nothing is
+``targets/*/lib``, site-packages) go to the wheels' member reader (``archives.wheel.read_stream``),
+so a conda package gives the same contents as a wheel and is judged by the same analysis. Nothing is
 written to disk.
 
 zstd: the ``zstandard`` module (``pip install 'archgap[zstd]'``, as for zstd image layers). It is
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import IO, Any
 
-from archgap.probe.archive import WheelContents, read_stream, read_wheel
+from archgap.archives.wheel import WheelContents, read_stream, read_wheel
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 from archgap.probe.pyenv import is_native_file
 

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from archgap.archives.wheel import WheelContents, read_wheel, wheel_files
 from archgap.image.targets import is_image, read_image_target
 from archgap.index.conda import conda_format, read_archive, read_conda
 from archgap.index.fetch import Fetched, FetchError, open_wheel
 from archgap.index.options import ARCHIVE_SUFFIXES, URL_SCHEMES
 from archgap.index.options import IndexOptions as IndexOptions  # importers of targets keep it
 from archgap.index.resolve import IndexFile, ResolveError, indexes, parse_requirement, resolve
-from archgap.probe.archive import WheelContents, read_wheel, wheel_files
 from archgap.probe.facts import Problem
 
 if TYPE_CHECKING:

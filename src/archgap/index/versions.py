@@ -19,12 +19,12 @@ from archgap.analysis.compat import GpuTarget, resolve_gpu
 from archgap.analysis.scan import report_from_facts
 from archgap.analysis.verdicts import NO_KERNELS
 from archgap.analysis.versions import GpuVerdict, VersionsReport, VersionVerdict, covers
+from archgap.archives.wheel import archive_facts
 from archgap.index.fetch import Fetched
 from archgap.index.options import IndexOptions
 from archgap.index.resolve import PYPI, Candidate, candidates, parse_requirement
 from archgap.index.targets import read_index_file
 from archgap.kb import roles
-from archgap.probe.archive import archive_facts
 
 Progress = Callable[[int, int, str], None]
 

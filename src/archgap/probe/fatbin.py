@@ -164,7 +164,7 @@ def _read_buffer(
 
 def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
     """The device code ``reader`` finds in a file known to be ``kind`` (elf, archive, fatbin):
-    an mmap, a member's bytes, or the headers a stream kept (``streamread``)."""
+    an mmap, a member's bytes, or the headers a stream kept (``archives.streamread``)."""
     size = reader.size
     found: BinaryFormat = "archive" if kind == "archive" else "fatbin"
     try:

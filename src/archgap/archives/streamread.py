@@ -38,16 +38,24 @@ import re
 import struct
 import zlib
 from array import array
-from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import IO, Any
 
-from .ar import AR_MAGIC
-from .binreader import ZERO_CHUNK, NotRecorded, Reader
-from .bytesearch import searcher
-from .deepsearch import PADDING_PEEK, SEARCH_MIN
-from .elf import CUBIN_IDENT, ELF32_HEADER, ELF64_HEADER, ELF_MAGIC, EM_CUDA, MAX_SECTIONS
-from .facts import BinaryFacts
-from .fatbin import kind_of, read_with
-from .fatcontainer import (
+from archgap.probe.ar import AR_MAGIC
+from archgap.probe.binreader import ZERO_CHUNK, NotRecorded, Reader
+from archgap.probe.bytesearch import searcher
+from archgap.probe.deepsearch import PADDING_PEEK, SEARCH_MIN
+from archgap.probe.elf import (
+    CUBIN_IDENT,
+    ELF32_HEADER,
+    ELF64_HEADER,
+    ELF_MAGIC,
+    EM_CUDA,
+    MAX_SECTIONS,
+)
+from archgap.probe.facts import BinaryFacts
+from archgap.probe.fatbin import kind_of, read_with
+from archgap.probe.fatcontainer import (
     CONTAINER_HEADER,
     CONTAINER_MAGIC,
     ENTRY_HEADER,
@@ -85,9 +93,9 @@ class Kept:
         pins = collector.pins
         self.packed = sorted(collector.packed.items())  # (start, (length, zlib data))
         self.packed_starts = [start for start, _ in self.packed]
-        self.unpacked: Tuple[int, bytes] = (-1, b"")  # the last packed block read
-        self.starts: List[int] = []
-        self.blocks: List[bytes] = []
+        self.unpacked: tuple[int, bytes] = (-1, b"")  # the last packed block read
+        self.starts: list[int] = []
+        self.blocks: list[bytes] = []
         for start in sorted(pins):
             block = pins[start]
             if self.starts and start <= self.starts[-1] + len(self.blocks[-1]):
@@ -123,10 +131,10 @@ class Kept:
             at = start - self.packed_starts[i]
             return self.unpacked[1][at : at + stop - start]
         raise NotRecorded(
-            "streamed: bytes 0x%x-0x%x were not kept as the member went by" % (start, stop)
+            f"streamed: bytes 0x{start:x}-0x{stop:x} were not kept as the member went by"
         )
 
-    def find(self, needle: bytes, start: int, end: Optional[int] = None) -> int:
+    def find(self, needle: bytes, start: int, end: int | None = None) -> int:
         end = self.size if end is None else min(end, self.size)
         positions = self.needles.get(needle)
         if positions is None:
@@ -137,7 +145,7 @@ class Kept:
         if i < len(positions) and positions[i] + len(needle) <= end:
             return int(positions[i])
         if end > self.lost_at:
-            raise NotRecorded("streamed: positions past 0x%x were not kept" % self.lost_at)
+            raise NotRecorded(f"streamed: positions past 0x{self.lost_at:x} were not kept")
         return -1
 
 
@@ -179,23 +187,23 @@ class Collector:
         self.size = size
         self.deep = deep
         self.pos = 0  # bytes seen
-        self.window: Deque[Tuple[int, bytes]] = collections.deque()  # the lookbehind
+        self.window: collections.deque[tuple[int, bytes]] = collections.deque()  # the lookbehind
         self.window_bytes = 0
         self.tail = b""  # the last bytes seen: a needle may straddle two chunks
-        self.pins: Dict[int, bytes] = {}
-        self.packed: Dict[int, Tuple[int, bytes]] = {}  # large ranges, compressed: names tables
+        self.pins: dict[int, bytes] = {}
+        self.packed: dict[int, tuple[int, bytes]] = {}  # large ranges, compressed: names tables
         self.kept = 0
         self.lost_at = size  # where keeping stopped (the bound was reached)
-        self.needles: Dict[bytes, Positions] = {CONTAINER_MAGIC: array("q")}
+        self.needles: dict[bytes, Positions] = {CONTAINER_MAGIC: array("q")}
         if deep:
             self.needles[CUBIN_IDENT] = array("q")
-        self.nonzero: Dict[int, int] = {}
-        self.zeros_before: Dict[int, int] = {}  # container magic -> zero bytes just before it
-        self.waiting_zero: List[int] = []  # positions whose first non-zero byte is not seen yet
-        self.wants: List[Tuple[int, int, int, Optional[Rule]]] = []  # (end, order, start, rule)
+        self.nonzero: dict[int, int] = {}
+        self.zeros_before: dict[int, int] = {}  # container magic -> zero bytes just before it
+        self.waiting_zero: list[int] = []  # positions whose first non-zero byte is not seen yet
+        self.wants: list[tuple[int, int, int, Rule | None]] = []  # (end, order, start, rule)
         self.order = 0
-        self.followed: Dict[int, int] = {}  # entry header -> the furthest end followed from it
-        self.images: Dict[int, bool] = {}  # ELF images whose section table is wanted
+        self.followed: dict[int, int] = {}  # entry header -> the furthest end followed from it
+        self.images: dict[int, bool] = {}  # ELF images whose section table is wanted
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -259,7 +267,7 @@ class Collector:
     def _lose(self, at: int) -> None:
         self.lost_at = min(self.lost_at, at)
 
-    def want(self, start: int, length: int, rule: Optional[Rule] = None) -> None:
+    def want(self, start: int, length: int, rule: Rule | None = None) -> None:
         """Keep [start, start + length) (clipped to the member) and hand it to ``rule``."""
         end = min(start + length, self.size)
         if start < 0 or start >= end or start >= self.lost_at:
@@ -297,7 +305,7 @@ class Collector:
         (self.pins if len(data) <= PACK_MIN else self.packed)[start] = stored
         return True
 
-    def _window_bytes(self, start: int, end: int) -> Optional[bytes]:
+    def _window_bytes(self, start: int, end: int) -> bytes | None:
         if not self.window or start < self.window[0][0]:
             return None
         parts = []
@@ -464,7 +472,7 @@ def read_streamed(path: str, stream: IO[bytes], head: bytes, size: int, deep: bo
         collector.feed(data)
         pos += len(data)
     if pos != size or stream.read(1):
-        raise ValueError("member is not the %d bytes its header says" % size)
+        raise ValueError(f"member is not the {size} bytes its header says")
     collector.finish()
     kept = Kept(collector)
     collector.pins, collector.packed = {}, {}
@@ -472,7 +480,7 @@ def read_streamed(path: str, stream: IO[bytes], head: bytes, size: int, deep: bo
     try:
         return read_with(path, reader, kind)
     except Exception as exc:  # a reader bug or an odd member must not end a scan
-        return BinaryFacts(path, 0, "unreadable", (), deep, "%s: %s" % (type(exc).__name__, exc))
+        return BinaryFacts(path, 0, "unreadable", (), deep, f"{type(exc).__name__}: {exc}")
 
 
 __all__ = ["Kept", "KeptReader", "read_streamed"]

@@ -31,10 +31,11 @@ import struct
 import threading
 import zipfile
 import zlib
-from typing import IO, Any, Callable, List, Optional, Tuple, Union
+from collections.abc import Callable
+from typing import IO, Any
 
-from .facts import BinaryFacts
-from .fatbin import read_bytes
+from archgap.probe.facts import BinaryFacts
+from archgap.probe.fatbin import read_bytes
 
 
 def _inflater() -> Any:
@@ -56,16 +57,16 @@ NATIVE_MAGIC = (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba")  # ELF, ar archive, fa
 # encrypted (bit 0), compressed patch data (5), strong encryption (6): zipfile's reasons
 ZIPFILE_ONLY_FLAGS = 0x1 | 0x20 | 0x40
 
-Member = Tuple[zipfile.ZipInfo, str]  # an entry, and the path it has in the results
+Member = tuple[zipfile.ZipInfo, str]  # an entry, and the path it has in the results
 Fallback = Callable[[zipfile.ZipInfo, str], BinaryFacts]
 
 
 def read_members(
-    zf: zipfile.ZipFile, members: List[Member], budget: int, deep: bool, fallback: Fallback
-) -> List[BinaryFacts]:
+    zf: zipfile.ZipFile, members: list[Member], budget: int, deep: bool, fallback: Fallback
+) -> list[BinaryFacts]:
     """The facts of each member, in the order given: those up to ``DIRECT_MAX`` (and at most
     ``budget``) read here, the others by ``fallback``. Never raises for a member's content."""
-    results: List[Optional[BinaryFacts]] = [None] * len(members)
+    results: list[BinaryFacts | None] = [None] * len(members)
     order = [k for k, (info, _) in enumerate(members) if direct(info, min(budget, DIRECT_MAX))]
     if order and zf.fp is not None:
         _Workers(zf.fp, members, order, results, deep, budget).run()
@@ -87,9 +88,9 @@ class _Workers:
     def __init__(
         self,
         fp: IO[bytes],
-        members: List[Member],
-        order: List[int],
-        results: List[Optional[BinaryFacts]],
+        members: list[Member],
+        order: list[int],
+        results: list[BinaryFacts | None],
         deep: bool,
         budget: int,
     ) -> None:
@@ -101,7 +102,7 @@ class _Workers:
         self.stop = False
 
     def run(self) -> None:
-        started: List[threading.Thread] = []
+        started: list[threading.Thread] = []
         try:
             for _ in range(min(WORKERS, len(self.order)) - 1):
                 thread = threading.Thread(target=self.work, name="archgap-inflate", daemon=True)
@@ -125,7 +126,7 @@ class _Workers:
                 if taken is None:
                     return
                 k, cost = taken
-                raw: Union[bytes, Exception]
+                raw: bytes | Exception
                 try:
                     raw = raw_member(self.fp, self.members[k][0])
                 except Exception as exc:  # an OSError of a ranged read too: this member only
@@ -138,7 +139,7 @@ class _Workers:
                     self.held -= cost
                     self.lock.notify_all()
 
-    def _take(self) -> Optional[Tuple[int, int]]:
+    def _take(self) -> tuple[int, int] | None:
         """The next member's index and cost, once the budget allows it; None when done."""
         while not self.stop and self.taken < len(self.order):
             k = self.order[self.taken]
@@ -159,7 +160,7 @@ def raw_member(fp: IO[bytes], info: zipfile.ZipInfo) -> bytes:
     data = _read_exactly(fp, info.compress_size)
     if len(data) != info.compress_size:
         raise EOFError(
-            "truncated: %d of its %d compressed bytes are there" % (len(data), info.compress_size)
+            f"truncated: {len(data)} of its {info.compress_size} compressed bytes are there"
         )
     return data
 
@@ -176,7 +177,7 @@ def _local_header(fp: IO[bytes], info: zipfile.ZipInfo) -> int:
     encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
     if name.decode(encoding, "replace") != info.orig_filename:
         raise zipfile.BadZipFile(
-            "File name in directory %r and header %r differ." % (info.orig_filename, name)
+            f"File name in directory {info.orig_filename!r} and header {name!r} differ."
         )
     return fp.seek(extra_length, os.SEEK_CUR)
 
@@ -205,7 +206,7 @@ class MemberStream:
                 self.fp.seek(self.at)
                 self.tail = self.fp.read(min(self.left, STREAM_CHUNK))
                 if not self.tail:
-                    raise EOFError("truncated: %d compressed bytes are missing" % self.left)
+                    raise EOFError(f"truncated: {self.left} compressed bytes are missing")
                 self.at += len(self.tail)
                 self.left -= len(self.tail)
             if self.inflater is None:
@@ -220,7 +221,7 @@ class MemberStream:
                 return data
             if not self.tail and not self.left:
                 if self.crc != self.info.CRC:
-                    raise zipfile.BadZipFile("Bad CRC-32 for file %r" % self.info.filename)
+                    raise zipfile.BadZipFile(f"Bad CRC-32 for file {self.info.filename!r}")
                 return b""
 
     def readinto(self, buffer: Any) -> int:
@@ -245,9 +246,7 @@ def _read_exactly(fp: IO[bytes], size: int) -> bytes:
     return b"".join(parts)
 
 
-def read_raw(
-    info: zipfile.ZipInfo, path: str, raw: Union[bytes, Exception], deep: bool
-) -> BinaryFacts:
+def read_raw(info: zipfile.ZipInfo, path: str, raw: bytes | Exception, deep: bool) -> BinaryFacts:
     """One member from its compressed bytes (or the error that reading them gave): inflated,
     checked, and read like an installed file. A member whose first bytes are not a native
     file's is "other", as when the stream is read (only its first 8 bytes count then)."""
@@ -259,7 +258,7 @@ def read_raw(
     except Exception as exc:
         if not isinstance(raw, Exception) and _head(info, raw) not in (None, *NATIVE_MAGIC):
             return BinaryFacts(path, size, "other", (), deep)
-        return BinaryFacts(path, size, "unreadable", (), deep, "corrupt member: %s" % exc)
+        return BinaryFacts(path, size, "unreadable", (), deep, f"corrupt member: {exc}")
     if data[:4] not in NATIVE_MAGIC:
         return BinaryFacts(path, size, "other", (), deep)
     return read_bytes(path, data, deep)
@@ -273,13 +272,13 @@ def inflate(info: zipfile.ZipInfo, raw: bytes) -> bytes:
     else:
         data = INFLATER.decompressobj(-15).decompress(raw, info.file_size + 1)
     if len(data) != info.file_size:
-        raise ValueError("member is not the %d bytes its header says" % info.file_size)
+        raise ValueError(f"member is not the {info.file_size} bytes its header says")
     if INFLATER.crc32(data) != info.CRC:
-        raise zipfile.BadZipFile("Bad CRC-32 for file %r" % info.filename)
+        raise zipfile.BadZipFile(f"Bad CRC-32 for file {info.filename!r}")
     return data
 
 
-def _head(info: zipfile.ZipInfo, raw: bytes) -> Optional[bytes]:
+def _head(info: zipfile.ZipInfo, raw: bytes) -> bytes | None:
     """The first 4 bytes of a member that could not be read whole, or None if even they
     cannot be inflated."""
     if info.compress_type == zipfile.ZIP_STORED:

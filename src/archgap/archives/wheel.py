@@ -27,11 +27,11 @@ import json
 import os
 import zipfile
 from dataclasses import asdict
-from typing import IO, Any, List, Optional, Set, Tuple
+from typing import IO, Any
 
-from .facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
-from .fatbin import read_bytes
-from .pyenv import (
+from archgap.probe.facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
+from archgap.probe.fatbin import read_bytes
+from archgap.probe.pyenv import (
     MAX_METADATA_BYTES,
     MAX_RECORD_BYTES,
     first_problems,
@@ -39,8 +39,9 @@ from .pyenv import (
     metadata_fields,
     record_names,
 )
+from archgap.probe.summary import binary_json
+
 from .streamread import read_streamed
-from .summary import binary_json
 from .zipmembers import NATIVE_MAGIC, MemberStream, direct, read_members
 
 # Members up to this size are read in memory; larger ones as they stream by (``streamread``).
@@ -55,14 +56,14 @@ class WheelContents:
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.distributions: List[Distribution] = []
-        self.binaries: List[BinaryFacts] = []
-        self.unowned: List[str] = []
-        self.problems: List[Problem] = []
-        self.site_packages: List[str] = []  # where its files are (default: the label itself)
+        self.distributions: list[Distribution] = []
+        self.binaries: list[BinaryFacts] = []
+        self.unowned: list[str] = []
+        self.problems: list[Problem] = []
+        self.site_packages: list[str] = []  # where its files are (default: the label itself)
 
 
-def read_wheel(label: str, fileobj: Optional[IO[bytes]] = None, deep: bool = True) -> WheelContents:
+def read_wheel(label: str, fileobj: IO[bytes] | None = None, deep: bool = True) -> WheelContents:
     """The distribution and the device code of the wheel at ``label`` (a path), or read from
     ``fileobj`` (any seekable file: a ranged HTTP reader) named ``label``. Never raises."""
     found = WheelContents(label)
@@ -70,16 +71,16 @@ def read_wheel(label: str, fileobj: Optional[IO[bytes]] = None, deep: bool = Tru
         with zipfile.ZipFile(fileobj if fileobj is not None else label) as zf:
             _read_zip(zf, found, deep)
     except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
-        found.problems.append(Problem(label, "not a readable wheel: %s" % exc))
+        found.problems.append(Problem(label, f"not a readable wheel: {exc}"))
     except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
-        found.problems.append(Problem(label, "cannot read: %s: %s" % (type(exc).__name__, exc)))
+        found.problems.append(Problem(label, f"cannot read: {type(exc).__name__}: {exc}"))
     return found
 
 
 def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
     infos = [i for i in zf.infolist()[:MAX_MEMBERS] if not i.is_dir()]
     dist_info = _dist_info_dir(infos)
-    owned: Set[str] = set()
+    owned: set[str] = set()
     if dist_info is None:
         found.problems.append(Problem(found.label, "no .dist-info directory: not a wheel"))
     else:
@@ -106,7 +107,7 @@ def _member_path(label: str, member: str) -> str:
     return label.rstrip("/") + "/" + member
 
 
-def _dist_info_dir(infos: List[zipfile.ZipInfo]) -> Optional[str]:
+def _dist_info_dir(infos: list[zipfile.ZipInfo]) -> str | None:
     """The top-level ``NAME-VERSION.dist-info`` directory that holds a METADATA file."""
     for info in infos:
         top, _, rest = info.filename.partition("/")
@@ -115,20 +116,20 @@ def _dist_info_dir(infos: List[zipfile.ZipInfo]) -> Optional[str]:
     return None
 
 
-def _metadata(zf: zipfile.ZipFile, member: str) -> Tuple[str, str]:
+def _metadata(zf: zipfile.ZipFile, member: str) -> tuple[str, str]:
     with zf.open(member) as stream:
         return metadata_fields(stream.read(MAX_METADATA_BYTES))
 
 
-def _record(zf: zipfile.ZipFile, member: str, found: WheelContents) -> List[str]:
+def _record(zf: zipfile.ZipFile, member: str, found: WheelContents) -> list[str]:
     """The member names a wheel's RECORD lists; unreadable rows become one problem."""
     try:
         with zf.open(member) as stream:
             data = stream.read(MAX_RECORD_BYTES + 1)
     except KeyError:
-        found.problems.append(Problem(found.label, "no RECORD in %s" % member.split("/")[0]))
+        found.problems.append(Problem(found.label, "no RECORD in {}".format(member.split("/")[0])))
         return []
-    bad: List[str] = []
+    bad: list[str] = []
     names = record_names(data[:MAX_RECORD_BYTES], len(data) > MAX_RECORD_BYTES, bad)
     if bad:
         found.problems.append(Problem(found.label, first_problems(bad)))
@@ -146,7 +147,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, deep: bo
         with zf.open(info) as stream:
             return read_stream(path, stream, info.file_size, deep)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as exc:
-        return BinaryFacts(path, info.file_size, "unreadable", (), deep, "corrupt member: %s" % exc)
+        return BinaryFacts(path, info.file_size, "unreadable", (), deep, f"corrupt member: {exc}")
     except NotImplementedError as exc:
         return BinaryFacts(path, info.file_size, "unreadable", (), deep, str(exc))
 
@@ -157,7 +158,7 @@ def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> B
     same reader as installed files. A read that fails is an unreadable row with the reason;
     nothing is raised."""
     if size > MAX_MEMBER_BYTES:
-        reason = "member of %d bytes is over the %d GiB read limit" % (size, MAX_MEMBER_BYTES >> 30)
+        reason = f"member of {size} bytes is over the {MAX_MEMBER_BYTES >> 30} GiB read limit"
         return BinaryFacts(path, size, "unknown", (), deep, reason)
     try:
         head = stream.read(8)
@@ -169,7 +170,7 @@ def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> B
     except NotImplementedError as exc:
         return BinaryFacts(path, size, "unreadable", (), deep, str(exc))
     except Exception as exc:  # zip's CRC, a truncated layer, corrupt gzip: this member only
-        return BinaryFacts(path, size, "unreadable", (), deep, "corrupt member: %s" % exc)
+        return BinaryFacts(path, size, "unreadable", (), deep, f"corrupt member: {exc}")
     return read_bytes(path, data, deep)
 
 
@@ -192,13 +193,13 @@ def _read_rest(stream: IO[bytes], head: bytes, size: int) -> bytearray:
 
 def _check_end(stream: IO[bytes], pos: int, size: int) -> None:
     if pos != size or stream.read(1):
-        raise ValueError("member is not the %d bytes its header says" % size)
+        raise ValueError(f"member is not the {size} bytes its header says")
 
 
-def wheel_files(paths: List[str], suffixes: Tuple[str, ...] = (".whl",)) -> List[str]:
+def wheel_files(paths: list[str], suffixes: tuple[str, ...] = (".whl",)) -> list[str]:
     """The archives named: files, and the files directly in directories whose names end with
     one of ``suffixes`` (wheels; with ``.conda``/``.tar.bz2``, conda packages too)."""
-    found: List[str] = []
+    found: list[str] = []
     for path in paths:
         if os.path.isdir(path):
             found.extend(
@@ -212,10 +213,10 @@ def wheel_files(paths: List[str], suffixes: Tuple[str, ...] = (".whl",)) -> List
 
 
 def archive_facts(
-    contents: List[WheelContents],
+    contents: list[WheelContents],
     label: str,
     detail: bool = False,
-    kernel_less_max: Optional[int] = None,
+    kernel_less_max: int | None = None,
 ) -> ProbeResponse:
     """A probe answer with the "python" and "binaries" sections of these archives (one row
     per kind of entry unless ``detail``: ``summary.summarized``, with ``kernel_less_max``)."""
