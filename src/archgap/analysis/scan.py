@@ -18,7 +18,17 @@ from archgap.analysis.platform import (
     image_mismatches,
     platform_findings,
 )
-from archgap.analysis.verdicts import NONE, PARTIAL, PackageVerdict, group_by_package, verdicts_for
+from archgap.analysis.verdicts import (
+    JIT,
+    KERNEL_LIBRARY,
+    NATIVE,
+    NONE,
+    PARTIAL,
+    UNKNOWN,
+    PackageVerdict,
+    group_by_package,
+    verdicts_for,
+)
 from archgap.codec import decode, prepare
 from archgap.image.facts import ImageFacts
 from archgap.kb.gpus import identify
@@ -71,10 +81,9 @@ class ScanReport:
 
     @property
     def gaps(self) -> tuple[PackageVerdict, ...]:
-        """Packages that cannot run at all on a GPU that is present or was named."""
+        """Packages not shown to run on a GPU that is present or was named (``fails``)."""
         gating = {g.label for g in self.gpus if g.gates_exit_code}
-        failing = (NONE, PARTIAL) if self.strict else (NONE,)
-        return tuple(p for p in self.packages if p.verdict in failing and p.gpu in gating)
+        return tuple(p for p in self.packages if p.gpu in gating and fails(p, self.strict))
 
     @property
     def problems(self) -> tuple[Problem, ...]:
@@ -86,6 +95,19 @@ class ScanReport:
             + facts.problems
             + unidentified_gpus(facts)
         )
+
+
+def fails(package: PackageVerdict, strict: bool) -> bool:
+    """A package fails a gating GPU when nothing in it runs there, or nothing could be read
+    (unknown proves nothing, as in the build gate); with ``strict`` (the meaning --strict has
+    everywhere) every kernel library must hold SASS for it: PTX only, a library with nothing
+    for it ('partial') or one that could not be read fail too."""
+    if package.verdict in (NONE, UNKNOWN):
+        return True
+    kernels = (lib for lib in package.libraries if lib.role == KERNEL_LIBRARY)
+    return strict and (
+        package.verdict in (PARTIAL, JIT) or any(lib.verdict != NATIVE for lib in kernels)
+    )
 
 
 def gpu_capability(gpu: Gpu) -> ComputeCapability | None:

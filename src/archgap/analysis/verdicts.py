@@ -328,7 +328,8 @@ def group_by_package(
             owner[path] = (dist.name, dist.version)
     groups: dict[tuple[str, str], list[BinaryFacts]] = {}
     for binary in binaries:
-        if not has_device_code(binary) and binary.format not in ("unreadable", "unknown"):
+        unread = binary.error or binary.format in ("unreadable", "unknown")
+        if not has_device_code(binary) and not unread:  # a truncated ELF is unread, not CPU-only
             continue
         key = owner.get(binary.path, (UNOWNED, ""))
         groups.setdefault(key, []).append(binary)

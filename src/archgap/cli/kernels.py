@@ -65,7 +65,7 @@ OPTIONS = (
         "CI gate for a build: exit 1 when a library with device code has nothing that runs on "
         "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated"
     ),
-    opt.flag("--strict", "with --require: only PTX (JIT at load) for a required GPU also fails"),
+    opt.STRICT,
     opt.RESOLVING,
     opt.TLS_VERIFY,
     opt.output(opt.TABLE_FORMATS),

@@ -139,6 +139,14 @@ def sections_option(default: str, **settings: Any) -> Option:
     return option("--sections", default=default, metavar="LIST", **settings)
 
 
+# scan and kernels: one meaning of --strict (analysis.scan.fails, analysis.build_gate).
+STRICT = flag(
+    "--strict",
+    "with --require (scan: or --gpu): only SASS counts; a library whose code for the GPU is PTX "
+    "only (JIT-compiled at load) fails, as does one without code for it or that could not be read",
+)
+
+
 def show_all_option(help: str) -> Option:
     return flag("--all", help, dest="show_all")
 

@@ -51,11 +51,7 @@ OPTIONS = (
         help="judge against this NVIDIA driver (580.65.06) instead of the detected one: the PTX "
         "ISA it can JIT and the CUDA runtimes (cudart/nvrtc wheels, torch) it can run",
     ),
-    opt.flag(
-        "--strict",
-        "with --require/--gpu: a 'partial' package (a kernel library without code for the GPU) "
-        "fails too",
-    ),
+    opt.STRICT,
     opt.env_from_option(
         "resolve toolkits and JIT settings with a service's environment: a process id "
         "(/proc/PID/environ), an env file (KEY=VALUE lines) or `docker inspect` JSON"
