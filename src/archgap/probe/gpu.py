@@ -290,6 +290,9 @@ def query_nvidia_smi(
     return facts, problems, False
 
 
+NVIDIA_SMI_MISSING = "not found on PATH"  # a node without GPUs, unlike one whose nvidia-smi fails
+
+
 def probe_gpus(system: System, timeout: float = NVIDIA_SMI_TIMEOUT) -> GpuFacts:
     """GPUs from nvidia-smi; from NVML when nvidia-smi is missing or fails; else the driver only.
 
@@ -301,7 +304,7 @@ def probe_gpus(system: System, timeout: float = NVIDIA_SMI_TIMEOUT) -> GpuFacts:
     smi = system.which("nvidia-smi")
     smi_timed_out = False
     if smi is None:
-        problems.append(Problem("nvidia-smi", "not found on PATH"))
+        problems.append(Problem("nvidia-smi", NVIDIA_SMI_MISSING))
     else:
         smi_facts, smi_problems, smi_timed_out = query_nvidia_smi(system, smi, timeout, proc_driver)
         problems.extend(smi_problems)

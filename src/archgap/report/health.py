@@ -1,12 +1,17 @@
 """A scan as one health-check line for Slurm, NHC and readiness probes: ``OK`` or a stable reason.
 
 ``archgap: <code>: <package> <version> on <gpu>: <short why>``, at most ``MAX_LINE`` characters,
-one line. The codes are a contract (drain policies match them): never rename one, only add.
+one line, with no quote, backslash, ``$`` or backtick: NHC hands a check's message to
+``eval $OFFLINE_NODE "'$HOSTNAME'" "'$*'"`` (mej/nhc 1.4.3, ``nhc`` lines 61 and 64), where a
+single quote ends the quoting and the rest is shell syntax. The codes are a contract (drain
+policies match them): never rename one, only add.
 
 exit 1 (the node cannot run this stack; a drain policy may act on it):
   ``gpu-missing``   a ``--require``'d GPU is not present
   ``no-kernel``     a package has no kernel that can run on a present or named GPU
   ``jit-fails``     a JIT compiler (FlashInfer, Triton, torch extensions) will fail on such a GPU
+  ``gpu-fault``     nvidia-smi is installed but hung or failed and no GPU answered (a GPU that
+                    fell off the bus, a driver that is not loaded): the node cannot run GPU jobs
 exit 2 (archgap could not judge; not a reason to drain):
   ``probe-failed``  the facts could not be collected (unreachable target, bad --env-from ...)
   ``no-python``     the interpreter has no site-packages (it did not run, or is not Python)
@@ -24,13 +29,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from archgap.probe.gpu import NVIDIA_SMI_MISSING
+
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.scan import ScanReport
+    from archgap.probe.facts import GpuFacts
 
 MAX_LINE = 200
 PREFIX = "archgap:"
-GAP_CODES = ("gpu-missing", "no-kernel", "jit-fails")
+GAP_CODES = ("gpu-fault", "gpu-missing", "no-kernel", "jit-fails")
 ERROR_CODES = ("probe-failed", "no-python", "gpu-unknown", "no-gpu", "usage")
 
 
@@ -49,9 +57,15 @@ class Health:
 OK = Health("ok", "OK", 0)
 
 
+# What a shell reads as syntax even inside NHC's single quotes (the quote itself), or as an
+# expansion or escape wherever else the line is pasted: an apostrophe becomes a typographic one,
+# the rest is dropped.
+_SHELL_SYNTAX = str.maketrans({"'": "\u2019", '"': None, "`": None, "$": None, "\\": "/"})
+
+
 def one_line(text: str) -> str:
-    """Whitespace and control characters collapsed to single spaces."""
-    return re.sub(r"[\s\x00-\x1f\x7f]+", " ", text).strip()
+    """Whitespace and control characters collapsed to single spaces, shell syntax dropped."""
+    return re.sub(r"[\s\x00-\x1f\x7f]+", " ", text.translate(_SHELL_SYNTAX)).strip()
 
 
 def reason_line(code: str, subject: str, why: str, more: int = 0) -> str:
@@ -83,6 +97,9 @@ def health(report: ScanReport, missing_required: Sequence[str] = ()) -> Health:
     ``missing_required``: the --require'd GPUs that are not present ("sm_120 (compute capability
     12.0)"), computed by the caller from the same facts.
     """
+    fault = gpu_fault(report.gpu_facts)
+    if fault:  # before gpu-missing: the GPU is "missing" because it does not answer
+        return Health("gpu-fault", reason_line("gpu-fault", "nvidia-smi", fault), 1)
     if missing_required:
         present = ", ".join(sorted({str(g.compute_capability) for g in report.gpus
                                     if g.role == "present"})) or "none"  # fmt: skip
@@ -104,6 +121,18 @@ def health(report: ScanReport, missing_required: Sequence[str] = ()) -> Health:
         subject = f"{f.package} {f.version} on {gpu}"
         return Health("jit-fails", reason_line("jit-fails", subject, f.cause, len(jit) - 1), 1)
     return _unjudged(report) or OK
+
+
+def gpu_fault(gpu_facts: GpuFacts) -> str | None:
+    """Why the node's GPUs are faulty, or None: nvidia-smi is installed but hung or failed and
+    no GPU answered NVML either. A node without nvidia-smi is a node without GPUs (no-gpu)."""
+    if gpu_facts.gpus:
+        return None
+    return next(
+        (p.reason for p in gpu_facts.problems
+         if p.subject == "nvidia-smi" and p.reason != NVIDIA_SMI_MISSING),
+        None,
+    )  # fmt: skip
 
 
 def _unjudged(report: ScanReport) -> Health | None:
