@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 
 
 def required_gpus(names: Sequence[str]) -> list[GpuTarget]:
-    """The GPUs of --require values (comma-separated), each once; ``UnknownGpu`` for a bad one."""
+    """The GPUs of --require values, each once; ``UnknownGpu`` for a bad one."""
     from archgap.analysis.compat import resolve_gpu
 
     gpus: dict[str, GpuTarget] = {}
-    for name in (v.strip() for value in names for v in value.split(",") if v.strip()):
+    for name in names:
         gpu = resolve_gpu(name)
         gpus.setdefault(gpu.label, gpu)
     return list(gpus.values())

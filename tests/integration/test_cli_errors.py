@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from archgap.cli import parse
 from tests.helpers import DATA, json_output, run_cli
 
 FLASHINFER = DATA / "venv-flashinfer-python-0.6.8" / "bin" / "python"
@@ -95,6 +98,34 @@ def test_gpus_resolves_names_as_gpu_does() -> None:
         assert chosen, name
         assert {p.compute_capability for p in chosen} == {str(resolve_gpu(name).compute_capability)}
     assert [p.name for p in select(["H100 PCIe"]) or ()] == ["NVIDIA H100"]
+
+
+def test_trace_without_a_name_asks_for_the_name(capsys: pytest.CaptureFixture[str]) -> None:
+    # PATH is optional (nargs="*"): only NAME is missing.
+    with pytest.raises(SystemExit) as stopped:
+        parse(["trace"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "archgap trace: error: the following arguments are required: NAME"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [("scan", "--gpu"), ("scan", "--require"), ("kernels", "--require"), ("gates", "--kind")],
+)
+def test_repeatable_lists_split_on_commas(command: str, option: str) -> None:
+    given = [command, option, "a, b", option, "c", *(["x.so"] if command == "kernels" else [])]
+    assert getattr(parse(given), option[2:]) == ["a", "b", "c"]
+    assert getattr(parse([command, *given[5:]]), option[2:]) == []
+
+
+def test_probe_format_help_names_its_only_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(["probe", "--help"])
+    assert "--format {json} output format (default json;" in " ".join(
+        capsys.readouterr().out.split()
+    )
 
 
 def test_probe_stdout_is_always_one_json_document() -> None:

@@ -109,9 +109,8 @@ def _scan(target: Target, args: argparse.Namespace, env_from: str | None) -> Sca
     from archgap.analysis.compat import UnknownGpu
     from archgap.api import ProbeError, scan
 
-    gpus = [g.strip() for v in args.gpu for g in v.split(",") if g.strip()]
     try:
-        return scan(args.python, gpus, target, env_from, args.root, args.timeout)
+        return scan(args.python, args.gpu, target, env_from, args.root, args.timeout)
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
     except ProbeError as exc:

@@ -27,7 +27,7 @@ OPTIONS = (
         help="installed distributions to map (default: all of site-packages)",
     ),
     opt.repeated("--path", "PATH", "a file or directory to map instead (repeatable)"),
-    opt.repeated(
+    opt.listed(
         "--kind",
         "KIND",
         "only these kinds (repeatable, comma-separated): capability-call, arch-list-call, "
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     check_local_paths(args, args.path)
     from archgap.report import gates as shown
 
-    kinds = tuple(k.strip() for value in args.kind for k in value.split(",") if k.strip())
+    kinds = tuple(args.kind)
     unknown = [k for k in kinds if k not in shown.KINDS]
     if unknown:
         raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")

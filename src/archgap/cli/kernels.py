@@ -58,9 +58,7 @@ OPTIONS = (
         "also search data sections for containers and cubins cuobjdump does not list "
         "(cuBLASLt/cuDNN .cask_resource, cuFFT .ldata, .rodata, .data, __nv_relfatbin)",
     ),
-    opt.show_all_option(
-        "one row per entry instead of one per target, and list files without device code"
-    ),
+    opt.show_all_option("files without device code, and one row per entry (not per target)"),
     opt.require_option(
         "CI gate for a build: exit 1 when a library with device code has nothing that runs on "
         "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated"

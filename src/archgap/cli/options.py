@@ -104,6 +104,26 @@ def repeated(name: str, metavar: str, help: str, **settings: Any) -> Option:
     )
 
 
+class _Listed(argparse.Action):
+    """Each use adds its comma-separated values, stripped, to one list: ``--gpu H100,B200
+    --gpu 12.0`` is ``["H100", "B200", "12.0"]``."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        items = [] if current is self.default else list(current or [])  # a default is replaced
+        items.extend(v.strip() for v in str(values).split(",") if v.strip())
+        setattr(namespace, self.dest, items)
+
+
+def listed(name: str, metavar: str, help: str, **settings: Any) -> Option:
+    """A repeatable option of comma-separated values (the one type of such lists)."""
+    return Option(
+        (name,), {"action": _Listed, "default": [], "metavar": metavar, "help": help, **settings}
+    )
+
+
 def one_of(*items: Option, required: bool = False) -> Group:
     return Group(items, exclusive=True, required=required)
 
@@ -114,13 +134,14 @@ def hidden(name: str, **settings: Any) -> Option:
 
 
 def gpu_option(help: str) -> Option:
-    """``--gpu GPU``, repeatable: a compute capability or a product name."""
-    return repeated("--gpu", "GPU", help)
+    """``--gpu GPU``, repeatable, comma-separated: a compute capability or a product name."""
+    return listed("--gpu", "GPU", help)
 
 
 def require_option(help: str) -> Option:
-    """``--require GPU``, repeatable: a GPU that must be served (exit 1 otherwise)."""
-    return repeated("--require", "GPU", help)
+    """``--require GPU``, repeatable, comma-separated: a GPU that must be served (exit 1
+    otherwise)."""
+    return listed("--require", "GPU", help)
 
 
 def env_from_option(help: str) -> Option:
@@ -147,8 +168,9 @@ STRICT = flag(
 )
 
 
-def show_all_option(help: str) -> Option:
-    return flag("--all", help, dest="show_all")
+def show_all_option(what: str) -> Option:
+    """``--all``: what a command leaves out by default (with a count), shown."""
+    return flag("--all", f"show what is left out by default: {what}", dest="show_all")
 
 
 def _boolean(text: str) -> bool:
@@ -170,20 +192,19 @@ TLS_VERIFY = option(
 )
 
 # gates and trace: the trees a scan of source leaves out unless asked.
-ALL_TREES = show_all_option(
-    "include vendored, example and test trees (left out by default, with a count)"
-)
+ALL_TREES = show_all_option("vendored, example and test trees")
 
 
 def output(formats: tuple[str, ...] = ("text", "json")) -> Group:
-    """``--format`` (text by default) and ``--json``, the alias of ``--format json``."""
+    """``--format`` (the first of ``formats`` by default) and ``--json``, the alias of
+    ``--format json``."""
     return Group(
         (
             option(
                 "--format",
                 choices=formats,
-                default="text",
-                help="output format (default text; json follows a versioned schema)",
+                default=formats[0],
+                help=f"output format (default {formats[0]}; json follows a versioned schema)",
             ),
             option(
                 "--json",

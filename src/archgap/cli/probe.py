@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.transport.run import TransportFailure, run_probe
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    required = [r.strip() for value in args.require for r in value.split(",") if r.strip()]
+    required = args.require
     target = target_from_args(args)
     python = args.python if (args.python or target.is_local) else target.python
     request = request_or_usage_error(sections, python)

@@ -53,9 +53,8 @@ def _gpus(args: argparse.Namespace) -> list[GpuTarget]:
     from archgap.analysis.compat import UnknownGpu, resolve_gpu
     from archgap.analysis.recipe import gpus_of_fleet
 
-    names = [v.strip() for value in args.gpu for v in value.split(",") if v.strip()]
     try:
-        gpus = [resolve_gpu(name) for name in names]
+        gpus = [resolve_gpu(name) for name in args.gpu]
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
     if args.from_paths:

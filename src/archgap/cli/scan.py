@@ -62,10 +62,6 @@ OPTIONS = (
 )
 
 
-def _split(values: list[str]) -> list[str]:
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
     if not args.health:
         return _run(args, out)
@@ -85,7 +81,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     from archgap.cli.engines import check_scan_options, write_scan_files
 
     check_scan_options(args)
-    named = _split(args.gpu) + _split(args.require)
+    named = [*args.gpu, *args.require]
     target = target_from_args(args)
     started = time.monotonic()
     try:

@@ -38,7 +38,10 @@ OPTIONS = (
         help="an identifier (TARGET_CUDA_ARCHS), a dotted name (torch.cuda.get_device_capability) "
         "or a string key (FLASHINFER_CUDA_ARCH_LIST)",
     ),
-    opt.option("paths", nargs="*", metavar="PATH", help="files or directories to search"),
+    # A default: argparse would otherwise call PATH required when NAME is missing.
+    opt.option(
+        "paths", nargs="*", default=[], metavar="PATH", help="files or directories to search"
+    ),
     opt.repeated("--dist", "DIST", "search only this installed distribution's files (repeatable)"),
     opt.ALL_TREES,
     opt.ENVIRONMENT,

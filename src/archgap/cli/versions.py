@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.index.resolve import ResolveError
     from archgap.report import versions as rendering
 
-    gpus = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
+    gpus = args.gpu
     started = time.monotonic()
     try:
         with out.counter(f"judging {args.package}") as tell:
