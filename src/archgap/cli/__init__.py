@@ -35,6 +35,7 @@ COMMANDS = (
     "k8s-manifest",
     "recipe",
     "fix",
+    "mcp",
     "completion",
 )
 

@@ -1,0 +1,177 @@
+"""``archgap mcp``: the read-only commands as Model Context Protocol tools, served over stdio
+with the official SDK (the ``archgap[mcp]`` extra).
+
+Each call runs its api function in a worker thread, one call at a time (a local probe forks);
+what the function tells its progress callback goes to the client as progress notifications
+when the client asked for them (a progressToken). Every failure is the tool's error, in one
+line: the server itself never stops on a call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import jsonschema
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from archgap import __version__
+from archgap.mcp.schema import ArgumentError, Derived, bind
+from archgap.mcp.tools import FIX_APPLY, READ_ONLY, ToolSpec, document, output_schema, summary
+
+Tell = Callable[[int, int, str], None]
+PROGRESS_INTERVAL = 0.1  # seconds between progress notifications (the last one always goes)
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    function: Callable[..., Any]
+    derived: Derived
+
+
+class Toolbox:
+    """The tools the api offers (``fix_apply`` only with ``allow_fix``), and their calls."""
+
+    def __init__(self, allow_fix: bool = False) -> None:
+        api = importlib.import_module("archgap.api")
+        self.allow_fix = allow_fix
+        self.tools: dict[str, Tool] = {}
+        for spec in (*READ_ONLY, *((FIX_APPLY,) if allow_fix else ())):
+            function = getattr(api, spec.function, None)
+            if callable(function):
+                self.tools[spec.name] = Tool(spec, function, spec.derived(function))
+
+    def listing(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=name,
+                description=tool.spec.purpose,
+                input_schema=tool.derived.schema,
+                output_schema=output_schema(tool.spec.command),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=tool.spec is not FIX_APPLY,
+                    destructive_hint=False,
+                    open_world_hint=True,
+                ),
+            )
+            for name, tool in self.tools.items()
+        ]
+
+    def call(self, name: str, arguments: Mapping[str, Any], tell: Tell) -> dict[str, Any]:
+        """The document of tool ``name`` for ``arguments``; a bad call raises ArgumentError."""
+        tool = self.tools.get(name)
+        if tool is None:
+            if name == FIX_APPLY.name:
+                raise ArgumentError("fix_apply is off: start the server with --allow-fix")
+            raise ArgumentError(f"no tool {name!r}")
+        problem = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(tool.derived.schema).iter_errors(dict(arguments))
+        )
+        if problem is not None:
+            where = ".".join(str(p) for p in problem.absolute_path)
+            raise ArgumentError(f"{where + ': ' if where else ''}{problem.message}")
+        keywords = bind(tool.derived, arguments)
+        keywords.update({n: tell for n in tool.derived.supplied})
+        keywords.update(tool.spec.fixed)
+        started = time.monotonic()
+        result = tool.function(**keywords)
+        doc: dict[str, Any] = document(tool.spec, result, arguments, time.monotonic() - started)
+        return doc
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as the tool's one line: archgap's own errors (and bad values, unreadable
+    files) by their message, anything else named as an internal error."""
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if isinstance(exc, ValueError | OSError) or type(exc).__module__.startswith("archgap."):
+        return text or type(exc).__name__
+    return f"internal error: {type(exc).__name__}: {text}"
+
+
+def result_of(toolbox: Toolbox, name: str, arguments: Mapping[str, Any], tell: Tell) -> Any:
+    """The call's result, or its failure as a tool error (never raised to the SDK)."""
+    spec = toolbox.tools[name].spec if name in toolbox.tools else None
+    try:
+        doc = toolbox.call(name, arguments, tell)
+    except Exception as exc:  # a tool error for the assistant to read, and the server goes on
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"archgap {name}: {one_line(exc)}")], is_error=True
+        )
+    assert spec is not None
+    return types.CallToolResult(
+        content=[
+            types.TextContent(text=summary(spec, doc)),
+            types.TextContent(text=json.dumps(doc)),
+        ],
+        structured_content=doc,
+    )
+
+
+def build_server(allow_fix: bool = False) -> Server[Any]:
+    toolbox = Toolbox(allow_fix)
+    one_at_a_time = anyio.Lock()
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=toolbox.listing())
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tell = _progress(ctx)
+        async with one_at_a_time:
+            result: types.CallToolResult = await anyio.to_thread.run_sync(
+                result_of, toolbox, params.name, params.arguments or {}, tell
+            )
+        return result
+
+    return Server(
+        "archgap",
+        version=__version__,
+        instructions="archgap answers whether a Python GPU stack runs on a GPU, and if not, why "
+        "and how to fix it. Start with scan (an environment) or explain (a crash log); name a "
+        "remote machine with host, container, pod or via.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _progress(ctx: ServerRequestContext[Any]) -> Tell:
+    """A callback for the worker thread that reports to the client, at most ten times a
+    second; a no-op when the client sent no progressToken."""
+    if not (ctx.meta or {}).get("progress_token"):
+        return lambda _done, _total, _item: None
+    session = ctx.session
+    last = [0.0]
+
+    def tell(done: int, total: int, item: str) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_INTERVAL and done < total:
+            return
+        last[0] = now
+        anyio.from_thread.run(session.report_progress, float(done), float(total), item)
+
+    return tell
+
+
+def serve(allow_fix: bool = False) -> None:
+    """Serve over stdin/stdout until the client closes them."""
+    server = build_server(allow_fix)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
