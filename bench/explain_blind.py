@@ -49,7 +49,9 @@ CLASSES = {
 
 
 def _any(patterns: list[str], text: str) -> bool:
-    return any(re.search(p, text) for p in patterns)
+    """Whether any pattern occurs in text; every pattern is matched case-insensitively (some were
+    frozen with a ``(?i)`` flag in the middle, which Python only accepts at the start)."""
+    return any(re.search(p.replace("(?i)", ""), text, re.IGNORECASE) for p in patterns)
 
 
 def score(case: dict[str, Any], diagnosis: Diagnosis) -> str:
