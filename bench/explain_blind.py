@@ -9,8 +9,9 @@ was scored once before any tuning (the first-time figure), set 2 only after tuni
 generalisation figure).
 
 Scores each case:
-  right       the cause names the expected mechanism and direction, and a fix that would work for
-              that GPU is offered (none that cannot, no ``<CC>`` placeholder for a GPU the log names)
+  right       the cause names the expected mechanism and direction, and a fix that would work
+              for that GPU is offered (none that cannot, no ``<CC>`` placeholder for a GPU the log
+              names)
   wrong-fix   recognised, the cause is right, but no offered fix would work (or one cannot)
   wrong-cause recognised, but the cause names another mechanism or the wrong direction
   missed      no architecture cause recognised
@@ -30,8 +31,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from archgap.api import diagnose
 from archgap.analysis.explain import Diagnosis
+from archgap.api import diagnose
 
 BLIND = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "explain_blind"
 CLASSES = {
@@ -72,7 +73,8 @@ def score(case: dict[str, Any], diagnosis: Diagnosis) -> str:
     if not _any(case.get("cause_any", [".*"]), cause) or _any(case.get("cause_none", []), cause):
         return "wrong-cause"
     if case.get("conditional"):
-        return "right" if diagnosis.decide or diagnosis.cause_status != "determined" else "wrong-fix"
+        says_what_decides = diagnosis.decide or diagnosis.cause_status != "determined"
+        return "right" if says_what_decides else "wrong-fix"
     fix_none = case.get("fix_none", []) + ([r"<CC>"] if case.get("gpu_cc") else [])
     if _any(fix_none, fixes):
         return "wrong-fix"
@@ -104,10 +106,11 @@ def run(only_set: int | None = None) -> dict[str, Any]:
                     "fixes": [f.text for f in diagnosis.fixes],
                 }
             )
-        arch = sum(1 for c in cases if c["set"] == set_no and c["expect"] != "non-arch")
+        in_set = [c for c in cases if c["set"] == set_no]
+        arch = sum(1 for c in in_set if c["expect"] != "non-arch")
         arch_right = sum(
             1
-            for c, r in zip((c for c in cases if c["set"] == set_no), rows)
+            for c, r in zip(in_set, rows, strict=True)
             if c["expect"] != "non-arch" and r["verdict"] == "right"
         )
         figures[f"set {set_no}"] = {
