@@ -3,7 +3,8 @@
 A ```console block is a session: each ``$ `` line (with ``\\`` continuations) is run by bash in the
 examples' sandbox, and the lines up to the next ``$ `` are its expected output. Both sides are
 normalised the same way (the sandbox's path shown as /srv/demo, this host's name, durations), and
-a line ``...`` matches any number of lines (an example still shows at least one line of output). ```sh / ```bash blocks are commands to copy, not sessions.
+a line ``...`` matches any number of lines (an example still shows at least one line of output).
+```sh / ```bash blocks are commands to copy, not sessions.
 
 The sandbox is what the examples name: ``venv`` (FlashInfer 0.6.8 as installed from PyPI),
 ``cuda-12.8`` (a CUDA 12.8 nvcc banner), ``crash.log`` (the seed incident's server log) and
