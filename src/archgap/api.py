@@ -130,7 +130,8 @@ def scan(
     env_problem = facts.errors.get("env_from")
     if env_problem:
         raise ProbeError(f"--env-from {env_from}: {env_problem}")
-    return _judge(facts, gpus, driver=driver, strict=strict)
+    report = _judge(facts, gpus, driver=driver, strict=strict)
+    return report if target.is_local else replace(report, target=target.name)
 
 
 def scan_archives(

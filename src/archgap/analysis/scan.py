@@ -64,6 +64,7 @@ class ScanReport:
     driver_source: str = ""
     strict: bool = False  # --strict: 'partial' on a gating GPU is a gap too
     images: tuple[ImageFacts, ...] = ()  # container images judged (their platform, Python sites)
+    target: str = ""  # where the facts were collected when not here: "root@gpu1", a container
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:

@@ -37,7 +37,7 @@ OPTIONS = (
         "docker-archive:FILE, docker://REF, rootfs:DIR (default: the environment of --python)",
     ),
     opt.RESOLVING,
-    opt.TLS_VERIFY,
+    opt.REGISTRY,
     opt.ENVIRONMENT,
     opt.gpu_option(
         "judge against this GPU: a compute capability (12.0, sm_120) or a name (RTX PRO 6000, "
@@ -83,6 +83,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     check_scan_options(args)
     named = [*args.gpu, *args.require]
     target = target_from_args(args)
+    out.note(f"scanning {target.name}")
     started = time.monotonic()
     try:
         options = {"driver": args.driver, "strict": args.strict}
@@ -208,7 +209,10 @@ def _print_environment(out: Output, report: ScanReport) -> None:
     env = report.environment
     source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
     if env.executable:
-        out.print(f"[bold]Python[/] {e(env.executable)} ({env.python_version or '?'}){source}")
+        from archgap.report.scan import where
+
+        version = env.python_version or "?"
+        out.print(f"[bold]Python[/] {e(env.executable)} ({version}){e(where(report))}{source}")
         return
     from archgap.report.scan import environment_label
 

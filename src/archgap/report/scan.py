@@ -128,12 +128,17 @@ def summary(report: ScanReport, elapsed: float) -> str:
     )
 
 
+def where(report: ScanReport) -> str:
+    """`` on HOST`` for facts collected on another machine (every report names it)."""
+    return f" on {report.target}" if report.target else ""
+
+
 def environment_label(report: ScanReport) -> str:
     """``Python 3.12.3 /path/python``; for wheels judged before installing, their names; for
     images, their names and platforms."""
     env = report.environment
     if env.executable:
-        return f"Python {env.python_version} {env.executable}"
+        return f"Python {env.python_version} {env.executable}{where(report)}"
     images = [f"{i.label} ({i.platform})" if i.platform else i.label for i in report.images]
     inside = tuple(i.label + "/" for i in report.images)
     wheels = [
@@ -155,7 +160,7 @@ def markdown(report: ScanReport, libs: bool) -> str:
         "### archgap scan",
         "",
         f"- archgap {__version__}",
-        f"- Python {esc(env.python_version or '?')} (`{env.executable}`)"
+        f"- Python {esc(env.python_version or '?')} (`{env.executable}`){esc(where(report))}"
         if env.executable
         else f"- {esc(environment_label(report))} (not installed)",
     ]
@@ -194,6 +199,7 @@ def body(report: ScanReport, elapsed: float) -> dict[str, Any]:
     """The body of the scan document (schema/scan.schema.json)."""
     env = report.environment
     return {
+        **({"target": report.target} if report.target else {}),
         "python": {
             "executable": env.executable,
             "version": env.python_version,

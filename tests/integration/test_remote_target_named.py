@@ -1,0 +1,35 @@
+"""A remote scan names its target in every report: text, markdown, the summary line, JSON and
+-v. The target here is a real command prefix (``--via env``: the probe travels over stdin to a
+python3 that ``env`` starts), the path every remote target (ssh, a container, a pod) takes."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from archgap.cli import main
+from tests.integration.test_recipe_build import schema
+
+
+@pytest.mark.parametrize("form", ["text", "markdown", "summary", "json"])
+def test_every_report_of_a_remote_scan_names_the_target(
+    form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["scan", "--via", "env", "--gpu", "12.0", "--format", form, "-v"]) == 0
+    out, err = capsys.readouterr()
+    assert "archgap: scanning env" in err.splitlines()
+    if form == "json":
+        doc = json.loads(out)
+        jsonschema.validate(doc, schema("scan"))
+        assert doc["target"] == "env"
+    else:
+        # The line naming the interpreter names the machine it is on.
+        python_line = next(line for line in out.splitlines() if "Python" in line)
+        assert " on env" in python_line, out
+
+
+def test_a_local_scan_names_no_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", "--gpu", "12.0", "--json"]) == 0
+    assert "target" not in json.loads(capsys.readouterr().out)
