@@ -44,7 +44,8 @@ def test_toolkit_can_target(cuda: str, target: str, ok: bool) -> None:
         ("580.65.06", "9.0"),
         ("580.65.05", "8.8"),
         ("560.35.03", "8.5"),
-        ("440.33.01", None),
+        ("440.33.01", "6.5"),  # CUDA 10.2 (Table 3: >= 440.33)
+        ("384.80", None),  # below CUDA 9.0's 384.81: before the table's first minimum
         ("garbage", None),
     ],
 )
