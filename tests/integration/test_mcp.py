@@ -146,6 +146,11 @@ def test_explain_of_the_seed_log_names_nvcc_12_9(client: Client) -> None:
     assert found["root_signature"] == "flashinfer-sm12-needs-cuda129"
     assert "12.8" in found["root_cause"] and "12.9" in found["root_cause"]
     assert "12.9" in result.content[0].text  # the summary names the cause too
+    # Without an environment named, the log alone: the server's own interpreter is not the one
+    # that crashed. The log still pins the cause (its "SM 12.x requires CUDA >= 12.9" lines).
+    alone = _document(client.call("explain", {"log": log}), "explain")["explain"]
+    assert alone["environment"] == "" and alone["confirmed"] is False
+    assert alone["root_signature"] == "flashinfer-sm12-needs-cuda129"
 
 
 def _flashinfer_failure(doc: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,9 @@ tool call's arguments bound back to those parameters.
 
 A parameter of a plain type (str, int, float, bool, a sequence of them, optional or not) is a
 property of the same name. A frozen dataclass parameter (``explain``'s ``Where``, ``fleet``'s
-``FleetSource``) is flattened: its fields are properties, and the call builds it from them. A
+``FleetSource``) is flattened: its fields are properties, and the call builds it from them; one
+that may be None is None when none of its fields is given (the server's own interpreter is never
+the environment an assistant means: ``explain`` then reads the log alone). A
 ``Target`` is the four ways of naming one (``host``, ``container``, ``pod``, ``via``, at most
 one), with the ``python`` property as the interpreter there. Anything else (a callback, an
 options object) is not offered; it keeps its default, or the server supplies it (progress).
@@ -42,6 +44,7 @@ class Bound:
     kind: str  # "plain", "dataclass" or "target"
     cls: Any = None
     fields: tuple[Bound, ...] = ()
+    optional: bool = False  # a dataclass that may be None: None when none of its fields is given
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,8 @@ def _bind(
             for f in dataclasses.fields(inner)
             if f.name not in omit | NOT_OFFERED
         ]
-        return Bound(name, "dataclass", inner, tuple(f for f in fields if f is not None))
+        bound = tuple(f for f in fields if f is not None)
+        return Bound(name, "dataclass", inner, bound, optional=inner is not hint)
     return None
 
 
@@ -186,6 +190,8 @@ def bind(derived: Derived, arguments: Mapping[str, Any]) -> dict[str, Any]:
     for one in derived.bound:
         if _given(one, arguments):
             keywords[one.name] = _value(one, arguments)
+        elif one.optional:
+            keywords[one.name] = None
     return keywords
 
 
