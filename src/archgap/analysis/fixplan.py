@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archgap.analysis.fixes import ENV, PATCH, TOOLKIT, UPGRADE, Fix
+from archgap.analysis.fixes import ENV, PATCH, TOOLKIT, UPGRADE, Fix, ranked
 from archgap.analysis.jit import JitFinding
 from archgap.analysis.scan import ScanReport
 from archgap.kb import load_json
@@ -118,7 +118,8 @@ def _patch_edit(report: ScanReport, finding: JitFinding) -> tuple[dict[str, Any]
         if finding.compute_capability not in entry["compute_capabilities"]:
             continue
         site = pkg.dist_info.rstrip("/").rsplit("/", 1)[0]
-        edit = {"kind": "patch", "path": f"{site}/{entry['file']}"}
+        # within: the patched file must stay in this site-packages (no link out of it)
+        edit = {"kind": "patch", "path": f"{site}/{entry['file']}", "within": site}
         edit.update({k: entry[k] for k in ("sha256", "sha256_after", "old", "new")})
         return edit, f"{entry['id']}: {entry['removes']} ({entry['source']})"
     return None
@@ -160,13 +161,14 @@ def plan(report: ScanReport, dest: Destination) -> Plan:
                 actions.append(action)
             else:
                 actions[actions.index(same)] = _with_removes(same, action.removes)
-    ranked = [f.kind for g in report.jit_gaps for f in g.fixes if f.kind in (ENV, TOOLKIT)]
+    engine = ranked(fix for g in report.jit_gaps for fix in g.fixes)
+    variables = [f.kind for f in engine if f.kind in (ENV, TOOLKIT)]
     shell = dest.env_file is None and dest.systemd_unit is None
     joined: list[Action] = []
     exports: list[str] = []
     reload: str | None = None
     notes: list[str] = []
-    for kind in dict.fromkeys(ranked):  # the engine's order: the first kind is the default
+    for kind in dict.fromkeys(variables):  # the engine's order: the first kind is the default
         group = [a for a in actions if a.kind == kind]
         pairs, dropped = _resolve(report, [p for a in group for p in a.env], shell)
         pairs = _merge(pairs)

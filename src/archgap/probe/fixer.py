@@ -15,14 +15,21 @@ first finishes what a killed run left: a ``pending`` record whose file still has
 dropped (rolled back), one whose file has the new bytes is completed; an ``undoing`` record is
 completed. A file is only ever its old bytes or its new bytes, never half of each.
 
+Links: every file is reached through its directory opened once (a link swapped in later cannot
+redirect a write); a target that is a symbolic link, or a patched file reached through a link out
+of its site-packages (``within``), is refused; temp files get unique names and are created with
+``O_EXCL|O_NOFOLLOW``, so nothing planted beside a file is ever followed or chmod'ed.
+
 Edits: ``{"kind": "env-file", "path", "set": [[NAME, VALUE], ...]}`` (existing lines kept, a
 changed value replaced in place, new names appended), ``{"kind": "file", "path", "content"}``
 (a whole file, e.g. a systemd drop-in) and ``{"kind": "patch", "path", "sha256", "old", "new",
-"sha256_after"}`` (one exact replacement in a file whose hash must be ``sha256``).
+"sha256_after", "within"}`` (one exact replacement in a file whose hash must be ``sha256``, inside
+the directory ``within``).
 """
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import difflib
 import errno
@@ -31,15 +38,18 @@ import json
 import os
 import re
 import signal
+import stat
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .system import System
+from .system import System, hide_url_password, read_regular, shown_value
 
 JOURNAL = "journal.json"
 LOCK = "lock"
 CRASH_HOOK = "ARCHGAP_FIX_CRASH_AT"  # tests: SIGKILL this process at the Nth durable step
 _ENV_LINE = re.compile(r"^(\s*(?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+TMP_SUFFIX = ".archgap-tmp"
+MAX_FILE_BYTES = 64 << 20  # an env file, a source file or a backup larger than this is refused
 
 
 class Refused(Exception):
@@ -74,20 +84,96 @@ def state_dir(explicit: Optional[str] = None) -> str:
     return os.path.join(base, "archgap", "fix")
 
 
-def _read(path: str) -> Optional[bytes]:
+@contextlib.contextmanager
+def _directory(path: str, within: Optional[str] = None) -> Iterator[Tuple[int, str]]:
+    """(an fd of ``path``'s directory, the file's name there): every step acts in that one
+    directory. Refused when it does not exist, or lies outside ``within`` (through a link)."""
+    directory, name = os.path.split(os.path.abspath(path))
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise Refused(
+            "directory %s does not exist (not created: name an existing one)" % directory
+        ) from None
     try:
-        os.fsync(fd)
+        if within is not None:
+            real, root = os.path.realpath(directory), os.path.realpath(within)
+            here, there = os.fstat(fd), os.stat(real)
+            if os.path.commonpath([real, root]) != root or (here.st_dev, here.st_ino) != (
+                there.st_dev,
+                there.st_ino,
+            ):
+                raise Refused(
+                    "%s is reached through a symbolic link out of %s (to %s); not changed"
+                    % (path, within, real)
+                )
+        yield fd, name
     finally:
         os.close(fd)
+
+
+def _read_at(fd: int, name: str, path: str) -> Optional[bytes]:
+    """The bytes of the regular file ``name`` in directory ``fd`` (None: there is none); Refused
+    for a link, a FIFO or another non-file, or a file too large to be one archgap edits."""
+    try:
+        data, more = read_regular(name, MAX_FILE_BYTES, dir_fd=fd, follow=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused("%s is a symbolic link; name the file it points to" % path) from None
+        if exc.errno == errno.EINVAL:
+            raise Refused("%s is not a regular file" % path) from None
+        raise
+    if more:
+        raise Refused("%s is larger than %d MiB; not changed" % (path, MAX_FILE_BYTES >> 20))
+    return data
+
+
+def _read(path: str, within: Optional[str] = None) -> Optional[bytes]:
+    with _directory(path, within) as (fd, name):
+        return _read_at(fd, name, path)
+
+
+def _temp_file(fd: int, name: str) -> Tuple[str, int]:
+    """A new temp file beside ``name`` (mkstemp's way: a random name, ``O_EXCL|O_NOFOLLOW``)."""
+    for _ in range(100):
+        tmp = ".%s.%s%s" % (name, binascii.hexlify(os.urandom(6)).decode(), TMP_SUFFIX)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return tmp, os.open(tmp, flags, 0o600, dir_fd=fd)
+        except FileExistsError:
+            continue
+    raise Refused("no free temporary name beside %s" % name)
+
+
+def _replace_at(
+    directory: int,
+    name: str,
+    data: bytes,
+    mode: Optional[int],
+    owner: Optional[Tuple[int, int]],
+    steps: Optional[_Steps],
+) -> None:
+    tmp, fd = _temp_file(directory, name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if owner is not None and owner != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # not root: the file becomes ours
+                os.fchown(fd, owner[0], owner[1])
+        os.fchmod(fd, 0o644 if mode is None else mode)  # only ever our own new file
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp, dir_fd=directory)
+        raise
+    os.close(fd)
+    if steps is not None:
+        steps.done()  # a kill here leaves only the temp file, removed by the next run
+    os.rename(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+    os.fsync(directory)
 
 
 def atomic_write(
@@ -96,27 +182,35 @@ def atomic_write(
     mode: Optional[int] = None,
     owner: Optional[Tuple[int, int]] = None,
     steps: Optional[_Steps] = None,
+    within: Optional[str] = None,
 ) -> None:
     """Replace ``path`` by ``data`` atomically with that mode and owner (0o644, ours: a new
-    file)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".%s.archgap-tmp" % os.path.basename(path))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    file); Refused when ``path`` is a link (``rename`` would replace the link, not its file)."""
+    with _directory(path, within) as (fd, name):
+        _check_target(fd, name, path)
+        _replace_at(fd, name, data, mode, owner, steps)
+
+
+def _check_target(fd: int, name: str, path: str) -> Optional[os.stat_result]:
+    """The status of ``name`` in directory ``fd`` (None: it does not exist); Refused unless it
+    is a regular file."""
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if owner is not None and owner != (os.geteuid(), os.getegid()):
-            with contextlib.suppress(PermissionError):  # not root: the file becomes ours
-                os.fchown(fd, owner[0], owner[1])
-        os.fchmod(fd, 0o644 if mode is None else mode)
+        found = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        raise Refused("%s is a symbolic link; name the file it points to" % path)
+    if not stat.S_ISREG(found.st_mode):
+        raise Refused("%s is not a regular file" % path)
+    return found
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    if steps is not None:
-        steps.done()  # a kill here leaves only the temp file, removed by the next run
-    os.rename(tmp, path)
-    _fsync_dir(directory)
 
 
 def _unlink(path: str) -> None:
@@ -185,26 +279,34 @@ def _new_bytes(edit: Dict[str, Any], old: Optional[bytes]) -> bytes:
     raise Refused("unknown edit kind %r" % kind)
 
 
+def _shown(line: str) -> str:
+    """One line of a file as a diff may show it: a setting's secret-looking value hidden."""
+    text = line.rstrip("\r\n")
+    match = _ENV_LINE.match(text)
+    if match is None:
+        return hide_url_password(line)
+    value = shown_value(match.group(2), match.group(3))
+    return "%s%s=%s%s" % (match.group(1), match.group(2), value, line[len(text) :])
+
+
 def _diff(path: str, old: Optional[bytes], new: Optional[bytes]) -> str:
+    """The unified diff from ``old`` to ``new``; secret-looking values are never in it."""
+
     def lines(data: Optional[bytes]) -> List[str]:
         return (data or b"").decode("utf-8", "replace").splitlines(True)
 
     before = "/dev/null" if old is None else "a" + path
     after = "/dev/null" if new is None else "b" + path
-    return "".join(difflib.unified_diff(lines(old), lines(new), before, after))
+    diff = difflib.unified_diff(lines(old), lines(new), before, after)
+    return "".join(d if d.startswith("@@") else d[:1] + _shown(d[1:]) for d in diff)
 
 
-def _preflight(path: str) -> None:
-    """Refused unless ``path`` can be replaced atomically."""
+def _preflight(fd: int, name: str, path: str) -> Optional[os.stat_result]:
+    """Refused unless ``name`` in directory ``fd`` can be replaced atomically; its status."""
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise Refused("directory %s does not exist (not created: name an existing one)" % directory)
     if not os.access(directory, os.W_OK):
         raise Refused("directory %s is read-only for this user" % directory)
-    if os.path.islink(path):
-        raise Refused("%s is a symbolic link; name the file it points to" % path)
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise Refused("%s is not a regular file" % path)
+    return _check_target(fd, name, path)
 
 
 def plan(edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -213,8 +315,9 @@ def plan(edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for edit in edits:
         path = os.path.abspath(str(edit.get("path")))
         try:
-            _preflight(path)
-            old = _read(path)
+            with _directory(path, edit.get("within")) as (fd, name):
+                _preflight(fd, name, path)
+                old = _read_at(fd, name, path)
             new = _new_bytes(edit, old)
         except (Refused, OSError) as exc:
             planned.append({"path": path, "kind": edit.get("kind"), "error": str(exc)})
@@ -275,15 +378,14 @@ class Journal:
         return os.path.join(self.directory, "%s.%s" % (record["id"], suffix))
 
 
-def _file_state(path: str) -> Optional[str]:
-    data = _read(path)
-    return None if data is None else sha256(data)
-
-
 def _remove_tmp(path: str) -> None:
-    tmp = os.path.join(os.path.dirname(path), ".%s.archgap-tmp" % os.path.basename(path))
-    if os.path.exists(tmp):
-        os.unlink(tmp)
+    """The temp files a killed run left beside ``path`` (removing a planted link is harmless)."""
+    directory, name = os.path.split(path)
+    ours = re.compile(r"^\.%s\.([0-9a-f]{12})?%s$" % (re.escape(name), re.escape(TMP_SUFFIX)))
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for found in os.listdir(directory):
+            if ours.match(found):
+                os.unlink(os.path.join(directory, found))
 
 
 def _restore(journal: Journal, record: Dict[str, Any]) -> None:
@@ -296,7 +398,8 @@ def _restore(journal: Journal, record: Dict[str, Any]) -> None:
         if original is None or sha256(original) != record["before"]:
             raise Refused("the backup of %s is missing or damaged; not restored" % path)
         owner = (int(record["uid"]), int(record["gid"]))
-        atomic_write(path, original, int(record["mode"]), owner, journal.steps)
+        mode = int(record["mode"])
+        atomic_write(path, original, mode, owner, journal.steps, record.get("within"))
     journal.steps.done()
 
 
@@ -325,7 +428,8 @@ def recover(journal: Journal) -> List[str]:
         if state == "applied":
             continue
         _remove_tmp(path)
-        now = _file_state(path)
+        data = _current(record)
+        now = None if data is None else sha256(data)
         if state == "pending" and now == record["before"]:
             _drop(journal, record)
             notes.append("rolled back an interrupted change of %s (file unchanged)" % path)
@@ -350,20 +454,28 @@ def recover(journal: Journal) -> List[str]:
 
 def _apply_one(journal: Journal, edit: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     path = os.path.abspath(str(edit.get("path")))
-    old = _read(path)
+    with _directory(path, edit.get("within")) as (fd, name):
+        return _apply_in(journal, edit, fd, name, path)
+
+
+def _apply_in(
+    journal: Journal, edit: Dict[str, Any], fd: int, name: str, path: str
+) -> Optional[Dict[str, Any]]:
+    found = _preflight(fd, name, path)
+    old = _read_at(fd, name, path)
     new = _new_bytes(edit, old)
     if old == new:
         return None
-    stat = os.stat(path) if old is not None else None
     record: Dict[str, Any] = {
         "id": "%d-%d-%d" % (time.time() * 1000, os.getpid(), len(journal.records)),
         "path": path,
         "kind": edit.get("kind"),
         "before": None if old is None else sha256(old),
         "after": sha256(new),
-        "mode": None if stat is None else stat.st_mode & 0o7777,
-        "uid": None if stat is None else stat.st_uid,
-        "gid": None if stat is None else stat.st_gid,
+        "within": edit.get("within"),
+        "mode": None if found is None else found.st_mode & 0o7777,
+        "uid": None if found is None else found.st_uid,
+        "gid": None if found is None else found.st_gid,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "state": "pending",
     }
@@ -373,8 +485,9 @@ def _apply_one(journal: Journal, edit: Dict[str, Any]) -> Optional[Dict[str, Any
     journal.steps.done()
     journal.records.append(record)
     journal.save()
-    owner = None if stat is None else (stat.st_uid, stat.st_gid)
-    atomic_write(path, new, record["mode"], owner, journal.steps)
+    owner = None if found is None else (found.st_uid, found.st_gid)
+    _check_target(fd, name, path)
+    _replace_at(fd, name, new, record["mode"], owner, journal.steps)
     journal.steps.done()
     record["state"] = "applied"
     journal.save()
@@ -384,14 +497,16 @@ def _apply_one(journal: Journal, edit: Dict[str, Any]) -> Optional[Dict[str, Any
 def apply(journal: Journal, edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for edit in edits:  # every check first: nothing is written unless every edit can be
         path = os.path.abspath(str(edit.get("path")))
-        _preflight(path)
-        now = _file_state(path)
+        with _directory(path, edit.get("within")) as (fd, name):
+            _preflight(fd, name, path)
+            old = _read_at(fd, name, path)
+        now = None if old is None else sha256(old)
         if "planned_sha256" in edit and now != edit["planned_sha256"]:
             raise Refused(
                 "%s changed since the plan (sha256 %s, planned from %s); nothing was changed"
                 % (path, now, edit["planned_sha256"])
             )
-        _new_bytes(edit, _read(path))
+        _new_bytes(edit, old)
     done = []
     for edit in edits:
         result = _apply_one(journal, edit)
@@ -400,12 +515,21 @@ def apply(journal: Journal, edits: List[Dict[str, Any]]) -> List[Dict[str, Any]]
     return done
 
 
+def _current(record: Dict[str, Any]) -> Optional[bytes]:
+    """What a journaled file holds now; a link or a non-file there reads as its own content (a
+    change since archgap's), never followed."""
+    try:
+        return _read(record["path"], record.get("within"))
+    except Refused as exc:
+        return ("<%s>\n" % exc).encode("utf-8")
+
+
 def undo(journal: Journal, force: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(restored, refused): refused lists files edited since archgap changed them, with the diff
     from what archgap wrote to what is there now; then nothing is restored (unless ``force``)."""
     refused = []
     for record in reversed(journal.records):
-        now = _read(record["path"])
+        now = _current(record)
         if (None if now is None else sha256(now)) != record["after"]:
             written = _read(journal.backup(record, "new"))
             refused.append({"path": record["path"], "diff": _diff(record["path"], written, now)})
@@ -413,7 +537,8 @@ def undo(journal: Journal, force: bool) -> Tuple[List[Dict[str, Any]], List[Dict
         return [], refused
     restored = []
     for record in list(reversed(journal.records)):
-        _preflight(record["path"])
+        with _directory(record["path"], record.get("within")) as (fd, name):
+            _preflight(fd, name, record["path"])
         record["state"] = "undoing"
         record["force"] = force
         journal.save()
@@ -443,7 +568,15 @@ def upgrade(argv: Any, timeout: Any) -> Dict[str, Any]:
 def _lock(directory: str) -> int:
     import fcntl
 
-    fd = os.open(os.path.join(directory, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    path = os.path.join(directory, LOCK)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused(
+                "%s is a symbolic link; archgap's state is never reached through one" % path
+            ) from None
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -65,7 +65,8 @@ ENV_SETTINGS = frozenset(
 ENV_ARCH_LIST = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_CUDA_ARCH(_LIST|S)$")
 ENV_ALLOWED_NAMES = ENV_PATH_LISTS | ENV_PATHS | ENV_SETTINGS
 ENV_SECRET_MARKERS = (
-    "TOKEN", "SECRET", "PASS", "KEY", "CRED", "AUTH", "BEARER", "PRIVATE", "COOKIE", "SESSION",
+    "TOKEN", "SECRET", "PASS", "PWD", "KEY", "CRED", "AUTH", "BEARER", "PRIVATE", "COOKIE",
+    "SESSION",
 )  # fmt: skip
 REDACTED = "<redacted>"
 # What each kind of value looks like; anything else is replaced by REDACTED.
@@ -74,15 +75,22 @@ _ARCH_VALUE = re.compile(r"^[0-9A-Za-z_.;,+ ]{0,512}$")
 _SETTING_VALUE = re.compile(r"^[0-9A-Za-z_.,:;=+/ -]{0,256}$")
 # A run of letters and digits this long, mixing both, is a key or token, not a setting.
 _TOKEN_RUN = re.compile(r"(?=[A-Za-z_-]*[0-9])(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{24,}")
+# A URL's "user:password@" (https://u:p@index/simple, postgres://u:p@db/): group 1 ends at ':'.
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^/\s@]*(?=@)")
 
 
-def read_regular(path: str, limit: int) -> Tuple[bytes, bool]:
+def read_regular(
+    path: str, limit: int, dir_fd: Optional[int] = None, follow: bool = True
+) -> Tuple[bytes, bool]:
     """(up to ``limit`` bytes of the regular file ``path``, whether there was more).
 
     Opened without blocking (a FIFO never waits for a writer) and checked with fstat before any
-    read: a FIFO, device, socket or directory raises OSError "not a regular file"."""
+    read: a FIFO, device, socket or directory raises OSError "not a regular file". With
+    ``follow`` False a symbolic link raises OSError ELOOP; ``dir_fd`` as in ``os.open``."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    if not follow:
+        flags |= os.O_NOFOLLOW
+    fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
@@ -283,6 +291,22 @@ def plausible_value(name: str, value: str) -> bool:
     if ENV_ARCH_LIST.match(name):
         return _ARCH_VALUE.match(value) is not None
     return _SETTING_VALUE.match(value) is not None and not _TOKEN_RUN.search(value)
+
+
+def shown_value(name: str, value: str) -> str:
+    """``value`` as a file's text (a diff of an env file) may show the setting ``name``: an
+    allowed variable's value when it looks right, another's unless its name or value looks like
+    a credential; a URL's password is always hidden."""
+    if env_allowed(name):
+        return value if plausible_value(name, value) else REDACTED
+    if any(marker in name.upper() for marker in ENV_SECRET_MARKERS) or _TOKEN_RUN.search(value):
+        return REDACTED
+    return hide_url_password(value)
+
+
+def hide_url_password(text: str) -> str:
+    """``text`` with the password of every URL's ``user:password@`` as REDACTED."""
+    return _URL_PASSWORD.sub(r"\1" + REDACTED, text)
 
 
 def allowlisted(environ: Dict[str, str]) -> Dict[str, str]:

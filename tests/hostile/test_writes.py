@@ -1,0 +1,378 @@
+"""Hostile corpus: what ``archgap fix`` writes. Each class is a state someone who can write the
+environment's directory, the env file's directory or the state directory could plant, built here
+by a generator (nothing large is committed), with its expected outcome: applied or refused with a
+named reason. For every class a victim file outside the environment keeps its bytes and mode,
+nothing is written unless the edit can be made safely, and ``--undo`` still restores what an
+earlier run changed.
+
+The rules that decide the outcomes: ``rename`` replaces a directory entry and never follows a
+link, but ``open(O_CREAT|O_TRUNC)`` and ``chmod`` do; so a temp file must be a new, uniquely named
+file (``O_EXCL|O_NOFOLLOW``), a target that is a link is refused (replacing it would not change the
+file it names), and a patched file must stay inside its site-packages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import socket
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archgap.kb import load_json
+from archgap.probe import fixer
+from tests.helpers import json_output, run_cli
+from tests.toolkit_stubs import banner_toolkit, site_packages, venv_python
+
+VENV = "venv-flashinfer-python-0.6.8"
+RELEASED = "flashinfer/compilation_context.py"
+VICTIM = b"root:x:0:0:the file a planted link points at\n"
+LEGACY_TMP = ".%s.archgap-tmp"  # the fixed temp name archgap once used: the obvious plant
+TEMP = re.compile(r"\.[0-9a-f]{12}\.archgap-tmp$")
+
+
+def released_file() -> Path:
+    found = [Path(p) / RELEASED for p in site_packages(VENV)]
+    if not found or not found[0].exists():
+        pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
+    return found[0]
+
+
+@dataclass
+class World:
+    """A site-packages with FlashInfer's released file, an env file, a systemd drop-in directory,
+    the fix state directory, and a victim file elsewhere (mode 0600)."""
+
+    root: Path
+    site: Path = field(init=False)
+    source: Path = field(init=False)
+    env: Path = field(init=False)
+    dropin: Path = field(init=False)
+    state: Path = field(init=False)
+    victim: Path = field(init=False)
+    outside: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.site = self.root / "venv" / "site-packages"
+        self.source = self.site / RELEASED
+        self.source.parent.mkdir(parents=True)
+        shutil.copyfile(released_file(), self.source)
+        self.source.chmod(0o640)
+        self.env = self.root / "etc" / "sglang.env"
+        self.env.parent.mkdir()
+        self.env.write_bytes(b"# sglang\nCUDA_HOME=/usr/local/cuda-12.8\n")
+        self.dropin = self.root / "etc" / "sglang.service.d" / "50-archgap.conf"
+        self.dropin.parent.mkdir()
+        self.state = self.root / "state"
+        self.outside = self.root / "elsewhere"
+        self.outside.mkdir()
+        self.victim = self.outside / "victim"
+        self.victim.write_bytes(VICTIM)
+        self.victim.chmod(0o600)
+
+    def edits(self) -> list[dict[str, Any]]:
+        (entry,) = load_json("patches.json")["patches"]
+        patch = {k: entry[k] for k in ("sha256", "sha256_after", "old", "new")}
+        return [
+            {
+                "kind": "env-file",
+                "path": str(self.env),
+                "set": [["FLASHINFER_CUDA_ARCH_LIST", "12.0a"]],
+            },
+            {"kind": "patch", "path": str(self.source), "within": str(self.site), **patch},
+        ]
+
+    def dropin_edit(self) -> dict[str, Any]:
+        return {"kind": "file", "path": str(self.dropin), "content": "[Service]\nEnvironment=A=1\n"}
+
+    def call(self, op: str, edits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        request = {"op": op, "edits": edits or [], "state_dir": str(self.state)}
+        result: dict[str, Any] = fixer.run(request)["fixer"]
+        return result
+
+
+def entry(path: Path) -> tuple[str, bytes | None]:
+    """What a name is, without following it: ('file', bytes), ('link', target), or the kind."""
+    if path.is_symlink():
+        return "link", os.readlink(path).encode()
+    if not path.exists():
+        return "none", None
+    if path.is_file():
+        return "file", path.read_bytes()
+    return stat.filemode(path.lstat().st_mode)[0], None
+
+
+def victim_state(w: World) -> tuple[bytes, int]:
+    return w.victim.read_bytes(), stat.S_IMODE(w.victim.lstat().st_mode)
+
+
+# --- the classes -------------------------------------------------------------------------------
+
+
+def link(path: Path, to: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.symlink_to(to)
+
+
+def legacy_tmp(path: Path) -> Path:
+    return path.parent / (LEGACY_TMP % path.name)
+
+
+def fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def unix_socket(path: Path) -> None:
+    path.unlink()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.close()
+
+
+def directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def patched_dir_out(w: World) -> None:
+    """site-packages/flashinfer is a link to a copy of the package outside the environment."""
+    copy = w.outside / "flashinfer"
+    shutil.copytree(w.source.parent, copy)
+    shutil.rmtree(w.source.parent)
+    w.source.parent.symlink_to(copy)
+
+
+def patched_dir_inside(w: World) -> None:
+    """site-packages/flashinfer is a link to another directory of the same site-packages."""
+    real = w.site / "flashinfer-real"
+    w.source.parent.rename(real)
+    w.source.parent.symlink_to(real.name)
+
+
+def site_packages_is_link(w: World) -> None:
+    """The environment's own layout (/root/venv -> /data/venv): links above site-packages."""
+    real = w.root / "data-venv"
+    w.site.parent.rename(real)
+    w.site.parent.symlink_to(real)
+
+
+def hardlinked_target(w: World) -> None:
+    """The patched file is a hard link of the victim, which holds the released bytes: a rename
+    gives the environment its own new file, the victim's name keeps the released bytes."""
+    w.victim.write_bytes(w.source.read_bytes())
+    w.victim.chmod(0o600)
+    w.source.unlink()
+    os.link(w.victim, w.source)
+
+
+def predicted_backups(w: World) -> None:
+    """Links at every backup name the next second could give (id = ms-pid-n; n 1 and 2: the
+    drop-in's change is record 0)."""
+    w.state.mkdir(exist_ok=True)
+    now = int(time.time() * 1000)
+    for ms in range(now, now + 1000):
+        for n in (1, 2):
+            for suffix in ("orig", "new"):
+                (w.state / f"{ms}-{os.getpid()}-{n}.{suffix}").symlink_to(w.victim)
+
+
+def journal_link(w: World) -> None:
+    (w.state / "journal.json").rename(w.outside / "journal.json")
+    w.victim.write_bytes((w.outside / "journal.json").read_bytes())
+    link(w.state / "journal.json", w.victim)
+
+
+def huge_env(w: World) -> None:
+    with w.env.open("r+b") as handle:  # sparse: costs no disk
+        handle.truncate((fixer.MAX_FILE_BYTES) + 1)
+
+
+def env_changed(w: World) -> None:
+    w.env.write_bytes(w.env.read_bytes() + b"LATE=1\n")
+
+
+def env_swapped_for_link_to_same_bytes(w: World) -> None:
+    """The env file replaced by a link to a file with the very bytes that were planned."""
+    w.victim.write_bytes(w.env.read_bytes())
+    w.victim.chmod(0o600)
+    link(w.env, w.victim)
+
+
+def odd_bytes_env(w: World) -> None:
+    w.env.write_bytes(b"# \xff\xfe not UTF-8\r\nA=\x00\x1b[2J\nCUDA_HOME=/usr/local/cuda-12.8")
+
+
+@dataclass(frozen=True)
+class Case:
+    plant: Callable[[World], None]  # made after the plan, before --apply
+    refused: str | None  # words of the reason, or None: applied (safely)
+    undo_refused: str | None = None  # a plant in the state directory refuses undo as well
+    early: bool = False  # planted before the plan
+
+
+CASES = [
+    pytest.param(Case(lambda w: link(legacy_tmp(w.env), w.victim), None), id="tmp-link-env"),
+    pytest.param(Case(lambda w: link(legacy_tmp(w.source), w.victim), None), id="tmp-link-patch"),
+    pytest.param(
+        Case(lambda w: link(legacy_tmp(w.state / "journal.json"), w.victim), None),
+        id="tmp-link-journal",
+    ),
+    pytest.param(
+        Case(lambda w: link(legacy_tmp(w.env), w.outside / "created-by-root"), None),
+        id="tmp-dangling-link",
+    ),
+    pytest.param(Case(lambda w: legacy_tmp(w.env).mkdir(), None), id="tmp-is-directory"),
+    pytest.param(Case(lambda w: os.mkfifo(legacy_tmp(w.source)), None), id="tmp-is-fifo"),
+    pytest.param(Case(predicted_backups, None), id="backup-name-links"),
+    pytest.param(Case(lambda w: link(w.env, w.victim), "is a symbolic link"), id="env-is-link"),
+    pytest.param(
+        Case(lambda w: link(w.env, Path("/dev/null")), "is a symbolic link"), id="env-link-devnull"
+    ),
+    pytest.param(
+        Case(lambda w: link(w.env, w.outside / "nothing"), "is a symbolic link"),
+        id="env-dangling-link",
+    ),
+    pytest.param(
+        Case(env_swapped_for_link_to_same_bytes, "is a symbolic link"), id="env-link-same-bytes"
+    ),
+    pytest.param(Case(lambda w: fifo(w.env), "is not a regular file"), id="env-is-fifo"),
+    pytest.param(Case(lambda w: unix_socket(w.env), "is not a regular file"), id="env-is-socket"),
+    pytest.param(Case(lambda w: directory(w.env), "is not a regular file"), id="env-is-directory"),
+    pytest.param(Case(huge_env, "larger than 64 MiB"), id="env-huge"),
+    pytest.param(Case(env_changed, "changed since the plan"), id="env-changed-since-plan"),
+    pytest.param(Case(odd_bytes_env, None, early=True), id="env-odd-bytes"),
+    pytest.param(
+        Case(lambda w: link(w.source, w.outside / "cc.py"), "is a symbolic link"),
+        id="patch-target-link",
+    ),
+    pytest.param(Case(patched_dir_out, "symbolic link out of"), id="patch-dir-link-out"),
+    pytest.param(Case(site_packages_is_link, None), id="site-packages-behind-link"),
+    pytest.param(Case(patched_dir_inside, None), id="patch-dir-link-inside"),
+    pytest.param(Case(hardlinked_target, None), id="patch-hardlink-of-victim"),
+    pytest.param(
+        Case(journal_link, "is a symbolic link", "is a symbolic link"), id="journal-is-link"
+    ),
+    pytest.param(
+        Case(
+            lambda w: link(w.state / "lock", w.victim),
+            "archgap's state is never reached through one",
+            "archgap's state is never reached through one",
+        ),
+        id="lock-is-link",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_planted_state_is_refused_or_harmless(case: Case, tmp_path: Path) -> None:
+    w = World(tmp_path)
+    earlier = w.call("apply", [w.dropin_edit()])  # what --undo must still restore
+    assert earlier["error"] is None and len(earlier["applied"]) == 1
+    if case.early:
+        case.plant(w)
+    edits = w.edits()
+    for edit, answer in zip(edits, w.call("plan", edits)["planned"], strict=True):
+        edit["planned_sha256"] = answer["sha256_before"]
+    if not case.early:
+        case.plant(w)
+    watched = [w.env, w.source, w.env.parent, w.source.parent]
+    planted = {p: entry(p) for p in watched}
+    victim = victim_state(w)
+    mode = stat.S_IMODE(w.source.stat().st_mode) if w.source.exists() else None
+
+    result = w.call("apply", edits)
+
+    assert victim_state(w) == victim  # bytes and mode
+    assert not (w.outside / "created-by-root").exists()
+    if case.refused is None:
+        assert result["error"] is None, result
+        assert w.env.read_bytes().endswith(b"FLASHINFER_CUDA_ARCH_LIST=12.0a\n")
+        assert hashlib.sha256(w.source.read_bytes()).hexdigest() == edits[1]["sha256_after"]
+        assert stat.S_IMODE(w.source.stat().st_mode) == mode  # the original's
+    else:
+        assert case.refused in (result["error"] or ""), result
+        assert {p: entry(p) for p in watched} == planted  # nothing written
+    undone = w.call("undo")
+    if case.undo_refused:
+        assert case.undo_refused in undone["error"]
+        for name in ("lock", "journal.json"):  # the plant taken away, undo works again
+            if (w.state / name).is_symlink():
+                (w.state / name).unlink()
+        if (w.outside / "journal.json").exists():
+            shutil.copyfile(w.outside / "journal.json", w.state / "journal.json")
+        undone = w.call("undo")
+    assert undone["error"] is None, undone
+    assert not w.dropin.exists()  # the earlier change, undone
+    assert victim_state(w) == victim
+    if case.refused is None:
+        assert {p: entry(p) for p in watched} == planted
+    for place in (w.env.parent, w.source.parent, w.state):
+        assert not [n for n in os.listdir(place) if TEMP.search(n)]  # no temp file left
+
+
+# --- the real command ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def venv_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = venv_python(VENV).parent.parent
+    if not source.exists():
+        pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
+    root = tmp_path_factory.mktemp("hostile-fix")
+    shutil.copytree(source, root / "venv", symlinks=True)
+    banner_toolkit(root, "12.8")
+    return root
+
+
+@pytest.fixture
+def installed(venv_copy: Path) -> Iterator[dict[str, Path]]:
+    env = venv_copy / "etc" / "sglang.env"
+    env.parent.mkdir(exist_ok=True)
+    env.write_text(f"CUDA_HOME={venv_copy / 'cuda-12.8'}\n")
+    context = next((venv_copy / "venv").glob(f"lib/python*/site-packages/{RELEASED}"))
+    victim = venv_copy / "victim"
+    victim.write_bytes(VICTIM)
+    victim.chmod(0o600)
+    yield {"root": venv_copy, "env": env, "context": context, "victim": victim}
+    for name in (context, env):
+        legacy_tmp(name).unlink(missing_ok=True)
+    shutil.rmtree(venv_copy / "state", ignore_errors=True)
+
+
+def archgap_fix(s: dict[str, Path], *extra: str) -> tuple[int, dict[str, Any]]:
+    args = ["fix", "--python", str(s["root"] / "venv" / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    args += ["--env-from", str(s["env"]), "--state-dir", str(s["root"] / "state"), "--json"]
+    result = run_cli(*args, *extra, env={"CUDA_HOME": ""})
+    return result.returncode, json_output(result, "fix")
+
+
+@pytest.mark.parametrize(
+    ("planted", "options"),
+    [
+        pytest.param("context", ("--apply", "--only", "patch"), id="cli-tmp-link-patch"),
+        pytest.param("env", ("--apply", "--only", "env"), id="cli-tmp-link-env-file"),
+    ],
+)
+def test_archgap_fix_apply_never_writes_through_a_planted_temp_link(
+    installed: dict[str, Path], planted: str, options: tuple[str, ...]
+) -> None:
+    link(legacy_tmp(installed[planted]), installed["victim"])
+    before = installed[planted].read_bytes()
+    code, doc = archgap_fix(installed, "--env-file", str(installed["env"]), *options)
+    assert doc["applied"]["error"] is None, doc
+    assert installed["victim"].read_bytes() == VICTIM
+    assert stat.S_IMODE(installed["victim"].stat().st_mode) == 0o600
+    assert not installed[planted].is_symlink() and installed[planted].read_bytes() != before
+    code, doc = archgap_fix(installed, "--undo")
+    assert code == 0 and doc["undo"]["error"] is None
+    assert installed[planted].read_bytes() == before
+    assert installed["victim"].read_bytes() == VICTIM
