@@ -12,11 +12,14 @@ Each expectation is derived from FlashInfer's released source and NVIDIA's rules
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from archgap.analysis.compat import ComputeCapability
 from archgap.analysis.explain import explain
-from archgap.analysis.fixes import FlashinferCase, flashinfer_fixes, toolkit_limit
+from archgap.analysis.fixes import FlashinferCase, flashinfer_fixes, ranked, toolkit_limit
 from archgap.analysis.logparse import parse_log
 from archgap.kb.signatures import load_signatures
+from archgap.probe.facts import Toolkit
 
 
 def cc(text: str) -> ComputeCapability:
@@ -106,3 +109,31 @@ def test_explain_without_the_exact_gpu_gives_each_minor_its_own_fix() -> None:
     assert arch_list and all(t.startswith("on a 12.0 GPU") for t in arch_list)
     assert any(t.startswith("on a 12.1 GPU") and ">= 12.9" in t for t in texts)
     assert not any("12.1" in t and "upgrade" in t for t in texts)  # 0.7.1 raises for 12.1
+
+
+def toolkit(version: str) -> Toolkit:
+    home = f"/usr/local/cuda-{version}"
+    return Toolkit(home, "/usr/local/cuda-*", home, "nvcc", f"{home}/bin/nvcc", "ok", version,
+                   f"{version}.0", "nvcc --version")  # fmt: skip
+
+
+def test_a_toolkit_switch_that_breaks_torch_is_never_first() -> None:
+    # The incident: nvcc 12.8 on CUDA_HOME, CUDA 13.0 also installed (it builds compute_120f for
+    # FlashInfer 0.6.8), torch built for CUDA 12.8. A 13.0 CUDA_HOME changes the CUDA major torch
+    # C++ extensions build against: every fix that keeps the toolkit ranks before it.
+    case = FlashinferCase("0.6.8", cc("12.0"), "12.8", toolkits=(toolkit("13.0"),))
+    with_torch = flashinfer_fixes(replace(case, torch_cuda="12.8"))
+    kinds = [f.kind for f in with_torch]
+    assert kinds[0] == "env" and kinds.index("toolkit") > kinds.index("upgrade")
+    # Without torch (or with torch built for 13.x) nothing breaks: the engine's order stands.
+    assert flashinfer_fixes(case)[0].kind == "toolkit"
+    assert flashinfer_fixes(replace(case, torch_cuda="13.0"))[0].kind == "toolkit"
+
+
+def test_ranked_keeps_the_engines_order_across_findings() -> None:
+    # Two GPUs' fixes shown together: grouped by kind, kinds in the order the engine ranked them.
+    first = flashinfer_fixes(FlashinferCase("0.6.8", cc("12.0"), "12.8"))
+    second = flashinfer_fixes(FlashinferCase("0.6.8", cc("12.1"), "12.9"))
+    kinds = [f.kind for f in ranked([*first, *second])]
+    assert kinds == sorted(kinds, key=kinds.index)
+    assert kinds[0] == first[0].kind

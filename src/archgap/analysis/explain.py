@@ -28,7 +28,7 @@ from archgap.analysis.explain_chain import (
     walk_code,
 )
 from archgap.analysis.explain_match import Focus, SignatureMatch, focus_of, site_relative
-from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes
+from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
 from archgap.analysis.flashinfer import flashinfer_findings
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as toolchain_kb
@@ -346,13 +346,13 @@ def _engine_fixes(
     # Avoiding FlashInfer is the answer only when nothing else is (a GPU it does not support).
     fixes = [f for f in fixes if f.kind != AVOID] or fixes
     out: dict[str, FixSuggestion] = {}
-    for fix in fixes:
+    for fix in ranked(fixes):  # the engine's ranking, as scan and fix show it
         kind = "env" if fix.kind in (AVOID, "") else fix.kind
         text = fix.action + (f": {fix.command}" if fix.command else "")
         where = ", ".join(str(cc) for cc in ccs)
         source = f"{fix.tradeoff} (archgap's fix engine for compute capability {where})"
         out.setdefault(f"{kind}:{text}", FixSuggestion(kind, text, source))
-    return tuple(sorted(out.values(), key=lambda f: FIX_KINDS.index(f.kind)))
+    return tuple(out.values())
 
 
 def _older_wording(log: ParsedLog) -> bool:

@@ -8,14 +8,15 @@ build (kb/toolkits.json) and the compatibility rules (a cubin built for 12.0a do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archgap.analysis.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import Toolkit
 
-# Kinds, least invasive first (the order explain ranks by; "avoid" is a configuration change).
+# Kinds of fix ("avoid" is a configuration change); the engine orders a case's fixes, least
+# invasive first, and ``ranked`` keeps that order wherever fixes are shown.
 TOOLKIT, ENV, UPGRADE, PATCH, AVOID = "toolkit", "env", "upgrade", "patch", "avoid"
 
 
@@ -94,17 +95,31 @@ def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
     rng = kb.flashinfer_range(case.version) if case.version else None
     if case.version and rng is None:
         return (avoid,)  # a release before the modelled ones (no FLASHINFER_CUDA_ARCH_LIST yet)
-    machine = _toolkit_fixes(case, rng)
-    fixes = [*machine, *_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng)]
-    if not machine:  # no toolkit here works: the releases that would
+    keeps, breaks = _toolkit_fixes(case, rng)
+    # A toolkit switch that would break an installed build (torch's C++ extensions, built for
+    # another CUDA major) comes after every fix that keeps the toolkit: never first.
+    fixes = [*keeps, *_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng), *breaks]
+    if not keeps and not breaks:  # no toolkit here works: the releases that would
         fixes.extend(_install_toolkit(case, rng))
     fixes.append(avoid)
     return tuple(fixes)
 
 
-def _toolkit_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
-    """Another toolkit on the machine with which detection and the JIT build both succeed."""
-    fixes = []
+def ranked(fixes: Iterable[Fix]) -> list[Fix]:
+    """Several findings' fixes shown together (scan, explain, fix): grouped by kind, the kinds
+    in the order the engine ranks them (a kind's first fix decides) — the one ranking."""
+    listed = list(fixes)
+    order = list(dict.fromkeys(f.kind for f in listed))
+    return sorted(listed, key=lambda f: order.index(f.kind))
+
+
+def _toolkit_fixes(
+    case: FlashinferCase, rng: kb.FlashinferRange | None
+) -> tuple[list[Fix], list[Fix]]:
+    """Another toolkit on the machine with which detection and the JIT build both succeed:
+    those that keep torch's CUDA major (or torch's is unknown), and those that do not."""
+    keeps: list[Fix] = []
+    breaks: list[Fix] = []
     torch_major_minor = kb.major_minor(case.torch_cuda) if case.torch_cuda else None
     for tk in case.toolkits:
         if tk.version is None or case.home in (tk.home, tk.real_home):
@@ -114,14 +129,17 @@ def _toolkit_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list
             continue
         note = ""
         tk_major_minor = kb.major_minor(tk.version)
+        other_major = bool(
+            torch_major_minor and tk_major_minor and torch_major_minor[0] != tk_major_minor[0]
+        )
         if torch_major_minor and tk_major_minor:
             note = (
-                f" Matches torch's CUDA major ({case.torch_cuda})."
-                if torch_major_minor[0] == tk_major_minor[0]
-                else f" torch was built with CUDA {case.torch_cuda}: a different major can break "
+                f" torch was built with CUDA {case.torch_cuda}: a different major can break "
                 "torch C++ extension builds."
+                if other_major
+                else f" Matches torch's CUDA major ({case.torch_cuda})."
             )
-        fixes.append(
+        (breaks if other_major else keeps).append(
             Fix(
                 f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
                 "Every FlashInfer worker must get it (service unit / container env); the JIT "
@@ -130,7 +148,7 @@ def _toolkit_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list
                 kind=TOOLKIT,
             )
         )
-    return fixes
+    return keeps, breaks
 
 
 def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
