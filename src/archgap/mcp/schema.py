@@ -19,7 +19,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, Target
@@ -45,6 +45,7 @@ class Bound:
     cls: Any = None
     fields: tuple[Bound, ...] = ()
     optional: bool = False  # a dataclass that may be None: None when none of its fields is given
+    required: bool = False  # a dataclass without a default: built even from no fields
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ def derive(
             continue
         hint = _hint(function, parameter.annotation)
         one = _bind(parameter.name, hint, parameter.default, omit, properties)
+        if one is not None and parameter.default is inspect.Parameter.empty:
+            one = replace(one, required=True)
         if one is None:
             if parameter.default is inspect.Parameter.empty:
                 raise TypeError(f"{function.__name__}({parameter.name}) has no JSON form")
@@ -188,7 +191,7 @@ def bind(derived: Derived, arguments: Mapping[str, Any]) -> dict[str, Any]:
         raise ArgumentError(f"unknown argument {', '.join(unknown)}")
     keywords: dict[str, Any] = {}
     for one in derived.bound:
-        if _given(one, arguments):
+        if _given(one, arguments) or (one.required and one.kind == "dataclass"):
             keywords[one.name] = _value(one, arguments)
         elif one.optional:
             keywords[one.name] = None

@@ -182,8 +182,17 @@ def _explain(doc: Mapping[str, Any]) -> str:
     return f"{found.get('status', '?')}: {cause}"
 
 
-def _counted(key: str) -> Callable[[Mapping[str, Any]], str]:
-    return lambda doc: f"{len(doc.get(key) or [])} {key}"
+def _counted(key: str, noun: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda doc: f"{len(doc.get(key) or [])} {noun}"
+
+
+def _trace(doc: Mapping[str, Any]) -> str:
+    found = doc.get("trace") or {}
+    kinds = [o.get("kind") for o in found.get("occurrences") or []]
+    return (
+        f"{found.get('name')}: {kinds.count('write')} write(s), {kinds.count('read')} read(s) "
+        f"in {len(found.get('defining_files') or [])} defining file(s)"
+    )
 
 
 def _fleet(doc: Mapping[str, Any]) -> str:
@@ -227,12 +236,12 @@ def _done(doc: Mapping[str, Any]) -> str:
 _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "scan": _scan,
     "explain": _explain,
-    "trace": _counted("trace"),
-    "gates": _counted("gates"),
-    "kernels": _counted("files"),
+    "trace": _trace,
+    "gates": _counted("gates", "gate(s)"),
+    "kernels": _counted("files", "file(s) with device code"),
     "versions": _versions,
     "recipe": _recipe,
-    "gpus": _counted("gpus"),
+    "gpus": _counted("gpus", "GPU(s)"),
     "probe": _probe,
     "fleet": _fleet,
     "fix": _fix,
