@@ -376,3 +376,87 @@ def test_archgap_fix_apply_never_writes_through_a_planted_temp_link(
     assert code == 0 and doc["undo"]["error"] is None
     assert installed[planted].read_bytes() == before
     assert installed["victim"].read_bytes() == VICTIM
+
+
+# --- secrets in what fix shows -----------------------------------------------------------------
+
+# (a line of the env file, the secret in it, how the diff must show the line): a value is hidden
+# when its name says it is a credential, when it looks like a key (a long run mixing letters and
+# digits), when an allowed variable holds something that is not what it holds, and a URL's
+# password always.
+SECRETS = [
+    pytest.param("HF_TOKEN=hf_kPqWzYxBvLmN", "hf_kPqWzYxBvLmN", "HF_TOKEN=<redacted>", id="token"),
+    pytest.param("DB_PASSWORD=hunter2", "hunter2", "DB_PASSWORD=<redacted>", id="password"),
+    pytest.param("MYSQL_PWD=hunter3", "hunter3", "MYSQL_PWD=<redacted>", id="pwd"),
+    pytest.param(
+        'export AWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI/K7MDENG"',
+        "wJalrXUtnFEMI",
+        "export AWS_SECRET_ACCESS_KEY=<redacted>",
+        id="export-quoted-key",
+    ),
+    pytest.param(
+        "GOOGLE_APPLICATION_CREDENTIALS=/run/sa.json",
+        "/run/sa.json",
+        "GOOGLE_APPLICATION_CREDENTIALS=<redacted>",
+        id="credentials",
+    ),
+    pytest.param(
+        "PROXY_AUTH=Basic YWxpY2U6czNjcmV0", "YWxpY2U6czNjcmV0", "PROXY_AUTH=<redacted>", id="auth"
+    ),
+    pytest.param(
+        "PIP_EXTRA=https://alice:s3cr3t@pypi.example/simple",
+        "s3cr3t",
+        "PIP_EXTRA=https://alice:<redacted>@pypi.example/simple",
+        id="url-userinfo",
+    ),
+    pytest.param(
+        "DATABASE=postgres://svc:p%40ss@db:5432/x  # note",
+        "p%40ss",
+        "DATABASE=postgres://svc:<redacted>@db:5432/x  # note",
+        id="url-userinfo-encoded",
+    ),
+    pytest.param(
+        "WANDB_MODE_X=0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        "0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        "WANDB_MODE_X=<redacted>",
+        id="key-like-value",
+    ),
+    pytest.param(
+        "CUDA_HOME=ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "CUDA_HOME=<redacted>",
+        id="allowed-name-odd-value",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "secret", "shown"), SECRETS)
+def test_the_plan_and_undo_diffs_never_show_a_secret(
+    line: str, secret: str, shown: str, tmp_path: Path
+) -> None:
+    w = World(tmp_path)
+    w.env.write_text(f"{line}\nCUDA_HOME=/usr/local/cuda-12.8\n")
+    (planned, _) = w.call("plan", w.edits())["planned"]
+    assert f" {shown}\n" in planned["diff"] and secret not in planned["diff"]
+    assert " CUDA_HOME=/usr/local/cuda-12.8\n" in planned["diff"]  # the rest as it is
+    assert w.call("apply", w.edits()[:1])["error"] is None
+    with w.env.open("a") as handle:  # a hand edit after archgap's: undo shows it and refuses
+        handle.write(line.replace("=", "_NEW=", 1) + "\n")
+    refused = w.call("undo")["refused"]
+    assert secret not in refused[0]["diff"]
+    assert "+" + shown.replace("=", "_NEW=", 1) in refused[0]["diff"]
+
+
+def test_archgap_fix_text_and_json_show_no_secret_of_the_env_file(
+    installed: dict[str, Path],
+) -> None:
+    lines = [p.values[0] for p in SECRETS if "CUDA_HOME" not in str(p.values[0])]
+    installed["env"].write_text(installed["env"].read_text() + "\n".join(lines) + "\n")
+    base = ["fix", "--python", str(installed["root"] / "venv" / "bin" / "python")]
+    base += ["--gpu", "RTX PRO 6000", "--env-from", str(installed["env"])]
+    base += ["--env-file", str(installed["env"]), "--state-dir", str(installed["root"] / "state")]
+    for extra in ((), ("--json",), ("-vv",)):
+        result = run_cli(*base, *extra, env={"CUDA_HOME": ""})
+        assert "+FLASHINFER_CUDA_ARCH_LIST=12.0a" in result.stdout, result.stderr
+        for p in SECRETS:
+            assert str(p.values[1]) not in result.stdout + result.stderr, (extra, p.id)
