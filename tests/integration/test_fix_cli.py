@@ -124,6 +124,14 @@ def test_patch_removes_the_gap_and_undo_restores_every_file(setup: dict[str, Any
     assert code == 0 and fails == []  # the failure is no longer predicted ...
     # ... but the rules were read off the released file: archgap says it cannot confirm.
     assert [v["status"] for v in doc["verified"]] == ["not-confirmed"]
+    # Nothing is left to change: --apply says and exits what the dry run does (no gap: 0).
+    args = ["fix", "--python", str(setup["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    args += ["--env-from", str(setup["env"]), "--state-dir", str(setup["tmp"] / "state")]
+    dry, applied = (
+        run_cli(*args, env={"CUDA_HOME": ""}),
+        run_cli(*args, "--apply", env={"CUDA_HOME": ""}),
+    )
+    assert (applied.returncode, applied.stdout) == (dry.returncode, dry.stdout) == (0, dry.stdout)
     code, doc = fix(setup, "--undo")
     assert code == 0 and [r["path"] for r in doc["undo"]["restored"]] == [str(setup["context"])]
     after = tree_hashes(setup["tmp"])

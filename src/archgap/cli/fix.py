@@ -91,10 +91,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
         if not answer.get("error"):
             edit["planned_sha256"] = answer["sha256_before"]
     body = _plan_body(report, fix_plan, planned)
-    if not args.apply:
+    chosen = selected(fix_plan, args.only) if args.apply else []
+    if not chosen:  # a dry run, or nothing to change: the plan, and whether a gap remains
         _show(out, body)
         return EXIT_GAP if report.has_gap else EXIT_OK
-    chosen = selected(fix_plan, args.only)
     body["applied"] = _apply(target, args, chosen)
     if body["applied"]["error"]:
         _show(out, body)
