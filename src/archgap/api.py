@@ -151,7 +151,6 @@ def scan_archives(
     from archgap.image.read import image_facts
     from archgap.index.options import IndexOptions
     from archgap.index.targets import read_targets
-    from archgap.kb import roles
 
     for name in gpus:
         resolve_gpu(name)
@@ -159,7 +158,7 @@ def scan_archives(
     if not any(c.distributions for c in contents):
         problems = [f"{p.subject}: {p.reason}" for c in contents for p in c.problems]
         raise ProbeError("; ".join(problems) or "no wheel")
-    facts = archive_facts(contents, "", kernel_less_max=roles.kernel_less()[1])
+    facts = archive_facts(contents, "")
     facts = replace(facts, sections={**facts.sections, "images": image_facts(contents)})
     return _judge(facts, gpus, driver=driver, strict=strict)
 

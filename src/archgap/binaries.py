@@ -101,12 +101,10 @@ def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
 
 
 def summary_rows() -> Summary:
-    """One row per kind of entry (``probe.summary``), compressed cubins kept apart at the size
-    where they are kernel-less (kb/roles.json)."""
-    from archgap.kb import roles
+    """One row per kind of entry (``probe.summary``)."""
     from archgap.probe.summary import Summary
 
-    return Summary(roles.kernel_less()[1])
+    return Summary()
 
 
 def _read_files(

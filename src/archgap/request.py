@@ -42,7 +42,7 @@ def probe_request(
             # The kernels of the python section's environment, in the same round trip; one row
             # per kind of entry, not every entry (probe.summary): all that scan/fleet judge by.
             request[section] = (
-                {"of_python": True, "deep": True, **_summary()} if "python" in sections else {}
+                {"of_python": True, "deep": True, "detail": False} if "python" in sections else {}
             )
             if judged is not None and request[section]:
                 from archgap.analysis.deep_plan import deep_search_plan
@@ -56,16 +56,7 @@ def probe_request(
 def binaries_request(paths: Sequence[str], deep: bool, detail: bool) -> dict[str, Any]:
     """The device code in named files and directories (``archgap kernels`` on a target):
     every entry with ``detail``, else one row per kind of entry."""
-    rows = {"detail": True} if detail else _summary()
-    return {"binaries": {"paths": list(paths), "deep": deep, **rows}}
-
-
-def _summary() -> dict[str, Any]:
-    """The binaries section's parameters for one row per kind of entry (``probe.summary``): the
-    size at which a compressed cubin is kernel-less keeps such rows apart from real kernels."""
-    from archgap.kb import roles
-
-    return {"detail": False, "kernel_less_max_bytes": roles.kernel_less()[1]}
+    return {"binaries": {"paths": list(paths), "deep": deep, "detail": detail}}
 
 
 def trace_request(

@@ -54,18 +54,16 @@ def test_the_plan_names_the_gpus_a_scan_judges() -> None:
     assert plan["named"] == ["9.0", "12.0", "13.0"]
     assert plan["default"] == MATRIX
     assert "sm_130" in plan["native"]["13.0"]  # a GPU no table knows yet: sm_130 still runs
-    assert plan["kernel_less_max_bytes"] > 0
 
 
 def test_judged_gpus_are_the_named_and_present_ones_else_the_matrix(plan: dict[str, Any]) -> None:
     nothing = judged_native_sets(plan, None)
-    assert nothing is not None and len(nothing[0]) == len(MATRIX)
+    assert nothing is not None and len(nothing) == len(MATRIX)
     present = {"gpus": [{"index": 0, "compute_capability": "8.0"}]}
     judged = judged_native_sets({**plan, "named": ["12.0"]}, present)
     assert judged is not None
-    (blackwell, ampere), limit = judged[0], judged[1]
+    blackwell, ampere = judged
     assert "sm_120" in blackwell and "sm_80" in ampere and "sm_120" not in ampere
-    assert limit == plan["kernel_less_max_bytes"]
 
 
 @pytest.mark.parametrize("reported", ["", "[N/A]", "sm_80", None])
@@ -99,7 +97,7 @@ def test_a_file_is_searched_deeply_unless_its_listed_kernels_serve_every_gpu(
     judged = judged_native_sets({**plan, "named": gpus}, None)
     assert judged is not None
     facts = read_binary(str(CUDA_BIN / name), deep=False)
-    assert needs_deep_search(facts, *judged) is deep
+    assert needs_deep_search(facts, judged) is deep
 
 
 def test_files_are_read_plainly_and_deeply_where_needed_counting_each_file_once(
@@ -111,7 +109,7 @@ def test_files_are_read_plainly_and_deeply_where_needed_counting_each_file_once(
     missing = BinaryFacts("/nonexistent/lib.so", 0, "unreadable", (), False, "no such file")
     found = [(str(CUDA_BIN / n), None) for n in names] + [(missing.path, missing)]
     told: list[tuple[int, int, str]] = []
-    facts = list(read_selectively(found, *judged, lambda *a: told.append(a)))
+    facts = list(read_selectively(found, judged, lambda *a: told.append(a)))
     assert [(f.path.rsplit("/", 1)[-1], f.deep) for f in facts] == [
         ("libhidden.so", True), ("libmix.so", False), ("libstub.so", True), ("lib.so", False)
     ]  # fmt: skip

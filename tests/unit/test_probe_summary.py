@@ -7,7 +7,6 @@ adds a container with one cubin per SASS target, so each SASS target of libmix.s
 
 from __future__ import annotations
 
-import functools
 import json
 from collections import Counter
 from dataclasses import asdict
@@ -17,7 +16,6 @@ import pytest
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import library_verdict
 from archgap.codec import decode
-from archgap.kb import roles
 from archgap.probe.binfiles import walk_binaries
 from archgap.probe.collect import collect
 from archgap.probe.facts import BinaryFacts, ProbeResponse
@@ -46,29 +44,24 @@ def test_device_linked_sass_targets_become_one_row_of_two() -> None:
     assert all(e.offset == first[(e.kind, e.arch, e.variant)] for e in summary.entries)
 
 
-@pytest.mark.parametrize("limit", [None, roles.kernel_less()[1]])
-def test_summary_gives_the_same_verdicts_on_every_fixture(limit: int | None) -> None:
+def test_summary_gives_the_same_verdicts_on_every_fixture() -> None:
     files = list(walk_binaries([str(CUDA_BIN)], deep=True))
     merged = 0
     for facts in files:
-        summary = summarized(facts, limit)
+        summary = summarized(facts)
         merged += len(facts.entries) - len(summary.entries)
         # The analysis side sees the summary through JSON, as a remote probe sends it.
-        wire = decode(BinaryFacts, json.loads(json.dumps(binary_json(facts, False, limit))))
+        wire = decode(BinaryFacts, json.loads(json.dumps(binary_json(facts, False))))
         assert wire == summary
         for gpu in GPUS:
             target = resolve_gpu(gpu)
             for isa in (None, (8, 0), (9, 0)):
                 assert library_verdict(wire, target, isa) == library_verdict(facts, target, isa)
-    # the summary did merge entries: every device-linked .so has each target twice (its
-    # compressed stubs stay apart from compressed kernels)
+    # the summary did merge entries: every device-linked .so has each target twice
     assert merged > 10
 
 
-@pytest.mark.parametrize("limit", [None, roles.kernel_less()[1]])
-def test_rows_merged_as_entries_are_found_are_the_summary_of_every_entry(
-    limit: int | None,
-) -> None:
+def test_rows_merged_as_entries_are_found_are_the_summary_of_every_entry() -> None:
     # A summarizing reader merges each entry into its row as it finds it (Summary through
     # Reader.found), with no object per entry: the rows, their order, counts, sizes and first
     # offsets must be summarized()'s of every entry. On the fixtures (device-linked targets
@@ -82,32 +75,29 @@ def test_rows_merged_as_entries_are_found_are_the_summary_of_every_entry(
     for path in paths:
         for deep in (False, True):
             every = read_binary(path, deep)
-            rows = read_binary(path, deep, functools.partial(Summary, limit))
-            assert rows == summarized(every, limit), path
+            rows = read_binary(path, deep, Summary)
+            assert rows == summarized(every), path
             merged[deep] += len(every.entries) - len(rows.entries)
     assert len(paths) > 30 and merged[False] > 10 and merged[True] > merged[False]
 
 
-def test_a_small_compressed_kernel_is_not_averaged_with_its_stub() -> None:
-    # libcomp_tiny.so (build.sh): cuobjdump --list-elf lists two sm_75 cubins, both zstd-
-    # compressed; cuobjdump -elf shows the device link's stub without a .text section (1.4 KiB
-    # unpacked) and the empty kernel's with .text._Z13archgap_emptyv (2.9 KiB). Compressed
-    # cubins are told kernel-less by size (kb/roles.json: at most 2,560 B), so the kernel's
-    # cubin runs natively on 7.5 (sm_75 runs on 7.x from 7.5): a summary row of both, 2.2 KiB
-    # on average, must not say "no kernels".
-    facts = read_binary(str(CUDA_BIN / "libcomp_tiny.so"))
-    sizes = sorted(e.uncompressed_size for e in facts.entries)
-    limit = roles.kernel_less()[1]
-    assert len(sizes) == 2 and sizes[0] <= limit < sizes[1] and sum(sizes) / 2 <= limit
+@pytest.mark.parametrize("name", ["libcomp_tiny.so", "libtiny_lz4.so"])
+def test_a_small_compressed_kernel_merged_with_its_stub_is_a_kernel(name: str) -> None:
+    # libcomp_tiny.so / libtiny_lz4.so (build.sh): cuobjdump --list-elf lists two sm_75
+    # cubins, zstd- / LZ4-compressed; cuobjdump -elf shows the device link's stub without a
+    # .text section and the empty kernel's with .text._Z13archgap_emptyv. sm_75 runs on 7.5:
+    # the summary row of both (one holds a kernel, or may) must not say "no kernels".
+    facts = read_binary(str(CUDA_BIN / name))
+    assert len(facts.entries) == 2
     target = resolve_gpu("7.5")
     expected = library_verdict(facts, target, None)
     assert expected.verdict == "native"
-    request = {"binaries": {"paths": [facts.path], "deep": True, "detail": False,
-                            "kernel_less_max_bytes": limit}}  # fmt: skip
+    request = {"binaries": {"paths": [facts.path], "deep": True, "detail": False}}
     (sent,) = collect(request, System.local())["sections"]["binaries"]
     wire = decode(BinaryFacts, sent)
+    assert len(wire.entries) == 1
     assert library_verdict(wire, target, None) == expected
-    assert library_verdict(summarized(facts), target, None) == expected  # no limit: exact sizes
+    assert library_verdict(summarized(facts), target, None) == expected
 
 
 def test_detail_is_asdict_with_count_one() -> None:
@@ -132,10 +122,10 @@ def test_probe_request_without_detail_sends_the_summary() -> None:
         assert counted == Counter(f"{e['kind']} {e['arch']}{e['variant']}" for e in full["entries"])
         rows.append((len(summary["entries"]), len(full["entries"])))
     # libmix.so: its 7 SASS targets are there twice, uncompressed (module doc): one row each.
-    # libcomp_all.so: each SASS target's compressed stub (1.4-1.6 KiB) and kernel (5-9 KiB) lie
-    # on both sides of the kernel-less size: two rows each, as many as its entries.
+    # libcomp_all.so: each of its 2 SASS targets' compressed stub and kernel: one row each
+    # (size does not keep them apart); its one PTX entry stays a row.
     assert rows[0][0] == rows[0][1] - 7
-    assert rows[1][0] == rows[1][1]
+    assert rows[1] == (3, 5)
 
 
 def test_fleet_judges_an_old_detailed_document_as_the_summary() -> None:

@@ -11,11 +11,8 @@ def test_default_request_reads_the_environment_and_its_kernels_in_one_trip() -> 
     assert request["python"] == {"python": "/srv/venv/bin/python"}
     assert request["toolchains"]["python"] == "/srv/venv/bin/python"
     assert request["toolchains"]["source_checks"]  # the rules' lines to confirm on the target
-    # One row per kind of entry (probe.summary): what scan and fleet judge by, not every entry;
-    # compressed cubins kept apart at the size kb/roles.json calls kernel-less.
-    assert request["binaries"] == {
-        "of_python": True, "deep": True, "detail": False, "kernel_less_max_bytes": 2560
-    }  # fmt: skip
+    # One row per kind of entry (probe.summary): what scan and fleet judge by, not every entry.
+    assert request["binaries"] == {"of_python": True, "deep": True, "detail": False}
     assert request["caches"] == {}  # the JIT caches of the environment's user (its HOME etc.)
 
 

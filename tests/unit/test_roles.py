@@ -4,6 +4,9 @@ Expectations come from what cuobjdump 13.5 shows for each file and from NVIDIA's
 - build.sh's libstub.so / libstub_z.so are a device link of code without a __global__ function;
   `cuobjdump -elf` shows their only listed cubin with sections .nv.info, .nv.callgraph and
   .nv.rel.action and no .text: no kernel can fail to load (the shape of libcufftw.so.12's cubin).
+  libnokernel_lz4.so is the same code built without -rdc, LZ4-compressed: `cuobjdump -elf` shows
+  its two sm_75 cubins with no .text, `cuobjdump -ptx` its compute_75 PTX with no .entry.
+- a kernel is a .text section of a cubin or an .entry of PTX, whatever its size (kb/roles.json).
 - a static archive (libcudadevrt.a) is an input to the device linker, never loaded at run time.
 - CUPTI / nvperf / checkpoint libraries are loaded only by profilers.
 """
@@ -37,27 +40,42 @@ def sass(arch: int, listed: bool = True, section: str = ".nv_fatbin", **kw: obje
 
 
 @pytest.mark.parametrize(
-    ("name", "compression", "kernels", "why_part"),
+    ("name", "listed"),
     [
         # cuobjdump --list-elf: one sm_75 cubin; -elf: no .text section in it
-        ("libstub.so", "none", False, "no .text"),
-        # -Xfatbin=-compress-all: the same 1.9 KiB cubin, zstd-compressed (not unpacked by the
-        # probe): kernel-less is inferred from its size
-        ("libstub_z.so", "zstd", None, "inferred"),
+        ("libstub.so", [("sm_75", "none")]),
+        # cuobjdump --list-elf / --list-ptx: two sm_75 cubins and compute_75 PTX, all LZ4
+        # (-elf: no .text; -ptx: no .entry): unpacked and read
+        ("libnokernel_lz4.so", [("sm_75", "lz4"), ("compute_75", "lz4"), ("sm_75", "lz4")]),
     ],
 )
-def test_kernel_less_stubs_are_read_from_the_cubin_or_inferred_from_its_size(
-    name: str, compression: str, kernels: bool | None, why_part: str
+def test_kernel_less_files_are_told_by_their_content(
+    name: str, listed: list[tuple[str, str]]
 ) -> None:
     facts = read_binary(str(BIN / name), deep=True)
-    listed = [e for e in facts.entries if e.listed]
-    assert [(e.target, e.compression, e.kernels) for e in listed] == [
-        ("sm_75", compression, kernels)
-    ]
+    entries = [e for e in facts.entries if e.listed]
+    assert [(e.target, e.compression) for e in entries] == listed
+    assert all(e.kernels is False for e in entries)
     role, why = role_of(facts)
-    assert role == KERNEL_LESS
-    assert why_part in why and ("inferred" in why) is (kernels is None)
+    assert role == KERNEL_LESS and "no .text" in why and "no .entry" in why
     assert library_verdict(facts, resolve_gpu("T4")).verdict == "no-kernels"
+
+
+def test_a_small_lz4_kernel_is_a_kernel_and_an_unreadable_stub_may_be_one() -> None:
+    # libtiny_lz4.so: cuobjdump -elf shows the device link's stub (no .text) and the empty
+    # kernel's cubin with .text._Z13archgap_emptyv, both LZ4: a kernel library, native on T4.
+    tiny = read_binary(str(BIN / "libtiny_lz4.so"))
+    assert sorted(str(e.kernels) for e in tiny.entries) == ["False", "True"]
+    assert role_of(tiny)[0] == KERNEL_LIBRARY
+    assert library_verdict(tiny, resolve_gpu("T4")).verdict == "native"
+    # libstub_z.so: the kernel-less stub zstd-compressed, which Python before 3.14 cannot
+    # unpack: nothing shows it holds no kernel, so it is judged as a kernel library.
+    stub_z = read_binary(str(BIN / "libstub_z.so"))
+    (entry,) = [e for e in stub_z.entries if e.listed]
+    if entry.kernels is None:
+        assert role_of(stub_z)[0] == KERNEL_LIBRARY
+    else:  # compression.zstd (Python 3.14) read it
+        assert entry.kernels is False and role_of(stub_z)[0] == KERNEL_LESS
 
 
 def test_real_kernels_beside_device_link_stubs_make_a_kernel_library() -> None:

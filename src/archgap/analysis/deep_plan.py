@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from archgap.analysis.compat import ComputeCapability, matrix_targets, resolve_gpu, sass_compat
-from archgap.kb import roles
 from archgap.kb.gpus import known_capabilities
 
 VARIANTS = ("", "a", "f")
@@ -43,5 +42,4 @@ def deep_search_plan(named: Sequence[str] = ()) -> dict[str, Any]:
         "native": native,
         "named": list(dict.fromkeys(str(cc) for cc in named_ccs)),
         "default": [str(cc) for cc in default],
-        "kernel_less_max_bytes": roles.kernel_less()[1],
     }

@@ -84,11 +84,6 @@ def has_device_code(binary: BinaryFacts) -> bool:
     return bool(runtime_entries(binary))
 
 
-def _kernel_less(entry: KernelEntry) -> bool:
-    """A cubin without any kernel: read (no .text), or a compressed one too small for a kernel."""
-    return kernel_less(entry, roles.kernel_less()[1])
-
-
 def role_of(binary: BinaryFacts) -> tuple[str, str]:
     """The file's role, and (for every role but a kernel library) why it does not count."""
     name = binary.path.rsplit("/", 1)[-1]
@@ -102,15 +97,8 @@ def role_of(binary: BinaryFacts) -> tuple[str, str]:
             f"({profiler.source})"
         )
     entries = runtime_entries(binary)
-    if entries and all(_kernel_less(e) for e in entries):
-        rule, _ = roles.kernel_less()
-        inferred = any(e.kernels is None for e in entries)
-        how = (
-            " (inferred from the size of a compressed cubin, which is not unpacked here)"
-            if inferred
-            else ""
-        )
-        return KERNEL_LESS, f"{rule.what}{how}"
+    if entries and all(kernel_less(e) for e in entries):
+        return KERNEL_LESS, roles.kernel_less().what
     return KERNEL_LIBRARY, ""
 
 
@@ -194,7 +182,7 @@ class _Library(NamedTuple):
 def _library(binary: BinaryFacts) -> _Library:
     role, why = role_of(binary)
     entries = runtime_entries(binary)
-    real = [e for e in entries if not _kernel_less(e)]
+    real = [e for e in entries if not kernel_less(e)]
     listed = [e for e in real if e.listed]
     hidden = [e for e in real if not e.listed]
     return _Library(binary, role, why, entries, real, hidden, listed or hidden, not listed)

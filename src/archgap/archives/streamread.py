@@ -14,7 +14,8 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
   of ``walk_containers`` and ``search_section`` are answered from these lists);
 - at each magic, the container header and the first entry header; along each container, every
   entry header (the chain ``walk_entries`` follows) and the 16 bytes after the container; for a
-  small uncompressed SASS payload, what ``cubin_has_text`` reads;
+  small uncompressed SASS payload, what ``cubin_has_text`` reads, and the whole payload of other
+  small SASS and PTX entries (``content.has_kernel``);
 - of each ELF image (the member, an archive's member, a payload cubin, a cubin candidate): its
   header, its section table when the stream reaches it, and its section-name table and (cubins)
   notes, which precede the table: they are taken from the last ``LOOKBEHIND`` bytes;
@@ -367,15 +368,20 @@ class Collector:
             return  # the member ends here, or this chain was followed to this end already
         self.followed[pos] = end
         (kind, _, header_size, payload_size, compressed, _, _, _, _,
-         _, _, flags, _, _) = ENTRY_HEADER.unpack(data[: ENTRY_HEADER.size])  # fmt: skip
+         _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack(data[: ENTRY_HEADER.size])  # fmt: skip
         if kind not in ENTRY_KINDS or not ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER:
             return
         payload = pos + header_size
         following = payload + payload_size
         packed = compressed or flags & (FLAG_LZ4 | FLAG_ZSTD)
-        if ENTRY_KINDS[kind] == "sass" and not packed and payload_size <= KERNEL_CHECK_MAX:
+        unpacked = uncompressed if compressed and uncompressed else payload_size
+        if ENTRY_KINDS[kind] == "ltoir" or unpacked > KERNEL_CHECK_MAX:
+            pass  # walk_entries looks at the content of small SASS and PTX only
+        elif ENTRY_KINDS[kind] == "sass" and not packed:
             # cubin_has_text reads its header and tables
             self.want(payload, ELF64_HEADER.size, self._elf_rule(cuda_only=True))
+        else:  # content.has_kernel reads the whole payload
+            self.want(payload, compressed or payload_size)
         if following + ENTRY_HEADER.size <= end:
             self.want(following, ENTRY_HEADER.size, lambda at, got: self._entry(at, got, end))
         else:

@@ -216,10 +216,9 @@ def archive_facts(
     contents: list[WheelContents],
     label: str,
     detail: bool = False,
-    kernel_less_max: int | None = None,
 ) -> ProbeResponse:
     """A probe answer with the "python" and "binaries" sections of these archives (one row
-    per kind of entry unless ``detail``: ``summary.summarized``, with ``kernel_less_max``)."""
+    per kind of entry unless ``detail``: ``summary.summarized``)."""
     dists = [d for c in contents for d in c.distributions]
     env = PythonEnvironment(
         label,
@@ -229,7 +228,7 @@ def archive_facts(
         tuple(p for c in contents for p in c.unowned),
         tuple(p for c in contents for p in c.problems),
     )
-    binaries = [binary_json(b, detail, kernel_less_max) for c in contents for b in c.binaries]
+    binaries = [binary_json(b, detail) for c in contents for b in c.binaries]
     sections = {"python": asdict(env), "binaries": binaries}
     # as the JSON the probe sends (tuples become arrays), so it decodes like any probe's facts
     return ProbeResponse(sections=json.loads(json.dumps(sections)))

@@ -24,7 +24,6 @@ from archgap.index.fetch import Fetched
 from archgap.index.options import IndexOptions
 from archgap.index.resolve import PYPI, Candidate, candidates, parse_requirement
 from archgap.index.targets import read_index_file
-from archgap.kb import roles
 
 Progress = Callable[[int, int, str], None]
 
@@ -90,7 +89,7 @@ def judge(
         why = "; ".join(p.reason for p in contents.problems) or "not a wheel"
         return VersionVerdict(*base, (), False, why)
     labels = [g.label for g in gpus]
-    facts = archive_facts([contents], "", kernel_less_max=roles.kernel_less()[1])
+    facts = archive_facts([contents], "")
     report = report_from_facts(facts, labels, matrix=False, driver=driver, strict=strict)
     found: list[GpuVerdict] = []
     for gpu in report.gpus:

@@ -34,10 +34,10 @@ def device_link_archive() -> RoleRule:
 
 
 @cache
-def kernel_less() -> tuple[RoleRule, int]:
-    """The rule, and the unpacked size below which a compressed cubin is taken as kernel-less."""
+def kernel_less() -> RoleRule:
+    """A file whose entries hold no kernel (decided by content: ``probe.deep_plan.kernel_less``)."""
     rule = load_json("roles.json")["kernel_less"]
-    return RoleRule(rule["what"], rule["source"]), int(rule["max_unpacked_bytes"])
+    return RoleRule(rule["what"], rule["source"])
 
 
 def profiler_library(file_name: str) -> ProfilerLibrary | None:

@@ -12,7 +12,6 @@ Each file is read once (by device and inode), and a symlink loop is a row with i
 
 from __future__ import annotations
 
-import functools
 import operator
 import os
 import stat
@@ -197,18 +196,16 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
     paths = [str(p) for p in params.get("paths") or []]
     detail = bool(params.get("detail", True))
     deep = bool(params.get("deep", False))
-    plan = params.get("native_sets")  # (native targets per judged GPU, kernel-less size)
-    limit = params.get("kernel_less_max_bytes")
-    limit = limit if isinstance(limit, int) else None
+    plan = params.get("native_sets")  # native targets per judged GPU
     # Summarized as each file is read: a helper process sends back summaries, not entries.
-    summarize = None if detail else functools.partial(Summary, limit)
+    summarize = None if detail else Summary
     if deep and plan is not None:
         found: Iterable[BinaryFacts] = read_selectively(
-            list(discover(paths)), plan[0], plan[1], system.progress, summarize
+            list(discover(paths)), plan, system.progress, summarize
         )
     else:
         found = walk_binaries(paths, deep, system.progress, summarize)
-    return [binary_json(facts, detail, limit) for facts in found]
+    return [binary_json(facts, detail) for facts in found]
 
 
 __all__ = [

@@ -124,6 +124,9 @@ class Reader:
         self.seen_cubins: Dict[int, int] = {}  # cubin offset -> its end
         self.seen_tables: Set[int] = set()  # section tables that belong to a found cubin
         self.seen_regions: Set[Tuple[int, int]] = set()
+        # (kind, arch, flags, section, listed, member) of entries shown to hold a kernel: the
+        # content of more such entries changes no verdict and is not looked at (fatcontainer)
+        self.with_kernels: Set[Tuple[Any, ...]] = set()
         self._block_at = 0  # where the bytes of the last header pread start
         self._block = b""
 

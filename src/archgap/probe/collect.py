@@ -74,8 +74,6 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         deep = bool(binaries.get("deep", True)) if isinstance(binaries, dict) else True
         detail = bool(binaries.get("detail", True)) if isinstance(binaries, dict) else True
         params = {"paths": sorted(paths), "deep": deep, "detail": detail}
-        if isinstance(binaries, dict) and "kernel_less_max_bytes" in binaries:
-            params["kernel_less_max_bytes"] = binaries["kernel_less_max_bytes"]
         if deep and isinstance(binaries, dict) and "deep_plan" in binaries:
             # Deeply only where hidden entries can matter for the GPUs judged (deep_plan.py).
             gpu = facts["sections"].get("gpu")

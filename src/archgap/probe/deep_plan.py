@@ -15,7 +15,6 @@ the scan may judge, the SASS targets that run on it natively (``analysis/deep_pl
   "native": {"9.0": ["sm_90", "sm_90a"], ...}   every compute capability the scan may judge
   "named": ["9.0", ...]                          the GPUs named with --gpu/--require
   "default": ["7.5", ...]                        judged when no GPU is named or present
-  "kernel_less_max_bytes": N                     a compressed cubin this small has no kernel
 
 The GPUs present are the gpu section's, from the same probe run. When one of them has a compute
 capability the plan does not know, every file is searched deeply (the analysis may still identify
@@ -58,20 +57,16 @@ def runtime_entries(binary: BinaryFacts) -> Tuple[KernelEntry, ...]:
     )
 
 
-def kernel_less(entry: KernelEntry, max_unpacked: int) -> bool:
-    """A cubin without any kernel: read (no .text), or a compressed one of at most
-    ``max_unpacked`` bytes per cubin (too small for a kernel; kb/roles.json)."""
-    if entry.kind != "sass":
-        return False
-    if entry.kernels is not None:
-        return not entry.kernels
-    each = entry.uncompressed_size / max(entry.count, 1)  # a summary row adds its entries' sizes
-    return entry.compression != "none" and each <= max_unpacked
+def kernel_less(entry: KernelEntry) -> bool:
+    """An entry whose content shows it holds no kernel: a cubin without a ``.text`` section, PTX
+    without an ``.entry`` (kb/roles.json "kernel_less"; read by ``content.has_kernel``). One not
+    looked at (large, or compressed in a way the probe cannot unpack) may hold kernels."""
+    return entry.kernels is False and entry.kind in ("sass", "ptx")
 
 
-def judged_native_sets(plan: Any, gpu_section: Any) -> Optional[Tuple[List[FrozenSet[str]], int]]:
-    """The native SASS targets of each compute capability the scan will judge, and the
-    kernel-less size; None when the plan cannot say (every file is then searched deeply)."""
+def judged_native_sets(plan: Any, gpu_section: Any) -> Optional[List[FrozenSet[str]]]:
+    """The native SASS targets of each compute capability the scan will judge; None when the
+    plan cannot say (every file is then searched deeply)."""
     if not isinstance(plan, Mapping) or not isinstance(plan.get("native"), Mapping):
         return None
     native = plan["native"]
@@ -83,23 +78,22 @@ def judged_native_sets(plan: Any, gpu_section: Any) -> Optional[Tuple[List[Froze
             return None
         present.append(cc.strip())
     judged = list(_strings(plan.get("named"))) + present or list(_strings(plan.get("default")))
-    limit = plan.get("kernel_less_max_bytes")
-    if any(cc not in native for cc in judged) or not isinstance(limit, int):
+    if any(cc not in native for cc in judged):
         return None
-    return [frozenset(_strings(native[cc])) for cc in judged], limit
+    return [frozenset(_strings(native[cc])) for cc in judged]
 
 
 def _strings(value: Any) -> Sequence[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def needs_deep_search(binary: BinaryFacts, native_sets: List[FrozenSet[str]], limit: int) -> bool:
+def needs_deep_search(binary: BinaryFacts, native_sets: List[FrozenSet[str]]) -> bool:
     """Whether hidden entries could change what the scan says about ``binary`` (read plainly):
     unless its listed fatbin has a kernel cubin native to every judged GPU."""
     listed = {
         "sm_%d%s" % (e.arch, e.variant)
         for e in runtime_entries(binary)
-        if e.kind == "sass" and e.listed and not kernel_less(e, limit)
+        if e.kind == "sass" and e.listed and not kernel_less(e)
     }
     return not listed or not all(listed & runs for runs in native_sets)
 
@@ -107,7 +101,6 @@ def needs_deep_search(binary: BinaryFacts, native_sets: List[FrozenSet[str]], li
 def read_selectively(
     found: Sequence[Tuple[str, Optional[BinaryFacts]]],
     native_sets: List[FrozenSet[str]],
-    limit: int,
     progress: Optional[Progress] = None,
     summarize: Summarize = None,
 ) -> Iterator[BinaryFacts]:
@@ -119,7 +112,7 @@ def read_selectively(
 
     def read(path: str) -> BinaryFacts:
         facts = read_binary(path, False, summarize)
-        if needs_deep_search(facts, native_sets, limit):
+        if needs_deep_search(facts, native_sets):
             return read_binary(path, True, summarize)
         return facts
 

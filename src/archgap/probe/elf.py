@@ -156,11 +156,10 @@ def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin
     return fields, Sections(strtab, base, *columns)
 
 
-def cubin_has_text(reader: Reader, base: int, end: int) -> Optional[bool]:
-    """Whether the cubin in [base, end) has a ``.text`` section (a kernel); None if unsure.
+def cubin_has_text(buf: Any, base: int, end: int) -> Optional[bool]:
+    """Whether the cubin in ``buf[base:end]`` has a ``.text`` section (a kernel); None if unsure.
 
     Quiet: a payload that is not a well-formed cubin is not this check's to report."""
-    buf = reader.buf
     if end - base < ELF64_HEADER.size or buf[base : base + 4] != ELF_MAGIC:
         return None
     fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])

@@ -1,22 +1,24 @@
 """Fatbin containers and their entries (SASS, PTX, LTO-IR), read from their headers.
 
 A container is a 16-byte header and entries back to back; an entry is a 64..144-byte header and
-its payload (shared/reference/fatbin_format.md). Nothing is decompressed: the kind, architecture,
-variant, PTX ISA, compression and sizes all come from the header. Sizes no compressor can give
-make an entry invalid, with the reason.
+its payload (shared/reference/fatbin_format.md). The kind, architecture, variant, PTX ISA,
+compression and sizes all come from the header; only a small entry's content is looked at,
+for whether it holds a kernel (``content.has_kernel``). Sizes no compressor can give make an
+entry invalid, with the reason.
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
-from typing import Optional
+from typing import Any, Optional, Tuple
 
 from .binreader import SEARCH_WINDOW, Reader
+from .content import has_kernel
 from .elf import cubin_has_text
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
-KERNEL_CHECK_MAX = 64 << 10  # uncompressed cubins up to this size are checked for a .text section
+KERNEL_CHECK_MAX = 64 << 10  # entries up to this size unpacked are looked at for a kernel
 
 ENTRY_KINDS = {1: "ptx", 2: "sass", 8: "ltoir"}
 FLAG_DEBUG = 0x2
@@ -120,9 +122,11 @@ def walk_entries(
             pos = payload + payload_size
             continue
         reader.seen_entries.add(pos)
+        unpacked = uncompressed if compressed_size and uncompressed else stored
         kernels = None
-        if kind == "sass" and compression == "none" and payload_size <= KERNEL_CHECK_MAX:
-            kernels = cubin_has_text(reader, payload, payload + payload_size)
+        if unpacked <= KERNEL_CHECK_MAX and kind != "ltoir":  # only these can be nvlink's stubs
+            same = (kind, arch, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY), section, listed, member)
+            kernels = _kernels(reader, payload, stored, unpacked, kind, compression, same)
         if flags & FLAG_ARCH_SPECIFIC:
             variant = "a"
         elif flags & FLAG_FAMILY:
@@ -137,7 +141,7 @@ def walk_entries(
             "%d.%d" % (major, minor) if kind == "ptx" else None,
             compression,
             stored,
-            uncompressed if compressed_size and uncompressed else stored,
+            unpacked,
             section,
             pos,
             bool(flags & FLAG_DEBUG),
@@ -149,6 +153,28 @@ def walk_entries(
         pos = payload + payload_size
     if pos < end and not reader.is_zero(pos, end):
         reader.fail("%s: truncated entry header at 0x%x" % (label, pos))
+
+
+def _kernels(
+    reader: Reader,
+    payload: int,
+    stored: int,
+    unpacked: int,
+    kind: str,
+    compression: str,
+    same: Tuple[Any, ...],
+) -> Optional[bool]:
+    """Whether a small SASS or PTX entry holds a kernel; an entry like one shown to hold a
+    kernel (``same``) is not unpacked again (~1 ms each): it changes no verdict."""
+    if kind == "sass" and compression == "none":  # its tables, in place
+        kernels = cubin_has_text(reader.buf, payload, payload + stored)
+    elif same in reader.with_kernels:
+        return None
+    else:
+        kernels = has_kernel(reader.buf, payload, stored, unpacked, kind, compression)
+    if kernels:
+        reader.with_kernels.add(same)
+    return kernels
 
 
 def _impossible_sizes(payload_size: int, compressed_size: int, uncompressed: int) -> str:

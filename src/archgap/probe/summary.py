@@ -2,7 +2,7 @@
 
 A torch host has ~48,000 fatbin entries in ~120 files, but they differ in few ways: the analysis
 reads only kind, arch, variant, PTX ISA, section, member and whether cuobjdump lists them (and
-whether any of the merged cubins has a kernel). The summary merges the entries of a file that
+whether any of the merged entries holds a kernel). The summary merges the entries of a file that
 agree on all of these (and on compression and debug)
 into one ``KernelEntry`` with ``count`` set and the sizes added: ~700 rows instead of 48,000,
 a document of a few hundred KB instead of 20 MB, and the same verdicts. ``kernels --all`` and
@@ -19,7 +19,7 @@ from .binreader import entry_keeper
 from .facts import BinaryFacts, KernelEntry
 
 # What tells entries apart in a summary: everything but where they are and how big.
-EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any, Any]
+EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any]
 # KernelEntry's fields in its order: Summary.add takes them so.
 _FIELDS = operator.attrgetter(
     "kind", "arch", "variant", "ptx_isa", "compression", "stored_size", "uncompressed_size",
@@ -32,14 +32,9 @@ class Summary:
     what ``summarized`` makes of them, without an object per entry (46,000 on a torch host).
 
     Entries that differ only in offset and size become one row: the first one's offset, the
-    sizes and counts added. A compressed cubin is told kernel-less by its size alone
-    (``deep_plan.kernel_less``: at most ``kernel_less_max`` bytes unpacked, kb/roles.json), and a
-    merged row by its average: so such cubins merge only with others on the same side of that
-    size (without it, only with others of the same size). A device-link stub (1.4 KiB) and a
-    small real kernel (2.9 KiB) averaged 2.2 KiB: a kernel-less row."""
+    sizes and counts added, and whether any of them holds a kernel (``_any_kernels``)."""
 
-    def __init__(self, kernel_less_max: Optional[int] = None) -> None:
-        self.kernel_less_max = kernel_less_max
+    def __init__(self) -> None:
         self.rows: Dict[EntryKey, List[Any]] = {}  # [offset, count, stored, unpacked, kernels]
 
     def add(
@@ -60,11 +55,7 @@ class Summary:
         kernels: Optional[bool] = None,
     ) -> None:
         """One entry (or row) with ``KernelEntry``'s fields."""
-        side: Any = None
-        if kind == "sass" and compression != "none" and kernels is None:
-            limit = self.kernel_less_max
-            side = uncompressed_size if limit is None else uncompressed_size <= limit
-        key = (kind, arch, variant, ptx_isa, compression, section, debug, listed, member, side)
+        key = (kind, arch, variant, ptx_isa, compression, section, debug, listed, member)
         row = self.rows.get(key)
         if row is None:
             self.rows[key] = [offset, count, stored_size, uncompressed_size, kernels]
@@ -80,15 +71,15 @@ class Summary:
         rows: List[KernelEntry] = []
         keep = entry_keeper(rows)
         for key, (offset, count, stored, unpacked, kernels) in self.rows.items():
-            kind, arch, variant, ptx_isa, compression, section, debug, listed, member, _ = key
+            kind, arch, variant, ptx_isa, compression, section, debug, listed, member = key
             keep(kind, arch, variant, ptx_isa, compression, stored, unpacked, section, offset,
                  debug, listed, member, count, kernels)  # fmt: skip
         return tuple(rows)
 
 
-def summarized(facts: BinaryFacts, kernel_less_max: Optional[int] = None) -> BinaryFacts:
+def summarized(facts: BinaryFacts) -> BinaryFacts:
     """``facts`` with entries that differ only in offset and size merged (``Summary``)."""
-    summary = Summary(kernel_less_max)
+    summary = Summary()
     for e in facts.entries:
         summary.add(*_FIELDS(e))
     if len(summary.rows) == len(facts.entries):
@@ -107,13 +98,11 @@ def _any_kernels(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
     return None if a is None or b is None else False
 
 
-def binary_json(
-    facts: BinaryFacts, detail: bool = True, kernel_less_max: Optional[int] = None
-) -> Dict[str, Any]:
+def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
     """``dataclasses.asdict(facts)`` (summarized unless ``detail``), without asdict's deep copy
     of every value (which cost 11 s for a torch host's 48,000 entries)."""
     if not detail:
-        facts = summarized(facts, kernel_less_max)
+        facts = summarized(facts)
     data = dict(vars(facts))
     data["entries"] = [dict(vars(e)) for e in facts.entries]
     return data

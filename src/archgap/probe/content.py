@@ -1,0 +1,106 @@
+"""Whether a fatbin entry holds a kernel, told by its content: a ``.text`` section in a cubin,
+an ``.entry`` directive in PTX (kb/roles.json "kernel_less").
+
+An entry is looked at only while it is small (``fatcontainer.KERNEL_CHECK_MAX`` bytes
+unpacked): nvlink's kernel-less stubs are a few KiB (libcudnn_ext.so.9's, CUDA 12: 960-4,840 B),
+while a library's real cubins are often megabytes. A compressed payload is unpacked first: LZ4 (what
+CUDA 12's ``-Xfatbin=-compress-all`` writes) here, in a few lines of Python; Zstandard (CUDA
+12.8+'s ``--compress-mode=size``, CUDA 13's default for compressed cubins) only where the
+interpreter has it (``compression.zstd``, Python 3.14). What cannot be looked at is None: not
+known to be kernel-less, so it is judged as a kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from .binreader import NotRecorded
+from .elf import cubin_has_text
+
+PTX_ENTRY = re.compile(rb"(?:^|\s)\.entry\s")  # the directive of a kernel (PTX ISA, 11.1)
+
+
+def has_kernel(
+    buf: Any, payload: int, stored: int, unpacked: int, kind: str, compression: str
+) -> Optional[bool]:  # kind: "sass" or "ptx"
+    """Whether the entry whose payload is ``buf[payload : payload + stored]`` holds a kernel;
+    None when its compression cannot be unpacked here or its bytes were not kept (a streamed
+    member)."""
+    try:
+        raw = bytes(buf[payload : payload + stored])
+    except NotRecorded:
+        return None
+    data: Optional[bytes] = raw
+    if compression == "lz4":
+        data = lz4_block(raw, unpacked)
+    elif compression == "zstd":
+        data = zstd_frame(raw, unpacked)
+    elif compression != "none":
+        return None
+    if data is None:
+        return None
+    if kind == "ptx":
+        return PTX_ENTRY.search(data) is not None
+    return cubin_has_text(data, 0, len(data))
+
+
+def lz4_block(src: bytes, size: int) -> Optional[bytes]:
+    """An LZ4 block (https://github.com/lz4/lz4/blob/dev/doc/lz4_Block_format.md) unpacked to
+    ``size`` bytes; None when it is not one."""
+    out = bytearray()
+    at, end = 0, len(src)
+    try:
+        while at < end:
+            token = src[at]
+            at += 1
+            length = token >> 4
+            if length == 15:
+                while True:
+                    more = src[at]
+                    at += 1
+                    length += more
+                    if more != 255:
+                        break
+            out += src[at : at + length]
+            at += length
+            if at >= end:
+                break  # the last sequence has literals only
+            offset = src[at] | src[at + 1] << 8
+            at += 2
+            length = token & 15
+            if length == 15:
+                while True:
+                    more = src[at]
+                    at += 1
+                    length += more
+                    if more != 255:
+                        break
+            length += 4
+            start = len(out) - offset
+            if offset == 0 or start < 0 or len(out) + length > size:
+                return None
+            if length <= offset:
+                out += out[start : start + length]
+            else:  # the match overlaps what it writes: a repeated pattern
+                pattern = bytes(out[start:])
+                out += (pattern * (length // offset + 1))[:length]
+    except IndexError:
+        return None
+    return bytes(out) if len(out) == size else None
+
+
+def zstd_frame(src: bytes, size: int) -> Optional[bytes]:
+    """A Zstandard frame unpacked, where the interpreter can (Python 3.14's compression.zstd)."""
+    try:
+        from compression import zstd  # type: ignore[import-not-found,unused-ignore]  # novm
+    except ImportError:
+        return None
+    try:
+        data = zstd.decompress(src)
+    except Exception:  # zstd.ZstdError, or a damaged frame in any other way
+        return None
+    return data if len(data) == size else None
+
+
+__all__ = ["has_kernel", "lz4_block", "zstd_frame"]
