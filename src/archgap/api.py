@@ -150,11 +150,12 @@ def scan_archives(
     from archgap.archives.wheel import archive_facts
     from archgap.image.read import image_facts
     from archgap.index.options import IndexOptions
-    from archgap.index.targets import read_targets
+    from archgap.index.targets import mark_unverified, read_targets
 
     for name in gpus:
         resolve_gpu(name)
-    contents, _ = read_targets(list(targets), options or IndexOptions())
+    contents, fetched = read_targets(list(targets), options or IndexOptions())
+    mark_unverified(contents, fetched)
     if not any(c.distributions for c in contents):
         problems = [f"{p.subject}: {p.reason}" for c in contents for p in c.problems]
         raise ProbeError("; ".join(problems) or "no wheel")

@@ -65,7 +65,7 @@ OPTIONS = (
     ),
     opt.STRICT,
     opt.RESOLVING,
-    opt.TLS_VERIFY,
+    opt.REGISTRY,
     opt.output(opt.TABLE_FORMATS),
     opt.TARGET,
     opt.option("--python", help="the interpreter that runs the probe on a remote target"),

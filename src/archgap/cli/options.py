@@ -180,16 +180,27 @@ def _boolean(text: str) -> bool:
     return value in ("true", "1", "yes")
 
 
-# ``--tls-verify=false``, skopeo's flag: a docker:// registry without a verified certificate, or
-# over plain HTTP (a loopback registry always may).
-TLS_VERIFY = option(
-    "--tls-verify",
-    type=_boolean,
-    default=True,
-    metavar="BOOL",
-    help="docker:// images: require HTTPS with a verified certificate (default true; false also "
-    "allows plain HTTP, as skopeo's flag; loopback registries always may)",
+# docker:// registries: ``--tls-verify=false`` is skopeo's flag (a registry without a verified
+# certificate, or over plain HTTP; a loopback registry always may); credentials go to a token
+# realm on another host only when asked.
+REGISTRY = Group(
+    (
+        option(
+            "--tls-verify",
+            type=_boolean,
+            default=True,
+            metavar="BOOL",
+            help="docker:// images: require HTTPS with a verified certificate (default true; "
+            "false also allows plain HTTP, as skopeo's flag; loopback registries always may)",
+        ),
+        flag(
+            "--trust-token-realm",
+            "docker:// images: send your registry credentials to a token server on another "
+            "host too (over https only; by default only the registry's own host gets them)",
+        ),
+    )
 )
+
 
 # gates and trace: the trees a scan of source leaves out unless asked.
 ALL_TREES = show_all_option("vendored, example and test trees")
@@ -284,6 +295,19 @@ def target(timeout_default: float = DEFAULT_TIMEOUT) -> Group:
 TARGET = target()
 
 
+def _size(text: str) -> int:
+    """``4G``, ``512M``, ``64K`` or a number of bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    number, unit = (text[:-1], text[-1].lower()) if text[-1:].isalpha() else (text, "")
+    try:
+        value = float(number) * units[unit] if unit else float(number)
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4G, 512M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4G, 512M)")
+    return int(value)
+
+
 # Where requirements are resolved (pip's index options and settings), and for which interpreter
 # and platform: scan and kernels (WHEEL and REQUIREMENT targets) and versions.
 INDEXES = (
@@ -301,6 +325,12 @@ INDEXES = (
         "--python-version",
         metavar="X.Y",
         help="choose wheels for this Python (default: this one)",
+    ),
+    option(
+        "--max-download",
+        type=_size,
+        metavar="SIZE",
+        help="the most one wheel downloaded whole may be, e.g. 8G (default 4G)",
     ),
     option(
         "--platform",
@@ -328,8 +358,8 @@ RESOLVING = Group((*INDEXES, DEPS), title="resolving requirements (pip's index s
 
 
 def index_options(args: argparse.Namespace) -> IndexOptions:
-    """The ``INDEXES``, ``DEPS`` and ``TLS_VERIFY`` a command was given (those it does not take
-    at their defaults)."""
+    """The ``INDEXES``, ``DEPS``, ``REGISTRY`` and ``--timeout`` a command was given (those it
+    does not take at their defaults)."""
     from archgap.index.options import IndexOptions
 
     return IndexOptions(
@@ -339,4 +369,7 @@ def index_options(args: argparse.Namespace) -> IndexOptions:
         args.platform,
         getattr(args, "deps", False),
         getattr(args, "tls_verify", True),
+        getattr(args, "timeout", None),
+        args.max_download,
+        getattr(args, "trust_token_realm", False),
     )

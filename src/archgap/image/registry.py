@@ -33,6 +33,7 @@ looked for), an unknown manifest or repository (404), an unreachable host.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import io
@@ -40,7 +41,6 @@ import ipaddress
 import json
 import os
 import ssl
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -74,10 +74,14 @@ from archgap.image.source import (
     resolve,
     verified,
 )
-from archgap.index.fetch import TIMEOUT, FetchError, cache_dir, describe, request
+from archgap.index import net
+from archgap.index.fetch import FetchError, PartialFile, cache_dir
 
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 CHUNK = 1 << 20
+# Docker Hub's registry hands out tokens from its own token server (docker's client sends the
+# credentials there: https://distribution.github.io/distribution/spec/auth/token/)
+KNOWN_REALMS = {"registry-1.docker.io": "auth.docker.io"}
 DEFAULT_TOKEN_LIFETIME = 60.0  # expires_in when the token answer omits it (token spec)
 OAUTH_CLIENT_ID = "archgap"  # the spec's client_id: any meaningful name, for auditing
 
@@ -103,31 +107,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
-
-
-def _origin(url: str) -> tuple[str, str]:
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme, parts.netloc
-
-
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects; the registry's Authorization goes along only to the same origin (an
-    object store behind a blob redirect refuses a second auth mechanism, and must not see it)."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        auth = req.unredirected_hdrs.get("Authorization")
-        if new is not None and auth and _origin(req.full_url) == _origin(newurl):
-            new.add_unredirected_header("Authorization", auth)
-        return new
 
 
 def _registry_message(exc: urllib.error.HTTPError) -> str:
@@ -159,14 +138,14 @@ class RegistryClient:
         ref: Reference,
         tls_verify: bool = True,
         env: Mapping[str, str] | None = None,
-        timeout: float = TIMEOUT,
+        timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ref = ref
         self.env = env
         self.credentials: Credentials = find_credentials(ref, env)
         self.insecure = not tls_verify or is_loopback(ref.api_host)
-        self.timeout = timeout
+        self.timeout = net.session().timeout if timeout is None else timeout
         self.clock = clock
         self.authorization: str | None = None
         self.challenge: Challenge | None = None  # the Bearer challenge the token answered
@@ -180,9 +159,8 @@ class RegistryClient:
         if self.insecure:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        self.opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=context), _Redirects()
-        )
+        self.opener = net.opener(context)
+        self.withheld: str | None = None  # why credentials were not sent to a token realm
 
     @property
     def label(self) -> str:
@@ -216,11 +194,11 @@ class RegistryClient:
         )
         for i, scheme in enumerate(schemes):
             url = self._url(scheme, path)
-            req = request(url, {"Accept": accept} if accept else None)
+            req = self._request(url, {"Accept": accept} if accept else None)
             if self.authorization:
                 req.add_unredirected_header("Authorization", self.authorization)
             try:
-                answer: http.client.HTTPResponse = self.opener.open(req, timeout=self.timeout)
+                answer = net.send(req, self.opener)
             except urllib.error.HTTPError:
                 self.scheme = scheme
                 raise
@@ -228,14 +206,19 @@ class RegistryClient:
                 if i + 1 < len(schemes):
                     continue  # an insecure registry that does not speak TLS: plain HTTP next
                 raise RegistryError(
-                    f"{self.label}: cannot reach {self.ref.api_host}: {describe(url, exc)}",
+                    f"{self.label}: cannot reach {self.ref.api_host}: {net.describe(url, exc)}",
                     "unreachable",
                 ) from None
             self.scheme = scheme
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _request(self, url: str, headers: dict[str, str] | None = None) -> urllib.request.Request:
+        return net.build_request(url, headers, self.timeout, credentials=False)
+
     def _where(self) -> str:
+        if self.withheld:
+            return self.withheld
         if self.challenge and _token_key(self.challenge) in self._refresh:
             first = self.credentials.source if self.credentials.identity_token else None
             since = f" for the identity token from {first}" if first else ""
@@ -310,22 +293,46 @@ class RegistryClient:
         if challenge.params.get("service"):
             query["service"] = challenge.params["service"]
         refresh = self._refresh.get(_token_key(challenge)) or self.credentials.identity_token
+        if (refresh or basic) and not self._may_send_credentials(realm):
+            refresh = basic = None  # asked for anonymously: the realm may not see them
         if refresh:
             form = {**query, "grant_type": "refresh_token", "refresh_token": refresh}
-            req = request(realm, {"Content-Type": "application/x-www-form-urlencoded"})
+            req = self._request(realm, {"Content-Type": "application/x-www-form-urlencoded"})
             req.data = urllib.parse.urlencode({**form, "client_id": OAUTH_CLIENT_ID}).encode()
             return req
-        req = request(f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}")
+        req = self._request(f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}")
         if basic:
             req.add_unredirected_header("Authorization", basic)
         return req
+
+    def _may_send_credentials(self, realm: str) -> bool:
+        """Whether the token realm may have the user's credentials: one on the registry's own
+        host (over https, or plain http when the registry itself is spoken to so), Docker
+        Hub's own token server, or with ``trust_token_realm`` any https realm; never one in
+        clear text on another host. When not, ``withheld`` says why (the refusal names it)."""
+        parts = urllib.parse.urlsplit(realm)
+        host = urllib.parse.urlsplit(f"//{self.ref.api_host}").hostname
+        tls = parts.scheme == "https"
+        if parts.hostname == host and (tls or self.scheme == "http"):
+            return True
+        if tls and (
+            KNOWN_REALMS.get(host or "") == parts.hostname or net.session().trust_token_realm
+        ):
+            return True
+        how = "in clear text" if not tls else "to another host"
+        self.withheld = (
+            f"without credentials: not sent {how} to the token realm {net.redact(realm)} "
+            f"(credentials go to a realm on {host} itself"
+            f"{'' if not tls else ', or with --trust-token-realm'})"
+        )
+        return False
 
     def _token_answer(self, challenge: Challenge, basic: str | None) -> dict[str, Any]:
         req = self._token_request(challenge, basic)
         realm = challenge.params.get("realm", "")
         try:
-            with self.opener.open(req, timeout=self.timeout) as answer:
-                doc = json.loads(answer.read(MAX_JSON_BYTES))
+            with net.send(req, self.opener) as answer:
+                doc = json.loads(net.read_capped(answer, MAX_JSON_BYTES, realm))
         except urllib.error.HTTPError as exc:
             exc.close()
             # OAuth2 answers a refused grant with 400 (invalid_grant)
@@ -337,7 +344,7 @@ class RegistryClient:
             ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
             raise RegistryError(
-                f"{self.label}: token: {describe(realm, exc)}", "unreachable"
+                f"{self.label}: token: {net.describe(realm, exc)}", "unreachable"
             ) from None
         if not isinstance(doc, dict):
             raise RegistryError(f"{self.label}: the token server {realm} sent no token", "protocol")
@@ -409,15 +416,10 @@ class _CacheCopy(io.RawIOBase):
 
     def __init__(self, stream: IO[bytes], target: str) -> None:
         super().__init__()
-        self.stream, self.target = stream, target
-        self.partial: str | None = None
-        self.out: IO[bytes] | None = None
-        try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            fd, self.partial = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".part")
-            self.out = os.fdopen(fd, "wb")
-        except OSError:
-            self._drop()
+        self.stream = stream
+        self.partial: PartialFile | None = None
+        with contextlib.suppress(OSError):  # no cache then; the read goes on
+            self.partial = PartialFile(target)
 
     def readable(self) -> bool:
         return True
@@ -425,38 +427,30 @@ class _CacheCopy(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = self.stream.read(len(buffer))
         if not data:
-            self._commit()
+            self._finish(commit=True)
             return 0
         buffer[: len(data)] = data
-        if self.out is not None:
+        if self.partial is not None:
             try:
-                self.out.write(data)
+                self.partial.write(data)
             except OSError:
-                self._drop()
+                self._finish(commit=False)
         return len(data)
 
-    def _commit(self) -> None:
-        if self.out is None or self.partial is None:
+    def _finish(self, commit: bool) -> None:
+        partial, self.partial = self.partial, None
+        if partial is None:
             return
         try:
-            self.out.close()
-            os.replace(self.partial, self.target)
-            self.out = self.partial = None
+            partial.commit() if commit else partial.discard()
         except OSError:
-            self._drop()
-
-    def _drop(self) -> None:
-        if self.out is not None:
-            self.out.close()
-        if self.partial is not None and os.path.exists(self.partial):
-            os.unlink(self.partial)
-        self.out = self.partial = None
+            partial.discard()
 
     def close(self) -> None:
         try:
             self.stream.close()
         finally:
-            self._drop()
+            self._finish(commit=False)
             super().close()
 
 

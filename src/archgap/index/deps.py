@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import email.parser
 import hashlib
-import urllib.error
-import urllib.request
 import zipfile
 from collections import deque
 from collections.abc import Sequence
@@ -30,7 +28,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from archgap.index.fetch import TIMEOUT, FetchError, describe, open_wheel, request
+from archgap.index import net
+from archgap.index.fetch import FetchError, open_wheel
 from archgap.index.resolve import IndexFile, ResolveError, parse_requirement, resolve
 
 MAX_METADATA = 16 << 20
@@ -112,10 +111,9 @@ def requires_dist(file: IndexFile) -> list[str]:
 def _metadata_file(file: IndexFile) -> bytes:
     url = file.url + ".metadata"
     try:
-        with urllib.request.urlopen(request(url), timeout=TIMEOUT) as answer:
-            data: bytes = answer.read(MAX_METADATA)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ResolveError(describe(url, exc)) from None
+        data, _ = net.fetch_bytes(url, cap=MAX_METADATA)
+    except net.NetError as exc:
+        raise ResolveError(str(exc)) from None
     digest = hashlib.sha256(data).hexdigest()
     if file.metadata_sha256 and digest != file.metadata_sha256.lower():
         raise ResolveError(f"{url}: sha256 {digest} is not the index's {file.metadata_sha256}")

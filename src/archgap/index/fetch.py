@@ -2,54 +2,65 @@
 
 Where the server answers range requests (``206 Partial Content``), a wheel is a ``RangedFile``:
 ``zipfile`` seeks to the central directory at its end and then to the native members, and only
-those byte ranges cross the network (with read-ahead, so a member is a few large requests). Where
-it does not, the wheel is downloaded once, in one streaming pass, into the user's cache directory
-(``$XDG_CACHE_HOME/archgap/wheels``), named by a hash of its URL and checked against the index's
-sha256 when the index gives one; a later run reads the cached copy.
+those byte ranges cross the network (with read-ahead, so a member is a few large requests); the
+index's sha256 cannot be checked then, and the result says so (``Fetched.verified``). A server
+whose 206 answers are short of what was asked is not read a piece at a time: the wheel is
+downloaded instead. Where ranges are not served, the wheel is downloaded once, in one streaming
+pass (capped at ``Session.max_download`` bytes), into the user's cache directory
+(``$XDG_CACHE_HOME/archgap/wheels``), named by a hash of its (redacted) URL and checked against
+the index's sha256 when the index gives one; a later run reads the cached copy.
+
+A download in progress is ``NAME.PID-XXXX.part`` beside its target: removed when it fails, when
+the process gets SIGTERM, and by a later run once process PID is gone (``sweep_partials``).
+Requests go through ``net`` (deadline, caps, credentials, redaction).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import http.client
 import io
 import os
+import re
+import signal
+import stat
 import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import IO
+from types import FrameType
+from typing import IO, Any
+
+from archgap.index import net
 
 READ_AHEAD = 1 << 20  # bytes fetched at least per range request
-TIMEOUT = 60.0
-USER_AGENT = "archgap (wheel reader; https://github.com/archgap)"
+MIN_RANGE = 64 << 10  # a 206 answer shorter than this (and than asked) is a short answer
+CHUNK = 1 << 20
 
 
 class FetchError(Exception):
     """A URL could not be read; the message says why (status, network error)."""
 
 
+class ShortRange(OSError):
+    """A 206 answer with fewer bytes than asked: the wheel is downloaded whole instead."""
+
+
 @dataclass
 class Fetched:
-    """How a wheel was read: through ranges (bytes fetched of its size) or a whole download."""
+    """How a wheel was read: through ranges (bytes fetched of its size) or a whole download;
+    ``verified``: its bytes were checked against the index's sha256."""
 
     url: str
     size: int
     ranged: bool
     cached: str | None = None  # the cache file, when the wheel was downloaded whole
     bytes_fetched: int = 0
-
-
-def request(url: str, headers: dict[str, str] | None = None) -> urllib.request.Request:
-    return urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
-
-
-def describe(url: str, exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"{url}: HTTP {exc.code} {exc.reason}"
-    if isinstance(exc, urllib.error.URLError):
-        return f"{url}: {exc.reason}"
-    return f"{url}: {type(exc).__name__}: {exc}"
+    sha256: str | None = None  # what the index gave
+    verified: bool = False  # the bytes were checked against it
+    short_range: bool = False  # the server sent a short 206 answer: download it whole
 
 
 class RangedFile(io.RawIOBase):
@@ -96,16 +107,27 @@ class RangedFile(io.RawIOBase):
 
     def _fill(self, n: int) -> None:
         end = min(self.size, self.pos + max(n, READ_AHEAD)) - 1
-        headers = {"Range": f"bytes={self.pos}-{end}"}
+        wanted = end - self.pos + 1
         try:
-            with urllib.request.urlopen(request(self.url, headers), timeout=TIMEOUT) as answer:
+            with net.open_url(self.url, {"Range": f"bytes={self.pos}-{end}"}) as answer:
                 if answer.status != 206:
                     raise OSError(f"{self.url}: HTTP {answer.status} to a range request")
-                data = answer.read(end - self.pos + 1)
-        except (urllib.error.URLError, OSError) as exc:
-            raise OSError(describe(self.url, exc)) from None
+                start = _range_start(answer.headers.get("Content-Range"))
+                data = net.read_capped(answer, wanted, self.url)
+        except net.NetError as exc:
+            raise OSError(str(exc)) from None
         self.fetched.bytes_fetched += len(data)
+        if start != self.pos or len(data) < min(wanted, MIN_RANGE):
+            self.fetched.short_range = True
+            raise ShortRange(
+                f"{self.url}: {len(data)} bytes at {start} for a range of {wanted} at {self.pos}"
+            )
         self.window_start, self.window = self.pos, data
+
+
+def _range_start(content_range: str | None) -> int | None:
+    found = re.fullmatch(r"\s*bytes\s+(\d+)-\d+/(\d+|\*)\s*", content_range or "")
+    return int(found.group(1)) if found else None
 
 
 def cache_dir(kind: str = "wheels") -> str:
@@ -115,31 +137,170 @@ def cache_dir(kind: str = "wheels") -> str:
 
 
 def cache_path(url: str, sha256: str | None) -> str:
-    """The cache file of a URL: a hash of the URL (and of the index's sha256), then its name."""
-    key = hashlib.sha256(f"{url}\0{sha256 or ''}".encode()).hexdigest()[:24]
-    name = os.path.basename(urllib.parse.urlsplit(url).path) or "download"
+    """The cache file of a URL: a hash of the redacted URL (and of the index's sha256), then
+    its name (never a credential: ``url`` is redacted first)."""
+    shown = net.redact(url)
+    key = hashlib.sha256(f"{shown}\0{sha256 or ''}".encode()).hexdigest()[:24]
+    name = os.path.basename(urllib.parse.urlsplit(shown).path) or "download"
     return os.path.join(cache_dir(), f"{key}-{name}")
 
 
-def open_wheel(url: str, sha256: str | None = None) -> tuple[IO[bytes], Fetched]:
+# -- partial files ----------------------------------------------------------------------------
+
+_PARTIAL = re.compile(r"\.(\d+)-[A-Za-z0-9_]+\.part$")
+_IN_FLIGHT: set[str] = set()
+_PREVIOUS: list[Any] = []  # the SIGTERM handler ours replaced, while one is installed
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Remove the downloads in progress, then let SIGTERM do what it did before."""
+    for path in list(_IN_FLIGHT):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    previous = _PREVIOUS[0] if _PREVIOUS else signal.SIG_DFL
+    signal.signal(signal.SIGTERM, previous)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        os.kill(os.getpid(), signal.SIGTERM)  # the default action: ended by the signal (143)
+
+
+def sweep_partials(directory: str) -> None:
+    """Remove the partial files of processes that are gone (killed before they could)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        found = _PARTIAL.search(name)
+        if found and not _alive(int(found.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM  # someone else's process
+    return True
+
+
+class PartialFile:
+    """A new ``TARGET.PID-XXXX.part`` beside ``target`` (earlier runs' leftovers swept first):
+    ``commit`` renames it over ``target``; anything else (``discard``, an exception in a
+    ``with``, SIGTERM) removes it. Raises ``OSError`` when it cannot be created."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        directory = os.path.dirname(target)
+        os.makedirs(directory, exist_ok=True)
+        sweep_partials(directory)
+        prefix = f"{os.path.basename(target)}.{os.getpid()}-"
+        fd, self.path = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".part")
+        self.out: IO[bytes] | None = os.fdopen(fd, "wb")
+        if not _IN_FLIGHT:
+            _install_sigterm()
+        _IN_FLIGHT.add(self.path)
+
+    def write(self, data: bytes) -> None:
+        assert self.out is not None
+        self.out.write(data)
+
+    def commit(self) -> None:
+        assert self.out is not None
+        self.out.close()
+        os.replace(self.path, self.target)
+        self._done()
+
+    def discard(self) -> None:
+        if self.out is not None:
+            self.out.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self._done()
+
+    def _done(self) -> None:
+        self.out = None
+        _IN_FLIGHT.discard(self.path)
+        if not _IN_FLIGHT and _PREVIOUS:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, _PREVIOUS.pop())
+
+    def __enter__(self) -> PartialFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+
+def _install_sigterm() -> None:
+    """Our SIGTERM handler while partial files are open (main thread only)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: its owner handles signals
+        return
+    _PREVIOUS.append(previous)
+
+
+# -- opening ----------------------------------------------------------------------------------
+
+
+def open_local(path: str) -> IO[bytes]:
+    """A local file, opened without blocking (a FIFO does not hang) and only if it is a
+    regular file; raises ``FetchError``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise FetchError(f"{path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise FetchError(f"{path}: {_file_kind(mode)}, not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def open_wheel(
+    url: str, sha256: str | None = None, whole: bool = False
+) -> tuple[IO[bytes], Fetched]:
     """A seekable file of the wheel at ``url``: local for file: URLs, ranged where the server
-    supports it, else a download into the cache. Raises ``FetchError``."""
+    supports it (unless ``whole``), else a download into the cache. Raises ``FetchError``."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "file":
         path = urllib.request.url2pathname(parts.path)
         try:
-            handle = open(path, "rb")  # noqa: SIM115 (closed by the caller)
-        except OSError as exc:
-            raise FetchError(f"{url}: {exc.strerror or exc}") from None
+            handle = open_local(path)
+        except FetchError as exc:
+            raise FetchError(f"{url}: {str(exc).removeprefix(path + ': ')}") from None
         size = os.fstat(handle.fileno()).st_size
-        return handle, Fetched(url, size, False, path)
+        if sha256:  # a local index's file: checked here, it costs a read of the disk
+            hasher = hashlib.sha256()
+            while block := handle.read(CHUNK):
+                hasher.update(block)
+            digest = hasher.hexdigest()
+            handle.seek(0)
+            if digest != sha256.lower():
+                handle.close()
+                raise FetchError(f"{url}: sha256 {digest} is not the index's {sha256}")
+        return handle, Fetched(url, size, False, path, 0, sha256, bool(sha256))
     cached = cache_path(url, sha256)
-    if os.path.isfile(cached):  # downloaded before: no network at all
+    if os.path.isfile(cached):  # downloaded (and checked) before: no network at all
         handle = open(cached, "rb")  # noqa: SIM115 (closed by the caller)
-        return handle, Fetched(url, os.fstat(handle.fileno()).st_size, False, cached, 0)
-    total = _ranged_size(url)
+        size = os.fstat(handle.fileno()).st_size
+        return handle, Fetched(url, size, False, cached, 0, sha256, bool(sha256))
+    total = None if whole else _ranged_size(url)
     if total is not None:
-        fetched = Fetched(url, total, True)
+        fetched = Fetched(url, total, True, sha256=sha256)
         return io.BufferedReader(RangedFile(url, total, fetched), 64 << 10), fetched
     return _download(url, sha256)
 
@@ -147,42 +308,36 @@ def open_wheel(url: str, sha256: str | None = None) -> tuple[IO[bytes], Fetched]
 def _ranged_size(url: str) -> int | None:
     """The wheel's size if the server answers a one-byte range request with 206, else None."""
     try:
-        with urllib.request.urlopen(
-            request(url, {"Range": "bytes=0-0"}), timeout=TIMEOUT
-        ) as answer:
+        with net.open_url(url, {"Range": "bytes=0-0"}) as answer:
             if answer.status != 206:
                 return None
             total = (answer.headers.get("Content-Range") or "").rpartition("/")[2]
             return int(total) if total.isdigit() else None
-    except urllib.error.HTTPError as exc:
-        raise FetchError(describe(url, exc)) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise FetchError(describe(url, exc)) from None
+    except net.NetError as exc:
+        raise FetchError(str(exc)) from None
 
 
 def _download(url: str, sha256: str | None) -> tuple[IO[bytes], Fetched]:
-    """The whole wheel, once, into the cache (atomically; checked against ``sha256``)."""
+    """The whole wheel, once, into the cache (atomically; capped; checked against ``sha256``)."""
     target = cache_path(url, sha256)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    cap = net.session().max_download
     digest = hashlib.sha256()
-    fd, partial = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".part")
     size = 0
     try:
-        with (
-            os.fdopen(fd, "wb") as out,
-            urllib.request.urlopen(request(url), timeout=TIMEOUT) as answer,
-        ):
-            while chunk := answer.read(1 << 20):
+        with PartialFile(target) as out, net.open_url(url) as answer:
+            net.check_length(answer, cap, url)
+            while chunk := answer.read1(CHUNK):
+                size += len(chunk)
+                if size > cap:
+                    raise FetchError(f"{net.redact(url)}: more than {cap:,} bytes, over the cap")
                 digest.update(chunk)
                 out.write(chunk)
-                size += len(chunk)
-        if sha256 and digest.hexdigest() != sha256.lower():
-            raise FetchError(f"{url}: sha256 {digest.hexdigest()} is not the index's {sha256}")
-        os.replace(partial, target)
-    except (urllib.error.URLError, OSError) as exc:
-        raise FetchError(describe(url, exc)) from None
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
+            if sha256 and digest.hexdigest() != sha256.lower():
+                raise FetchError(
+                    f"{net.redact(url)}: sha256 {digest.hexdigest()} is not the index's {sha256}"
+                )
+            out.commit()
+    except (OSError, http.client.HTTPException) as exc:
+        raise FetchError(net.describe(url, exc)) from None
     handle = open(target, "rb")  # noqa: SIM115 (closed by the caller)
-    return handle, Fetched(url, size, False, target, size)
+    return handle, Fetched(url, size, False, target, size, sha256, bool(sha256))

@@ -20,3 +20,6 @@ class IndexOptions:
     platform: str | None = None  # a wheel platform tag; images also take os/arch (linux/arm64)
     deps: bool = False  # resolve the requirements' dependency sets (pip without --no-deps)
     tls_verify: bool = True  # docker:// registries: False allows plain HTTP (skopeo's flag)
+    timeout: float | None = None  # seconds per network request, its body included (net's 60)
+    max_download: int | None = None  # bytes of one wheel downloaded whole (net's 4 GiB)
+    trust_token_realm: bool = False  # registry credentials to an https token realm elsewhere

@@ -14,9 +14,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -26,11 +24,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from archgap.index.fetch import TIMEOUT, describe, request
+from archgap.index import net
 
 PYPI = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"  # noqa: E501
-MAX_PAGE_BYTES = 64 << 20
+# A project page's files: PyPI's largest pages list tens of thousands; a page past these caps
+# is refused before it is parsed (parsing 32 MiB of tiny JSON values takes ~1 GB).
+MAX_PAGE_FILES = 200_000
+MAX_PAGE_VALUES = 4_000_000  # JSON values (bounded by the commas) on a PEP 691 page
+LINK_SCHEMES = ("http", "https")  # what a remote page may link to (pip ignores file: links)
 
 
 class ResolveError(Exception):
@@ -102,8 +104,9 @@ def indexes(
         extras.extend(text.split())
     found: list[str] = []
     for url in [main.strip(), *extras]:
-        if url and url not in found:
-            found.append(url)
+        shown = net.admit(url) if url else url  # credentials kept aside, the URL redacted
+        if shown and shown not in found:
+            found.append(shown)
     return found
 
 
@@ -119,27 +122,50 @@ class _Links(HTMLParser):
             self.links.append(dict(attrs))
 
 
+class PageTooLarge(ValueError):
+    """A page with more entries than ``MAX_PAGE_FILES`` or ``MAX_PAGE_VALUES``."""
+
+
 def project_files(index: str, name: str) -> list[IndexFile]:
     """The files an index lists for a project; ResolveError for a page it cannot give."""
     url = index.rstrip("/") + "/" + canonicalize_name(name) + "/"
     if url.startswith("file:"):  # a directory index on disk: its page is index.html
         url += "index.html"
     try:
-        with urllib.request.urlopen(request(url, {"Accept": ACCEPT}), timeout=TIMEOUT) as answer:
-            kind = answer.headers.get_content_type()
-            body = answer.read(MAX_PAGE_BYTES)
-            url = answer.geturl()
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ResolveError(describe(url, exc)) from None
-    text = body.decode("utf-8", "replace")
-    if kind == "application/vnd.pypi.simple.v1+json":
-        try:
-            return _json_files(json.loads(text), url)
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise ResolveError(f"{url}: not a PEP 691 project page: {exc}") from None
-    parser = _Links()
-    parser.feed(text)
-    return [_html_file(link, url) for link in parser.links if link.get("href")]
+        body, answer = net.fetch_bytes(url, {"Accept": ACCEPT}, net.MAX_PAGE_BYTES)
+    except net.NetError as exc:
+        raise ResolveError(str(exc)) from None
+    kind, base = answer.headers.get_content_type(), answer.geturl()
+    shown = net.redact(base)
+    try:
+        if kind == "application/vnd.pypi.simple.v1+json":
+            _check_count(body.count(b","), MAX_PAGE_VALUES, "JSON values")
+            try:
+                files = _json_files(json.loads(body.decode("utf-8", "replace")), base)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                why = " ".join(str(exc).split())
+                raise ResolveError(f"{shown}: not a PEP 691 project page: {why}") from None
+        else:
+            _check_count(body.lower().count(b"<a"), MAX_PAGE_FILES, "links")
+            parser = _Links()
+            parser.feed(body.decode("utf-8", "replace"))
+            files = [_html_file(link, base) for link in parser.links if link.get("href")]
+    except PageTooLarge as exc:
+        raise ResolveError(f"{shown}: {exc}") from None
+    return [f for f in files if _linkable(f.url, base)]
+
+
+def _check_count(count: int, cap: int, what: str) -> None:
+    if count > cap:
+        raise PageTooLarge(f"more than {cap:,} {what} on the page: over the cap, not parsed")
+
+
+def _linkable(url: str, page: str) -> bool:
+    """Whether a page may send archgap to ``url``: a remote page only to http(s) URLs (pip
+    ignores its file: links); a page on disk also to files."""
+    scheme = urllib.parse.urlsplit(url).scheme
+    local = urllib.parse.urlsplit(page).scheme == "file"
+    return scheme in LINK_SCHEMES or (local and scheme == "file")
 
 
 def _json_files(data: Any, base: str) -> list[IndexFile]:
@@ -149,7 +175,7 @@ def _json_files(data: Any, base: str) -> list[IndexFile]:
         files.append(
             IndexFile(
                 str(item["filename"]),
-                urllib.parse.urljoin(base, str(item["url"])),
+                net.admit(urllib.parse.urljoin(base, str(item["url"]))),
                 hashes.get("sha256"),
                 item.get("requires-python"),
                 bool(item.get("yanked")),
@@ -178,7 +204,7 @@ def _html_file(link: dict[str, str | None], base: str) -> IndexFile:
     name = urllib.parse.unquote(os.path.basename(urllib.parse.urlsplit(url).path))
     return IndexFile(
         name,
-        url,
+        net.admit(url),
         digest if algorithm == "sha256" else None,
         link.get("data-requires-python"),
         "data-yanked" in link,

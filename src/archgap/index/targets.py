@@ -10,12 +10,13 @@ import os
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from archgap.archives.wheel import WheelContents, read_wheel, wheel_files
 from archgap.image.targets import is_image, read_image_target
-from archgap.index.conda import conda_format, read_archive, read_conda
-from archgap.index.fetch import Fetched, FetchError, open_wheel
+from archgap.index import net
+from archgap.index.conda import conda_format, read_conda
+from archgap.index.fetch import Fetched, FetchError, open_local, open_wheel
 from archgap.index.options import ARCHIVE_SUFFIXES, URL_SCHEMES
 from archgap.index.options import IndexOptions as IndexOptions  # importers of targets keep it
 from archgap.index.resolve import IndexFile, ResolveError, indexes, parse_requirement, resolve
@@ -39,22 +40,26 @@ def read_targets(
     reading = _Reading(options, deep, [], [] if resolved is None else resolved)
     requirements: list[str] = []
     found: list[WheelContents] = []
-    for target in targets:
-        if is_image(target):
-            found.append(read_image_target(target, options.platform, deep, options.tls_verify))
-        elif target.startswith(URL_SCHEMES):
-            found.append(reading.url(target, None))
-        elif os.path.exists(target) or target.endswith(ARCHIVE_SUFFIXES):
-            archives = wheel_files([target], ARCHIVE_SUFFIXES)
-            if not archives:
-                found.append(_failed(target, "no .whl, .conda or .tar.bz2 file in this directory"))
-            found.extend(read_archive(path, deep) for path in archives)
-        elif options.deps:  # resolved together, as one pip install
-            requirements.append(target)
-        else:
-            found.append(reading.requirement(target))
-    if requirements:
-        found.extend(reading.requirement_set(requirements))
+    network = net.limits(options.timeout, options.max_download, options.trust_token_realm)
+    with network:
+        for target in targets:
+            if is_image(target):
+                found.append(read_image_target(target, options.platform, deep, options.tls_verify))
+            elif target.startswith(URL_SCHEMES):
+                found.append(reading.url(net.admit(target), None))
+            elif os.path.exists(target) or target.endswith(ARCHIVE_SUFFIXES):
+                archives = wheel_files([target], ARCHIVE_SUFFIXES)
+                if not archives:
+                    found.append(
+                        _failed(target, "no .whl, .conda or .tar.bz2 file in this directory")
+                    )
+                found.extend(_read_local(path, deep) for path in archives)
+            elif options.deps:  # resolved together, as one pip install
+                requirements.append(target)
+            else:
+                found.append(reading.requirement(target))
+        if requirements:
+            found.extend(reading.requirement_set(requirements))
     return found, reading.fetched
 
 
@@ -108,16 +113,50 @@ class _Reading:
         return found
 
 
+UNVERIFIED = "unverified: read through range requests, so the index's sha256 was not checked"
+
+
+def mark_unverified(contents: Sequence[WheelContents], fetched: Sequence[Fetched]) -> None:
+    """A problem on each archive whose index gave a sha256 that its reading did not check."""
+    unchecked = {f.url for f in fetched if f.sha256 and not f.verified}
+    for archive in contents:
+        if archive.label in unchecked:
+            archive.problems.append(Problem(archive.label, UNVERIFIED))
+
+
 def _read_url(url: str, sha256: str | None, fetched: list[Fetched], deep: bool) -> WheelContents:
+    """The archive at ``url`` (admitted: redacted), downloaded whole when its server's range
+    answers fall short."""
+    contents = WheelContents(url)
+    for whole in (False, True):
+        try:
+            handle, how = open_wheel(url, sha256, whole=whole)
+        except FetchError as exc:
+            return _failed(url, str(exc))
+        with contextlib.closing(handle):
+            contents = _read_handle(url, handle, deep)
+        fetched.append(how)
+        if not how.short_range:
+            break
+    return contents
+
+
+def _read_handle(label: str, handle: IO[bytes], deep: bool) -> WheelContents:
+    if conda_format(urllib.parse.urlsplit(label).path):
+        return read_conda(label, handle, deep)
+    return read_wheel(label, handle, deep)
+
+
+def _read_local(path: str, deep: bool) -> WheelContents:
+    """A local archive, opened only if it is a regular file (a FIFO never hangs the read)."""
     try:
-        handle, how = open_wheel(url, sha256)
+        handle = open_local(path)
     except FetchError as exc:
-        return _failed(url, str(exc))
-    fetched.append(how)
+        return _failed(path, str(exc).removeprefix(path + ": "))
     with contextlib.closing(handle):
-        if conda_format(urllib.parse.urlsplit(url).path):
-            return read_conda(url, handle, deep)
-        return read_wheel(url, handle, deep)
+        return (
+            read_conda(path, handle, deep) if conda_format(path) else read_wheel(path, handle, deep)
+        )
 
 
 def read_index_file(file: IndexFile, fetched: list[Fetched]) -> WheelContents:
