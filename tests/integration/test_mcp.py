@@ -25,7 +25,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from archgap import api
 from archgap.report.jsondoc import schema
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, run_cli
 from tests.integration.test_remote_services import require, services
 from tests.toolkit_stubs import banner_toolkit, venv_python
 
@@ -193,6 +193,19 @@ def test_scan_over_ssh_reads_the_remote_environment() -> None:
         finding = _flashinfer_failure(_document(remote.call("scan", arguments), "scan"))
     sources = {c["what"]: c["source"] for c in finding["chain"]}
     assert sources[f"CUDA_HOME={ssh['hosts']['alpha']['env']['CUDA_HOME']}"].startswith("env")
+
+
+def test_fleet_from_a_probe_document_judges_each_host(client: Client, tmp_path: Path) -> None:
+    _needs(FLASHINFER_068)
+    # The document `archgap probe` prints where the service runs (CUDA_HOME at nvcc 12.8).
+    env = {"CUDA_HOME": str(banner_toolkit(tmp_path, "12.8"))}
+    probed = run_cli("probe", "--python", str(FLASHINFER_068), env=env)
+    (tmp_path / "gpu01.json").write_text(probed.stdout)
+    arguments = {"documents": [str(tmp_path / "gpu01.json")], "gpus": ["RTX PRO 6000"]}
+    doc = _document(client.call("fleet", arguments), "fleet")
+    assert doc["documents"] == 1 and doc["gap"] is True
+    assert doc["jit_coverage"]["packages"] == ["flashinfer-python"]
+    assert [r["statuses"] for r in doc["jit_coverage"]["rows"]] == [["fails"]]
 
 
 def test_bad_arguments_are_tool_errors_and_the_server_goes_on(client: Client) -> None:
