@@ -49,6 +49,13 @@ def test_the_knowledge_base_has_sources() -> None:
     assert all(text.strip() for _, text in sources)
 
 
+def test_a_source_cites_public_places_only() -> None:
+    # Sources are shown to users (scan's chains, explain's fixes): a public URL, an upstream
+    # path or issue, never an id in a private search index that nobody else can follow.
+    private = [where for where, text in _all_sources() if "search index" in text]
+    assert not private, private
+
+
 @pytest.mark.parametrize(
     ("where", "text"), [s for s in _all_sources() if LOCAL_NAME.search(s[1])], ids=lambda v: v
 )
