@@ -31,6 +31,16 @@ DESCRIBED = {
     "paths": "files or directories",
     "dists": "installed distributions by name",
     "timeout": "seconds the probe may take on the target",
+    "name": "the variable or attribute to trace (TARGET_CUDA_ARCHS)",
+    "kinds": "only these kinds of gate",
+    "require": "GPUs the code must run on (names or compute capabilities): the build gate",
+    "deep": "read every kernel entry, not one row per kind",
+    "strict": "a library with only PTX (or nothing) for a GPU fails too",
+    "driver": "judge against this NVIDIA driver version (580.65.06) instead of the detected one",
+    "show_all": "include vendored, example and test trees",
+    "documents": "archgap probe documents: files or directories of them",
+    "package": "a project name, or a requirement that narrows the versions (torch>=2.8)",
+    "first": "stop at the newest version that covers the GPUs",
 }
 # The server fills these: a callback told as work proceeds becomes MCP progress notifications.
 PROGRESS = frozenset({"progress", "tell"})
