@@ -107,13 +107,13 @@ def _scontrol(conf: str, *args: str) -> None:
     )
 
 
-def test_drain_and_resume_on_the_real_slurm(venvs: dict[str, Path]) -> None:
+def test_drain_and_resume_on_the_real_slurm(venvs: dict[str, Path], tmp_path: Path) -> None:
     """A job step on the gap node drains it with the health line as the reason (SLURMD_NODENAME
     comes from Slurm itself); a later OK run (as HealthCheckProgram would) resumes only a drain
     that archgap made."""
     info = require("slurm")
     conf, node = info["conf"], info["node"]
-    env = {"SLURM_CONF": conf}
+    env = {"SLURM_CONF": conf, "ARCHGAP_STATE_DIR": str(tmp_path)}  # the node's drain record
     assert _node_state(conf, node)[0] == "idle"
     try:
         step = subprocess.run(

@@ -114,15 +114,12 @@ def finish_health(args: argparse.Namespace, result: Health) -> int:
     if not args.drain:
         return result.exit_code
     from archgap.report.health import PREFIX
-    from archgap.transport.slurm import drain_node, resume_if_drained_by
+    from archgap.transport.slurm import sync_drain
 
     node = os.environ["SLURMD_NODENAME"]
-    if result.drains:
-        problem = drain_node(node, result.line)
-        if problem:  # the exit code still says "gap": a Prolog that fails drains the node too
-            sys.stderr.write(f"archgap: could not drain {node}: {problem}\n")
-    elif result.exit_code == 0:
-        _, problem = resume_if_drained_by(node, PREFIX)
-        if problem:
-            sys.stderr.write(f"archgap: could not check or resume {node}: {problem}\n")
+    if result.exit_code == 2:
+        return 2  # could not judge: neither a reason to drain nor to resume
+    problem = sync_drain(node, result.line if result.drains else None, PREFIX, os.environ)
+    if problem:  # the exit code still says what was found: a Prolog that fails drains the node
+        sys.stderr.write(f"archgap: could not drain or resume {node}: {problem}\n")
     return result.exit_code

@@ -7,7 +7,9 @@ number, so the answer of each node is read back from its own lines.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,36 +95,41 @@ def run_probe_slurm(
 
 
 # --- draining a node (archgap scan --health --drain) ----------------------------------------
+#
+# A health check runs on every node every HealthCheckInterval: at 10,000 nodes even one
+# controller RPC per healthy check is a burst of 10,000. So a node keeps, in a local record, what
+# archgap last left it as ("clear" or "drained"); a healthy check on a clear node asks nothing.
+# The controller is asked (``scontrol show node``: one RPC) only when the record is missing
+# (first check after a reboot) or says drained, and on a gap; it is told only to change a state.
 
 SCONTROL_TIMEOUT = 20.0
+STATE_DIR = "/run/archgap"  # ARCHGAP_STATE_DIR overrides; gone at reboot, which is the point
+_REASON = re.compile(r"^\s*Reason=(.*?)(?:\s+\[[^]]*@[^]]*\])?\s*$", re.M)  # "[user@time]"
+_STATE = re.compile(r"^\s*State=(\S+)", re.M)
 
 
-def _run(program: str, args: list[str]) -> tuple[bool, str]:
-    """(succeeded, output or why not) of one ``scontrol``/``sinfo`` call."""
-    code, out, err, error = run_command([program, *args], b"", SCONTROL_TIMEOUT)
+def _scontrol(args: list[str]) -> tuple[bool, str]:
+    """(succeeded, output or why not) of one ``scontrol`` call."""
+    code, out, err, error = run_command(["scontrol", *args], b"", SCONTROL_TIMEOUT)
     if error is not None:
         return False, error
     if code != 0:
         why = tail(err or out, 3).strip()
-        return False, f"{program} {args[0]} exited with status {code}: {why}"
+        return False, f"scontrol {args[0]} exited with status {code}: {why}"
     return True, out
 
 
-def _scontrol(args: list[str]) -> tuple[bool, str]:
-    return _run("scontrol", args)
-
-
 def node_state(node: str) -> tuple[str, str] | str:
-    """(state, reason) of a node as ``sinfo`` reports them ("drained", "archgap: ..."), or why
-    it could not (sinfo prints the reason without scontrol's "[user@time]" suffix)."""
-    ok, text = _run("sinfo", ["--noheader", "--Node", f"--nodes={node}", "--format=%T|%E"])
+    """(state flags, reason) of a node as the controller has them ("IDLE+DRAIN",
+    "archgap: ..."; reason "" when none), or why it could not tell. One RPC."""
+    ok, text = _scontrol(["show", "node", node])
     if not ok:
         return text
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    if "|" not in first:
-        return f"sinfo does not know node {node}"
-    state, _, reason = first.partition("|")
-    return state.strip(), reason.strip()
+    state = _STATE.search(text)
+    if state is None:
+        return f"scontrol does not know node {node}"
+    reason = _REASON.search(text)
+    return state.group(1), reason.group(1) if reason else ""
 
 
 def drain_node(node: str, reason: str) -> str | None:
@@ -131,17 +138,51 @@ def drain_node(node: str, reason: str) -> str | None:
     return None if ok else text
 
 
-def resume_if_drained_by(node: str, prefix: str) -> tuple[bool, str | None]:
-    """Resume a node that is draining or drained with a reason that starts with ``prefix``
-    (the drain was ours; any other reason is someone else's to lift).
+def _record_path(node: str, environ: Mapping[str, str]) -> str:
+    directory = environ.get("ARCHGAP_STATE_DIR") or STATE_DIR
+    return os.path.join(directory, "slurm-" + re.sub(r"[^A-Za-z0-9._-]", "_", node))
 
-    Returns (resumed, why it could not look or resume).
-    """
+
+def _read_record(node: str, environ: Mapping[str, str]) -> str:
+    try:
+        with open(_record_path(node, environ), encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _write_record(node: str, environ: Mapping[str, str], value: str) -> None:
+    """Best effort: without a record (an unprivileged job step) every check asks once."""
+    path = _record_path(node, environ)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(value + "\n")
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass
+
+
+def sync_drain(
+    node: str, reason: str | None, prefix: str, environ: Mapping[str, str]
+) -> str | None:
+    """Make the node's state follow a health result: ``reason`` (a gap) drains it with that
+    reason unless it already is; None (OK) resumes it if archgap drained it (a reason that
+    starts with ``prefix``; anyone else's drain stays). None, or why it could not."""
+    if reason is None and _read_record(node, environ) == "clear":
+        return None
     state = node_state(node)
     if isinstance(state, str):
-        return False, state
-    flags, reason = state
-    if "drain" not in flags.lower() or not reason.startswith(prefix):
-        return False, None
-    ok, text = _scontrol(["update", f"NodeName={node}", "State=RESUME"])
-    return (True, None) if ok else (False, text)
+        return state
+    flags, current = state
+    drained = "DRAIN" in flags.upper()
+    problem: str | None = None
+    if reason is not None:
+        if not (drained and current == reason):
+            problem = drain_node(node, reason)
+    elif drained and current.startswith(prefix):
+        ok, text = _scontrol(["update", f"NodeName={node}", "State=RESUME"])
+        problem = None if ok else text
+    if problem is None:
+        _write_record(node, environ, "clear" if reason is None else "drained")
+    return problem
