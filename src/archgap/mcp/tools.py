@@ -18,7 +18,8 @@ from archgap.mcp.schema import Derived, derive
 
 # The same names mean the same thing in every tool: described once.
 DESCRIBED = {
-    "python": "the interpreter whose environment is inspected (on the target when one is named)",
+    "python": "the interpreter whose environment is inspected, on the target when one is named "
+    "(default: python3 there; here, the interpreter this server runs under: name the project's)",
     "gpus": "GPUs to judge against: names (RTX PRO 6000, H100, GB10) or compute capabilities "
     "(12.0, sm_120)",
     "host": "inspect over ssh: [user@]host[:port], as the user's ssh config knows it",
