@@ -4,7 +4,7 @@ Every expectation below is written from the nvcc command line in build.sh, not f
 output: `-gencode arch=compute_90a,code=sm_90a` is a SASS sm_90a entry, `code=compute_75` a PTX
 compute_75 entry with PTX ISA 9.0 (CUDA 13.0). nvcc 13 device-links every shared library and
 executable, which adds a container with one small cubin per SASS target: each SASS target of a
-.so appears twice (shared/reference/fatbin_format.md section 1).
+.so appears twice (docs/reference/fatbin-format.md section 1).
 """
 
 from __future__ import annotations

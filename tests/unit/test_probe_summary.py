@@ -2,7 +2,7 @@
 
 Expectations from tests/fixtures/cuda/build.sh: nvcc 13 device-links every shared library, which
 adds a container with one cubin per SASS target, so each SASS target of libmix.so is there twice
-(shared/reference/fatbin_format.md section 1) and its summary has one row of count 2 for each.
+(docs/reference/fatbin-format.md section 1) and its summary has one row of count 2 for each.
 """
 
 from __future__ import annotations

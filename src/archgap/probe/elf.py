@@ -2,7 +2,7 @@
 
 A section table is read into columns (``Sections``) in one pass; a cubin's architecture comes
 from ``e_flags`` and, for family ('f') builds, from the ptxas command line it keeps in
-``.note.nv.tkinfo`` (shared/reference/fatbin_format.md). Only headers and tables are read.
+``.note.nv.tkinfo`` (docs/reference/fatbin-format.md). Only headers and tables are read.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Device code inside binaries: ELF section headers and fatbin headers, read through mmap.
 
-What is read (formats measured against cuobjdump 13.5: shared/reference/fatbin_format.md):
+What is read (formats measured against cuobjdump 13.5: docs/reference/fatbin-format.md):
 
 - ELF shared libraries, executables and objects: the ``.nv_fatbin`` section holds one or more
   fatbin containers back to back; ``__nv_relfatbin`` holds the relocatable (``-rdc``) fatbins of an
