@@ -1,10 +1,11 @@
 """explain claims a root cause only when the log's evidence pins it.
 
-The FlashInfer facts used as expectations, read off the released flashinfer-python wheels on PyPI
-(the files named below, at each version): ``check_cuda_arch`` raises at flashinfer/jit/core.py line 59 in 0.3.0 and line 108 in
-0.6.3-0.6.15; 0.2.x words it "FlashInfer requires sm75+", 0.3.0 and later "FlashInfer requires
-GPUs with sm75 or higher"; "SM 12.x requires CUDA >= 12.9" exists only in 0.6.7-0.7.0. In 0.3.0 the
-gate takes its archs from torch's arch flags; the SM 12.x nvcc check came in 0.6.7.
+The FlashInfer facts used as expectations, read off the released flashinfer-python wheels on
+PyPI (the files named below, at each version): ``check_cuda_arch`` raises at flashinfer/jit/core.py
+line 59 in 0.3.0 and line 108 in 0.6.3-0.6.15; 0.2.x words it "FlashInfer requires sm75+", 0.3.0
+and later "FlashInfer requires GPUs with sm75 or higher"; "SM 12.x requires CUDA >= 12.9" exists
+only in 0.6.7-0.7.0. In 0.3.0 the gate takes its archs from torch's arch flags; the SM 12.x nvcc
+check came in 0.6.7.
 """
 
 from __future__ import annotations
