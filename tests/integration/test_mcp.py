@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -235,3 +236,16 @@ def test_fix_apply_is_off_unless_the_server_allows_it(client: Client, tmp_path: 
         assert tools["fix_apply"].annotations.read_only_hint is False
         assert "apply" not in tools["fix"].input_schema["properties"]
         assert "apply" not in tools["fix_apply"].input_schema["properties"]
+
+
+def test_without_the_sdk_the_command_says_which_extra_to_install() -> None:
+    # An environment without the mcp distribution: importing it fails as it would there.
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "from archgap.cli import main; sys.exit(main(['mcp']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert "pip install 'archgap[mcp]'" in result.stderr
