@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -59,6 +60,9 @@ class Client:
 
 @asynccontextmanager
 async def _session(env: dict[str, str], args: list[str]) -> AsyncIterator[ClientSession]:
+    # The SDK starts the server with a minimal environment (HOME, PATH...) and ``env`` on top;
+    # coverage's settings travel too, so the server's lines count.
+    env = {**{k: v for k, v in os.environ.items() if k.startswith("COVERAGE")}, **env}
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "archgap", "mcp", *args], env=env, cwd=str(ROOT)
     )
