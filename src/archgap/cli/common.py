@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 from archgap.cli.options import SUMMARY_FORMATS as SUMMARY_FORMATS
 from archgap.cli.options import TABLE_FORMATS as TABLE_FORMATS
 from archgap.report.table import VERDICT_STYLE as VERDICT_STYLE
+from archgap.report.visible import literal as literal
+from archgap.report.visible import one_line
+from archgap.report.visible import terminal_safe as terminal_safe
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON
 
 if TYPE_CHECKING:
@@ -159,12 +162,13 @@ class Output:
 
     def error(self, message: str) -> None:
         """A failure on one line on stderr; with --json also an error document on stdout."""
+        message = one_line(message)  # a cause that spans lines (urllib's redirect loop) too
         if self.json_mode:
             from archgap.report.jsondoc import SCHEMA_VERSION
 
             doc = {"schema_version": SCHEMA_VERSION, "command": self.command, "error": message}
             sys.stdout.write(json.dumps(doc) + "\n")
-        sys.stderr.write(f"archgap: {terminal_safe(message)}\n")
+        sys.stderr.write(f"archgap: {message}\n")
 
     @contextmanager
     def status(self, label: str) -> Iterator[None]:
@@ -314,27 +318,6 @@ def probe_section(facts: ProbeResponse, name: str) -> Any:
 
 # The tags the plain-text renderers use; everything else in a line is escaped with escape().
 _TAG = re.compile(r"(?<!\\)\[(?:/|bold|dim|cyan|magenta|red|green|yellow)[^\]\[]*\]")
-
-
-# Control characters: a name or a remote message may carry ESC/OSC sequences (terminal titles,
-# colours, cursor moves) or newlines that forge rows. Shown as \xNN, never sent raw.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_CONTROL_NOT_LAYOUT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
-
-
-def literal(text: str) -> str:
-    """One value on one line: every control character (newlines too) as a visible \\xNN."""
-    return _CONTROL.sub(_visible, text)
-
-
-def terminal_safe(text: str) -> str:
-    """Text for the terminal: control characters other than newline and tab made visible (the
-    last line of defence; values are ``literal``/``escape``d where they are interpolated)."""
-    return _CONTROL_NOT_LAYOUT.sub(_visible, text)
 
 
 # Home directories name their user: /home/alice, /Users/alice, /root.

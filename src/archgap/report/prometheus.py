@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from archgap.report.visible import literal
+
 if TYPE_CHECKING:
     from archgap.analysis.fleet import FleetReport
     from archgap.analysis.scan import ScanReport
@@ -38,6 +40,9 @@ class Family:
 
 
 def _escape_label(value: str) -> str:
+    """The exposition format escapes only backslash, quote and newline; any other control (a CR
+    ends the line for readers that split universally) or bidi character is made visible first."""
+    value = "\n".join(literal(line) for line in value.split("\n"))
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 

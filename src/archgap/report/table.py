@@ -15,6 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from archgap.report.visible import literal
+
 GAP = "  "
 
 
@@ -25,11 +27,18 @@ class Column:
     align: str = "left"  # left | right | center
     code: bool = False  # Markdown shows the cells as code spans (source lines, paths)
 
+    def __post_init__(self) -> None:  # a title can be a name from a host (a GPU's)
+        object.__setattr__(self, "title", literal(self.title))
+        object.__setattr__(self, "sub", literal(self.sub))
+
 
 @dataclass(frozen=True)
 class Cell:
     text: str
     style: str = ""  # a rich style, used on a terminal only
+
+    def __post_init__(self) -> None:  # one line, nothing raw, in every rendering
+        object.__setattr__(self, "text", literal(self.text))
 
 
 @dataclass(frozen=True)
@@ -181,7 +190,7 @@ def _heading(column: Column) -> str:
 
 def markdown_escape(text: str) -> str:
     """Text safe inside a Markdown table cell (GitHub flavour): pipes, markup characters and
-    newlines are escaped."""
+    newlines are escaped (a cell's text has none: see ``Cell``)."""
     out = text.replace("\\", "\\\\")
     for ch in "|`*_[]<>#":
         out = out.replace(ch, "\\" + ch)
