@@ -132,6 +132,12 @@ class FleetReport:
     def gap_hosts(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts if h.gaps)
 
+    @property
+    def exit_code(self) -> int:
+        """1 when any host has a gap (a GPU fault included), else 2 when any host could not be
+        read or reached, else 0: an unreachable host never hides the hosts with a gap."""
+        return 1 if self.gap_hosts else 2 if self.unreachable else 0
+
     def hosts_by(self, what: str) -> dict[str, list[str]]:
         """Each distinct gap (``what="gaps"``) or problem (``"problems"``) with its hosts."""
         by: dict[str, list[str]] = {}
@@ -156,9 +162,11 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
     GPUs it has and the GPUs named; a fleet never falls back to the default matrix.
     """
     from archgap.analysis.compat import UnknownGpu
+    from archgap.analysis.gpu_fault import gpu_fault
     from archgap.analysis.scan import report_from_facts
     from archgap.codec import DecodeError
     from archgap.probe.facts import ProbeResponse
+    from archgap.probe.gpu import NVIDIA_SMI_MISSING
 
     problems: list[str] = []
     try:
@@ -166,8 +174,10 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
     except (UnknownGpu, DecodeError) as exc:
         problems.append(str(exc))
         report = report_from_facts(ProbeResponse(errors=facts.errors), (), matrix=False)
-    problems += [f"{p.subject}: {p.reason}" for p in report.problems if p.subject != "nvidia-smi"]
     gpu_facts = report.gpu_facts
+    fault = gpu_fault(gpu_facts)
+    problems += [f"{p.subject}: {p.reason}" for p in report.problems
+                 if (p.subject, p.reason) != ("nvidia-smi", NVIDIA_SMI_MISSING)]  # fmt: skip
     counts: dict[tuple[str, str], int] = {}
     for gpu in gpu_facts.gpus:
         key = (gpu.compute_capability, gpu.name)
@@ -186,7 +196,8 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
         Coverage(v.package, v.version, str(by_label[v.gpu].compute_capability), v.verdict, v.reason)
         for v in report.packages
     )
-    gaps = [
+    gaps = [f"GPU fault: nvidia-smi: {fault}"] if fault else []  # the rule of scan --health
+    gaps += [
         f"{v.package} {v.version} cannot run on {by_label[v.gpu].compute_capability} "
         f"({v.gpu}): {v.reason}"
         for v in report.gaps

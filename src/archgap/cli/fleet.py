@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, VERDICT_STYLE, Output, UsageError
+from archgap.cli.common import VERDICT_STYLE, Output, UsageError
 from archgap.cli.engines import PROMETHEUS
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
@@ -137,9 +137,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     else:
         print_report(out, report, title, args.html)
         _print_shared_caches(out, fleet.shared_caches)
-    if report.unreachable:
-        return EXIT_ERROR
-    return EXIT_GAP if report.gap_hosts else EXIT_OK
+    return report.exit_code
 
 
 def _print_shared_caches(out: Any, shared: Any) -> None:

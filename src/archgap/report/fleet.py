@@ -56,6 +56,7 @@ def body(
         },
         "documents": documents,
         "gap": bool(report.gap_hosts),
+        "exit_code": report.exit_code,
         "seconds": round(elapsed, 3),
         "shared_caches": shared,
     }

@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from archgap.probe.gpu import NVIDIA_SMI_MISSING
+from archgap.analysis.gpu_fault import gpu_fault
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.scan import ScanReport
-    from archgap.probe.facts import GpuFacts
 
 MAX_LINE = 200
 PREFIX = "archgap:"
@@ -121,18 +120,6 @@ def health(report: ScanReport, missing_required: Sequence[str] = ()) -> Health:
         subject = f"{f.package} {f.version} on {gpu}"
         return Health("jit-fails", reason_line("jit-fails", subject, f.cause, len(jit) - 1), 1)
     return _unjudged(report) or OK
-
-
-def gpu_fault(gpu_facts: GpuFacts) -> str | None:
-    """Why the node's GPUs are faulty, or None: nvidia-smi is installed but hung or failed and
-    no GPU answered NVML either. A node without nvidia-smi is a node without GPUs (no-gpu)."""
-    if gpu_facts.gpus:
-        return None
-    return next(
-        (p.reason for p in gpu_facts.problems
-         if p.subject == "nvidia-smi" and p.reason != NVIDIA_SMI_MISSING),
-        None,
-    )  # fmt: skip
 
 
 def _unjudged(report: ScanReport) -> Health | None:
