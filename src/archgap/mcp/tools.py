@@ -147,9 +147,15 @@ FIX_APPLY = ToolSpec(
 
 
 def document(spec: ToolSpec, result: Any, arguments: Mapping[str, Any], seconds: float) -> Any:
-    """The tool's result as the command's versioned JSON document."""
+    """The tool's result as the command's versioned JSON document: the api's document itself,
+    or its typed result as ``archgap.report.<command>.document`` renders it."""
     if isinstance(result, dict):
         return result
+    import importlib
+
+    rendering = importlib.import_module(f"archgap.report.{spec.command}")
+    if hasattr(rendering, "document"):
+        return rendering.document(result)
     from archgap.report.jsondoc import document as envelope
 
     if spec.command == "scan":
