@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import VERDICT_STYLE, Output, UsageError
+from archgap.cli.common import VERDICT_STYLE, Output, UsageError, escape
 from archgap.cli.engines import PROMETHEUS
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
@@ -142,8 +142,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 def _print_shared_caches(out: Any, shared: Any) -> None:
     """JIT caches on a network filesystem that hosts with different GPUs use (analysis/caches)."""
-    from rich.markup import escape
-
     if not shared:
         return
     out.print("\n[bold yellow]JIT caches shared by different GPUs[/]")
@@ -153,8 +151,6 @@ def _print_shared_caches(out: Any, shared: Any) -> None:
 
 
 def print_report(out: Any, report: Any, headline: str, html: str | None) -> None:
-    from rich.markup import escape
-
     out.print(f"[bold]{escape(headline)}[/]")
     letters = report.group_letters
     for group in report.groups:
@@ -202,8 +198,6 @@ def _shown(values: tuple[str, ...], sign: str) -> str:
 
 def _print_drift(out: Any, report: Any) -> None:
     """Each group's differences from the baseline (the largest group), field by field."""
-    from rich.markup import escape
-
     baseline = report.baseline
     if not report.drift or baseline is None:
         return
@@ -225,8 +219,6 @@ def _print_drift(out: Any, report: Any) -> None:
 
 def _print_gaps(out: Any, report: Any) -> None:
     """Each distinct gap once, with the hosts that have it."""
-    from rich.markup import escape
-
     by_gap = report.hosts_by("gaps")
     if by_gap:
         out.print("\n[bold red]Gaps[/]")

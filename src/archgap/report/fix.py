@@ -6,9 +6,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from archgap.report.visible import literal
+
 
 def _e(text: str) -> str:
-    return text.replace("[", "\\[")
+    """A value shown literally, on one line (control and bidi characters made visible)."""
+    return literal(text).replace("[", "\\[")
 
 
 def _diff_lines(diff: str) -> list[str]:

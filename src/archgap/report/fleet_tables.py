@@ -93,10 +93,8 @@ def csv(report: FleetReport, elapsed: float = 0.0) -> str:
     """The coverage matrix with each host's group and gap count."""
     coverage = coverage_table(report)
     letters = report.group_letters
-    by_name = {h.name: h for h in report.hosts}
     rows = []
-    for row in coverage.rows:
-        host = by_name[row[0].text]
+    for host, row in zip(report.hosts, coverage.rows, strict=True):  # one row per host, in order
         rows.append(
             (row[0], Cell(letters.get(host.fingerprint, "")), Cell(str(len(host.gaps))), *row[1:])
         )

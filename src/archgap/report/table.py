@@ -190,11 +190,11 @@ def _heading(column: Column) -> str:
 
 def markdown_escape(text: str) -> str:
     """Text safe inside a Markdown table cell (GitHub flavour): pipes, markup characters and
-    newlines are escaped (a cell's text has none: see ``Cell``)."""
-    out = text.replace("\\", "\\\\")
+    control characters made visible (one line)."""
+    out = literal(text).replace("\\", "\\\\")
     for ch in "|`*_[]<>#":
         out = out.replace(ch, "\\" + ch)
-    return out.replace("\r", " ").replace("\n", "<br>")
+    return out
 
 
 def markdown_lines(table: Table) -> list[str]:
@@ -219,7 +219,7 @@ def markdown_code(text: str) -> str:
     backtick in the text takes a longer fence."""
     if not text:
         return ""
-    body = text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    body = literal(text).replace("|", "\\|")
     fence = "``" if "`" in body else "`"
     pad = " " if body.startswith("`") or body.endswith("`") else ""
     return f"{fence}{pad}{body}{pad}{fence}"
