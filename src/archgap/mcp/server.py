@@ -9,6 +9,7 @@ line: the server itself never stops on a call.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import time
@@ -39,13 +40,16 @@ class Tool:
     function: Callable[..., Any]
     derived: Derived
 
+    @functools.cached_property
+    def validator(self) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(self.derived.schema)
+
 
 class Toolbox:
     """The tools the api offers (``fix_apply`` only with ``allow_fix``), and their calls."""
 
     def __init__(self, allow_fix: bool = False) -> None:
         api = importlib.import_module("archgap.api")
-        self.allow_fix = allow_fix
         self.tools: dict[str, Tool] = {}
         for spec in (*READ_ONLY, *((FIX_APPLY,) if allow_fix else ())):
             function = getattr(api, spec.function, None)
@@ -59,11 +63,7 @@ class Toolbox:
                 description=tool.spec.purpose,
                 input_schema=tool.derived.schema,
                 output_schema=output_schema(tool.spec.command),
-                annotations=types.ToolAnnotations(
-                    read_only_hint=tool.spec is not FIX_APPLY,
-                    destructive_hint=False,
-                    open_world_hint=True,
-                ),
+                annotations=_annotations(tool.spec is not FIX_APPLY),
             )
             for name, tool in self.tools.items()
         ]
@@ -75,9 +75,7 @@ class Toolbox:
             if name == FIX_APPLY.name:
                 raise ArgumentError("fix_apply is off: start the server with --allow-fix")
             raise ArgumentError(f"no tool {name!r}")
-        problem = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(tool.derived.schema).iter_errors(dict(arguments))
-        )
+        problem = jsonschema.exceptions.best_match(tool.validator.iter_errors(dict(arguments)))
         if problem is not None:
             where = ".".join(str(p) for p in problem.absolute_path)
             raise ArgumentError(f"{where + ': ' if where else ''}{problem.message}")
@@ -88,6 +86,14 @@ class Toolbox:
         result = tool.function(**keywords)
         doc: dict[str, Any] = document(tool.spec, result, arguments, time.monotonic() - started)
         return doc
+
+
+def _annotations(read_only: bool) -> types.ToolAnnotations:
+    """Hints for the client: the read-only tools change nothing; fix_apply edits files (each
+    backed up, undone by ``archgap fix --undo``). All may reach other machines and indexes."""
+    if read_only:
+        return types.ToolAnnotations(read_only_hint=True, open_world_hint=True)
+    return types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 
 
 def one_line(exc: BaseException) -> str:
