@@ -12,9 +12,11 @@ feature.node.kubernetes.io/.
 from __future__ import annotations
 
 import copy
+import datetime
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,26 @@ def test_k8s_manifest_refuses_bad_names() -> None:
     assert result.returncode == 2 and "DNS-1123" in result.stderr
 
 
+def _feature_labels(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The labels nfd-worker's local source makes of a feature file (NFD's customization guide,
+    "Input format": ``<namespace>/<name>[=<value>]``, ``#`` comments, ``# +`` directives), and
+    the directives."""
+    labels, directives = {}, []
+    for line in path.read_text().splitlines():
+        if line.startswith("# +"):
+            directives.append(line[3:])
+        if line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        namespace, _, name = key.partition("/")
+        assert namespace == "feature.node.kubernetes.io", key
+        assert LABEL.fullmatch(name), name
+        assert value == "" or LABEL.fullmatch(value), value
+        labels[name] = value
+    assert len(path.read_bytes()) < 64 * 1024  # nfd-worker ignores larger files
+    return labels, directives
+
+
 def test_nfd_feature_file(tmp_path: Path) -> None:
     """libptxonly.so has only compute_80 PTX: no kernel for a T4 (7.5), PTX JIT on 12.0."""
     venv = tmp_path / "venv"
@@ -106,20 +128,32 @@ def test_nfd_feature_file(tmp_path: Path) -> None:
     )  # fmt: skip
     features = tmp_path / "features.d" / "archgap"
     features.parent.mkdir()
+    before = time.time()
     result = run_cli("scan", "--python", str(venv / "bin" / "python"), "--gpu", "T4",
-                     "--gpu", "12.0", "--nfd", str(features))  # fmt: skip
+                     "--gpu", "12.0", "--nfd", str(features), "--nfd-expiry", "900")  # fmt: skip
     assert result.returncode == 1, result.stderr
-    labels = {}
-    for line in features.read_text().splitlines():
-        if line.startswith("#"):
-            continue
-        name, _, value = line.partition("=")
-        assert LABEL.fullmatch(name), name
-        assert value == "" or LABEL.fullmatch(value), value
-        labels[name] = value
+    labels, directives = _feature_labels(features)
+    assert labels["archgap.state"] == "gap"
     assert labels["archgap.ok"] == "false" and labels["archgap.health"] == "no-kernel"
     assert labels["archgap.gaps"] == "1"
+    # The labels expire 900 s after the scan, in the RFC 3339 form nfd-worker parses.
+    (directive,) = directives
+    name, _, when = directive.partition("=")
+    expiry = datetime.datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    assert name == "expiry-time" and before + 899 <= expiry.timestamp() <= time.time() + 900
     # The long package name is cut to fit 63 characters, with a hash to keep it unique.
     per_gpu = {k.rsplit(".", 1)[1]: v for k, v in labels.items() if k.count(".") >= 2}
     assert per_gpu == {"sm_75": "none", "sm_120": "jit"}
     assert all(k.startswith("archgap.ptx-kernels-extraxxx") for k in labels if k.count(".") >= 2)
+
+
+def test_nfd_never_says_ok_without_a_judgement(tmp_path: Path) -> None:
+    """The serving interpreter missing, or no GPU visible in the pod: nothing was judged, so no
+    archgap.ok label a pod could select on, only archgap.state=unknown."""
+    features = tmp_path / "archgap"
+    for args in (("--python", "/nonexistent/python", "--gpu", "T4"), ("--python", sys.executable)):
+        result = run_cli("scan", *args, "--nfd", str(features), env={"PATH": "/usr/bin:/bin"})
+        assert "Traceback" not in result.stderr, result.stderr
+        labels, _ = _feature_labels(features)
+        assert labels["archgap.state"] == "unknown" and "archgap.ok" not in labels, labels
+        assert labels["archgap.health"] in ("no-python", "probe-failed", "no-gpu"), labels

@@ -45,6 +45,14 @@ CLUSTER_ENGINES = opt.Group(
             help="also write a Node Feature Discovery feature file (key=value labels), e.g. "
             "/etc/kubernetes/node-feature-discovery/features.d/archgap",
         ),
+        opt.option(
+            "--nfd-expiry",
+            type=float,
+            default=7200.0,
+            metavar="SECONDS",
+            help="with --nfd: nfd-worker drops the labels this long after the scan unless a later "
+            "scan rewrote the file (default %(default)g; make it a few scan intervals)",
+        ),
     ),
     title="cluster engines",
 )
@@ -90,11 +98,16 @@ def write_scan_files(args: argparse.Namespace, report: ScanReport | None, second
         from archgap.report.prometheus import scan_metrics
 
         write_atomic(args.prometheus, scan_metrics(report, time.time(), seconds), "--prometheus")
-    if args.nfd and report is not None:
-        from archgap.report.health import health
+    if args.nfd:
+        from archgap.report.health import failure, health
         from archgap.report.nfd import feature_file
 
-        text = feature_file(report, health(report, missing_gpus(args, report)).code)
+        judged = (
+            health(report, missing_gpus(args, report))
+            if report is not None
+            else failure("probe-failed", "the facts could not be collected")
+        )
+        text = feature_file(report, judged, time.time(), args.nfd_expiry)
         write_atomic(args.nfd, text, "--nfd")
 
 

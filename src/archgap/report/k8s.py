@@ -147,7 +147,7 @@ def nfd_manifest(namespace: str, image: str, python: str, interval: int) -> list
     """Namespace and a DaemonSet rewriting the node's NFD feature file and textfile metrics."""
     scan = (
         f"archgap scan --python {shlex.quote(python)} --nfd {FEATURES_DIR}/archgap "
-        f"--prometheus {TEXTFILE_DIR}/archgap.prom >/dev/null"
+        f"--nfd-expiry {3 * interval} --prometheus {TEXTFILE_DIR}/archgap.prom >/dev/null"
     )
     command = f"while true; do {scan}; sleep {interval}; done"
     mounts = [

@@ -1,8 +1,14 @@
 """A scan as a Node Feature Discovery feature file: ``name=value`` lines that nfd-worker's local
-source turns into node labels (``feature.node.kubernetes.io/<name>``), read from
-``/etc/kubernetes/node-feature-discovery/features.d/``.
+source turns into node labels, read from ``/etc/kubernetes/node-feature-discovery/features.d/``
+(NFD's customization guide, "Local feature source": names carry their namespace, here
+``feature.node.kubernetes.io/``, since unprefixed names are deprecated; a
+``# +expiry-time=<RFC3339>`` directive makes nfd-worker ignore the labels after that time, so they
+do not outlive the DaemonSet that writes them; files over 64 kB are ignored).
 
-  archgap.ok=true|false                 no gap on a present (or named) GPU
+Every label below is named ``feature.node.kubernetes.io/archgap.<...>``:
+  archgap.state=ok|gap|unknown          the judgement; unknown: archgap could not judge (no
+                                        interpreter, no GPU visible, ...): then no archgap.ok
+  archgap.ok=true|false                 only when judged: no gap on a present (or named) GPU
   archgap.health=ok|no-kernel|...       the health code (see report/health.py)
   archgap.gaps=N
   archgap.<package>.sm_<XY>=<verdict>   per package x GPU: native, jit, partial, none, unknown
@@ -17,13 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
+    from archgap.report.health import Health
 
 MAX_NAME = 63
+NAMESPACE = "feature.node.kubernetes.io/"
 PREFIX = "archgap."
+STATES = {0: "ok", 1: "gap", 2: "unknown"}  # by the health exit code
 # https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set
 LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
@@ -42,13 +52,27 @@ def _sm(compute_capability: str) -> str:
     return "sm_" + compute_capability.replace(".", "")
 
 
-def feature_file(report: ScanReport, health_code: str) -> str:
-    """The feature file for this node: present GPUs, and named ones (``--gpu``/``--require``)."""
-    labels: dict[str, str] = {
-        f"{PREFIX}ok": "false" if report.has_gap else "true",
-        f"{PREFIX}health": health_code,
-        f"{PREFIX}gaps": str(len(report.gaps) + len(report.jit_gaps)),
-    }
+def feature_file(report: ScanReport | None, health: Health, now: float, expires_in: float) -> str:
+    """The feature file for this node: present GPUs, and named ones (``--gpu``/``--require``);
+    ``report`` None: the facts could not be collected (only the state and the health code)."""
+    labels: dict[str, str] = {f"{PREFIX}state": STATES[health.exit_code]}
+    if health.exit_code != 2:
+        labels[f"{PREFIX}ok"] = "true" if health.exit_code == 0 else "false"
+    labels[f"{PREFIX}health"] = health.code
+    if report is not None:
+        labels.update(_report_labels(report))
+    expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + expires_in))
+    header = (
+        "# archgap scan: kernel and JIT verdicts for this node's GPUs (archgap scan --nfd)\n"
+        f"# +expiry-time={expiry}\n"
+    )
+    return header + "".join(
+        f"{NAMESPACE}{k}={v}\n" for k, v in labels.items() if LABEL_VALUE.fullmatch(v)
+    )
+
+
+def _report_labels(report: ScanReport) -> dict[str, str]:
+    labels = {f"{PREFIX}gaps": str(len(report.gaps) + len(report.jit_gaps))}
     gating = {g.label: str(g.compute_capability) for g in report.gpus if g.gates_exit_code}
     for p in sorted(report.packages, key=lambda p: (p.package.lower(), p.gpu)):
         if p.gpu in gating:
@@ -62,5 +86,4 @@ def feature_file(report: ScanReport, health_code: str) -> str:
             key = _name(f.package, "jit." + _sm(cc))
             if order.get(f.status, 2) < order.get(labels.get(key, ""), 2):
                 labels[key] = f.status
-    header = "# archgap scan: kernel and JIT verdicts for this node's GPUs (archgap scan --nfd)\n"
-    return header + "".join(f"{k}={v}\n" for k, v in labels.items() if LABEL_VALUE.fullmatch(v))
+    return labels
