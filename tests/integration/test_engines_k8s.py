@@ -139,9 +139,8 @@ def test_nfd_feature_file(tmp_path: Path) -> None:
     # The labels expire 900 s after the scan, in the RFC 3339 form nfd-worker parses.
     (directive,) = directives
     name, _, when = directive.partition("=")
-    expiry = datetime.datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=datetime.timezone.utc
-    )
+    parsed = datetime.datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ")
+    expiry = parsed.replace(tzinfo=datetime.timezone.utc)
     assert name == "expiry-time" and before + 899 <= expiry.timestamp() <= time.time() + 900
     # The long package name is cut to fit 63 characters, with a hash to keep it unique.
     per_gpu = {k.rsplit(".", 1)[1]: v for k, v in labels.items() if k.count(".") >= 2}
