@@ -112,22 +112,25 @@ class RangedFile(io.RawIOBase):
             with net.open_url(self.url, {"Range": f"bytes={self.pos}-{end}"}) as answer:
                 if answer.status != 206:
                     raise OSError(f"{self.url}: HTTP {answer.status} to a range request")
-                start = _range_start(answer.headers.get("Content-Range"))
+                sent = _content_range(answer.headers.get("Content-Range"))
+                if sent is None or sent[0] != self.pos or not self._useful(sent[1], end):
+                    self.fetched.short_range = True
+                    raise ShortRange(f"{self.url}: bytes {sent} for the range {self.pos}-{end}")
                 data = net.read_capped(answer, wanted, self.url)
         except net.NetError as exc:
             raise OSError(str(exc)) from None
         self.fetched.bytes_fetched += len(data)
-        if start != self.pos or len(data) < min(wanted, MIN_RANGE):
-            self.fetched.short_range = True
-            raise ShortRange(
-                f"{self.url}: {len(data)} bytes at {start} for a range of {wanted} at {self.pos}"
-            )
         self.window_start, self.window = self.pos, data
 
+    def _useful(self, last: int, end: int) -> bool:
+        """A range that ends where asked, or at least ``MIN_RANGE`` on, never past it."""
+        return last <= end and last - self.pos + 1 >= min(end - self.pos + 1, MIN_RANGE)
 
-def _range_start(content_range: str | None) -> int | None:
-    found = re.fullmatch(r"\s*bytes\s+(\d+)-\d+/(\d+|\*)\s*", content_range or "")
-    return int(found.group(1)) if found else None
+
+def _content_range(header: str | None) -> tuple[int, int] | None:
+    """(first, last) byte of a ``Content-Range: bytes A-B/N`` answer."""
+    found = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", header or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def cache_dir(kind: str = "wheels") -> str:
@@ -332,6 +335,9 @@ def _download(url: str, sha256: str | None) -> tuple[IO[bytes], Fetched]:
                     raise FetchError(f"{net.redact(url)}: more than {cap:,} bytes, over the cap")
                 digest.update(chunk)
                 out.write(chunk)
+            if answer.length:  # read1 ends quietly where the connection closed early
+                short = f"the connection closed {answer.length:,} bytes before the end"
+                raise FetchError(f"{net.redact(url)}: {short}")
             if sha256 and digest.hexdigest() != sha256.lower():
                 raise FetchError(
                     f"{net.redact(url)}: sha256 {digest.hexdigest()} is not the index's {sha256}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
@@ -20,6 +21,7 @@ from archgap.index.fetch import Fetched, FetchError, open_local, open_wheel
 from archgap.index.options import ARCHIVE_SUFFIXES, URL_SCHEMES
 from archgap.index.options import IndexOptions as IndexOptions  # importers of targets keep it
 from archgap.index.resolve import IndexFile, ResolveError, indexes, parse_requirement, resolve
+from archgap.index.wheeltags import tag_problems
 from archgap.probe.facts import Problem
 
 if TYPE_CHECKING:
@@ -134,17 +136,27 @@ def _read_url(url: str, sha256: str | None, fetched: list[Fetched], deep: bool) 
         except FetchError as exc:
             return _failed(url, str(exc))
         with contextlib.closing(handle):
-            contents = _read_handle(url, handle, deep)
+            contents = _read_handle(url, urllib.parse.urlsplit(url).path, handle, deep)
         fetched.append(how)
         if not how.short_range:
             break
     return contents
 
 
-def _read_handle(label: str, handle: IO[bytes], deep: bool) -> WheelContents:
-    if conda_format(urllib.parse.urlsplit(label).path):
+def _read_handle(label: str, name: str, handle: IO[bytes], deep: bool) -> WheelContents:
+    """A conda package, or a wheel with what its name, WHEEL and native files disagree on
+    (``name``: the file's path or URL path, which tells which it is)."""
+    if conda_format(name):
         return read_conda(label, handle, deep)
-    return read_wheel(label, handle, deep)
+    contents = read_wheel(label, handle, deep)
+    if contents.distributions:
+        try:
+            handle.seek(0)
+            with zipfile.ZipFile(handle) as zf:
+                contents.problems.extend(tag_problems(contents, zf))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            contents.problems.append(Problem(label, f"its WHEEL file cannot be read: {exc}"))
+    return contents
 
 
 def _read_local(path: str, deep: bool) -> WheelContents:
@@ -154,9 +166,7 @@ def _read_local(path: str, deep: bool) -> WheelContents:
     except FetchError as exc:
         return _failed(path, str(exc).removeprefix(path + ": "))
     with contextlib.closing(handle):
-        return (
-            read_conda(path, handle, deep) if conda_format(path) else read_wheel(path, handle, deep)
-        )
+        return _read_handle(path, path, handle, deep)
 
 
 def read_index_file(file: IndexFile, fetched: list[Fetched]) -> WheelContents:
