@@ -174,6 +174,14 @@ def hardlinked_target(w: World) -> None:
     os.link(w.victim, w.source)
 
 
+def env_hardlink(w: World) -> None:
+    """The env file is a hard link of the victim: the edit gives the env file a new inode."""
+    w.victim.write_bytes(w.env.read_bytes())
+    w.victim.chmod(0o600)
+    w.env.unlink()
+    os.link(w.victim, w.env)
+
+
 def predicted_backups(w: World) -> None:
     """Links at every backup name the next second could give (id = ms-pid-n; n 1 and 2: the
     drop-in's change is record 0)."""
@@ -233,6 +241,7 @@ CASES = [
     pytest.param(Case(lambda w: legacy_tmp(w.env).mkdir(), None), id="tmp-is-directory"),
     pytest.param(Case(lambda w: os.mkfifo(legacy_tmp(w.source)), None), id="tmp-is-fifo"),
     pytest.param(Case(predicted_backups, None), id="backup-name-links"),
+    pytest.param(Case(env_hardlink, None, early=True), id="env-hardlink-of-victim"),
     pytest.param(Case(lambda w: link(w.env, w.victim), "is a symbolic link"), id="env-is-link"),
     pytest.param(
         Case(lambda w: link(w.env, Path("/dev/null")), "is a symbolic link"), id="env-link-devnull"
@@ -460,3 +469,14 @@ def test_archgap_fix_text_and_json_show_no_secret_of_the_env_file(
         assert "+FLASHINFER_CUDA_ARCH_LIST=12.0a" in result.stdout, result.stderr
         for p in SECRETS:
             assert str(p.values[1]) not in result.stdout + result.stderr, (extra, p.id)
+
+
+def test_archgap_fix_text_shows_an_env_file_line_escaped(installed: dict[str, Path]) -> None:
+    """A line of the env file with ESC sequences and a bidi override is diff context: shown as
+    visible escapes, never sent to the terminal."""
+    installed["env"].write_text(installed["env"].read_text() + "NOTE=\x1b]0;t\x07\x1b[2J\u202eab\n")
+    base = ["fix", "--python", str(installed["root"] / "venv" / "bin" / "python")]
+    base += ["--gpu", "RTX PRO 6000", "--env-from", str(installed["env"])]
+    result = run_cli(*base, "--env-file", str(installed["env"]), env={"CUDA_HOME": ""})
+    assert "NOTE=\\x1b]0;t\\x07\\x1b[2J\\u202eab" in result.stdout, result.stdout
+    assert not {"\x1b", "\x07", "\u202e"} & set(result.stdout + result.stderr)

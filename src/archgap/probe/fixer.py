@@ -91,10 +91,12 @@ def _directory(path: str, within: Optional[str] = None) -> Iterator[Tuple[int, s
     directory, name = os.path.split(os.path.abspath(path))
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         raise Refused(
             "directory %s does not exist (not created: name an existing one)" % directory
         ) from None
+    except NotADirectoryError:
+        raise Refused("%s is not a directory" % directory) from None
     try:
         if within is not None:
             real, root = os.path.realpath(directory), os.path.realpath(within)
