@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
+import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from archgap.probe.facts import ProbeResponse
+from archgap.probe.system import RUN_MARK, STDERR_LIMIT, new_mark, spawn, stop_process_group
 from archgap.transport.bootstrap import FACTS_MARKER, probe_input, remote_argv, stdin_payload
 from archgap.transport.run import (
+    MAX_FACTS_BYTES,
     PROBE_FAILED,
     TIMEOUT,
     TRANSPORT_MISSING,
@@ -28,7 +34,11 @@ from archgap.transport.run import (
 )
 from archgap.transport.target import Target, check_python
 
-_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
+_LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
+# Each node's answer is capped on its own (a torch-sized environment is a few MiB of facts);
+# nothing is capped across nodes, so a big allocation never fails for its size.
+MAX_TASK_BYTES = MAX_FACTS_BYTES
+UNLABELLED_LIMIT = STDERR_LIMIT  # srun's own messages (not from a task)
 
 
 @dataclass(frozen=True)
@@ -44,21 +54,109 @@ def srun_argv(srun_args: list[str], python: str) -> list[str]:
     return [*head, *srun_args, *remote_argv(check_python(python))]
 
 
-def split_labelled(text: str) -> dict[int, str]:
-    per_task: dict[int, list[str]] = {}
-    for line in text.splitlines():
+class TaskLines:
+    """srun's labelled output (``N: line``) sorted into each task's lines as it streams in, each
+    task held to ``limit`` bytes (past it the task is marked over and its further lines are
+    dropped), unlabelled lines kept apart up to UNLABELLED_LIMIT."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lines: dict[int, list[bytes]] = {}
+        self.sizes: dict[int, int] = {}
+        self.over: set[int] = set()
+        self.unlabelled: list[bytes] = []
+        self._unlabelled_size = 0
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> None:
+        """Add bytes as read from the pipe; b"" at its end."""
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop() if chunk else b""
+        for line in lines:
+            if line:
+                self._line(line)
+
+    def _line(self, line: bytes) -> None:
         match = _LABELLED.match(line)
-        if match:
-            per_task.setdefault(int(match.group(1)), []).append(match.group(2))
-    # srun cuts long lines into 1 KiB pieces, each labelled: the facts line (JSON has no raw
-    # newline) is glued back together from the marker to the task's last line.
-    joined: dict[int, str] = {}
-    for task, lines in per_task.items():
+        if match is None:
+            if self._unlabelled_size < UNLABELLED_LIMIT:
+                self.unlabelled.append(line)
+                self._unlabelled_size += len(line)
+            return
+        task, text = int(match.group(1)), match.group(2)
+        size = self.sizes.get(task, 0) + len(text) + 1
+        self.sizes[task] = size
+        if size > self.limit:
+            self.over.add(task)
+            self.lines.pop(task, None)
+        elif task not in self.over:
+            self.lines.setdefault(task, []).append(text)
+
+    def text(self, task: int) -> str:
+        """The task's output; srun cuts long lines into 1 KiB pieces, each labelled, so the facts
+        line (JSON has no raw newline) is glued back together from the marker to the end."""
+        lines = [line.decode("utf-8", "replace") for line in self.lines.get(task, [])]
         marks = [i for i, line in enumerate(lines) if line.startswith(FACTS_MARKER)]
         if marks:
             lines = [*lines[: marks[-1]], "".join(lines[marks[-1] :])]
-        joined[task] = "\n".join(lines)
-    return joined
+        return "\n".join(lines)
+
+
+def split_labelled(text: str) -> dict[int, str]:
+    """Each task's output of srun's labelled ``text`` (as TaskLines reads it)."""
+    tasks = TaskLines(MAX_TASK_BYTES)
+    tasks.feed(text.encode())
+    tasks.feed(b"")
+    return {task: tasks.text(task) for task in tasks.lines}
+
+
+def stream_srun(
+    argv: list[str], payload: bytes, timeout: float, limit: int = MAX_TASK_BYTES
+) -> tuple[int | None, TaskLines, TaskLines, str | None]:
+    """(returncode, stdout by task, stderr by task, error) of one srun step; its output is
+    sorted per task as it arrives, never hangs past ``timeout``."""
+    out, err = TaskLines(limit), TaskLines(STDERR_LIMIT)
+    mark = new_mark()
+    try:
+        proc = spawn(argv, {**os.environ, RUN_MARK: mark.partition("=")[2]}, stdin=True)
+    except FileNotFoundError:
+        return None, out, err, f"{argv[0]} not found on this machine"
+    except OSError as exc:
+        return None, out, err, f"cannot run {argv[0]}: {exc.strerror or exc}"
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    writer = threading.Thread(target=_write_all, args=(proc.stdin, payload), daemon=True)
+    writer.start()
+    deadline = time.monotonic() + timeout
+    sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    with selectors.DefaultSelector() as selector:
+        for pipe in (proc.stdout, proc.stderr):
+            selector.register(pipe, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                stop_process_group(proc, mark)
+                return None, out, err, "timeout"
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 1 << 16)
+                sinks[key.fd].feed(chunk)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+    try:
+        code = proc.wait(max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        stop_process_group(proc, mark)
+        return None, out, err, "timeout"
+    return code, out, err, None
+
+
+def _write_all(pipe: IO[bytes], payload: bytes) -> None:
+    """The same request to every task (srun --input=all); a step that ends early closes it."""
+    try:
+        pipe.write(payload)
+        pipe.close()
+    except OSError:
+        pass
 
 
 def run_probe_slurm(
@@ -70,26 +168,32 @@ def run_probe_slurm(
     """Run the probe once per node with srun and read one facts document per node."""
     argv = srun_argv(srun_args, python)
     payload = stdin_payload(probe_input(fill_python(request, python)))
-    code, out, err, error = run_command(argv, payload, timeout)
+    code, outs, errs, error = stream_srun(argv, payload, timeout)
+    unlabelled = b"\n".join(errs.unlabelled).decode("utf-8", "replace")
     if error == "timeout":
-        return SlurmResult(
-            (), TransportFailure(TIMEOUT, f"srun gave no answer within {timeout:g} s", tail(err))
-        )
+        why = f"srun gave no answer within {timeout:g} s"
+        return SlurmResult((), TransportFailure(TIMEOUT, why, tail(unlabelled)))
     if error is not None or code is None:
         return SlurmResult((), TransportFailure(TRANSPORT_MISSING, error or "srun could not start"))
-    outs, errs = split_labelled(out), split_labelled(err)
     tasks: list[tuple[str, ProbeResponse | TransportFailure]] = []
-    for task in sorted(set(outs) | set(errs)):
+    for task in sorted(set(outs.sizes) | set(errs.sizes)):
+        if task in outs.over:
+            why = f"task {task} answered more than {outs.limit} bytes"
+            tasks.append((f"task {task}", TransportFailure(PROBE_FAILED, why)))
+            continue
         target = Target("via", f"task {task}", ("srun",), python)
-        result = classify_probe(target, 0, outs.get(task, ""), errs.get(task, ""))
+        result = classify_probe(target, 0, outs.text(task), errs.text(task))
         if isinstance(result, ProbeResponse):
             tasks.append((result.host or f"task {task}", result))
         else:
             tasks.append((f"task {task}", result))
     if not tasks:
-        failure = classify(Target("via", "srun", ("srun",), python), code or 1, out, err)
+        out = b"\n".join(outs.unlabelled).decode("utf-8", "replace")
+        failure = classify(Target("via", "srun", ("srun",), python), code or 1, out, unlabelled)
         if not isinstance(failure, TransportFailure):
-            failure = TransportFailure(PROBE_FAILED, f"srun exited with status {code}", tail(err))
+            failure = TransportFailure(
+                PROBE_FAILED, f"srun exited with status {code}", tail(unlabelled)
+            )
         return SlurmResult((), failure)
     return SlurmResult(tuple(tasks))
 
