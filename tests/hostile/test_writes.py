@@ -459,7 +459,7 @@ def test_the_plan_and_undo_diffs_never_show_a_secret(
 def test_archgap_fix_text_and_json_show_no_secret_of_the_env_file(
     installed: dict[str, Path],
 ) -> None:
-    lines = [p.values[0] for p in SECRETS if "CUDA_HOME" not in str(p.values[0])]
+    lines = [str(p.values[0]) for p in SECRETS if "CUDA_HOME" not in str(p.values[0])]
     installed["env"].write_text(installed["env"].read_text() + "\n".join(lines) + "\n")
     base = ["fix", "--python", str(installed["root"] / "venv" / "bin" / "python")]
     base += ["--gpu", "RTX PRO 6000", "--env-from", str(installed["env"])]
