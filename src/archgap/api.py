@@ -10,15 +10,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from archgap.analysis.compat import resolve_gpu
+from archgap.errors import ProbeError, UsageError
 from archgap.probe.facts import ProbeResponse
-from archgap.report.jsondoc import document, shown_body
+from archgap.report.jsondoc import document
 from archgap.request import (
     DEFAULT_SECTIONS,
     binaries_request,
@@ -47,15 +48,20 @@ if TYPE_CHECKING:
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
+    from archgap.results import GatesResult, KernelsResult, TraceResult
     from archgap.transport.fleet import FleetOptions, FleetSource, Tell
 
 __all__ = [
     "FleetOptions",
     "FleetRun",
     "FleetSource",
+    "GatesResult",
+    "KernelsResult",
     "ProbeError",
     "ProbeResponse",
     "ScanReport",
+    "TraceResult",
+    "UsageError",
     "VerifyReport",
     "Where",
     "diagnose",
@@ -82,6 +88,9 @@ _LATER = {
     "FleetOptions": "archgap.transport.fleet",
     "FleetSource": "archgap.transport.fleet",
     "VerifyReport": "archgap.analysis.verify",
+    "GatesResult": "archgap.results",
+    "KernelsResult": "archgap.results",
+    "TraceResult": "archgap.results",
 }
 
 
@@ -91,10 +100,6 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(_LATER[name]), name)
-
-
-class ProbeError(Exception):
-    """The facts could not be collected: an unreachable host, an unreadable --env-from."""
 
 
 def scan(
@@ -115,8 +120,7 @@ def scan(
     could be collected and ``UnknownGpu`` for an unknown GPU name. ``progress(done, total, path)``
     is told as native files are read (on this machine; a remote probe cannot tell).
     """
-    for name in gpus:
-        resolve_gpu(name)  # a bad name fails before anything is probed
+    _resolve(gpus)  # a bad name fails before anything is probed
     if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
     from archgap.transport.local import interpreter_asked_ahead
@@ -152,8 +156,7 @@ def scan_archives(
     from archgap.index.options import IndexOptions
     from archgap.index.targets import mark_unverified, read_targets
 
-    for name in gpus:
-        resolve_gpu(name)
+    _resolve(gpus)
     contents, fetched = read_targets(list(targets), options or IndexOptions())
     mark_unverified(contents, fetched)
     if not any(c.distributions for c in contents):
@@ -204,6 +207,14 @@ def versions(
     return walk(
         package, gpus, chosen, urls, first=first, driver=driver, strict=strict, progress=progress
     )
+
+
+def _resolve(gpus: Sequence[str]) -> tuple[GpuTarget, ...]:
+    """The named GPUs (``UnknownGpu`` for a bad name); the GPU knowledge is loaded only here,
+    so that a command naming none (kernels FILE) does not load it."""
+    from archgap.analysis.compat import resolve_gpu
+
+    return tuple(resolve_gpu(name) for name in gpus)
 
 
 def _judge(*args: Any, **kwargs: Any) -> ScanReport:
@@ -321,7 +332,7 @@ def diagnose(
     from archgap.analysis.logparse import parse_log
     from archgap.kb.signatures import load_signatures
 
-    named = tuple(resolve_gpu(name) for name in gpus)
+    named = _resolve(gpus)
     log = parse_log(head, tail, skipped_lines)
     signatures = load_signatures()
     examined = _examine(where, log, signatures, named) if where is not None else None
@@ -396,6 +407,7 @@ def _examine(
 
 def trace(
     name: str,
+    *,
     paths: Sequence[str] = (),
     dists: Sequence[str] = (),
     python: str | None = None,
@@ -403,23 +415,32 @@ def trace(
     show_all: bool = False,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
-) -> dict[str, Any]:
-    """The trace document (what ``archgap trace --json`` prints): where ``name`` is written
-    and read in ``paths``, else in the distributions ``dists``, else in all of the site-packages
-    of ``python``; vendored, example and test trees counted aside unless ``show_all``.
-    ``ProbeError`` when the source could not be searched."""
+) -> TraceResult:
+    """Where ``name`` is written and read in ``paths``, else in the distributions ``dists``,
+    else in all of the site-packages of ``python``; vendored, example and test trees counted
+    aside unless ``show_all``. ``UsageError`` for a name that cannot be traced or a path missing
+    here, ``ProbeError`` when the source could not be searched."""
     from archgap.probe.facts import TraceFacts
+    from archgap.probe.source.trace import valid_name
     from archgap.report import trace as shown
+    from archgap.results import TraceResult
 
-    request = trace_request(name, paths, dists, python)
+    if not valid_name(name):
+        raise UsageError(
+            f"cannot trace {name!r}: give an identifier, a dotted name or a string key "
+            "(letters, digits, _ . - / :), without spaces or shell characters"
+        )
+    _check_paths(target, paths)
+    request = trace_request(name, list(paths), list(dists), python)
     facts = _decoded(TraceFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    return document("trace", shown_body("trace", *shown.select(facts, show_all)))
+    return TraceResult(*shown.select(facts, show_all))
 
 
 def gates(
     dists: Sequence[str] = (),
+    *,
     paths: Sequence[str] = (),
     python: str | None = None,
     kinds: Sequence[str] = (),
@@ -427,22 +448,30 @@ def gates(
     show_all: bool = False,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
-) -> dict[str, Any]:
-    """The gates document (what ``archgap gates --json`` prints): where packages detect or gate
-    GPU architectures, in ``paths``, else in ``dists``, else in all of site-packages; only
-    ``kinds`` (all by default; ``ValueError`` for an unknown one). ``ProbeError`` when the source
-    could not be searched."""
+) -> GatesResult:
+    """Where packages detect or gate GPU architectures, in ``paths``, else in ``dists``, else
+    in all of site-packages; only ``kinds`` (all by default). ``UsageError`` for an unknown
+    kind or a path missing here, ``ProbeError`` when the source could not be searched."""
     from archgap.probe.facts import GatesFacts
     from archgap.report import gates as shown
+    from archgap.results import GatesResult
 
     unknown = [k for k in kinds if k not in shown.KINDS]
     if unknown:
-        raise ValueError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
-    request = gates_request(dists, paths, python)
+        raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
+    _check_paths(target, paths)
+    request = gates_request(list(dists), list(paths), python)
     facts = _decoded(GatesFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    return document("gates", shown_body("gates", *shown.select(facts, tuple(kinds), show_all)))
+    return GatesResult(*shown.select(facts, tuple(kinds), show_all))
+
+
+def _check_paths(target: Target, paths: Sequence[str]) -> None:
+    """Paths on this machine must exist (a remote target's are checked there)."""
+    missing = [p for p in paths if target.is_local and not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
 
 
 def _decoded(cls: type[T], target: Target, request: dict[str, Any], timeout: float, root: str) -> T:
@@ -482,8 +511,7 @@ def fleet_run(
     from archgap.analysis.fleet import fleet_report
     from archgap.transport import fleet as transport_fleet
 
-    for name in gpus:
-        resolve_gpu(name)
+    _resolve(gpus)
     started = time.monotonic()
     inputs = [0]  # hosts read, counted as the report takes them one by one
     shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches
@@ -517,6 +545,7 @@ def fleet(
 
 def kernel_files(
     paths: Sequence[str],
+    *,
     deep: bool = False,
     detail: bool = True,
     target: Target = LOCAL,
@@ -524,26 +553,34 @@ def kernel_files(
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
     resolved: list[Chosen] | None = None,
+    progress: Progress | None = None,
 ) -> list[BinaryFacts]:
     """The device code of ``paths`` on ``target``, read by the probe there (every entry with
     ``detail``, else one row per kind of entry); here, ``binaries.local_binaries`` (files,
     directories, wheels and their URLs, requirements resolved from ``options``' indexes, with
     their dependency sets when ``options.deps``, container images: ``options.platform`` picks
     from a multi-platform index, ``options.tls_verify`` whether a docker:// registry's
-    certificate must verify); ``resolved`` is told the wheel each requirement resolved to.
+    certificate must verify); ``resolved`` is told the wheel each requirement resolved to,
+    ``progress(done, total, path)`` as files are read here; a path missing here is an
+    unreadable row. ``UsageError`` for URLs and requirements with a remote target,
     ``ProbeError`` when a remote probe fails."""
     from archgap.binaries import local_binaries
     from archgap.codec import decode
     from archgap.probe.facts import BinaryFacts
 
     if target.is_local:
-        return local_binaries(paths, deep, options, None, resolved)
+        return local_binaries(paths, deep, options, progress, resolved, detail)
+    from archgap.index.options import URL_SCHEMES
+
+    if (options is not None and options.deps) or any(p.startswith(URL_SCHEMES) for p in paths):
+        raise UsageError("URLs and requirements are read here: not with a remote target")
     facts = _facts(target, binaries_request(paths, deep, detail), timeout, root)
     return [decode(BinaryFacts, item) for item in facts.sections["binaries"]]
 
 
 def kernels(
     paths: Sequence[str],
+    *,
     deep: bool = False,
     require: Sequence[str] = (),
     strict: bool = False,
@@ -551,25 +588,43 @@ def kernels(
     options: IndexOptions | None = None,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
-) -> dict[str, Any]:
-    """The kernels document (what ``archgap kernels --json`` prints): every file's device code
-    and, with ``require`` (GPUs), the build gate (``strict``: PTX alone fails too). See
-    ``kernel_files`` for the rest; ``UnknownGpu``, ``ValueError`` (strict without require)."""
+    detail: bool = True,
+    progress: Progress | None = None,
+) -> KernelsResult:
+    """Every file's device code (see ``kernel_files``) and, with ``require`` (GPUs), the build
+    gate (``strict``: only SASS counts; PTX alone fails too). ``UnknownGpu`` for a bad GPU name,
+    ``UsageError`` for ``strict`` without ``require``."""
     import time
 
     from archgap.binaries import required_gpus
-    from archgap.report.kernels import body, summary
+    from archgap.results import KernelsResult
 
-    required = required_gpus(require)
+    required = required_gpus(require) if require else []  # the GPU knowledge only when asked
     if strict and not required:
-        raise ValueError("--strict needs --require GPU")
+        raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
     resolved: list[Chosen] = []
-    files = kernel_files(paths, deep, True, target, options, root, timeout, resolved)
-    counts = summary(files, deep, time.perf_counter() - started)
+    files = kernel_files(
+        paths, deep=deep, detail=detail, target=target, options=options, root=root,
+        timeout=timeout, resolved=resolved, progress=progress,
+    )  # fmt: skip
     gate = None
-    if required:
+    if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
         from archgap.analysis.build_gate import check_build
 
         gate = check_build(files, required, strict)
-    return document("kernels", body(files, counts, gate, resolved))
+    seconds = time.perf_counter() - started
+    missing = tuple(p for p in _missing(paths) if target.is_local)
+    return KernelsResult(tuple(paths), tuple(files), deep, seconds, gate, tuple(resolved), missing)
+
+
+def _missing(paths: Sequence[str]) -> list[str]:
+    """The paths that name no file here (not an image, a URL or a requirement either)."""
+    from archgap.binaries import is_index_target
+    from archgap.image.targets import is_image
+
+    return [
+        p
+        for p in paths
+        if not (os.path.lexists(p) or is_image(p, rootfs=False) or is_index_target(p))
+    ]

@@ -1,6 +1,8 @@
-"""The Python API returns the very documents the CLI prints with --json: the same input through
-``archgap CMD --json`` (a separate process) and through ``archgap.api``, compared whole and
-validated against the command's schema. Only "seconds" (measured times) may differ.
+"""The Python API and the documents the CLI prints with --json. trace, gates and kernels return
+typed results that ``archgap.report`` renders (the CLI prints those renderings: one path, so
+their documents are checked in-process against the schema); explain and fleet still return
+documents, compared whole with ``archgap CMD --json`` (a separate process). Only "seconds"
+(measured times) may differ.
 
 The inputs are real: Python sources written here, the corpus logs, binaries built by
 tests/fixtures/cuda/build.sh and probe documents of real virtual environments."""
@@ -8,6 +10,7 @@ tests/fixtures/cuda/build.sh and probe documents of real virtual environments.""
 from __future__ import annotations
 
 import json
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -73,20 +76,31 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def rendered(result: Any, command: str) -> dict[str, Any]:
+    """The result's document, as the CLI prints it, validated against the command's schema."""
+    doc: dict[str, Any] = import_module(f"archgap.report.{command}").document(result)
+    jsonschema.validate(doc, schema(command))
+    assert doc["command"] == command
+    return doc
+
+
 def test_trace(package: Path) -> None:
-    code, cli = cli_document("trace", "TARGET_CUDA_ARCHS", str(package))
-    assert code == 0
-    same(cli, api.trace("TARGET_CUDA_ARCHS", paths=[str(package)]), "trace")
+    cli = rendered(api.trace("TARGET_CUDA_ARCHS", paths=[str(package)]), "trace")
     # Writes: the module-level assignment, configure's `global` declaration (it makes the
     # assignment below one to the module's name) and that assignment; one read, in check.
     found = [(o["kind"], o["line"]) for o in cli["trace"]["occurrences"]]
     assert found == [("write", 3), ("write", 7), ("write", 8), ("read", 14)]
 
 
+def test_trace_refuses_a_name_that_is_no_identifier(package: Path) -> None:
+    # What `archgap trace "a b; rm"` says (one line, exit 2): the api's UsageError, raised
+    # before anything is probed.
+    with pytest.raises(api.UsageError, match="cannot trace 'a b; rm'"):
+        api.trace("a b; rm", paths=[str(package)])
+
+
 def test_gates(package: Path) -> None:
-    code, cli = cli_document("gates", "--path", str(package), "--kind", "raise")
-    assert code == 0
-    same(cli, api.gates(paths=[str(package)], kinds=["raise"]), "gates")
+    cli = rendered(api.gates(paths=[str(package)], kinds=["raise"]), "gates")
     (target,) = cli["gates"]["targets"]
     (function,) = target["functions"]
     assert function["function"] == "check"
@@ -141,9 +155,7 @@ def test_kernels_with_the_build_gate() -> None:
     # build.sh: libmix.so has SASS sm_75 ... sm_120 (native on a T4, 7.5); libptxonly.so only
     # compute_80 PTX, which a 7.5 GPU cannot JIT: the gate fails on it.
     paths = [str(CUDA_BIN / "libmix.so"), str(CUDA_BIN / "libptxonly.so")]
-    code, cli = cli_document("kernels", *paths, "--require", "T4")
-    assert code == 1
-    same(cli, api.kernels(paths, require=["T4"]), "kernels")
+    cli = rendered(api.kernels(paths, require=["T4"]), "kernels")
     assert cli["require"]["passed"] is False
     failed = {f["path"].rsplit("/", 1)[-1] for f in cli["require"]["failures"]}
     assert failed == {"libptxonly.so"}

@@ -43,6 +43,16 @@ def test_json_deep_and_exit_code_for_missing_path(capsys: pytest.CaptureFixture[
     assert doc["summary"]["unreadable"] == 1
 
 
+def test_a_missing_path_is_an_error_line_and_the_rest_is_listed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    missing = str(BIN / "missing.so")
+    assert main(["kernels", missing, str(BIN / "libmix.so")]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"archgap: no such file or directory: {missing}"]
+    assert missing not in out and str(BIN / "libmix.so") in out
+
+
 def test_text_dedupes_targets_and_all_shows_entries(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kernels", str(BIN / "libcomp_speed.so")]) == 0
     text = capsys.readouterr().out

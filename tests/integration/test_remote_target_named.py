@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from archgap.cli import main
-from tests.integration.test_recipe_build import schema
+from archgap.report.jsondoc import schema
 
 
 @pytest.mark.parametrize("form", ["text", "markdown", "summary", "json"])

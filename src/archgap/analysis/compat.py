@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import cache, total_ordering
 
+from archgap.errors import UsageError
 from archgap.kb.gpus import (
     GpuProduct,
     close_names,
@@ -139,7 +140,7 @@ class GpuTarget:
         return self.role in ("present", "named")
 
 
-class UnknownGpu(ValueError):
+class UnknownGpu(UsageError):
     """A --gpu value that is neither a compute capability nor a known product."""
 
 

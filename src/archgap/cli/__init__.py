@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from archgap import __version__
 from archgap.cli.common import EXIT_ERROR, Output, UsageError, choose_python, redact_output
 from archgap.cli.options import add_command
+from archgap.errors import ProbeError
 
 # Each name is a module archgap.cli.<name> (a dash in the name is an underscore in the module)
 # that declares HELP, DESCRIPTION and OPTIONS (see cli.options.add_command) and has
@@ -123,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.note(f"inspecting {args.python or 'python3'} ({args.python_source})")
         code: int = args.run(args, out)
         return code
-    except UsageError as exc:
+    except (UsageError, ProbeError) as exc:
         out.error(str(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:

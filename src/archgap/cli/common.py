@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from archgap.cli.options import SUMMARY_FORMATS as SUMMARY_FORMATS
 from archgap.cli.options import TABLE_FORMATS as TABLE_FORMATS
+from archgap.errors import UsageError as UsageError  # one class for the api and the cli
+from archgap.report.markup import escape as escape
 from archgap.report.table import VERDICT_STYLE as VERDICT_STYLE
 from archgap.report.visible import literal as literal
 from archgap.report.visible import one_line
@@ -32,10 +34,6 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_GAP = 1
 EXIT_ERROR = 2
-
-
-class UsageError(Exception):
-    """A bad argument: reported on one line, exit code 2."""
 
 
 def default_python(environ: dict[str, str] | None = None) -> tuple[str | None, str]:
@@ -308,14 +306,6 @@ def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
 
 
-def probe_section(facts: ProbeResponse, name: str) -> Any:
-    """A probe section's data, or the probe's error for it as a ``UsageError``."""
-    error = facts.errors.get(name)
-    if error:
-        raise UsageError(f"probe failed: {error}")
-    return facts.sections[name]
-
-
 # The tags the plain-text renderers use; everything else in a line is escaped with escape().
 _TAG = re.compile(r"(?<!\\)\[(?:/|bold|dim|cyan|magenta|red|green|yellow)[^\]\[]*\]")
 
@@ -388,12 +378,6 @@ def plain_text(markup: str) -> str | None:
     return "".join(parts)
 
 
-def escape(text: str) -> str:
-    """A value shown literally by rich (what rich.markup.escape does for the '[' of a tag) on
-    one line (control characters made visible)."""
-    return literal(text).replace("[", "\\[")
-
-
 def emit_text(lines: list[str], out: Output) -> None:
     """Rich text on a terminal; in a pipe the same text without styles, and without loading
     rich at all (its import is a noticeable part of a fast command's time)."""
@@ -404,45 +388,16 @@ def emit_text(lines: list[str], out: Output) -> None:
         sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
 
 
-def emit_shown(
-    out: Output,
-    args: argparse.Namespace,
-    shown: Any,
-    facts: Any,
-    left: Any,
-    render: Callable[[Any, list[str]], None],
-) -> None:
-    """What gates and trace print of the ``facts`` they show (``shown``: their report module,
-    with table, markdown and left_out_text): the JSON document, a Markdown or CSV table, or
-    the text ``render`` writes, after the line naming the environment and before the note of
-    what was ``left`` out."""
-    from archgap.report.jsondoc import shown_body
-    from archgap.report.table import csv_text
-
+def print_shown(out: Output, args: argparse.Namespace, rendering: Any, result: Any) -> None:
+    """What gates and trace print of their ``result`` (``rendering``: their report module):
+    the JSON document, Markdown or CSV, or the text after the line naming the environment."""
     if out.json_mode:
-        out.emit(out.command, shown_body(out.command, facts, left))
-    elif out.format in ("markdown", "csv"):
-        text = (
-            shown.markdown(facts, left)
-            if out.format == "markdown"
-            else csv_text(shown.table(facts))
-        )
-        sys.stdout.write(terminal_safe(text))
+        from archgap.report.jsondoc import dumps
+
+        sys.stdout.write(dumps(rendering.document(result)) + "\n")
+    elif out.format == "markdown":
+        sys.stdout.write(terminal_safe(rendering.markdown_of(result)))
+    elif out.format == "csv":
+        sys.stdout.write(terminal_safe(rendering.csv_of(result)))
     else:
-        lines: list[str] = environment_line(args)
-        render(facts, lines)
-        note = shown.left_out_text(left)
-        emit_text([*lines, *([f"[dim]{escape(note)}[/]"] if note else [])], out)
-
-
-def short_path(path: str, module: str) -> str:
-    """The path from site-packages (or else from the import root): flashinfer/jit/core.py."""
-    from archgap.analysis.trees import relative_path
-
-    relative = relative_path(path)
-    if relative != path:
-        return relative
-    if not module:
-        return path
-    depth = len(module.split(".")) + (1 if path.endswith("__init__.py") else 0)
-    return "/".join(path.split(os.sep)[-depth:])
+        emit_text([*environment_line(args), *rendering.text(result)], out)

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output, UsageError, probe_facts
-
-if TYPE_CHECKING:
-    from archgap.probe.facts import GatesFacts
-
+from archgap.cli.common import EXIT_OK, Output, print_shown, target_from_args
 
 HELP = "where packages detect or gate GPU architectures, grouped by function"
 DESCRIPTION = (
@@ -41,48 +36,14 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.cli.common import check_local_paths, emit_shown, probe_section
-    from archgap.codec import decode
-    from archgap.probe.facts import GatesFacts
-    from archgap.request import gates_request
+    from archgap.api import gates
+    from archgap.report import gates as rendering
 
-    check_local_paths(args, args.path)
-    from archgap.report import gates as shown
-
-    kinds = tuple(args.kind)
-    unknown = [k for k in kinds if k not in shown.KINDS]
-    if unknown:
-        raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
-    request = gates_request(args.dists, args.path, args.python)
-    facts = decode(GatesFacts, probe_section(probe_facts(args, out, request), "gates"))
-    if facts.error:
-        out.error(facts.error)
-        return EXIT_ERROR
-    facts, left = shown.select(facts, kinds, bool(args.show_all))
-    emit_shown(out, args, shown, facts, left, render)
+    target = target_from_args(args)
+    with out.status(f"probing {target.name}"):
+        result = gates(
+            args.dists, paths=args.path, python=args.python, kinds=args.kind, target=target,
+            show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
+        )  # fmt: skip
+    print_shown(out, args, rendering, result)
     return EXIT_OK
-
-
-def render(facts: GatesFacts, lines: list[str]) -> None:
-    from archgap.cli.common import escape, short_path
-
-    for target in facts.targets:
-        count = sum(len(f.gates) for f in target.functions)
-        lines.append(
-            f"[bold]{escape(target.label)}[/]: {count} gates in {len(target.functions)} functions "
-            f"[dim]({target.files_scanned} .py files, {target.candidate_files} read closely)[/]"
-        )
-        path = None
-        for function in target.functions:
-            if function.path != path:
-                path = function.path
-                lines.append(f"  [cyan]{escape(short_path(function.path, function.module))}[/]")
-            lines.append(f"    [bold]{escape(function.function)}[/] [dim](line {function.line})[/]")
-            for gate in function.gates:
-                detail = gate.message or gate.detail
-                lines.append(
-                    f"      {gate.line:>5}  [magenta]{gate.kind}[/]  {escape(detail)}"
-                    + (f"  [dim]when {escape(gate.condition)}[/]" if gate.condition else "")
-                )
-    for problem in facts.problems:
-        lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")

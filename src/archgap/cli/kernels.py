@@ -10,9 +10,7 @@ is listed either way.
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
@@ -20,21 +18,10 @@ from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
     Output,
-    UsageError,
     emit_text,
-    escape,
-    is_remote,
-    probe_facts,
-    probe_section,
+    target_from_args,
+    terminal_safe,
 )
-
-if TYPE_CHECKING:
-    from archgap.analysis.build_gate import GateResult
-    from archgap.analysis.compat import GpuTarget
-    from archgap.index.deps import Chosen
-    from archgap.probe.facts import BinaryFacts
-
-from archgap.report.kernels import RIGHT_ALIGNED, file_rows, size
 
 HELP = "list the fatbin entries (SASS, PTX, LTO-IR) in binaries"
 DESCRIPTION = (
@@ -72,158 +59,39 @@ OPTIONS = (
 )
 
 
-def _files(args: Any, out: Output, resolved: list[Chosen]) -> list[BinaryFacts]:
-    """The files' device code: read here (files, wheels, requirements and images, whatever the
-    target), or by the probe on the target (paths are that machine's); ``resolved`` is told the
-    wheels requirements resolved to."""
-    detail = bool(args.show_all) or out.json_mode  # else one row per kind of entry is enough
-    if is_remote(args):
-        from archgap.codec import decode
-        from archgap.index.options import URL_SCHEMES
-        from archgap.probe.facts import BinaryFacts
-        from archgap.request import binaries_request
-
-        if args.deps or any(p.startswith(URL_SCHEMES) for p in args.paths):
-            raise UsageError("URLs and requirements are read here: not with a remote target")
-        request = binaries_request(args.paths, bool(args.deep), detail)
-        items = probe_section(probe_facts(args, out, request), "binaries")
-        return [decode(BinaryFacts, item) for item in items]
-    from archgap.binaries import local_binaries
-
-    options = opt.index_options(args)
-    with out.counter("Reading binaries") as tell:
-        return local_binaries(args.paths, bool(args.deep), options, tell, resolved, detail)
-
-
-def _required(names: Sequence[str]) -> list[GpuTarget]:
-    """The --require GPUs (the GPU knowledge is loaded only when some are named)."""
-    if not names:
-        return []
-    from archgap.analysis.compat import UnknownGpu
-    from archgap.binaries import required_gpus
-
-    try:
-        return required_gpus(names)
-    except UnknownGpu as exc:
-        raise UsageError(str(exc)) from exc
-
-
 def run(args: Any, out: Output) -> int:
-    from archgap.report.kernels import body, summary
+    from archgap.api import kernels
+    from archgap.report import kernels as rendering
 
-    required = _required(args.require)
-    if args.strict and not required:
-        raise UsageError("--strict needs --require GPU")
-    started = time.perf_counter()
-    resolved: list[Chosen] = []
-    files = _files(args, out, resolved)
-    counts = summary(files, bool(args.deep), time.perf_counter() - started)
-    gate = None
-    if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
-        from archgap.analysis.build_gate import check_build
-
-        gate = check_build(files, required, bool(args.strict))
-    if out.json_mode:
-        out.emit("kernels", body(files, counts, gate, resolved))
-    elif out.format in ("markdown", "csv"):
-        from archgap.report import kernels as rendering
-
-        render = rendering.markdown if out.format == "markdown" else rendering.csv
-        sys.stdout.write(render(files, bool(args.show_all), counts, resolved))
-        if gate is not None and out.format == "markdown":
-            _print_gate(out, gate)
+    target = target_from_args(args)
+    show_all = bool(args.show_all)
+    settings = {
+        "deep": bool(args.deep), "require": args.require, "strict": bool(args.strict),
+        "target": target, "root": getattr(args, "root", "/"), "timeout": args.timeout,
+        "detail": show_all or out.json_mode,  # else one row per kind of entry is enough
+        "options": opt.index_options(args),
+    }  # fmt: skip
+    if target.is_local:
+        with out.counter("Reading binaries") as tell:
+            result = kernels(args.paths, progress=tell, **settings)
     else:
-        if resolved:
-            from archgap.report.kernels import resolved_lines
+        with out.status(f"probing {target.name}"):
+            result = kernels(args.paths, **settings)
+    if result.missing and not out.json_mode:  # the document lists them as unreadable rows
+        out.error(f"no such file or directory: {', '.join(result.missing)}")
+    if out.json_mode:
+        from archgap.report.jsondoc import dumps
 
-            emit_text([escape(line) for line in resolved_lines(resolved)] + [""], out)
-        _print_text(out, files, set(args.paths), bool(args.show_all), counts)
-        if gate is not None:
-            _print_gate(out, gate)
-    if counts["unreadable"]:
+        sys.stdout.write(dumps(rendering.document(result)) + "\n")
+    elif out.format == "markdown":
+        text, gate = rendering.markdown_text(result, show_all)
+        sys.stdout.write(terminal_safe(text))
+        if gate:
+            emit_text(gate, out)
+    elif out.format == "csv":
+        sys.stdout.write(terminal_safe(rendering.csv_of(result, show_all)))
+    else:
+        emit_text(rendering.text(result, show_all, out.colour), out)
+    if result.unreadable:
         return EXIT_ERROR
-    return EXIT_GAP if gate is not None and not gate.passed else EXIT_OK
-
-
-def _print_gate(out: Output, gate: GateResult) -> None:
-    from archgap.cli.common import escape
-
-    mode = " (strict: PTX only fails)" if gate.strict else ""
-    gpus = ", ".join(gate.gpus)
-    if gate.passed:
-        emit_text(
-            [
-                f"[green]require {escape(gpus)}{mode}: pass[/] — every one of "
-                f"{gate.libraries} libraries with device code runs natively"
-                + ("" if gate.strict else " or through PTX")
-                + " on each"
-            ],
-            out,
-        )
-        return
-    lines = [f"[red]require {escape(gpus)}{mode}: FAIL[/] ({len(gate.failures)} gap(s))"]
-    for f in gate.failures:
-        where = escape(f.path) if f.path else "(build output)"
-        expected = " or ".join(f.expected) or "nothing the recipe can build"
-        lines.append(f"  {where} on {escape(f.gpu)} ({f.compute_capability}): {f.verdict}")
-        lines.append(f"    {escape(f.reason)}")
-        lines.append(f"    expected from the recipe: {expected}")
-    lines.append(f'  recipe: TORCH_CUDA_ARCH_LIST="{gate.recipe}"')
-    lines.append(f"          nvcc {gate.recipe_nvcc}")
-    emit_text(lines, out)
-
-
-def _columns(
-    header: Sequence[str], rows: Sequence[tuple[list[str], bool]], colour: bool
-) -> list[str]:
-    """Rows aligned under a header (numbers right-aligned); rows that cuobjdump skips in cyan,
-    or marked with a * where there is no colour."""
-    from archgap.report.table import Cell, Column, Table, text_lines
-
-    columns = tuple(Column(h, align="right" if h in RIGHT_ALIGNED else "left") for h in header)
-    table_rows = []
-    for texts, listed in rows:
-        if not listed and not colour:
-            texts = [texts[0] + " *", *texts[1:]]
-        table_rows.append(tuple(Cell(t, "" if listed else "cyan") for t in texts))
-    return text_lines(Table(columns, tuple(table_rows), keys=0, indent="  "), None, styled=True)
-
-
-def _print_text(
-    out: Output,
-    files: Sequence[BinaryFacts],
-    named: set[str],
-    show_all: bool,
-    summary: dict[str, Any],
-) -> None:
-    lines: list[str] = []
-    quiet = 0
-    for facts in files:
-        title = f"[bold]{escape(facts.path)}[/]  [dim]{facts.format}, {size(facts.size)}[/]"
-        if facts.error:
-            title += f"  [red]{escape(facts.error)}[/]"
-        if not facts.entries:
-            if facts.error or show_all or facts.path in named:
-                lines.append(title + ("" if facts.error else "  [dim]no device code[/]"))
-            else:
-                quiet += 1
-            continue
-        lines.append(title)
-        columns, rows = file_rows(facts, show_all)
-        lines.extend(_columns(columns, rows, out.colour))
-        lines.append("")
-    line = (
-        f"{summary['files']} files, {summary['files_with_device_code']} with device code, "
-        f"{summary['entries']} entries"
-    )
-    if summary["deep"]:
-        hidden = summary["entries"] - summary["listed_entries"]
-        marked = "in cyan" if out.colour else "marked *"
-        line += f" ({hidden} not listed by cuobjdump, {marked})"
-    if quiet:
-        line += f", {quiet} without device code not shown (--all shows them)"
-    if summary["unreadable"]:
-        line += f", [red]{summary['unreadable']} not fully readable[/]"
-    line += f" — {summary['seconds']:.2f} s"
-    lines.append(line)
-    emit_text(lines, out)
+    return EXIT_GAP if result.gate is not None and not result.gate.passed else EXIT_OK

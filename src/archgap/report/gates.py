@@ -4,13 +4,14 @@ asked kinds (--kind), with what was left out counted per tree."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
     from archgap.probe.facts import GatesFacts, GatesTarget
+    from archgap.results import GatesResult
 
 KINDS = (
     "capability-call",
@@ -99,3 +100,54 @@ def markdown(facts: GatesFacts, left: LeftOut) -> str:
     if left.gates:
         lines += ["", markdown_escape(left_out_text(left))]
     return "\n".join(lines) + "\n"
+
+
+# --- the gates result (api.gates), in each format ----------------------------------------------
+
+
+def document(result: GatesResult) -> dict[str, Any]:
+    """The gates document (``archgap gates --json``)."""
+    from archgap.report.jsondoc import document as envelope
+    from archgap.report.jsondoc import shown_body
+
+    return envelope("gates", shown_body("gates", result.facts, result.left))
+
+
+def markdown_of(result: GatesResult) -> str:
+    return markdown(result.facts, result.left)
+
+
+def csv_of(result: GatesResult) -> str:
+    from archgap.report.table import csv_text
+
+    return csv_text(table(result.facts))
+
+
+def text(result: GatesResult) -> list[str]:
+    """Rich-markup lines: per target its gates, grouped by file and function, each with its
+    line, kind, message and branch condition; what could not be read; what was left out."""
+    from archgap.report.markup import escape, short_path
+
+    lines = []
+    for target in result.facts.targets:
+        count = sum(len(f.gates) for f in target.functions)
+        lines.append(
+            f"[bold]{escape(target.label)}[/]: {count} gates in {len(target.functions)} functions "
+            f"[dim]({target.files_scanned} .py files, {target.candidate_files} read closely)[/]"
+        )
+        path = None
+        for function in target.functions:
+            if function.path != path:
+                path = function.path
+                lines.append(f"  [cyan]{escape(short_path(function.path, function.module))}[/]")
+            lines.append(f"    [bold]{escape(function.function)}[/] [dim](line {function.line})[/]")
+            for gate in function.gates:
+                detail = gate.message or gate.detail
+                lines.append(
+                    f"      {gate.line:>5}  [magenta]{gate.kind}[/]  {escape(detail)}"
+                    + (f"  [dim]when {escape(gate.condition)}[/]" if gate.condition else "")
+                )
+    for problem in result.facts.problems:
+        lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
+    note = left_out_text(result.left)
+    return lines + ([f"[dim]{escape(note)}[/]"] if note else [])

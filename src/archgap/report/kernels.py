@@ -7,12 +7,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archgap.report.markup import escape
 from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
     from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts, KernelEntry
+    from archgap.results import KernelsResult
 
 KIND_ORDER = {"sass": 0, "ptx": 1, "ltoir": 2}
 RIGHT_ALIGNED = ("stored", "unpacked", "n", "offset")
@@ -309,4 +311,110 @@ def resolved_lines(resolved: Sequence[Chosen]) -> list[str]:
         why = ["named"] if ROOT in c.required_by else []
         why += [f"required by {', '.join(others)}"] if others else []
         lines.append(f"  {_project(c)} {c.version}  {c.file.filename}  ({'; '.join(why)})")
+    return lines
+
+
+# --- the kernels result (api.kernels), in each format ------------------------------------------
+
+
+def counts(result: KernelsResult) -> dict[str, Any]:
+    return summary(result.files, result.deep, result.seconds)
+
+
+def document(result: KernelsResult) -> dict[str, Any]:
+    """The kernels document (``archgap kernels --json``)."""
+    from archgap.report.jsondoc import document as envelope
+
+    return envelope("kernels", body(result.files, counts(result), result.gate, result.resolved))
+
+
+def markdown_text(result: KernelsResult, show_all: bool) -> tuple[str, list[str]]:
+    """The Markdown tables, and the build gate's lines after them (markup)."""
+    text = markdown(result.files, show_all, counts(result), result.resolved)
+    return text, gate_lines(result.gate) if result.gate is not None else []
+
+
+def csv_of(result: KernelsResult, show_all: bool) -> str:
+    return csv(result.files, show_all, counts(result), result.resolved)
+
+
+def text(result: KernelsResult, show_all: bool, colour: bool) -> list[str]:
+    """Rich-markup lines: the resolved wheels, each file's entries aligned under a header (a
+    missing path is the CLI's error line, not a file), the counts, and the build gate's
+    result. Without ``colour`` rows cuobjdump does not list are marked with a *, else cyan."""
+    lines = [escape(line) for line in resolved_lines(result.resolved)] if result.resolved else []
+    lines += [""] if lines else []
+    quiet = 0
+    named = set(result.paths)
+    for facts in result.files:
+        if facts.path in result.missing:
+            continue  # an error, said on stderr
+        title = f"[bold]{escape(facts.path)}[/]  [dim]{facts.format}, {size(facts.size)}[/]"
+        if facts.error:
+            title += f"  [red]{escape(facts.error)}[/]"
+        if not facts.entries:
+            if facts.error or show_all or facts.path in named:
+                lines.append(title + ("" if facts.error else "  [dim]no device code[/]"))
+            else:
+                quiet += 1
+            continue
+        lines.append(title)
+        columns, rows = file_rows(facts, show_all)
+        lines.extend(_aligned(columns, rows, colour))
+        lines.append("")
+    lines.append(_counts_line(counts(result), quiet, colour))
+    return lines + (gate_lines(result.gate) if result.gate is not None else [])
+
+
+def _counts_line(counted: dict[str, Any], quiet: int, colour: bool) -> str:
+    line = (
+        f"{counted['files']} files, {counted['files_with_device_code']} with device code, "
+        f"{counted['entries']} entries"
+    )
+    if counted["deep"]:
+        hidden = counted["entries"] - counted["listed_entries"]
+        line += f" ({hidden} not listed by cuobjdump, {'in cyan' if colour else 'marked *'})"
+    if quiet:
+        line += f", {quiet} without device code not shown (--all shows them)"
+    if counted["unreadable"]:
+        line += f", [red]{counted['unreadable']} not fully readable[/]"
+    return line + f" — {counted['seconds']:.2f} s"
+
+
+def _aligned(
+    header: Sequence[str], rows: Sequence[tuple[list[str], bool]], colour: bool
+) -> list[str]:
+    """Rows aligned under a header (numbers right-aligned); rows that cuobjdump skips in cyan,
+    or marked with a * where there is no colour."""
+    from archgap.report.table import text_lines
+
+    columns = tuple(Column(h, align="right" if h in RIGHT_ALIGNED else "left") for h in header)
+    table_rows = []
+    for texts, listed in rows:
+        if not listed and not colour:
+            texts = [texts[0] + " *", *texts[1:]]
+        table_rows.append(tuple(Cell(t, "" if listed else "cyan") for t in texts))
+    return text_lines(Table(columns, tuple(table_rows), keys=0, indent="  "), None, styled=True)
+
+
+def gate_lines(gate: GateResult) -> list[str]:
+    """The build gate's result: pass, or each library that fails a required GPU, what the
+    recipe for those GPUs expects, and the recipe's build line."""
+    mode = " (strict: PTX only fails)" if gate.strict else ""
+    gpus = escape(", ".join(gate.gpus))
+    if gate.passed:
+        how = "" if gate.strict else " or through PTX"
+        return [
+            f"[green]require {gpus}{mode}: pass[/] — every one of {gate.libraries} libraries "
+            f"with device code runs natively{how} on each"
+        ]
+    lines = [f"[red]require {gpus}{mode}: FAIL[/] ({len(gate.failures)} gap(s))"]
+    for f in gate.failures:
+        where = escape(f.path) if f.path else "(build output)"
+        expected = " or ".join(f.expected) or "nothing the recipe can build"
+        lines.append(f"  {where} on {escape(f.gpu)} ({f.compute_capability}): {f.verdict}")
+        lines.append(f"    {escape(f.reason)}")
+        lines.append(f"    expected from the recipe: {expected}")
+    lines.append(f'  recipe: TORCH_CUDA_ARCH_LIST="{gate.recipe}"')
+    lines.append(f"          nvcc {gate.recipe_nvcc}")
     return lines

@@ -3,14 +3,17 @@ with what was left out counted per tree."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
+from archgap.report.markup import escape, short_path
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
-    from archgap.probe.facts import TraceFacts
+    from archgap.probe.facts import Frame, Guard, Occurrence, TraceFacts
+    from archgap.results import TraceResult
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,144 @@ def markdown(facts: TraceFacts, left: LeftOut) -> str:
     if left.occurrences:
         lines += ["", markdown_escape(left_out_text(left))]
     return "\n".join(lines) + "\n"
+
+
+# --- the trace result (api.trace), in each format ----------------------------------------------
+
+
+def document(result: TraceResult) -> dict[str, Any]:
+    """The trace document (``archgap trace --json``)."""
+    from archgap.report.jsondoc import document as envelope
+    from archgap.report.jsondoc import shown_body
+
+    return envelope("trace", shown_body("trace", result.facts, result.left))
+
+
+def markdown_of(result: TraceResult) -> str:
+    return markdown(result.facts, result.left)
+
+
+def csv_of(result: TraceResult) -> str:
+    from archgap.report.table import csv_text
+
+    return csv_text(table(result.facts))
+
+
+def text(result: TraceResult) -> list[str]:
+    """Rich-markup lines: the writes (defining module first, each with its branch, the
+    variables feeding it and the exceptions swallowed around it), the reads, what could not be
+    read, what was left out."""
+    lines: list[str] = []
+    _render(result.facts, lines)
+    note = left_out_text(result.left)
+    return lines + ([f"[dim]{escape(note)}[/]"] if note else [])
+
+
+def short_function(frame: Frame) -> str:
+    return frame.function.rsplit(".", 1)[-1] if "." in frame.function else frame.function
+
+
+def guards_text(guards: tuple[Guard, ...]) -> str:
+    parts = []
+    for guard in guards:
+        if guard.kind in ("if", "while"):
+            parts.append(f"{guard.kind} {guard.condition}")
+        elif guard.kind == "else":
+            parts.append(f"else of ({guard.condition})")
+        elif guard.kind == "for":
+            parts.append(f"for {guard.condition}")
+        elif guard.kind == "except":
+            parts.append(f"except {guard.condition}".rstrip())
+        else:
+            parts.append(f"{guard.kind} (line {guard.line})")
+    return " › ".join(parts)
+
+
+def _render(facts: TraceFacts, lines: list[str]) -> None:
+    writes = [o for o in facts.occurrences if o.kind == "write"]
+    reads = [o for o in facts.occurrences if o.kind == "read"]
+    files = len({o.path for o in facts.occurrences})
+    lines.append(
+        f"[bold]{escape(facts.name)}[/]: {len(writes)} writes, {len(reads)} reads in {files} files "
+        f"[dim]({facts.files_scanned} .py files scanned, {facts.candidate_files} read closely)[/]"
+    )
+    if not facts.occurrences:
+        lines.append("[dim]no occurrence as code[/]")
+    if writes:
+        lines.append("\n[bold]Writes[/] [dim](defining module first)[/]")
+        _render_group(writes, lines, with_flow=True)
+    if reads:
+        lines.append("\n[bold]Reads[/]")
+        _render_group(reads, lines, with_flow=False)
+    for problem in facts.problems:
+        lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
+
+
+def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) -> None:
+    previous: Occurrence | None = None
+    for item in items:
+        if (
+            previous is not None
+            and with_flow
+            and ((item.path, item.function) != (previous.path, previous.function))
+        ):
+            _render_flow(previous, lines)
+        if previous is None or item.path != previous.path:
+            lines.append(f"  [cyan]{escape(short_path(item.path, item.module))}[/]")
+        previous = item
+        lines.append(
+            f"    [bold]{item.line:>5}[/]  {escape(item.function)}  [magenta]{item.form}[/]  "
+            f"{escape(item.text)}"
+        )
+        if with_flow and item.branch:
+            lines.append(f"           [dim]branch:[/] {escape(guards_text(item.branch))}")
+        if with_flow:
+            for swallow in item.swallowed:
+                lines.append(
+                    f"           [red]swallowed:[/] {escape(swallow.handler)} "
+                    f"[dim](line {swallow.except_line}, try at {swallow.try_line})[/] "
+                    f"→ {escape(swallow.action)}"
+                )
+                for raiser in swallow.raisers:
+                    via = " → ".join(short_function(f) for f in raiser.call_path)
+                    call_line = raiser.call_path[0].line if raiser.call_path else raiser.line
+                    lines.append(
+                        f"             hides {escape(raiser.exception)}"
+                        f"({escape(repr(raiser.message))}) raised at "
+                        f"{escape(short_path(raiser.path, _module_of(raiser.call_path)))}:"
+                        f"{raiser.line}, reached from line {call_line} via {escape(via)}"
+                    )
+                if swallow.external_calls:
+                    calls = ", ".join(f"{c.call} ({c.line})" for c in swallow.external_calls)
+                    lines.append(f"             and whatever these raise: {escape(calls)}")
+    if with_flow and previous is not None:
+        _render_flow(previous, lines)
+
+
+def _module_of(frames: tuple[Frame, ...]) -> str:
+    if not frames:
+        return ""
+    function = frames[-1].function
+    # module.qualname: the module is the part that names the file (its path ends with it).
+    parts = function.split(".")
+    path = frames[-1].path
+    for cut in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:cut])
+        tail = os.sep.join(parts[:cut])
+        if path.endswith(tail + ".py") or path.endswith(os.path.join(tail, "__init__.py")):
+            return candidate
+    return ""
+
+
+def _render_flow(item: Occurrence, lines: list[str]) -> None:
+    if not item.knobs:
+        return
+    lines.append(f"           [green]knobs feeding {escape(item.function)}:[/]")
+    for knob in item.knobs:
+        where = f"{short_path(knob.path, _module_of(knob.call_path))}:{knob.line}"
+        via = " → ".join(f"{short_function(f)}:{f.line}" for f in knob.call_path[:-1])
+        suffix = f" [dim]via {escape(via)}[/]" if via else ""
+        lines.append(
+            f"             [bold]{escape(knob.variable)}[/] [dim]{escape(knob.access)}[/] "
+            f"in {escape(short_function(knob.call_path[-1]))} at {escape(where)}{suffix}"
+        )

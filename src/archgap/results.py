@@ -1,0 +1,55 @@
+"""What the API's commands return: typed, frozen results that ``archgap.report`` renders (text,
+JSON with the command's schema, markdown, CSV). ``archgap.api`` re-exports them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from archgap.analysis.build_gate import GateResult
+    from archgap.index.deps import Chosen
+    from archgap.probe.facts import BinaryFacts, GatesFacts, TraceFacts
+    from archgap.report.gates import LeftOut as GatesLeftOut
+    from archgap.report.trace import LeftOut as TraceLeftOut
+
+__all__ = ["GatesResult", "KernelsResult", "TraceResult"]
+
+
+@dataclass(frozen=True)
+class KernelsResult:
+    """The device code of the files ``paths`` named (every entry, or with ``detail`` off one row
+    per kind of entry), read in ``seconds``; with --require the build ``gate``; the wheel each
+    requirement ``resolved`` to; the ``missing`` paths, which name nothing here (each also an
+    unreadable row of ``files``)."""
+
+    paths: tuple[str, ...]
+    files: tuple[BinaryFacts, ...]
+    deep: bool
+    seconds: float
+    gate: GateResult | None = None
+    resolved: tuple[Chosen, ...] = ()
+    missing: tuple[str, ...] = ()
+
+    @property
+    def unreadable(self) -> int:
+        """Files that could not be read completely (the run exits 2)."""
+        return sum(1 for f in self.files if f.error or f.format == "unreadable")
+
+
+@dataclass(frozen=True)
+class GatesResult:
+    """Where packages detect or gate GPU architectures (only the kinds asked for), and what was
+    left out: the gates in vendored, example and test trees."""
+
+    facts: GatesFacts
+    left: GatesLeftOut
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """Where a name is written and read, and what was left out: the occurrences in vendored,
+    example and test trees."""
+
+    facts: TraceFacts
+    left: TraceLeftOut
