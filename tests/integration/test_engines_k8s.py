@@ -157,4 +157,5 @@ def test_nfd_never_says_ok_without_a_judgement(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr, result.stderr
         labels, _ = _feature_labels(features)
         assert labels["archgap.state"] == "unknown" and "archgap.ok" not in labels, labels
+        assert "archgap.gaps" not in labels, labels  # not "0 gaps": nothing was looked at
         assert labels["archgap.health"] in ("no-python", "probe-failed", "no-gpu"), labels

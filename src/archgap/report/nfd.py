@@ -59,7 +59,7 @@ def feature_file(report: ScanReport | None, health: Health, now: float, expires_
     if health.exit_code != 2:
         labels[f"{PREFIX}ok"] = "true" if health.exit_code == 0 else "false"
     labels[f"{PREFIX}health"] = health.code
-    if report is not None:
+    if report is not None and health.exit_code != 2:  # no counts or verdicts unless judged
         labels.update(_report_labels(report))
     expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + expires_in))
     header = (
