@@ -20,6 +20,7 @@ from archgap.analysis.scan import report_from_facts
 from archgap.analysis.verdicts import NO_KERNELS
 from archgap.analysis.versions import GpuVerdict, VersionsReport, VersionVerdict, covers
 from archgap.archives.wheel import archive_facts
+from archgap.index import net
 from archgap.index.fetch import Fetched
 from archgap.index.options import IndexOptions
 from archgap.index.resolve import PYPI, Candidate, candidates, parse_requirement
@@ -124,25 +125,26 @@ def walk(
     from archgap.index.resolve import ResolveError
 
     skipped: list[str] = []
-    try:
-        found = candidates(requirement, urls, options.python_version, options.platform, skipped)
-    except ResolveError as exc:
-        return VersionsReport(*base, strict, (), 0, None, None, str(exc))
-    listed = variants(found, urls)
-    judged: list[VersionVerdict] = []
-    fetched: list[Fetched] = []
-    winner = None
-    for done, candidate in enumerate(listed):
-        if progress:
-            progress(done, len(listed), f"{requirement.name} {candidate.version}")
-        result = judge(candidate, targets, driver, strict, fetched)
-        judged.append(result)
-        if result.covers and winner is None:
-            winner = (result, candidate)
-            if first:
-                break
-    install = install_line(requirement.name, winner[1], listed, urls) if winner else None
-    return VersionsReport(
-        *base, strict, tuple(judged), len(listed), winner[0] if winner else None, install,
-        bytes_fetched=sum(f.bytes_fetched for f in fetched), index_problems=tuple(skipped),
-    )  # fmt: skip
+    with net.limits(options.timeout, options.max_download):  # the wheels' deadline, cap
+        try:
+            found = candidates(requirement, urls, options.python_version, options.platform, skipped)
+        except ResolveError as exc:
+            return VersionsReport(*base, strict, (), 0, None, None, str(exc))
+        listed = variants(found, urls)
+        judged: list[VersionVerdict] = []
+        fetched: list[Fetched] = []
+        winner = None
+        for done, candidate in enumerate(listed):
+            if progress:
+                progress(done, len(listed), f"{requirement.name} {candidate.version}")
+            result = judge(candidate, targets, driver, strict, fetched)
+            judged.append(result)
+            if result.covers and winner is None:
+                winner = (result, candidate)
+                if first:
+                    break
+        install = install_line(requirement.name, winner[1], listed, urls) if winner else None
+        return VersionsReport(
+            *base, strict, tuple(judged), len(listed), winner[0] if winner else None, install,
+            bytes_fetched=sum(f.bytes_fetched for f in fetched), index_problems=tuple(skipped),
+        )  # fmt: skip
