@@ -1,5 +1,6 @@
 """`archgap gates flashinfer-python` on the real 0.6.8 wheel (installed --no-deps by
-scripts/testdata, never imported), through the real CLI.
+scripts/testdata, never imported): the api's result through the renderers the CLI prints
+(in-process), and the CLI itself for an unknown distribution.
 
 Expected locations were read off the released files by hand: ``def check_cuda_arch():`` is
 flashinfer/jit/core.py line 96 with ``if major >= 8:`` at 100 and ``raise RuntimeError("FlashInfer
@@ -16,8 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from archgap import api
+from archgap.report import gates as gates_report
+from archgap.report.jsondoc import schema
 from tests.helpers import json_output, run_cli
 from tests.toolkit_stubs import venv_python
 
@@ -47,18 +52,10 @@ def test_whole_distribution() -> None:
 def test_the_two_released_files() -> None:
     python = flashinfer_python()
     package = package_dir(python)
-    result = run_cli(
-        "gates",
-        "--python",
-        str(python),
-        "--path",
-        str(package / "jit" / "core.py"),
-        "--path",
-        str(package / "compilation_context.py"),
-        "--json",
-    )
-    assert result.returncode == 0, result.stderr
-    targets = json_output(result, "gates")["gates"]["targets"]
+    files = [str(package / "jit" / "core.py"), str(package / "compilation_context.py")]
+    doc = gates_report.document(api.gates(python=str(python), paths=files))
+    jsonschema.validate(doc, schema("gates"))
+    targets = doc["gates"]["targets"]
     check_incident_functions([f for t in targets for f in t["functions"]])
 
 
@@ -90,16 +87,10 @@ def test_text_output_and_unknown_distribution() -> None:
     python = venv_python("venv-flashinfer-python-0.6.8")
     if not python.exists():
         pytest.skip("scripts/testdata has not installed the flashinfer wheels")
-    result = run_cli(
-        "gates",
-        "--python",
-        str(python),
-        "--path",
-        str(python.parent.parent / "lib" / "python3.11" / "site-packages" / "flashinfer" / "jit"),
-    )
-    assert result.returncode == 0, result.stderr
-    assert "check_cuda_arch" in result.stdout
-    assert "FlashInfer requires GPUs with sm75 or higher" in result.stdout
+    jit = str(package_dir(python) / "jit")
+    text = "\n".join(gates_report.text(api.gates(python=str(python), paths=[jit])))
+    assert "check_cuda_arch" in text
+    assert "FlashInfer requires GPUs with sm75 or higher" in text
     unknown = run_cli("gates", "no-such-dist", "--python", str(python))
     assert unknown.returncode == 2
     assert "unknown distribution" in unknown.stderr

@@ -1,14 +1,45 @@
 """gates on a package that carries vendored, example and test trees: those are left out by
 default with a count (--all shows them), --kind filters, paths are from site-packages, and the
-JSON module of a file in a directory without __init__.py is its dotted path from there."""
+JSON module of a file in a directory without __init__.py is its dotted path from there. The
+api's results through the renderers the CLI prints (in-process)."""
 
 from __future__ import annotations
 
 import csv
 import textwrap
 from pathlib import Path
+from typing import Any
 
-from tests.helpers import json_output, run_cli
+import jsonschema
+import pytest
+
+from archgap import api
+from archgap.cli.common import plain_text
+from archgap.report import gates as gates_report
+from archgap.report import trace as trace_report
+from archgap.report.jsondoc import schema
+
+
+def gates_doc(package: Path, **settings: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = gates_report.document(api.gates(paths=[str(package)], **settings))
+    jsonschema.validate(doc, schema("gates"))
+    return doc
+
+
+def trace_doc(package: Path, **settings: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = trace_report.document(
+        api.trace("major", paths=[str(package)], **settings)
+    )
+    jsonschema.validate(doc, schema("trace"))
+    return doc
+
+
+def text(lines: list[str]) -> str:
+    """The rendered lines as the CLI prints them into a pipe."""
+    plain = plain_text("\n".join(lines))
+    assert plain is not None
+    return plain + "\n"
+
 
 GATE = 'def {name}(major):\n    if major >= 9:\n        raise RuntimeError("needs sm_90")\n'
 
@@ -35,7 +66,7 @@ def tree(tmp_path: Path) -> Path:
 
 def test_trees_left_out_by_default(tmp_path: Path) -> None:
     package = tree(tmp_path)
-    doc = json_output(run_cli("gates", "--path", str(package), "--json"), "gates")
+    doc = gates_doc(package)
     (target,) = doc["gates"]["targets"]
     assert sorted(f["module"] for f in target["functions"]) == ["pkg.core", "pkg.jit.nsp.gen"]
     left = doc["left_out"]
@@ -45,34 +76,32 @@ def test_trees_left_out_by_default(tmp_path: Path) -> None:
         ("test", "pkg/tests", 2),
         ("vendored", "pkg/data", 2),
     ]
-    text = run_cli("gates", "--path", str(package)).stdout
-    assert "\n  pkg/jit/nsp/gen.py\n" in text and "conv2d" not in text
-    assert text.rstrip().endswith("--all shows them")
-    everything = json_output(run_cli("gates", "--path", str(package), "--all", "--json"), "gates")
+    shown = text(gates_report.text(api.gates(paths=[str(package)])))
+    assert "\n  pkg/jit/nsp/gen.py\n" in shown and "conv2d" not in shown
+    assert shown.rstrip().endswith("--all shows them")
+    everything = gates_doc(package, show_all=True)
     assert len(everything["gates"]["targets"][0]["functions"]) == 5
     assert everything["left_out"]["gates"] == 0
-    assert (
-        "pkg/data/cutlass/examples/conv2d.py"
-        in run_cli("gates", "--path", str(package), "--all").stdout
-    )
+    every_line = text(gates_report.text(api.gates(paths=[str(package)], show_all=True)))
+    assert "pkg/data/cutlass/examples/conv2d.py" in every_line
 
 
 def test_kind_filter_and_csv(tmp_path: Path) -> None:
     package = tree(tmp_path)
-    result = run_cli("gates", "--path", str(package), "--kind", "raise", "--format", "csv")
-    header, *rows = list(csv.reader(result.stdout.splitlines()))
+    table = gates_report.csv_of(api.gates(paths=[str(package)], kinds=["raise"]))
+    header, *rows = list(csv.reader(table.splitlines()))
     assert header == ["target", "where", "function", "kind", "gate", "condition"]
     assert [(r[1], r[3], r[4]) for r in rows] == [
         ("pkg/core.py:3", "raise", "needs sm_90"),
         ("pkg/jit/nsp/gen.py:3", "raise", "needs sm_90"),
     ]
-    bad = run_cli("gates", "--path", str(package), "--kind", "raises")
-    assert bad.returncode == 2 and "--kind raises: choose from" in bad.stderr
+    with pytest.raises(api.UsageError, match="--kind raises: choose from"):
+        api.gates(paths=[str(package)], kinds=["raises"])
 
 
 def test_trace_leaves_the_same_trees_out(tmp_path: Path) -> None:
     package = tree(tmp_path)
-    doc = json_output(run_cli("trace", "major", str(package), "--json"), "trace")
+    doc = trace_doc(package)
     shown = {o["path"].split("site-packages/")[1] for o in doc["trace"]["occurrences"]}
     assert shown == {"pkg/core.py", "pkg/jit/nsp/gen.py"}
     left = doc["left_out"]
@@ -82,9 +111,9 @@ def test_trace_leaves_the_same_trees_out(tmp_path: Path) -> None:
         ("test", "pkg/tests"),
         ("vendored", "pkg/data"),
     ]
-    everything = json_output(run_cli("trace", "major", str(package), "--all", "--json"), "trace")
+    everything = trace_doc(package, show_all=True)
     total = len(everything["trace"]["occurrences"])
     assert total == len(doc["trace"]["occurrences"]) + left["occurrences"]
     assert everything["left_out"]["occurrences"] == 0
-    text = run_cli("trace", "major", str(package)).stdout
-    assert text.rstrip().endswith("--all shows them") and "\n  pkg/jit/nsp/gen.py\n" in text
+    lines = text(trace_report.text(api.trace("major", paths=[str(package)])))
+    assert lines.rstrip().endswith("--all shows them") and "\n  pkg/jit/nsp/gen.py\n" in lines

@@ -1,5 +1,6 @@
 """`archgap trace TARGET_CUDA_ARCHS` on the real flashinfer-python 0.6.8 and 0.6.16 wheels
-(installed --no-deps by scripts/testdata, never imported), through the real CLI.
+(installed --no-deps by scripts/testdata, never imported): the api's result through the
+renderers the CLI prints (in-process), and the CLI itself for its usage errors.
 
 Expected lines were read off the released files by hand (sed -n on
 flashinfer/compilation_context.py): in 0.6.8 ``self.TARGET_CUDA_ARCHS = set()`` is line 62, the
@@ -14,8 +15,14 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from archgap import api
+from archgap.cli.common import plain_text
+from archgap.report import trace as trace_report
+from archgap.report.jsondoc import schema
+from archgap.results import TraceResult
 from tests.helpers import json_output, run_cli
 from tests.toolkit_stubs import venv_python
 
@@ -33,14 +40,17 @@ def flashinfer_python(version: str) -> Path:
     return python
 
 
-@functools.cache  # one real CLI run per release serves every test (read-only use)
-def trace_json(version: str, name: str = "TARGET_CUDA_ARCHS") -> dict[str, Any]:
-    python = flashinfer_python(version)
-    result = run_cli(
-        "trace", name, "--python", str(python), "--dist", "flashinfer-python", "--json"
-    )
-    assert result.returncode == 0, result.stderr
-    trace: dict[str, Any] = json_output(result, "trace")["trace"]
+@functools.cache  # one trace per release serves every test (read-only use)
+def traced(version: str) -> TraceResult:
+    python = str(flashinfer_python(version))
+    return api.trace("TARGET_CUDA_ARCHS", python=python, dists=["flashinfer-python"])
+
+
+@functools.cache
+def trace_json(version: str) -> dict[str, Any]:
+    doc = trace_report.document(traced(version))
+    jsonschema.validate(doc, schema("trace"))
+    trace: dict[str, Any] = doc["trace"]
     return trace
 
 
@@ -123,12 +133,8 @@ def test_the_except_swallows_what_the_auto_detect_write_raises(version: str) -> 
 
 
 def test_text_output_tells_the_story() -> None:
-    python = flashinfer_python("0.6.8")
-    result = run_cli(
-        "trace", "TARGET_CUDA_ARCHS", "--python", str(python), "--dist", "flashinfer-python"
-    )
-    assert result.returncode == 0, result.stderr
-    text = result.stdout
+    text = plain_text("\n".join(trace_report.text(traced("0.6.8"))))
+    assert text is not None
     assert text.index("Writes") < text.index("compilation_context.py") < text.index("Reads")
     assert text.index("Reads") < text.index("flashinfer/jit/core.py")
     assert "except Exception as e: (line 80, try at 76)" in text
@@ -165,13 +171,9 @@ def test_whole_site_packages_by_default_and_usage_errors() -> None:
 def test_markdown_table_of_the_occurrences() -> None:
     from markdown_it import MarkdownIt
 
-    python = flashinfer_python("0.6.8")
-    result = run_cli(
-        "trace", "TARGET_CUDA_ARCHS", "--python", str(python), "--dist", "flashinfer-python",
-        "--format", "markdown",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    tokens = MarkdownIt("commonmark").enable("table").parse(result.stdout)
+    tokens = (
+        MarkdownIt("commonmark").enable("table").parse(trace_report.markdown_of(traced("0.6.8")))
+    )
     rows: list[list[str]] = []
     for i, token in enumerate(tokens):
         if token.type == "tr_open":
