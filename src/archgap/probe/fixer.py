@@ -118,7 +118,10 @@ def _read_at(fd: int, name: str, path: str) -> Optional[bytes]:
     """The bytes of the regular file ``name`` in directory ``fd`` (None: there is none); Refused
     for a link, a FIFO or another non-file, or a file too large to be one archgap edits."""
     try:
-        data, more = read_regular(name, MAX_FILE_BYTES, dir_fd=fd, follow=False)
+        if os.stat(name, dir_fd=fd, follow_symlinks=False).st_size > MAX_FILE_BYTES:
+            more = True  # refused unread (a sparse 100 GB file costs nothing)
+        else:
+            data, more = read_regular(name, MAX_FILE_BYTES, dir_fd=fd, follow=False)
     except FileNotFoundError:
         return None
     except OSError as exc:
