@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from archgap.analysis import causes as causes_
+from archgap.analysis import explain_rules
 from archgap.analysis.compat import ComputeCapability
 from archgap.analysis.explain_chain import (
     FROM_LOG,
@@ -161,6 +162,16 @@ def explain(
         chain.notes.extend(examined.problems)
     root_cause, cause_status = _root_cause(chain, focus, walked, judgement)
     decide = judgement.decide if cause_status in (causes_.CONDITIONAL, causes_.UNDETERMINED) else ()
+    fixes = _fixes(focus, log, examined, facts)
+    # Where the code was not walked, the rules decide from the log's facts (analysis.explain_rules)
+    ruling = None if walked else _ruling(focus, log, examined)
+    if ruling is not None:
+        root_cause = (
+            f"{ruling.cause} (rule {ruling.rule}, from the log's facts and the knowledge base; "
+            f"the error: {focus.root_signature.id})."
+        )
+        cause_status, decide = ruling.status, ruling.decide
+        fixes = _suggestions(ruling.fixes, "archgap's rule " + ruling.rule)
     if decide and examined is None:
         decide += (
             "or run `archgap explain` on the machine that crashed (or with --host), so the "
@@ -173,7 +184,7 @@ def explain(
         error=primary.text,
         steps=tuple(chain.steps),
         root_cause=root_cause,
-        fixes=_fixes(focus, log, examined, facts),
+        fixes=fixes,
         matches=focus.matches,
         recognised=recognised,
         confirmed=chain.confirmed and not chain.contradicted,
@@ -182,6 +193,28 @@ def explain(
         cause_status=cause_status,
         decide=decide,
     )
+
+
+def _ruling(focus: Focus, log: ParsedLog, examined: Examined | None) -> explain_rules.Ruling | None:
+    gpus = examined.gpus if examined is not None else ()
+    facts = explain_rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus))
+    for signature in dict.fromkeys((focus.root_signature, focus.signature)):
+        ruling = explain_rules.decide(signature.id, focus.primary.text, facts)
+        if ruling is not None:
+            return ruling
+    return None
+
+
+def _suggestions(fixes: Sequence[Fix], source: str) -> tuple[FixSuggestion, ...]:
+    """Fix-engine fixes as the diagnosis shows them, in the engine's ranking (as scan and fix
+    show them)."""
+    out: dict[str, FixSuggestion] = {}
+    for fix in ranked(fixes):
+        kind = "env" if fix.kind in (AVOID, "") else fix.kind
+        text = fix.action + (f": {fix.command}" if fix.command else "")
+        why = f"{fix.tradeoff} ({source})" if fix.tradeoff else source
+        out.setdefault(f"{kind}:{text}", FixSuggestion(kind, text, why))
+    return tuple(out.values())
 
 
 def _texts(log: ParsedLog) -> list[str]:
@@ -345,14 +378,8 @@ def _engine_fixes(
             )
     # Avoiding FlashInfer is the answer only when nothing else is (a GPU it does not support).
     fixes = [f for f in fixes if f.kind != AVOID] or fixes
-    out: dict[str, FixSuggestion] = {}
-    for fix in ranked(fixes):  # the engine's ranking, as scan and fix show it
-        kind = "env" if fix.kind in (AVOID, "") else fix.kind
-        text = fix.action + (f": {fix.command}" if fix.command else "")
-        where = ", ".join(str(cc) for cc in ccs)
-        source = f"{fix.tradeoff} (archgap's fix engine for compute capability {where})"
-        out.setdefault(f"{kind}:{text}", FixSuggestion(kind, text, source))
-    return tuple(out.values())
+    where = ", ".join(str(cc) for cc in ccs)
+    return _suggestions(fixes, f"archgap's fix engine for compute capability {where}")
 
 
 def _older_wording(log: ParsedLog) -> bool:

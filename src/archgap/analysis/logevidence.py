@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from archgap.kb.evidence import evidence_patterns
+from archgap.kb.gpus import identify, mentioned_products
 
 MAX_EVIDENCE = 20  # distinct values kept per kind of evidence
 # Evidence patterns run in windows around their gate literal (see _matches_near).
@@ -54,6 +55,21 @@ def collect_evidence(
             if key not in seen:
                 seen[key] = Evidence(kind, value, number, text.strip()[:300])
                 counts[kind] = counts.get(kind, 0) + 1
+    if any(c.isdigit() for c in text) and counts.get("gpu", 0) < MAX_EVIDENCE:
+        _products_named(number, text, seen, counts)
+
+
+def _products_named(
+    number: int, text: str, seen: dict[tuple[str, str], Evidence], counts: dict[str, int]
+) -> None:
+    """The GPUs a line names in words the fixed patterns do not know ("gtx1650", "2080Ti",
+    "Tesla K40c"), through the GPU table, each said once per line."""
+    said = {identify(e.value) for e in seen.values() if e.kind == "gpu" and e.line == number}
+    for product in mentioned_products(text):
+        if product in said or ("gpu", product.name) in seen:
+            continue
+        seen[("gpu", product.name)] = Evidence("gpu", product.name, number, text.strip()[:300])
+        counts["gpu"] = counts.get("gpu", 0) + 1
 
 
 def _matches_near(

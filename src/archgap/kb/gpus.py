@@ -162,3 +162,65 @@ def close_names(query: str, n: int = 3) -> tuple[str, ...]:
     if not close:
         close = difflib.get_close_matches(text, list(by_words), n=n, cutoff=0.6)
     return tuple(by_words[key] for key in close[:n])
+
+
+# A product's model words as a log writes them: case, spaces and hyphens vary ("RTX5090",
+# "rtx 5090", "2080Ti"); the family word of GeForce model numbers is often left out ("1080 Ti").
+_FAMILY_WORDS = frozenset(("rtx", "gtx", "gt"))
+_RUN = re.compile(r"[a-z]+|[0-9]+")
+MENTION_LINE_MAX = 2000  # longer lines are data, not prose naming a GPU
+
+
+def _runs(words: str) -> tuple[str, ...]:
+    """Letter and digit runs: "A100" -> ("a", "100"), "RTX 5090 D" -> ("rtx", "5090", "d")."""
+    return tuple(_RUN.findall(words.lower()))
+
+
+@cache
+def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
+    """First run -> (runs, product), longest first, so "RTX 5090 D" wins over "RTX 5090"."""
+    by_first: dict[str, list[tuple[tuple[str, ...], GpuProduct]]] = {}
+    for product in products():
+        words = [w for w in _tokens(re.sub(r"\([^)]*\)", " ", product.name))]
+        words = [w for w in words if w not in NAME_QUALIFIERS]
+        runs = _runs(" ".join(words))
+        forms = [runs]
+        if len(words) > 2 and words[0] in _FAMILY_WORDS:
+            forms.append(_runs(" ".join(words[1:])))
+        for form in forms:
+            by_first.setdefault(form[0], []).append((form, product))
+    return {k: tuple(sorted(v, key=lambda e: -len(e[0]))) for k, v in by_first.items()}
+
+
+def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
+    """The products a line of prose names, in any spelling ("my rtx5090", "2x 2080Ti", "Tesla
+    K40c"): whole model words only, so "L4T" is not an L4 and "A100" not an A10."""
+    if len(text) > MENTION_LINE_MAX:
+        return ()
+    lowered = text.lower()
+    runs = list(_RUN.finditer(lowered))
+    spellings = _spellings()
+    found: list[GpuProduct] = []
+    i = 0
+    while i < len(runs):
+        match = None
+        for form, product in spellings.get(runs[i].group(), ()):
+            end = i + len(form)
+            if end > len(runs) or any(runs[i + k].group() != w for k, w in enumerate(form)):
+                continue
+            glued_before = i > 0 and runs[i - 1].end() == runs[i].start()
+            glued_after = end < len(runs) and runs[end].start() == runs[end - 1].end()
+            apart = all(  # the runs of a name sit next to each other or a space or dash apart
+                re.fullmatch(r"[\s_-]*", lowered[runs[k].end() : runs[k + 1].start()])
+                for k in range(i, end - 1)
+            )
+            if not glued_before and not glued_after and apart:
+                match = (end, product)
+                break
+        if match is None:
+            i += 1
+            continue
+        i, product = match
+        if product not in found:
+            found.append(product)
+    return tuple(found)

@@ -1,0 +1,561 @@
+"""Facts, then rules: the cause of a recognised error decided by the knowledge scan uses.
+
+Pure. A signature recognises a message and extracts its fields (the target a compiler was asked
+for, the PTX ISA versions, TensorRT's SM); ``log_facts`` adds what the rest of the log states:
+which tool printed the error (nvcc, NVRTC, Triton's or XLA's ptxas, the driver's JIT linker,
+TensorRT), the CUDA version of that tool, the GPU in any spelling (the GPU table), a Jetson, the
+package whose kernels are missing. ``decide`` then applies one rule per kind of error, with the
+toolkit table (targets each CUDA release adds and drops, its PTX ISA, its minimum driver), the GPU
+table and TensorRT's support table: which way a gap goes (a toolkit too old for the target, or
+newer than a target it dropped), and fixes for the exact GPU and the tool that failed. A rule
+that lacks a fact it needs says which one (``Ruling.decide``); a rule that does not apply gives
+None and the signature's own knowledge answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archgap.analysis.causes import dotted
+from archgap.analysis.fixes import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
+from archgap.analysis.logparse import ParsedLog
+from archgap.kb import toolchain as kb
+from archgap.kb.gpus import integrated
+from archgap.kb.tensorrt import tensorrt_support
+
+NVCC, NVRTC, TRITON, XLA, DRIVER, PTXAS, TENSORRT = (
+    "nvcc",
+    "NVRTC",
+    "Triton's bundled ptxas",
+    "XLA's ptxas",
+    "the driver's JIT linker",
+    "ptxas",
+    "TensorRT",
+)
+DETERMINED, CONDITIONAL = "determined", "conditional"
+
+# Which tool printed an error, from the tool words the log's evidence holds (kb/evidence.json);
+# the first tool whose word is there wins: the driver's linker prints ptxas's words, XLA and
+# Triton both run a ptxas, and any of them may sit in a log that also mentions nvcc.
+_TOOL_ORDER: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        DRIVER,
+        frozenset(("culinkadddata", "linkererror", "nvjitlink", "cumoduleload", "drivererror")),
+    ),
+    (TENSORRT, frozenset(("tensorrt", "trt", "trtexec", "nvinfer1"))),
+    (NVRTC, frozenset(("nvrtc",))),
+    (XLA, frozenset(("asm_compiler", "stream_executor"))),
+    (TRITON, frozenset(("triton",))),
+    (NVCC, frozenset(("nvcc",))),
+)
+_TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3}[af]?)\b")
+# Packages whose own kernels a "no kernel image" names, most specific first.
+_PACKAGES = ("onnxruntime", "jaxlib", "jax")
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    tool: str  # which tool printed the error ("" when the log does not say)
+    toolkit: str | None  # the CUDA version of the toolkit the log states
+    ccs: tuple[str, ...]  # the GPU's compute capability, dotted
+    gpu_name: str  # the GPU as the log names it ("" when it does not)
+    tegra: bool  # a Jetson / integrated GPU
+    driver: str | None  # the driver version the log states
+    stated: dict[str, tuple[str, ...]]  # the log's other evidence by kind (PTX ISA, TensorRT ...)
+
+    def first(self, kind: str) -> str | None:
+        values = self.stated.get(kind, ())
+        return values[0] if values else None
+
+
+@dataclass(frozen=True)
+class Ruling:
+    rule: str  # the rule that decided ("toolkit-target", "ptx-isa", ...)
+    cause: str
+    status: str  # DETERMINED, CONDITIONAL
+    fixes: tuple[Fix, ...]
+    decide: tuple[str, ...] = ()  # the facts that would decide a conditional ruling
+
+
+def log_facts(log: ParsedLog, ccs: Sequence[str]) -> LogFacts:
+    stated: dict[str, tuple[str, ...]] = {}
+    for e in log.evidence:
+        stated[e.kind] = (*stated.get(e.kind, ()), e.value)
+    words = {w.lower() for w in stated.get("tool", ())}
+    tool = next((name for name, known in _TOOL_ORDER if words & known), "")
+    toolkit = next(iter(stated.get("nvcc", ())), None) or _toolkit(stated)
+    names = stated.get("gpu", ())
+    tegra = bool(stated.get("platform")) or any(cc in integrated() for cc in ccs)
+    driver = next(iter(stated.get("driver", ())), None)
+    return LogFacts(tool, toolkit, tuple(ccs), names[0] if names else "", tegra, driver, stated)
+
+
+def _toolkit(stated: dict[str, tuple[str, ...]]) -> str | None:
+    """The toolkit's CUDA version the log states in words ("NVRTC Version: (13, 0)" -> 13.0)."""
+    for value in stated.get("cuda_toolkit", ()):
+        parts = kb.major_minor(value.replace(", ", "."))
+        if parts:
+            return f"{parts[0]}.{parts[1]}"
+    return None
+
+
+def decide(signature_id: str, error: str, facts: LogFacts) -> Ruling | None:
+    """The ruling for a recognised error (``error``: its message), or None when no rule here
+    applies to it."""
+    if signature_id in (
+        "nvcc-unsupported-gpu-arch",
+        "ptxas-unknown-gpu-name",
+        "nvrtc-invalid-arch",
+    ):
+        return _toolkit_target(error, facts)
+    if signature_id in ("ptxas-unsupported-ptx-version", "cuda-unsupported-ptx-toolchain"):
+        return _ptx_isa(facts)
+    if signature_id == "xla-ptxas-too-old":
+        return _toolkit_target(error, facts, tool=XLA)
+    if signature_id == "tensorrt-unsupported-sm":
+        return _tensorrt(facts)
+    if signature_id in ("torch-sm-not-compatible", "torch-found-gpu-capability"):
+        return _torch_archs(facts)
+    if signature_id == "cuda-no-kernel-image":
+        return _no_kernel_image(facts)
+    return None
+
+
+# ---------------------------------------------------------------- toolkit targets
+
+
+def _target_of(error: str, facts: LogFacts) -> str | None:
+    found = _TARGET.search(error)
+    if found:
+        return f"sm_{found.group(1)}"
+    cc = re.search(r"CC (\d{1,2}\.\d)", error)  # XLA: "ptxas does not support CC 9.0"
+    if cc:
+        return f"sm_{cc.group(1).replace('.', '')}"
+    option = facts.first("arch_option")  # NVRTC's options: -arch=compute_61
+    if option:
+        return f"sm_{option}"
+    return f"sm_{facts.ccs[0].replace('.', '')}" if len(facts.ccs) == 1 else None
+
+
+def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | None:
+    """A compiler rejected a target: the toolkit predates it, or is newer than a release that
+    dropped it (kb/toolkits.json's targets per release). Triton's ptxas is the signature's."""
+    tool = tool or facts.tool or PTXAS
+    target = _target_of(error, facts)
+    span = kb.toolkit_range_for(target.rstrip("af")) if target else None
+    if tool == TRITON or target is None or span is None:
+        return None
+    first, last = span
+    have = facts.toolkit if tool in (NVCC, NVRTC, PTXAS) else None
+    dropped, needs = _dropped_words(target, last), f"{target} needs CUDA >= {first}"
+    if have and last and _version(have) > _version(last):
+        cause, status, newer = f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
+    elif have and _version(have) < _version(first):
+        cause, status, newer = f"{tool} is CUDA {have}, older than {target}: {needs}", True, False
+    elif last and _version(first) <= (10, 2):
+        # a target no toolkit of the last years builds: the one in use dropped it
+        cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
+    elif last:
+        return None  # a target both ends may reject: the signature's causes name both
+    else:
+        cause, status, newer = f"the {tool} in use predates {target}: {needs}", False, False
+    fixes = _target_fixes(tool, target, first, last, newer, facts)
+    if status:
+        return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
+    decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
+    return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", CONDITIONAL, fixes, decide)
+
+
+def _version(text: str) -> tuple[int, int]:
+    return kb.major_minor(text) or (0, 0)
+
+
+def _dropped_words(target: str, last: str | None) -> str:
+    if last is None:
+        return ""
+    return f"CUDA {_after(last)} dropped {target} (the last toolkit that builds it is {last})"
+
+
+def _target_fixes(
+    tool: str, target: str, first: str, last: str | None, newer: bool, facts: LogFacts
+) -> tuple[Fix, ...]:
+    gpu_target = f"sm_{facts.ccs[0].replace('.', '')}" if len(facts.ccs) == 1 else None
+    not_the_gpu = gpu_target is not None and gpu_target != target.rstrip("af")
+    fixes: list[Fix] = []
+    if tool == XLA:
+        need = toolkit_limit(gpu_target or target) or f"CUDA >= {first}"
+        fixes.append(
+            Fix(
+                f"put a ptxas from {need} first on PATH for XLA (jax: pip install "
+                f"'nvidia-cuda-nvcc-cu12'; TensorFlow: the CUDA its release names)",
+                "XLA runs the ptxas it finds on PATH or in its CUDA directory; Triton's settings "
+                "do not apply",
+                kind=TOOLKIT,
+            )
+        )
+        return tuple(fixes)
+    if tool == NVRTC:
+        if newer:
+            fixes.append(
+                Fix(
+                    f"use the CUDA {last} NVRTC for this GPU (e.g. cupy-cuda{_major(last)}x "
+                    f"with a CUDA {last} runtime); a newer CUDA cannot build {target}",
+                    "the package compiles at run time with the NVRTC of its CUDA",
+                    kind=TOOLKIT,
+                )
+            )
+        else:
+            fixes.append(
+                Fix(
+                    f"use an NVRTC from CUDA >= {first} (the package's build for that CUDA, "
+                    f"e.g. cupy-cuda{_major(first) if _major(first) >= 11 else ''}x)",
+                    "the package compiles at run time with the NVRTC of its CUDA",
+                    kind=TOOLKIT,
+                )
+            )
+        return tuple(fixes)
+    if not_the_gpu and gpu_target:
+        cc = facts.ccs[0]
+        fixes.append(
+            Fix(
+                f"build for the GPU itself: leave {target} out of the arch list and build "
+                f"{gpu_target} (CMAKE_CUDA_ARCHITECTURES={cc.replace('.', '')}, "
+                f'TORCH_CUDA_ARCH_LIST="{cc}", -gencode arch=compute_{cc.replace(".", "")},'
+                f"code={gpu_target})",
+                f"the {facts.gpu_name or 'GPU'} is {cc}; {target} is not needed for it",
+                kind=ENV,
+            )
+        )
+    elif newer:
+        fixes.append(
+            Fix(
+                f"remove {target} from the build's arch list (-gencode, CMAKE_CUDA_ARCHITECTURES, "
+                f"TORCH_CUDA_ARCH_LIST)",
+                "the toolkit in use no longer builds it",
+                kind=ENV,
+            )
+        )
+    if newer:
+        fixes.append(
+            Fix(
+                f"or build with CUDA <= {last} (the last toolkit that builds {target})",
+                "an older toolkit, only if that GPU must be supported",
+                kind=TOOLKIT,
+            )
+        )
+    else:
+        fixes.append(
+            Fix(
+                f"build with CUDA >= {first} (point CUDA_HOME and PATH at it)",
+                f"the first toolkit that builds {target}",
+                kind=TOOLKIT,
+            )
+        )
+    return tuple(fixes)
+
+
+# ---------------------------------------------------------------- PTX ISA
+
+
+def _cuda_of_isa(isa: str) -> kb.ToolkitRelease | None:
+    """The first toolkit release whose PTX ISA is at least ``isa``."""
+    wanted = _version(isa)
+    return next((r for r in kb.toolkit_releases() if _version(r.ptx_isa) >= wanted), None)
+
+
+def _ptx_isa(facts: LogFacts) -> Ruling | None:
+    """PTX newer than what assembles it: the driver's JIT linker (a driver older than the
+    toolchain that wrote the PTX), or a ptxas older than it (the tool's own fix)."""
+    needed, known = facts.first("ptx_isa_needed"), facts.first("ptx_isa_known")
+    found = needed and known
+    writer = _cuda_of_isa(needed) if needed else None
+    reader = _cuda_of_isa(known) if known else None
+    through_driver = facts.tool in (DRIVER, "") or found is None
+    if not through_driver:
+        if facts.tool == TRITON or writer is None:
+            return None  # Triton's ptxas: the signature's fixes (TRITON_PTXAS_PATH)
+        cause = (
+            f"{facts.tool} knows PTX ISA {known} (CUDA {reader.cuda if reader else '?'}) but the "
+            f"PTX is ISA {needed} (CUDA {writer.cuda}): the ptxas in use is older than the "
+            f"toolchain that wrote the PTX"
+        )
+        where = "first on PATH" if facts.tool in (XLA, PTXAS) else "in CUDA_HOME / PATH"
+        fix = Fix(
+            f"put a ptxas from CUDA >= {writer.cuda} {where}",
+            f"{facts.tool} assembles the PTX; it must know ISA {needed}",
+            kind=TOOLKIT,
+        )
+        return Ruling("ptx-isa", cause, DETERMINED, (fix,))
+    newest: kb.ToolkitRelease | None = writer
+    if writer is not None:
+        cause = (
+            f"the driver's JIT knows PTX ISA {known} (a CUDA {reader.cuda if reader else '?'} "
+            f"driver) but the PTX is ISA {needed}, written by a CUDA {writer.cuda} toolchain: the "
+            f"driver is older than that toolchain"
+        )
+        status = DETERMINED
+    else:
+        have = facts.toolkit
+        newest = kb.toolkit_release(have) if have else None
+        runs = kb.driver_cuda_version(facts.driver) if facts.driver else None
+        said = f" (CUDA {have})" if have else ""
+        drv = f"; driver {facts.driver} runs up to CUDA {runs}" if runs else ""
+        cause = (
+            f"the driver is older than the toolchain that built the PTX{said}{drv}: the driver "
+            f"cannot JIT-compile a PTX ISA newer than its own CUDA"
+        )
+        status = DETERMINED if have or runs else CONDITIONAL
+    return Ruling(
+        "ptx-isa",
+        cause,
+        status,
+        _driver_fixes(newest, reader, facts),
+        ()
+        if status == DETERMINED
+        else ("the driver's CUDA version and the toolkit's: `nvidia-smi`, `nvcc --version`",),
+    )
+
+
+def _driver_fixes(
+    newest: kb.ToolkitRelease | None, reader: kb.ToolkitRelease | None, facts: LogFacts
+) -> tuple[Fix, ...]:
+    if facts.tegra:
+        return (
+            Fix(
+                "build with the CUDA of the board's JetPack (or flash a newer JetPack): on "
+                "Jetson the driver comes with JetPack, desktop drivers and wheels do not apply",
+                "the JetPack release fixes the driver's CUDA",
+                kind=TOOLKIT,
+            ),
+        )
+    need = (
+        f" >= {newest.min_driver_linux} (CUDA {newest.cuda})"
+        if newest and newest.min_driver_linux
+        else " whose CUDA version is at least the toolkit's"
+    )
+    match = f"CUDA {reader.cuda}" if reader else "the driver's CUDA version (nvidia-smi)"
+    return (
+        Fix(
+            f"upgrade the NVIDIA driver to one{need}",
+            "the driver then JIT-compiles the PTX",
+            kind=UPGRADE,
+        ),
+        Fix(
+            f"or produce the PTX with a toolkit matching the driver: {match} (a container or a "
+            "cudatoolkit / nvidia-cuda-nvcc of that version for numba, CuPy, candle)",
+            "keeps the driver",
+            kind=TOOLKIT,
+        ),
+    )
+
+
+# ---------------------------------------------------------------- TensorRT
+
+
+_TRT_VERSION_HOW = (
+    "the TensorRT version: `python -c 'import tensorrt; print(tensorrt.__version__)'` "
+    "(or `dpkg -l | grep nvinfer`)"
+)
+
+
+def _tensorrt(facts: LogFacts) -> Ruling | None:
+    """TensorRT's SM gate against kb/tensorrt.json: the release predates the GPU, or dropped it."""
+    cc = _trt_cc(facts)
+    if cc is None:
+        return None
+    version = _trt_version(facts)
+    known = tensorrt_support().get(cc)
+    gpu = _gpu_words(facts)
+    said = f"TensorRT {version}" if version else "this TensorRT"
+    if known is None:
+        fix = Fix(f"a TensorRT release whose support matrix lists SM {cc}", "", kind=UPGRADE)
+        why = "which TensorRT releases support the GPU: the TensorRT support matrix"
+        cause = f"{said} does not build engines for SM {cc}{gpu}"
+        return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (why,))
+    have = kb.major_minor(version) if version else None
+    last = kb.major_minor(known.last) if known.last else None
+    if (have and last and have > last) or (not have and last and not known.first):
+        cause = (
+            f"{said} dropped SM {cc}{gpu}: the release is newer than the GPU's support (the "
+            f"last release that builds it is {known.last})"
+        )
+        fix = Fix(f"TensorRT <= {known.last} (it supports SM {cc})", known.source, kind=TOOLKIT)
+    else:
+        first = known.first or "a later release"
+        cause = f"{said} predates SM {cc}{gpu}: the first release that supports it is {first}"
+        fix = Fix(
+            f"upgrade to TensorRT >= {first} (with the CUDA and cuDNN it requires)",
+            known.source,
+            kind=UPGRADE,
+        )
+    if version:
+        return Ruling("tensorrt-sm", cause, DETERMINED, (fix,))
+    return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (_TRT_VERSION_HOW,))
+
+
+def _trt_cc(facts: LogFacts) -> str | None:
+    """TensorRT's SM: "0x809" (hex major, two decimal digits of minor) -> 8.9, "120" -> 12.0."""
+    packed = facts.first("tensorrt_sm_hex")
+    if packed:
+        return f"{int(packed[0], 16)}.{int(packed[1:])}"
+    value = facts.first("tensorrt_sm")
+    if value:
+        return dotted(value)
+    return facts.ccs[0] if len(facts.ccs) == 1 else None
+
+
+def _trt_version(facts: LogFacts) -> str | None:
+    """ "100700" (trtexec's banner) -> 10.7.0; "8.2.1.8" as written."""
+    for value in facts.stated.get("tensorrt", ()):
+        if value.isdigit():
+            return f"{int(value[:-4])}.{int(value[-4:-2])}.{int(value[-2:])}"
+        return value
+    return None
+
+
+# ---------------------------------------------------------------- torch's arch list
+
+
+def _torch_archs(facts: LogFacts) -> Ruling | None:
+    """torch's capability warning against its own arch list: SASS of X.Y runs on X.Z (Z >= Y)
+    of a desktop GPU, so a newer minor of a built major is no gap; older or newer majors are."""
+    listed = facts.first("torch_archs")
+    low, high = facts.first("torch_cc_min"), facts.first("torch_cc_max")
+    archs = [dotted(a) for a in listed.split() if a.startswith("sm_")] if listed else [low, high]
+    built = sorted({parts for a in archs if a and (parts := kb.major_minor(a))})
+    cc = kb.major_minor(facts.ccs[0]) if len(facts.ccs) == 1 else None
+    if not built or cc is None:
+        return None
+    gpu, name, dot = _gpu_words(facts), f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
+    runs = [b for b in built if b[0] == cc[0] and b[1] <= cc[1]]
+    if runs and not facts.tegra:
+        best = max(runs)
+        cause = (
+            f"no gap: this torch has sm_{best[0]}{best[1]} SASS, which runs on {dot} (same major, "
+            f"newer minor){gpu}; the warning compares the arch list literally, so it is harmless"
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, ())
+    oldest, newest = built[0], built[-1]
+    if cc < oldest:
+        last = kb.last_toolkit_for(name) or "the last toolkit that builds it"
+        cause = (
+            f"the GPU ({dot}){gpu} is older than the oldest architecture this torch was built "
+            f"for (sm_{oldest[0]}{oldest[1]})"
+        )
+        fix = Fix(
+            f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
+            f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
+            "current torch wheels no longer carry it",
+            kind=UPGRADE,
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+    first = kb.first_toolkit_for(name)
+    if first is None:
+        return None
+    index = f"cu{first.replace('.', '')}"
+    cause = (
+        f"this torch was built for up to sm_{newest[0]}{newest[1]}, nothing of which runs on "
+        f"{dot}{gpu}: {name} needs a torch built with CUDA >= {first}"
+    )
+    fix = Fix(
+        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: "
+        f"https://download.pytorch.org/whl/{index})",
+        "a torch release that has wheels for that CUDA",
+        kind=UPGRADE,
+    )
+    return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+
+
+# ---------------------------------------------------------------- no kernel image
+
+
+def _no_kernel_image(facts: LogFacts) -> Ruling | None:
+    if len(facts.ccs) != 1:
+        return None
+    cc = facts.ccs[0]
+    sm = cc.replace(".", "")
+    package = next((p for p in _PACKAGES if p in facts.stated.get("package", ())), None)
+    gpu = _gpu_words(facts)
+    what = package or "the failing package"
+    if facts.tegra:
+        return Ruling(
+            "no-kernel-image",
+            f"{what} has no kernels for sm_{sm}{gpu}: a Jetson needs builds made for its own "
+            f"architecture (Tegra binaries are not compatible with desktop ones)",
+            DETERMINED,
+            (
+                Fix(
+                    f"install the JetPack build of {what} (NVIDIA's Jetson wheels or containers "
+                    "for the board's JetPack), not a desktop or server index",
+                    "Jetson builds carry the board's architecture",
+                    kind=UPGRADE,
+                ),
+                Fix(
+                    f'or build {what} on the board for {cc} (TORCH_CUDA_ARCH_LIST="{cc}", '
+                    f"CMAKE_CUDA_ARCHITECTURES={sm}, jaxlib --cuda_compute_capabilities={cc})",
+                    "a long build on the device",
+                    kind=ENV,
+                ),
+            ),
+        )
+    last = kb.last_toolkit_for(f"sm_{sm}")
+    if last is not None and (kb.major_minor(cc) or (0, 0)) < (5, 0):
+        return Ruling(
+            "no-kernel-image",
+            f"{what} no longer ships sm_{sm}{gpu}: CUDA {_after(last)} dropped it (the last "
+            f"toolkit that builds it is {last}), so current builds leave it out",
+            DETERMINED,
+            (
+                Fix(
+                    f"an older {what} release built with CUDA <= {last} that still ships sm_{sm}, "
+                    f"or build {what} from source for {cc} with CUDA <= {last}",
+                    "newer releases will not support this GPU again",
+                    kind=UPGRADE,
+                ),
+            ),
+        )
+    first = kb.first_toolkit_for(f"sm_{sm}")
+    fixes = [
+        Fix(
+            f"install a build of {what} that contains sm_{sm} (built with CUDA >= {first}; check "
+            f"with `archgap scan --gpu {cc}`)",
+            "",
+            kind=UPGRADE,
+        ),
+        Fix(
+            f"when you build {what} yourself: rebuild it for {cc} (CMAKE_CUDA_ARCHITECTURES={sm}, "
+            f'TORCH_CUDA_ARCH_LIST="{cc}")',
+            "",
+            kind=ENV,
+        ),
+    ]
+    return Ruling(
+        "no-kernel-image",
+        f"{what} was built without sm_{sm}{gpu}",
+        DETERMINED if package else CONDITIONAL,
+        tuple(fixes),
+        () if package else ("which package's kernel failed: the traceback's frames",),
+    )
+
+
+# ---------------------------------------------------------------- words
+
+
+def _gpu_words(facts: LogFacts) -> str:
+    """ " (the GPU: GeForce RTX 5090, 12.0)" for the cause's wording; "" with no single GPU."""
+    if len(facts.ccs) != 1:
+        return ""
+    named = f"{facts.gpu_name}, " if facts.gpu_name else ""
+    return f" (the GPU: {named}{facts.ccs[0]})"
+
+
+def _after(cuda: str) -> str:
+    releases = [r.cuda for r in kb.toolkit_releases()]
+    return releases[releases.index(cuda) + 1] if cuda in releases[:-1] else "a later release"
+
+
+def _major(cuda: str | None) -> int:
+    parts = kb.major_minor(cuda or "")
+    return parts[0] if parts else 0
