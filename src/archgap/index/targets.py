@@ -133,8 +133,8 @@ def _read_url(url: str, sha256: str | None, fetched: list[Fetched], deep: bool) 
     for whole in (False, True):
         try:
             handle, how = open_wheel(url, sha256, whole=whole)
-        except FetchError as exc:
-            return _failed(url, str(exc))
+        except FetchError as exc:  # the problem's subject is the URL: said once
+            return _failed(url, str(exc).removeprefix(url + ": "))
         with contextlib.closing(handle):
             contents = _read_handle(url, urllib.parse.urlsplit(url).path, handle, deep)
         fetched.append(how)
