@@ -13,6 +13,7 @@ from archgap.analysis.jit import (
     JitStatus,
     _env,
     _ok_ptxas,
+    _source_facts,
     _toolkit_fact,
     gpu_finding,
 )
@@ -56,6 +57,7 @@ def _triton_one(
         Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
         Fact(f"GPU {target.label}: compute capability {cc}", target.source),
         Fact(f"triton assembles for {arch}", rules.arch_name_source),
+        *_source_facts(facts, rules.source_checks)[0],  # the installed copy's own lines
     ]
     out: list[JitFinding] = []
 

@@ -263,6 +263,8 @@ class TritonRules:
     error: str  # with ``{target}``
     minimum: TritonMinimum
     ptxas_newer_than_driver_error: str
+    # the lines the rules depend on, confirmed in the installed copy (cited with its lines)
+    source_checks: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -312,6 +314,7 @@ def jit_rules() -> JitRules:
             tr["error"],
             TritonMinimum(**tr["min_compute_capability"]),
             tr["ptxas_newer_than_driver"]["error"],
+            tuple(tr["arch_name"].get("source_checks", ())),
         ),
         data["torch"]["driver_error"],
     )
@@ -380,4 +383,5 @@ def all_source_checks() -> list[dict[str, str]]:
             if (c["file"], c["needle"]) not in seen:
                 seen.add((c["file"], c["needle"]))
                 checks.append({"package": "flashinfer-python", **c})
+    checks += [{"package": "triton", **c} for c in jit_rules().triton.source_checks]
     return checks
