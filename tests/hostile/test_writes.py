@@ -56,6 +56,7 @@ class World:
     source: Path = field(init=False)
     env: Path = field(init=False)
     dropin: Path = field(init=False)
+    unit: Path = field(init=False)  # a drop-in the hostile run writes (etc/ is the unit directory)
     state: Path = field(init=False)
     victim: Path = field(init=False)
     outside: Path = field(init=False)
@@ -71,6 +72,8 @@ class World:
         self.env.write_bytes(b"# sglang\nCUDA_HOME=/usr/local/cuda-12.8\n")
         self.dropin = self.root / "etc" / "sglang.service.d" / "50-archgap.conf"
         self.dropin.parent.mkdir()
+        self.unit = self.root / "etc" / "vllm.service.d" / "50-archgap.conf"
+        self.unit.parent.mkdir()
         self.state = self.root / "state"
         self.outside = self.root / "elsewhere"
         self.outside.mkdir()
@@ -88,6 +91,12 @@ class World:
                 "set": [["FLASHINFER_CUDA_ARCH_LIST", "12.0a"]],
             },
             {"kind": "patch", "path": str(self.source), "within": str(self.site), **patch},
+            {
+                "kind": "file",
+                "path": str(self.unit),
+                "content": "[Service]\n",
+                "within": str(self.env.parent),
+            },
         ]
 
     def dropin_edit(self) -> dict[str, Any]:
@@ -175,6 +184,19 @@ def hardlinked_target(w: World) -> None:
     w.victim.chmod(0o600)
     w.source.unlink()
     os.link(w.victim, w.source)
+
+
+def unit_dir_out(w: World) -> None:
+    """The drop-in directory vllm.service.d is a link to a directory outside the unit directory."""
+    (w.outside / "vllm.service.d").mkdir()
+    w.unit.parent.rmdir()
+    w.unit.parent.symlink_to(w.outside / "vllm.service.d")
+
+
+def unit_dir_inside(w: World) -> None:
+    real = w.env.parent / "vllm-real.d"
+    w.unit.parent.rename(real)
+    w.unit.parent.symlink_to(real.name)
 
 
 def env_hardlink(w: World) -> None:
@@ -269,6 +291,8 @@ CASES = [
     pytest.param(Case(patched_dir_out, "symbolic link out of"), id="patch-dir-link-out"),
     pytest.param(Case(site_packages_is_link, None), id="site-packages-behind-link"),
     pytest.param(Case(patched_dir_inside, None), id="patch-dir-link-inside"),
+    pytest.param(Case(unit_dir_out, "symbolic link out of"), id="dropin-dir-link-out"),
+    pytest.param(Case(unit_dir_inside, None), id="dropin-dir-link-inside"),
     pytest.param(Case(hardlinked_target, None), id="patch-hardlink-of-victim"),
     pytest.param(
         Case(journal_link, "is a symbolic link", "is a symbolic link"), id="journal-is-link"
@@ -296,7 +320,7 @@ def test_a_planted_state_is_refused_or_harmless(case: Case, tmp_path: Path) -> N
         edit["planned_sha256"] = answer["sha256_before"]
     if not case.early:
         case.plant(w)
-    watched = [w.env, w.source, w.env.parent, w.source.parent]
+    watched = [w.env, w.source, w.unit, w.env.parent, w.source.parent, w.unit.parent]
     planted = {p: entry(p) for p in watched}
     victim = victim_state(w)
     mode = stat.S_IMODE(w.source.stat().st_mode) if w.source.exists() else None
@@ -310,6 +334,7 @@ def test_a_planted_state_is_refused_or_harmless(case: Case, tmp_path: Path) -> N
         assert w.env.read_bytes().endswith(b"FLASHINFER_CUDA_ARCH_LIST=12.0a\n")
         assert hashlib.sha256(w.source.read_bytes()).hexdigest() == edits[1]["sha256_after"]
         assert stat.S_IMODE(w.source.stat().st_mode) == mode  # the original's
+        assert w.unit.read_text() == "[Service]\n"
     else:
         assert case.refused in (result["error"] or ""), result
         assert {p: entry(p) for p in watched} == planted  # nothing written
@@ -448,7 +473,7 @@ def test_the_plan_and_undo_diffs_never_show_a_secret(
 ) -> None:
     w = World(tmp_path)
     w.env.write_text(f"{line}\nCUDA_HOME=/usr/local/cuda-12.8\n")
-    (planned, _) = w.call("plan", w.edits())["planned"]
+    planned = w.call("plan", w.edits())["planned"][0]
     assert f" {shown}\n" in planned["diff"] and secret not in planned["diff"]
     assert " CUDA_HOME=/usr/local/cuda-12.8\n" in planned["diff"]  # the rest as it is
     assert w.call("apply", w.edits()[:1])["error"] is None

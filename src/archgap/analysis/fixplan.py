@@ -197,7 +197,9 @@ def _env_edit(
     dropin = dest.dropin
     if dropin:
         lines = ["[Service]", *(f'Environment="{n}={v}"' for n, v in pairs)]
-        edit = {"kind": "file", "path": dropin, "content": "\n".join(lines) + "\n"}
+        content = "\n".join(lines) + "\n"
+        # within: the drop-in stays in the systemd directory (UNIT.d is no link out of it)
+        edit = {"kind": "file", "path": dropin, "content": content, "within": dest.systemd_dir}
         unit = dropin.rsplit("/", 2)[1].removesuffix(".d")
         return edit, [], f"systemctl daemon-reload && systemctl restart {unit}"
     return None, [f'export {n}="{v}"' for n, v in pairs], None

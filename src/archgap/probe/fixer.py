@@ -16,15 +16,16 @@ dropped (rolled back), one whose file has the new bytes is completed; an ``undoi
 completed. A file is only ever its old bytes or its new bytes, never half of each.
 
 Links: every file is reached through its directory opened once (a link swapped in later cannot
-redirect a write); a target that is a symbolic link, or a patched file reached through a link out
-of its site-packages (``within``), is refused; temp files get unique names and are created with
-``O_EXCL|O_NOFOLLOW``, so nothing planted beside a file is ever followed or chmod'ed.
+redirect a write); a target that is a symbolic link, or a file reached through a link out of the
+directory it must stay in (``within``: a patch's site-packages, a drop-in's unit directory), is
+refused; temp files get unique names and are created with ``O_EXCL|O_NOFOLLOW``, so nothing
+planted beside a file is ever followed or chmod'ed.
 
 Edits: ``{"kind": "env-file", "path", "set": [[NAME, VALUE], ...]}`` (existing lines kept, a
-changed value replaced in place, new names appended), ``{"kind": "file", "path", "content"}``
-(a whole file, e.g. a systemd drop-in) and ``{"kind": "patch", "path", "sha256", "old", "new",
-"sha256_after", "within"}`` (one exact replacement in a file whose hash must be ``sha256``, inside
-the directory ``within``).
+changed value replaced in place, new names appended), ``{"kind": "file", "path", "content",
+"within"}`` (a whole file, e.g. a systemd drop-in in the unit directory ``within``) and
+``{"kind": "patch", "path", "sha256", "old", "new", "sha256_after", "within"}`` (one exact
+replacement in a file whose hash must be ``sha256``, inside the directory ``within``).
 """
 
 from __future__ import annotations
