@@ -50,6 +50,10 @@ _TOOL_ORDER: tuple[tuple[str, frozenset[str]], ...] = (
     (TRITON, frozenset(("triton",))),
     (NVCC, frozenset(("nvcc",))),
 )
+# Targets whose last toolkit is older than this are taken as dropped when the log does not say
+# which toolkit ran (the answer stays conditional on the toolkit's version): a toolkit that old
+# is rarely the one a report runs.
+LONG_DROPPED = (12, 0)
 _TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3}[af]?)\b")
 # Packages whose own kernels a "no kernel image" names, most specific first.
 _PACKAGES = ("onnxruntime", "jaxlib", "jax")
@@ -64,6 +68,7 @@ class LogFacts:
     tegra: bool  # a Jetson / integrated GPU
     driver: str | None  # the driver version the log states
     stated: dict[str, tuple[str, ...]]  # the log's other evidence by kind (PTX ISA, TensorRT ...)
+    frames: tuple[str, ...] = ()  # the files of the last traceback, innermost last
 
     def first(self, kind: str) -> str | None:
         values = self.stated.get(kind, ())
@@ -85,11 +90,16 @@ def log_facts(log: ParsedLog, ccs: Sequence[str]) -> LogFacts:
         stated[e.kind] = (*stated.get(e.kind, ()), e.value)
     words = {w.lower() for w in stated.get("tool", ())}
     tool = next((name for name, known in _TOOL_ORDER if words & known), "")
-    toolkit = next(iter(stated.get("nvcc", ())), None) or _toolkit(stated)
+    # nvidia-smi's "CUDA Version" (beside "Driver Version") is the driver's; a report's own
+    # "CUDA Version: 8.0" line is its toolkit
+    said = (e.value for e in log.evidence_of("driver_cuda") if "Driver Version" not in e.text)
+    toolkit = next(iter(stated.get("nvcc", ())), None) or _toolkit(stated) or next(said, None)
     names = stated.get("gpu", ())
     tegra = bool(stated.get("platform")) or any(cc in integrated() for cc in ccs)
     driver = next(iter(stated.get("driver", ())), None)
-    return LogFacts(tool, toolkit, tuple(ccs), names[0] if names else "", tegra, driver, stated)
+    frames = tuple(f.file for f in log.tracebacks[-1].frames) if log.tracebacks else ()
+    name = names[0] if names else ""
+    return LogFacts(tool, toolkit, tuple(ccs), name, tegra, driver, stated, frames)
 
 
 def _toolkit(stated: dict[str, tuple[str, ...]]) -> str | None:
@@ -120,6 +130,8 @@ def decide(signature_id: str, error: str, facts: LogFacts) -> Ruling | None:
         return _torch_archs(facts)
     if signature_id == "cuda-no-kernel-image":
         return _no_kernel_image(facts)
+    if signature_id == "capability-gate":
+        return _capability_gate(error, facts)
     return None
 
 
@@ -145,6 +157,8 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
     tool = tool or facts.tool or PTXAS
     target = _target_of(error, facts)
     span = kb.toolkit_range_for(target.rstrip("af")) if target else None
+    if target is None and tool == NVRTC:
+        return _nvrtc_without_gpu(facts)
     if tool == TRITON or target is None or span is None:
         return None
     first, last = span
@@ -154,11 +168,15 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
         cause, status, newer = f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
     elif have and _version(have) < _version(first):
         cause, status, newer = f"{tool} is CUDA {have}, older than {target}: {needs}", True, False
-    elif last and _version(first) <= (10, 2):
-        # a target no toolkit of the last years builds: the one in use dropped it
+    elif last and _version(last) < LONG_DROPPED:
+        # a target no toolkit of the last years builds: the one in use most likely dropped it
         cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
-    elif last:
-        return None  # a target both ends may reject: the signature's causes name both
+    elif last:  # a toolkit too old or too new both reject it: the toolkit's version decides
+        cause = f"either {dropped} and the {tool} in use is newer, or it predates {target}: {needs}"
+        fixes = _target_fixes(tool, target, first, last, True, facts)
+        fixes += _target_fixes(tool, target, first, last, False, facts)[-1:]
+        decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
+        return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", CONDITIONAL, fixes, decide)
     else:
         cause, status, newer = f"the {tool} in use predates {target}: {needs}", False, False
     fixes = _target_fixes(tool, target, first, last, newer, facts)
@@ -166,6 +184,35 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
         return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
     decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
     return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", CONDITIONAL, fixes, decide)
+
+
+def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
+    """NVRTC rejected an -arch the log does not show, for a GPU it does not name: the answer
+    depends on the GPU, against the targets of the NVRTC's CUDA."""
+    have = facts.toolkit
+    targets = sorted(kb.targets_of(have) or (), key=lambda t: int(re.sub(r"\D", "", t)))
+    plain = [t for t in targets if t[-1].isdigit()]
+    if have and plain:
+        cause = (
+            f"the NVRTC of CUDA {have} rejected the GPU's architecture: either the GPU is older "
+            f"than its oldest target ({plain[0]}; a newer CUDA dropped it) or newer than its "
+            f"newest ({plain[-1]}; it needs a newer CUDA)"
+        )
+    else:
+        cause = (
+            "NVRTC rejected the GPU's architecture: its CUDA is either older than the GPU or "
+            "newer than a release that dropped it"
+        )
+    fix = Fix(
+        "use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
+        "`nvidia-smi --query-gpu=name,compute_cap --format=csv`)",
+        "the package compiles at run time with the NVRTC of its CUDA",
+        kind=TOOLKIT,
+    )
+    decide = (
+        "the GPU's compute capability: `nvidia-smi --query-gpu=name,compute_cap --format=csv`",
+    )
+    return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide)
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -472,34 +519,17 @@ def _torch_archs(facts: LogFacts) -> Ruling | None:
 
 
 def _no_kernel_image(facts: LogFacts) -> Ruling | None:
+    """A kernel with no image for the GPU: a Jetson needs its own builds, an old GPU current
+    builds dropped needs an old release, any other GPU a build of that package with its SASS."""
+    package = next((p for p in _PACKAGES if p in facts.stated.get("package", ())), None)
+    what = package or "the failing package"
+    if facts.tegra:
+        return _jetson_build(what, facts)
     if len(facts.ccs) != 1:
         return None
     cc = facts.ccs[0]
     sm = cc.replace(".", "")
-    package = next((p for p in _PACKAGES if p in facts.stated.get("package", ())), None)
     gpu = _gpu_words(facts)
-    what = package or "the failing package"
-    if facts.tegra:
-        return Ruling(
-            "no-kernel-image",
-            f"{what} has no kernels for sm_{sm}{gpu}: a Jetson needs builds made for its own "
-            f"architecture (Tegra binaries are not compatible with desktop ones)",
-            DETERMINED,
-            (
-                Fix(
-                    f"install the JetPack build of {what} (NVIDIA's Jetson wheels or containers "
-                    "for the board's JetPack), not a desktop or server index",
-                    "Jetson builds carry the board's architecture",
-                    kind=UPGRADE,
-                ),
-                Fix(
-                    f'or build {what} on the board for {cc} (TORCH_CUDA_ARCH_LIST="{cc}", '
-                    f"CMAKE_CUDA_ARCHITECTURES={sm}, jaxlib --cuda_compute_capabilities={cc})",
-                    "a long build on the device",
-                    kind=ENV,
-                ),
-            ),
-        )
     last = kb.last_toolkit_for(f"sm_{sm}")
     if last is not None and (kb.major_minor(cc) or (0, 0)) < (5, 0):
         return Ruling(
@@ -538,6 +568,92 @@ def _no_kernel_image(facts: LogFacts) -> Ruling | None:
         tuple(fixes),
         () if package else ("which package's kernel failed: the traceback's frames",),
     )
+
+
+def _jetson_build(what: str, facts: LogFacts) -> Ruling:
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
+    arch = f"sm_{cc.replace('.', '')}" if cc else "the board's architecture"
+    build = (
+        f'TORCH_CUDA_ARCH_LIST="{cc}", CMAKE_CUDA_ARCHITECTURES={cc.replace(".", "")}'
+        if cc
+        else "the board's compute capability (Orin 8.7, Xavier 7.2, Thor 11.0)"
+    )
+    return Ruling(
+        "no-kernel-image",
+        f"{what} has no kernels for {arch}{_gpu_words(facts)}: a Jetson needs builds made for "
+        "its own architecture (Tegra binaries do not run desktop SASS, and desktop or server "
+        "aarch64 wheels leave Jetson out)",
+        DETERMINED,
+        (
+            Fix(
+                f"install the JetPack build of {what} (NVIDIA's Jetson wheels or containers for "
+                "the board's JetPack), not a desktop or server index",
+                "Jetson builds carry the board's architecture",
+                kind=UPGRADE,
+            ),
+            Fix(
+                f"or build {what} on the board for {build}", "a long build on the device", kind=ENV
+            ),
+        ),
+    )
+
+
+# ---------------------------------------------------------------- a package's own gate
+
+_ONLY_ON = re.compile(r"only supported on SM ?(\d{2,3})\b")
+_NEEDS = re.compile(r"compute capability (==|>=) (\d{1,2}\.\d)")
+
+
+def _capability_gate(error: str, facts: LogFacts) -> Ruling | None:
+    """A package's check on the compute capability, settled by the GPU: a kernel written for
+    other architectures only (no rebuild adds it), or a table that does not list the GPU."""
+    if len(facts.ccs) != 1:
+        return None
+    cc, gpu = facts.ccs[0], _gpu_words(facts)
+    package, module = _raiser(facts.frames)
+    who = f"{package} ({module})" if module else package or "the package"
+    only, needs = _ONLY_ON.search(error), _NEEDS.search(error)
+    wanted = (
+        dotted(only.group(1))
+        if only
+        else needs.group(2)
+        if needs and needs.group(1) == "=="
+        else None
+    )
+    if wanted and wanted != cc:
+        cause = (
+            f"{who} has this kernel for {wanted} only{gpu}: it was written for that "
+            f"architecture, so rebuilding for {cc} does not add it"
+        )
+    elif needs and needs.group(1) == ">=" and _version(cc) < _version(needs.group(2)):
+        cause = f"{who} needs compute capability >= {needs.group(2)}; the GPU is older{gpu}"
+    else:
+        cause = f"{who}'s check does not accept {cc}{gpu}: its table of capabilities lacks it"
+    fixes = (
+        Fix(
+            f"run {package or 'it'} without the feature whose check failed"
+            + (f" (the one {module} serves)" if module else "")
+            + ", or with another backend for it",
+            "the check, not the GPU, decides",
+            kind=ENV,
+        ),
+        Fix(
+            f"a {package or 'package'} release that implements it for {cc}, if one exists",
+            "check the project's release notes for the GPU",
+            kind=UPGRADE,
+        ),
+    )
+    return Ruling("capability-gate", cause, DETERMINED, fixes)
+
+
+def _raiser(frames: Sequence[str]) -> tuple[str, str]:
+    """(package, module) of the innermost frame in site-packages: ("sglang", "pdmux_context")."""
+    for file in reversed(frames):
+        path = file.replace("\\", "/")
+        if "-packages/" in path:
+            parts = path.split("-packages/", 1)[1].split("/")
+            return parts[0], parts[-1].removesuffix(".py") if len(parts) > 1 else ""
+    return "", ""
 
 
 # ---------------------------------------------------------------- words

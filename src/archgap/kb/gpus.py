@@ -208,8 +208,10 @@ def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
             end = i + len(form)
             if end > len(runs) or any(runs[i + k].group() != w for k, w in enumerate(form)):
                 continue
-            glued_before = i > 0 and runs[i - 1].end() == runs[i].start()
-            glued_after = end < len(runs) and runs[end].start() == runs[end - 1].end()
+            # a name is a word of its own: not glued to letters, digits or "_" (SM_VERSION_A100)
+            start, stop = runs[i].start(), runs[end - 1].end()
+            glued_before = start > 0 and (lowered[start - 1].isalnum() or lowered[start - 1] == "_")
+            glued_after = stop < len(lowered) and (lowered[stop].isalnum() or lowered[stop] == "_")
             apart = all(  # the runs of a name sit next to each other or a space or dash apart
                 re.fullmatch(r"[\s_-]*", lowered[runs[k].end() : runs[k + 1].start()])
                 for k in range(i, end - 1)
