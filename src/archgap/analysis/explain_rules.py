@@ -190,7 +190,9 @@ def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
     """NVRTC rejected an -arch the log does not show, for a GPU it does not name: the answer
     depends on the GPU, against the targets of the NVRTC's CUDA."""
     have = facts.toolkit
-    targets = sorted(kb.targets_of(have) or (), key=lambda t: int(re.sub(r"\D", "", t)))
+    targets = sorted(
+        kb.targets_of(have) or () if have else (), key=lambda t: int(re.sub(r"\D", "", t))
+    )
     plain = [t for t in targets if t[-1].isdigit()]
     if have and plain:
         cause = (
