@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain import Diagnosis
     from archgap.analysis.explain_chain import Examined
-    from archgap.analysis.fleet import FleetReport, HostInput
+    from archgap.analysis.fleet import FleetReport
     from archgap.analysis.logparse import ParsedLog
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
     from archgap.results import GatesResult, KernelsResult, TraceResult
-    from archgap.transport.fleet import FleetOptions, FleetSource, Tell
+    from archgap.transport.fleet import FleetOptions, FleetSource, HostInput, Tell
 
 __all__ = [
     "FleetOptions",

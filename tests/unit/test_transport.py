@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from archgap.analysis.fleet import HostInput, coverage_matrix, fleet_report
+from archgap.analysis.fleet import coverage_matrix, fleet_report
 from archgap.probe.facts import ProbeResponse
 from archgap.report.html import fleet_html
 from archgap.transport.bootstrap import probe_input, probe_sources, remote_argv, standalone_script
+from archgap.transport.fleet import HostInput
 from archgap.transport.run import TransportFailure, classify, run_probe
 from archgap.transport.target import (
     LOCAL,

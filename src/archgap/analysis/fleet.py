@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from archgap.transport.fleet import UNREADABLE, HostInput
 
 if TYPE_CHECKING:
     from archgap.probe.facts import ProbeResponse
@@ -29,17 +31,6 @@ FINGERPRINT_FIELDS = (
 )
 # Variables whose values change what JIT compilers do: part of a host's fingerprint.
 FINGERPRINT_ENV = ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST")
-
-
-@dataclass(frozen=True)
-class HostInput:
-    """One host as a fleet engine returned it: facts, or why there are none."""
-
-    name: str
-    facts: ProbeResponse | None
-    error_kind: str | None = None
-    error: str | None = None
-    stderr: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,40 +250,6 @@ def _with_fingerprint(summary: HostSummary) -> HostSummary:
     comparable = {name: summary.field(name) for name in FINGERPRINT_FIELDS}
     digest = hashlib.sha256(json.dumps(comparable, sort_keys=True).encode()).hexdigest()[:10]
     return replace(summary, fingerprint=digest)
-
-
-UNREADABLE = "unreadable"  # a host whose facts document is malformed
-
-
-def host_from_facts(name: str, facts: Any) -> HostInput:
-    """A host from its facts document, decoded once here where a document enters; a malformed
-    one is an unreadable host with the reason."""
-    from archgap.codec import DecodeError, decode
-    from archgap.probe.facts import ProbeResponse
-
-    why = _shape_problem(facts)
-    if why is None:
-        try:
-            return HostInput(name, decode(ProbeResponse, facts))
-        except DecodeError as exc:
-            why = str(exc)
-    return HostInput(name, None, UNREADABLE, why)
-
-
-def _shape_problem(facts: Any) -> str | None:
-    """Why a facts document cannot be read (its top level has the wrong types), or None."""
-    if not isinstance(facts, Mapping):
-        return "the facts are not an object"
-    errors = facts.get("errors")
-    if errors is not None and not isinstance(errors, Mapping):
-        return f"'errors' is {type(errors).__name__}, not an object"
-    sections = facts.get("sections")
-    if not isinstance(sections, Mapping):
-        return f"'sections' is {type(sections).__name__}, not an object"
-    for name, section in sections.items():
-        if not isinstance(section, Mapping | list):
-            return f"section {str(name)[:40]!r} is {type(section).__name__}"
-    return None
 
 
 def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> FleetReport:

@@ -6,15 +6,63 @@ node) or Ray (one task per alive node), or read from the probe documents any eng
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archgap.analysis.fleet import HostInput, host_from_facts
 from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportFailure
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from archgap.probe.facts import ProbeResponse
+
+
+@dataclass(frozen=True)
+class HostInput:
+    """One host as a fleet engine returned it: facts, or why there are none."""
+
+    name: str
+    facts: ProbeResponse | None
+    error_kind: str | None = None
+    error: str | None = None
+    stderr: str = ""
+
+
+UNREADABLE = "unreadable"  # a host whose facts document is malformed
+
+
+def host_from_facts(name: str, facts: Any) -> HostInput:
+    """A host from its facts document, decoded once here where a document enters; a malformed
+    one is an unreadable host with the reason."""
+    from archgap.codec import DecodeError, decode
+    from archgap.probe.facts import ProbeResponse
+
+    why = _shape_problem(facts)
+    if why is None:
+        try:
+            return HostInput(name, decode(ProbeResponse, facts))
+        except DecodeError as exc:
+            why = str(exc)
+    return HostInput(name, None, UNREADABLE, why)
+
+
+def _shape_problem(facts: Any) -> str | None:
+    """Why a facts document cannot be read (its top level has the wrong types), or None."""
+    if not isinstance(facts, Mapping):
+        return "the facts are not an object"
+    errors = facts.get("errors")
+    if errors is not None and not isinstance(errors, Mapping):
+        return f"'errors' is {type(errors).__name__}, not an object"
+    sections = facts.get("sections")
+    if not isinstance(sections, Mapping):
+        return f"'sections' is {type(sections).__name__}, not an object"
+    for name, section in sections.items():
+        if not isinstance(section, Mapping | list):
+            return f"section {str(name)[:40]!r} is {type(section).__name__}"
+    return None
+
 
 # tell(done, total, item): one more host answered (a progress display).
 Tell = Callable[[int, int, str], None]
@@ -185,7 +233,9 @@ def read_documents(paths: Sequence[str]) -> Iterator[HostInput]:
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.is_file())
+            # Dot files are documents still being written (`probe --out`, a copy tool's
+            # temporary): the finished one is renamed into place.
+            files += sorted(p for p in path.rglob("*") if p.is_file() and p.name[0] != ".")
         elif path.is_file():
             files.append(path)
         else:
@@ -193,6 +243,8 @@ def read_documents(paths: Sequence[str]) -> Iterator[HostInput]:
     for file in files:
         try:
             text = file.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            continue  # renamed or removed since the directory was listed
         except OSError as exc:
             yield HostInput(str(file), None, "unreadable", exc.strerror or str(exc))
             continue
@@ -209,7 +261,7 @@ def _host_from_document(doc: Any, file: Path) -> HostInput:
     given = doc.get("__name") or doc.get("target")
     if doc.get("command") == "probe" and isinstance(doc.get("error"), dict):
         err = doc["error"]
-        name = str(given or file.stem)
+        name = str(file.stem if given in (None, "local") else given)
         return HostInput(name, None, str(err.get("kind")), str(err.get("message")), "")
     facts = doc.get("facts") if doc.get("command") == "probe" else doc
     if not isinstance(facts, dict) or "sections" not in facts:
