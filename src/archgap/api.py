@@ -596,10 +596,10 @@ def kernels(
     ``UsageError`` for ``strict`` without ``require``."""
     import time
 
-    from archgap.binaries import required_gpus
     from archgap.results import KernelsResult
 
-    required = required_gpus(require) if require else []  # the GPU knowledge only when asked
+    # each GPU once (a name given twice); the GPU knowledge is loaded only when some are named
+    required = list({g.label: g for g in _resolve(require)}.values()) if require else []
     if strict and not required:
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()

@@ -13,24 +13,12 @@ from archgap.index.options import ARCHIVE_SUFFIXES as ARCHIVES
 from archgap.index.options import URL_SCHEMES
 
 if TYPE_CHECKING:
-    from archgap.analysis.compat import GpuTarget
     from archgap.archives.wheel import WheelContents
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
     from archgap.probe.summary import Summary
-
-
-def required_gpus(names: Sequence[str]) -> list[GpuTarget]:
-    """The GPUs of --require values, each once; ``UnknownGpu`` for a bad one."""
-    from archgap.analysis.compat import resolve_gpu
-
-    gpus: dict[str, GpuTarget] = {}
-    for name in names:
-        gpu = resolve_gpu(name)
-        gpus.setdefault(gpu.label, gpu)
-    return list(gpus.values())
 
 
 def local_binaries(
