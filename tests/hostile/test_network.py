@@ -549,6 +549,19 @@ def trickle_metadata(lab: Lab) -> None:
     assert any("metadata" in r and f"within {TIMEOUT:g} s" in r for r in reasons(contents))
 
 
+def trickle_registry_blob(lab: Lab) -> None:
+    """A layer of 100 bytes sent a byte at a time: its deadline is the timeout plus a second
+    per MiB, so it is cut at about the timeout (2 s here)."""
+    client, _ = _registry(lab, "127.0.0.1")
+    registry = lab.servers[-1]
+    digest = "sha256:" + "ab" * 32
+    registry.routes[f"/v2/team/app/blobs/{digest}"] = trickle(registry.stop, {})
+    started = time.monotonic()
+    with pytest.raises(OSError, match="within 2 s"), client.open_blob(digest, 100) as stream:
+        stream.read()
+    assert time.monotonic() - started < 3.5
+
+
 # -- caps -------------------------------------------------------------------------------------
 
 
@@ -610,7 +623,7 @@ def invalid_json_page(lab: Lab) -> None:
 def json_page_of_tiny_values(lab: Lab) -> None:
     """Under the byte cap, but millions of values (each a Python object when parsed)."""
     server = lab.server()
-    body = b'{"files": [' + b",".join([b"{}"] * 5_000_000) + b"]}"
+    body = b'{"files": [' + b"{}," * 5_000_000 + b"{}]}"
     kind = {"Content-Type": "application/vnd.pypi.simple.v1+json"}
     server.routes["/simple/demo-pkg/"] = send(200, body, kind)
     with pytest.raises(ResolveError, match="JSON values on the page: over the cap"):
@@ -857,6 +870,7 @@ CLASSES = [
     pytest.param(stalled_headers, id="stalled-headers"),
     pytest.param(trickle_headers, id="trickle-headers"),
     pytest.param(trickle_metadata, id="trickle-metadata"),
+    pytest.param(trickle_registry_blob, id="trickle-registry-blob"),
     pytest.param(endless_wheel_body, id="endless-body"),
     pytest.param(huge_content_length, id="huge-content-length"),
     pytest.param(huge_content_length_page, id="huge-content-length-page"),

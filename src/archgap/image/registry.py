@@ -83,6 +83,7 @@ CHUNK = 1 << 20
 # credentials there: https://distribution.github.io/distribution/spec/auth/token/)
 KNOWN_REALMS = {"registry-1.docker.io": "auth.docker.io"}
 DEFAULT_TOKEN_LIFETIME = 60.0  # expires_in when the token answer omits it (token spec)
+BLOB_MIN_RATE = 1 << 20  # bytes/s: a blob's request may take the timeout plus 1 s per MiB
 OAUTH_CLIENT_ID = "archgap"  # the spec's client_id: any meaningful name, for auditing
 
 
@@ -171,14 +172,16 @@ class RegistryClient:
     def _url(self, scheme: str, path: str) -> str:
         return f"{scheme}://{self.ref.api_host}/v2/{self.ref.repository}/{path}"
 
-    def _open(self, path: str, accept: str | None) -> http.client.HTTPResponse:
+    def _open(
+        self, path: str, accept: str | None, timeout: float | None = None
+    ) -> http.client.HTTPResponse:
         """GET a path under the repository, choosing the scheme on the first call, and
         authenticating when the registry asks for it (again when a token expired)."""
         if self.challenge is not None and self.clock() >= self.token_expires:
             self.authorization = self._authenticate(self.challenge)  # due: renewed before use
         for attempt in range(2):
             try:
-                return self._open_once(path, accept)
+                return self._open_once(path, accept, timeout)
             except urllib.error.HTTPError as exc:
                 if exc.code != 401 or attempt:
                     raise self._http_error(path, exc) from None
@@ -188,13 +191,15 @@ class RegistryClient:
                 self.authorization = self._authenticate(challenge)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _open_once(self, path: str, accept: str | None) -> http.client.HTTPResponse:
+    def _open_once(
+        self, path: str, accept: str | None, timeout: float | None = None
+    ) -> http.client.HTTPResponse:
         schemes = (
             [self.scheme] if self.scheme else ["https", "http"] if self.insecure else ["https"]
         )
         for i, scheme in enumerate(schemes):
             url = self._url(scheme, path)
-            req = self._request(url, {"Accept": accept} if accept else None)
+            req = self._request(url, {"Accept": accept} if accept else None, timeout)
             if self.authorization:
                 req.add_unredirected_header("Authorization", self.authorization)
             try:
@@ -213,8 +218,11 @@ class RegistryClient:
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _request(self, url: str, headers: dict[str, str] | None = None) -> urllib.request.Request:
-        return net.build_request(url, headers, self.timeout, credentials=False)
+    def _request(
+        self, url: str, headers: dict[str, str] | None = None, timeout: float | None = None
+    ) -> urllib.request.Request:
+        seconds = self.timeout if timeout is None else timeout
+        return net.build_request(url, headers, seconds, credentials=False)
 
     def _where(self) -> str:
         if self.withheld:
@@ -371,10 +379,13 @@ class RegistryClient:
             )
         return raw, media_type
 
-    def open_blob(self, digest: str) -> IO[bytes]:
+    def open_blob(self, digest: str, size: int = 0) -> IO[bytes]:
         """The blob's bytes as the registry streams them (``BlobError`` where the connection
-        breaks); the caller checks size and digest (``source.verified``)."""
-        return io.BufferedReader(_Body(self._open(f"blobs/{digest}", None), digest), CHUNK)
+        breaks, or the deadline passes: the timeout plus a second per MiB of ``size``); the
+        caller checks size and digest (``source.verified``)."""
+        deadline = self.timeout + size / BLOB_MIN_RATE  # a layer of gigabytes takes a while
+        answer = self._open(f"blobs/{digest}", None, deadline)
+        return io.BufferedReader(_Body(answer, digest), CHUNK)
 
 
 class _Body(io.RawIOBase):
@@ -497,7 +508,7 @@ class RegistrySource:
         except OSError:
             pass
         try:
-            raw = self.client.open_blob(blob.digest)
+            raw = self.client.open_blob(blob.digest, blob.size)
         except RegistryError as exc:
             raise ImageError(str(exc)) from None
         return io.BufferedReader(_CacheCopy(verified(raw, blob, what), cached), CHUNK)

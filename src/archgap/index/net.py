@@ -176,7 +176,7 @@ class Deadline:
     def left(self) -> float:
         remaining = self.end - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"no complete answer within {self.seconds:g} s")
+            raise TimeoutError(f"no complete answer within {self.seconds:.3g} s")
         return remaining
 
 
@@ -195,7 +195,7 @@ class _DeadlineReader(io.RawIOBase):
         try:
             return self.raw.readinto(buffer) or 0  # None: no data yet (never: blocking)
         except TimeoutError:  # the socket waited all that was left
-            raise TimeoutError(f"no complete answer within {self.deadline.seconds:g} s") from None
+            raise TimeoutError(f"no complete answer within {self.deadline.seconds:.3g} s") from None
 
     def close(self) -> None:
         self.raw.close()
