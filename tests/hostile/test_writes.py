@@ -14,11 +14,13 @@ file it names), and a patched file must stay inside its site-packages.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
 import socket
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -502,3 +504,38 @@ def test_archgap_fix_text_shows_an_env_file_line_escaped(installed: dict[str, Pa
     result = run_cli(*base, "--env-file", str(installed["env"]), env={"CUDA_HOME": ""})
     assert "NOTE=\\x1b]0;t\\x07\\x1b[2J\\u202eab" in result.stdout, result.stdout
     assert not {"\x1b", "\x07", "\u202e"} & set(result.stdout + result.stderr)
+
+
+def test_an_unreadable_env_file_is_refused_with_a_reason() -> None:
+    """As a user who may not read the env file (root runs the fixer as nobody for this: root
+    reads everything): plan and apply say so by the file's full name, nothing is written."""
+    base = Path(tempfile.mkdtemp(prefix="archgap-hostile-"))
+    try:
+        base.chmod(0o777)  # writable: the refusal must come from the file, not its directory
+        env = base / "sglang.env"
+        env.write_bytes(b"A=1\n")
+        env.chmod(0)
+        edits = [{"kind": "env-file", "path": str(env), "set": [["B", "2"]]}]
+        ready, told = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                state = str(base / "state")
+                answers = [fixer.run({"op": op, "edits": edits, "state_dir": state})["fixer"]
+                           for op in ("plan", "apply")]  # fmt: skip
+                os.write(told, json.dumps(answers).encode())
+            finally:
+                os._exit(0)
+        os.close(told)
+        with os.fdopen(ready, "rb") as handle:
+            plan, applied = json.loads(handle.read())
+        os.waitpid(pid, 0)
+        reason = f"{env} is not readable by this user"
+        assert reason in plan["planned"][0]["error"] and reason in applied["error"]
+        assert env.read_bytes() == b"A=1\n" and stat.S_IMODE(env.stat().st_mode) == 0
+        assert sorted(p.name for p in base.iterdir() if p.name != "state") == ["sglang.env"]
+    finally:
+        shutil.rmtree(base)

@@ -125,6 +125,8 @@ def _read_at(fd: int, name: str, path: str) -> Optional[bytes]:
             data, more = read_regular(name, MAX_FILE_BYTES, dir_fd=fd, follow=False)
     except FileNotFoundError:
         return None
+    except PermissionError:
+        raise Refused("%s is not readable by this user; not changed" % path) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise Refused("%s is a symbolic link; name the file it points to" % path) from None
