@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 # What `archgap scan`, `probe` and `fleet` collect by default.
-DEFAULT_SECTIONS = ("gpu", "python", "toolchains", "binaries", "caches")
+DEFAULT_SECTIONS = ("gpu", "python", "toolchains", "binaries", "caches", "loader")
 
 
 class UnknownSection(ValueError):

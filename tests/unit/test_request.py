@@ -7,7 +7,7 @@ from archgap.request import UnknownSection, probe_request
 
 def test_default_request_reads_the_environment_and_its_kernels_in_one_trip() -> None:
     request = probe_request(python="/srv/venv/bin/python")
-    assert list(request) == ["gpu", "python", "toolchains", "binaries", "caches"]
+    assert list(request) == ["gpu", "python", "toolchains", "binaries", "caches", "loader"]
     assert request["python"] == {"python": "/srv/venv/bin/python"}
     assert request["toolchains"]["python"] == "/srv/venv/bin/python"
     assert request["toolchains"]["source_checks"]  # the rules' lines to confirm on the target

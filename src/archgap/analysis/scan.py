@@ -13,6 +13,7 @@ from typing import TypeVar
 from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
 from archgap.analysis.jit import JitFinding, jit_findings
+from archgap.analysis.load import LoadFinding, load_model
 from archgap.analysis.platform import (
     PlatformFinding,
     image_mismatches,
@@ -37,6 +38,7 @@ from archgap.probe.facts import (
     BinaryFacts,
     Gpu,
     GpuFacts,
+    LoaderFacts,
     ProbeResponse,
     Problem,
     PythonEnvironment,
@@ -65,6 +67,7 @@ class ScanReport:
     strict: bool = False  # --strict: 'partial' on a gating GPU is a gap too
     images: tuple[ImageFacts, ...] = ()  # container images judged (their platform, Python sites)
     target: str = ""  # where the facts were collected when not here: "root@gpu1", a container
+    load: tuple[LoadFinding, ...] = ()  # broken links of the load model (analysis/load.py)
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
@@ -74,7 +77,12 @@ class ScanReport:
     @property
     def has_gap(self) -> bool:
         """Whether the run fails: a package or a JIT build cannot work on a gating GPU."""
-        return bool(self.gaps or self.jit_gaps or self.platform_gaps)
+        return bool(self.gaps or self.jit_gaps or self.platform_gaps or self.load_gaps)
+
+    @property
+    def load_gaps(self) -> tuple[LoadFinding, ...]:
+        """Broken links of the load model that fail a GPU that is present or was named."""
+        return tuple(f for f in self.load if f.status == "fails" and f.gates_exit_code)
 
     @property
     def platform_gaps(self) -> tuple[PlatformFinding, ...]:
@@ -173,7 +181,7 @@ def prepare_judging() -> None:
     its probe runs: 5 ms off the time after the facts arrive)."""
     from archgap.analysis import flashinfer, triton  # noqa: F401  (as jit_findings imports them)
 
-    prepare(GpuFacts, PythonEnvironment, BinaryFacts, ToolchainFacts, ImageFacts)
+    prepare(GpuFacts, PythonEnvironment, BinaryFacts, ToolchainFacts, ImageFacts, LoaderFacts)
 
 
 def _section(facts: ProbeResponse, name: str, cls: type[T]) -> T | None:
@@ -206,7 +214,9 @@ def report_from_facts(
     if driver:
         version, source = driver, "--driver"
     isa = max_ptx_isa_for_driver(version) if version else None
-    packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa))
+    loader = _section(facts, "loader", LoaderFacts)
+    load = load_model(env, binaries, targets, version, source, loader, toolchains)
+    packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa), load)
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
         jit = tuple(jit_findings(toolchains, targets, version, source))
@@ -222,7 +232,7 @@ def report_from_facts(
     return ScanReport(
         env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds,
         platform=findings, driver=version, driver_source=source if version else "",
-        strict=strict, images=images,
+        strict=strict, images=images, load=load.findings,
     )  # fmt: skip
 
 

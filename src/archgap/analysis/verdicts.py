@@ -13,14 +13,20 @@ The listed fatbin (``.nv_fatbin``, what cuobjdump lists and the runtime register
 holds kernels; containers cuobjdump does not list decide only when it is absent or kernel-less.
 Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU: packages
 ship arch-specific extras by design), ``jit``, ``none``, ``unknown``, ``no-kernels``.
+
+A verdict is ``native`` (or ``jit``) only when the library would also load and run there
+(analysis/load.py): a library that cannot load (the driver does not run the GPU or its CUDA,
+a needed library is missing, its PTX is newer than the driver) is ``none`` with ``load``
+naming the broken link; a build its package does not load (kb/load.json "loaders") is shown
+with the role "not loaded" and decides nothing.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Final, Literal, NamedTuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 from archgap.analysis.compat import (
     ComputeCapability,
@@ -30,6 +36,9 @@ from archgap.analysis.compat import (
     sass_compat,
 )
 from archgap.kb import roles
+
+if TYPE_CHECKING:
+    from archgap.analysis.load import LoadModel
 from archgap.probe.deep_plan import kernel_less, runtime_entries
 from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 
@@ -41,11 +50,12 @@ UNKNOWN: Final = "unknown"
 PARTIAL: Final = "partial"
 NO_KERNELS: Final = "no-kernels"
 UNOWNED = "(no distribution)"
-KERNEL_LIBRARY, DEVICE_LINK_ARCHIVE, KERNEL_LESS, PROFILER = (
+KERNEL_LIBRARY, DEVICE_LINK_ARCHIVE, KERNEL_LESS, PROFILER, NOT_LOADED = (
     "kernel library",
     "device-link archive",
     "kernel-less",
     "profiler",
+    "not loaded",
 )
 
 
@@ -59,6 +69,7 @@ class LibraryVerdict:
     from_deep_search: bool  # decided by containers cuobjdump does not list
     role: str = KERNEL_LIBRARY  # only kernel libraries count towards the package's verdict
     role_reason: str = ""  # why a file of another role does not count
+    load: str = ""  # why it cannot load or run there (a broken link: analysis/load.py), or ""
 
 
 @dataclass(frozen=True)
@@ -109,15 +120,16 @@ def _where(entry: KernelEntry) -> str:
 
 def _decide(
     entries: Sequence[KernelEntry], cc: ComputeCapability, driver_ptx_isa: tuple[int, int] | None
-) -> tuple[Verdict, str, str] | None:
-    """(verdict, reason, deciding entry) from one tier of entries, or None if none of them runs."""
+) -> tuple[Verdict, str, str, str] | None:
+    """(verdict, reason, deciding entry, the broken link of the load model or "") from one tier
+    of entries, or None if none of them runs."""
     sass = [e for e in entries if e.kind == "sass" and sass_compat(e.arch, e.variant, cc).runs]
     if sass:
         # The runtime picks the closest cubin (highest arch not above the GPU). Name a plain one
         # when there is one: 'a'/'f' cubins are usually a few specialised kernels beside them.
         best = max(sass, key=lambda e: (e.arch, e.variant == ""))
         name = f"{best.target} SASS in {_where(best)}"
-        return NATIVE, f"{name} runs on {cc}", name
+        return NATIVE, f"{name} runs on {cc}", name, ""
     ptx = [e for e in entries if e.kind == "ptx" and ptx_jits_on(e.arch, e.variant, cc)]
     if not ptx:
         return _undocumented(entries, cc)
@@ -126,25 +138,27 @@ def _decide(
     isa = _isa(best.ptx_isa)
     if driver_ptx_isa is not None and isa is not None and isa > driver_ptx_isa:
         newest = ".".join(map(str, driver_ptx_isa))
+        link = f"the driver JIT-compiles PTX up to ISA {newest}, this PTX is ISA {best.ptx_isa}"
         reason = (
             f"only {name}, and the driver JIT-compiles PTX up to ISA {newest}: "
-            "'the provided PTX was compiled with an unsupported toolchain'"
+            "'the provided PTX was compiled with an unsupported toolchain' (a newer driver "
+            "runs it)"
         )
-        return NONE, reason, name
+        return NONE, reason, name, link
     note = "" if driver_ptx_isa is not None else f"; the driver must know PTX ISA {best.ptx_isa}"
     reason = f"no SASS for {cc}; {name} is JIT-compiled at load (slow first start{note})"
-    return JIT, reason, name
+    return JIT, reason, name, ""
 
 
 def _undocumented(
     entries: Sequence[KernelEntry], cc: ComputeCapability
-) -> tuple[Verdict, str, str] | None:
+) -> tuple[Verdict, str, str, str] | None:
     """UNKNOWN when the only candidates are cubins whose loading NVIDIA does not document."""
     for e in entries:
         compat = sass_compat(e.arch, e.variant, cc) if e.kind == "sass" else None
         if compat is not None and compat.runs is None:
             name = f"{e.target} SASS in {_where(e)}"
-            return UNKNOWN, f"only {name} could serve {cc}: {compat.rule}", name
+            return UNKNOWN, f"only {name} could serve {cc}: {compat.rule}", name, ""
     return None
 
 
@@ -179,8 +193,8 @@ class _Library(NamedTuple):
     from_deep: bool
 
 
-def _library(binary: BinaryFacts) -> _Library:
-    role, why = role_of(binary)
+def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
+    role, why = (NOT_LOADED, not_loaded) if not_loaded else role_of(binary)
     entries = runtime_entries(binary)
     real = [e for e in entries if not kernel_less(e)]
     listed = [e for e in real if e.listed]
@@ -196,6 +210,23 @@ def library_verdict(
 
 
 def _verdict(
+    library: _Library,
+    gpu: GpuTarget,
+    driver_ptx_isa: tuple[int, int] | None,
+    load: LoadModel | None = None,
+) -> LibraryVerdict:
+    """The library's verdict from its kernels, then from whether it loads (``load``)."""
+    judged = _kernels_verdict(library, gpu, driver_ptx_isa)
+    blocked = load.why_blocked(judged.path, gpu.label) if load is not None else ""
+    if not blocked or judged.role != KERNEL_LIBRARY:
+        return judged
+    reason = f"cannot load: {blocked}" + (
+        f" (its kernels: {judged.reason})" if judged.verdict != NONE else f"; {judged.reason}"
+    )
+    return replace(judged, verdict=NONE, reason=reason, load=blocked)
+
+
+def _kernels_verdict(
     library: _Library, gpu: GpuTarget, driver_ptx_isa: tuple[int, int] | None
 ) -> LibraryVerdict:
     binary, role, why, entries, real, hidden, tier, from_deep = library
@@ -206,14 +237,16 @@ def _verdict(
         return LibraryVerdict(binary.path, gpu.label, NO_KERNELS, why, None, False, role, why)
     decided = _decide(tier, cc, driver_ptx_isa)
     if decided is not None:
-        verdict, reason, entry = decided
+        verdict, reason, entry, link = decided
         if from_deep:
             reason += " (a container cuobjdump does not list; the listed fatbin is " + (
                 "kernel-less)" if any(e.listed for e in entries) else "absent)"
             )
         elif verdict != NATIVE:
             reason += _ignored_hidden(hidden, cc)
-        return LibraryVerdict(binary.path, gpu.label, verdict, reason, entry, from_deep, role, why)
+        return LibraryVerdict(
+            binary.path, gpu.label, verdict, reason, entry, from_deep, role, why, link
+        )
     reason = (
         f"nothing runs on {cc}: it has {_present_targets(real or entries)}"
         + _tegra_note(real, cc)
@@ -279,14 +312,20 @@ def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple
     none = by_verdict.get(NONE, [])
     jit = by_verdict.get(JIT, [])
     unknown = by_verdict.get(UNKNOWN, [])
+    blocked = [lib for lib in none if lib.load]
     verdict: Verdict
     if not decided:
         verdict, reason = UNKNOWN, f"no library could be judged: {_names(unknown)}"
+    elif len(blocked) == len(decided):
+        links = sorted({lib.load for lib in blocked})
+        verdict, reason = NONE, f"nothing loads on {cc}: {'; '.join(links)} ({_names(blocked)})"
     elif len(none) == len(decided):
         verdict, reason = NONE, f"no library has kernels for {cc}: {_names(none)}"
     elif none:
         verdict = PARTIAL
         reason = f"{len(none)} of {len(decided)} libraries have nothing for {cc}: {_names(none)}"
+        if blocked:
+            reason += f" ({len(blocked)} cannot load: {blocked[0].load})"
     elif jit:
         verdict = JIT
         reason = f"PTX JIT only (no SASS for {cc}) in {_names(jit)}"
@@ -331,12 +370,14 @@ def verdicts_for(
     groups: Sequence[PackageBinaries],
     gpus: Sequence[GpuTarget],
     driver_ptx_isa: tuple[int, int] | None = None,
+    load: LoadModel | None = None,
 ) -> tuple[PackageVerdict, ...]:
-    """Every package x GPU verdict."""
+    """Every package x GPU verdict; with ``load``, only what would load counts as running."""
     verdicts: list[PackageVerdict] = []
+    not_loaded = load.not_loaded if load is not None else {}
     for group in groups:
-        libraries = [_library(b) for b in group.binaries]
+        libraries = [_library(b, not_loaded.get(b.path, "")) for b in group.binaries]
         for gpu in gpus:
-            judged = [_verdict(library, gpu, driver_ptx_isa) for library in libraries]
+            judged = [_verdict(library, gpu, driver_ptx_isa, load) for library in libraries]
             verdicts.append(package_verdict(group.package, group.version, gpu, judged))
     return tuple(verdicts)

@@ -224,7 +224,12 @@ def _print_environment(out: Output, report: ScanReport) -> None:
 
 
 def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
-    from archgap.report.scan import library_table, not_counted, package_table
+    from archgap.report.scan import (
+        gap_count,
+        library_table,
+        not_counted,
+        package_table,
+    )
     from archgap.report.table import markup_escape as e
     from archgap.report.table import text_lines
 
@@ -261,23 +266,38 @@ def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -
             out.print(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
             for note in p.notes:
                 out.print(f"    [dim]{e(note)}[/]")
-    if report.platform:
-        out.print("\n[bold]Host platform[/]")
-        for f in report.platform:
-            style = "bold red" if f.gates_exit_code else "magenta"
-            out.print(f"  [{style}]cannot run[/] on {e(f.gpu)}: {e(f.cause)}")
+    _print_platform_and_load(out, report)
     _print_jit(out, report)
     if report.caches is not None:
         from archgap.cli.caches_text import cache_lines
 
         out.print("\n".join(cache_lines(report.caches)))
-    gaps = len(report.gaps) + len(report.jit_gaps) + len(report.platform_gaps)
+    gaps = gap_count(report)
     verdict = (
         f"[bold red]{gaps} gap(s)[/] on a present or named GPU"
         if gaps
         else "[green]no gap[/] on a present or named GPU"
     )
     out.print(f"\n{verdict} · {_where_the_time_went(report, elapsed)}")
+
+
+def _print_platform_and_load(out: Output, report: ScanReport) -> None:
+    """What stops the environment from running at all: the host's CPU, a broken load link."""
+    from archgap.report.scan import load_lines
+    from archgap.report.table import markup_escape as e
+
+    if report.platform:
+        out.print("\n[bold]Host platform[/]")
+        for f in report.platform:
+            style = "bold red" if f.gates_exit_code else "magenta"
+            out.print(f"  [{style}]cannot run[/] on {e(f.gpu)}: {e(f.cause)}")
+    if report.load:
+        out.print("\n[bold]Will it load[/]")
+        for (status, cause, fix), link in zip(load_lines(report), report.load, strict=True):
+            gates = link.gates_exit_code and link.status == "fails"
+            style = "bold red" if gates else "magenta"
+            out.print(f"  [{style}]{e(status)}[/] {e(cause)}")
+            out.print(f"    [dim]fix: {e(fix)}[/]")
 
 
 def _where_the_time_went(report: ScanReport, elapsed: float) -> str:

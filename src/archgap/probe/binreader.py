@@ -127,6 +127,9 @@ class Reader:
         # (kind, arch, flags, section, listed, member) of entries shown to hold a kernel: the
         # content of more such entries changes no verdict and is not looked at (fatcontainer)
         self.with_kernels: Set[Tuple[Any, ...]] = set()
+        # a host ELF's DT_NEEDED names (None: not read) and RUNPATH (else RPATH) directories
+        self.needed: Optional[Tuple[str, ...]] = None
+        self.runpath: Tuple[str, ...] = ()
         self._block_at = 0  # where the bytes of the last header pread start
         self._block = b""
 

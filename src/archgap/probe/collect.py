@@ -30,6 +30,7 @@ SECTIONS: Dict[str, Tuple[str, str]] = {
     "code": ("source.sites", "collect_code"),
     "verify": ("verify", "collect_verify"),
     "caches": ("jit_caches", "collect_caches"),
+    "loader": ("loader", "collect_loader"),
 }
 # Sections that mostly wait for commands they run (the target's interpreter, the NVML child,
 # each toolkit's --version): several of them in one request run at the same time, in threads

@@ -270,3 +270,61 @@ def cubin_at(
                  member, 1, kernels)  # fmt: skip
     reader.seen_cubins[base] = end
     return end
+
+
+PT_LOAD = 1
+PT_DYNAMIC = 2
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 15, 29
+MAX_DYNAMIC = 4096  # dynamic entries read at most (a library has ~40)
+ELF64_PROGRAM = struct.Struct("<IIQQQQQQ")
+ELF64_DYN = struct.Struct("<qQ")
+
+
+def dynamic_needs(buf: Any, size: int, fields: Tuple[Any, ...]) -> Tuple[Tuple[str, ...], ...]:
+    """(DT_NEEDED names, RUNPATH or else RPATH directories) of the 64-bit little-endian host
+    ELF image at the start of ``buf`` whose header is ``fields``: what the dynamic loader must
+    find for it (ld.so(8)); ((), ()) for an image without a dynamic section. Raises what slicing
+    raises (a streamed member's ``NotRecorded``) and ValueError for tables past the end."""
+    phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+    if phentsize != ELF64_PROGRAM.size or phoff + phnum * phentsize > size:
+        raise ValueError("program headers past the end")
+    table = bytes(buf[phoff : phoff + phnum * phentsize])
+    loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dynamic: Optional[Tuple[int, int]] = None
+    for i in range(phnum):
+        kind, _, offset, vaddr, _, filesz, _, _ = ELF64_PROGRAM.unpack_from(table, i * phentsize)
+        if kind == PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif kind == PT_DYNAMIC:
+            dynamic = (offset, filesz)
+    if dynamic is None:
+        return (), ()
+    offset, length = dynamic[0], min(dynamic[1], MAX_DYNAMIC * ELF64_DYN.size)
+    if offset + length > size:
+        raise ValueError("dynamic section past the end")
+    raw = bytes(buf[offset : offset + length])
+    tags: List[Tuple[int, int]] = []
+    for at in range(0, len(raw) - ELF64_DYN.size + 1, ELF64_DYN.size):
+        tag, value = ELF64_DYN.unpack_from(raw, at)
+        if tag == DT_NULL:
+            break
+        tags.append((tag, value))
+    strtab = next((v for t, v in tags if t == DT_STRTAB), None)
+    strsz = next((v for t, v in tags if t == DT_STRSZ), 0)
+    # DT_STRTAB is an address: the file offset is that of the PT_LOAD segment holding it
+    start = next(
+        (o + strtab - v for v, o, n in loads if strtab is not None and v <= strtab < v + n), None
+    )
+    if start is None or start + strsz > size:
+        raise ValueError("dynamic string table not in the file")
+    strings = bytes(buf[start : start + min(strsz, 1 << 20)])
+
+    def text(at: int) -> str:
+        stop = strings.find(b"\0", at)
+        return strings[at : stop if stop >= 0 else len(strings)].decode("utf-8", "replace")
+
+    needed = tuple(text(v) for t, v in tags if t == DT_NEEDED and v < len(strings))
+    # RPATH is ignored when RUNPATH is present (ld.so(8))
+    paths = [text(v) for t, v in tags if t == DT_RUNPATH and v < len(strings)]
+    paths = paths or [text(v) for t, v in tags if t == DT_RPATH and v < len(strings)]
+    return needed, tuple(d for p in paths for d in p.split(":") if d)

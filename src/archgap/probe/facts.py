@@ -105,6 +105,10 @@ class BinaryFacts:
     deep: bool  # containers outside .nv_fatbin were searched too
     error: Optional[str] = None  # why the file could not be read (fully); entries read so far stay
     machine: Optional[str] = None  # the host ELF's e_machine: "x86-64", "aarch64", "ppc64" ...
+    # What the dynamic loader must find for it: DT_NEEDED names (None: not read, or no host
+    # shared object/executable) and the RUNPATH (else RPATH) directories, "$ORIGIN" unexpanded.
+    needed: Optional[Tuple[str, ...]] = None
+    runpath: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,17 @@ class PythonEnvironment:
     distributions: Tuple[Distribution, ...]
     unowned_native_files: Tuple[str, ...]  # native files that no RECORD lists
     problems: Tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoaderFacts:
+    """What the target's dynamic loader finds by name alone (probe.loader)."""
+
+    names: Tuple[str, ...]  # library file names in its cache and searched directories
+    directories: Tuple[str, ...]  # where they were read: /etc/ld.so.cache, LD_LIBRARY_PATH ...
+    error: Optional[str] = None  # why the cache could not be read (fully)
+    # each CUDA toolkit library directory under /usr/local, and the library names in it
+    toolkit_dirs: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -179,8 +179,9 @@ def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
         reader.error_count += 1
         found = "unknown"
     return BinaryFacts(
-        path, size, found, reader.found_entries(), reader.deep, reader.error_text(), reader.machine
-    )
+        path, size, found, reader.found_entries(), reader.deep, reader.error_text(), reader.machine,
+        reader.needed, reader.runpath,
+    )  # fmt: skip
 
 
 def read_bytes(path: str, data: Union[bytes, bytearray], deep: bool = False) -> BinaryFacts:

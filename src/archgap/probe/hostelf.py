@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import List, Literal, Optional
+from typing import Any, List, Literal, Optional, Tuple
 
-from .binreader import Reader
+from .binreader import NotRecorded, Reader
 from .deepsearch import READAHEAD_MIN, SEARCH_MIN, search_section
 from .elf import (
     EM_CUDA,
@@ -22,13 +22,14 @@ from .elf import (
     SHT_PROGBITS,
     Sections,
     cubin_at,
+    dynamic_needs,
     section_table,
 )
 from .fatcontainer import walk_containers
 
 # e_machine values of host CPUs (the ELF specification's registry, elf.h)
 MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
-ET_REL = 1
+ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 
 # Sections a deep search never looks into: code, debug info, tables of the dynamic linker.
 NOT_DATA_PREFIXES = (
@@ -83,6 +84,18 @@ def _to_read(sections: Sections, deep: bool, limit: int) -> List[int]:
     ]
 
 
+def _read_needs(reader: Reader, fields: Tuple[Any, ...]) -> None:
+    """What the dynamic loader must find for the file (its DT_NEEDED names and search paths),
+    where the image is 64-bit little-endian (every CUDA host platform); else not read. Quiet:
+    the device code is this reader's to report on, and ``needed`` None says it was not read."""
+    if reader.buf[4:6] != b"\x02\x01":
+        return
+    try:
+        reader.needed, reader.runpath = dynamic_needs(reader.buf, reader.size, fields)
+    except (ValueError, struct.error, NotRecorded):  # not read (a streamed member's tables
+        reader.needed, reader.runpath = None, ()  # not kept, a damaged file): nothing claimed
+
+
 def read_elf(
     reader: Reader, base: int, limit: int, member: Optional[str]
 ) -> Literal["elf", "cubin"]:
@@ -96,6 +109,8 @@ def read_elf(
     fields, sections = section_table(reader, base, limit, where, only_fatbin=not deep)
     if fields is not None and reader.machine is None:
         reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
+    if fields is not None and base == 0 and fields[1] in (ET_EXEC, ET_DYN):
+        _read_needs(reader, fields)
     if sections is None:
         return "elf"
     is_object = fields[1] == ET_REL

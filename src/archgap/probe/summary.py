@@ -13,6 +13,7 @@ as it finds it, so a summarized read makes no object per entry (``Reader.found``
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .binreader import entry_keeper
@@ -84,10 +85,7 @@ def summarized(facts: BinaryFacts) -> BinaryFacts:
         summary.add(*_FIELDS(e))
     if len(summary.rows) == len(facts.entries):
         return facts
-    return BinaryFacts(
-        facts.path, facts.size, facts.format, summary.entries(), facts.deep, facts.error,
-        facts.machine,
-    )  # fmt: skip
+    return replace(facts, entries=summary.entries())
 
 
 def _any_kernels(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
@@ -105,6 +103,8 @@ def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
         facts = summarized(facts)
     data = dict(vars(facts))
     data["entries"] = [dict(vars(e)) for e in facts.entries]
+    if facts.needed is not None:  # as JSON has them (tuples are lists there)
+        data["needed"], data["runpath"] = list(facts.needed), list(facts.runpath)
     return data
 
 

@@ -9,9 +9,11 @@ from typing import Any
 from archgap import __version__
 from archgap.codec import encode
 
-# Bump on any incompatible change to a command's document; each command has a schema file
-# archgap/schema/<command>.schema.json that the test suite validates every output against.
-SCHEMA_VERSION = "1.0"
+# The major on any incompatible change to a command's document, the minor on additions (1.1:
+# scan's "load" findings, a library's "load" and its "not loaded" role); each command has a
+# schema file archgap/schema/<command>.schema.json that the test suite validates every output
+# against.
+SCHEMA_VERSION = "1.1"
 
 
 def document(command: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -93,14 +93,33 @@ def findings(report: ScanReport) -> list[str]:
     ]
     lines += [note for p in report.packages for note in p.notes]
     lines += [f"cannot run on {f.gpu}: {f.cause}" for f in report.platform]
+    lines += [f"{status} {cause}" for status, cause, _ in load_lines(report)]
     for f in report.jit:
         where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
         lines.append(f"JIT {f.status}: {f.package} {f.version}{where} — {f.cause}")
     return lines
 
 
+def load_lines(report: ScanReport) -> list[tuple[str, str, str]]:
+    """Each broken link of the load model: (what it means, the cause, the fix)."""
+    lines = []
+    for f in report.load:
+        status = "cannot load:" if f.status == "fails" else "unknown whether it loads:"
+        where = f" on {f.gpu}" if f.gpu else ""
+        lines.append((status, f"{f.cause}{where}", f"{f.fix} ({f.source})"))
+    return lines
+
+
+def gap_count(report: ScanReport) -> int:
+    """What fails on a present or named GPU: packages, JIT builds, the platform, loading."""
+    return (
+        len(report.gaps) + len(report.jit_gaps) + len(report.platform_gaps)
+        + len(report.load_gaps)
+    )  # fmt: skip
+
+
 def summary_line(report: ScanReport) -> str:
-    gaps = len(report.gaps) + len(report.jit_gaps) + len(report.platform_gaps)
+    gaps = gap_count(report)
     return (
         f"{gaps} gap(s) on a present or named GPU" if gaps else "no gap on a present or named GPU"
     )
@@ -221,6 +240,7 @@ def body(report: ScanReport, elapsed: float) -> dict[str, Any]:
         "jit": report.jit,
         "caches": report.caches,
         "platform": report.platform,
+        "load": report.load,
         "images": report.images,
         "driver": {"version": report.driver, "source": report.driver_source},
         "strict": report.strict,

@@ -1,0 +1,427 @@
+"""The load model: a library's SASS fitting the GPU is not enough; it must load and run there.
+
+Each check is one link of the chain from an installed package to a kernel running on the GPU,
+decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits.json):
+
+1. **The driver runs the GPU**: from the driver of the first CUDA toolkit that supports the
+   architecture up to its last driver branch (NVIDIA's architecture matrix). Below it nothing
+   runs on that GPU at all: one finding for the GPU, and every library there cannot load.
+2. **The driver runs the library's CUDA**: a library whose ``DT_NEEDED`` names a CUDA runtime
+   library of major N (``libcudart.so.13``) needs a driver that runs CUDA N.x (minor-version
+   compatibility's floor, NVIDIA's Table 2: CUDA 13 needs >= 580).
+3. **Its needed libraries resolve**: each ``DT_NEEDED`` name is a library the driver installs,
+   a file an installed package ships, or one the target's dynamic loader finds by name (its
+   cache and trusted directories, LD_LIBRARY_PATH: probe.loader). A CUDA library that none of
+   them gives is a gap, named with the package that ships it.
+4. **The package loads this build**: a package that ships one build per CUDA version loads one
+   of them by its documented rule (kb/load.json "loaders": bitsandbytes by torch's CUDA version
+   or BNB_CUDA_VERSION); the others are shown as not loaded and decide nothing.
+
+Pure: facts in, findings out. Each finding is one broken link, with its chain and its fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from archgap.analysis.compat import GpuTarget
+from archgap.analysis.verdicts import has_device_code
+from archgap.kb import load as kb
+from archgap.kb.toolchain import driver_runs_runtime, minor_version_compat, version_tuple
+from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment, ToolchainFacts
+
+Check = Literal["driver-gpu", "driver-cuda", "needed-library", "picked-build"]
+LOADER_SEARCH = (
+    "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
+    "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
+)
+Status = Literal["fails", "unknown"]
+
+
+@dataclass(frozen=True)
+class LoadFinding:
+    check: Check
+    status: Status  # "fails": it cannot load; "unknown": a fact that would decide is missing
+    gpu: str  # the GPU target's label; "" when it holds on every GPU
+    package: str  # the distribution; "" for the driver
+    libraries: tuple[str, ...]  # the files it is about (paths); () for the driver
+    chain: tuple[str, ...]  # the links, from the package (or the GPU) to what breaks
+    cause: str
+    fix: str
+    source: str  # the knowledge that decided
+    gates_exit_code: bool
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    findings: tuple[LoadFinding, ...] = ()
+    # (library path or "", GPU label or "") -> why it cannot load ("" is every library / GPU)
+    blocked: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    not_loaded: Mapping[str, str] = field(default_factory=dict)  # path -> why it is not picked
+
+    def why_blocked(self, path: str, gpu: str) -> str:
+        """Why the library cannot load on the GPU ("" when nothing stops it)."""
+        blocked = self.blocked
+        return blocked.get(("", gpu)) or blocked.get((path, "")) or blocked.get((path, gpu), "")
+
+
+def load_model(
+    env: PythonEnvironment,
+    binaries: Sequence[BinaryFacts],
+    targets: Sequence[GpuTarget],
+    driver: str | None,
+    driver_source: str,
+    loader: LoaderFacts | None = None,
+    toolchains: ToolchainFacts | None = None,
+) -> LoadModel:
+    """Every broken link of every package's libraries on the judged GPUs."""
+    findings: list[LoadFinding] = []
+    blocked: dict[tuple[str, str], str] = {}
+    gating = any(t.gates_exit_code for t in targets)
+    if driver:
+        findings += _driver_gpu(targets, driver, driver_source, blocked)
+    owner = {path: dist.name for dist in env.distributions for path in dist.native_files}
+    not_loaded: dict[str, str] = {}
+    picked = _picked_builds(binaries, owner, toolchains, not_loaded, blocked, gating)
+    # only what the packages load has to load (a build they never pick may need anything)
+    elves = [b for b in binaries if b.needed is not None and b.path not in not_loaded]
+    if driver:
+        findings += _driver_cuda(elves, owner, driver, driver_source, blocked, gating)
+    findings += _needed(env, elves, owner, loader, blocked, gating)
+    return LoadModel(tuple(findings + picked), blocked, not_loaded)
+
+
+def _driver_gpu(
+    targets: Sequence[GpuTarget], driver: str, source: str, blocked: dict[tuple[str, str], str]
+) -> list[LoadFinding]:
+    """Check 1: one finding per GPU the driver cannot run."""
+    have = version_tuple(driver) or ()
+    findings = []
+    for target in targets:
+        arch = kb.gpu_architecture(str(target.compute_capability))
+        if arch is None or not have:
+            continue
+        need = version_tuple(arch.min_driver or "")
+        last = arch.last_driver_branch
+        if need and have < need:
+            why = (
+                f"driver {driver} is older than {arch.architecture}'s first driver "
+                f"{arch.min_driver} (CUDA {arch.first_cuda}'s minimum)"
+            )
+            fix = (
+                f"install an NVIDIA driver >= {arch.min_driver} "
+                f"(a branch that runs CUDA >= {arch.first_cuda})"
+            )
+        elif last and have[0] > int(last):
+            why = (
+                f"driver {driver} is newer than R{last}, "
+                f"the last branch that runs {arch.architecture}"
+            )
+            fix = f"install an R{last} driver (NVIDIA's last branch for {arch.architecture})"
+        else:
+            continue
+        blocked[("", target.label)] = why
+        findings.append(
+            LoadFinding(
+                "driver-gpu",
+                "fails",
+                target.label,
+                "",
+                (),
+                (
+                    f"{target.label}: {arch.architecture} ({target.compute_capability})",
+                    f"driver {driver} ({source})",
+                    why,
+                ),
+                f"{why}: no package can run on {target.label} with this driver, whatever its "
+                "kernels",
+                fix,
+                arch.source,
+                target.gates_exit_code,
+            )
+        )
+    return findings
+
+
+def _cuda_majors(binary: BinaryFacts) -> dict[int, str]:
+    """The CUDA majors the library's DT_NEEDED names belong to -> the name that says so."""
+    known = kb.cuda_libraries()
+    majors: dict[int, str] = {}
+    for name in binary.needed or ():
+        entry = known.get(name)
+        if entry is not None and entry.cuda_major is not None:
+            majors.setdefault(entry.cuda_major, name)
+    return majors
+
+
+def _driver_cuda(
+    elves: Sequence[BinaryFacts],
+    owner: Mapping[str, str],
+    driver: str,
+    source: str,
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> list[LoadFinding]:
+    """Check 2: one finding per package and CUDA major the driver cannot run."""
+    failing: dict[tuple[str, int], list[tuple[BinaryFacts, str]]] = {}
+    for binary in elves:
+        for major, name in _cuda_majors(binary).items():
+            if driver_runs_runtime(driver, f"{major}.0")[0] is False:
+                failing.setdefault((owner.get(binary.path, ""), major), []).append((binary, name))
+    floors = {rule.runtime_major: rule for rule in minor_version_compat()}
+    findings = []
+    for (package, major), libs in sorted(failing.items()):
+        first, name = libs[0]
+        floor = floors.get(major)
+        need = f"driver >= {floor.driver_min}" if floor else f"a driver that runs CUDA {major}"
+        why = f"it needs {name} (CUDA {major}), and driver {driver} does not run CUDA {major}"
+        for binary, _ in libs:
+            _block(blocked, binary.path, why)
+        chain = (
+            f"{_base(first.path)} needs {name}",
+            f"{name} is CUDA {major}",
+            f"CUDA {major}.x needs {need}",
+            f"driver {driver} ({source})",
+        )
+        cause = (
+            f"{_names(b for b, _ in libs)} of {package or 'no distribution'}: {why} "
+            "('CUDA driver version is insufficient for CUDA runtime version')"
+        )
+        fix = (
+            f"install an NVIDIA {need}, or a build of {package or 'the library'} for a CUDA "
+            "the driver runs"
+        )
+        source_of = floor.source if floor else kb.cuda_libraries()[name].source
+        paths = tuple(b.path for b, _ in libs)
+        findings.append(
+            LoadFinding(
+                "driver-cuda", "fails", "", package, paths, chain, cause, fix, source_of, gating
+            )
+        )
+    return findings
+
+
+def _needed(
+    env: PythonEnvironment,
+    elves: Sequence[BinaryFacts],
+    owner: Mapping[str, str],
+    loader: LoaderFacts | None,
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> list[LoadFinding]:
+    """Check 3: one finding per package and missing provider (a package, or the library when
+    no entry names one), for the CUDA libraries: those with device code or a CUDA library in
+    their DT_NEEDED (a ROCm or CPU build beside them is never loaded on an NVIDIA GPU)."""
+    driver_libs, _ = kb.driver_libraries()
+    shipped = {_base(p) for d in env.distributions for p in d.native_files}
+    shipped.update(_base(p) for p in env.unowned_native_files)
+    shipped.update(_base(b.path) for b in elves)
+    system = set(loader.names) if loader is not None else None
+    known = kb.cuda_libraries()
+    missing: dict[tuple[str, str, Status], dict[str, list[BinaryFacts]]] = {}
+    for binary in elves:
+        needed = binary.needed or ()
+        if not (has_device_code(binary) or any(n in known for n in needed)):
+            continue
+        there, unread = _runpath_libraries(binary, loader)
+        for name in needed:
+            if name in driver_libs or name in shipped or name in there:
+                continue
+            if system is not None and name in system:
+                continue
+            if system is None and name not in known:
+                continue  # a system library (libc, libstdc++): the target's loader was not read
+            entry = known.get(name)
+            provider = entry.package if entry else name
+            status: Status = "unknown" if system is None or unread else "fails"
+            names = missing.setdefault((owner.get(binary.path, ""), provider, status), {})
+            names.setdefault(name, []).append(binary)
+    findings = []
+    for (package, provider, status), names in sorted(missing.items()):
+        where = _not_found_where(loader, status)
+        libs = sorted({b.path: b for group in names.values() for b in group}.values(),
+                      key=lambda b: b.path)  # fmt: skip
+        listed = ", ".join(sorted(names))
+        if status == "fails":
+            for name, group in names.items():
+                for binary in group:
+                    _block(blocked, binary.path, f"{name} is not found")
+        entry = next((known[n] for n in sorted(names) if n in known), None)
+        fix = f"pip install {provider}" if entry else f"install the library that provides {listed}"
+        cause = (
+            f"{_names(libs)} of {package or 'no distribution'} needs {listed}: {where} "
+            f"('{sorted(names)[0]}: cannot open shared object file')"
+        )
+        chain = (f"{_names(libs)} needs {listed} (DT_NEEDED)", where)
+        findings.append(
+            LoadFinding(
+                "needed-library",
+                status,
+                "",
+                package,
+                tuple(b.path for b in libs),
+                chain,
+                cause,
+                fix,
+                entry.source if entry else LOADER_SEARCH,
+                gating and status == "fails",
+            )
+        )
+    return findings
+
+
+NOT_FOUND = "no installed package ships it and the dynamic loader does not find it"
+
+
+def _not_found_where(loader: LoaderFacts | None, status: Status) -> str:
+    """Where a needed library was looked for (``status`` "unknown": not everywhere)."""
+    if loader is None:
+        return "no installed package ships it (the target's loader cache was not read)"
+    if status == "unknown":
+        return (
+            "no installed package ships it and the dynamic loader's cache does not name it; "
+            "its RUNPATH names a directory that was not read"
+        )
+    return f"{NOT_FOUND} ({', '.join(loader.directories)}, RUNPATH)"
+
+
+def _runpath_libraries(
+    binary: BinaryFacts, loader: LoaderFacts | None
+) -> tuple[frozenset[str], bool]:
+    """The library names in the binary's absolute RUNPATH directories that the loader section
+    listed (the toolkits' under /usr/local), and whether one of them was not read. A toolkit
+    directory the probe did not find does not exist ($ORIGIN ones are the environment's)."""
+    listed = dict(loader.toolkit_dirs) if loader is not None else {}
+    names: set[str] = set()
+    unread = False
+    for directory in binary.runpath:
+        if not directory.startswith("/"):
+            continue
+        directory = directory.rstrip("/")
+        if directory in listed:
+            names.update(listed[directory])
+        elif not directory.startswith("/usr/local/cuda"):
+            unread = True
+    return frozenset(names), unread
+
+
+def _picked_builds(
+    binaries: Sequence[BinaryFacts],
+    owner: Mapping[str, str],
+    toolchains: ToolchainFacts | None,
+    not_loaded: dict[str, str],
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> list[LoadFinding]:
+    """Check 4: for a package with a loader rule, which of its builds it loads."""
+    findings = []
+    for package, rule in kb.loader_rules().items():
+        builds: dict[tuple[int, int], str] = {}
+        for binary in binaries:
+            match = rule.library.search(_base(binary.path))
+            if owner.get(binary.path) == package and match:
+                builds[(int(match.group(1)), int(match.group(2)))] = binary.path
+        if not builds:
+            continue
+        wanted, why, overridden = _wanted_version(rule, toolchains)
+        if wanted is None:
+            findings.append(
+                LoadFinding(
+                    "picked-build",
+                    "unknown",
+                    "",
+                    package,
+                    tuple(sorted(builds.values())),
+                    (rule.what, why),
+                    f"{package}: which of its {len(builds)} builds it loads "
+                    f"is not known ({why}): every build is judged",
+                    "scan the environment that has torch installed (its torch/version.py decides)",
+                    rule.source,
+                    False,
+                )
+            )
+            continue
+        picked = _select(builds, wanted, overridden)
+        label = f"{wanted[0]}.{wanted[1]}"
+        for version, path in builds.items():
+            if version != picked:
+                not_loaded[path] = (
+                    f"{package} loads the build for CUDA {label} ({why}), not this one"
+                )
+        if picked is None:
+            name = rule.library.pattern.split("(")[0] + f"{wanted[0]}{wanted[1]}.so"
+            reason = f"{package} would load {name} ({why}), which it does not ship"
+            for path in builds.values():
+                not_loaded.pop(path, None)
+                _block(blocked, path, reason)
+            findings.append(
+                LoadFinding(
+                    "picked-build",
+                    "fails",
+                    "",
+                    package,
+                    tuple(sorted(builds.values())),
+                    (rule.what, why, f"no build for CUDA {wanted[0]}.x"),
+                    reason,
+                    f"install a {package} release with a CUDA {wanted[0]} build, or set "
+                    f"{rule.override} to one it ships",
+                    rule.source,
+                    gating,
+                )
+            )
+    return findings
+
+
+def _wanted_version(
+    rule: kb.LoaderRule, toolchains: ToolchainFacts | None
+) -> tuple[tuple[int, int] | None, str, bool]:
+    """The CUDA version whose build the package loads, why, and whether the override named it."""
+    if toolchains is None:
+        return None, "the environment's toolchain facts were not collected", False
+    override = next((v.value for v in toolchains.env if v.name == rule.override), None)
+    if override is not None:
+        if override.isdigit() and len(override) >= 2:
+            return (int(override[:-1]), int(override[-1])), f"{rule.override}={override}", True
+        return None, f"{rule.override}={override!r} is not a version like 128", True
+    torch = toolchains.torch
+    if torch is None or not torch.cuda:
+        return None, "torch is not installed, or is a CPU build", False
+    major, _, minor = torch.cuda.partition(".")
+    if not (major.isdigit() and minor[:1].isdigit()):
+        return None, f"torch.version.cuda is {torch.cuda!r}", False
+    wanted = (int(major), int(minor.split(".")[0]))
+    return wanted, f"torch {torch.version} is built for CUDA {torch.cuda}", False
+
+
+def _select(
+    builds: Mapping[tuple[int, int], str], wanted: tuple[int, int], overridden: bool
+) -> tuple[int, int] | None:
+    """The build the rule picks: the exact one; unless overridden, else the highest of the same
+    major below it, else the lowest of the same major above it; never another major."""
+    if wanted in builds or overridden:
+        return wanted if wanted in builds else None
+    same = [v for v in builds if v[0] == wanted[0]]
+    lower = [v for v in same if v < wanted]
+    higher = [v for v in same if v > wanted]
+    return max(lower) if lower else min(higher) if higher else None
+
+
+def _block(blocked: dict[tuple[str, str], str], path: str, why: str) -> None:
+    """Record one more broken link of the library at ``path`` (on every GPU)."""
+    known = blocked.get((path, ""))
+    blocked[(path, "")] = f"{known}; {why}" if known else why
+
+
+def _base(path: str) -> str:
+    return os.path.basename(path)
+
+
+def _names(binaries: Iterable[BinaryFacts]) -> str:
+    names = sorted({_base(b.path) for b in binaries})
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+__all__ = ["LoadFinding", "LoadModel", "load_model"]

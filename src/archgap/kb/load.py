@@ -1,0 +1,96 @@
+"""What a library needs in order to load (``load.json``) and which GPUs a driver runs
+(``drivers.json`` "gpu_architectures")."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from archgap.kb import load_json
+from archgap.kb.toolchain import toolkit_release
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    soname: str  # "libcublas.so.12"
+    cuda_major: int | None  # the CUDA major it belongs to; None when the soname does not say
+    package: str  # the package that ships it: "nvidia-cublas-cu12"
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuArchitecture:
+    architecture: str  # "Blackwell"
+    compute_capabilities: tuple[str, ...]  # ("10.0", "12.0")
+    first_cuda: str  # the first CUDA toolkit that supports it
+    min_driver: str | None  # that toolkit's GA driver minimum (toolkits.json); None if unknown
+    last_driver_branch: str | None  # "580": the last driver branch that runs it
+    source: str
+
+
+@dataclass(frozen=True)
+class LoaderRule:
+    """How a package that ships several builds of a library picks the one it loads."""
+
+    package: str
+    library: re.Pattern[str]  # a build's file name -> its (major, minor) groups
+    cuda_from: str  # whose CUDA version decides: "torch"
+    override: str  # the environment variable that names the build instead
+    what: str
+    source: str
+
+
+@cache
+def cuda_libraries() -> dict[str, CudaLibrary]:
+    return {
+        e["soname"]: CudaLibrary(e["soname"], e["cuda_major"], e["package"], e["source"])
+        for e in load_json("load.json")["cuda_libraries"]
+    }
+
+
+@cache
+def driver_libraries() -> tuple[frozenset[str], str]:
+    """The libraries the NVIDIA driver installs (libcuda.so.1, NVML), and the source."""
+    entry = load_json("load.json")["driver_libraries"]
+    return frozenset(entry["names"]), entry["source"]
+
+
+@cache
+def loader_rules() -> dict[str, LoaderRule]:
+    return {
+        e["package"]: LoaderRule(
+            e["package"],
+            re.compile(e["library"]),
+            e["cuda_from"],
+            e["override"],
+            e["what"],
+            e["source"],
+        )
+        for e in load_json("load.json")["loaders"]
+    }
+
+
+@cache
+def gpu_architectures() -> tuple[GpuArchitecture, ...]:
+    found = []
+    for e in load_json("drivers.json")["gpu_architectures"]:
+        release = toolkit_release(e["first_cuda"])
+        minimum = release.min_driver_linux if release else None
+        found.append(
+            GpuArchitecture(
+                e["architecture"],
+                tuple(e["compute_capabilities"]),
+                e["first_cuda"],
+                minimum,
+                e["last_driver_branch"],
+                e["source"],
+            )
+        )
+    return tuple(found)
+
+
+def gpu_architecture(compute_capability: str) -> GpuArchitecture | None:
+    return next(
+        (a for a in gpu_architectures() if compute_capability in a.compute_capabilities), None
+    )
