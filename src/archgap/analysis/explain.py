@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from archgap.analysis import causes as causes_
 from archgap.analysis import explain_rules
-from archgap.analysis.compat import ComputeCapability
+from archgap.analysis.compat import ComputeCapability, GpuTarget
 from archgap.analysis.explain_chain import (
     FROM_LOG,
     Chain,
@@ -104,10 +104,15 @@ def recognise(log: ParsedLog) -> Recognised:
 
 
 def explain(
-    log: ParsedLog, signatures: Sequence[Signature], examined: Examined | None = None
+    log: ParsedLog,
+    signatures: Sequence[Signature],
+    examined: Examined | None = None,
+    named: Sequence[GpuTarget] = (),
 ) -> Diagnosis:
-    """The diagnosis of a log, confirmed on the ``examined`` environment's facts where given."""
+    """The diagnosis of a log, confirmed on the ``examined`` environment's facts where given;
+    with the log alone, the ``named`` GPUs (``--gpu``) are the GPUs in question."""
     recognised = recognise(log)
+    gpus = examined.gpus if examined is not None else tuple(named)
     where = examined.description if examined else ""
     focus = focus_of(log, signatures)
     if focus is None:
@@ -148,7 +153,6 @@ def explain(
             FROM_LOG,
         )
     walked = examined is not None and walk_code(chain, log, focus, examined)
-    gpus = examined.gpus if examined is not None else ()
     facts = causes_.version_facts(log, _texts(log), load_version_marks(), gpus)
     judgement = causes_.judge(focus.root_signature.causes, facts)
     if not walked:
@@ -162,9 +166,9 @@ def explain(
         chain.notes.extend(examined.problems)
     root_cause, cause_status = _root_cause(chain, focus, walked, judgement)
     decide = judgement.decide if cause_status in (causes_.CONDITIONAL, causes_.UNDETERMINED) else ()
-    fixes = _fixes(focus, log, examined, facts)
+    fixes = _fixes(focus, log, examined, facts, gpus)
     # Where the code was not walked, the rules decide from the log's facts (analysis.explain_rules)
-    ruling = None if walked else _ruling(focus, log, examined)
+    ruling = None if walked else _ruling(focus, log, gpus)
     if ruling is not None:
         root_cause = (
             f"{ruling.cause} (rule {ruling.rule}, from the log's facts and the knowledge base; "
@@ -195,8 +199,7 @@ def explain(
     )
 
 
-def _ruling(focus: Focus, log: ParsedLog, examined: Examined | None) -> explain_rules.Ruling | None:
-    gpus = examined.gpus if examined is not None else ()
+def _ruling(focus: Focus, log: ParsedLog, gpus: Sequence[GpuTarget]) -> explain_rules.Ruling | None:
     facts = explain_rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus))
     for signature in dict.fromkeys((focus.root_signature, focus.signature)):
         ruling = explain_rules.decide(signature.id, focus.primary.text, facts)
@@ -320,11 +323,10 @@ def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
 
 
 def _exact_gpus(
-    log: ParsedLog, examined: Examined | None, focus: Focus
+    log: ParsedLog, gpus: Sequence[GpuTarget], focus: Focus
 ) -> tuple[ComputeCapability, ...]:
-    """The exact compute capabilities of the GPU in question: the examined GPUs, else the GPU the
-    log states or names (not a build's arch list), else the target the error itself names."""
-    gpus = examined.gpus if examined is not None else ()
+    """The exact compute capabilities of the GPU in question: the examined or named GPUs, else
+    the GPU the log states or names (not a build's arch list), else the target the error names."""
     dotted = causes_.gpu_capabilities(log, gpus) or _arch_of(focus)
     found = (ComputeCapability.parse(cc) for cc in dotted)
     return tuple(dict.fromkeys(cc for cc in found if cc is not None))
@@ -340,13 +342,17 @@ def _major_only(log: ParsedLog) -> tuple[ComputeCapability, ...]:
 
 
 def _engine_fixes(
-    focus: Focus, log: ParsedLog, examined: Examined | None, facts: Mapping[str, causes_.Known]
+    focus: Focus,
+    log: ParsedLog,
+    examined: Examined | None,
+    facts: Mapping[str, causes_.Known],
+    gpus: Sequence[GpuTarget],
 ) -> tuple[FixSuggestion, ...] | None:
     """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
     None when the error is not FlashInfer's, no exact GPU is known, or the log's evidence puts
     FlashInfer before 0.3.1 (no compilation context: the engine's rules do not apply)."""
     ids = (focus.signature.id, focus.root_signature.id)
-    ccs = _exact_gpus(log, examined, focus)
+    ccs = _exact_gpus(log, gpus, focus)
     per_gpu = not ccs  # the log names no exact GPU: a fix per compute capability of the major
     ccs = ccs or _major_only(log)
     if not any(i.startswith("flashinfer") for i in ids) or not ccs:
@@ -401,10 +407,11 @@ def _fixes(
     log: ParsedLog,
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],
+    gpus: Sequence[GpuTarget],
 ) -> tuple[FixSuggestion, ...]:
     # FlashInfer's fixes come from the fix engine scan uses (per exact GPU, version and nvcc);
     # the signatures' own fixes serve the other errors and a FlashInfer log with no GPU known.
-    engine = _engine_fixes(focus, log, examined, facts)
+    engine = _engine_fixes(focus, log, examined, facts, gpus)
     if engine is not None:
         return engine
     signature, root = focus.signature, focus.root_signature

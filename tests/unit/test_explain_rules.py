@@ -1,0 +1,261 @@
+"""explain's rules: causes and fixes decided from the log's facts and the knowledge base.
+
+The inputs are real messages, each cited (most are frozen in tests/fixtures/explain_blind with
+their source). The expectations come from the rule that decides each case (the targets each
+CUDA release adds and drops, the PTX ISA of each release and its minimum driver, TensorRT's SM
+support, SASS compatibility within a major, Tegra's own builds), never from archgap's output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.explain import Diagnosis, explain
+from archgap.analysis.logparse import parse_log
+from archgap.kb import toolchain as kb
+from archgap.kb.gpus import mentioned_products
+from archgap.kb.signatures import load_signatures
+
+BLIND = Path(__file__).resolve().parents[1] / "fixtures" / "explain_blind"
+
+
+def _explain(text: str, gpus: tuple[str, ...] = ()) -> Diagnosis:
+    named = tuple(resolve_gpu(g) for g in gpus)
+    return explain(parse_log(text), load_signatures(), None, named)
+
+
+def _blind(name: str) -> Diagnosis:
+    return _explain((BLIND / name).read_text())
+
+
+def _fixes(d: Diagnosis) -> str:
+    return " | ".join(f.text for f in d.fixes)
+
+
+# ---------------------------------------------------------------- direction, from the toolkit data
+
+
+def _plain_targets() -> list[str]:
+    seen: dict[str, None] = {}
+    for release in kb.toolkit_releases():
+        seen.update({t: None for t in release.targets_added if t[-1].isdigit()})
+    return list(seen)
+
+
+def _release_before(cuda: str) -> str | None:
+    names = [r.cuda for r in kb.toolkit_releases()]
+    at = names.index(cuda)
+    return names[at - 1] if at else None
+
+
+def _release_after(cuda: str) -> str | None:
+    names = [r.cuda for r in kb.toolkit_releases()]
+    at = names.index(cuda)
+    return names[at + 1] if at + 1 < len(names) else None
+
+
+TOO_OLD = [
+    (t, older)
+    for t in _plain_targets()
+    if (span := kb.toolkit_range_for(t)) and (older := _release_before(span[0]))
+]
+TOO_NEW = [
+    (t, newer, span[1])
+    for t in _plain_targets()
+    if (span := kb.toolkit_range_for(t)) and span[1] and (newer := _release_after(span[1]))
+]
+
+
+def test_the_toolkit_data_has_gaps_both_ways() -> None:
+    assert len(TOO_OLD) >= 10 and len(TOO_NEW) >= 10  # e.g. sm_75 on 9.2, sm_30 on 11.0
+
+
+@pytest.mark.parametrize(("target", "cuda"), TOO_OLD)
+def test_a_toolkit_older_than_the_target(target: str, cuda: str) -> None:
+    first = kb.first_toolkit_for(target)
+    arch = target.replace("sm_", "compute_")
+    d = _explain(
+        f"Cuda compilation tools, release {cuda}, V{cuda}.1\n"
+        f"nvcc fatal   : Unsupported gpu architecture '{arch}'\n"
+    )
+    assert d.cause_status == "determined"
+    assert f"older than {target}" in d.root_cause and "dropped" not in d.root_cause
+    assert f"CUDA >= {first}" in _fixes(d)
+
+
+@pytest.mark.parametrize(("target", "cuda", "last"), TOO_NEW)
+def test_a_toolkit_newer_than_the_release_that_dropped_the_target(
+    target: str, cuda: str, last: str
+) -> None:
+    arch = target.replace("sm_", "compute_")
+    d = _explain(
+        f"Cuda compilation tools, release {cuda}, V{cuda}.1\n"
+        f"nvcc fatal   : Unsupported gpu architecture '{arch}'\n"
+    )
+    assert d.cause_status == "determined"
+    assert f"newer than {target}" in d.root_cause and f"dropped {target}" in d.root_cause
+    assert f"CUDA <= {last}" in _fixes(d) and f"remove {target}" in _fixes(d)
+
+
+def test_an_unknown_toolkit_is_the_fact_that_decides() -> None:
+    # compute_70: too old before CUDA 9.0, dropped by 13.0; the log does not say which nvcc ran
+    d = _explain("nvcc fatal   : Unsupported gpu architecture 'compute_70'\n")
+    assert d.cause_status == "conditional"
+    assert "either" in d.root_cause and any("nvcc --version" in x for x in d.decide)
+    assert "CUDA <= 12.9" in _fixes(d) and "CUDA >= 9.0" in _fixes(d)
+
+
+# ---------------------------------------------------------------- class 1: which tool
+
+
+def test_cmake_default_sm30_under_cuda_11_is_dropped_and_the_fix_is_the_gpus_own_arch() -> None:
+    # https://github.com/utcs-scea/altis/issues/19: GTX 1650 (7.5), CUDA 11.6, nvcc's ptxas
+    d = _blind("altis-19-ptxas-sm30-cuda116.log")
+    assert "CUDA 11.0 dropped sm_30" in d.root_cause
+    assert "CMAKE_CUDA_ARCHITECTURES=75" in _fixes(d)
+    assert "TRITON_PTXAS_PATH" not in _fixes(d)  # nvcc ran, not Triton
+
+
+def test_xla_ptxas_gets_a_path_fix_not_a_triton_one() -> None:
+    # https://github.com/tensorflow/serving/issues/1821: sm_86 needs a ptxas of CUDA >= 11.1
+    d = _blind("tf-serving-1821-xla-ptxas-sm86.log")
+    assert "XLA's ptxas" in d.root_cause and "CUDA >= 11.1" in d.root_cause
+    assert "PATH" in _fixes(d) and "TRITON_PTXAS_PATH" not in _fixes(d)
+
+
+def test_an_old_ptxas_under_xla_is_the_ptxas_not_the_driver() -> None:
+    # https://github.com/jax-ml/jax/issues/6799: ptxas 8.x knows PTX 5.0, jaxlib wrote 6.0 (9.0)
+    d = _blind("jax-6799-xla-ptxas-version.log")
+    assert "ptxas in use is older" in d.root_cause and "CUDA 9.0" in d.root_cause
+    assert "driver" not in _fixes(d).lower()
+
+
+# ---------------------------------------------------------------- class 2: the driver's PTX ISA
+
+
+def test_ptx_newer_than_the_drivers_jit_is_the_driver() -> None:
+    # https://github.com/numba/numba/issues/7006: PTX 8.4 (CUDA 12.4) on a driver that knows 8.2
+    d = _blind("numba-7006-ptx-version-84-82.log")
+    assert "driver is older" in d.root_cause and "CUDA 12.4" in d.root_cause
+    minimum = kb.toolkit_release("12.4")
+    assert minimum is not None and f">= {minimum.min_driver_linux}" in _fixes(d)
+    assert "CUDA 12.2" in _fixes(d)  # or the toolchain of the driver's PTX ISA 8.2
+    assert "TRITON_PTXAS_PATH" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- class 3: NVRTC
+
+
+def test_nvrtc_of_cuda_13_dropped_pascal() -> None:
+    # https://github.com/cupy/cupy/issues/9475: GTX 1080 (6.1), NVRTC (13, 0)
+    d = _blind("cupy-9475-nvrtc-gtx1080-cuda13.log")
+    assert d.signature == "nvrtc-invalid-arch"
+    assert "CUDA 13.0 dropped sm_61" in d.root_cause
+    assert "CUDA 12.9 NVRTC" in _fixes(d)
+
+
+def test_nvrtc_of_cuda_8_predates_volta() -> None:
+    # https://github.com/cupy/cupy/issues/2087: Tesla V100 (7.0), CUDA 8.0
+    d = _blind("cupy-2087-nvrtc-v100-cuda80.log")
+    assert "older than sm_70" in d.root_cause and "CUDA >= 9.0" in _fixes(d)
+
+
+# ---------------------------------------------------------------- class 4: TensorRT
+
+
+def test_tensorrt_older_than_ada() -> None:
+    # https://github.com/NVIDIA/TensorRT/issues/2727: 'Unsupported SM: 0x809' on TensorRT 8.4.1.5
+    d = _blind("tensorrt-2727-trt84-rtx4080.log")
+    assert "predates SM 8.9" in d.root_cause and "TensorRT >= 8.5" in _fixes(d)
+
+
+def test_tensorrt_10_dropped_pascal() -> None:
+    # https://github.com/NVIDIA/TensorRT/issues/3826: 'Unsupported SM: 0x601' on TensorRT 10.0.1
+    d = _blind("tensorrt-3826-trt10-gtx1080ti.log")
+    assert "dropped SM 6.1" in d.root_cause and "TensorRT <= 9.1" in _fixes(d)
+
+
+# ---------------------------------------------------------------- class 5: 12.1
+
+
+def test_torch_built_for_sm120_runs_on_gb10() -> None:
+    # https://github.com/eugr/spark-vllm-docker/issues/15: 12.1 against torch's (8.0) - (12.0);
+    # sm_120 SASS runs on 12.1 (same major, newer minor): the maintainer says ignore it
+    d = _blind("spark-vllm-docker-15-gb10-torch-warning.log")
+    assert d.root_cause.startswith("no gap") and d.fixes == ()
+
+
+def test_log_only_gpu_gb10_on_sm_12x_offers_only_12_1_fixes() -> None:
+    # FlashInfer's swallowed error names only the major; --gpu GB10 (12.1) settles the minor, and
+    # a 12.0a cubin does not run on 12.1 (arch-specific SASS runs on exactly its capability)
+    text = (
+        "[2026-05-12 10:00:01 TP0] Failed to get device capability: "
+        "SM 12.x requires CUDA >= 12.9.\n"
+        "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
+    )
+    assert "12.0a" in _fixes(_explain(text))  # the log alone: a fix per 12.x GPU
+    named = _fixes(_explain(text, ("GB10",)))
+    assert "12.1a" in named and "12.0a" not in named and "<CC>" not in named
+
+
+# ---------------------------------------------------------------- class 6: words, Jetson
+
+
+def test_gpu_names_in_any_spelling_through_the_gpu_table() -> None:
+    def ccs(text: str) -> list[str]:
+        return [p.compute_capability for p in mentioned_products(text)]
+
+    assert ccs("I'm using gtx1650 on my computer") == ["7.5"]
+    assert ccs("GPU name 2080Ti") == ["7.5"]
+    assert ccs("TensorRT 10.0.1 on 1080ti") == ["6.1"]
+    assert ccs("a Tesla K80 and two Tesla K40c cards") == ["3.7", "3.5"]
+    assert ccs("RTX 5090 D") == ["12.0"]  # the most specific name, once
+    assert ccs("L4T R35.4.1") == [] and ccs("SM_VERSION_A100") == []  # not an L4, not an A100
+
+
+def test_jetson_gets_jetpack_builds_not_a_desktop_index() -> None:
+    # https://github.com/pytorch/pytorch/issues/145560: Orin, torch from the nightly cu124 index
+    d = _blind("pytorch-145560-orin-nightly-cu124.log")
+    assert "Jetson" in d.root_cause
+    assert "JetPack build" in _fixes(d) and "download.pytorch.org" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- class 7: the package named
+
+
+def test_no_kernel_image_names_the_package_and_the_gpu() -> None:
+    # https://github.com/microsoft/onnxruntime/issues/26245: RTX PRO 4500 Blackwell (12.0)
+    d = _blind("ort-26245-cuda-ep-rtx-pro-4500.log")
+    assert "onnxruntime was built without sm_120" in d.root_cause
+    assert "onnxruntime" in _fixes(d) and "<CC>" not in _fixes(d)
+
+
+def test_an_old_gpu_current_builds_dropped_needs_an_old_release() -> None:
+    # https://github.com/NVIDIA/DeepLearningExamples/issues/695: GeForce GT 710 (Kepler 3.5)
+    d = _blind("dle-695-gt710-no-kernel-image.log")
+    assert "no longer ships sm_35" in d.root_cause and "CUDA <= 11.8" in _fixes(d)
+
+
+# ---------------------------------------------------------------- class 9: a gate the GPU settles
+
+
+def test_a_kernel_written_for_one_arch_is_not_a_rebuild() -> None:
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/6892: attention sinks only on SM90, RTX 5090
+    d = _blind("trtllm-6892-attention-sinks-sm90-rtx5090.log")
+    assert "for 9.0 only" in d.root_cause and "rebuilding for 12.0 does not add it" in d.root_cause
+    assert "TORCH_CUDA_ARCH_LIST" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- not architecture
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["hallo-143-oom.log", "vllm-13939-illegal-memory-access.log", "mgfn-35-oom.log"],
+)
+def test_other_errors_get_no_architecture_cause(name: str) -> None:
+    d = _blind(name)
+    assert d.status == "not-architecture" and d.root_cause == "" and d.fixes == ()
