@@ -222,7 +222,7 @@ def test_python_api_is_the_same_walk(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     main, _, _ = served
     options = IndexOptions(main, (), "3.12", "manylinux_2_28_x86_64")
-    report = api_versions("demo-kernels", ["T4"], options, first=True)
+    report = api_versions("demo-kernels", gpus=["T4"], options=options, first=True)
     assert [(v.version, v.covers) for v in report.versions] == [
         ("3.0", False),
         ("2.0", False),

@@ -30,13 +30,12 @@ OPTIONS = (
         metavar="PACKAGE",
         help="a project name, or a requirement that narrows the versions (torch>=2.8)",
     ),
-    opt.option(
+    opt.listed(
         "--gpu",
-        action="append",
-        required=True,
-        metavar="GPU",
-        help="the GPU to cover: a compute capability (12.0, sm_120) or a name (H100, RTX PRO "
+        "GPU",
+        "the GPU to cover: a compute capability (12.0, sm_120) or a name (H100, RTX PRO "
         "6000); repeatable, comma-separated (a variant must cover them all)",
+        required=True,
     ),
     opt.flag(
         "--first",
@@ -59,13 +58,12 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.index.resolve import ResolveError
     from archgap.report import versions as rendering
 
-    gpus = args.gpu
     started = time.monotonic()
     try:
         with out.counter(f"judging {args.package}") as tell:
             report = versions(
-                args.package, gpus, opt.index_options(args), first=args.first, driver=args.driver,
-                strict=args.strict, progress=tell,
+                args.package, gpus=args.gpu, options=opt.index_options(args), first=args.first,
+                driver=args.driver, strict=args.strict, progress=tell,
             )  # fmt: skip
     except (UnknownGpu, ResolveError, ValueError) as exc:
         raise UsageError(str(exc)) from None
