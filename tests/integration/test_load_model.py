@@ -12,7 +12,8 @@ Expectations, from first principles:
   Volta's last driver branch is R580.
 - bitsandbytes 0.50.2 cextension.py get_cuda_bnb_library_path (lines 38-51): BNB_CUDA_VERSION
   names the one build it loads; without it, torch.version.cuda's build, else the highest of the
-  same major below it (lines 62-64), else the lowest above it.
+  same major below it (lines 62-64), else the lowest above it (65-68), never another major
+  (69-72).
 - ld.so(8): a DT_NEEDED name is found in RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache or the
   trusted directories; the loader caches here are written by ldconfig.
 """
@@ -149,3 +150,35 @@ def test_a_driver_older_than_the_gpu_runs_nothing_there(bnb_facts: dict[str, Any
 def test_a_driver_newer_than_the_last_branch_of_the_gpu(bnb_facts: dict[str, Any]) -> None:
     (finding,) = [f for f in judge(bnb_facts, ["V100"], "590.44.01").load if f.gpu]
     assert finding.check == "driver-gpu" and "R580" in finding.cause
+
+
+@pytest.mark.parametrize(
+    ("torch_cuda", "picked"),
+    [
+        ("12.8", "libbitsandbytes_cuda128.so"),  # its own build
+        ("12.9", "libbitsandbytes_cuda128.so"),  # the highest 12.x below 12.9 (lines 62-64)
+        ("12.0", "libbitsandbytes_cuda121.so"),  # none below: the lowest 12.x above (65-68)
+        ("13.1", "libbitsandbytes_cuda130.so"),
+        ("10.2", None),  # no 10.x build: it loads nothing (lines 69-72)
+    ],
+)
+def test_bitsandbytes_loads_the_build_for_torchs_cuda(torch_cuda: str, picked: str | None) -> None:
+    from archgap.analysis.compat import resolve_gpu
+    from archgap.analysis.load import load_model
+    from archgap.probe.facts import Distribution, PythonEnvironment, ToolchainFacts, TorchBuild
+    from archgap.probe.fatbin import read_binary
+
+    builds = sorted(bnb_file("libbitsandbytes_cuda130.so").parent.glob("libbitsandbytes_cuda*.so"))
+    binaries = [read_binary(str(p)) for p in builds]
+    dist = Distribution("bitsandbytes", "0.50.2", "", tuple(b.path for b in binaries))
+    env = PythonEnvironment("python", "3.11", (), (dist,), ())
+    torch = TorchBuild(f"2.9.0+cu{torch_cuda.replace('.', '')}", torch_cuda, "torch/version.py")
+    toolchains = ToolchainFacts("shell", (), None, (), (), torch, (), ())
+    model = load_model(env, binaries, [resolve_gpu("H100")], None, "", None, toolchains)
+    loaded = sorted(p.rsplit("/", 1)[-1] for p in dist.native_files if p not in model.not_loaded)
+    if picked is not None:
+        assert loaded == [picked]
+        assert not [f for f in model.findings if f.check == "picked-build"]
+    else:
+        (finding,) = [f for f in model.findings if f.check == "picked-build"]
+        assert finding.status == "fails" and "libbitsandbytes_cuda102.so" in finding.cause

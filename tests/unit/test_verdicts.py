@@ -71,6 +71,24 @@ def test_driver_too_old_for_the_ptx_isa() -> None:
     assert "unsupported toolchain" in verdict.reason
 
 
+def test_ptx_newer_than_the_driver_blames_the_driver_not_the_kernels() -> None:
+    # build.sh's libptxonly.so: nvcc 13.0, compute_80 PTX only; `cuobjdump -ptx` shows
+    # ".version 9.0". A 570 driver runs CUDA up to 12.8, whose PTX ISA is 8.7 (NVIDIA's PTX ISA
+    # release history): it cannot JIT ISA 9.0, whatever GPU runs it.
+    from pathlib import Path
+
+    from archgap.probe.fatbin import read_binary
+
+    ptx = read_binary(str(Path(__file__).parents[1] / "fixtures/cuda/bin/libptxonly.so"))
+    a100 = resolve_gpu("A100")
+    verdict = library_verdict(ptx, a100, driver_ptx_isa=(8, 7))
+    assert verdict.verdict == "none" and "ISA 8.7" in verdict.load and "9.0" in verdict.load
+    package = package_verdict("pkg", "1", a100, [verdict])
+    assert package.reason.startswith("nothing loads on 8.0: the driver JIT-compiles PTX up to")
+    # a driver that knows ISA 9.0 (CUDA 13): JIT at load, nothing broken
+    assert library_verdict(ptx, a100, driver_ptx_isa=(9, 0)).load == ""
+
+
 def test_arch_specific_cubin_does_not_run_on_the_next_minor() -> None:
     sm100a = lib("/sp/x.so", entry("sm_100a"))
     assert library_verdict(sm100a, resolve_gpu("B200")).verdict == "native"
