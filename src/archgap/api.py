@@ -42,9 +42,11 @@ if TYPE_CHECKING:
     from archgap.analysis.logparse import ParsedLog
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
-    from archgap.analysis.versions import VersionsReport
+    from archgap.analysis.versions import VersionsReport, VersionVerdict
     from archgap.index.deps import Chosen
+    from archgap.index.fetch import Fetched
     from archgap.index.options import IndexOptions
+    from archgap.index.resolve import Candidate
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
@@ -185,6 +187,7 @@ def report_from_facts(
 
 def versions(
     package: str,
+    *,
     gpus: Sequence[str],
     options: IndexOptions | None = None,
     first: bool = False,
@@ -192,21 +195,82 @@ def versions(
     strict: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> VersionsReport:
-    """The released versions and variants of ``package`` on the user's indexes (``options``;
-    pip's settings apply), newest first, each judged on ``gpus`` from its wheel; with ``first``
-    only down to the newest that covers them. ``winner`` and ``install`` (the pip command) name
-    that one. Raises ``UnknownGpu`` for an unknown GPU name, ``ResolveError`` for a PACKAGE
-    that is not a requirement; an index or a wheel that fails is a problem in the report.
-    ``progress(done, total, variant)`` is told before each wheel is read."""
+    """The released versions and variants of ``package`` (a name, or a requirement that narrows
+    the versions) on the user's indexes (``options``; pip's settings apply), newest first, each
+    judged on ``gpus`` from its wheel like ``scan WHEEL --gpu``; with ``first`` only down to the
+    newest that covers them (older wheels are never fetched). ``winner`` and ``install`` (the
+    pip command) name that one. Raises ``UnknownGpu`` for an unknown GPU name, ``ResolveError``
+    for a PACKAGE that is not a requirement; an index or a wheel that fails is a problem in the
+    report. ``progress(done, total, variant)`` is told before each wheel is read."""
+    from archgap.analysis.versions import VersionsReport
+    from archgap.index import net
     from archgap.index.options import IndexOptions
-    from archgap.index.resolve import indexes
-    from archgap.index.versions import walk
+    from archgap.index.resolve import ResolveError, candidates, indexes, parse_requirement
+    from archgap.index.versions import install_line, variants
 
     chosen = options or IndexOptions()
     urls = indexes(chosen.index_url, list(chosen.extra_index_urls))
-    return walk(
-        package, gpus, chosen, urls, first=first, driver=driver, strict=strict, progress=progress
+    targets = _resolve(gpus)
+    requirement = parse_requirement(package)
+    base = (requirement.name, targets, tuple(urls), chosen.python_version, chosen.platform)
+    skipped: list[str] = []
+    with net.limits(chosen.timeout, chosen.max_download):  # the wheels' deadline, cap
+        try:
+            found = candidates(requirement, urls, chosen.python_version, chosen.platform, skipped)
+        except ResolveError as exc:
+            return VersionsReport(*base, strict, (), 0, None, None, str(exc))
+        listed = variants(found, urls)
+        judged: list[VersionVerdict] = []
+        fetched: list[Fetched] = []
+        winner = None
+        for done, candidate in enumerate(listed):
+            if progress:
+                progress(done, len(listed), f"{requirement.name} {candidate.version}")
+            result = _judge_variant(candidate, targets, driver, strict, fetched)
+            judged.append(result)
+            if result.covers and winner is None:
+                winner = (result, candidate)
+                if first:
+                    break
+        install = install_line(requirement.name, winner[1], listed, urls) if winner else None
+        return VersionsReport(
+            *base, strict, tuple(judged), len(listed), winner[0] if winner else None, install,
+            bytes_fetched=sum(f.bytes_fetched for f in fetched), index_problems=tuple(skipped),
+        )  # fmt: skip
+
+
+def _judge_variant(
+    candidate: Candidate,
+    gpus: Sequence[GpuTarget],
+    driver: str | None,
+    strict: bool,
+    fetched: list[Fetched],
+) -> VersionVerdict:
+    """One variant's wheel read (ranges where the server allows) and judged on every GPU."""
+    from archgap.analysis.verdicts import NO_KERNELS
+    from archgap.analysis.versions import GpuVerdict, VersionVerdict, covers
+    from archgap.archives.wheel import archive_facts
+    from archgap.index.targets import read_index_file
+
+    contents = read_index_file(candidate.file, fetched)
+    base = (str(candidate.version), candidate.index, candidate.file.filename, candidate.file.url)
+    if not contents.distributions:
+        why = "; ".join(p.reason for p in contents.problems) or "not a wheel"
+        return VersionVerdict(*base, (), False, why)
+    labels = [g.label for g in gpus]
+    report = _judge(
+        archive_facts([contents], ""), labels, matrix=False, driver=driver, strict=strict
     )
+    found: list[GpuVerdict] = []
+    for gpu in report.gpus:
+        rows = [p for p in report.packages if p.gpu == gpu.label]
+        # the wheel's distribution decides; a member no RECORD lists only when it is alone
+        row = next((p for p in rows if p.version), rows[0] if rows else None)
+        verdict, reason = (
+            (row.verdict, row.reason) if row else (NO_KERNELS, "no native file with device code")
+        )
+        found.append(GpuVerdict(gpu.label, str(gpu.compute_capability), verdict, reason))
+    return VersionVerdict(*base, tuple(found), all(covers(v.verdict, strict) for v in found))
 
 
 def _resolve(gpus: Sequence[str]) -> tuple[GpuTarget, ...]:
