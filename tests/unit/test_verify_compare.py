@@ -10,6 +10,7 @@ from typing import Any
 from archgap.analysis.verify import compare, driver_ptx_isa
 from archgap.probe.facts import PythonEnvironment
 from archgap.probe.fatbin import read_binary
+from archgap.report.verify import bug_report
 from tests.helpers import CUDA_BIN
 
 NO_ENV = PythonEnvironment("", "", (), (), ())
@@ -44,7 +45,7 @@ def test_the_prediction_follows_the_kernel_drivers_version() -> None:
     assert (check.predicted, check.observed) == ("none", "jit")
     (bug,) = report.disagreements
     driver = "- driver: CUDA 13.0 (cuDriverGetVersion), driver 570.86.10; PTX ISA assumed by the"
-    assert f"{driver} scan: 8.7\n" in bug.report
+    assert f"{driver} scan: 8.7\n" in bug_report(bug, report)
     assert compare(section("jit"), binaries, NO_ENV).disagreements == ()
 
 

@@ -10,7 +10,7 @@ rules.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from archgap.analysis.compat import ComputeCapability, GpuTarget
@@ -90,13 +90,12 @@ class VerifiedGpu:
 
 @dataclass(frozen=True)
 class Disagreement:
-    """A bug in archgap's rules, with the report to file."""
+    """A bug in archgap's rules (report.verify writes the issue to file about it)."""
 
     path: str
     gpu_index: int
     predicted: str
     observed: str
-    report: str  # Markdown, ready to paste into an issue
 
 
 @dataclass(frozen=True)
@@ -111,6 +110,7 @@ class VerifyReport:
     skipped: tuple[tuple[str, str], ...]  # (path, why it is not loaded)
     problems: tuple[tuple[str, str], ...]
     disagreements: tuple[Disagreement, ...]
+    binaries: tuple[BinaryFacts, ...] = ()  # the files as read (what a bug report names)
 
     @property
     def settled(self) -> tuple[Check, ...]:
@@ -274,59 +274,11 @@ def compare(
         problems=tuple(
             (str(p[0]), str(p[1])) for p in section.get("problems") or () if len(p) == 2
         ),
-        disagreements=(),
+        disagreements=tuple(
+            Disagreement(c.path, c.gpu_index, c.predicted, c.observed)
+            for c in checks
+            if c.settled and not c.agrees
+        ),
+        binaries=tuple(binaries),
     )
-    by_path = {b.path: b for b in binaries}
-    disagreements = tuple(
-        Disagreement(c.path, c.gpu_index, c.predicted, c.observed, bug_report(c, report, by_path))
-        for c in report.settled
-        if not c.agrees
-    )
-    return replace(report, disagreements=disagreements)
-
-
-def _entries_text(binary: BinaryFacts | None) -> str:
-    if binary is None:
-        return "(not read)"
-    targets: dict[str, int] = {}
-    for entry in runtime_entries(binary):
-        where = "" if entry.listed else f" [{entry.section}, not listed by cuobjdump]"
-        name = f"{entry.target}{f' (PTX ISA {entry.ptx_isa})' if entry.ptx_isa else ''}{where}"
-        targets[name] = targets.get(name, 0) + 1
-    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in targets.items())
-
-
-def bug_report(check: Check, report: VerifyReport, binaries: Mapping[str, BinaryFacts]) -> str:
-    """A Markdown issue body: what archgap predicted, what the driver did, and on what."""
-    from archgap import __version__
-
-    gpu = next((g for g in report.gpus if g.index == check.gpu_index), None)
-    gpu_text = f"{gpu.name}, compute capability {gpu.compute_capability}" if gpu else "?"
-    binary = binaries.get(check.path)
-    owner = (
-        f"package {check.package} {check.version}".rstrip()
-        if check.package != UNOWNED
-        else "no installed distribution owns it"
-    )
-    driver = f"CUDA {report.driver_cuda or '?'} (cuDriverGetVersion)"
-    if report.driver_version:
-        driver += f", driver {report.driver_version}"
-    lines = [
-        f"### archgap {__version__}: scan predicts `{check.predicted}`, "
-        f"the driver did `{check.observed}`",
-        "",
-        f"- file: `{check.path}` ({binary.size if binary else '?'} bytes; {owner})",
-        f"- entries: {_entries_text(binary)}",
-        f"- GPU: {gpu_text} (GPU {check.gpu_index})",
-        f"- driver: {driver}; PTX ISA assumed by the scan: {report.driver_ptx_isa or 'unknown'}",
-        f"- scan's rule: {check.prediction}",
-        f"- driver: {check.observation}",
-    ]
-    for attempt in check.attempts + check.failures:
-        result = "loaded" if attempt.ok else f"{attempt.error or 'not loaded'}"
-        lines.append(f"  - {attempt.image}: {result}")
-        for log in (attempt.error_log, attempt.info_log):
-            if log:
-                lines.append(f"    `{log.splitlines()[0][:300]}`")
-    lines += ["", f"Reproduce: `archgap verify {check.path} --gpu-index {check.gpu_index} --json`"]
-    return "\n".join(lines)
+    return report
