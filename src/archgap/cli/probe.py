@@ -4,11 +4,15 @@ What a fleet collects, so any engine can run it; with ``--require GPU`` also a h
 (a Slurm prolog, a readiness probe): exit 1 when a required GPU is not present.
 ``--script`` prints a standalone, standard-library-only Python file that prints the same facts,
 for engines that copy a file and run it (Ansible ``script``, clush, a Kubernetes Job).
+``--out DIR`` writes the document to ``DIR/HOST.json`` instead, atomically, so that every node can
+push its own (a Slurm Epilog, a systemd timer) and one ``fleet --from DIR`` reads them all.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +53,12 @@ OPTIONS = (
         "--script",
         "print a standalone Python (>= 3.8, stdlib only) probe script instead of running it",
     ),
+    opt.option(
+        "--out",
+        metavar="DIR",
+        help="write the document to DIR/HOST.json (atomically: a dot file renamed into place) "
+        "instead of stdout, for `archgap fleet --from DIR`",
+    ),
     opt.output(("json",)),
     # Always one JSON document on stdout (a failure too): what engines and `fleet --from` read.
     opt.Defaults({"format": "json"}),
@@ -76,6 +86,28 @@ def missing_required(facts: ProbeResponse, required: list[str]) -> list[str]:
     return missing
 
 
+# What a host name may keep in a file name: no path separator, no leading dot (a reader skips
+# dot files: they are documents still being written).
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def document_path(directory: str, host: str) -> str:
+    """Where ``--out`` puts a host's document: its name with only safe characters kept."""
+    name = _UNSAFE.sub("_", host).lstrip(".") or "unnamed"
+    return os.path.join(directory, f"{name[:200]}.json")
+
+
+def emit(args: argparse.Namespace, out: Output, body: dict[str, Any], host: str) -> None:
+    """The probe document on stdout, or with ``--out`` in the directory under the host's name."""
+    if not args.out:
+        out.emit("probe", body)
+        return
+    from archgap.cli.engines import write_atomic
+    from archgap.report.jsondoc import document, dumps
+
+    write_atomic(document_path(args.out, host), dumps(document("probe", body)) + "\n", "--out")
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.codec import encode
     from archgap.transport.bootstrap import probe_input, standalone_script
@@ -91,6 +123,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         return EXIT_OK
     if args.root != "/" and not target.is_local:
         raise UsageError("--root works only on this machine")
+    if args.out and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out}: not a directory")
     result = run_probe(target, request, args.timeout, args.root, args.env_from)
     if isinstance(result, TransportFailure):
         body: dict[str, Any] = {
@@ -98,7 +132,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             "transport": target.kind,
             "error": {"kind": result.kind, "message": result.message, "stderr": result.stderr},
         }
-        out.emit("probe", body)
+        emit(args, out, body, target.name if not target.is_local else os.uname().nodename)
         sys.stderr.write(f"archgap: {terminal_safe(result.message)}\n")
         if result.stderr and result.stderr not in result.message:
             sys.stderr.write(terminal_safe(result.stderr.rstrip()) + "\n")
@@ -107,8 +141,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if env_problem:
         raise UsageError(f"--env-from {args.env_from}: {env_problem}")
     missing = missing_required(result, required) if required else []
-    out.emit(
-        "probe",
+    emit(
+        args,
+        out,
         {
             "target": target.name,
             "transport": target.kind,
@@ -116,6 +151,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             "required": required,
             "missing": missing,
         },
+        result.host or target.name,
     )
     if missing:
         sys.stderr.write(f"archgap: required GPU not present: {', '.join(missing)}\n")
