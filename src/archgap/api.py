@@ -125,13 +125,14 @@ def scan(
     _resolve(gpus)  # a bad name fails before anything is probed
     if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
         raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
+    from archgap.analysis.deep_plan import deep_search_plan
     from archgap.transport.local import interpreter_asked_ahead
 
     # A local probe of the shell's environment: the interpreter answers while the request is
     # built, and judging is prepared while a forked child collects the facts.
     local = target.is_local and not env_from
     with interpreter_asked_ahead(python, root, timeout) if local else nullcontext():
-        request = probe_request(DEFAULT_SECTIONS, python, judged=gpus)
+        request = probe_request(DEFAULT_SECTIONS, python, deep_plan=deep_search_plan(gpus))
     facts = _run(target, request, timeout, root, env_from, progress, _prepare_judging)
     env_problem = facts.errors.get("env_from")
     if env_problem:

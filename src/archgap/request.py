@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # What `archgap scan`, `probe` and `fleet` collect by default.
@@ -16,14 +16,14 @@ class UnknownSection(ValueError):
 def probe_request(
     sections: Sequence[str] = DEFAULT_SECTIONS,
     python: str | None = None,
-    judged: Sequence[str] | None = None,
+    deep_plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The request for these sections of the environment of ``python`` (None: the probe's own).
 
-    ``judged``: the GPUs a scan names (``--gpu``/``--require``; () for none): the binaries of
-    the environment are then searched deeply only where hidden entries can change the verdicts
-    on those, the present or the default GPUs (analysis/deep_plan.py). None: everywhere, for
-    facts that may be judged against any GPU later (``archgap probe``, ``fleet --from``)."""
+    ``deep_plan``: where a scan searches the environment's binaries deeply (only where hidden
+    entries can change the verdicts on the GPUs it judges: analysis.deep_plan). None:
+    everywhere, for facts that may be judged against any GPU later (``archgap probe``,
+    ``fleet --from``)."""
     from archgap.probe.collect import SECTIONS
 
     unknown = [s for s in sections if s not in SECTIONS]
@@ -44,10 +44,8 @@ def probe_request(
             request[section] = (
                 {"of_python": True, "deep": True, "detail": False} if "python" in sections else {}
             )
-            if judged is not None and request[section]:
-                from archgap.analysis.deep_plan import deep_search_plan
-
-                request[section]["deep_plan"] = deep_search_plan(judged)
+            if deep_plan is not None and request[section]:
+                request[section]["deep_plan"] = dict(deep_plan)
         else:
             request[section] = {}
     return request

@@ -2,6 +2,7 @@
 
 import pytest
 
+from archgap.analysis.deep_plan import deep_search_plan
 from archgap.request import UnknownSection, probe_request
 
 
@@ -28,9 +29,10 @@ def test_unknown_sections_are_refused() -> None:
 def test_a_scan_request_plans_where_to_search_deeply() -> None:
     # A scan names its GPUs (none: the present ones or the default matrix); `probe` and
     # `fleet --from` documents may be judged against any GPU later, so they carry no plan.
-    request = probe_request(python="/srv/venv/bin/python", judged=["H100"])
+    request = probe_request(python="/srv/venv/bin/python", deep_plan=deep_search_plan(["H100"]))
     plan = request["binaries"]["deep_plan"]
     assert plan["named"] == ["9.0"]
     assert "sm_90" in plan["native"]["9.0"]
     assert "deep_plan" not in probe_request(python="/srv/venv/bin/python")["binaries"]
-    assert probe_request(["gpu", "binaries"], judged=[]) == {"gpu": {}, "binaries": {}}
+    no_python = probe_request(["gpu", "binaries"], deep_plan=deep_search_plan([]))
+    assert no_python == {"gpu": {}, "binaries": {}}
