@@ -16,6 +16,9 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
 4. **The package loads this build**: a package that ships one build per CUDA version loads one
    of them by its documented rule (kb/load.json "loaders": bitsandbytes by torch's CUDA version
    or BNB_CUDA_VERSION); the others are shown as not loaded and decide nothing.
+5. **Its run-time compiler can target the GPU**: a package that compiles its kernels when they
+   are first used (kb/load.json "compilers": CuPy with NVRTC) needs that compiler installed, and
+   asks it for a target by its own rule, which the compiler must know and the GPU must run.
 
 Pure: facts in, findings out. Each finding is one broken link, with its chain and its fix.
 """
@@ -23,17 +26,24 @@ Pure: facts in, findings out. Each finding is one broken link, with its chain an
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from archgap.analysis.compat import GpuTarget
+from archgap.analysis.compat import GpuTarget, is_integrated, sass_compat
 from archgap.analysis.verdicts import has_device_code
 from archgap.kb import load as kb
-from archgap.kb.toolchain import driver_runs_runtime, minor_version_compat, version_tuple
+from archgap.kb.toolchain import (
+    driver_runs_runtime,
+    first_toolkit_for,
+    minor_version_compat,
+    toolkit_can_target,
+    version_tuple,
+)
 from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment, ToolchainFacts
 
-Check = Literal["driver-gpu", "driver-cuda", "needed-library", "picked-build"]
+Check = Literal["driver-gpu", "driver-cuda", "needed-library", "picked-build", "compiler"]
 LOADER_SEARCH = (
     "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
     "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
@@ -91,6 +101,7 @@ def load_model(
     if driver:
         findings += _driver_cuda(elves, owner, driver, driver_source, blocked, gating)
     findings += _needed(env, elves, owner, loader, blocked, gating)
+    findings += _compilers(env, loader, targets, blocked)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
 
 
@@ -407,6 +418,123 @@ def _select(
     lower = [v for v in same if v < wanted]
     higher = [v for v in same if v > wanted]
     return max(lower) if lower else min(higher) if higher else None
+
+
+def _compilers(
+    env: PythonEnvironment,
+    loader: LoaderFacts | None,
+    targets: Sequence[GpuTarget],
+    blocked: dict[tuple[str, str], str],
+) -> list[LoadFinding]:
+    """Check 5: each package that compiles at run time, its compiler, and each GPU's target."""
+    findings = []
+    for rule in kb.compiler_rules():
+        for dist in env.distributions:
+            match = rule.package.match(dist.name)
+            if match is None:
+                continue
+            major = match.group(1)
+            library = rule.library.format(major=major)
+            wheel = rule.wheels.get(major, library)
+            found = _find_compiler(env, loader, library, wheel)
+            libs = tuple(p for p in dist.native_files if p.endswith(".so"))
+            first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
+            if found is None:
+                if loader is None:
+                    continue  # the target's loader was not read: it may have it
+                why = f"{rule.compiler} ({library}) is not installed"
+                for path in libs:
+                    _block(blocked, path, why)
+                findings.append(
+                    LoadFinding(
+                        "compiler",
+                        "fails",
+                        "",
+                        dist.name,
+                        libs,
+                        (
+                            first,
+                            f"{library}: not in site-packages, the loader's cache or a "
+                            "toolkit under /usr/local",
+                        ),
+                        f"{dist.name}: {why}: its kernels cannot be compiled on any GPU",
+                        f"pip install {wheel}",
+                        rule.source,
+                        any(t.gates_exit_code for t in targets),
+                    )
+                )
+                continue
+            version, where = found
+            if version is None:
+                continue  # found, of a version not known: nothing to compare
+            newest = rule.newest_arch(version)
+            for target in targets:
+                cc = target.compute_capability
+                arch = cc.sm if newest is None or is_integrated(cc) else min(cc.sm, newest)
+                knows = toolkit_can_target(version, f"sm_{arch}")
+                runs = sass_compat(arch, "", cc).runs
+                if knows and runs is not False:
+                    continue
+                need = first_toolkit_for(f"sm_{cc.sm}") or "a newer CUDA"
+                why = f"it asks {rule.compiler} {version} ({where}) for sm_{arch}, " + (
+                    "which that compiler does not know ('nvrtc: error: invalid value for "
+                    "--gpu-architecture (-arch)')"
+                    if not knows
+                    else f"whose cubins do not run on {cc} ('no kernel image is available')"
+                )
+                for path in libs:
+                    blocked[(path, target.label)] = why
+                findings.append(
+                    LoadFinding(
+                        "compiler",
+                        "fails",
+                        target.label,
+                        dist.name,
+                        libs,
+                        (
+                            first,
+                            f"{rule.compiler} {version}: {where}",
+                            f"{target.label} is sm_{cc.sm}; {rule.compiler} {version} is asked for "
+                            f"sm_{arch}",
+                        ),
+                        f"{dist.name} on {target.label}: {why}",
+                        _compiler_fix(rule, dist.name, match, need),
+                        rule.source,
+                        target.gates_exit_code,
+                    )
+                )
+    return findings
+
+
+def _compiler_fix(rule: kb.CompilerRule, name: str, match: re.Match[str], need: str) -> str:
+    """Install a compiler of version ``need``: of the package's own CUDA major, or with the
+    package's build for the major that has it (cupy-cuda13x for sm_110)."""
+    major = match.group(1)
+    wanted = need.split(".")[0]
+    if wanted == major or not wanted.isdigit():
+        return f"pip install '{rule.wheels.get(major, rule.compiler)}>={need}'"
+    build = name[: match.start(1)] + wanted + name[match.end(1) :]
+    return f"pip install {build} {rule.wheels.get(wanted, rule.compiler)} (CUDA {wanted})"
+
+
+def _find_compiler(
+    env: PythonEnvironment, loader: LoaderFacts | None, library: str, wheel: str
+) -> tuple[str | None, str] | None:
+    """(the compiler's version, or None when not known; where it was found), in the order
+    cuda.pathfinder searches: site-packages (its wheel, or the file), then the system."""
+    for dist in env.distributions:
+        if dist.name == wheel:
+            return dist.version, f"the wheel {dist.name} {dist.version}"
+    shipped = [p for d in env.distributions for p in d.native_files if _base(p) == library]
+    if shipped:
+        return None, shipped[0]
+    for directory, names in loader.toolkit_dirs if loader is not None else ():
+        if library in names:
+            version = re.search(r"/cuda-(\d+\.\d+)/", directory + "/")
+            return (version.group(1) if version else None), f"{directory}/{library}"
+    if loader is not None and library in loader.names:
+        return None, f"{library} in the dynamic loader's cache"
+    return None
 
 
 def _block(blocked: dict[tuple[str, str], str], path: str, why: str) -> None:

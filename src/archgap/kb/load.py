@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from archgap.kb import load_json
-from archgap.kb.toolchain import toolkit_release
+from archgap.kb.toolchain import toolkit_release, version_tuple
 
 
 @dataclass(frozen=True)
@@ -93,4 +93,39 @@ def gpu_architectures() -> tuple[GpuArchitecture, ...]:
 def gpu_architecture(compute_capability: str) -> GpuArchitecture | None:
     return next(
         (a for a in gpu_architectures() if compute_capability in a.compute_capabilities), None
+    )
+
+
+@dataclass(frozen=True)
+class CompilerRule:
+    """A package that compiles its kernels at run time, and the compiler library it loads."""
+
+    package: re.Pattern[str]  # its distribution name -> the CUDA major (group 1)
+    compiler: str  # "NVRTC"
+    library: str  # "libnvrtc.so.{major}"
+    wheels: dict[str, str]  # CUDA major -> the wheel that ships the compiler
+    max_arch: tuple[tuple[str, int], ...]  # (compiler version from, newest SM it asks for)
+    what: str
+    source: str
+
+    def newest_arch(self, version: str) -> int | None:
+        """The newest SM the package asks this compiler version for."""
+        have = version_tuple(version) or ()
+        found = [arch for since, arch in self.max_arch if have >= (version_tuple(since) or ())]
+        return found[-1] if found else None
+
+
+@cache
+def compiler_rules() -> tuple[CompilerRule, ...]:
+    return tuple(
+        CompilerRule(
+            re.compile(e["package"]),
+            e["compiler"],
+            e["library"],
+            dict(e["wheels"]),
+            tuple((since, int(arch)) for since, arch in e["max_arch"]),
+            e["what"],
+            e["source"],
+        )
+        for e in load_json("load.json")["compilers"]
     )

@@ -1,0 +1,56 @@
+"""Run-time compilers in the load model: CuPy compiles its kernels with NVRTC when first used.
+
+Expectations from CuPy 14.2.0's source (kb/load.json "compilers"): cupy/_environment.py lines
+142-160 find libnvrtc through cuda.pathfinder (site-packages first); cupy/cuda/compiler.py
+_get_max_compute_capability (lines 193-205) caps the target at sm_90 for NVRTC 12.0-12.7,
+sm_120 for 12.8 and sm_121 from 12.9; _get_arch (209-218) asks for min(GPU, that cap), a Tegra
+GPU for its own; lines 231-236 make a cubin of it when NVRTC knows it. NVRTC knows what nvcc of
+its version knows (sm_120 from CUDA 12.8, sm_110 from 13.0: kb/toolkits.json); an sm_90 cubin
+does not run on compute capability 12.0 (SASS never runs across majors).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.load import load_model
+from archgap.probe.facts import Distribution, LoaderFacts, PythonEnvironment
+
+CUPY = Distribution(
+    "cupy-cuda12x", "14.2.0", "/sp/cupy_cuda12x-14.2.0.dist-info",
+    ("/sp/cupy_backends/cuda/libs/nvrtc.cpython-311-x86_64-linux-gnu.so",),
+)  # fmt: skip
+NOTHING = LoaderFacts(("libc.so.6",), ("/etc/ld.so.cache",))
+
+
+def nvrtc(version: str) -> Distribution:
+    return Distribution(
+        "nvidia-cuda-nvrtc-cu12", version, f"/sp/nvidia_cuda_nvrtc_cu12-{version}.dist-info",
+        ("/sp/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",),
+    )  # fmt: skip
+
+
+def compiler_findings(dists: tuple[Distribution, ...], gpu: str) -> list[tuple[str, str]]:
+    env = PythonEnvironment("python", "3.11", ("/sp",), dists, ())
+    model = load_model(env, [], [resolve_gpu(gpu)], None, "", NOTHING)
+    return [(f.gpu, f.fix) for f in model.findings if f.check == "compiler"]
+
+
+def test_no_nvrtc_anywhere_compiles_nothing() -> None:
+    assert compiler_findings((CUPY,), "H100") == [("", "pip install nvidia-cuda-nvrtc-cu12")]
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "fix"),
+    [
+        ("12.6.85", "RTX PRO 6000", "pip install 'nvidia-cuda-nvrtc-cu12>=12.8'"),  # sm_90 cubin
+        # Thor (11.0, Tegra: its own sm_110): no NVRTC 12 knows it; CuPy's CUDA 13 build does
+        ("12.9.86", "11.0", "pip install cupy-cuda13x nvidia-cuda-nvrtc (CUDA 13)"),
+        ("12.8.93", "B200", None),  # sm_100: NVRTC 12.8 knows it
+        ("12.9.86", "H100", None),
+    ],
+)
+def test_the_target_cupy_asks_nvrtc_for(version: str, gpu: str, fix: str | None) -> None:
+    found = compiler_findings((CUPY, nvrtc(version)), gpu)
+    assert [f for _, f in found] == ([fix] if fix else [])
