@@ -204,7 +204,7 @@ def test_corrupt_and_foreign_packages_are_reasons(
     # the package has a problem
     contents = read_conda(str(cut_bz2))
     assert [d.name for d in contents.distributions] == [NAME]
-    assert "unexpected end of data" in contents.problems[0].reason
+    assert "Compressed file ended before the end-of-stream marker" in contents.problems[0].reason
     unreadable = [b for b in contents.binaries if b.format == "unreadable"]
     assert len(unreadable) == 1 and "corrupt member" in (unreadable[0].error or "")
     result = run_cli("scan", str(cut_conda))

@@ -41,6 +41,7 @@ from archgap.probe.pyenv import (
 )
 from archgap.probe.summary import binary_json
 
+from .limits import Inflated, InflationLimit
 from .streamread import read_streamed
 from .zipmembers import NATIVE_MAGIC, MemberStream, direct, read_members
 
@@ -78,7 +79,7 @@ def read_wheel(label: str, fileobj: IO[bytes] | None = None, deep: bool = True) 
 
 
 def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
-    infos = [i for i in zf.infolist()[:MAX_MEMBERS] if not i.is_dir()]
+    infos = _distinct([i for i in zf.infolist()[:MAX_MEMBERS] if not i.is_dir()], found)
     dist_info = _dist_info_dir(infos)
     owned: set[str] = set()
     if dist_info is None:
@@ -98,9 +99,75 @@ def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
     members = [(i, _member_path(found.label, i.filename)) for i in infos
                if is_native_file(i.filename)]  # fmt: skip
     found.unowned.extend(path for info, path in members if info.filename not in owned)
-    found.binaries.extend(
-        read_members(zf, members, IN_MEMORY_MAX, deep, lambda i, p: _read_member(zf, i, p, deep))
+    rows = _refused(members, found, deep)
+    read = iter(
+        read_members(
+            zf,
+            [m for m, row in zip(members, rows, strict=True) if row is None],
+            IN_MEMORY_MAX,
+            deep,
+            lambda i, p: _read_member(zf, i, p, deep),
+        )
     )
+    found.binaries.extend(row if row is not None else next(read) for row in rows)
+
+
+def _distinct(infos: list[zipfile.ZipInfo], found: WheelContents) -> list[zipfile.ZipInfo]:
+    """The entries, each local header read once: entries that share one with an earlier entry
+    (20,000 names for one 16 MiB member) or start inside another's bytes (overlapping entries,
+    a bomb's shape) are reported and not read."""
+    keep = [False] * len(infos)
+    shared: list[zipfile.ZipInfo] = []
+    overlapping: list[zipfile.ZipInfo] = []
+    start, end = -1, -1  # the last entry kept: where its local header starts, its bytes end
+    # (a stable sort: of the entries at one offset, the central directory's first is kept)
+    for k in sorted(range(len(infos)), key=lambda k: infos[k].header_offset):
+        info = infos[k]
+        if info.header_offset == start:
+            shared.append(info)
+        elif info.header_offset < end:
+            overlapping.append(info)
+        else:
+            keep[k] = True
+            # at least the fixed part of the local header, then the compressed bytes
+            start, end = info.header_offset, info.header_offset + 30 + info.compress_size
+    for entries, what in (
+        (shared, "share a local header with an earlier entry: read once"),
+        (overlapping, "start inside another entry's bytes (overlapping entries): not read"),
+    ):
+        if entries:
+            first = entries[0]
+            found.problems.append(
+                Problem(
+                    found.label,
+                    f"{len(entries)} central-directory entries {what}"
+                    f" (first: {first.filename!r} at 0x{first.header_offset:x})",
+                )
+            )
+    return [info for info, kept in zip(infos, keep, strict=True) if kept]
+
+
+def _refused(
+    members: list[tuple[zipfile.ZipInfo, str]], found: WheelContents, deep: bool
+) -> list[BinaryFacts | None]:
+    """For each member, its row when it is not inflated (``limits``: the archive's total, a
+    bomb's ratio), else None; the members refused are one problem of the archive."""
+    inflated = Inflated()
+    rows: list[BinaryFacts | None] = []
+    reasons: list[str] = []
+    for info, path in members:
+        why = inflated.refusal(info.file_size, info.compress_size)
+        rows.append(
+            None
+            if why is None
+            else BinaryFacts(path, info.file_size, "unknown", (), deep, f"not inflated: {why}")
+        )
+        if why is not None:
+            reasons.append(f"{info.filename}: {why}")
+    if reasons:
+        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        found.problems.append(Problem(found.label, f"not inflated: {reasons[0]}{more}"))
+    return rows
 
 
 def _member_path(label: str, member: str) -> str:
@@ -169,6 +236,8 @@ def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> B
         data = _read_rest(stream, head, size)
     except NotImplementedError as exc:
         return BinaryFacts(path, size, "unreadable", (), deep, str(exc))
+    except InflationLimit:
+        raise  # the archive's stream stops here: its reader reports it
     except Exception as exc:  # zip's CRC, a truncated layer, corrupt gzip: this member only
         return BinaryFacts(path, size, "unreadable", (), deep, f"corrupt member: {exc}")
     return read_bytes(path, data, deep)

@@ -20,13 +20,17 @@ and ``.tar.bz2`` still reads (bz2 is in the standard library).
 
 from __future__ import annotations
 
+import bz2
 import json
+import os
+import re
 import tarfile
 import zipfile
 from collections.abc import Iterator
 from types import ModuleType
 from typing import IO, Any
 
+from archgap.archives.limits import CappedStream, InflationLimit
 from archgap.archives.wheel import WheelContents, read_stream, read_wheel
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 from archgap.probe.pyenv import is_native_file
@@ -34,6 +38,9 @@ from archgap.probe.pyenv import is_native_file
 CONDA_SUFFIXES = (".conda", ".tar.bz2")
 INFO_FILES = ("info/index.json", "info/paths.json", "info/files")
 MAX_INFO_BYTES = 64 << 20  # paths.json of the largest CUDA packages is a few MB
+MAX_LISTED = 1 << 18  # files a package's list names, at most
+# A "_path" of paths.json, found without building the document (60 MiB of it took 900 MB).
+_PATH_ENTRY = re.compile(rb'"_path"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
 def conda_format(name: str) -> str | None:
@@ -50,10 +57,11 @@ class _Package:
         self.info: dict[str, bytes] = {}
         self.binaries: list[BinaryFacts] = []
 
-    def take(self, tar: tarfile.TarFile) -> None:
-        """Every member of a tar opened in stream mode, in the order they come."""
+    def take(self, tar: tarfile.TarFile, stream: CappedStream) -> None:
+        """Every member of a tar opened in stream mode on ``stream``, in the order they come."""
         for member in _members(tar):
             name = member.name[2:] if member.name.startswith("./") else member.name
+            stream.claim(member.size, name)
             if name in INFO_FILES and member.isfile():
                 self.info[name] = _read_info(tar, member)
             elif member.isfile() and not name.startswith("info/") and is_native_file(name):
@@ -102,10 +110,13 @@ def read_conda(label: str, fileobj: IO[bytes] | None = None, deep: bool = True) 
         if kind == ".conda":
             _read_dot_conda(source, package, found)
         else:
-            with tarfile.open(
-                name=None if fileobj is not None else label, fileobj=fileobj, mode="r|bz2"
-            ) as tar:
-                package.take(tar)
+            compressed = None if fileobj is not None else os.path.getsize(label)
+            with bz2.BZ2File(source) as raw:
+                stream = CappedStream(raw, compressed, "bzip2")
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                    package.take(tar, stream)
+    except InflationLimit as exc:
+        found.problems.append(Problem(label, f"not read further: {exc}"))
     except (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
         found.problems.append(Problem(label, f"not a readable conda package: {exc}"))
     except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
@@ -135,23 +146,27 @@ def _read_dot_conda(source: Any, package: _Package, found: WheelContents) -> Non
         )
         return
     with zipfile.ZipFile(source) as zf:
-        names = [i.filename for i in zf.infolist()]
-        tars = [n for prefix in ("info-", "pkg-") for n in names if _is_part(n, prefix)]
-        if not any(n.startswith("info-") for n in tars):
+        infos = [i for prefix in ("info-", "pkg-") for i in zf.infolist() if _is_part(i, prefix)]
+        if not any(i.filename.startswith("info-") for i in infos):
             found.problems.append(Problem(found.label, "no info-*.tar.zst: not a .conda package"))
-        for name in tars:
+        for info in infos:
+            name = info.filename
             try:
                 with (
-                    zf.open(name) as raw,
-                    zstd.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream,
-                    tarfile.open(fileobj=stream, mode="r|") as tar,
+                    zf.open(info) as raw,
+                    zstd.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as zst,
                 ):
-                    package.take(tar)
+                    stream = CappedStream(zst, info.compress_size, name)
+                    with tarfile.open(fileobj=stream, mode="r|") as tar:
+                        package.take(tar, stream)
             except zstd.ZstdError as exc:
                 found.problems.append(Problem(found.label, f"{name}: zstd: {exc}"))
+            except InflationLimit as exc:
+                found.problems.append(Problem(found.label, f"not read further: {exc}"))
 
 
-def _is_part(name: str, prefix: str) -> bool:
+def _is_part(info: zipfile.ZipInfo, prefix: str) -> bool:
+    name = info.filename
     return name.startswith(prefix) and name.endswith(".tar.zst") and "/" not in name
 
 
@@ -164,7 +179,7 @@ def _identify(package: _Package, found: WheelContents) -> None:
                 Problem(found.label, "no readable info/index.json: not a conda package")
             )
         return
-    listed = _listed(package.info)
+    listed = _listed(package.info, found)
     if listed is None:
         found.problems.append(Problem(found.label, "no info/paths.json or info/files"))
         listed = set()
@@ -188,15 +203,27 @@ def _json(data: bytes | None) -> Any:
         return None
 
 
-def _listed(info: dict[str, bytes]) -> set[str] | None:
-    """The package's own file list: paths.json's ``_path`` entries, else the lines of files."""
-    paths = _json(info.get("info/paths.json"))
-    if isinstance(paths, dict) and isinstance(paths.get("paths"), list):
-        return {str(p.get("_path")) for p in paths["paths"] if isinstance(p, dict)}
-    if "info/files" in info:
-        lines = info["info/files"].decode("utf-8", "replace").splitlines()
-        return {line.strip() for line in lines if line.strip()}
-    return None
+def _listed(info: dict[str, bytes], found: WheelContents) -> set[str] | None:
+    """The package's own file list (``MAX_LISTED`` names at most): paths.json's ``_path``
+    entries, else the lines of files."""
+    paths = info.get("info/paths.json", b"")
+    if b'"paths"' in paths:
+        entries = (_json(m.group(1)) for m in _PATH_ENTRY.finditer(paths))
+        names = (e for e in entries if isinstance(e, str))
+    elif "info/files" in info:
+        lines = (line.strip() for line in info["info/files"].split(b"\n", MAX_LISTED))
+        names = (line.decode("utf-8", "replace") for line in lines if line)
+    else:
+        return None
+    listed: set[str] = set()
+    for name in names:
+        if len(listed) == MAX_LISTED:
+            found.problems.append(
+                Problem(found.label, f"the file list names over {MAX_LISTED}: the rest is not read")
+            )
+            break
+        listed.add(name)
+    return listed
 
 
 def read_archive(path: str, deep: bool = True) -> WheelContents:

@@ -188,9 +188,10 @@ class Reader:
         return "; ".join(self.errors) + ("; %d more" % more if more > 0 else "")
 
     def is_zero(self, start: int, end: int) -> bool:
-        """Whether [start, end) holds only zero bytes; holes are not read, and no more than
-        ``ZERO_CHUNK`` bytes are copied at a time."""
+        """Whether [start, end) holds only zero bytes; holes are not read, no more than
+        ``ZERO_CHUNK`` bytes are copied at a time, and the pages read are handed back."""
         pos = start
+        released = start - start % mmap.PAGESIZE
         while pos < end:
             pos, stop = self.data_at(pos, end)
             while pos < stop:
@@ -199,7 +200,28 @@ class Reader:
                 if self.buf[pos:chunk].strip(b"\0"):
                     return False
                 pos = chunk
+                if pos - released >= SEARCH_WINDOW:
+                    released = self.release(released, pos)
         return True
+
+    def find(self, needle: bytes, start: int, end: int) -> int:
+        """Where ``needle`` first starts in [start, end), or -1. ``needle`` holds no zero byte,
+        so holes of a sparse file cannot hold it and are skipped; the file data is searched a
+        window at a time, one unit of work per KiB, and the pages searched are handed back (a
+        2.5 GiB sparse section with no container in it: not 2.5 GiB of zero pages mapped)."""
+        pos = start
+        released = start - start % mmap.PAGESIZE
+        while pos < end:
+            pos, stop = self.data_at(pos, end)
+            while pos < stop:
+                window = min(stop, pos + SEARCH_WINDOW)
+                self.spend((window - pos) >> 10)
+                hit: int = self.buf.find(needle, pos, min(stop, window + len(needle) - 1))
+                if hit >= 0:
+                    return hit
+                pos = window
+                released = self.release(released, pos)
+        return -1
 
     def padded_magic(self, pos: int, stop: int, magic: bytes) -> int:
         """Where ``magic`` starts when only zero bytes lie between ``pos`` and it, wholly in

@@ -50,7 +50,7 @@ def walk_containers(
             released = reader.release(released, pos)
         head = reader.header(pos, CONTAINER_HEADER.size)
         if head[:4] != CONTAINER_MAGIC:
-            found = reader.buf.find(CONTAINER_MAGIC, pos, end)
+            found = reader.find(CONTAINER_MAGIC, pos, end)
             stop = end if found < 0 else found
             if not reader.is_zero(pos, stop):
                 reader.fail("%s: unrecognised bytes at 0x%x" % (label, pos))

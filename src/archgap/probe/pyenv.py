@@ -22,7 +22,10 @@ from .system import System, read_regular
 
 # What is read of a distribution's metadata files, and what an interpreter may answer.
 MAX_METADATA_BYTES = 1 << 20  # the headers come first; long descriptions follow them
-MAX_RECORD_BYTES = 64 << 20  # a RECORD of 64 MiB lists ~500,000 files
+# The largest RECORDs seen are ~2.5 MB (~20,000 files). Rows are capped too: a RECORD of short
+# rows is millions of strings (64 MiB of "ab,,\n" took 2 GB and 9 s).
+MAX_RECORD_BYTES = 16 << 20  # ~130,000 files
+MAX_RECORD_ROWS = 1 << 18
 MAX_ANSWER_BYTES = 1 << 20
 MAX_PATH_CHARS = 4096
 MAX_SITE_DIRS = 64
@@ -211,19 +214,27 @@ def record_names(data: bytes, more: bool, problems: List[str]) -> List[str]:
     """The file names (relative to site-packages) in RECORD's bytes; rows that cannot be read
     are described in ``problems``."""
     names: List[str] = []
+    shown = len(problems) + 3
+
+    def bad(message: str) -> None:  # first_problems shows three; the others cost a reference
+        problems.append(message if len(problems) < shown else "")
+
     if more:
-        problems.append("RECORD is over %d MiB: the rest is not read" % (MAX_RECORD_BYTES >> 20))
+        bad("RECORD is over %d MiB: the rest is not read" % (MAX_RECORD_BYTES >> 20))
     text = data.decode("utf-8", "replace")
     # pip writes RECORD with csv's "\r\n"; replace costs 3 ms on torch's, so only where a CR is
     rows = text.replace("\r\n", "\n") if "\r" in text else text
     simple = '"' not in rows and "\r" not in rows and "\0" not in rows  # _CSV_SPECIAL, fast
-    lines = rows.split("\n")
+    lines = rows.split("\n", MAX_RECORD_ROWS)
+    if len(lines) > MAX_RECORD_ROWS:
+        bad("RECORD has over %d rows: the rest is not read" % MAX_RECORD_ROWS)
+        del lines[MAX_RECORD_ROWS:]
     if simple and max(map(len, lines)) <= MAX_PATH_CHARS:
         # The common RECORD (no quotes, lone CR or NUL, no row too long for a name): each name
         # is what comes before the first comma, as the loop below finds it, 5x faster.
         names.extend(name for name in (line.partition(",")[0] for line in lines) if name)
         return names
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(lines, 1):
         plain = line[:-1] if line.endswith("\r") else line  # csv ends a row at "\r" too
         if len(plain) <= _CSV_FIELD_LIMIT and not _CSV_SPECIAL.search(plain):
             name = plain.split(",", 1)[0]  # what csv gives, without a reader per line
@@ -231,12 +242,12 @@ def record_names(data: bytes, more: bool, problems: List[str]) -> List[str]:
             try:
                 row = next(csv.reader([line]), [])
             except csv.Error as exc:
-                problems.append("RECORD line %d: %s" % (number, exc))
+                bad("RECORD line %d: %s" % (number, exc))
                 continue
             name = row[0] if row else ""
         if name:
             if "\0" in name or len(name) > MAX_PATH_CHARS:
-                problems.append("RECORD line %d: not a file name" % number)
+                bad("RECORD line %d: not a file name" % number)
                 continue
             names.append(name)
     return names
