@@ -259,3 +259,25 @@ def test_a_kernel_written_for_one_arch_is_not_a_rebuild() -> None:
 def test_other_errors_get_no_architecture_cause(name: str) -> None:
     d = _blind(name)
     assert d.status == "not-architecture" and d.root_cause == "" and d.fixes == ()
+
+
+# ---------------------------------------------------------------- on-call wording
+
+
+def test_the_first_lines_say_what_to_do_and_which_tool_failed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from archgap.cli import main
+
+    main(["explain", "--log-only", str(BLIND / "altis-19-ptxas-sm30-cuda116.log")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("next: build for the GPU itself") and "=75" in lines[1]
+    assert "raised by nvcc" in "\n".join(lines[:6])
+
+
+def test_the_placeholder_legend_is_said_once() -> None:
+    # https://github.com/HPMLL/DTC-SpMM_ASPLOS24/issues/2: no GPU named, so the fixes need it
+    d = _blind("dtc-spmm-2-no-kernel-image-arch-list.log")
+    assert "<CC>" in _fixes(d) and "H100/H200" not in _fixes(d)
+    assert sum("<CC> = the GPU's compute capability" in n for n in d.notes) == 1
+    assert any("compute_cap" in x for x in d.decide)  # the fact that settles the fixes

@@ -55,8 +55,9 @@ _LABELS: Mapping[str, str] = {
     "flash_attn": "flash-attn",
 }
 # How to find out what a condition needs.
+HOW_CC = "`nvidia-smi --query-gpu=name,compute_cap --format=csv`"
 _HOW: Mapping[str, str] = {
-    "cc": "`nvidia-smi --query-gpu=name,compute_cap --format=csv`",
+    "cc": HOW_CC,
     "flashinfer": "`pip show flashinfer-python`",
     "torch": "`python -c 'import torch; print(torch.__version__, torch.version.cuda)'`",
     "triton": "`pip show triton`",
@@ -225,12 +226,17 @@ def fix_applies(fix: Fix, ccs: Sequence[str], facts: Mapping[str, Known]) -> boo
 
 def for_gpu(text: str, ccs: Sequence[str]) -> str:
     """A fix's text for the exact GPU: ``{cc}`` -> "12.1", ``{sm}`` -> "121"; with no single GPU
-    known, a placeholder and the capabilities of current GPUs."""
+    known, a placeholder (``placeholder_legend`` says what it stands for, once)."""
     if "{cc}" not in text and "{sm}" not in text:
         return text
     if len(ccs) == 1:
         return text.replace("{cc}", ccs[0]).replace("{sm}", ccs[0].replace(".", ""))
-    filled = text.replace("{cc}", "<CC>").replace("{sm}", "<SM>")
-    names = ["<CC> = the GPU's compute capability"] if "{cc}" in text else []
-    names += ["<SM> = the compute capability without the dot"] if "{sm}" in text else []
-    return f"{filled} ({', '.join(names)}: {CC_EXAMPLES})"
+    return text.replace("{cc}", "<CC>").replace("{sm}", "<SM>")
+
+
+def placeholder_legend(texts: Iterable[str]) -> str:
+    """What the placeholders of fixes for no single known GPU stand for, said once."""
+    joined = " ".join(texts)
+    names = ["<CC> = the GPU's compute capability"] if "<CC>" in joined else []
+    names += ["<SM> = the compute capability without the dot"] if "<SM>" in joined else []
+    return f"{', '.join(names)}: {CC_EXAMPLES}" if names else ""

@@ -82,6 +82,7 @@ class Diagnosis:
     # (the log's evidence pins it), "conditional", "undetermined" (analysis.causes), "" (none).
     cause_status: str = ""
     decide: tuple[str, ...] = ()  # what would decide the cause, when it is not determined
+    tool: str = ""  # which tool printed the error (nvcc, NVRTC, Triton's ptxas ...), if known
 
 
 def recognise(log: ParsedLog) -> Recognised:
@@ -176,6 +177,10 @@ def explain(
         )
         cause_status, decide = ruling.status, ruling.decide
         fixes = _suggestions(ruling.fixes, "archgap's rule " + ruling.rule)
+    legend = causes_.placeholder_legend(f.text for f in fixes)
+    if legend:  # the fixes need the GPU's capability, which the log does not state
+        chain.notes.append(f"in the fixes, {legend}")
+        decide += (f"the GPU's compute capability (for the fixes): {causes_.HOW_CC}",)
     if decide and examined is None:
         decide += (
             "or run `archgap explain` on the machine that crashed (or with --host), so the "
@@ -196,6 +201,7 @@ def explain(
         environment=where,
         cause_status=cause_status,
         decide=decide,
+        tool=explain_rules.log_facts(log, ()).tool,
     )
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.causes import dotted
+from archgap.analysis.causes import HOW_CC, dotted
 from archgap.analysis.fixes import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as kb
@@ -206,14 +206,12 @@ def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
             "newer than a release that dropped it"
         )
     fix = Fix(
-        "use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
-        "`nvidia-smi --query-gpu=name,compute_cap --format=csv`)",
+        f"use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
+        f"{HOW_CC})",
         "the package compiles at run time with the NVRTC of its CUDA",
         kind=TOOLKIT,
     )
-    decide = (
-        "the GPU's compute capability: `nvidia-smi --query-gpu=name,compute_cap --format=csv`",
-    )
+    decide = (f"the GPU's compute capability: {HOW_CC}",)
     return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide)
 
 

@@ -172,6 +172,35 @@ _CAUSE_LABEL = {
 }
 
 
+def _next_step(diagnosis: Diagnosis) -> str:
+    """What to do first, for the first lines: settle the fact that decides, else the first fix."""
+    if diagnosis.decide and diagnosis.cause_status in ("conditional", "undetermined"):
+        return f"find out {diagnosis.decide[0]}"
+    if diagnosis.fixes:
+        return diagnosis.fixes[0].text
+    return "nothing to fix (see the root cause)" if diagnosis.root_cause else ""
+
+
+def _print_unrecognised(out: Output, diagnosis: Diagnosis) -> None:
+    """No signature matched: what the log states, for a person to go on."""
+    from rich.markup import escape
+
+    label = "unknown error" if diagnosis.status == "unknown" else "no error found"
+    out.print(f"\n[bold yellow]{label}[/]: no known architecture-gap signature matches.")
+    rec = diagnosis.recognised
+    if rec.error:
+        out.print(f"  last error: {escape(rec.error)}")
+    for label, values in (
+        ("GPUs", rec.gpus),
+        ("compute capabilities", rec.compute_capabilities),
+        ("versions", tuple(f"{k} {v}" for k, v in rec.versions)),
+        ("paths", tuple(f"{k}={v}" for k, v in rec.paths)),
+        ("frames", rec.frames[-5:]),
+    ):
+        if values:
+            out.print(f"  {label}: {escape(', '.join(values))}")
+
+
 def _print(out: Output, diagnosis: Diagnosis, origin: str, lines: int) -> None:
     from rich.markup import escape
 
@@ -189,22 +218,14 @@ def _print(out: Output, diagnosis: Diagnosis, origin: str, lines: int) -> None:
             out.print(f"  {escape(note)}")
         return
     if diagnosis.status != "diagnosed":
-        label = "unknown error" if diagnosis.status == "unknown" else "no error found"
-        out.print(f"\n[bold yellow]{label}[/]: no known architecture-gap signature matches.")
-        rec = diagnosis.recognised
-        if rec.error:
-            out.print(f"  last error: {escape(rec.error)}")
-        for label, values in (
-            ("GPUs", rec.gpus),
-            ("compute capabilities", rec.compute_capabilities),
-            ("versions", tuple(f"{k} {v}" for k, v in rec.versions)),
-            ("paths", tuple(f"{k}={v}" for k, v in rec.paths)),
-            ("frames", rec.frames[-5:]),
-        ):
-            if values:
-                out.print(f"  {label}: {escape(', '.join(values))}")
+        _print_unrecognised(out, diagnosis)
         return
+    first = _next_step(diagnosis)
+    if first:
+        out.print(f"[bold]next:[/] {escape(first)}")
     out.print(f"\n[bold red]error[/] {escape(diagnosis.error)}  [dim]({diagnosis.signature})[/]")
+    if diagnosis.tool:
+        out.print(f"  raised by {escape(diagnosis.tool)}")
     for note in diagnosis.notes:
         out.print(f"\n[bold yellow]note[/] {escape(note)}")
     out.print("\n[bold]chain[/]")
