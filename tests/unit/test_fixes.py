@@ -83,7 +83,7 @@ def test_flashinfer_074_builds_sm107_as_the_100f_family_target() -> None:
     # 0.7.4 get_nvcc_flags_list: SM 10.7 ('7a') -> -gencode=arch=compute_100f,code=sm_100f when
     # `nvcc --list-gpu-arch` lacks compute_107 (nvcc 13.0 does: sm_107 arrives in CUDA 13.4).
     from archgap.analysis.compat import sass_runs_on
-    from archgap.analysis.flashinfer import build_target, normalise_arch
+    from archgap.analysis.flashinfer_rules import build_target, normalise_arch
     from archgap.kb.toolchain import flashinfer_range
 
     rng = flashinfer_range("0.7.4")

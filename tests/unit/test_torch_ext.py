@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from archgap.analysis.compat import resolve_gpu
-from archgap.analysis.jit import jit_findings
+from archgap.analysis.compilers import jit_findings
 from archgap.probe.facts import EnvVar, TorchBuild
 from archgap.probe.toolkit import _torch_supported_arches
 from tests.unit.test_jit_rules import facts

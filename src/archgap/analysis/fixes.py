@@ -12,6 +12,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archgap.analysis.compat import ComputeCapability, sass_runs_on
+from archgap.analysis.flashinfer_rules import (
+    normalise_arch,
+    parse_flashinfer_arch_list,
+    target_name,
+)
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import Toolkit
 
@@ -41,10 +46,6 @@ class FlashinferCase:
     torch_cuda: str | None = None
 
 
-def target_name(major: int, minor_text: str) -> str:
-    return f"compute_{major}{minor_text}"
-
-
 def runs_on(major: int, minor_text: str, cc: ComputeCapability) -> bool:
     digits = "".join(c for c in minor_text if c.isdigit())
     variant = minor_text[len(digits) :]
@@ -63,8 +64,6 @@ def normalised_target(
     rng: kb.FlashinferRange | None, cc: ComputeCapability, cuda: str
 ) -> str | None:
     """The target FlashInfer ``rng`` builds for ``cc`` with nvcc ``cuda``, if it builds one."""
-    from archgap.analysis.flashinfer import normalise_arch
-
     if rng is None:
         return None
     norm = normalise_arch(rng, cc.major, cc.minor, cuda)
@@ -155,8 +154,6 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
     """FLASHINFER_CUDA_ARCH_LIST with a suffix for this exact GPU: used verbatim by every
     release, so the CUDA version check is skipped; and the patch that returns the same target.
     With the nvcc unknown (a log that does not say), the fix names the nvcc it needs."""
-    from archgap.analysis.flashinfer import parse_flashinfer_arch_list
-
     cc, cuda = case.cc, case.cuda
     for suffix in ("a", "f"):
         value = f"{cc.major}.{cc.minor}{suffix}"
@@ -246,8 +243,6 @@ def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
 
 def _toolkit_need(cc: ComputeCapability, rng: kb.FlashinferRange) -> tuple[str, str] | None:
     """(target, "CUDA >= X.Y" or "CUDA <= X.Y") with which ``rng``'s rules build for ``cc``."""
-    from archgap.analysis.flashinfer import normalise_arch
-
     default = f"{cc.minor}a" if cc.major >= 9 else str(cc.minor)
     target = target_name(
         cc.major, normalise_arch(rng, cc.major, cc.minor, "99.9").minor_text or default

@@ -6,8 +6,9 @@ which nvcc it asks, how it normalises the GPU's arch, FLASHINFER_CUDA_ARCH_LIST)
 (``analysis.triton``: its ptxas vs the GPU's target), and here torch C++ extensions
 (TORCH_CUDA_ARCH_LIST, torch's CUDA vs nvcc's) and torch itself (its CUDA runtime vs the driver).
 This module holds what they share: the finding, its chain of facts, and which nvcc a package
-resolves. A finding carries the error the user will see, the cause, the chain of facts with where
-each came from, and fixes naming real options found on the machine.
+resolves; ``analysis.compilers`` asks every model. A finding carries the error the user will
+see, the cause, the chain of facts with where each came from, and fixes naming real options
+found on the machine.
 """
 
 from __future__ import annotations
@@ -442,22 +443,3 @@ def runtime_findings(
             )
         )
     return findings
-
-
-def jit_findings(
-    facts: ToolchainFacts,
-    targets: Sequence[GpuTarget],
-    driver_version: str | None = None,
-    driver_source: str = "nvidia-smi",
-) -> tuple[JitFinding, ...]:
-    """Every JIT finding (ok, fails, unknown) for these GPUs."""
-    from archgap.analysis import flashinfer, triton  # they build on this module's facts
-
-    return (
-        *flashinfer.flashinfer_findings(facts, targets),
-        *triton.triton_findings(facts, targets, driver_version, driver_source),
-        *torch_findings(facts, targets, driver_version, driver_source),
-        *runtime_findings(
-            facts.toolkits, driver_version, driver_source, any(t.gates_exit_code for t in targets)
-        ),
-    )

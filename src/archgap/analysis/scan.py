@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
-from archgap.analysis.jit import JitFinding, jit_findings
+from archgap.analysis.compilers import jit_findings
+from archgap.analysis.jit import JitFinding
 from archgap.analysis.load import LoadFinding, load_model
 from archgap.analysis.platform import (
     PlatformFinding,
@@ -179,8 +180,6 @@ def prepare_judging() -> None:
     """Build now what the first ``report_from_facts`` would build: the decoders of the sections
     it reads and the JIT rules it imports on first use (a local scan's parent does this while
     its probe runs: 5 ms off the time after the facts arrive)."""
-    from archgap.analysis import flashinfer, triton  # noqa: F401  (as jit_findings imports them)
-
     prepare(GpuFacts, PythonEnvironment, BinaryFacts, ToolchainFacts, ImageFacts, LoaderFacts)
 
 
