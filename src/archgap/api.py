@@ -332,6 +332,7 @@ def _facts(target: Target, request: dict[str, Any], timeout: float, root: str) -
 
 def verify(
     paths: Sequence[str] = (),
+    *,
     python: str | None = None,
     gpu_indices: Sequence[int] = (),
     target: Target = LOCAL,

@@ -80,8 +80,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     try:
         with out.status(f"loading device code on {target.name}"):
             report = verify(
-                paths, args.python, args.gpu_index, target, args.gpu_timeout, args.root,
-                args.timeout,
+                paths, python=args.python, gpu_indices=args.gpu_index, target=target,
+                gpu_timeout=args.gpu_timeout, root=args.root, timeout=args.timeout,
             )  # fmt: skip
     except ProbeError as exc:
         raise UsageError(str(exc)) from exc
