@@ -122,3 +122,18 @@ def test_kernel_less_file_does_not_make_its_package_partial() -> None:
         target = resolve_gpu(gpu)
         libs = [library_verdict(b, target) for b in (fft, fftw)]
         assert package_verdict("nvidia-cufft", "12.0", target, libs).verdict == expected, gpu
+
+
+def test_scan_and_the_build_gate_judge_a_kernel_less_file_alike() -> None:
+    # libnokernel_lz4.so holds no kernel (its cubins have no .text, its PTX no .entry): scan
+    # does not count it towards its package, and `kernels --require` has nothing to fail in it.
+    # libtiny_lz4.so's sm_75 kernel runs on 7.5 (T4), not across majors on 8.0 (A100).
+    from archgap.analysis.build_gate import check_build
+
+    stub = read_binary(str(BIN / "libnokernel_lz4.so"))
+    tiny = read_binary(str(BIN / "libtiny_lz4.so"))
+    assert check_build([stub], [resolve_gpu("H100")]).passed
+    gate = check_build([stub, tiny], [resolve_gpu("A100"), resolve_gpu("T4")])
+    assert [(f.path.rsplit("/", 1)[-1], f.gpu) for f in gate.failures] == [
+        ("libtiny_lz4.so", "A100")
+    ]

@@ -1,8 +1,10 @@
 """The CI gate of a build (``archgap kernels PATH... --require GPU``): pure.
 
-Every built library with device code must run on every required GPU: ``native`` passes, ``none``
-fails, ``jit`` (only PTX) fails with ``strict``. A failure names the target the recipe for the
-required GPUs expects (recipe.py: the same rules), so the fix is the recipe's build line.
+Every built kernel library must run on every required GPU: ``native`` passes, ``none`` fails,
+``jit`` (only PTX) fails with ``strict``; as in ``scan``, files of other roles (kernel-less stubs,
+device-link archives, profilers: verdicts.role_of) are not judged. A failure names the target
+the recipe for the required GPUs expects (recipe.py: the same rules), so the fix is the recipe's
+build line.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.recipe import recipe
-from archgap.analysis.verdicts import JIT, NATIVE, NONE, has_device_code, library_verdict
+from archgap.analysis.verdicts import (
+    JIT,
+    KERNEL_LIBRARY,
+    NATIVE,
+    NONE,
+    has_device_code,
+    library_verdict,
+)
 from archgap.probe.facts import BinaryFacts
 
 
@@ -67,7 +76,8 @@ def check_build(
             failures.append(GateFailure("", gpu.label, cc, NONE, reason, expected[gpu.label]))
         for binary in libraries:
             verdict = library_verdict(binary, gpu)
-            if _fails(verdict.verdict, strict):
+            # as in scan, only kernel libraries count: a kernel-less stub has nothing to load
+            if verdict.role == KERNEL_LIBRARY and _fails(verdict.verdict, strict):
                 failures.append(
                     GateFailure(
                         binary.path,
