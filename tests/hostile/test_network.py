@@ -341,6 +341,39 @@ def userinfo_token_only(lab: Lab) -> None:
     assert SECRET not in everything(contents, fetched, cache(lab))
 
 
+# RFC 3986 section 3.2: the authority ends at the first '/', '?' or '#', and userinfo cannot hold
+# them unencoded; so ``alice:Zq/SECRET@host`` has the authority ``alice:Zq`` (host alice, port
+# Zq), as pip and urllib read it, and fails on its port. Archgap refuses it with that reason,
+# requests nothing, and shows none of the password (neither ``Zq`` nor what follows the '/').
+SLASHED = "Zq/" + SECRET
+
+
+def unencoded_slash_wheel_url(lab: Lab) -> None:
+    server = lab.server()
+    wheel, data, _ = lab.demo_wheel()
+    server.routes["/w/" + wheel.name] = needs_basic("alice", SLASHED, static(data))
+    contents, fetched = read([server.url("/w/" + wheel.name, userinfo=f"alice:{SLASHED}")])
+    [reason] = reasons(contents)
+    assert "not [user[:password]@]host[:port]" in reason and "%2F" in reason, reason
+    assert not server.seen  # nothing was sent anywhere
+    shown = everything(contents, fetched, cache(lab))
+    assert SECRET not in shown and "Zq" not in shown, shown
+
+
+def unencoded_slash_index_url_cli(lab: Lab) -> None:
+    """The same password in --index-url, through the CLI, text at -vv and JSON."""
+    server, index = _authorized_index(lab)
+    url = index.replace("://", f"://alice:{SLASHED}@")
+    env = {"XDG_CACHE_HOME": str(lab.tmp / "cache"), "HOME": str(lab.tmp)}
+    for extra in (("-vv",), ("--json",)):
+        result = run_cli("scan", "demo-pkg", "--index-url", url, "--python-version", "3.12",
+                         "--platform", "manylinux_2_28_x86_64", *extra, env=env)  # fmt: skip
+        output = result.stdout + result.stderr
+        assert result.returncode == 2 and "%2F" in output, output
+        assert SECRET not in output and "Zq" not in output, output
+    assert not server.seen
+
+
 def netrc_credentials(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     _, index = _authorized_index(lab)
     netrc = lab.tmp / "netrc"
@@ -853,6 +886,8 @@ CLASSES = [
     pytest.param(userinfo_wheel_url, id="userinfo-wheel-url"),
     pytest.param(userinfo_percent_encoded, id="userinfo-percent-encoded"),
     pytest.param(userinfo_token_only, id="userinfo-token-only"),
+    pytest.param(unencoded_slash_wheel_url, id="userinfo-unencoded-slash-wheel-url"),
+    pytest.param(unencoded_slash_index_url_cli, id="userinfo-unencoded-slash-index-url-cli"),
     pytest.param(netrc_credentials, id="netrc"),
     pytest.param(wrong_password_is_redacted, id="wrong-password-redacted"),
     pytest.param(wrong_password_cli_every_verbosity, id="wrong-password-cli-vv-json"),

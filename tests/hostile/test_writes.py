@@ -439,14 +439,26 @@ SECRETS = [
     pytest.param(
         "PIP_EXTRA=https://alice:s3cr3t@pypi.example/simple",
         "s3cr3t",
-        "PIP_EXTRA=https://alice:<redacted>@pypi.example/simple",
+        "PIP_EXTRA=https://alice:****@pypi.example/simple",
         id="url-userinfo",
     ),
     pytest.param(
         "DATABASE=postgres://svc:p%40ss@db:5432/x  # note",
         "p%40ss",
-        "DATABASE=postgres://svc:<redacted>@db:5432/x  # note",
+        "DATABASE=postgres://svc:****@db:5432/x  # note",
         id="url-userinfo-encoded",
+    ),
+    pytest.param(  # a lone user name is a token (pip shows it as ****)
+        "PIP_FIND=https://t0k3n@pypi.example/simple",
+        "t0k3n",
+        "PIP_FIND=https://****@pypi.example/simple",
+        id="url-token",
+    ),
+    pytest.param(  # RFC 3986 ends the authority at '/': all up to the last '@' is hidden
+        "PIP_MIRROR=https://alice:ab/cd@pypi.example/simple",
+        "ab/cd",
+        "PIP_MIRROR=https://alice:****@pypi.example/simple",
+        id="url-password-unencoded-slash",
     ),
     pytest.param(
         "WANDB_MODE_X=0a1b2c3d4e5f60718293a4b5c6d7e8f9",

@@ -76,6 +76,7 @@ from archgap.image.source import (
 )
 from archgap.index import net
 from archgap.index.fetch import FetchError, PartialFile, cache_dir
+from archgap.probe.system import hide_url_password
 
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 CHUNK = 1 << 20
@@ -329,7 +330,7 @@ class RegistryClient:
             return True
         how = "in clear text" if not tls else "to another host"
         self.withheld = (
-            f"without credentials: not sent {how} to the token realm {net.redact(realm)} "
+            f"without credentials: not sent {how} to the token realm {hide_url_password(realm)} "
             f"(credentials go to a realm on {host} itself"
             f"{'' if not tls else ', or with --trust-token-realm'})"
         )

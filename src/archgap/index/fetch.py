@@ -34,6 +34,7 @@ from types import FrameType
 from typing import IO, Any
 
 from archgap.index import net
+from archgap.probe.system import hide_url_password
 
 READ_AHEAD = 1 << 20  # bytes fetched at least per range request
 MIN_RANGE = 64 << 10  # a 206 answer shorter than this (and than asked) is a short answer
@@ -142,7 +143,7 @@ def cache_dir(kind: str = "wheels") -> str:
 def cache_path(url: str, sha256: str | None) -> str:
     """The cache file of a URL: a hash of the redacted URL (and of the index's sha256), then
     its name (never a credential: ``url`` is redacted first)."""
-    shown = net.redact(url)
+    shown = hide_url_password(url)
     key = hashlib.sha256(f"{shown}\0{sha256 or ''}".encode()).hexdigest()[:24]
     name = os.path.basename(urllib.parse.urlsplit(shown).path) or "download"
     return os.path.join(cache_dir(), f"{key}-{name}")
@@ -322,7 +323,7 @@ def _ranged_size(url: str) -> int | None:
 
 def _download(url: str, sha256: str | None) -> tuple[IO[bytes], Fetched]:
     """The whole wheel, once, into the cache (atomically; capped; checked against ``sha256``)."""
-    target = cache_path(url, sha256)
+    target, shown = cache_path(url, sha256), hide_url_password(url)
     cap = net.session().max_download
     digest = hashlib.sha256()
     size = 0
@@ -332,16 +333,15 @@ def _download(url: str, sha256: str | None) -> tuple[IO[bytes], Fetched]:
             while chunk := answer.read1(CHUNK):
                 size += len(chunk)
                 if size > cap:
-                    raise FetchError(f"{net.redact(url)}: more than {cap:,} bytes, over the cap")
+                    raise FetchError(f"{shown}: more than {cap:,} bytes, over the cap")
                 digest.update(chunk)
                 out.write(chunk)
             if answer.length:  # read1 ends quietly where the connection closed early
                 short = f"the connection closed {answer.length:,} bytes before the end"
-                raise FetchError(f"{net.redact(url)}: {short}")
-            if sha256 and digest.hexdigest() != sha256.lower():
-                raise FetchError(
-                    f"{net.redact(url)}: sha256 {digest.hexdigest()} is not the index's {sha256}"
-                )
+                raise FetchError(f"{shown}: {short}")
+            got = digest.hexdigest()
+            if sha256 and got != sha256.lower():
+                raise FetchError(f"{shown}: sha256 {got} is not the index's {sha256}")
             out.commit()
     except (OSError, http.client.HTTPException) as exc:
         raise FetchError(net.describe(url, exc)) from None

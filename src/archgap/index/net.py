@@ -6,9 +6,12 @@ one deadline, one byte cap, credentials as pip sends them, and URLs that never s
   index lists on the same host get them too (pip's ``MultiDomainBasicAuth``); else ``~/.netrc``
   (``$NETRC``) for the host, as pip (through requests) reads it. The header is never forwarded
   to another origin on a redirect.
-* **Redaction**: ``redact`` (pip's ``redact_auth_from_url``) owns it. ``admit`` is the way in: a
+* **Redaction**: ``hide_url_password`` (``archgap.probe.system``: the probe's diffs hide URL
+  passwords by the same rule, pip's ``redact_auth_from_url``) owns it. ``admit`` is the way in: a
   URL given by the user or listed by an index is remembered with its credentials and handed
-  back redacted, so the password is in no label, message, JSON document or cache name.
+  back redacted, so the password is in no label, message, JSON document or cache name. A URL
+  whose authority is not ``host[:port]`` (RFC 3986 ends it at the first ``/``, so a password
+  with an unencoded ``/`` is read as a port, as pip reads it) is refused with that reason.
 * **Deadline**: ``timeout`` bounds the whole request (connection, headers and a trickling body):
   before each read of the socket its timeout is set to what is left of the deadline.
 * **Caps**: a body past its cap (``MAX_PAGE_BYTES`` for pages and JSON, ``Session.max_download``
@@ -35,11 +38,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from archgap.probe.system import URL_MASK, hide_url_password
+
 DEFAULT_TIMEOUT = 60.0
 MAX_PAGE_BYTES = 32 << 20  # an index page, PEP 658 metadata, a token or manifest answer
 MAX_DOWNLOAD_BYTES = 4 << 30  # a wheel downloaded whole (CUDA wheels reach ~3 GiB)
 USER_AGENT = "archgap (wheel reader; https://github.com/archgap)"
-MASK = "****"
 
 
 class NetError(OSError):
@@ -53,6 +57,9 @@ class Session:
     timeout: float = DEFAULT_TIMEOUT
     max_download: int = MAX_DOWNLOAD_BYTES
     credentials: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the authorities (as shown) of admitted URLs that cannot be requested, and why: URLs
+    # made from them (a project page under an index URL) are refused too
+    refused: dict[str, str] = field(default_factory=dict)
     # docker:// registries: send credentials to a token realm on another host (https only)
     trust_token_realm: bool = False
 
@@ -82,6 +89,7 @@ def limits(
         outer.timeout if timeout is None else timeout,
         outer.max_download if max_download is None else max_download,
         outer.credentials,
+        outer.refused,
         outer.trust_token_realm if trust_token_realm is None else trust_token_realm,
     )
     token = _SESSION.set(inner)
@@ -107,24 +115,34 @@ def _split_netloc(netloc: str) -> tuple[str, str | None, str | None]:
     )
 
 
-def redact(url: str) -> str:
-    """The URL with its password masked (``user:****@host``; a lone user is a token:
-    ``****@host``), as pip's ``redact_auth_from_url``."""
-    parts = urllib.parse.urlsplit(url)
-    hostport, user, password = _split_netloc(parts.netloc)
-    if user is None:
-        return url
-    shown = f"{MASK}" if password is None else f"{urllib.parse.quote(user, safe='')}:{MASK}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{shown}@{hostport}"))
+_BAD_AUTHORITY = (
+    "its authority (up to the first '/', '?' or '#') is not [user[:password]@]host[:port]: "
+    "a '/', '?' or '#' in a user name or password is written %2F, %3F or %23 (RFC 3986)"
+)
+
+
+def _authority_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested as pip would read it, or None. Never quotes the
+    authority: a password with an unencoded '/' is what ends up as its port."""
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 (urllib checks the port only when asked)
+    except ValueError:
+        return _BAD_AUTHORITY
+    return None
 
 
 def admit(url: str) -> str:
-    """``url`` redacted; its credentials (not already masked) kept for its host:port."""
-    parts = urllib.parse.urlsplit(url)
-    hostport, user, password = _split_netloc(parts.netloc)
-    if user is not None and password != MASK and (user, password) != (MASK, None):
+    """``url`` redacted; its credentials (not already masked) kept for its host:port, or,
+    when it cannot be requested, why (``build_request`` refuses it)."""
+    shown = hide_url_password(url)
+    problem = _authority_problem(url)
+    if problem is not None:
+        session().refused[urllib.parse.urlsplit(shown).netloc] = problem
+        return shown
+    hostport, user, password = _split_netloc(urllib.parse.urlsplit(url).netloc)
+    if user is not None and password != URL_MASK and (user, password) != (URL_MASK, None):
         session().credentials[hostport.lower()] = (user, password or "")
-    return redact(url)
+    return shown
 
 
 def _netrc_credentials(host: str) -> tuple[str, str] | None:
@@ -153,7 +171,7 @@ def authorization(url: str) -> tuple[str, str | None]:
     hostport, user, password = _split_netloc(parts.netloc)
     bare = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
     found = session().credentials.get(hostport.lower())
-    if found is None and user is not None and MASK not in (user, password):
+    if found is None and user is not None and URL_MASK not in (user, password):
         found = (user, password or "")
     if found is None and parts.hostname and parts.scheme in ("http", "https"):
         found = _netrc_credentials(parts.hostname)
@@ -305,6 +323,9 @@ def build_request(
 ) -> urllib.request.Request:
     """A GET of ``url`` with a deadline of ``timeout`` (the session's by default) and, with
     ``credentials``, the URL's (pip's sources) as a header (registries bring their own)."""
+    problem = _authority_problem(url) or session().refused.get(urllib.parse.urlsplit(url).netloc)
+    if problem is not None:
+        raise NetError(f"{hide_url_password(url)}: {problem}")
     bare, auth = authorization(url) if credentials else (url, None)
     req = urllib.request.Request(bare, headers={"User-Agent": USER_AGENT, **(headers or {})})
     if auth:
@@ -334,7 +355,9 @@ def check_length(answer: http.client.HTTPResponse, cap: int, url: str) -> None:
     """Refuse an answer whose ``Content-Length`` is over ``cap`` before reading it."""
     length = answer.headers.get("Content-Length") or ""
     if length.strip().isdigit() and int(length) > cap:
-        raise NetError(f"{redact(url)}: {int(length):,} bytes announced, over the cap of {cap:,}")
+        raise NetError(
+            f"{hide_url_password(url)}: {int(length):,} bytes announced, over the cap of {cap:,}"
+        )
 
 
 def read_capped(answer: http.client.HTTPResponse, cap: int, url: str) -> bytes:
@@ -342,13 +365,15 @@ def read_capped(answer: http.client.HTTPResponse, cap: int, url: str) -> bytes:
     check_length(answer, cap, url)
     encoding = (answer.headers.get("Content-Encoding") or "identity").strip().lower()
     if encoding != "identity":  # never asked for: compressed bytes are not the document
-        raise NetError(f"{redact(url)}: answered with Content-Encoding {encoding}, not asked for")
+        raise NetError(
+            f"{hide_url_password(url)}: answered with Content-Encoding {encoding}, not asked for"
+        )
     try:
         data = answer.read(cap + 1)
     except (OSError, http.client.HTTPException) as exc:
         raise NetError(describe(url, exc)) from None
     if len(data) > cap:
-        raise NetError(f"{redact(url)}: more than {cap:,} bytes, over the cap")
+        raise NetError(f"{hide_url_password(url)}: more than {cap:,} bytes, over the cap")
     return data
 
 
@@ -365,7 +390,7 @@ _LOOP = "redirect error that would lead to an infinite loop"
 
 def describe(url: str, exc: BaseException) -> str:
     """One line: the redacted URL and what went wrong."""
-    shown = redact(url)
+    shown = hide_url_password(url)
     if isinstance(exc, NetError):
         return str(exc)
     if isinstance(exc, urllib.error.HTTPError):
@@ -380,7 +405,7 @@ def describe(url: str, exc: BaseException) -> str:
         why = _timeout_text(exc)
     else:
         why = f"{type(exc).__name__}: {exc}"
-    return f"{shown}: {' '.join(why.split())}"
+    return f"{shown}: {hide_url_password(' '.join(why.split()))}"
 
 
 def _timeout_text(exc: TimeoutError) -> str:

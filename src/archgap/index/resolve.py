@@ -25,6 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from archgap.index import net
+from archgap.probe.system import hide_url_password
 
 PYPI = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"  # noqa: E501
@@ -136,7 +137,7 @@ def project_files(index: str, name: str) -> list[IndexFile]:
     except net.NetError as exc:
         raise ResolveError(str(exc)) from None
     kind, base = answer.headers.get_content_type(), answer.geturl()
-    shown = net.redact(base)
+    shown = hide_url_password(base)
     try:
         if kind == "application/vnd.pypi.simple.v1+json":
             _check_count(body.count(b","), MAX_PAGE_VALUES, "JSON values")

@@ -76,8 +76,10 @@ _ARCH_VALUE = re.compile(r"^[0-9A-Za-z_.;,+ ]{0,512}$")
 _SETTING_VALUE = re.compile(r"^[0-9A-Za-z_.,:;=+/ -]{0,256}$")
 # A run of letters and digits this long, mixing both, is a key or token, not a setting.
 _TOKEN_RUN = re.compile(r"(?=[A-Za-z_-]*[0-9])(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{24,}")
-# A URL's "user:password@" (https://u:p@index/simple, postgres://u:p@db/): group 1 ends at ':'.
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^/\s@]*(?=@)")
+# A URL's password is shown as pip shows it (``redact_auth_from_url``): user:****@host, and a
+# lone user name, which is a token, as ****@host.
+URL_MASK = "****"
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"<>]*")
 
 
 def read_regular(
@@ -306,8 +308,28 @@ def shown_value(name: str, value: str) -> str:
 
 
 def hide_url_password(text: str) -> str:
-    """``text`` with the password of every URL's ``user:password@`` as REDACTED."""
-    return _URL_PASSWORD.sub(r"\1" + REDACTED, text)
+    """``text`` (a URL, a message, a line of a file) with every URL's password as URL_MASK."""
+    return _URL.sub(lambda found: _masked_url(found.group()), text)
+
+
+def _masked_url(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    end = min([i for i in map(rest.find, "/?#") if i >= 0] or [len(rest)])
+    authority, tail = rest[:end], rest[end:]
+    userinfo, at, hostport = authority.rpartition("@")
+    if not at:
+        # RFC 3986: the authority ends at the first '/', '?' or '#', so a password holding one
+        # unencoded is no userinfo (pip and urllib read "user:pa" as host and port, and the URL
+        # fails on its port). A port that is not digits with an '@' further on is such a
+        # password: everything up to the last '@' is hidden.
+        user, colon, port = authority.partition(":")
+        last = tail.rfind("@")
+        if not colon or authority.startswith("[") or port.isdigit() or last < 0:
+            return url
+        userinfo, hostport, tail = user + ":", "", tail[last + 1 :]
+    user, colon, _ = userinfo.partition(":")
+    shown = user + ":" + URL_MASK if colon else URL_MASK
+    return "%s://%s@%s%s" % (scheme, shown, hostport, tail)
 
 
 def allowlisted(environ: Dict[str, str]) -> Dict[str, str]:
