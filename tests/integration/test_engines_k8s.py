@@ -1,7 +1,14 @@
 """Kubernetes without a cluster: `archgap k8s-manifest` validated against the Kubernetes OpenAPI
-schemas that kubernetes-validate ships (strict: unknown fields are errors), the probe it carries
-run as the DaemonSet runs it and read back by `fleet --from`, and `scan --nfd` feature files
-checked against the Kubernetes label syntax.
+schemas that kubernetes-validate ships (strict: unknown fields are errors), each object measured
+as client-side `kubectl apply` stores it, its pods checked against the Pod Security "baseline"
+rules, the probe it carries run as the DaemonSet runs it and read back by `fleet --from`, and
+`scan --nfd` feature files checked against the Kubernetes label syntax.
+
+`kubectl apply` (client-side) keeps the object it applied, serialized by Go's encoding/json
+(which writes <, > and & as \\u003c, \\u003e, \\u0026), in the metadata annotation
+kubectl.kubernetes.io/last-applied-configuration; the API server refuses an object whose
+annotations (keys and values) total more than 256 KiB (apimachinery's
+TotalAnnotationSizeLimitB), and etcd one over about 1.5 MiB (a ConfigMap holds at most 1 MiB).
 
 Label syntax (kubernetes.io/docs/concepts/overview/working-with-objects/labels): a name of at most
 63 characters, beginning and ending with an alphanumeric, with dashes, underscores and dots
@@ -11,8 +18,11 @@ feature.node.kubernetes.io/.
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
+import gzip
+import json
 import re
 import subprocess
 import sys
@@ -39,11 +49,34 @@ def manifest(*args: str) -> list[dict[str, Any]]:
     return docs
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+ANNOTATIONS_LIMIT = 256 * 1024
+CONFIGMAP_LIMIT = 1024 * 1024
+
+
+def go_json(value: Any) -> bytes:
+    """``value`` as Go's json.Marshal writes it (compact, HTML characters escaped, UTF-8)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text.encode("utf-8")
+
+
+def applied(obj: dict[str, Any]) -> tuple[int, int]:
+    """(the annotations' size, the whole object's) once `kubectl apply` has annotated it."""
+    annotation = go_json(obj).decode("utf-8")
+    annotated = copy.deepcopy(obj)
+    annotated["metadata"].setdefault("annotations", {})[LAST_APPLIED] = annotation
+    annotations = annotated["metadata"]["annotations"]
+    return sum(len(k) + len(v.encode()) for k, v in annotations.items()), len(go_json(annotated))
+
+
 def test_probe_manifest_is_valid_and_its_daemonset_output_feeds_fleet(tmp_path: Path) -> None:
     docs = manifest("--namespace", "gpu-audit", "--image", "registry.local/serving:1.2")
     assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "DaemonSet"]
     config_map, daemonset = docs[1], docs[2]
-    script = config_map["data"]["archgap-probe.py"]
+    (packed,) = config_map["binaryData"].values()
+    script = gzip.decompress(base64.b64decode(packed)).decode()
     # The same probe as `archgap probe --script`, byte for byte, inspecting the container's python3.
     assert script == run_cli("probe", "--script", "--python", "python3").stdout
     pod = daemonset["spec"]["template"]["spec"]
@@ -51,8 +84,10 @@ def test_probe_manifest_is_valid_and_its_daemonset_output_feeds_fleet(tmp_path: 
     (container,) = pod["containers"]
     assert container["image"] == "registry.local/serving:1.2"
     # What the container does, with the ConfigMap mounted elsewhere and without the final sleep.
-    (tmp_path / "archgap-probe.py").write_text(script)
-    command = container["command"][2].replace("/probe/", f"{tmp_path}/")
+    (mount,) = container["volumeMounts"]
+    for name, data in config_map["binaryData"].items():
+        (tmp_path / name).write_bytes(base64.b64decode(data))  # as the kubelet projects it
+    command = container["command"][2].replace(mount["mountPath"] + "/", f"{tmp_path}/")
     command = command.replace("python3", sys.executable).replace("; exec sleep infinity", "")
     ran = subprocess.run(
         ["/bin/sh", "-c", command], capture_output=True, text=True, timeout=120,
@@ -66,6 +101,86 @@ def test_probe_manifest_is_valid_and_its_daemonset_output_feeds_fleet(tmp_path: 
     result = run_cli("fleet", "--json", "--from", str(inbox))
     doc = json_output(result, "fleet")
     assert [h["name"] for h in doc["hosts"]] == ["gpu-node-17"] and doc["documents"] == 1
+
+
+def test_every_object_fits_what_client_side_apply_stores() -> None:
+    docs = manifest()
+    for doc in [*docs, *manifest("--mode", "nfd", "--image", "registry.local/archgap:0.1")]:
+        annotations, whole = applied(doc)
+        # Well under the limit: room for the probe to grow and for the user's own annotations.
+        assert annotations < ANNOTATIONS_LIMIT * 3 // 4, (doc["kind"], annotations)
+        assert whole < CONFIGMAP_LIMIT, (doc["kind"], whole)
+    # The measure catches the plain script in `data`, which client-side apply refuses.
+    config_map = copy.deepcopy(docs[1])
+    (packed,) = config_map.pop("binaryData").values()
+    config_map["data"] = {"archgap-probe.py": gzip.decompress(base64.b64decode(packed)).decode()}
+    assert applied(config_map)[0] > ANNOTATIONS_LIMIT
+
+
+# Pod Security Standards, "baseline" (kubernetes.io/docs/concepts/security/pod-security-standards):
+# no host namespaces, privileged containers, hostPath volumes or host ports, and no capability
+# added beyond this set.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
+                         "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID",
+                         "SYS_CHROOT"}  # fmt: skip
+
+
+def baseline_violations(pod: dict[str, Any]) -> list[str]:
+    found = [f"spec.{k}" for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)]
+    found += [f"volume {v['name']}: hostPath" for v in pod.get("volumes", []) if "hostPath" in v]
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        security = c.get("securityContext") or {}
+        if security.get("privileged") or (security.get("windowsOptions") or {}).get("hostProcess"):
+            found.append(f"{c['name']}: privileged")
+        added = set((security.get("capabilities") or {}).get("add") or []) - BASELINE_CAPABILITIES
+        found += [f"{c['name']}: capability {cap}" for cap in sorted(added)]
+        found += [f"{c['name']}: hostPort" for p in c.get("ports", []) if p.get("hostPort")]
+        if security.get("procMount", "Default") != "Default":
+            found.append(f"{c['name']}: procMount")
+    return found
+
+
+def test_probe_pods_pass_pod_security_baseline_and_nfd_says_why_it_cannot() -> None:
+    probe = manifest()
+    namespace, pod = probe[0], probe[-1]["spec"]["template"]["spec"]
+    assert baseline_violations(pod) == []
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    # The checker is not blind: what the nfd DaemonSet needs (the two host directories nfd-worker
+    # and node_exporter read) is what baseline forbids, and its namespace says so.
+    nfd = manifest("--mode", "nfd", "--image", "registry.local/archgap:0.1")
+    assert baseline_violations(nfd[-1]["spec"]["template"]["spec"]) == [
+        "volume features: hostPath", "volume textfile: hostPath"]  # fmt: skip
+    assert nfd[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    broken = copy.deepcopy(pod)
+    broken["hostPID"] = True
+    broken["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN", "CHOWN"]}}
+    assert baseline_violations(broken) == ["spec.hostPID", "archgap: capability SYS_ADMIN"]
+
+
+def test_gpus_are_requested_or_seen_through_a_runtime_class() -> None:
+    """Unprivileged pods see a GPU the device plugin allocated to them (a nvidia.com/gpu
+    request); NVIDIA_VISIBLE_DEVICES=all without one works only through a runtime that honours
+    it, so the variable comes only with --runtime-class."""
+    (container,) = manifest()[-1]["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in container["env"]}
+    pod = manifest("--runtime-class", "nvidia", "--node-selector", "example.com/pool=a100")[-1]
+    spec = pod["spec"]["template"]["spec"]
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["nodeSelector"] == {"example.com/pool": "a100"}
+    (container,) = spec["containers"]
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+
+
+def test_bad_placement_and_nfd_without_an_archgap_image_are_usage_errors() -> None:
+    for args, says in ((("--node-selector", "no-equals-sign"), "KEY=VALUE"),
+                       (("--node-selector", "a=b c"), "KEY=VALUE"),
+                       (("--runtime-class", "Not_A_Label"), "DNS-1123"),
+                       (("--mode", "nfd"), "needs --image")):  # fmt: skip
+        result = run_cli("k8s-manifest", *args)
+        assert result.returncode == 2 and says in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
 
 
 def test_nfd_manifest_is_valid_and_the_validator_catches_a_broken_one() -> None:
@@ -88,8 +203,9 @@ def test_nfd_manifest_is_valid_and_the_validator_catches_a_broken_one() -> None:
 
 
 def test_k8s_manifest_json_is_the_same_objects() -> None:
-    as_yaml = manifest("--mode", "nfd")
-    result = run_cli("k8s-manifest", "--mode", "nfd", "--json")
+    args = ("--mode", "nfd", "--image", "registry.local/archgap:0.1")
+    as_yaml = manifest(*args)
+    result = run_cli("k8s-manifest", *args, "--json")
     doc = json_output(result, "k8s-manifest")
     assert doc["objects"] == as_yaml
 

@@ -1,10 +1,12 @@
 """archgap k8s-manifest: YAML that runs archgap on every GPU node of a Kubernetes cluster.
 
-``--mode probe`` (default): the standalone probe in a ConfigMap and a DaemonSet that prints each
-node's facts once (collect with ``kubectl logs`` and ``archgap fleet --from``). ``--mode nfd``: a
-DaemonSet (an image with archgap installed) that keeps a Node Feature Discovery feature file and
-node_exporter textfile metrics current. YAML by default, ``--json`` the same objects in a JSON
-document. Exit 0; 2 on a bad argument.
+``--mode probe`` (default): the standalone probe (gzipped) in a ConfigMap and a DaemonSet that
+prints each node's facts once (collect with ``kubectl logs`` and ``archgap fleet --from``); its
+namespace enforces Pod Security "baseline". ``--mode nfd``: a DaemonSet in ``--image`` (which must
+have archgap installed) that keeps a Node Feature Discovery feature file and node_exporter
+textfile metrics current. ``--node-selector`` picks the nodes; each pod requests one
+``nvidia.com/gpu``, or uses ``--runtime-class`` to see the GPUs instead. YAML by default,
+``--json`` the same objects in a JSON document. Exit 0; 2 on a bad argument.
 """
 
 from __future__ import annotations
@@ -18,22 +20,28 @@ from archgap.cli.common import EXIT_OK, Output, UsageError
 from archgap.transport.target import DEFAULT_PYTHON
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# A label key (an optional DNS-subdomain prefix and '/', then a name) and a label value.
+LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+PROBE_IMAGE = "python:3.12-slim"
 
 
 HELP = "Kubernetes YAML: a DaemonSet running the probe (or scan --nfd) on every GPU node"
 DESCRIPTION = (
-    "Print Kubernetes manifests (YAML) that run archgap on every GPU node (nodes labelled "
-    "nvidia.com/gpu.present=true). Exit 0; 2 on a bad argument."
+    "Print Kubernetes manifests (YAML) that run archgap on every GPU node (by default the "
+    "nodes labelled nvidia.com/gpu.present=true). Exit 0; 2 on a bad argument."
 )
 OPTIONS = (
     opt.option("--mode", choices=("probe", "nfd"), default="probe"),
     opt.option("--namespace", default="archgap", metavar="NS"),
     opt.option(
         "--image",
-        default="python:3.12-slim",
+        default=None,
         help="the container image: for --mode probe your serving image (its Python environment "
-        "is what gets inspected), for --mode nfd an image with archgap installed "
-        "(default %(default)s)",
+        f"is what gets inspected; default {PROBE_IMAGE}), for --mode nfd an image with archgap "
+        "installed in the environment to judge (required: there is no such public image)",
     ),
     opt.option(
         "--python",
@@ -42,24 +50,54 @@ OPTIONS = (
         help=f"the interpreter to inspect inside the image (default {DEFAULT_PYTHON})",
     ),
     opt.option(
+        "--node-selector",
+        default="nvidia.com/gpu.present=true",
+        metavar="KEY=VALUE",
+        help="the nodes to run on, by label (default %(default)s, GPU Feature Discovery's)",
+    ),
+    opt.option(
+        "--runtime-class",
+        default=None,
+        metavar="NAME",
+        help="see the GPUs through this RuntimeClass (e.g. nvidia) with NVIDIA_VISIBLE_DEVICES=all "
+        "instead of requesting one nvidia.com/gpu per pod (a request reserves that GPU while the "
+        "pod lives)",
+    ),
+    opt.option(
         "--interval", type=int, default=3600, metavar="S", help="--mode nfd: seconds between scans"
     ),
     opt.output(),
 )
 
 
+def _node_selector(text: str) -> dict[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+        raise UsageError(f"--node-selector {text!r} is not a label KEY=VALUE")
+    return {key: value}
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.report.k8s import nfd_manifest, probe_manifest, to_yaml
+    from archgap.report.k8s import Placement, nfd_manifest, probe_manifest, to_yaml
 
     if not DNS_LABEL.fullmatch(args.namespace):
         raise UsageError(f"--namespace {args.namespace!r} is not a DNS-1123 label")
-    if not args.image.strip() or any(c.isspace() for c in args.image):
-        raise UsageError(f"--image {args.image!r} is not an image reference")
+    if args.mode == "nfd" and args.image is None:
+        raise UsageError(
+            "--mode nfd needs --image: an image with archgap installed in the Python "
+            "environment to judge (your serving image plus `pip install archgap`)"
+        )
+    image = args.image or PROBE_IMAGE
+    if not image.strip() or any(c.isspace() for c in image):
+        raise UsageError(f"--image {image!r} is not an image reference")
+    if args.runtime_class is not None and not DNS_LABEL.fullmatch(args.runtime_class):
+        raise UsageError(f"--runtime-class {args.runtime_class!r} is not a DNS-1123 label")
     if args.interval < 60:
         raise UsageError("--interval must be at least 60 seconds")
+    placement = Placement(_node_selector(args.node_selector), args.runtime_class)
     python = args.python or DEFAULT_PYTHON
     if args.mode == "nfd":
-        docs = nfd_manifest(args.namespace, args.image, python, args.interval)
+        docs = nfd_manifest(args.namespace, image, python, args.interval, placement)
     else:
         from archgap.cli.common import request_or_usage_error
         from archgap.request import DEFAULT_SECTIONS
@@ -68,7 +106,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         # The probe inspects the same interpreter that runs it in the container.
         request = request_or_usage_error(list(DEFAULT_SECTIONS), python)
         script = standalone_script(probe_input(request, "/", None))
-        docs = probe_manifest(args.namespace, args.image, python, script)
+        docs = probe_manifest(args.namespace, image, python, script, placement)
     if out.json_mode:
         out.emit("k8s-manifest", {"mode": args.mode, "objects": docs})
     else:

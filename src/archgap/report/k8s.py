@@ -1,18 +1,25 @@
 """Kubernetes manifests that run archgap on every GPU node, as YAML (``archgap k8s-manifest``).
 
-``probe`` mode: a ConfigMap holding the standalone probe (``archgap probe --script``) and a
-DaemonSet that runs it once per GPU node in the image you name (the serving image: the one whose
-Python environment matters) and prints ``NODE: {facts}``; collect the lines with ``kubectl logs``
-and judge them with ``archgap fleet --from``. ``nfd`` mode: a DaemonSet in an image with archgap
-installed that rewrites a Node Feature Discovery feature file (and a node_exporter textfile) every
-interval with ``archgap scan --nfd``. Pure: values in, text out.
+``probe`` mode: a ConfigMap holding the standalone probe (``archgap probe --script``, gzipped in
+``binaryData`` so that each object stays well under the 256 KiB ``last-applied-configuration``
+annotation client-side ``kubectl apply`` writes) and a DaemonSet that runs it once per GPU node
+in the image you name (the serving image: the one whose Python environment matters) and prints
+``NODE: {facts}``; collect the lines with ``kubectl logs`` and judge them with ``archgap fleet
+--from``. No hostPath: the namespace enforces Pod Security "baseline". ``nfd`` mode: a DaemonSet
+in an image with archgap installed that rewrites a Node Feature Discovery feature file (and a
+node_exporter textfile) every interval with ``archgap scan --nfd``; both are host directories,
+so that namespace is labelled "privileged", as NFD's and node_exporter's own are. Pure: values
+in, text out.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shlex
+from dataclasses import dataclass, field
 from typing import Any
 
 NAME = "archgap"
@@ -20,6 +27,24 @@ FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"
 # GPU Feature Discovery / the GPU Operator label every GPU node with this.
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+GPU_RESOURCE = "nvidia.com/gpu"  # what the NVIDIA device plugin advertises
+PROBE_FILE = "archgap-probe.py.gz"
+# Unpacks and runs the probe in the container's own interpreter (stdlib only, nothing written).
+_RUN_PROBE = f'import gzip; exec(gzip.open("/probe/{PROBE_FILE}").read())'
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the pods run and how they see the GPUs.
+
+    ``runtime_class`` None: each pod requests one ``nvidia.com/gpu`` (the device plugin mounts
+    it, and a GPU stays reserved while the pod lives); a name: that RuntimeClass (the NVIDIA
+    runtime) with ``NVIDIA_VISIBLE_DEVICES=all``, which it honours for unprivileged pods only
+    where it is configured to (the NVIDIA Container Toolkit's
+    ``accept-nvidia-visible-devices-envvar-when-unprivileged``)."""
+
+    node_selector: dict[str, str] = field(default_factory=lambda: dict(GPU_NODE_SELECTOR))
+    runtime_class: str | None = None
 
 
 _PLAIN = re.compile(r"[A-Za-z_/][-A-Za-z0-9_./]*")
@@ -76,6 +101,12 @@ def _labels(component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": f"{NAME}-{component}", "app.kubernetes.io/part-of": NAME}
 
 
+def _namespace(name: str, pod_security: str) -> dict[str, Any]:
+    """The namespace, with the Pod Security level its pods are admitted at (PSA labels)."""
+    labels = {f"pod-security.kubernetes.io/{mode}": pod_security for mode in ("enforce", "warn")}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
 def _daemonset(namespace: str, component: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
     labels = _labels(component)
     return {
@@ -89,46 +120,63 @@ def _daemonset(namespace: str, component: str, pod_spec: dict[str, Any]) -> dict
     }
 
 
-def _container(image: str, command: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _container(
+    image: str, command: list[str], mounts: list[dict[str, Any]], placement: Placement
+) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    ]
+    limits: dict[str, Any] = {"memory": "1Gi"}
+    if placement.runtime_class is None:
+        limits[GPU_RESOURCE] = "1"  # the device plugin sets NVIDIA_VISIBLE_DEVICES itself
+    else:
+        env += [
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},  # nvidia-smi, NVML
+        ]
     return {
         "name": NAME,
         "image": image,
-        "command": ["/bin/sh", "-c", command],
-        "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            # The NVIDIA container runtime mounts every GPU's nvidia-smi and NVML without
-            # claiming a GPU from the scheduler (the probe only reads).
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
-        ],
-        "resources": {
-            "requests": {"cpu": "50m", "memory": "64Mi"},
-            "limits": {"memory": "1Gi"},
-        },
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "command": command,
+        "env": env,
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": limits},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,
     }
 
 
-def _pod_spec(container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "nodeSelector": dict(GPU_NODE_SELECTOR),
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+def _pod_spec(
+    container: dict[str, Any], volumes: list[dict[str, Any]], placement: Placement
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeSelector": dict(placement.node_selector),
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [container],
         "volumes": volumes,
     }
+    if placement.runtime_class is not None:
+        spec["runtimeClassName"] = placement.runtime_class
+    return spec
 
 
-def probe_manifest(namespace: str, image: str, python: str, script: str) -> list[dict[str, Any]]:
+def packed_probe(script: str) -> str:
+    """The probe as the ConfigMap carries it: gzip, then base64 (``binaryData``)."""
+    return base64.b64encode(gzip.compress(script.encode("utf-8"), 9, mtime=0)).decode("ascii")
+
+
+def probe_manifest(
+    namespace: str, image: str, python: str, script: str, placement: Placement
+) -> list[dict[str, Any]]:
     """Namespace, the probe ConfigMap and a DaemonSet printing ``$NODE_NAME: {facts}`` once."""
     command = (
-        f'printf "%s: " "$NODE_NAME"; {shlex.quote(python)} /probe/archgap-probe.py; '
+        f'printf "%s: " "$NODE_NAME"; {shlex.quote(python)} -c {shlex.quote(_RUN_PROBE)}; '
         "exec sleep infinity"
     )
     mounts = [{"name": "probe", "mountPath": "/probe", "readOnly": True}]
     volumes = [{"name": "probe", "configMap": {"name": f"{NAME}-probe"}}]
+    container = _container(image, ["/bin/sh", "-c", command], mounts, placement)
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        _namespace(namespace, "baseline"),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -137,13 +185,15 @@ def probe_manifest(namespace: str, image: str, python: str, script: str) -> list
                 "namespace": namespace,
                 "labels": _labels("probe"),
             },
-            "data": {"archgap-probe.py": script},
+            "binaryData": {PROBE_FILE: packed_probe(script)},
         },
-        _daemonset(namespace, "probe", _pod_spec(_container(image, command, mounts), volumes)),
+        _daemonset(namespace, "probe", _pod_spec(container, volumes, placement)),
     ]
 
 
-def nfd_manifest(namespace: str, image: str, python: str, interval: int) -> list[dict[str, Any]]:
+def nfd_manifest(
+    namespace: str, image: str, python: str, interval: int, placement: Placement
+) -> list[dict[str, Any]]:
     """Namespace and a DaemonSet rewriting the node's NFD feature file and textfile metrics."""
     scan = (
         f"archgap scan --python {shlex.quote(python)} --nfd {FEATURES_DIR}/archgap "
@@ -158,7 +208,10 @@ def nfd_manifest(namespace: str, image: str, python: str, interval: int) -> list
         {"name": "features", "hostPath": {"path": FEATURES_DIR, "type": "DirectoryOrCreate"}},
         {"name": "textfile", "hostPath": {"path": TEXTFILE_DIR, "type": "DirectoryOrCreate"}},
     ]
+    container = _container(image, ["/bin/sh", "-c", command], mounts, placement)
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        _daemonset(namespace, "nfd", _pod_spec(_container(image, command, mounts), volumes)),
+        # hostPath volumes are what Pod Security "baseline" forbids; these two are the
+        # directories nfd-worker and node_exporter read on the node.
+        _namespace(namespace, "privileged"),
+        _daemonset(namespace, "nfd", _pod_spec(container, volumes, placement)),
     ]
