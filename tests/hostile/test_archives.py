@@ -180,13 +180,20 @@ class Zip:
         self.entry(name, offset, len(raw), len(data), crc, method, flags)
         return offset
 
-    def write(self, path: Path, central_cut: int = 0) -> Path:
-        directory = b"".join(self.central)
-        count = len(self.central)
-        end = struct.pack(
-            "<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(directory), len(self.body), 0
-        )
-        path.write_bytes(bytes(self.body) + directory[: len(directory) - central_cut] + end)
+    def write(self, path: Path, central_cut: int = 0, count: int | None = None) -> Path:
+        """The zip; ``count``: what the end record says the directory lists (a zip64 end
+        record over 65,535)."""
+        directory = b"".join(self.central)[: len(b"".join(self.central)) - central_cut]
+        count = len(self.central) if count is None else count
+        at, length = len(self.body), len(directory)
+        zip64 = b""
+        if count > 0xFFFF:
+            zip64 = struct.pack(
+                "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, length, at
+            ) + struct.pack("<4sLQL", b"PK\x06\x07", 0, at + length, 1)
+        short = min(count, 0xFFFF)
+        end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, short, short, length, at, 0)
+        path.write_bytes(bytes(self.body) + directory + zip64 + end)
         return path
 
 
@@ -424,6 +431,32 @@ def many_entries(tmp: Path) -> Path:
 def expect_many(result: dict[str, Any]) -> None:
     assert len(result["rows"]) == 60_001
     real_row_unaffected(result)
+
+
+def huge_directory(count: int | None) -> Callable[[Path], Path]:
+    """200,000 directory entries (one small member's local header); the end record says so,
+    or, with ``count``, lies that it lists that many: zipfile reads the directory's bytes, so
+    these have long names (~40 MB in all, over 2^17 entries of 256 bytes)."""
+
+    def build(tmp: Path) -> Path:
+        archive = wheel()
+        data = b"\x7fELF" + bytes(12)
+        raw, crc = deflate(data), zlib.crc32(data)
+        offset = archive.local("pkg/l.so", raw, crc, len(data))
+        stem = "x" * (150 if count is not None else 0)
+        for k in range(200_000):
+            archive.entry(f"pkg/l{stem}{k}.so", offset, len(raw), len(data), crc)
+        return archive.write(tmp / "directory.whl", count=count)
+
+    return build
+
+
+def expect_directory(*words: str) -> Callable[[dict[str, Any]], None]:
+    def check(result: dict[str, Any]) -> None:
+        assert result["rows"] == {} and result["dists"] == []
+        assert all(w in problem(result, "central directory lists") for w in words)
+
+    return check
 
 
 def wheel_record_bomb(tmp: Path) -> Path:
@@ -761,6 +794,14 @@ CASES = [
         Case(name_mismatch, "wheel", expect_unreadable_member("differ")), id="local-name-mismatch"
     ),
     pytest.param(Case(many_entries, "wheel", expect_many, 20, 256), id="60000-entries"),
+    pytest.param(
+        Case(huge_directory(None), "wheel", expect_directory("200003 entries"), 2, 32),
+        id="200000-entries",
+    ),
+    pytest.param(
+        Case(huge_directory(4), "wheel", expect_directory("lists 4 entries in"), 2, 32),
+        id="directory-count-lie",
+    ),
     pytest.param(Case(wheel_record_bomb, "wheel", expect_wheel_record), id="record-bomb-in-wheel"),
     pytest.param(Case(metadata_bomb, "wheel", expect_metadata), id="metadata-bomb-in-wheel"),
     pytest.param(

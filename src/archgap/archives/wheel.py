@@ -22,9 +22,11 @@ A member's path is ``WHEEL/MEMBER`` (the wheel's path, then the member's name in
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import struct
 import zipfile
 from dataclasses import asdict
 from typing import IO, Any
@@ -48,7 +50,13 @@ from .zipmembers import NATIVE_MAGIC, MemberStream, direct, read_members
 # Members up to this size are read in memory; larger ones as they stream by (``streamread``).
 IN_MEMORY_MAX = 64 << 20
 MAX_MEMBER_BYTES = 1 << 40  # a size field above this is not believed
-MAX_MEMBERS = 1 << 20  # entries of a zip's central directory looked at
+# Entries a zip's central directory may list (flashinfer-cubin, the most seen: ~16,000); zipfile
+# makes an object of each before anything else is read (10^6 entries: 790 MB).
+MAX_MEMBERS = 1 << 17
+MAX_ENTRY_BYTES = 256  # a directory entry's bytes, on average at most (~100 in real wheels)
+END_RECORD = struct.Struct("<4s4H2LH")  # the end of central directory record
+ZIP64_LOCATOR = struct.Struct("<4sLQL")
+ZIP64_END_RECORD = struct.Struct("<4sQ2H2L4Q")
 
 
 class WheelContents:
@@ -69,13 +77,47 @@ def read_wheel(label: str, fileobj: IO[bytes] | None = None, deep: bool = True) 
     ``fileobj`` (any seekable file: a ranged HTTP reader) named ``label``. Never raises."""
     found = WheelContents(label)
     try:
-        with zipfile.ZipFile(fileobj if fileobj is not None else label) as zf:
-            _read_zip(zf, found, deep)
+        with contextlib.ExitStack() as stack:
+            fp = fileobj if fileobj is not None else stack.enter_context(open(label, "rb"))
+            entries, length = _directory(fp)
+            # zipfile reads the directory's bytes whatever the count says
+            if entries > MAX_MEMBERS or length > MAX_MEMBERS * MAX_ENTRY_BYTES:
+                found.problems.append(
+                    Problem(
+                        label,
+                        f"not read: its central directory lists {entries} entries in {length}"
+                        f" bytes (at most {MAX_MEMBERS} entries of {MAX_ENTRY_BYTES} bytes)",
+                    )
+                )
+                return found
+            with zipfile.ZipFile(fp) as zf:
+                _read_zip(zf, found, deep)
     except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
         found.problems.append(Problem(label, f"not a readable wheel: {exc}"))
     except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
         found.problems.append(Problem(label, f"cannot read: {type(exc).__name__}: {exc}"))
     return found
+
+
+def _directory(fp: IO[bytes]) -> tuple[int, int]:
+    """(entries, bytes) of the zip's central directory, as its end record (zip64's, where it
+    defers to it) gives them; (0, 0) where there is none (zipfile then says why)."""
+    size = fp.seek(0, os.SEEK_END)
+    fp.seek(max(0, size - END_RECORD.size - 0xFFFF))  # the record, and a comment at most
+    tail = fp.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + END_RECORD.size > len(tail):
+        return 0, 0
+    fields = END_RECORD.unpack_from(tail, at)
+    entries, length = fields[4], fields[5]
+    locator = at - ZIP64_LOCATOR.size
+    deferred = entries == 0xFFFF or length == 0xFFFFFFFF
+    if deferred and locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
+        fp.seek(ZIP64_LOCATOR.unpack_from(tail, locator)[2])
+        record = fp.read(ZIP64_END_RECORD.size)
+        if len(record) == ZIP64_END_RECORD.size and record[:4] == b"PK\x06\x06":
+            entries, length = ZIP64_END_RECORD.unpack(record)[7:9]
+    return entries, length
 
 
 def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
