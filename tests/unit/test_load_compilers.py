@@ -54,3 +54,37 @@ def test_no_nvrtc_anywhere_compiles_nothing() -> None:
 def test_the_target_cupy_asks_nvrtc_for(version: str, gpu: str, fix: str | None) -> None:
     found = compiler_findings((CUPY, nvrtc(version)), gpu)
     assert [f for _, f in found] == ([fix] if fix else [])
+
+
+# JAX's CUDA plugin: XLA compiles its PTX with ptxas for the GPU's own target (kb/load.json:
+# jax plugin_setup.py pins nvidia-cuda-nvcc-cu12 in its with-cuda extra; XLA's ptxas search
+# list, and nvJitLink when there is no ptxas). ptxas knows what nvcc of its version knows.
+JAX = Distribution(
+    "jax-cuda12-plugin", "0.10.2", "/sp/jax_cuda12_plugin-0.10.2.dist-info",
+    ("/sp/jax_cuda12_plugin/_linalg.so",),
+)  # fmt: skip
+
+
+NVJITLINK = "/sp/nvidia/nvjitlink/lib/libnvJitLink.so.12"
+
+
+def wheel(name: str, version: str, *files: str) -> Distribution:
+    return Distribution(name, version, f"/sp/{name}-{version}.dist-info", files)
+
+
+@pytest.mark.parametrize(
+    ("dists", "gpu", "fixes"),
+    [
+        # ptxas 12.9 has no sm_110: Jetson Thor needs the CUDA 13 plugin and its ptxas
+        ((wheel("nvidia-cuda-nvcc-cu12", "12.9.86"),), "11.0",
+         ["pip install jax-cuda13-plugin nvidia-cuda-nvcc (CUDA 13)"]),
+        ((wheel("nvidia-cuda-nvcc-cu12", "12.6.85"),), "RTX PRO 6000",
+         ["pip install 'nvidia-cuda-nvcc-cu12>=12.8'"]),
+        ((wheel("nvidia-cuda-nvcc-cu12", "12.9.86"),), "RTX PRO 6000", []),
+        # no ptxas, but nvJitLink: XLA links with it
+        ((wheel("nvidia-nvjitlink-cu12", "12.9.86", NVJITLINK),), "H100", []),
+        ((), "H100", ["pip install nvidia-cuda-nvcc-cu12"]),
+    ],
+)  # fmt: skip
+def test_the_ptxas_jax_runs(dists: tuple[Distribution, ...], gpu: str, fixes: list[str]) -> None:
+    assert [f for _, f in compiler_findings((JAX, *dists), gpu)] == fixes

@@ -101,7 +101,7 @@ def load_model(
     if driver:
         findings += _driver_cuda(elves, owner, driver, driver_source, blocked, gating)
     findings += _needed(env, elves, owner, loader, blocked, gating)
-    findings += _compilers(env, loader, targets, blocked)
+    findings += _compilers(env, loader, toolchains, targets, blocked)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
 
 
@@ -423,6 +423,7 @@ def _select(
 def _compilers(
     env: PythonEnvironment,
     loader: LoaderFacts | None,
+    toolchains: ToolchainFacts | None,
     targets: Sequence[GpuTarget],
     blocked: dict[tuple[str, str], str],
 ) -> list[LoadFinding]:
@@ -436,7 +437,12 @@ def _compilers(
             major = match.group(1)
             library = rule.library.format(major=major)
             wheel = rule.wheels.get(major, library)
-            found = _find_compiler(env, loader, library, wheel)
+            found = _find_compiler(env, loader, toolchains, library, wheel)
+            if found is None and any(
+                _find_compiler(env, loader, None, alt.format(major=major), "") is not None
+                for alt in rule.alternatives
+            ):
+                continue  # the package's fallback is there (XLA: nvJitLink for ptxas)
             libs = tuple(p for p in dist.native_files if p.endswith(".so"))
             first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
             if found is None:
@@ -518,13 +524,23 @@ def _compiler_fix(rule: kb.CompilerRule, name: str, match: re.Match[str], need: 
 
 
 def _find_compiler(
-    env: PythonEnvironment, loader: LoaderFacts | None, library: str, wheel: str
+    env: PythonEnvironment,
+    loader: LoaderFacts | None,
+    toolchains: ToolchainFacts | None,
+    library: str,
+    wheel: str,
 ) -> tuple[str | None, str] | None:
     """(the compiler's version, or None when not known; where it was found), in the order
-    cuda.pathfinder searches: site-packages (its wheel, or the file), then the system."""
+    cuda.pathfinder and XLA search: site-packages (its wheel, or the file), then the system (a
+    toolkit's ptxas, the loader's libraries)."""
     for dist in env.distributions:
         if dist.name == wheel:
             return dist.version, f"the wheel {dist.name} {dist.version}"
+    if library == "ptxas":  # a program: the toolkits the toolchain section found
+        for tk in toolchains.toolkits if toolchains is not None else ():
+            if tk.tool in ("ptxas", "nvcc") and tk.status == "ok" and tk.version:
+                return tk.full_version or tk.version, f"{tk.home}/bin/ptxas ({tk.origin})"
+        return None
     shipped = [p for d in env.distributions for p in d.native_files if _base(p) == library]
     if shipped:
         return None, shipped[0]

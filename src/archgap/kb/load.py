@@ -105,6 +105,7 @@ class CompilerRule:
     library: str  # "libnvrtc.so.{major}"
     wheels: dict[str, str]  # CUDA major -> the wheel that ships the compiler
     max_arch: tuple[tuple[str, int], ...]  # (compiler version from, newest SM it asks for)
+    alternatives: tuple[str, ...]  # libraries the package uses when the compiler is missing
     what: str
     source: str
 
@@ -124,6 +125,7 @@ def compiler_rules() -> tuple[CompilerRule, ...]:
             e["library"],
             dict(e["wheels"]),
             tuple((since, int(arch)) for since, arch in e["max_arch"]),
+            tuple(e["alternatives"]),
             e["what"],
             e["source"],
         )
