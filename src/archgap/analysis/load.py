@@ -332,9 +332,9 @@ def _picked_builds(
     for package, rule in kb.loader_rules().items():
         builds: dict[tuple[int, int], str] = {}
         for binary in binaries:
-            match = rule.library.search(_base(binary.path))
-            if owner.get(binary.path) == package and match:
-                builds[(int(match.group(1)), int(match.group(2)))] = binary.path
+            version = rule.build(_base(binary.path))
+            if owner.get(binary.path) == package and version is not None:
+                builds[version] = binary.path
         if not builds:
             continue
         wanted, why, overridden = _wanted_version(rule, toolchains)
@@ -363,7 +363,7 @@ def _picked_builds(
                     f"{package} loads the build for CUDA {label} ({why}), not this one"
                 )
         if picked is None:
-            name = rule.library.pattern.split("(")[0] + f"{wanted[0]}{wanted[1]}.so"
+            name = rule.library.format(major=wanted[0], minor=wanted[1])
             reason = f"{package} would load {name} ({why}), which it does not ship"
             for path in builds.values():
                 not_loaded.pop(path, None)

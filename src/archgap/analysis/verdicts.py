@@ -317,8 +317,9 @@ def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple
     if not decided:
         verdict, reason = UNKNOWN, f"no library could be judged: {_names(unknown)}"
     elif len(blocked) == len(decided):
-        links = sorted({lib.load for lib in blocked})
-        verdict, reason = NONE, f"nothing loads on {cc}: {'; '.join(links)} ({_names(blocked)})"
+        links = sorted({link for lib in blocked for link in lib.load.split("; ")})
+        shown = "; ".join(links[:3]) + (f"; and {len(links) - 3} more" if len(links) > 3 else "")
+        verdict, reason = NONE, f"nothing loads on {cc}: {shown} ({_names(blocked)})"
     elif len(none) == len(decided):
         verdict, reason = NONE, f"no library has kernels for {cc}: {_names(none)}"
     elif none:

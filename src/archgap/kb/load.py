@@ -34,11 +34,17 @@ class LoaderRule:
     """How a package that ships several builds of a library picks the one it loads."""
 
     package: str
-    library: re.Pattern[str]  # a build's file name -> its (major, minor) groups
+    library: str  # a build's file name: "libbitsandbytes_cuda{major}{minor}.so"
     cuda_from: str  # whose CUDA version decides: "torch"
     override: str  # the environment variable that names the build instead
     what: str
     source: str
+
+    def build(self, file_name: str) -> tuple[int, int] | None:
+        """The CUDA (major, minor) of a build by its file name; None for another file."""
+        pattern = re.escape(self.library).replace(r"\{major\}", r"(\d+)")
+        match = re.fullmatch(pattern.replace(r"\{minor\}", r"(\d)"), file_name)
+        return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 @cache
@@ -61,7 +67,7 @@ def loader_rules() -> dict[str, LoaderRule]:
     return {
         e["package"]: LoaderRule(
             e["package"],
-            re.compile(e["library"]),
+            e["library"],
             e["cuda_from"],
             e["override"],
             e["what"],
