@@ -106,6 +106,7 @@ def __getattr__(name: str) -> Any:
 
 def scan(
     python: str | None = None,
+    *,
     gpus: Sequence[str] = (),
     target: Target = LOCAL,
     env_from: str | None = None,
@@ -143,6 +144,7 @@ def scan(
 
 def scan_archives(
     targets: Sequence[str],
+    *,
     gpus: Sequence[str] = (),
     driver: str | None = None,
     strict: bool = False,
@@ -172,6 +174,7 @@ def scan_archives(
 
 def report_from_facts(
     facts: Mapping[str, Any] | ProbeResponse,
+    *,
     gpus: Sequence[str] = (),
     matrix: bool = True,
     driver: str | None = None,

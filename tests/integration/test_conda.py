@@ -147,7 +147,7 @@ def test_both_formats_are_judged_alike_and_by_the_rules(packages: dict[str, Path
     gpus = ["12.0", "9.0", "8.0", "7.0"]
     rows = {}
     for suffix, path in packages.items():
-        report = scan_archives([str(path)], gpus)
+        report = scan_archives([str(path)], gpus=gpus)
         rows[suffix] = {
             p.gpu: (p.verdict, p.reason.split(";")[0]) for p in report.packages if p.package == NAME
         }

@@ -175,8 +175,8 @@ def test_the_linked_image_pushed_to_a_registry_is_judged_the_same(layout: Path) 
 
     info = require("registry")
     push(layout, "linked", f"{info['open']}/links/linked:1")
-    remote = scan_archives([f"docker://{info['open']}/links/linked:1"], GPUS)
-    local = scan_archives([f"oci:{layout}:linked"], GPUS)
+    remote = scan_archives([f"docker://{info['open']}/links/linked:1"], gpus=GPUS)
+    local = scan_archives([f"oci:{layout}:linked"], gpus=GPUS)
     [image] = remote.images
     assert {(s.path, s.kind) for s in image.sites} == set(LANDS.values())
     for name in LANDS:

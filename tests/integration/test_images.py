@@ -167,15 +167,15 @@ def test_image_verdicts_equal_the_wheel_and_the_installed_package(
     from tests.oci_images import wheel_of
 
     assert RUNTIME is not None
-    image = scan_archives([f"oci:{layout}:amd"], GPUS)
-    wheel = scan_archives([str(RUNTIME)], GPUS)
-    installed = scan(str(RUNTIME_VENV / "bin" / "python"), GPUS)
+    image = scan_archives([f"oci:{layout}:amd"], gpus=GPUS)
+    wheel = scan_archives([str(RUNTIME)], gpus=GPUS)
+    installed = scan(str(RUNTIME_VENV / "bin" / "python"), gpus=GPUS)
     name = "nvidia-cuda-runtime"
     assert rows(image.packages, name) == rows(wheel.packages, name)
     assert rows(image.packages, name) == rows(installed.packages, name)
     assert len(rows(image.packages, name)) == len(GPUS)
     fixture_wheel = wheel_of(tmp_path, "archgap-fixture", "1.0", fixture_files())
-    same = scan_archives([str(fixture_wheel)], GPUS)
+    same = scan_archives([str(fixture_wheel)], gpus=GPUS)
     assert rows(image.packages, "archgap-fixture") == rows(same.packages, "archgap-fixture")
     # build.sh: libmix.so has SASS sm_75 and sm_120, k_sm90a.cubin only sm_90a (arch-specific:
     # 9.0 alone), libptxonly.so only PTX compute_80 (JIT on 8.0 and newer): partial on 12.0
@@ -214,8 +214,8 @@ def test_a_docker_archive_written_by_skopeo_is_judged_like_the_oci_layout(
     assert copy.returncode == 0, copy.stderr
     with tarfile.open(archive) as tar:
         assert "manifest.json" in tar.getnames()
-    from_oci = scan_archives([f"oci:{layout}:amd"], GPUS)
-    from_tar = scan_archives([f"docker-archive:{archive}"], GPUS)
+    from_oci = scan_archives([f"oci:{layout}:amd"], gpus=GPUS)
+    from_tar = scan_archives([f"docker-archive:{archive}"], gpus=GPUS)
     assert from_tar.problems == ()
     for name in ("nvidia-cuda-runtime", "archgap-fixture", "(no distribution)"):
         assert rows(from_tar.packages, name) == rows(from_oci.packages, name), name
@@ -226,7 +226,7 @@ def test_a_docker_archive_written_by_skopeo_is_judged_like_the_oci_layout(
         relative(b.path, f"docker-archive:{archive}"): b.entries for b in from_tar.binaries
     }
     assert tar_files == oci_files
-    tagged = scan_archives([f"docker-archive:{archive}:test/img:1"], GPUS)
+    tagged = scan_archives([f"docker-archive:{archive}:test/img:1"], gpus=GPUS)
     assert rows(tagged.packages, "archgap-fixture") == rows(from_oci.packages, "archgap-fixture")
 
 
@@ -347,7 +347,7 @@ def test_a_zstd_layer_without_the_zstandard_module_is_a_reason(layout: Path) -> 
 def test_an_image_config_that_contradicts_its_files_is_a_problem(tmp_path: Path) -> None:
     files = distribution("mislabelled", "1.0", {"libmix.so": (CUDA_BIN / "libmix.so").read_bytes()})
     root = write_layout(tmp_path, {"t": Image([Layer(files)], "arm64")})
-    report = scan_archives([f"oci:{root}:t"], ["GB10"])
+    report = scan_archives([f"oci:{root}:t"], gpus=["GB10"])
     # the config says arm64 (aarch64): the runtime takes it for GB10 (aarch64), but libmix.so
     # is an x86-64 ELF file (build.sh builds on this x86-64 machine)
     assert report.platform == ()
@@ -377,8 +377,8 @@ def test_an_unpacked_root_file_system_is_read_without_following_its_links(
     host.symlink_to(CUDA_BIN / "libmix.so")  # absolute: a path of this machine, not the image's
     before = sorted(str(p) for p in rootfs.rglob("*"))
     for target in (f"rootfs:{rootfs}", str(rootfs)):
-        report = scan_archives([target], GPUS)
-        oci = scan_archives([f"oci:{layout}:amd"], GPUS)
+        report = scan_archives([target], gpus=GPUS)
+        oci = scan_archives([f"oci:{layout}:amd"], gpus=GPUS)
         assert rows(report.packages, "archgap-fixture") == rows(oci.packages, "archgap-fixture")
         [image] = report.images
         [venv_site] = image.sites
@@ -463,6 +463,6 @@ def test_images_of_different_cpus_judged_together_each_get_their_own_platform_fi
     # k_sm120f.cubin: family SASS sm_120f runs on 12.0 and 12.1 (GB10): no kernel gap
     assert {p["verdict"] for p in doc["packages"]} == {"native"}
     # one image alone: the same finding, worded for the one image
-    [alone] = scan_archives([f"oci:{root}:amd64"], ["GB10"]).platform
+    [alone] = scan_archives([f"oci:{root}:amd64"], gpus=["GB10"]).platform
     assert alone.image == f"oci:{root}:amd64"
     assert alone.cause.startswith("this image is x86-64 (the image's config says linux/amd64)")

@@ -172,9 +172,9 @@ def three_ways(nginx: str, plain_server: str) -> list[set[Row]]:
     gpus = ["12.0", "9.0", "7.0"]
     options = IndexOptions(f"{nginx}/simple", (), "3.12", "manylinux_2_28_x86_64")
     reports = [
-        scan_archives([str(CURAND)], gpus),
-        scan_archives(["nvidia-curand==10.4.0.35"], gpus, options=options),
-        scan_archives([f"{plain_server}/files/{CURAND.name}"], gpus),
+        scan_archives([str(CURAND)], gpus=gpus),
+        scan_archives(["nvidia-curand==10.4.0.35"], gpus=gpus, options=options),
+        scan_archives([f"{plain_server}/files/{CURAND.name}"], gpus=gpus),
     ]
     return [{(p.package, p.version, p.gpu, p.verdict) for p in r.packages} for r in reports]
 

@@ -157,8 +157,8 @@ def test_registry_image_verdicts_equal_the_layouts(
     label = f"docker://{registry['open']}/public/cuda:v1"
     for platform in ("linux/amd64", "linux/arm64"):
         wanted = IndexOptions(platform=platform)
-        pulled = scan_archives([label], GPUS, options=wanted)
-        local = scan_archives([f"oci:{registry['layout']}:v1"], GPUS, options=wanted)
+        pulled = scan_archives([label], gpus=GPUS, options=wanted)
+        local = scan_archives([f"oci:{registry['layout']}:v1"], gpus=GPUS, options=wanted)
         assert not pulled.problems, pulled.problems
         assert rows(pulled) == rows(local) and rows(pulled)
 
@@ -180,9 +180,9 @@ def test_docker_manifest_list_and_schema_2(
     }
     for platform in ("linux/amd64", "linux/arm64"):
         wanted = IndexOptions(platform=platform)
-        pulled = scan_archives([f"docker://{registry['open']}/public/docker-format:v2s2"], GPUS,
-                               options=wanted)  # fmt: skip
-        local = scan_archives([f"oci:{layout}:v2s2"], GPUS, options=wanted)
+        pulled = scan_archives([f"docker://{registry['open']}/public/docker-format:v2s2"],
+                               gpus=GPUS, options=wanted)  # fmt: skip
+        local = scan_archives([f"oci:{layout}:v2s2"], gpus=GPUS, options=wanted)
         assert not pulled.problems, pulled.problems
         assert rows(pulled) == rows(local) and rows(pulled)
 
@@ -255,7 +255,7 @@ def test_each_blob_crosses_the_wire_once(
     counts = []
     for _ in range(2):
         before = log.read_text().count("/docker/registry/v2/blobs/")
-        report = scan_archives([target], GPUS, options=wanted)
+        report = scan_archives([target], gpus=GPUS, options=wanted)
         assert not report.problems and report.packages
         counts.append(log.read_text().count("/docker/registry/v2/blobs/") - before)
     assert counts == [1 + 3, 0]

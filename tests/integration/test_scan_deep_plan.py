@@ -46,7 +46,7 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_verdicts_are_those_of_searching_every_file(
     python: Path, gpus: list[str], mix_searched: bool
 ) -> None:
-    report = scan(str(python), gpus)
+    report = scan(str(python), gpus=gpus)
     facts = run_probe(LOCAL, probe_request(DEFAULT_SECTIONS, str(python)))
     assert isinstance(facts, ProbeResponse)
     everything = report_from_facts(facts, gpus)
@@ -61,8 +61,8 @@ def test_the_verdicts_are_those_of_searching_every_file(
 
 def test_a_remote_probe_plans_the_same_in_its_one_run(python: Path) -> None:
     # Through the remote loader (the package sent on stdin), as over ssh: one probe run.
-    remote = scan(str(python), ["H100"], target=via_target("env", str(python)))
-    local = scan(str(python), ["H100"])
+    remote = scan(str(python), gpus=["H100"], target=via_target("env", str(python)))
+    local = scan(str(python), gpus=["H100"])
     assert remote.packages == local.packages
     assert {Path(b.path).name: b.deep for b in remote.binaries} == {
         "libmix.so": False,

@@ -50,8 +50,8 @@ def verdict_rows(name: str) -> tuple[set[Row], set[Row], str]:
     """(rows from the wheel, rows from the installed package, the wheel's distribution name)."""
     wheel = CURAND if name == "nvidia-curand" else RUNTIME
     assert wheel is not None
-    from_wheel = scan_archives([str(wheel)], GPUS)
-    installed = scan(str(VENVS[name] / "bin" / "python"), GPUS)
+    from_wheel = scan_archives([str(wheel)], gpus=GPUS)
+    installed = scan(str(VENVS[name] / "bin" / "python"), gpus=GPUS)
     wheel_rows = {(p.package, p.version, p.gpu, p.verdict, p.reason) for p in from_wheel.packages}
     installed_rows = {
         (p.package, p.version, p.gpu, p.verdict, p.reason)

@@ -110,7 +110,10 @@ def _scan(target: Target, args: argparse.Namespace, env_from: str | None) -> Sca
     from archgap.api import ProbeError, scan
 
     try:
-        return scan(args.python, args.gpu, target, env_from, args.root, args.timeout)
+        return scan(
+            args.python, gpus=args.gpu, target=target, env_from=env_from, root=args.root,
+            timeout=args.timeout,
+        )  # fmt: skip
     except UnknownGpu as exc:
         raise UsageError(str(exc)) from exc
     except ProbeError as exc:

@@ -92,14 +92,15 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         elif target.is_local:  # n/N as the native files are read
             with out.counter("reading native files") as tell:
                 report = scan(
-                    args.python, named, target, args.env_from, args.root, args.timeout, tell,
-                    **options,
+                    args.python, gpus=named, target=target, env_from=args.env_from,
+                    root=args.root, timeout=args.timeout, progress=tell, **options,
                 )  # fmt: skip
         else:  # a remote probe tells nothing until it is done
             with out.status(f"scanning {target.name}"):
                 report = scan(
-                    args.python, named, target, args.env_from, args.root, args.timeout, **options
-                )
+                    args.python, gpus=named, target=target, env_from=args.env_from,
+                    root=args.root, timeout=args.timeout, **options,
+                )  # fmt: skip
     except (UnknownGpu, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     except ProbeError as exc:
@@ -141,7 +142,10 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
         raise UsageError(
             "wheels and images are read here: not with --python, --env-from or a remote target"
         )
-    return scan_archives(args.archives, named, args.driver, args.strict, opt.index_options(args))
+    return scan_archives(
+        args.archives, gpus=named, driver=args.driver, strict=args.strict,
+        options=opt.index_options(args),
+    )  # fmt: skip
 
 
 def _print_jit(out: Output, report: ScanReport) -> None:
