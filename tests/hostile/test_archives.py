@@ -636,12 +636,37 @@ def paths_json(unique: bool) -> Callable[[Path], Path]:
 
 def expect_paths_json(result: dict[str, Any]) -> None:
     assert result["dists"] == [["bomb", "1", 1]]  # lib/libmix.so: the first entry, owned
-    assert "the file list names over 262144: the rest is not read" in problem(result, "list")
+    assert "info/paths.json is over 16 MiB: the rest is not read" in problem(result, "over")
 
 
 def expect_paths_json_refused(result: dict[str, Any]) -> None:
     assert "info/paths.json claims" in problem(result, "not read further")
     assert result["dists"] == [["bomb", "1", 0]]  # no file list: nothing is known to be owned
+    assert row(result, "lib/libmix.so")[0] == "elf"
+
+
+def index_json(data: bytes) -> Callable[[Path], Path]:
+    def build(tmp: Path) -> Path:
+        info = tar_member("info/index.json", data) + tar_end()
+        return dot_conda(tmp / "bomb-1-0.conda", conda_parts(zstd(info), zstd(pkg_tar())))
+
+    return build
+
+
+def random_json(size: int) -> bytes:
+    """A JSON array of ``size`` bytes of objects with random values (~2:1 compressed: no ratio
+    bomb, the read limit alone decides)."""
+    values = os.urandom(size // 4).hex().encode()
+    return (
+        b"["
+        + b", ".join(b'{"a": "%s"}' % values[k : k + 32] for k in range(0, len(values), 32))
+        + b"]"
+    )
+
+
+def expect_no_index(result: dict[str, Any]) -> None:
+    assert result["dists"] == []
+    assert problem(result, "no readable info/index.json")
     assert row(result, "lib/libmix.so")[0] == "elf"
 
 
@@ -839,6 +864,13 @@ CASES = [
         id="paths-json-ratio-bomb",
     ),
     pytest.param(Case(corrupt_zstd, "conda", expect_zstd_error), id="conda-corrupt-zstd"),
+    pytest.param(
+        Case(index_json(b"[" * 200_000), "conda", expect_no_index), id="index-json-deep-nesting"
+    ),
+    pytest.param(
+        Case(index_json(random_json(8 * MIB)), "conda", expect_no_index, 3, 64),
+        id="index-json-8-mib",
+    ),
     pytest.param(Case(bz2_bomb, "conda", expect_conda_bomb("bzip2")), id="tar-bz2-bomb"),
     pytest.param(Case(special_members, "conda", expect_special), id="tar-devices-fifos-links"),
     pytest.param(

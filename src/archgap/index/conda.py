@@ -36,8 +36,9 @@ from archgap.probe.facts import BinaryFacts, Distribution, Problem
 from archgap.probe.pyenv import is_native_file
 
 CONDA_SUFFIXES = (".conda", ".tar.bz2")
-INFO_FILES = ("info/index.json", "info/paths.json", "info/files")
-MAX_INFO_BYTES = 64 << 20  # paths.json of the largest CUDA packages is a few MB
+# The info files read, and the bytes read of each: index.json is a few hundred bytes, paths.json
+# of the largest CUDA packages a few MB.
+INFO_FILES = {"info/index.json": 1 << 20, "info/paths.json": 16 << 20, "info/files": 16 << 20}
 MAX_LISTED = 1 << 18  # files a package's list names, at most
 # A "_path" of paths.json, found without building the document (60 MiB of it took 900 MB).
 _PATH_ENTRY = re.compile(rb'"_path"\s*:\s*("(?:[^"\\]|\\.)*")')
@@ -63,7 +64,7 @@ class _Package:
             name = member.name[2:] if member.name.startswith("./") else member.name
             stream.claim(member.size, name)
             if name in INFO_FILES and member.isfile():
-                self.info[name] = _read_info(tar, member)
+                self.info[name] = _read_info(tar, member, INFO_FILES[name])
             elif member.isfile() and not name.startswith("info/") and is_native_file(name):
                 self.binaries.append(self._native(tar, member, name))
 
@@ -86,12 +87,12 @@ def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
         member = tar.next()
 
 
-def _read_info(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+def _read_info(tar: tarfile.TarFile, member: tarfile.TarInfo, limit: int) -> bytes:
     stream = tar.extractfile(member)
     if stream is None:
         return b""
     with stream:
-        return stream.read(MAX_INFO_BYTES)
+        return stream.read(limit + 1)  # the byte past the limit says there is more
 
 
 def _why(exc: BaseException) -> str:
@@ -199,7 +200,7 @@ def _json(data: bytes | None) -> Any:
         return None
     try:
         return json.loads(data.decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):  # (nesting deeper than the parser's stack)
         return None
 
 
@@ -207,11 +208,16 @@ def _listed(info: dict[str, bytes], found: WheelContents) -> set[str] | None:
     """The package's own file list (``MAX_LISTED`` names at most): paths.json's ``_path``
     entries, else the lines of files."""
     paths = info.get("info/paths.json", b"")
+    for name, data in info.items():
+        if len(data) > INFO_FILES[name]:
+            reason = f"{name} is over {INFO_FILES[name] >> 20} MiB: the rest is not read"
+            found.problems.append(Problem(found.label, reason))
     if b'"paths"' in paths:
         entries = (_json(m.group(1)) for m in _PATH_ENTRY.finditer(paths))
         names = (e for e in entries if isinstance(e, str))
     elif "info/files" in info:
-        lines = (line.strip() for line in info["info/files"].split(b"\n", MAX_LISTED))
+        listing = info["info/files"][: INFO_FILES["info/files"]]
+        lines = (line.strip() for line in listing.split(b"\n", MAX_LISTED))
         names = (line.decode("utf-8", "replace") for line in lines if line)
     else:
         return None
