@@ -316,11 +316,18 @@ def _run(
     return facts
 
 
+# The log lines of tools built on Go's klog (kubectl): "E1201 19:20:30.067279   2787 file.go:265]
+# ...". Internal retries of what the tool's own last line says; never the message.
+_KLOG_LINE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
+
+
 def describe(error: TransportFailure) -> str:
-    """A transport failure as text: its kind and message, then the tool's stderr when it says
-    more than the message already does (ssh's one line is usually the message itself)."""
-    extra = error.stderr.strip() if error.stderr else ""
-    return str(error) + (f"\n{extra}" if extra and extra not in error.message else "")
+    """A transport failure as text: its kind and message, then the lines of the tool's stderr
+    that say more than the message already does (ssh's one line is usually the message itself;
+    kubectl's log lines are left out)."""
+    lines = (line.strip() for line in (error.stderr or "").splitlines())
+    extra = [x for x in lines if x and not _KLOG_LINE.match(x) and x not in error.message]
+    return str(error) + "".join(f"\n{line}" for line in extra)
 
 
 def _facts(target: Target, request: dict[str, Any], timeout: float, root: str) -> ProbeResponse:

@@ -329,3 +329,28 @@ def test_fleet_report_judges_each_distinct_host_once_from_a_stream(
     assert [g.hosts for g in report.groups] == [tuple(f"n{i:02d}" for i in range(50)), ("odd",)]
     assert [h.hostname for h in report.hosts[:2]] == ["node00", "node01"]
     assert report.hosts[1] == replace(report.hosts[0], name="n01", hostname="node01")
+
+
+def test_a_tool_failure_is_its_message_without_kubectl_log_lines() -> None:
+    # What kubectl 1.3x prints with no cluster to reach (recorded): four klog lines of its API
+    # discovery retries, then its own message; the probe's failure already names that message.
+    from archgap.api import describe
+    from archgap.transport.run import TransportFailure
+
+    refused = (
+        "The connection to the server localhost:8080 was refused - did you specify the right "
+        "host or port?"
+    )
+    klog = (
+        'E1201 19:20:30.067279    2787 memcache.go:265] "Unhandled Error" err="couldn\'t get '
+        'current server API group list: Get \\"http://localhost:8080/api?timeout=32s\\": dial '
+        'tcp 127.0.0.1:8080: connect: connection refused"'
+    )
+    failure = TransportFailure(
+        "probe-failed",
+        f"default/nosuch: the probe failed ({refused})",
+        "\n".join([klog] * 4 + [refused]),
+    )
+    assert describe(failure) == f"probe-failed: default/nosuch: the probe failed ({refused})"
+    more = TransportFailure("auth", "gpu1: permission denied", "Permission denied (publickey).")
+    assert describe(more) == "auth: gpu1: permission denied\nPermission denied (publickey)."
