@@ -28,7 +28,6 @@ from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from archgap.probe.facts import ProbeResponse
     from archgap.transport.target import Target
 
 EXIT_OK = 0
@@ -180,6 +179,14 @@ class Output:
             yield
 
     @contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        """``status(label)``, and with -v how long it took."""
+        started = time.monotonic()
+        with self.status(label):
+            yield
+        self.note(f"{label}: {time.monotonic() - started:.2f} s")
+
+    @contextmanager
     def progress(self, label: str, total: int) -> Iterator[Callable[[str], None]]:
         """A progress bar on a terminal; silent in a pipe or with --json.
 
@@ -276,26 +283,6 @@ def target_from_args(args: argparse.Namespace) -> Target:
     except TargetError as exc:
         raise UsageError(str(exc)) from None
     return LOCAL
-
-
-def probe_facts(args: argparse.Namespace, out: Output, request: dict[str, Any]) -> ProbeResponse:
-    """Run the probe ``request`` on the target the options name; a failure is a ``UsageError``."""
-    from archgap.transport.run import TransportFailure, run_probe
-
-    target = target_from_args(args)
-    env_from = getattr(args, "env_from", None)
-    started = time.monotonic()
-    with out.status(f"probing {target.name}"):
-        facts = run_probe(target, request, args.timeout, getattr(args, "root", "/"), env_from)
-    out.note(f"probed {target.name} ({', '.join(request)}) in {time.monotonic() - started:.2f} s")
-    if isinstance(facts, TransportFailure):
-        from archgap.api import describe
-
-        raise UsageError(describe(facts))
-    env_problem = facts.errors.get("env_from")
-    if env_problem:
-        raise UsageError(f"--env-from {env_from}: {env_problem}")
-    return facts
 
 
 def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:

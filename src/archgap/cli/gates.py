@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.report import gates as rendering
 
     target = target_from_args(args)
-    with out.status(f"probing {target.name}"):
+    with out.step(f"probing {target.name}"):
         result = gates(
             args.dists, paths=args.path, python=args.python, kinds=args.kind, target=target,
             show_all=bool(args.show_all), root=args.root, timeout=args.timeout,

@@ -75,7 +75,7 @@ def run(args: Any, out: Output) -> int:
         with out.counter("Reading binaries") as tell:
             result = kernels(args.paths, progress=tell, **settings)
     else:
-        with out.status(f"probing {target.name}"):
+        with out.step(f"probing {target.name}"):
             result = kernels(args.paths, **settings)
     if result.missing and not out.json_mode:  # the document lists them as unreadable rows
         out.error(f"no such file or directory: {', '.join(result.missing)}")

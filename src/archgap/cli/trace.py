@@ -38,7 +38,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.report import trace as rendering
 
     target = target_from_args(args)
-    with out.status(f"probing {target.name}"):
+    with out.step(f"probing {target.name}"):
         result = trace(
             args.name, paths=args.paths, dists=args.dist, python=args.python, target=target,
             show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
