@@ -182,3 +182,49 @@ def test_bitsandbytes_loads_the_build_for_torchs_cuda(torch_cuda: str, picked: s
     else:
         (finding,) = [f for f in model.findings if f.check == "picked-build"]
         assert finding.status == "fails" and "libbitsandbytes_cuda102.so" in finding.cause
+
+
+# torchao 0.18.0 (torchao/__init__.py lines 51-99): a release loads its _C*.so extensions
+# (_C_cutlass_90a.abi3.so and _C_mxfp8...so, its RECORD lists) only with torch >= 2.11.0, and
+# otherwise goes on without them. torch itself (2 GB) is not installed: its version.py facts
+# are given as the toolchain section would read them.
+TORCHAO = DATA / "venv-torchao-0.18.0"
+
+
+@pytest.fixture
+def torchao_facts() -> dict[str, Any]:
+    python = str(TORCHAO / "bin" / "python")
+    assert (TORCHAO / ".complete").exists(), "scripts/testdata installs torchao==0.18.0"
+    request = {
+        "python": {"python": python},
+        "toolchains": {"python": python},
+        "binaries": {"of_python": True, "deep": False, "detail": False},
+    }
+    facts = collect(request, System.local(environ={"PATH": "/usr/bin:/bin"}))
+    sent: dict[str, Any] = json.loads(json.dumps(facts))
+    return sent
+
+
+def with_torch(facts: dict[str, Any], version: str | None) -> dict[str, Any]:
+    torch = {"version": version, "cuda": "12.8", "file": "torch/version.py"} if version else None
+    toolchains = {**facts["sections"]["toolchains"], "torch": torch}
+    return {**facts, "sections": {**facts["sections"], "toolchains": toolchains}}
+
+
+@pytest.mark.parametrize(
+    ("torch", "status"), [("2.9.0+cu128", "fails"), ("2.11.0+cu128", None), (None, "unknown")]
+)
+def test_torchao_loads_its_extensions_only_with_a_new_enough_torch(
+    torchao_facts: dict[str, Any], torch: str | None, status: str | None
+) -> None:
+    report = judge(with_torch(torchao_facts, torch), ["H100"], "580.95.05")
+    gates = [f for f in report.load if f.check == "extension-gate"]
+    assert [f.status for f in gates] == ([status] if status else [])
+    (package,) = [p for p in report.packages if p.package == "torchao"]
+    roles = {lib.path.rsplit("/", 1)[-1]: lib.role for lib in package.libraries}
+    if status == "fails":
+        assert set(roles.values()) == {"not loaded"} and package.verdict == "no-kernels"
+        assert gates[0].fix.startswith("pip install 'torch>=2.11.0'")
+        assert not gates[0].gates_exit_code  # it imports without them
+    else:
+        assert "not loaded" not in roles.values()

@@ -15,7 +15,9 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
    them gives is a gap, named with the package that ships it.
 4. **The package loads this build**: a package that ships one build per CUDA version loads one
    of them by its documented rule (kb/load.json "loaders": bitsandbytes by torch's CUDA version
-   or BNB_CUDA_VERSION); the others are shown as not loaded and decide nothing.
+   or BNB_CUDA_VERSION); the others are shown as not loaded and decide nothing. A package
+   that loads its compiled extensions only with a new enough torch (kb/load.json
+   "torch_gates": torchao) does not load them with an older one.
 5. **Its run-time compiler can target the GPU**: a package that compiles its kernels when they
    are first used (kb/load.json "compilers": CuPy with NVRTC) needs that compiler installed, and
    asks it for a target by its own rule, which the compiler must know and the GPU must run.
@@ -25,6 +27,7 @@ Pure: facts in, findings out. Each finding is one broken link, with its chain an
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,7 +46,9 @@ from archgap.kb.toolchain import (
 )
 from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment, ToolchainFacts
 
-Check = Literal["driver-gpu", "driver-cuda", "needed-library", "picked-build", "compiler"]
+Check = Literal[
+    "driver-gpu", "driver-cuda", "needed-library", "picked-build", "extension-gate", "compiler"
+]
 LOADER_SEARCH = (
     "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
     "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
@@ -96,6 +101,7 @@ def load_model(
     owner = {path: dist.name for dist in env.distributions for path in dist.native_files}
     not_loaded: dict[str, str] = {}
     picked = _picked_builds(binaries, owner, toolchains, not_loaded, blocked, gating)
+    picked += _torch_gates(env, toolchains, not_loaded)
     # only what the packages load has to load (a build they never pick may need anything)
     elves = [b for b in binaries if b.needed is not None and b.path not in not_loaded]
     if driver:
@@ -384,6 +390,76 @@ def _picked_builds(
                 )
             )
     return findings
+
+
+def _torch_gates(
+    env: PythonEnvironment, toolchains: ToolchainFacts | None, not_loaded: dict[str, str]
+) -> list[LoadFinding]:
+    """Check 4, for packages whose extensions load only with a new enough torch."""
+    findings = []
+    gates = kb.torch_gates()
+    for dist in env.distributions:
+        gate = gates.get(dist.name)
+        release = gate.torch_min.get(dist.version) if gate else None
+        if gate is None or release is None:
+            continue
+        files = tuple(p for p in dist.native_files if fnmatch.fnmatch(_base(p), gate.files))
+        if not files:
+            continue
+        torch_min, source = release
+        skipped = (
+            next((v for v in toolchains.env if v.name == gate.skip), None) if toolchains else None
+        )
+        torch = toolchains.torch if toolchains else None
+        have = torch.version.split("+")[0] if torch and torch.version else None
+        first = f"{dist.name} {dist.version} loads {gate.files} only with torch >= {torch_min}"
+        if skipped is not None and skipped.value == "1":
+            why = f"{gate.skip}=1 ({skipped.source}) skips them"
+            fix = f"unset {gate.skip}"
+        elif have is None:
+            findings.append(
+                LoadFinding(
+                    "extension-gate",
+                    "unknown",
+                    "",
+                    dist.name,
+                    files,
+                    (first,),
+                    f"{dist.name}: whether it loads its extensions is not known: torch's "
+                    "version was not found",
+                    "scan the environment that has torch installed",
+                    source,
+                    False,
+                )
+            )
+            continue
+        elif (version_tuple(have) or ()) < (version_tuple(torch_min) or ()):
+            why = f"torch {torch.version if torch else have} is installed"
+            fix = f"pip install 'torch>={torch_min}', or a {dist.name} release for torch {have}"
+        else:
+            continue
+        for path in files:
+            not_loaded[path] = f"{first}: {why}"
+        findings.append(
+            LoadFinding(
+                "extension-gate",
+                "fails",
+                "",
+                dist.name,
+                files,
+                (first, why),
+                f"{dist.name} {dist.version} does not load its compiled extensions "
+                f"({_names_of(files)}): {why}; it goes on without their kernels",
+                fix,
+                source,
+                False,
+            )
+        )
+    return findings
+
+
+def _names_of(paths: Iterable[str]) -> str:
+    return ", ".join(sorted({_base(p) for p in paths}))
 
 
 def _wanted_version(

@@ -137,3 +137,26 @@ def compiler_rules() -> tuple[CompilerRule, ...]:
         )
         for e in load_json("load.json")["compilers"]
     )
+
+
+@dataclass(frozen=True)
+class TorchGate:
+    """A package that loads its compiled extensions only with a torch new enough for them."""
+
+    package: str
+    files: str  # the extensions' file-name pattern: "_C*.so"
+    skip: str  # the environment variable that skips them ("1")
+    torch_min: dict[str, tuple[str, str]]  # package version -> (the torch it needs, source)
+
+
+@cache
+def torch_gates() -> dict[str, TorchGate]:
+    return {
+        e["package"]: TorchGate(
+            e["package"],
+            e["files"],
+            e["skip"],
+            {r["version"]: (r["torch_min"], r["source"]) for r in e["releases"]},
+        )
+        for e in load_json("load.json")["torch_gates"]
+    }

@@ -42,9 +42,10 @@ _TORCH_NAMED_PAIR_RE = re.compile(r"""\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['
 TOOLKIT_WHEEL_PREFIXES = ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc")
 # Packages whose JIT behaviour is modelled; their versions are reported.
 JIT_PACKAGES = ("flashinfer-python", "torch", "triton", "flashinfer-jit-cache", "flashinfer-cubin")
-# Variables that steer toolkit lookup and JIT compilation, and which build a package loads
-# (BNB_CUDA_VERSION: kb/load.json "loaders").
-RELEVANT_ENV = ("CUDA_HOME", "CUDA_PATH", "PATH", "CONDA_PREFIX", "BNB_CUDA_VERSION")
+# Variables that steer toolkit lookup and JIT compilation, and which libraries a package loads
+# (kb/load.json "loaders" and "torch_gates").
+RELEVANT_ENV = ("CUDA_HOME", "CUDA_PATH", "PATH", "CONDA_PREFIX", "BNB_CUDA_VERSION",
+                "TORCHAO_FORCE_SKIP_LOADING_SO_FILES")  # fmt: skip
 RELEVANT_ENV_PREFIXES = ("FLASHINFER_", "TORCH_", "TRITON_")
 DEFAULT_TOOL_TIMEOUT = 10.0
 
