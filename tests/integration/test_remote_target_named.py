@@ -33,3 +33,20 @@ def test_every_report_of_a_remote_scan_names_the_target(
 def test_a_local_scan_names_no_target(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scan", "--gpu", "12.0", "--json"]) == 0
     assert "target" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_text_report_is_lines_and_the_table_between_them() -> None:
+    # report.scan.text renders in-process what the CLI prints: markup lines, the package table
+    # as a table (the CLI fits it to the terminal), the verdict last.
+    from archgap.api import scan
+    from archgap.report.scan import text
+    from archgap.report.table import Table
+    from archgap.transport.target import via_target
+
+    report = scan(gpus=["12.0"], target=via_target("env", "python3"))
+    blocks = text(report, libs=False, elapsed=0.5)
+    assert isinstance(blocks[0], str) and blocks[0].startswith("[bold]Python[/] ")
+    assert ") on env" in blocks[0]  # the interpreter's version, then where it runs
+    tables = [b for b in blocks if isinstance(b, Table)]
+    assert len(tables) <= 1 and isinstance(blocks[-1], str)
+    assert "on a present or named GPU" in blocks[-1]

@@ -11,7 +11,6 @@ from archgap.cli import options as opt
 from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
-    VERDICT_STYLE,
     Output,
     UsageError,
     target_from_args,
@@ -21,7 +20,6 @@ from archgap.cli.engines import CLUSTER_ENGINES
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
-    from archgap.probe.facts import ToolchainFacts, Toolkit
 
 
 HELP = "verdict per package x GPU from the kernels in every native library"
@@ -131,7 +129,14 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         render = rendering.markdown if out.format == "markdown" else rendering.csv
         sys.stdout.write(terminal_safe(render(report, args.libs)))
     else:
-        _print_report(out, report, args.libs, elapsed)
+        from archgap.report.scan import text
+        from archgap.report.table import text_lines
+
+        for block in text(report, args.libs, elapsed, out.python_source, out.quiet):
+            if isinstance(block, str):
+                out.print(block)
+            else:  # a table, fitted to the terminal (full rows in a pipe)
+                out.lines(text_lines(block, out.width, out.terminal))
     return EXIT_GAP if report.has_gap else EXIT_OK
 
 
@@ -146,177 +151,3 @@ def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> S
         args.archives, gpus=named, driver=args.driver, strict=args.strict,
         options=opt.index_options(args),
     )  # fmt: skip
-
-
-def _print_jit(out: Output, report: ScanReport) -> None:
-    from archgap.report.table import markup_escape as e
-
-    if report.toolchains is not None:
-        _print_toolkits(out, report.toolchains)
-    if not report.jit:
-        return
-    out.print("\n[bold]JIT compilers[/]")
-    for f in report.jit:
-        style = {"fails": "bold red", "ok": "green"}.get(f.status, "magenta")
-        where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
-        if f.status == "ok":  # checked and works: one line
-            out.print(f"  [{style}]ok[/] {e(f.cause)}")
-            continue
-        out.print(f"  [{style}]{f.status}[/] {e(f.package)} {e(f.version)}{e(where)} — {e(f.when)}")
-        if f.error:
-            out.print(f"    [bold]error:[/] {e(f.error)}")
-        out.print(f"    [bold]cause:[/] {e(f.cause)}")
-        for fact in f.chain:
-            out.print(f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]")
-        for i, fix in enumerate(f.fixes, 1):
-            out.print(f"    [green]fix {i}:[/] {e(fix.action)}")
-            if fix.command:
-                out.print(f"           $ {e(fix.command)}")
-            for name, value in fix.env:
-                out.print(f"           {e(name)}={e(value)}")
-            out.print(f"           [dim]{e(fix.tradeoff)}[/]")
-
-
-def _print_toolkits(out: Output, toolchains: ToolchainFacts) -> None:
-    """One line per distinct tool (several lookups often reach the same nvcc)."""
-    from archgap.report.table import markup_escape as e
-
-    found_by: dict[str, list[str]] = {}
-    first: dict[str, Toolkit] = {}
-    for tk in toolchains.toolkits:
-        if tk.status == "missing":
-            continue
-        key = f"{tk.real_home or tk.home}:{tk.tool}:{tk.component}"
-        found_by.setdefault(key, []).append(tk.found_by)
-        first.setdefault(key, tk)
-    if not first:
-        return
-    out.print(f"[bold]Toolkits[/] (environment: {e(toolchains.env_source)})")
-    for key, tk in first.items():
-        name = tk.tool or f"{tk.component or 'toolkit'} wheel"
-        version = tk.full_version or tk.version or "?"
-        state = (
-            ""
-            if tk.status in ("ok", "wheel")
-            else f" [magenta]{tk.status}: {e(tk.reason or '')}[/]"
-        )
-        via = ", ".join(dict.fromkeys(found_by[key]))
-        out.print(
-            f"  {e(name)} {e(version)}{state} [dim]{e(tk.tool_path or tk.home)} ({e(via)})[/]"
-        )
-
-
-def _print_environment(out: Output, report: ScanReport) -> None:
-    """What was judged: the interpreter, or the archives and images (with their Python)."""
-    from archgap.report.table import markup_escape as e
-
-    env = report.environment
-    source = f" [dim]({e(out.python_source)})[/]" if out.python_source else ""
-    if env.executable:
-        from archgap.report.scan import where
-
-        version = env.python_version or "?"
-        out.print(f"[bold]Python[/] {e(env.executable)} ({version}){e(where(report))}{source}")
-        return
-    from archgap.report.scan import environment_label
-
-    head, _, names = environment_label(report).partition(" ")
-    out.print(f"[bold]{head}[/] {e(names)} (not installed; no toolchain or JIT checks)")
-    for image in report.images:
-        for site in image.sites:
-            out.print(f"  Python {site.python_version} {e(site.path)} ({site.kind})")
-
-
-def _print_report(out: Output, report: ScanReport, libs: bool, elapsed: float) -> None:
-    from archgap.report.scan import (
-        gap_count,
-        library_table,
-        not_counted,
-        package_table,
-    )
-    from archgap.report.table import markup_escape as e
-    from archgap.report.table import text_lines
-
-    _print_environment(out, report)
-    facts = report.gpu_facts
-    if facts.gpus:
-        driver = f", driver {facts.driver_version}" if facts.driver_version else ""
-        out.print(f"[bold]GPUs[/] {len(facts.gpus)} found by {facts.source}{driver}")
-    elif any(g.role == "matrix" for g in report.gpus):
-        out.print("[bold]GPUs[/] none found, none named: the default matrix (information only)")
-    for problem in () if out.quiet else report.problems:
-        out.print(f"[magenta]![/] {e(problem.subject)}: {e(problem.reason)}")
-
-    table = package_table(report)
-    if table.rows:
-        out.lines(text_lines(table, out.width, out.terminal))
-    else:
-        out.print("No installed package carries CUDA device code.")
-
-    if libs and table.rows:
-        out.print("")
-        out.lines(text_lines(library_table(report), out.width, out.terminal))
-        uncounted = not_counted(report)
-        if uncounted:
-            out.print("[bold]Not counted[/] (only kernel libraries decide a package's verdict)")
-            for line in uncounted:
-                out.print(f"  [dim]{e(line)}[/]")
-
-    notes = [p for p in report.packages if p.verdict != "native" or p.notes]
-    if notes:
-        out.print("\n[bold]Why[/]")
-        for p in notes:
-            style = VERDICT_STYLE.get(p.verdict, "default")
-            out.print(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
-            for note in p.notes:
-                out.print(f"    [dim]{e(note)}[/]")
-    _print_platform_and_load(out, report)
-    _print_jit(out, report)
-    if report.caches is not None:
-        from archgap.cli.caches_text import cache_lines
-
-        out.print("\n".join(cache_lines(report.caches)))
-    gaps = gap_count(report)
-    verdict = (
-        f"[bold red]{gaps} gap(s)[/] on a present or named GPU"
-        if gaps
-        else "[green]no gap[/] on a present or named GPU"
-    )
-    out.print(f"\n{verdict} · {_where_the_time_went(report, elapsed)}")
-
-
-def _print_platform_and_load(out: Output, report: ScanReport) -> None:
-    """What stops the environment from running at all: the host's CPU, a broken load link."""
-    from archgap.report.scan import load_lines
-    from archgap.report.table import markup_escape as e
-
-    if report.platform:
-        out.print("\n[bold]Host platform[/]")
-        for f in report.platform:
-            style = "bold red" if f.gates_exit_code else "magenta"
-            out.print(f"  [{style}]cannot run[/] on {e(f.gpu)}: {e(f.cause)}")
-    if report.load:
-        out.print("\n[bold]Will it load[/]")
-        for (status, cause, fix), link in zip(load_lines(report), report.load, strict=True):
-            gates = link.gates_exit_code and link.status == "fails"
-            style = "bold red" if gates else "magenta"
-            out.print(f"  [{style}]{e(status)}[/] {e(cause)}")
-            out.print(f"    [dim]fix: {e(fix)}[/]")
-
-
-def _where_the_time_went(report: ScanReport, elapsed: float) -> str:
-    """Reading the files, the rest of the probe, the analysis here: each named, so a slow
-    analysis is not blamed on the files."""
-    files = f"{len(report.binaries)} native files"
-    seconds = dict(report.seconds)
-    if "binaries" not in seconds:  # an older probe: only the total is known
-        return f"{files} read in {elapsed:.2f} s"
-    from archgap.probe.collect import CONCURRENT  # these ran at the same time: the longest
-
-    together = [v for k, v in seconds.items() if k in CONCURRENT]
-    alone = [v for k, v in seconds.items() if k not in CONCURRENT | {"binaries", "analysis"}]
-    probing = max(together, default=0.0) + sum(alone)
-    return (
-        f"{files} read in {seconds['binaries']:.2f} s, the rest of the probe "
-        f"{probing:.2f} s, analysis {seconds.get('analysis', 0.0):.2f} s ({elapsed:.2f} s in all)"
-    )

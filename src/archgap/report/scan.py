@@ -1,4 +1,5 @@
-"""A scan report as tables (package x GPU, library x GPU), Markdown and CSV."""
+"""A scan report as text, tables (package x GPU, library x GPU), Markdown, CSV and its JSON
+document's body."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 from archgap import __version__
 from archgap.codec import encode
 from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
+from archgap.report.table import markup_escape as e
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verdicts import LibraryVerdict
-    from archgap.probe.facts import ToolchainFacts
+    from archgap.probe.facts import ToolchainFacts, Toolkit
 
 
 def _gpu_columns(report: ScanReport) -> tuple[Column, ...]:
@@ -262,3 +264,161 @@ def _toolchains_body(facts: ToolchainFacts | None) -> dict[str, Any] | None:
         "source_checks": encode(facts.source_checks),
         "problems": encode(facts.problems),
     }
+
+
+# --- the text report (rich markup lines and the tables between them) ---------------------------
+
+
+def text(
+    report: ScanReport, libs: bool, elapsed: float, python_source: str = "", quiet: bool = False
+) -> list[str | Table]:
+    """The text report: rich-markup lines, and the package (and with ``libs`` the library)
+    table where they go (the CLI fits a table to the terminal). ``python_source``: why this
+    interpreter was inspected; ``quiet``: no problems listed."""
+    from archgap.report.caches import cache_lines
+
+    lines: list[str | Table] = [*_environment_lines(report, python_source)]
+    facts = report.gpu_facts
+    if facts.gpus:
+        driver = f", driver {facts.driver_version}" if facts.driver_version else ""
+        lines.append(f"[bold]GPUs[/] {len(facts.gpus)} found by {facts.source}{driver}")
+    elif any(g.role == "matrix" for g in report.gpus):
+        lines.append("[bold]GPUs[/] none found, none named: the default matrix (information only)")
+    for problem in () if quiet else report.problems:
+        lines.append(f"[magenta]![/] {e(problem.subject)}: {e(problem.reason)}")
+    table = package_table(report)
+    lines.append(table if table.rows else "No installed package carries CUDA device code.")
+    if libs and table.rows:
+        lines += ["", library_table(report)]
+        uncounted = not_counted(report)
+        if uncounted:
+            lines.append("[bold]Not counted[/] (only kernel libraries decide a package's verdict)")
+            lines += [f"  [dim]{e(line)}[/]" for line in uncounted]
+    notes = [p for p in report.packages if p.verdict != "native" or p.notes]
+    if notes:
+        lines.append("\n[bold]Why[/]")
+        for p in notes:
+            style = VERDICT_STYLE.get(p.verdict, "default")
+            lines.append(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
+            lines += [f"    [dim]{e(note)}[/]" for note in p.notes]
+    lines += _platform_and_load_lines(report)
+    if report.toolchains is not None:
+        lines += _toolkit_lines(report.toolchains)
+    lines += _jit_lines(report)
+    if report.caches is not None:
+        lines.append("\n".join(cache_lines(report.caches)))
+    gaps = gap_count(report)
+    verdict = (
+        f"[bold red]{gaps} gap(s)[/] on a present or named GPU"
+        if gaps
+        else "[green]no gap[/] on a present or named GPU"
+    )
+    lines.append(f"\n{verdict} · {_where_the_time_went(report, elapsed)}")
+    return lines
+
+
+def _environment_lines(report: ScanReport, python_source: str) -> list[str]:
+    """What was judged: the interpreter, or the archives and images (with their Python)."""
+    env = report.environment
+    source = f" [dim]({e(python_source)})[/]" if python_source else ""
+    if env.executable:
+        version = env.python_version or "?"
+        return [f"[bold]Python[/] {e(env.executable)} ({version}){e(where(report))}{source}"]
+    head, _, names = environment_label(report).partition(" ")
+    lines = [f"[bold]{head}[/] {e(names)} (not installed; no toolchain or JIT checks)"]
+    for image in report.images:
+        for site in image.sites:
+            lines.append(f"  Python {site.python_version} {e(site.path)} ({site.kind})")
+    return lines
+
+
+def _platform_and_load_lines(report: ScanReport) -> list[str]:
+    """What stops the environment from running at all: the host's CPU, a broken load link."""
+    lines = []
+    if report.platform:
+        lines.append("\n[bold]Host platform[/]")
+        for f in report.platform:
+            style = "bold red" if f.gates_exit_code else "magenta"
+            lines.append(f"  [{style}]cannot run[/] on {e(f.gpu)}: {e(f.cause)}")
+    if report.load:
+        lines.append("\n[bold]Will it load[/]")
+        for (status, cause, fix), link in zip(load_lines(report), report.load, strict=True):
+            gates = link.gates_exit_code and link.status == "fails"
+            style = "bold red" if gates else "magenta"
+            lines.append(f"  [{style}]{e(status)}[/] {e(cause)}")
+            lines.append(f"    [dim]fix: {e(fix)}[/]")
+    return lines
+
+
+def _toolkit_lines(toolchains: ToolchainFacts) -> list[str]:
+    """One line per distinct tool (several lookups often reach the same nvcc)."""
+    found_by: dict[str, list[str]] = {}
+    first: dict[str, Toolkit] = {}
+    for tk in toolchains.toolkits:
+        if tk.status == "missing":
+            continue
+        key = f"{tk.real_home or tk.home}:{tk.tool}:{tk.component}"
+        found_by.setdefault(key, []).append(tk.found_by)
+        first.setdefault(key, tk)
+    if not first:
+        return []
+    lines = [f"[bold]Toolkits[/] (environment: {e(toolchains.env_source)})"]
+    for key, tk in first.items():
+        name = tk.tool or f"{tk.component or 'toolkit'} wheel"
+        version = tk.full_version or tk.version or "?"
+        state = (
+            ""
+            if tk.status in ("ok", "wheel")
+            else f" [magenta]{tk.status}: {e(tk.reason or '')}[/]"
+        )
+        via = ", ".join(dict.fromkeys(found_by[key]))
+        lines.append(
+            f"  {e(name)} {e(version)}{state} [dim]{e(tk.tool_path or tk.home)} ({e(via)})[/]"
+        )
+    return lines
+
+
+def _jit_lines(report: ScanReport) -> list[str]:
+    """What each JIT compiler will do: one line when it works, else its error, cause, chain of
+    facts (each with its source) and fixes (the fix engine's ranking)."""
+    if not report.jit:
+        return []
+    lines = ["\n[bold]JIT compilers[/]"]
+    for f in report.jit:
+        style = {"fails": "bold red", "ok": "green"}.get(f.status, "magenta")
+        where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
+        if f.status == "ok":  # checked and works: one line
+            lines.append(f"  [{style}]ok[/] {e(f.cause)}")
+            continue
+        lines.append(
+            f"  [{style}]{f.status}[/] {e(f.package)} {e(f.version)}{e(where)} — {e(f.when)}"
+        )
+        if f.error:
+            lines.append(f"    [bold]error:[/] {e(f.error)}")
+        lines.append(f"    [bold]cause:[/] {e(f.cause)}")
+        lines += [f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]" for fact in f.chain]
+        for i, fix in enumerate(f.fixes, 1):
+            lines.append(f"    [green]fix {i}:[/] {e(fix.action)}")
+            if fix.command:
+                lines.append(f"           $ {e(fix.command)}")
+            lines += [f"           {e(name)}={e(value)}" for name, value in fix.env]
+            lines.append(f"           [dim]{e(fix.tradeoff)}[/]")
+    return lines
+
+
+def _where_the_time_went(report: ScanReport, elapsed: float) -> str:
+    """Reading the files, the rest of the probe, the analysis here: each named, so a slow
+    analysis is not blamed on the files."""
+    files = f"{len(report.binaries)} native files"
+    seconds = dict(report.seconds)
+    if "binaries" not in seconds:  # an older probe: only the total is known
+        return f"{files} read in {elapsed:.2f} s"
+    from archgap.probe.collect import CONCURRENT  # these ran at the same time: the longest
+
+    together = [v for k, v in seconds.items() if k in CONCURRENT]
+    alone = [v for k, v in seconds.items() if k not in CONCURRENT | {"binaries", "analysis"}]
+    probing = max(together, default=0.0) + sum(alone)
+    return (
+        f"{files} read in {seconds['binaries']:.2f} s, the rest of the probe "
+        f"{probing:.2f} s, analysis {seconds.get('analysis', 0.0):.2f} s ({elapsed:.2f} s in all)"
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from archgap.cli.common import VERDICT_STYLE, escape
+from archgap.report.markup import escape
+from archgap.report.table import VERDICT_STYLE
 
 if TYPE_CHECKING:
     from archgap.analysis.caches import AuditedCache, CacheReport
