@@ -147,7 +147,7 @@ def test_fleet_over_slurm_one_document_per_node(venvs: dict[str, Path]) -> None:
 
 def screenshot(html: Path, name: str, size: str = "1200,900") -> str:
     """Render the page in headless Chromium; keep a screenshot under tests/.artifacts/; return
-    the DOM Chromium built."""
+    the DOM Chromium built (in a window of that size, for a page that measures itself)."""
     chromium = require("chromium")["path"] or shutil.which("chromium")
     assert chromium, "chromium is not installed"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -166,7 +166,8 @@ def screenshot(html: Path, name: str, size: str = "1200,900") -> str:
     ]
     url = html.resolve().as_uri()
     dom = subprocess.run(
-        [chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120,
+        [chromium, *flags, f"--window-size={size}", "--dump-dom", url], capture_output=True,
+        text=True, timeout=120,
         env={**os.environ, "HOME": str(html.parent)},
     )  # fmt: skip
     assert dom.returncode == 0, dom.stderr[-2000:]

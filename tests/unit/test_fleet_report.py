@@ -87,6 +87,8 @@ def test_html_at_1000_hosts_has_one_heatmap_row_per_group() -> None:
     report = FleetReport(tuple(summaries), groups, drift_between(groups), dead)
     page = fleet_html(report, "1000/1050 hosts answered")
     heatmap = page.split('<div id="heatmap">')[1].split("</div>")[0]
-    assert heatmap.count("<tr>") - 1 == len(groups) == 3  # 900 + 90 + 10 hosts, and a header
+    # A header, one row per group (900 + 90 + 10 hosts), one red row for the 50 not probed.
+    assert len(groups) == 3 and heatmap.count("<tr>") == 1 + 3 + 1
+    assert heatmap.count('<td class="failed"') == 1 and "not probed: unreachable" in heatmap
     assert '900: <span title="gpu[0001-0009,0011-0019,' in page  # cut, whole in the title
     assert page.count('<td class="bad">unreachable</td>') == 1  # 50 dead hosts, one row

@@ -4,9 +4,11 @@ No script, no external stylesheet or font: the page opens from a file or an e-ma
 Every value is escaped (host names and package names come from the machines probed).
 
 It stays readable at thousands of hosts: identical hosts share a fingerprint (which includes
-their kernel coverage and JIT outcome), so the heat map has one row per group, with the group's
-hosts in Slurm's hostlist form; groups beyond a page are paginated with ``<details>``; gaps and
-unreachable hosts are listed once per distinct reason with the hosts that share it.
+their kernel coverage and JIT outcome), so the heat map has one compact row per group, with the
+group's hosts in Slurm's hostlist form (cut, whole in the tooltip), then one red row per reason
+hosts could not be probed; the columns with a gap come first, so they are on screen however many
+packages follow; groups beyond a page are paginated with ``<details>``; gaps and unreachable
+hosts are listed once per distinct reason with the hosts that share it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ LEGEND = {
 }
 PAGE = 50  # heat map rows (groups) per page
 HOSTS_SHOWN = 160  # characters of a group's host list shown before it is cut
+HEAT_HOSTS_SHOWN = 40  # the same in the heat map, where a row is one line
+# Heat-map columns in this order of their worst cell: gaps, then doubts, then the rest.
+COLUMN_RANK = {"none": 0, "fails": 0, "partial": 0, "unknown": 1}
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1f2328}
@@ -52,6 +57,9 @@ th{background:#f6f8fa}.heat td.v{text-align:center;font-weight:600;min-width:56p
 .heat th.p{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;
   vertical-align:bottom}
 .heat th.j{background:#fff8c5}.hosts{min-width:160px;max-width:420px;overflow-wrap:anywhere}
+.heat td,.heat th{padding:2px 6px;white-space:nowrap}.heat td.v{min-width:44px}
+.heat .hosts{min-width:0;max-width:300px;overflow:hidden;text-overflow:ellipsis}
+.heat td.failed{background:#cf222e;color:#ffffff;font-weight:600}
 #verdict{overflow-wrap:anywhere}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;border-radius:3px}
 details{margin:6px 0}summary{cursor:pointer;color:#0969da}
@@ -76,14 +84,14 @@ def _table_head(title: str, columns: tuple[str, ...], table_id: str = "") -> str
     return f"<h2>{title}</h2><table{attribute}><tr>{header}</tr>"
 
 
-def _hosts(names: tuple[str, ...] | list[str]) -> str:
+def _hosts(names: tuple[str, ...] | list[str], shown: int = HOSTS_SHOWN) -> str:
     """A host list in hostlist form, cut with the whole list in the tooltip."""
     from archgap.analysis.fleet import compress_hosts
 
     text = compress_hosts(names)
-    if len(text) <= HOSTS_SHOWN:
+    if len(text) <= shown:
         return escape(text)
-    return f'<span title="{escape(text)}">{escape(text[:HOSTS_SHOWN])}… ({len(names)})</span>'
+    return f'<span title="{escape(text)}">{escape(text[:shown])}… ({len(names)})</span>'
 
 
 def _heatmap(report: Any) -> list[str]:
@@ -91,29 +99,50 @@ def _heatmap(report: Any) -> list[str]:
 
     packages, _ = coverage_matrix(report)
     jit = jit_packages(report)
-    if not packages and not jit:
+    if not packages and not jit and not report.unreachable:
         return [
             '<p class="meta" id="heatmap">No host reported packages with CUDA device code or a '
             "JIT finding for a present or named GPU.</p>"
         ]
+    # Every column's cells (one per group) and their tooltips, kernels then JIT.
+    groups = [g.summary for g in report.groups]
+    kernels = [kernel_cells(g, packages) for g in groups]
+    columns = [
+        (p, False, [k[i] for k in kernels], [""] * len(groups)) for i, p in enumerate(packages)
+    ]
+    statuses = [jit_cells(g, jit) for g in groups]
+    causes = [{j.package: f"{j.status}: {j.cause}" for j in g.jit_findings} for g in groups]
+    columns += [
+        (p, True, [s[i] for s in statuses], [c.get(p, "") for c in causes])
+        for i, p in enumerate(jit)
+    ]
+    columns.sort(key=lambda c: min((COLUMN_RANK.get(v, 2) for v in c[2]), default=2))
     letters = report.group_letters
     head = ["<tr><th>group</th><th>hosts</th><th>GPUs</th>"]
-    head += [f'<th class="p">{escape(p)}</th>' for p in packages]
-    head += [f'<th class="p j" title="JIT compiler">{escape(p)} (JIT)</th>' for p in jit]
+    head += [
+        f'<th class="p j" title="JIT compiler">{escape(p)} (JIT)</th>'
+        if is_jit
+        else f'<th class="p">{escape(p)}</th>'
+        for p, is_jit, _, _ in columns
+    ]
     head.append("</tr>")
     rows = []
-    for group in report.groups:
-        s = group.summary
+    for index, group in enumerate(report.groups):
         row = [
             f"<tr><th>{escape(letters[group.fingerprint])}</th>",
-            f'<td class="hosts">{len(group.hosts)}: {_hosts(group.hosts)}</td>',
-            f"<td>{escape(', '.join(s.gpus) or 'none')}</td>",
+            f'<td class="hosts">{len(group.hosts)}: {_hosts(group.hosts, HEAT_HOSTS_SHOWN)}</td>',
+            f"<td>{escape(', '.join(group.summary.gpus) or 'none')}</td>",
         ]
-        row += [_cell(v) for v in kernel_cells(s, packages)]
-        causes = {j.package: f"{j.status}: {j.cause}" for j in s.jit_findings}
-        row += [_cell(v, causes.get(p, "")) for p, v in zip(jit, jit_cells(s, jit), strict=True)]
+        row += [_cell(values[index], hints[index]) for _, _, values, hints in columns]
         row.append("</tr>")
         rows.append("".join(row))
+    for kind, hosts in _by_kind(report).items():
+        rows.append(
+            f'<tr><th class="bad">✗</th><td class="hosts">{len(hosts)}: '
+            f"{_hosts([u.name for u in hosts], HEAT_HOSTS_SHOWN)}</td>"
+            f'<td class="failed" colspan="{1 + len(columns)}" title="{escape(hosts[0].message)}">'
+            f"not probed: {escape(kind)}</td></tr>"
+        )
     parts = ['<div id="heatmap">']
     for start in range(0, len(rows), PAGE):
         table = ['<table class="heat">', *head, *rows[start : start + PAGE], "</table>"]
@@ -127,6 +156,14 @@ def _heatmap(report: Any) -> list[str]:
         parts += [*table, "</details>"]
     parts.append("</div>")
     return parts
+
+
+def _by_kind(report: Any) -> dict[str, list[Any]]:
+    """The hosts that were not probed, by why."""
+    by_kind: dict[str, list[Any]] = {}
+    for u in report.unreachable:
+        by_kind.setdefault(u.kind, []).append(u)
+    return by_kind
 
 
 def _table(title: str, columns: tuple[str, ...], table_id: str, rows: Iterable[str]) -> list[str]:
@@ -176,9 +213,7 @@ def _grouped_lists(report: Any) -> list[str]:
             for gap, names in by_gap.items()
         ]
         parts += _table("Gaps", ("hosts", "gap"), "gaps", rows)
-    by_kind: dict[str, list[Any]] = {}
-    for u in report.unreachable:
-        by_kind.setdefault(u.kind, []).append(u)
+    by_kind = _by_kind(report)
     if by_kind:
         rows = []
         for kind, hosts in by_kind.items():
