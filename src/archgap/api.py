@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from archgap.index.fetch import Fetched
     from archgap.index.options import IndexOptions
     from archgap.index.resolve import Candidate
+    from archgap.kb.gpus import GpuProduct
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
@@ -71,6 +72,7 @@ __all__ = [
     "fleet",
     "fleet_run",
     "gates",
+    "gpus",
     "kernel_files",
     "kernels",
     "report_from_facts",
@@ -275,6 +277,31 @@ def _judge_variant(
         )
         found.append(GpuVerdict(gpu.label, str(gpu.compute_capability), verdict, reason))
     return VersionVerdict(*base, tuple(found), all(covers(v.verdict, strict) for v in found))
+
+
+def gpus(names: Sequence[str] = ()) -> tuple[GpuProduct, ...]:
+    """The GPU products archgap knows (kb/gpus.json), or those ``names`` denote: product names
+    resolved as --gpu resolves them ("H100 PCIe" is the H100) and compute capabilities (every
+    product with it). ``UnknownGpu`` for a name that denotes none."""
+    from archgap.analysis.compat import ComputeCapability, UnknownGpu, products_named
+    from archgap.kb.gpus import products
+
+    if not names:
+        return products()
+    chosen: dict[str, GpuProduct] = {}
+    for name in names:
+        cc = ComputeCapability.parse(name)
+        found = (
+            [p for p in products() if p.compute_capability == str(cc)]
+            if cc
+            else list(products_named(name))
+        )
+        if not found and cc:
+            raise UnknownGpu(f"no known GPU has compute capability {cc}")
+        if not found:
+            _resolve([name])  # says why: the closest names, or that the name is ambiguous
+        chosen.update((p.name, p) for p in found)
+    return tuple(chosen.values())
 
 
 def _resolve(gpus: Sequence[str]) -> tuple[GpuTarget, ...]:
@@ -630,6 +657,7 @@ def kernel_files(
     timeout: float = DEFAULT_TIMEOUT,
     resolved: list[Chosen] | None = None,
     progress: Progress | None = None,
+    unverified: list[str] | None = None,
 ) -> list[BinaryFacts]:
     """The device code of ``paths`` on ``target``, read by the probe there (every entry with
     ``detail``, else one row per kind of entry); here, ``binaries.local_binaries`` (files,
@@ -637,7 +665,8 @@ def kernel_files(
     their dependency sets when ``options.deps``, container images: ``options.platform`` picks
     from a multi-platform index, ``options.tls_verify`` whether a docker:// registry's
     certificate must verify); ``resolved`` is told the wheel each requirement resolved to,
-    ``progress(done, total, path)`` as files are read here; a path missing here is an
+    ``progress(done, total, path)`` as files are read here, ``unverified`` the archives read
+    through range requests (the index's sha256 not checked); a path missing here is an
     unreadable row. ``UsageError`` for URLs and requirements with a remote target,
     ``ProbeError`` when a remote probe fails."""
     from archgap.binaries import local_binaries
@@ -645,7 +674,7 @@ def kernel_files(
     from archgap.probe.facts import BinaryFacts
 
     if target.is_local:
-        return local_binaries(paths, deep, options, progress, resolved, detail)
+        return local_binaries(paths, deep, options, progress, resolved, detail, unverified)
     from archgap.index.options import URL_SCHEMES
 
     if (options is not None and options.deps) or any(p.startswith(URL_SCHEMES) for p in paths):
@@ -680,9 +709,10 @@ def kernels(
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
     resolved: list[Chosen] = []
+    unverified: list[str] = []
     files = kernel_files(
         paths, deep=deep, detail=detail, target=target, options=options, root=root,
-        timeout=timeout, resolved=resolved, progress=progress,
+        timeout=timeout, resolved=resolved, progress=progress, unverified=unverified,
     )  # fmt: skip
     gate = None
     if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
@@ -691,7 +721,10 @@ def kernels(
         gate = check_build(files, required, strict)
     seconds = time.perf_counter() - started
     missing = tuple(p for p in _missing(paths) if target.is_local)
-    return KernelsResult(tuple(paths), tuple(files), deep, seconds, gate, tuple(resolved), missing)
+    return KernelsResult(
+        tuple(paths), tuple(files), deep, seconds, gate, tuple(resolved), missing,
+        tuple(unverified),
+    )  # fmt: skip
 
 
 def _missing(paths: Sequence[str]) -> list[str]:

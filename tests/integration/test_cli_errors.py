@@ -91,13 +91,13 @@ def test_gpus_resolves_names_as_gpu_does() -> None:
     # A driver-reported name ("H100 PCIe", nvidia-smi's form) denotes the product it identifies
     # for `archgap gpus` as for --gpu: one resolver of names.
     from archgap.analysis.compat import resolve_gpu
-    from archgap.cli.gpus import select
+    from archgap.api import gpus
 
     for name in ("H100 PCIe", "Tesla V100-SXM2-32GB", "H100"):
-        chosen = select([name])
+        chosen = gpus([name])
         assert chosen, name
         assert {p.compute_capability for p in chosen} == {str(resolve_gpu(name).compute_capability)}
-    assert [p.name for p in select(["H100 PCIe"]) or ()] == ["NVIDIA H100"]
+    assert [p.name for p in gpus(["H100 PCIe"])] == ["NVIDIA H100"]
 
 
 def test_trace_without_a_name_asks_for_the_name(capsys: pytest.CaptureFixture[str]) -> None:

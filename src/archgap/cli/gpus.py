@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_OK, Output, UsageError
-
-if TYPE_CHECKING:
-    from archgap.kb.gpus import GpuProduct
-
+from archgap.cli.common import EXIT_OK, Output
 
 HELP = "the GPUs archgap knows: compute capability, architecture, family targets, source"
 DESCRIPTION = (
@@ -30,43 +25,19 @@ OPTIONS = (
 )
 
 
-def select(names: list[str]) -> list[GpuProduct] | None:
-    """The products the names denote (None: all); a name that denotes none is a usage error."""
-    from archgap.analysis.compat import ComputeCapability, UnknownGpu, products_named, resolve_gpu
-    from archgap.kb.gpus import products
-
-    if not names:
-        return None
-    chosen: dict[str, GpuProduct] = {}
-    for name in names:
-        cc = ComputeCapability.parse(name)
-        found = (
-            [p for p in products() if p.compute_capability == str(cc)]
-            if cc
-            else list(products_named(name))
-        )
-        if not found:
-            if cc:
-                raise UsageError(f"no known GPU has compute capability {cc}")
-            try:
-                resolve_gpu(name)
-            except UnknownGpu as exc:
-                raise UsageError(str(exc)) from None
-        chosen.update((p.name, p) for p in found)
-    return list(chosen.values())
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.report import gpus
+    from archgap.api import gpus
+    from archgap.report import gpus as rendering
 
-    items = gpus.rows(select(list(args.names)))
+    items = rendering.rows(gpus(args.names))
     if out.json_mode:
         out.emit("gpus", {"gpus": items})
     elif out.format in ("markdown", "csv"):
-        sys.stdout.write(gpus.markdown(items) if out.format == "markdown" else gpus.csv(items))
+        write = rendering.markdown if out.format == "markdown" else rendering.csv
+        sys.stdout.write(write(items))
     else:
         from archgap.report.table import text_lines
 
-        lines = text_lines(gpus.table(items, True), out.width, out.terminal)
-        out.lines([*lines, "", *gpus.sources(items)])
+        lines = text_lines(rendering.table(items, True), out.width, out.terminal)
+        out.lines([*lines, "", *rendering.sources(items)])
     return EXIT_OK

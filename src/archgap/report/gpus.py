@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from archgap.kb.gpus import GpuProduct, family_members, products
 from archgap.report.table import Cell, Column, Table, csv_text, markdown_lines
@@ -80,3 +81,10 @@ def markdown(items: Sequence[GpuRow]) -> str:
 
 def csv(items: Sequence[GpuRow]) -> str:
     return csv_text(table(items, False))
+
+
+def document(products: Sequence[GpuProduct]) -> dict[str, Any]:
+    """The gpus document (``archgap gpus --json``) of the products ``api.gpus`` returned."""
+    from archgap.report.jsondoc import document as envelope
+
+    return envelope("gpus", {"gpus": rows(products)})
