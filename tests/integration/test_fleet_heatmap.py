@@ -53,6 +53,7 @@ def test_heatmap_of_1000_hosts_at_1400_px(tmp_path: Path) -> None:
         kinds[kind] = _probe(tmp_path / kind / "bin" / "python")
     lines = []
     for i in range(1, 1001):
+        doc: dict[str, object]
         if i % 100 == 0:
             doc = {"command": "probe", "target": f"gpu{i:04d}",
                    "error": {"kind": "timeout", "message": "no answer in 60 s"}}  # fmt: skip
