@@ -28,13 +28,16 @@ def local_binaries(
     progress: Progress | None = None,
     resolved: list[Chosen] | None = None,
     detail: bool = True,
+    unverified: list[str] | None = None,
 ) -> list[BinaryFacts]:
     """Files and directories, wheels and conda packages (files, their URLs, requirements resolved
     like pip from ``options``' indexes, with their dependency sets when ``options.deps``), and
     container images (``options.platform`` picks from a multi-platform index; ``tls_verify``: a
     docker:// registry's certificate must verify); an archive, image or requirement that cannot
     be read is an unreadable row per problem. ``resolved`` is told the wheel each requirement
-    resolved to. ``progress(done, total, path)`` is told as files are read (not with ``deep``).
+    resolved to, ``unverified`` the archives read through range requests, so that the index's
+    sha256 was not checked. ``progress(done, total, path)`` is told as files are read (not with
+    ``deep``).
     Without ``detail``, a deep read of files keeps one row per kind of entry (``summarized``)."""
     from archgap.image.targets import is_image
 
@@ -42,9 +45,12 @@ def local_binaries(
     found: list[BinaryFacts] = []
     if remote:  # the index, wheel and image readers (and urllib) are imported only for these
         from archgap.index.targets import read_targets
+        from archgap.index.targets import unverified as unchecked
 
-        contents, _ = read_targets(remote, options, deep=deep, resolved=resolved)
+        contents, fetched = read_targets(remote, options, deep=deep, resolved=resolved)
         found = [b for c in contents for b in _archive_binaries(c)]
+        if unverified is not None:
+            unverified.extend(unchecked(contents, fetched))
     paths = [p for p in paths if p not in remote]
     holding = [p for p in paths if _holds_archives(p)]
     if holding:

@@ -21,7 +21,8 @@ class KernelsResult:
     """The device code of the files ``paths`` named (every entry, or with ``detail`` off one row
     per kind of entry), read in ``seconds``; with --require the build ``gate``; the wheel each
     requirement ``resolved`` to; the ``missing`` paths, which name nothing here (each also an
-    unreadable row of ``files``)."""
+    unreadable row of ``files``); the archives read through range requests, whose index sha256
+    was not checked (``unverified``)."""
 
     paths: tuple[str, ...]
     files: tuple[BinaryFacts, ...]
@@ -30,6 +31,7 @@ class KernelsResult:
     gate: GateResult | None = None
     resolved: tuple[Chosen, ...] = ()
     missing: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
 
     @property
     def unreadable(self) -> int:

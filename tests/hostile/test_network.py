@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from archgap.api import kernels, scan_archives
 from archgap.archives.wheel import WheelContents
 from archgap.image.registry import RegistryClient, RegistryError
 from archgap.image.registry_auth import parse_reference
@@ -47,7 +49,10 @@ from archgap.index import net
 from archgap.index.fetch import Fetched
 from archgap.index.resolve import ResolveError, project_files
 from archgap.index.targets import IndexOptions, mark_unverified, read_targets
-from tests.helpers import run_cli
+from archgap.report.jsondoc import schema
+from archgap.report.kernels import document as kernels_document
+from archgap.report.kernels import text as kernels_text
+from tests.helpers import json_output, run_cli
 from tests.loopback_index import make_wheel
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "cuda" / "bin"
@@ -236,6 +241,11 @@ def read(targets: list[str], **options: Any) -> tuple[list[WheelContents], list[
     contents, fetched = read_targets(targets, IndexOptions(**{**TARGET, **options}))
     mark_unverified(contents, fetched)  # what scan reports
     return contents, fetched
+
+
+def targeted(index_url: str | None = None) -> IndexOptions:
+    """The options ``read`` uses, for the api's commands."""
+    return IndexOptions(index_url, python_version="3.12", platform="manylinux_2_28_x86_64")
 
 
 def reasons(contents: list[WheelContents]) -> list[str]:
@@ -814,29 +824,71 @@ def directory_file_url(lab: Lab) -> None:
 
 
 def name_and_wheel_tag_disagree(lab: Lab) -> None:
-    """Named for x86_64, its WHEEL says aarch64: pip installs by the name."""
+    """Named for x86_64, its WHEEL says aarch64, its library is x86-64: a problem of the wheel,
+    but pip installs it by the name, on x86-64, where the library loads: the gate holds."""
     built = wheel_bytes(lab.tmp, tag="py3-none-manylinux_2_17_aarch64")
     named = lab.tmp / built.name.replace("aarch64", "x86_64")
     built.rename(named)
     [reason] = reasons(read([str(named)])[0])
     assert reason.startswith("the file name says x86-64 but its WHEEL file's Tag says aarch64")
+    assert not scan_archives([str(named)], gpus=["H100"], options=targeted()).has_gap
 
 
-def name_and_elf_disagree(lab: Lab) -> None:
-    """Named and tagged x86_64, its library is an aarch64 ELF (e_machine 183)."""
+def _arm_library_wheel(lab: Lab) -> Path:
+    """Named and tagged x86_64, its one library an aarch64 ELF (e_machine 183 at offset 18)
+    holding sm_90 SASS, which runs on an H100."""
     library = bytearray(LIBRARY.read_bytes())
     library[18:20] = (183).to_bytes(2, "little")
     arm = lab.tmp / "libmix.so"
     arm.write_bytes(bytes(library))
-    wheel = make_wheel(lab.tmp, "demo-pkg", "1.0", {"demo_pkg/libmix.so": arm})
-    [reason] = reasons(read([str(wheel)])[0])
-    assert reason.startswith("1 native files are aarch64 but the file name says x86-64")
+    return make_wheel(lab.tmp, "demo-pkg", "1.0", {"demo_pkg/libmix.so": arm})
+
+
+def name_and_elf_disagree_fails_the_gates(lab: Lab) -> None:
+    """pip installs the wheel on x86-64 machines, where its aarch64 library cannot load, so it
+    runs on no GPU whatever SASS it holds: ``scan --require`` and ``kernels --require`` exit 1,
+    saying so (scan as a host-platform finding for any GPU, kernels as the library's failure)."""
+    wheel = str(_arm_library_wheel(lab))
+    why = "1 native file is aarch64 but the file name of " + wheel + " says x86-64"
+    report = scan_archives([wheel], gpus=["H100"], options=targeted())
+    [finding] = report.platform_gaps
+    cpus = (finding.environment_cpu, finding.host_cpu)
+    assert finding.gpu == "any GPU" and cpus == ("aarch64", "x86-64")
+    assert finding.cause.startswith(why) and report.has_gap
+    assert [p.verdict for p in report.packages] == ["native"]  # the SASS alone would run
+    gate = kernels([wheel], require=["H100"]).gate
+    assert gate is not None and [f.reason.startswith(why) for f in gate.failures] == [True]
+    env = {"XDG_CACHE_HOME": str(lab.tmp / "cache"), "HOME": str(lab.tmp)}
+    scanned = run_cli("scan", wheel, "--require", "H100", env=env)
+    assert scanned.returncode == 1 and why in scanned.stdout, scanned.stdout + scanned.stderr
+    listed = run_cli("kernels", wheel, "--require", "H100", "--json", env=env)
+    assert listed.returncode == 1 and not json_output(listed, "kernels")["require"]["passed"]
 
 
 def all_three_agree(lab: Lab) -> None:
     wheel, _, _ = lab.demo_wheel()
     contents, _ = read([str(wheel)])
     assert contents[0].binaries and not reasons(contents)
+    report = scan_archives([str(wheel)], gpus=["H100"], options=targeted())
+    assert not report.has_gap and not report.platform
+    gate = kernels([str(wheel)], require=["H100"]).gate
+    assert gate is not None and gate.passed
+
+
+def kernels_marks_ranged_reads_unverified(lab: Lab) -> None:
+    """kernels reads through ranges as scan does, and says so: the index's sha256 unchecked,
+    in text and JSON (not an unreadable file: the exit code stays the gate's)."""
+    index = lab.index(lab.server(), ranges=True)
+    result = kernels(["demo-pkg"], require=["H100"], options=targeted(index))
+    [label] = result.unverified
+    assert label.endswith(".whl") and not result.unreadable
+    assert result.gate is not None and result.gate.passed
+    assert any(
+        label in line and "unverified" in line for line in kernels_text(result, False, False)
+    )
+    doc = kernels_document(result)
+    jsonschema.validate(doc, schema("kernels"))
+    assert doc["unverified"] == [label]
 
 
 # -- partial files ----------------------------------------------------------------------------
@@ -929,8 +981,9 @@ CLASSES = [
     pytest.param(fifo_file_url, id="fifo-file-url"),
     pytest.param(directory_file_url, id="directory-as-wheel"),
     pytest.param(name_and_wheel_tag_disagree, id="name-tag-mismatch"),
-    pytest.param(name_and_elf_disagree, id="name-elf-mismatch"),
+    pytest.param(name_and_elf_disagree_fails_the_gates, id="name-elf-mismatch-fails-gates"),
     pytest.param(all_three_agree, id="name-tag-elf-agree"),
+    pytest.param(kernels_marks_ranged_reads_unverified, id="kernels-ranged-unverified"),
     pytest.param(sigterm_removes_partial, id="sigterm-partial"),
     pytest.param(stale_partials_swept, id="stale-partial-swept"),
 ]

@@ -68,6 +68,12 @@ def check_build(
         )
         for p in wanted.gpus
     }
+    # a library its wheel's file name says is for another CPU loads on no GPU (index.wheeltags)
+    misplaced = {}
+    if any(".whl/" in b.path for b in libraries):
+        from archgap.index.wheeltags import strays
+
+        misplaced = {b.path: s.reason for b in libraries for s in strays([b])}
     failures = []
     for gpu in gpus:
         cc = str(gpu.compute_capability)
@@ -77,17 +83,17 @@ def check_build(
         for binary in libraries:
             verdict = library_verdict(binary, gpu)
             # as in scan, only kernel libraries count: a kernel-less stub has nothing to load
-            if verdict.role == KERNEL_LIBRARY and _fails(verdict.verdict, strict):
-                failures.append(
-                    GateFailure(
-                        binary.path,
-                        gpu.label,
-                        cc,
-                        verdict.verdict,
-                        verdict.reason,
-                        expected[gpu.label],
-                    )
-                )
+            if verdict.role != KERNEL_LIBRARY:
+                continue
+            if binary.path in misplaced:
+                outcome, why = NONE, misplaced[binary.path]
+            elif _fails(verdict.verdict, strict):
+                outcome, why = verdict.verdict, verdict.reason
+            else:
+                continue
+            failures.append(
+                GateFailure(binary.path, gpu.label, cc, outcome, why, expected[gpu.label])
+            )
     return GateResult(
         tuple(f"{g.label} ({g.compute_capability})" for g in gpus),
         strict,

@@ -148,4 +148,26 @@ def platform_findings(
             gates = target.gates_exit_code
             args = (target.label, subject.cpu, host, source, cause, gates, subject.image)
             findings.append(PlatformFinding(*args))
+    return tuple(findings) + wheel_findings(binaries, targets)
+
+
+ANY_GPU = "any GPU"  # the GPU of a finding that holds whatever the GPU
+
+
+def wheel_findings(
+    binaries: Sequence[BinaryFacts], targets: Sequence[GpuTarget]
+) -> tuple[PlatformFinding, ...]:
+    """A wheel whose native files are for a CPU its file name does not name: pip installs it
+    by its name, where they cannot load, so it runs on no GPU (one finding, gating when any
+    target gates)."""
+    if not any(".whl/" in b.path for b in binaries):
+        return ()
+    from archgap.index.wheeltags import strays  # the wheel rules, only for wheels
+
+    gates = any(t.gates_exit_code for t in targets)
+    findings = []
+    for stray in strays(binaries):
+        cause = f"{stray.reason}; build it for {stray.named}, or name it for {stray.cpu}"
+        where = f"the file name of {stray.wheel}"
+        findings.append(PlatformFinding(ANY_GPU, stray.cpu, stray.named, where, cause, gates))
     return tuple(findings)

@@ -118,11 +118,17 @@ class _Reading:
 UNVERIFIED = "unverified: read through range requests, so the index's sha256 was not checked"
 
 
-def mark_unverified(contents: Sequence[WheelContents], fetched: Sequence[Fetched]) -> None:
-    """A problem on each archive whose index gave a sha256 that its reading did not check."""
+def unverified(contents: Sequence[WheelContents], fetched: Sequence[Fetched]) -> list[str]:
+    """The archives (labels) whose index gave a sha256 that their reading did not check."""
     unchecked = {f.url for f in fetched if f.sha256 and not f.verified}
+    return [archive.label for archive in contents if archive.label in unchecked]
+
+
+def mark_unverified(contents: Sequence[WheelContents], fetched: Sequence[Fetched]) -> None:
+    """A problem (UNVERIFIED) on each archive ``unverified`` names."""
+    labels = set(unverified(contents, fetched))
     for archive in contents:
-        if archive.label in unchecked:
+        if archive.label in labels:
             archive.problems.append(Problem(archive.label, UNVERIFIED))
 
 

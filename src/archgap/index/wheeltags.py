@@ -1,7 +1,8 @@
 """Whether a wheel is what its name says: the platform tags of its file name, the ``Tag`` lines
 of its ``.dist-info/WHEEL`` and the ELF machine of its native files must agree. pip installs a
 wheel by its file name's tags; a name that says x86_64 over aarch64 libraries installs on x86-64
-machines where those libraries cannot load, so a disagreement is a problem of the wheel."""
+machines where those libraries cannot load (``strays``: a gap of every GPU, in ``scan`` and the
+``kernels`` gate); a WHEEL file that says another CPU than the name is a problem of the wheel."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import urllib.parse
 import zipfile
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from archgap.archives.wheel import WheelContents
 from archgap.image.source import parse_platform
-from archgap.probe.facts import Problem
+from archgap.probe.facts import BinaryFacts, Problem
 
 MAX_WHEEL_FILE = 64 << 10  # a WHEEL file is a few lines
 
@@ -53,11 +55,11 @@ def wheel_file_tags(zf: zipfile.ZipFile) -> set[Tag] | None:
 
 
 def tag_problems(contents: WheelContents, zf: zipfile.ZipFile) -> list[Problem]:
-    """Where the file name, ``WHEEL`` and the native files disagree on the CPU."""
-    name = urllib.parse.unquote(os.path.basename(urllib.parse.urlsplit(contents.label).path))
-    try:
-        named = machines(parse_wheel_filename(name)[3])
-    except InvalidWheelFilename:
+    """Where the file name and ``WHEEL`` disagree on the CPU. The files still load where pip
+    installs the wheel (by its name) when they are for the CPU it names: ``strays`` says
+    which are not, and they fail a gate."""
+    named = _named(contents.label)
+    if named is None:
         return []
     problems = []
     declared = wheel_file_tags(zf)
@@ -69,18 +71,56 @@ def tag_problems(contents: WheelContents, zf: zipfile.ZipFile) -> list[Problem]:
                 f"{_names(machines(declared))}: pip installs it by the name",
             )
         )
-    elf = Counter(b.machine for b in contents.binaries if b.machine)
-    stray = {m: n for m, n in elf.items() if named and m not in named}
-    if stray:
-        cpu, files = max(stray.items(), key=lambda item: item[1])
-        problems.append(
-            Problem(
-                contents.label,
-                f"{files} native files are {cpu} but the file name says {_names(named)}: pip "
-                f"installs it there, where they cannot load",
-            )
-        )
     return problems
+
+
+@dataclass(frozen=True)
+class Stray:
+    """Native files of a wheel built for a CPU its file name does not name."""
+
+    wheel: str  # the wheel's path or URL
+    cpu: str  # their ELF machine
+    files: int
+    named: str  # the CPUs the name says ("x86-64")
+
+    @property
+    def reason(self) -> str:
+        what, they = (
+            ("1 native file is", "it")
+            if self.files == 1
+            else (f"{self.files} native files are", "they")
+        )
+        return (
+            f"{what} {self.cpu} but the file name of {self.wheel} says {self.named}: pip "
+            f"installs a wheel by its name, on {self.named} machines, where {they} cannot load"
+        )
+
+
+def strays(binaries: Iterable[BinaryFacts]) -> list[Stray]:
+    """Per wheel (a member's path is ``WHEEL/MEMBER``), its native files' most common ELF
+    machine that its file name's platform tags do not name; ``any`` names every CPU."""
+    found: dict[str, Counter[str]] = {}
+    for binary in binaries:
+        wheel, inside, _ = binary.path.partition(".whl/")
+        if inside and binary.machine:
+            found.setdefault(wheel + ".whl", Counter())[binary.machine] += 1
+    result = []
+    for wheel, counts in found.items():
+        named = _named(wheel) or set()
+        stray = {cpu: n for cpu, n in counts.items() if named and cpu not in named}
+        if stray:
+            cpu, files = max(stray.items(), key=lambda item: item[1])
+            result.append(Stray(wheel, cpu, files, _names(named)))
+    return result
+
+
+def _named(wheel: str) -> set[str] | None:
+    """The CPUs the wheel's file name names; None for no wheel file name."""
+    name = urllib.parse.unquote(os.path.basename(urllib.parse.urlsplit(wheel).path))
+    try:
+        return machines(parse_wheel_filename(name)[3])
+    except InvalidWheelFilename:
+        return None
 
 
 def _names(found: set[str]) -> str:

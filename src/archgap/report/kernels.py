@@ -274,9 +274,11 @@ def body(
     counts: dict[str, Any],
     gate: GateResult | None,
     resolved: Sequence[Chosen] = (),
+    unverified: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The body of the kernels document (schema/kernels.schema.json): every file, the counts,
-    with --require the build gate's result, and the wheels requirements resolved to."""
+    with --require the build gate's result, the wheels requirements resolved to, and the
+    archives whose index sha256 was not checked."""
     from archgap.codec import encode
 
     data: dict[str, Any] = {"files": files, "summary": counts}
@@ -284,6 +286,8 @@ def body(
         data["require"] = {**encode(gate), "passed": gate.passed}
     if resolved:
         data["resolved"] = [resolved_item(c) for c in resolved]
+    if unverified:
+        data["unverified"] = list(unverified)
     return data
 
 
@@ -325,13 +329,16 @@ def document(result: KernelsResult) -> dict[str, Any]:
     """The kernels document (``archgap kernels --json``)."""
     from archgap.report.jsondoc import document as envelope
 
-    return envelope("kernels", body(result.files, counts(result), result.gate, result.resolved))
+    found = body(result.files, counts(result), result.gate, result.resolved, result.unverified)
+    return envelope("kernels", found)
 
 
 def markdown_text(result: KernelsResult, show_all: bool) -> tuple[str, list[str]]:
-    """The Markdown tables, and the build gate's lines after them (markup)."""
+    """The Markdown tables, and the unverified marks and build gate's lines after them
+    (markup)."""
     text = markdown(result.files, show_all, counts(result), result.resolved)
-    return text, gate_lines(result.gate) if result.gate is not None else []
+    marks = unverified_lines(result.unverified)
+    return text, marks + (gate_lines(result.gate) if result.gate is not None else [])
 
 
 def csv_of(result: KernelsResult, show_all: bool) -> str:
@@ -363,7 +370,17 @@ def text(result: KernelsResult, show_all: bool, colour: bool) -> list[str]:
         lines.extend(_aligned(columns, rows, colour))
         lines.append("")
     lines.append(_counts_line(counts(result), quiet, colour))
+    lines += unverified_lines(result.unverified)
     return lines + (gate_lines(result.gate) if result.gate is not None else [])
+
+
+def unverified_lines(archives: Sequence[str]) -> list[str]:
+    """The mark scan shows too: archives read through range requests, unchecked."""
+    if not archives:
+        return []
+    from archgap.index.targets import UNVERIFIED
+
+    return [f"[yellow]! {escape(label)}: {escape(UNVERIFIED)}[/]" for label in archives]
 
 
 def _counts_line(counted: dict[str, Any], quiet: int, colour: bool) -> str:
