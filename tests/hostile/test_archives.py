@@ -435,7 +435,7 @@ def expect_many(result: dict[str, Any]) -> None:
     real_row_unaffected(result)
 
 
-def huge_directory(count: int | None) -> Callable[[Path], Path]:
+def huge_directory(count: int | None, name: str = "directory.whl") -> Callable[[Path], Path]:
     """200,000 directory entries (one small member's local header); the end record says so,
     or, with ``count``, lies that it lists that many: zipfile reads the directory's bytes, so
     these have long names (~40 MB in all, over 2^17 entries of 256 bytes)."""
@@ -448,7 +448,7 @@ def huge_directory(count: int | None) -> Callable[[Path], Path]:
         stem = "x" * (150 if count is not None else 0)
         for k in range(200_000):
             archive.entry(f"pkg/l{stem}{k}.so", offset, len(raw), len(data), crc)
-        return archive.write(tmp / "directory.whl", count=count)
+        return archive.write(tmp / name, count=count)
 
     return build
 
@@ -829,6 +829,10 @@ CASES = [
     pytest.param(
         Case(huge_directory(4), "wheel", expect_directory("lists 4 entries in"), 2, 32),
         id="directory-count-lie",
+    ),
+    pytest.param(
+        Case(huge_directory(None, "bomb-1-0.conda"), "conda", expect_directory("200003"), 2, 32),
+        id="conda-200000-entries",
     ),
     pytest.param(Case(wheel_record_bomb, "wheel", expect_wheel_record), id="record-bomb-in-wheel"),
     pytest.param(Case(metadata_bomb, "wheel", expect_metadata), id="metadata-bomb-in-wheel"),

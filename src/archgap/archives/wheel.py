@@ -28,6 +28,7 @@ import json
 import os
 import struct
 import zipfile
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import IO, Any
 
@@ -77,26 +78,30 @@ def read_wheel(label: str, fileobj: IO[bytes] | None = None, deep: bool = True) 
     ``fileobj`` (any seekable file: a ranged HTTP reader) named ``label``. Never raises."""
     found = WheelContents(label)
     try:
-        with contextlib.ExitStack() as stack:
-            fp = fileobj if fileobj is not None else stack.enter_context(open(label, "rb"))
-            entries, length = _directory(fp)
-            # zipfile reads the directory's bytes whatever the count says
-            if entries > MAX_MEMBERS or length > MAX_MEMBERS * MAX_ENTRY_BYTES:
-                found.problems.append(
-                    Problem(
-                        label,
-                        f"not read: its central directory lists {entries} entries in {length}"
-                        f" bytes (at most {MAX_MEMBERS} entries of {MAX_ENTRY_BYTES} bytes)",
-                    )
-                )
-                return found
-            with zipfile.ZipFile(fp) as zf:
-                _read_zip(zf, found, deep)
+        with open_zip(fileobj if fileobj is not None else label) as zf:
+            _read_zip(zf, found, deep)
     except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
         found.problems.append(Problem(label, f"not a readable wheel: {exc}"))
     except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
         found.problems.append(Problem(label, f"cannot read: {type(exc).__name__}: {exc}"))
     return found
+
+
+@contextlib.contextmanager
+def open_zip(source: str | IO[bytes]) -> Iterator[zipfile.ZipFile]:
+    """The zip at ``source`` (a path, or a seekable file), opened once its end record shows a
+    central directory of at most ``MAX_MEMBERS`` entries and their bytes: zipfile makes an
+    object of each entry before anything else (whatever the count says, it reads the
+    directory's bytes). Else ``zipfile.BadZipFile`` with the reason."""
+    with contextlib.ExitStack() as stack:
+        fp = stack.enter_context(open(source, "rb")) if isinstance(source, str) else source
+        entries, length = _directory(fp)
+        if entries > MAX_MEMBERS or length > MAX_MEMBERS * MAX_ENTRY_BYTES:
+            raise zipfile.BadZipFile(
+                f"its central directory lists {entries} entries in {length} bytes"
+                f" (at most {MAX_MEMBERS} entries of {MAX_ENTRY_BYTES} bytes are read)"
+            )
+        yield stack.enter_context(zipfile.ZipFile(fp))
 
 
 def _directory(fp: IO[bytes]) -> tuple[int, int]:
@@ -345,4 +350,11 @@ def archive_facts(
     return ProbeResponse(sections=json.loads(json.dumps(sections)))
 
 
-__all__ = ["WheelContents", "archive_facts", "read_stream", "read_wheel", "wheel_files"]
+__all__ = [
+    "WheelContents",
+    "archive_facts",
+    "open_zip",
+    "read_stream",
+    "read_wheel",
+    "wheel_files",
+]

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from archgap.archives.limits import CappedStream, InflationLimit
-from archgap.archives.wheel import WheelContents, read_stream, read_wheel
+from archgap.archives.wheel import WheelContents, open_zip, read_stream, read_wheel
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 from archgap.probe.pyenv import is_native_file
 
@@ -146,7 +146,7 @@ def _read_dot_conda(source: Any, package: _Package, found: WheelContents) -> Non
             )
         )
         return
-    with zipfile.ZipFile(source) as zf:
+    with open_zip(source) as zf:
         infos = [i for prefix in ("info-", "pkg-") for i in zf.infolist() if _is_part(i, prefix)]
         if not any(i.filename.startswith("info-") for i in infos):
             found.problems.append(Problem(found.label, "no info-*.tar.zst: not a .conda package"))
