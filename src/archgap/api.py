@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from archgap.analysis.explain_chain import Examined
     from archgap.analysis.fleet import FleetReport
     from archgap.analysis.logparse import ParsedLog
+    from archgap.analysis.recipe import Recipe
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
     from archgap.analysis.versions import VersionsReport, VersionVerdict
@@ -75,6 +76,7 @@ __all__ = [
     "gpus",
     "kernel_files",
     "kernels",
+    "recipe",
     "report_from_facts",
     "scan",
     "scan_archives",
@@ -277,6 +279,46 @@ def _judge_variant(
         )
         found.append(GpuVerdict(gpu.label, str(gpu.compute_capability), verdict, reason))
     return VersionVerdict(*base, tuple(found), all(covers(v.verdict, strict) for v in found))
+
+
+def recipe(
+    gpus: Sequence[str] = (),
+    *,
+    from_paths: Sequence[str] = (),
+    toolkit: str | None = None,
+    arch_specific: bool = False,
+    ptx: bool = True,
+) -> Recipe:
+    """The fewest build targets that give every GPU native code: the GPUs named and those of
+    the fleet documents ``from_paths`` (as ``fleet --from`` reads them), built with CUDA
+    ``toolkit`` (default: the newest known that builds native code for every GPU).
+    ``UsageError`` for no GPU, an unreadable document or an unknown toolkit; ``UnknownGpu``."""
+    from archgap.analysis.recipe import gpus_of_fleet
+    from archgap.analysis.recipe import recipe as build_recipe
+    from archgap.kb.toolchain import major_minor, targets_of
+
+    named = list(_resolve(gpus))
+    if from_paths:
+        from archgap.transport.fleet import FleetInputError, read_documents
+
+        try:
+            facts = [h.facts for h in read_documents(list(from_paths)) if h.facts is not None]
+        except FleetInputError as exc:
+            raise UsageError(str(exc)) from exc
+        named += gpus_of_fleet(facts)
+    if not named:
+        raise UsageError("no GPU: name one with --gpu, or give fleet documents with --from")
+    seen: dict[tuple[str, str], GpuTarget] = {}
+    for gpu in named:
+        seen.setdefault((gpu.label, str(gpu.compute_capability)), gpu)
+    targets = sorted(seen.values(), key=lambda g: (g.compute_capability, g.label))
+    version = major_minor(toolkit) if toolkit is not None else None
+    if toolkit is not None and (version is None or targets_of(toolkit) is None):
+        raise UsageError(
+            f"--toolkit {toolkit!r}: give a CUDA version such as 12.8 or 13.0 (>= 11.0)"
+        )
+    cuda = f"{version[0]}.{version[1]}" if version else None
+    return build_recipe(targets, cuda, arch_specific, ptx)
 
 
 def gpus(names: Sequence[str] = ()) -> tuple[GpuProduct, ...]:

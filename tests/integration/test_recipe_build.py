@@ -45,8 +45,8 @@ def recipe_of(capsys: pytest.CaptureFixture[str], gpus: list[str], arch: bool) -
 def built() -> dict[str, tuple[dict[str, Any], Path]]:
     from archgap.analysis.compat import resolve_gpu
     from archgap.analysis.recipe import recipe
-    from archgap.cli.recipe import body
     from archgap.codec import encode
+    from archgap.report.recipe import body
 
     docs = {
         name: encode(body(recipe([resolve_gpu(g) for g in gpus], "13.0", arch)))
