@@ -4,11 +4,13 @@ as client-side `kubectl apply` stores it, its pods checked against the Pod Secur
 rules, the probe it carries run as the DaemonSet runs it and read back by `fleet --from`, and
 `scan --nfd` feature files checked against the Kubernetes label syntax.
 
-`kubectl apply` (client-side) keeps the object it applied, serialized by Go's encoding/json
-(which writes <, > and & as \\u003c, \\u003e, \\u0026), in the metadata annotation
+`kubectl apply` (client-side) keeps the object it applied, as JSON, in the metadata annotation
 kubectl.kubernetes.io/last-applied-configuration; the API server refuses an object whose
 annotations (keys and values) total more than 256 KiB (apimachinery's
 TotalAnnotationSizeLimitB), and etcd one over about 1.5 MiB (a ConfigMap holds at most 1 MiB).
+The annotation is kubectl's own: `kubectl create --dry-run=client --save-config` writes the same
+one apply does, and needs of a server only its discovery documents (which resources exist), which
+a stand-in on loopback serves.
 
 Label syntax (kubernetes.io/docs/concepts/overview/working-with-objects/labels): a name of at most
 63 characters, beginning and ending with an alphanumeric, with dashes, underscores and dots
@@ -24,9 +26,13 @@ import datetime
 import gzip
 import json
 import re
+import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -52,23 +58,74 @@ def manifest(*args: str) -> list[dict[str, Any]]:
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 ANNOTATIONS_LIMIT = 256 * 1024
 CONFIGMAP_LIMIT = 1024 * 1024
+# What the API server's discovery says of the kinds the manifests use (all kubectl reads here).
+DISCOVERY = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [{"name": "apps",
+              "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+              "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}}]},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "namespaces", "singularName": "namespace", "namespaced": False,
+         "kind": "Namespace", "verbs": ["create", "get"]},
+        {"name": "configmaps", "singularName": "configmap", "namespaced": True,
+         "kind": "ConfigMap", "verbs": ["create", "get"]}]},
+    "/apis/apps/v1": {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
+                      "resources": [{"name": "daemonsets", "singularName": "daemonset",
+                                     "namespaced": True, "kind": "DaemonSet",
+                                     "verbs": ["create", "get"]}]},
+}  # fmt: skip
 
 
-def go_json(value: Any) -> bytes:
-    """``value`` as Go's json.Marshal writes it (compact, HTML characters escaped, UTF-8)."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, escaped)
-    return text.encode("utf-8")
+class _Discovery(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = DISCOVERY.get(self.path.split("?")[0])
+        data = json.dumps(body).encode()
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data) if body else 0))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
-def applied(obj: dict[str, Any]) -> tuple[int, int]:
-    """(the annotations' size, the whole object's) once `kubectl apply` has annotated it."""
-    annotation = go_json(obj).decode("utf-8")
-    annotated = copy.deepcopy(obj)
-    annotated["metadata"].setdefault("annotations", {})[LAST_APPLIED] = annotation
-    annotations = annotated["metadata"]["annotations"]
-    return sum(len(k) + len(v.encode()) for k, v in annotations.items()), len(go_json(annotated))
+@pytest.fixture(scope="module")
+def discovery() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Discovery)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def as_applied(objects: list[dict[str, Any]], server: str, home: Path) -> list[dict[str, Any]]:
+    """The objects as client-side `kubectl apply` would send them: with its annotation."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is not installed (Debian's kubernetes-client; scripts/services)"
+    ran = subprocess.run(
+        [kubectl, "create", "--dry-run=client", "--save-config", "--validate=false", "-o", "json",
+         "-f", "-", "--server", server],
+        input="".join(f"---\n{json.dumps(o)}\n" for o in objects), capture_output=True,
+        text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    decoder, text, out = json.JSONDecoder(), ran.stdout, []
+    while text.strip():
+        obj, end = decoder.raw_decode(text.lstrip())
+        text = text.lstrip()[end:]
+        out += obj.get("items", [obj]) if obj.get("kind") == "List" else [obj]
+    return out
+
+
+def sizes(obj: dict[str, Any]) -> tuple[int, int]:
+    """(its annotations' size as the API server counts it, the whole object's, as JSON)."""
+    annotations = obj["metadata"]["annotations"]
+    assert LAST_APPLIED in annotations
+    total = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    return total, len(json.dumps(obj, separators=(",", ":")).encode())
 
 
 def test_probe_manifest_is_valid_and_its_daemonset_output_feeds_fleet(tmp_path: Path) -> None:
@@ -103,18 +160,22 @@ def test_probe_manifest_is_valid_and_its_daemonset_output_feeds_fleet(tmp_path: 
     assert [h["name"] for h in doc["hosts"]] == ["gpu-node-17"] and doc["documents"] == 1
 
 
-def test_every_object_fits_what_client_side_apply_stores() -> None:
+def test_every_object_fits_what_client_side_apply_stores(discovery: str, tmp_path: Path) -> None:
     docs = manifest()
-    for doc in [*docs, *manifest("--mode", "nfd", "--image", "registry.local/archgap:0.1")]:
-        annotations, whole = applied(doc)
+    objects = [*docs, *manifest("--mode", "nfd", "--image", "registry.local/archgap:0.1")]
+    applied = as_applied(objects, discovery, tmp_path)
+    assert [o["kind"] for o in applied] == [o["kind"] for o in objects]
+    for obj in applied:
+        annotations, whole = sizes(obj)
         # Well under the limit: room for the probe to grow and for the user's own annotations.
-        assert annotations < ANNOTATIONS_LIMIT * 3 // 4, (doc["kind"], annotations)
-        assert whole < CONFIGMAP_LIMIT, (doc["kind"], whole)
-    # The measure catches the plain script in `data`, which client-side apply refuses.
+        assert annotations < ANNOTATIONS_LIMIT * 3 // 4, (obj["kind"], annotations)
+        assert whole < CONFIGMAP_LIMIT, (obj["kind"], whole)
+    # The measure catches the plain script in `data`, which client-side apply is refused.
     config_map = copy.deepcopy(docs[1])
     (packed,) = config_map.pop("binaryData").values()
     config_map["data"] = {"archgap-probe.py": gzip.decompress(base64.b64decode(packed)).decode()}
-    assert applied(config_map)[0] > ANNOTATIONS_LIMIT
+    (plain,) = as_applied([config_map], discovery, tmp_path)
+    assert sizes(plain)[0] > ANNOTATIONS_LIMIT
 
 
 # Pod Security Standards, "baseline" (kubernetes.io/docs/concepts/security/pod-security-standards):
