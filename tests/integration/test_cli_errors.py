@@ -164,3 +164,15 @@ def test_fleet_reports_a_truncated_document_as_truncated(tmp_path: Path) -> None
         "not-json",
         "invalid JSON at line 1 column 9: Expecting property name enclosed in double quotes",
     )
+
+
+def test_a_probe_that_cannot_reach_its_target_says_so_on_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The document on stdout carries the whole failure; stderr is its one line.
+    from archgap.cli import main
+
+    assert main(["probe", "--via", "sh -c 'echo nope >&2; echo second line >&2; exit 3' x"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["error"]["kind"]
+    assert len(err.splitlines()) == 1 and err.startswith("archgap: ")

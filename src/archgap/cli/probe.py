@@ -25,8 +25,8 @@ from archgap.cli.common import (
     UsageError,
     request_or_usage_error,
     target_from_args,
-    terminal_safe,
 )
+from archgap.report.visible import one_line
 from archgap.request import DEFAULT_SECTIONS
 
 if TYPE_CHECKING:
@@ -133,9 +133,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
             "error": {"kind": result.kind, "message": result.message, "stderr": result.stderr},
         }
         emit(args, out, body, target.name if not target.is_local else os.uname().nodename)
-        sys.stderr.write(f"archgap: {terminal_safe(result.message)}\n")
-        if result.stderr and result.stderr not in result.message:
-            sys.stderr.write(terminal_safe(result.stderr.rstrip()) + "\n")
+        from archgap.api import describe
+
+        sys.stderr.write(f"archgap: {one_line(describe(result))}\n")  # the document has it all
         return EXIT_ERROR
     env_problem = result.errors.get("env_from")
     if env_problem:
