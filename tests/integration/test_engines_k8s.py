@@ -112,7 +112,8 @@ def as_applied(objects: list[dict[str, Any]], server: str, home: Path) -> list[d
         text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    decoder, text, out = json.JSONDecoder(), ran.stdout, []
+    decoder, text = json.JSONDecoder(), ran.stdout
+    out: list[dict[str, Any]] = []
     while text.strip():
         obj, end = decoder.raw_decode(text.lstrip())
         text = text.lstrip()[end:]
