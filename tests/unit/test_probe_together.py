@@ -88,7 +88,7 @@ def test_the_footer_counts_sections_that_ran_together_once() -> None:
     # gpu, python, toolchains and caches started together: the probe waited for the longest
     # (0.30 s), not for their sum (0.76 s); a section that ran alone (code) adds its own time.
     from archgap.api import report_from_facts
-    from archgap.cli.scan import _where_the_time_went
+    from archgap.report.scan import _where_the_time_went
 
     seconds = {"gpu": 0.3, "python": 0.2, "toolchains": 0.25, "caches": 0.01, "binaries": 1.0}
     facts = {"facts_version": 1, "host": "h", "platform": "Linux", "probe_python": "3.8",
