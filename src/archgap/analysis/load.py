@@ -163,14 +163,24 @@ def _driver_gpu(
     return findings
 
 
-def _cuda_majors(binary: BinaryFacts) -> dict[int, str]:
-    """The CUDA majors the library's DT_NEEDED names belong to -> the name that says so."""
+def _cuda_majors(binary: BinaryFacts, package: str) -> dict[int, tuple[str, str]]:
+    """The CUDA majors of the library -> (what says so, its source): a DT_NEEDED name of that
+    major, or for NVIDIA's own wheels (their runtime linked statically) the wheel itself."""
     known = kb.cuda_libraries()
-    majors: dict[int, str] = {}
+    majors: dict[int, tuple[str, str]] = {}
     for name in binary.needed or ():
         entry = known.get(name)
         if entry is not None and entry.cuda_major is not None:
-            majors.setdefault(entry.cuda_major, name)
+            majors.setdefault(entry.cuda_major, (f"it needs {name}", entry.source))
+    wheel = kb.wheel_cuda_major()
+    match = wheel.path.search(binary.path)
+    if match:
+        majors.setdefault(
+            int(match.group(1)), (f"it is in nvidia/cu{match.group(1)}/", wheel.source)
+        )
+    match = wheel.name.match(package)
+    if match:
+        majors.setdefault(int(match.group(1)), (f"it is of {package}", wheel.source))
     return majors
 
 
@@ -183,23 +193,23 @@ def _driver_cuda(
     gating: bool,
 ) -> list[LoadFinding]:
     """Check 2: one finding per package and CUDA major the driver cannot run."""
-    failing: dict[tuple[str, int], list[tuple[BinaryFacts, str]]] = {}
+    failing: dict[tuple[str, int], list[tuple[BinaryFacts, tuple[str, str]]]] = {}
     for binary in elves:
-        for major, name in _cuda_majors(binary).items():
+        package = owner.get(binary.path, "")
+        for major, evidence in _cuda_majors(binary, package).items():
             if driver_runs_runtime(driver, f"{major}.0")[0] is False:
-                failing.setdefault((owner.get(binary.path, ""), major), []).append((binary, name))
+                failing.setdefault((package, major), []).append((binary, evidence))
     floors = {rule.runtime_major: rule for rule in minor_version_compat()}
     findings = []
     for (package, major), libs in sorted(failing.items()):
-        first, name = libs[0]
+        first, (evidence, evidence_source) = libs[0]
         floor = floors.get(major)
         need = f"driver >= {floor.driver_min}" if floor else f"a driver that runs CUDA {major}"
-        why = f"it needs {name} (CUDA {major}), and driver {driver} does not run CUDA {major}"
+        why = f"{evidence} (CUDA {major}), and driver {driver} does not run CUDA {major}"
         for binary, _ in libs:
             _block(blocked, binary.path, why)
         chain = (
-            f"{_base(first.path)} needs {name}",
-            f"{name} is CUDA {major}",
+            f"{_base(first.path)}: {evidence} (CUDA {major}: {evidence_source})",
             f"CUDA {major}.x needs {need}",
             f"driver {driver} ({source})",
         )
@@ -211,7 +221,7 @@ def _driver_cuda(
             f"install an NVIDIA {need}, or a build of {package or 'the library'} for a CUDA "
             "the driver runs"
         )
-        source_of = floor.source if floor else kb.cuda_libraries()[name].source
+        source_of = floor.source if floor else evidence_source
         paths = tuple(b.path for b, _ in libs)
         findings.append(
             LoadFinding(

@@ -160,3 +160,19 @@ def torch_gates() -> dict[str, TorchGate]:
         )
         for e in load_json("load.json")["torch_gates"]
     }
+
+
+@dataclass(frozen=True)
+class WheelCudaMajor:
+    """How NVIDIA's CUDA component wheels say their CUDA major (a path or a name suffix)."""
+
+    path: re.Pattern[str]  # "/nvidia/cu(\\d+)/" in an installed file's path
+    name: re.Pattern[str]  # "^nvidia-.+-cu(\\d+)$": the distribution's name
+    what: str
+    source: str
+
+
+@cache
+def wheel_cuda_major() -> WheelCudaMajor:
+    e = load_json("load.json")["wheel_cuda_major"]
+    return WheelCudaMajor(re.compile(e["path"]), re.compile(e["name"]), e["what"], e["source"])
