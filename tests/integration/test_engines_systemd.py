@@ -56,10 +56,12 @@ def test_the_service_writes_the_document_fleet_reads(tmp_path: Path) -> None:
     env_file = tmp_path / "archgap-probe"  # what /etc/default/archgap-probe holds
     env_file.write_text(f"ARCHGAP_PYTHON={sys.executable}\nARCHGAP_OUT={inbox}\n")
     assert settings["EnvironmentFile"] == "-/etc/default/archgap-probe"
-    env.update(line.split("=", 1) for line in env_file.read_text().splitlines())
-    for key in ("ExecStartPre", "ExecStart"):
+    for line in env_file.read_text().splitlines():
+        key, _, value = line.partition("=")
+        env[key] = value
+    for command in ("ExecStartPre", "ExecStart"):
         argv = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], word)
-                for word in settings[key].split()]  # fmt: skip
+                for word in settings[command].split()]  # fmt: skip
         ran = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         assert ran.returncode == 0, (argv, ran.stderr)
     (document,) = inbox.iterdir()
