@@ -196,9 +196,9 @@ def _driver_cuda(
     failing: dict[tuple[str, int], list[tuple[BinaryFacts, tuple[str, str]]]] = {}
     for binary in elves:
         package = owner.get(binary.path, "")
-        for major, evidence in _cuda_majors(binary, package).items():
+        for major, said in _cuda_majors(binary, package).items():
             if driver_runs_runtime(driver, f"{major}.0")[0] is False:
-                failing.setdefault((package, major), []).append((binary, evidence))
+                failing.setdefault((package, major), []).append((binary, said))
     floors = {rule.runtime_major: rule for rule in minor_version_compat()}
     findings = []
     for (package, major), libs in sorted(failing.items()):
