@@ -365,7 +365,8 @@ def _picked_builds(
                     (rule.what, why),
                     f"{package}: which of its {len(builds)} builds it loads "
                     f"is not known ({why}): every build is judged",
-                    "scan the environment that has torch installed (its torch/version.py decides)",
+                    f"scan the environment that has {rule.cuda_from} installed, or set "
+                    f"{rule.override}",
                     rule.source,
                     False,
                 )
