@@ -151,9 +151,10 @@ def _writes(values: Any) -> bool:
     return isinstance(values, list | tuple) and any(str(v) in WRITING for v in values)
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def watch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watch]:
-    """For the whole session, so that the inputs module fixtures hand archgap are watched too."""
+    """Per module of the corpus: an autouse fixture comes first in its scope, so the inputs a
+    module's own fixtures hand archgap are watched too; nothing stays patched after it."""
     found = Watch(str(tmp_path_factory.getbasetemp().resolve()))
     with pytest.MonkeyPatch.context() as patch:
         _watch_runs(found, patch)
