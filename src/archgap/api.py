@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
-    from archgap.results import GatesResult, KernelsResult, TraceResult
+    from archgap.results import GatesResult, KernelsResult, ProbeResult, TraceResult
     from archgap.transport.fleet import FleetOptions, FleetSource, HostInput, Tell
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "KernelsResult",
     "ProbeError",
     "ProbeResponse",
+    "ProbeResult",
     "ScanReport",
     "TraceResult",
     "UsageError",
@@ -76,6 +77,7 @@ __all__ = [
     "gpus",
     "kernel_files",
     "kernels",
+    "probe",
     "recipe",
     "report_from_facts",
     "scan",
@@ -96,6 +98,7 @@ _LATER = {
     "VerifyReport": "archgap.analysis.verify",
     "GatesResult": "archgap.results",
     "KernelsResult": "archgap.results",
+    "ProbeResult": "archgap.results",
     "TraceResult": "archgap.results",
 }
 
@@ -279,6 +282,51 @@ def _judge_variant(
         )
         found.append(GpuVerdict(gpu.label, str(gpu.compute_capability), verdict, reason))
     return VersionVerdict(*base, tuple(found), all(covers(v.verdict, strict) for v in found))
+
+
+def probe(
+    python: str | None = None,
+    *,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
+    target: Target = LOCAL,
+    env_from: str | None = None,
+    require: Sequence[str] = (),
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> ProbeResult:
+    """The raw facts of ``target`` (``sections`` of the environment of ``python``; None: the
+    probe's own here, python3 there), or the transport's failure as a value; with ``require``
+    the GPUs (by compute capability) the facts do not show. ``UsageError`` for an unknown
+    section, ``root`` with a remote target or an unreadable ``env_from``; ``UnknownGpu``."""
+    from archgap.analysis.compat import ComputeCapability
+    from archgap.request import UnknownSection
+    from archgap.results import ProbeResult
+
+    wanted = _resolve(require)  # a bad name fails before anything is probed
+    try:
+        request = probe_request(sections, python if (python or target.is_local) else target.python)
+    except UnknownSection as exc:
+        raise UsageError(f"--sections: {exc}") from None
+    if root != "/" and not target.is_local:
+        raise UsageError("--root works only on this machine")
+    facts = run_probe(target, request, timeout, root, env_from)
+    if isinstance(facts, TransportFailure):
+        return ProbeResult(target.name, target.kind, None, facts, tuple(require))
+    problem = facts.errors.get("env_from")
+    if problem:
+        raise UsageError(f"--env-from {env_from}: {problem}")
+    gpu = facts.section("gpu") or {}
+    present = {
+        str(cc)
+        for entry in gpu.get("gpus") or []
+        if (cc := ComputeCapability.parse(str(entry.get("compute_capability", "")))) is not None
+    }
+    missing = tuple(
+        f"{name} (compute capability {gpu_target.compute_capability})"
+        for name, gpu_target in zip(require, wanted, strict=True)
+        if str(gpu_target.compute_capability) not in present
+    )
+    return ProbeResult(target.name, target.kind, facts, None, tuple(require), missing)
 
 
 def recipe(

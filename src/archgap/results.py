@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
     from archgap.index.deps import Chosen
-    from archgap.probe.facts import BinaryFacts, GatesFacts, TraceFacts
+    from archgap.probe.facts import BinaryFacts, GatesFacts, ProbeResponse, TraceFacts
     from archgap.report.gates import LeftOut as GatesLeftOut
     from archgap.report.trace import LeftOut as TraceLeftOut
+    from archgap.transport.run import TransportFailure
 
-__all__ = ["GatesResult", "KernelsResult", "TraceResult"]
+__all__ = ["GatesResult", "KernelsResult", "ProbeResult", "TraceResult"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +56,16 @@ class TraceResult:
 
     facts: TraceFacts
     left: TraceLeftOut
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """A target's facts as the probe collected them, or why there are none (``failure``); the
+    GPUs ``required`` and those of them ``missing`` (by compute capability)."""
+
+    target: str  # what reports call it: "root@gpu1:2222", "local"
+    transport: str  # "local", "ssh", "container", "pod", "via"
+    facts: ProbeResponse | None
+    failure: TransportFailure | None = None
+    required: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()

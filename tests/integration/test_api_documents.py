@@ -160,3 +160,15 @@ def test_kernels_with_the_build_gate() -> None:
     failed = {f["path"].rsplit("/", 1)[-1] for f in cli["require"]["failures"]}
     assert failed == {"libptxonly.so"}
     assert cli["summary"]["files"] == 2 and cli["summary"]["unreadable"] == 0
+
+
+def test_probe_requires_a_gpu_this_machine_lacks() -> None:
+    # The test machines have no RTX PRO 6000 (none, or an H200): a required 12.0 is missing,
+    # named by its compute capability.
+    from archgap.report.probe import document
+
+    result = api.probe(sections=["gpu"], require=["RTX PRO 6000"])
+    doc = document(result)
+    jsonschema.validate(doc, schema("probe"))
+    assert result.failure is None and doc["target"] == "local"
+    assert result.missing == ("RTX PRO 6000 (compute capability 12.0)",)

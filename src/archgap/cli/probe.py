@@ -30,7 +30,7 @@ from archgap.report.visible import one_line
 from archgap.request import DEFAULT_SECTIONS
 
 if TYPE_CHECKING:
-    from archgap.probe.facts import ProbeResponse
+    pass
 
 HELP = "raw facts of this machine (or a remote one) as JSON; a health check with --require"
 DESCRIPTION = (
@@ -65,27 +65,6 @@ OPTIONS = (
 )
 
 
-def missing_required(facts: ProbeResponse, required: list[str]) -> list[str]:
-    """The required GPUs (by compute capability) that the facts do not show."""
-    from archgap.analysis.compat import ComputeCapability, UnknownGpu, resolve_gpu
-
-    present: set[str] = set()
-    gpu = facts.section("gpu") or {}
-    for entry in gpu.get("gpus") or []:
-        cc = ComputeCapability.parse(str(entry.get("compute_capability", "")))
-        if cc is not None:
-            present.add(str(cc))
-    missing = []
-    for text in required:
-        try:
-            wanted = str(resolve_gpu(text).compute_capability)
-        except UnknownGpu as exc:
-            raise UsageError(str(exc)) from exc
-        if wanted not in present:
-            missing.append(f"{text} (compute capability {wanted})")
-    return missing
-
-
 # What a host name may keep in a file name: no path separator, no leading dot (a reader skips
 # dot files: they are documents still being written).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -109,51 +88,33 @@ def emit(args: argparse.Namespace, out: Output, body: dict[str, Any], host: str)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.codec import encode
-    from archgap.transport.bootstrap import probe_input, standalone_script
-    from archgap.transport.run import TransportFailure, run_probe
+    from archgap.api import describe, probe
+    from archgap.report.probe import body
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    required = args.require
     target = target_from_args(args)
-    python = args.python if (args.python or target.is_local) else target.python
-    request = request_or_usage_error(sections, python)
     if args.script:
+        from archgap.transport.bootstrap import probe_input, standalone_script
+
+        python = args.python if (args.python or target.is_local) else target.python
+        request = request_or_usage_error(sections, python)
         sys.stdout.write(standalone_script(probe_input(request, "/", args.env_from)))
         return EXIT_OK
-    if args.root != "/" and not target.is_local:
-        raise UsageError("--root works only on this machine")
     if args.out and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out}: not a directory")
-    result = run_probe(target, request, args.timeout, args.root, args.env_from)
-    if isinstance(result, TransportFailure):
-        body: dict[str, Any] = {
-            "target": target.name,
-            "transport": target.kind,
-            "error": {"kind": result.kind, "message": result.message, "stderr": result.stderr},
-        }
-        emit(args, out, body, target.name if not target.is_local else os.uname().nodename)
-        from archgap.api import describe
-
-        sys.stderr.write(f"archgap: {one_line(describe(result))}\n")  # the document has it all
+    result = probe(
+        args.python, sections=sections, target=target, env_from=args.env_from,
+        require=args.require, root=args.root, timeout=args.timeout,
+    )  # fmt: skip
+    if result.facts is not None:
+        emit(args, out, body(result), result.facts.host or target.name)
+    else:
+        emit(args, out, body(result), target.name if not target.is_local else os.uname().nodename)
+    if result.failure is not None:
+        # one line; the document on stdout carries the tool's whole stderr
+        sys.stderr.write(f"archgap: {one_line(describe(result.failure))}\n")
         return EXIT_ERROR
-    env_problem = result.errors.get("env_from")
-    if env_problem:
-        raise UsageError(f"--env-from {args.env_from}: {env_problem}")
-    missing = missing_required(result, required) if required else []
-    emit(
-        args,
-        out,
-        {
-            "target": target.name,
-            "transport": target.kind,
-            "facts": encode(result),
-            "required": required,
-            "missing": missing,
-        },
-        result.host or target.name,
-    )
-    if missing:
-        sys.stderr.write(f"archgap: required GPU not present: {', '.join(missing)}\n")
+    if result.missing:
+        sys.stderr.write(f"archgap: required GPU not present: {', '.join(result.missing)}\n")
         return EXIT_GAP
     return EXIT_OK
