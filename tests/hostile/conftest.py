@@ -12,6 +12,7 @@ watched; archgap's own cache (``XDG_CACHE_HOME``) is named in no call.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -91,14 +92,16 @@ def _what(full: str) -> str:
 
 
 def named_inputs(values: Any, under: str) -> list[str]:
-    """The existing local paths under ``under`` among ``values`` (strings, paths, and the lists,
-    tuples and dicts holding them: argv, targets, a fix request)."""
+    """The existing local paths under ``under`` among ``values`` (strings, paths, file: URLs,
+    and the lists, tuples, dicts and dataclasses holding them: argv, targets, a fix request)."""
     found: list[str] = []
     stack = [values]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
             stack.extend(value.values())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            stack.extend(vars(value).values())  # IndexOptions: a file: index
         elif isinstance(value, list | tuple):
             stack.extend(value)
         elif isinstance(value, str | Path):
