@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain import Diagnosis
     from archgap.analysis.explain_chain import Examined
+    from archgap.analysis.fixplan import Action, Plan
     from archgap.analysis.fleet import FleetReport
     from archgap.analysis.logparse import ParsedLog
     from archgap.analysis.recipe import Recipe
@@ -52,10 +53,11 @@ if TYPE_CHECKING:
     from archgap.kb.signatures import Signature
     from archgap.probe.facts import BinaryFacts
     from archgap.probe.fatbin import Progress
-    from archgap.results import GatesResult, KernelsResult, ProbeResult, TraceResult
+    from archgap.results import FixResult, GatesResult, KernelsResult, ProbeResult, TraceResult
     from archgap.transport.fleet import FleetOptions, FleetSource, HostInput, Tell
 
 __all__ = [
+    "FixResult",
     "FleetOptions",
     "FleetRun",
     "FleetSource",
@@ -71,6 +73,7 @@ __all__ = [
     "Where",
     "diagnose",
     "explain",
+    "fix",
     "fleet",
     "fleet_run",
     "gates",
@@ -96,6 +99,7 @@ _LATER = {
     "FleetOptions": "archgap.transport.fleet",
     "FleetSource": "archgap.transport.fleet",
     "VerifyReport": "archgap.analysis.verify",
+    "FixResult": "archgap.results",
     "GatesResult": "archgap.results",
     "KernelsResult": "archgap.results",
     "ProbeResult": "archgap.results",
@@ -282,6 +286,173 @@ def _judge_variant(
         )
         found.append(GpuVerdict(gpu.label, str(gpu.compute_capability), verdict, reason))
     return VersionVerdict(*base, tuple(found), all(covers(v.verdict, strict) for v in found))
+
+
+@dataclass(frozen=True)
+class _Fixing:
+    """Where a fix runs: the target, the journal's directory there (None: its user's), and the
+    time each step may take."""
+
+    target: Target
+    state_dir: str | None
+    timeout: float
+
+    def fixer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The fix program's answer on the target; a transport failure raises ``ProbeError``."""
+        from archgap.transport.run import run_fixer
+
+        answer = run_fixer(self.target, {**request, "state_dir": self.state_dir}, self.timeout)
+        if isinstance(answer, TransportFailure):
+            raise ProbeError(f"fix program: {describe(answer)}")
+        result = answer.get("fixer")
+        if not isinstance(result, dict):
+            raise ProbeError("fix program: no answer from the target")
+        return result
+
+
+def fix(
+    python: str | None = None,
+    *,
+    gpus: Sequence[str] = (),
+    target: Target = LOCAL,
+    env_from: str | None = None,
+    env_file: str | None = None,
+    systemd: str | None = None,
+    systemd_dir: str = "/etc/systemd/system",
+    state_dir: str | None = None,
+    apply: bool = False,
+    only: str | None = None,
+    undo: bool = False,
+    force: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> FixResult:
+    """The fixes for the JIT gaps ``scan`` finds in the environment of ``python`` on ``target``
+    (``env_from``: the service's environment), as exact changes of ``env_file``, a drop-in of
+    the ``systemd`` unit, or export lines; with ``apply`` made (by default the variables of the
+    kind the fix engine ranks first; ``only`` one kind) and checked by a new scan; ``undo``
+    reverts archgap's changes newest first (``force``: over files edited since). Nothing is
+    written without a backup; a file changed since the plan is refused. ``UsageError`` for
+    options that do not go together, ``ProbeError`` when the target cannot be probed."""
+    from archgap.analysis.fixplan import Destination, plan, selected
+    from archgap.results import FixResult
+
+    if undo and (apply or only):
+        raise UsageError("--undo reverts everything archgap changed; it takes no --apply/--only")
+    if only and not apply:
+        raise UsageError("--only chooses what --apply changes; add --apply")
+    where = _Fixing(target, state_dir, timeout)
+    if undo:
+        answer = where.fixer({"op": "undo", "force": force})
+        undone = {k: answer.get(k) or [] for k in ("restored", "refused", "recovered")}
+        return FixResult(undo={**undone, "error": answer.get("error"), "forced": force})
+
+    def judged(environment: str | None) -> ScanReport:
+        return scan(
+            python, gpus=gpus, target=target, env_from=environment, root=root, timeout=timeout
+        )
+
+    report = judged(env_from)
+    fix_plan = plan(report, Destination(env_file, systemd, systemd_dir))
+    edits = [a.edit for a in fix_plan.actions if a.edit is not None]
+    planned = where.fixer({"op": "plan", "edits": edits})["planned"] if edits else []
+    for edit, answer in zip(edits, planned, strict=False):  # apply refuses if a file changes
+        if not answer.get("error"):
+            edit["planned_sha256"] = answer["sha256_before"]
+    result = FixResult(
+        report.environment.executable, report.has_gap, _planned_actions(fix_plan, planned),
+        fix_plan.exports, fix_plan.reload, fix_plan.notes,
+    )  # fmt: skip
+    chosen = selected(fix_plan, only) if apply else []
+    if not chosen:  # a dry run, or nothing to change: the plan, and whether a gap remains
+        return result
+    applied = _apply_fixes(where, chosen)
+    if applied["error"]:
+        return replace(result, applied=applied)
+    after = judged(env_file or env_from)  # the new env file as the service's environment
+    unconfirmed = None
+    if fix_plan.exports and any(a.env for a in chosen):
+        unconfirmed = (
+            "the variables were printed, not written: set them where the service reads them"
+        )
+    elif systemd and any(a.env for a in chosen):
+        unconfirmed = (
+            f"the drop-in takes effect after `{fix_plan.reload}`; then scan --env-from PID"
+        )
+    return replace(result, applied=applied, verified=_verified(after, chosen, unconfirmed))
+
+
+def _planned_actions(fix_plan: Plan, planned: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """Each action of the plan with the change the fix program planned for it, in order."""
+    answers = iter(planned)  # one answer per edit, in order
+    actions = []
+    for a in fix_plan.actions:
+        change = next(answers, None) if a.edit else None
+        actions.append(
+            {
+                "kind": a.kind,
+                "action": a.action,
+                "removes": list(a.removes),
+                "env": [list(p) for p in a.env],
+                "path": change["path"] if change else None,
+                "diff": change.get("diff") if change else None,
+                "error": change.get("error") if change else None,
+                "command": list(a.command) or None,
+                "needs_only": a.needs_only,
+                "note": a.note or None,
+            }
+        )
+    return tuple(actions)
+
+
+def _apply_fixes(where: _Fixing, chosen: list[Action]) -> dict[str, Any]:
+    """The chosen edits made by the fix program (backed up, journaled), then the upgrades."""
+    edits = [a.edit for a in chosen if a.edit is not None]
+    result: dict[str, Any] = {"changed": [], "upgrades": [], "recovered": [], "error": None}
+    if edits:
+        answer = where.fixer({"op": "apply", "edits": edits})
+        result["error"] = answer.get("error")
+        result["changed"] = answer.get("applied") or []
+        result["recovered"] = answer.get("recovered") or []
+        result["state_dir"] = answer.get("state_dir")
+    for action in chosen:
+        if action.command and not result["error"]:
+            request = {"op": "upgrade", "argv": list(action.command), "timeout": where.timeout}
+            answer = where.fixer(request)
+            result["error"] = answer.get("error")
+            result["upgrades"].append(answer.get("upgrade"))
+    return result
+
+
+def _verified(
+    after: ScanReport, chosen: list[Action], unconfirmed: str | None
+) -> tuple[dict[str, str], ...]:
+    """For each finding an applied action was to remove, what the new scan says of it."""
+    from archgap.analysis.fixplan import finding_key
+
+    still = {finding_key(f): f.status for f in after.jit}
+    return tuple(
+        _verdict(removes, still.get(removes.split(": ", 1)[0]), unconfirmed if a.env else None)
+        for a in chosen
+        for removes in a.removes
+    )
+
+
+def _verdict(finding: str, status: str | None, unconfirmed: str | None) -> dict[str, str]:
+    """gone / remains / not-confirmed for one finding, from the new scan's JIT status."""
+    if unconfirmed:
+        return {"finding": finding, "status": "not-confirmed", "why": unconfirmed}
+    if status in (None, "ok"):
+        why = "a new scan finds no failure" + (" (JIT: ok)" if status else "")
+        return {"finding": finding, "status": "gone", "why": why}
+    if status == "fails":
+        return {"finding": finding, "status": "remains", "why": "a new scan still predicts it"}
+    why = (
+        f"a new scan no longer predicts the failure but cannot confirm it (finding now {status}:"
+        " the installed source differs from the release the rules were read off): applied but"
+        " not confirmed"
+    )
+    return {"finding": finding, "status": "not-confirmed", "why": why}
 
 
 def probe(

@@ -4,7 +4,7 @@ JSON with the command's schema, markdown, CSV). ``archgap.api`` re-exports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from archgap.analysis.build_gate import GateResult
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from archgap.report.trace import LeftOut as TraceLeftOut
     from archgap.transport.run import TransportFailure
 
-__all__ = ["GatesResult", "KernelsResult", "ProbeResult", "TraceResult"]
+__all__ = ["FixResult", "GatesResult", "KernelsResult", "ProbeResult", "TraceResult"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,22 @@ class ProbeResult:
     failure: TransportFailure | None = None
     required: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """The fixes for the JIT gaps of the environment of ``python`` (``gap``: whether it has
+    any): each action with the exact change (its diff, or the command it runs), the export
+    lines where no file is named, the reload a drop-in needs, notes; after --apply what changed
+    (``applied``) and, per finding the fix was to remove, what a new scan says (``verified``).
+    An undo is only ``undo``: what was restored, refused and recovered."""
+
+    python: str = ""
+    gap: bool = False
+    actions: tuple[dict[str, Any], ...] = ()
+    exports: tuple[str, ...] = ()
+    reload: str | None = None
+    notes: tuple[str, ...] = ()
+    applied: dict[str, Any] | None = None
+    verified: tuple[dict[str, str], ...] | None = None
+    undo: dict[str, Any] | None = None

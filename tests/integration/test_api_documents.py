@@ -172,3 +172,10 @@ def test_probe_requires_a_gpu_this_machine_lacks() -> None:
     jsonschema.validate(doc, schema("probe"))
     assert result.failure is None and doc["target"] == "local"
     assert result.missing == ("RTX PRO 6000 (compute capability 12.0)",)
+
+
+def test_fix_checks_its_options_before_anything_runs() -> None:
+    with pytest.raises(api.UsageError, match="--undo reverts everything"):
+        api.fix(undo=True, apply=True)
+    with pytest.raises(api.UsageError, match="--only chooses what --apply changes"):
+        api.fix(only="patch")

@@ -9,22 +9,13 @@ another fix running, undo over a hand-edited file), nothing changed.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import (
-    EXIT_GAP,
-    EXIT_OK,
-    Output,
-    UsageError,
-    emit_text,
-    target_from_args,
-)
+from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, emit_text, target_from_args
 
 if TYPE_CHECKING:
-    from archgap.analysis.fixplan import Action, Plan
-    from archgap.analysis.scan import ScanReport
-    from archgap.transport.target import Target
+    from archgap.results import FixResult
 
 EXIT_REFUSED = 3
 
@@ -58,188 +49,32 @@ OPTIONS = (
 )
 
 
-def _fixer(target: Target, args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
-    from archgap.api import describe
-    from archgap.transport.run import TransportFailure, run_fixer
-
-    request = {**request, "state_dir": args.state_dir}
-    answer = run_fixer(target, request, args.timeout)
-    if isinstance(answer, TransportFailure):
-        raise UsageError(f"fix program: {describe(answer)}")
-    result = answer.get("fixer")
-    if not isinstance(result, dict):
-        raise UsageError("fix program: no answer from the target")
-    return result
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
-    if args.undo and (args.apply or args.only):
-        raise UsageError("--undo reverts everything archgap changed; it takes no --apply/--only")
-    if args.only and not args.apply:
-        raise UsageError("--only chooses what --apply changes; add --apply")
-    target = target_from_args(args)
-    if args.undo:
-        return _undo(target, args, out)
-    report = _scan(target, args, args.env_from)
-    from archgap.analysis.fixplan import Destination, plan, selected
+    from archgap.api import fix
+    from archgap.report.fix import body, plan_lines, undo_lines
 
-    dest = Destination(args.env_file, args.systemd, args.systemd_dir)
-    fix_plan = plan(report, dest)
-    edits = [a.edit for a in fix_plan.actions if a.edit is not None]
-    planned = _fixer(target, args, {"op": "plan", "edits": edits})["planned"] if edits else []
-    for edit, answer in zip(edits, planned, strict=False):  # apply refuses if a file changes
-        if not answer.get("error"):
-            edit["planned_sha256"] = answer["sha256_before"]
-    body = _plan_body(report, fix_plan, planned)
-    chosen = selected(fix_plan, args.only) if args.apply else []
-    if not chosen:  # a dry run, or nothing to change: the plan, and whether a gap remains
-        _show(out, body)
-        return EXIT_GAP if report.has_gap else EXIT_OK
-    body["applied"] = _apply(target, args, chosen)
-    if body["applied"]["error"]:
-        _show(out, body)
-        return EXIT_REFUSED
-    body["verified"] = _verify(target, args, chosen, fix_plan)
-    _show(out, body)
-    done = body["verified"] and all(v["status"] == "gone" for v in body["verified"])
-    return EXIT_OK if done else EXIT_GAP
-
-
-def _scan(target: Target, args: argparse.Namespace, env_from: str | None) -> ScanReport:
-    from archgap.analysis.compat import UnknownGpu
-    from archgap.api import ProbeError, scan
-
-    try:
-        return scan(
-            args.python, gpus=args.gpu, target=target, env_from=env_from, root=args.root,
-            timeout=args.timeout,
-        )  # fmt: skip
-    except UnknownGpu as exc:
-        raise UsageError(str(exc)) from exc
-    except ProbeError as exc:
-        raise UsageError(f"probe: {exc}") from exc
-
-
-def _plan_body(report: ScanReport, fix_plan: Plan, planned: list[dict[str, Any]]) -> dict[str, Any]:
-    answers = iter(planned)  # one answer per edit, in order
-    actions = []
-    for a in fix_plan.actions:
-        change = next(answers, None) if a.edit else None
-        actions.append(
-            {
-                "kind": a.kind,
-                "action": a.action,
-                "removes": list(a.removes),
-                "env": [list(p) for p in a.env],
-                "path": change["path"] if change else None,
-                "diff": change.get("diff") if change else None,
-                "error": change.get("error") if change else None,
-                "command": list(a.command) or None,
-                "needs_only": a.needs_only,
-                "note": a.note or None,
-            }
-        )
-    return {
-        "python": report.environment.executable,
-        "gap": report.has_gap,
-        "actions": actions,
-        "exports": list(fix_plan.exports),
-        "reload": fix_plan.reload,
-        "notes": list(fix_plan.notes),
-        "applied": None,
-        "verified": None,
-    }
-
-
-def _apply(target: Target, args: argparse.Namespace, chosen: list[Action]) -> dict[str, Any]:
-    edits = [a.edit for a in chosen if a.edit is not None]
-    result: dict[str, Any] = {"changed": [], "upgrades": [], "recovered": [], "error": None}
-    if edits:
-        answer = _fixer(target, args, {"op": "apply", "edits": edits})
-        result["error"] = answer.get("error")
-        result["changed"] = answer.get("applied") or []
-        result["recovered"] = answer.get("recovered") or []
-        result["state_dir"] = answer.get("state_dir")
-    for action in chosen:
-        if action.command and not result["error"]:
-            request = {"op": "upgrade", "argv": list(action.command), "timeout": args.timeout}
-            answer = _fixer(target, args, request)
-            result["error"] = answer.get("error")
-            result["upgrades"].append(answer.get("upgrade"))
-    return result
-
-
-def _verify(
-    target: Target, args: argparse.Namespace, chosen: list[Action], fix_plan: Plan
-) -> list[dict[str, Any]]:
-    """Scan again (with the new env file as the service's environment when there is one) and
-    tell, for each finding an applied action was to remove, whether it is gone."""
-    if not chosen:
-        return []
-    env_from = args.env_file or args.env_from
-    after = _scan(target, args, env_from)
-    unconfirmed = None
-    if fix_plan.exports and any(a.env for a in chosen):
-        unconfirmed = (
-            "the variables were printed, not written: set them where the service reads them"
-        )
-    elif args.systemd and any(a.env for a in chosen):
-        unconfirmed = (
-            f"the drop-in takes effect after `{fix_plan.reload}`; then scan --env-from PID"
-        )
-    from archgap.analysis.fixplan import finding_key
-
-    still = {finding_key(f): f.status for f in after.jit}
-    return [
-        _verdict(removes, still.get(removes.split(": ", 1)[0]), unconfirmed if a.env else None)
-        for a in chosen
-        for removes in a.removes
-    ]
-
-
-def _verdict(finding: str, status: str | None, unconfirmed: str | None) -> dict[str, str]:
-    """gone / remains / not-confirmed for one finding, from the new scan's JIT status."""
-    if unconfirmed:
-        return {"finding": finding, "status": "not-confirmed", "why": unconfirmed}
-    if status in (None, "ok"):
-        why = "a new scan finds no failure" + (" (JIT: ok)" if status else "")
-        return {"finding": finding, "status": "gone", "why": why}
-    if status == "fails":
-        return {"finding": finding, "status": "remains", "why": "a new scan still predicts it"}
-    why = (
-        f"a new scan no longer predicts the failure but cannot confirm it (finding now {status}:"
-        " the installed source differs from the release the rules were read off): applied but"
-        " not confirmed"
-    )
-    return {"finding": finding, "status": "not-confirmed", "why": why}
-
-
-def _undo(target: Target, args: argparse.Namespace, out: Output) -> int:
-    result = _fixer(target, args, {"op": "undo", "force": args.force})
-    body = {
-        "undo": {
-            "restored": result.get("restored") or [],
-            "refused": result.get("refused") or [],
-            "recovered": result.get("recovered") or [],
-            "error": result.get("error"),
-            "forced": args.force,
-        }
-    }
+    result = fix(
+        args.python, gpus=args.gpu, target=target_from_args(args), env_from=args.env_from,
+        env_file=args.env_file, systemd=args.systemd, systemd_dir=args.systemd_dir,
+        state_dir=args.state_dir, apply=bool(args.apply), only=args.only, undo=bool(args.undo),
+        force=bool(args.force), root=args.root, timeout=args.timeout,
+    )  # fmt: skip
     if out.json_mode:
-        out.emit("fix", body)
+        out.emit("fix", body(result))
     else:
-        from archgap.report.fix import undo_lines
+        lines = undo_lines(result.undo) if result.undo is not None else plan_lines(body(result))
+        emit_text(lines, out)
+    return exit_code(result)
 
-        emit_text(undo_lines(body["undo"]), out)
-    if body["undo"]["error"] or (body["undo"]["refused"] and not args.force):
+
+def exit_code(result: FixResult) -> int:
+    """The documented exit code of a fix run (see the module's docstring)."""
+    if result.undo is not None:
+        refused = result.undo["refused"] and not result.undo["forced"]
+        return EXIT_REFUSED if result.undo["error"] or refused else EXIT_OK
+    if result.applied is None:  # a dry run, or nothing to change: whether a gap remains
+        return EXIT_GAP if result.gap else EXIT_OK
+    if result.applied["error"]:
         return EXIT_REFUSED
-    return EXIT_OK
-
-
-def _show(out: Output, body: dict[str, Any]) -> None:
-    if out.json_mode:
-        out.emit("fix", body)
-        return
-    from archgap.report.fix import plan_lines
-
-    emit_text(plan_lines(body), out)
+    verified = result.verified or ()
+    return EXIT_OK if verified and all(v["status"] == "gone" for v in verified) else EXIT_GAP

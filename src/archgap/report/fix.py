@@ -4,9 +4,12 @@ applied, the verification, and undo's result. Lines carry rich markup; text is e
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archgap.report.visible import literal
+
+if TYPE_CHECKING:
+    from archgap.results import FixResult
 
 
 def _e(text: str) -> str:
@@ -97,3 +100,19 @@ def undo_lines(undo: dict[str, Any]) -> list[str]:
     if not undo["restored"]:
         return [*lines, "Nothing to undo: archgap has changed nothing here."]
     return [*lines, *(f"[green]restored[/] {_e(r['path'])}" for r in undo["restored"])]
+
+
+def body(result: FixResult) -> dict[str, Any]:
+    """The body of the fix document (schema/fix.schema.json) of ``api.fix``'s result."""
+    if result.undo is not None:
+        return {"undo": result.undo}
+    return {
+        "python": result.python,
+        "gap": result.gap,
+        "actions": list(result.actions),
+        "exports": list(result.exports),
+        "reload": result.reload,
+        "notes": list(result.notes),
+        "applied": result.applied,
+        "verified": None if result.verified is None else list(result.verified),
+    }
