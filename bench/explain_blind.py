@@ -57,8 +57,12 @@ def _any(patterns: list[str], text: str) -> bool:
 
 def score(case: dict[str, Any], diagnosis: Diagnosis) -> str:
     """One of right, wrong-fix, wrong-cause, missed, invented (see the module's docstring)."""
-    cause = " ".join((diagnosis.root_cause, *diagnosis.decide, *diagnosis.notes))
-    fixes = " | ".join(f.text for f in diagnosis.fixes)
+    # a conditional cause's cases are part of the answer (one bullet each, with their fixes)
+    cases = [f"{c.when}: {c.cause}" for c in diagnosis.cases]
+    cause = " ".join((diagnosis.root_cause, *cases, *diagnosis.decide, *diagnosis.notes))
+    fixes = " | ".join(
+        [f.text for f in diagnosis.fixes] + [x for c in diagnosis.cases for x in c.fixes]
+    )
     recognised = diagnosis.status == "diagnosed"
     if case["expect"] == "non-arch":
         return "invented" if recognised or diagnosis.root_cause else "right"

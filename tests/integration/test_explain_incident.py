@@ -213,3 +213,17 @@ def test_text_puts_the_log_only_note_before_the_chain() -> None:
     assert out.index("no environment examined") < out.index("\nchain")
     # One count per message: the 16 logged warnings are counted once, in the step that cites them.
     assert out.count("16x") == 1
+
+
+def test_log_only_gpu_gb10_on_a_log_naming_only_sm_12x() -> None:
+    # FlashInfer's swallowed error names only the major ("SM 12.x requires CUDA >= 12.9");
+    # --gpu GB10 makes the GPU 12.1, and arch-specific SASS (12.0a) runs on exactly 12.0, so
+    # no 12.0a fix may be offered, and the 12.1 ones are filled in
+    text = (
+        "Failed to get device capability: SM 12.x requires CUDA >= 12.9.\n"
+        "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
+    )
+    code, d = _explain("-", "--log-only", "--gpu", "GB10", stdin=text)
+    fixes = " | ".join(f["text"] for f in d["fixes"])
+    assert code == 1 and d["status"] == "diagnosed"
+    assert "12.1a" in fixes and "12.0a" not in fixes and "<CC>" not in fixes

@@ -281,3 +281,151 @@ def test_the_placeholder_legend_is_said_once() -> None:
     assert "<CC>" in _fixes(d) and "H100/H200" not in _fixes(d)
     assert sum("<CC> = the GPU's compute capability" in n for n in d.notes) == 1
     assert any("compute_cap" in x for x in d.decide)  # the fact that settles the fixes
+
+
+def test_a_conditional_cause_is_one_case_per_value_of_the_deciding_fact(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # compute_70: too old before the first CUDA that builds it, dropped after the last one
+    first, last = kb.toolkit_range_for("sm_70") or ("", None)
+    d = _explain("nvcc fatal   : Unsupported gpu architecture 'compute_70'\n")
+    assert [c.when for c in d.cases] == [f"if nvcc is CUDA > {last}", f"if nvcc is CUDA < {first}"]
+    assert f"CUDA <= {last}" in " ".join(d.cases[0].fixes)
+    assert f"CUDA >= {first}" in " ".join(d.cases[1].fixes)
+    from archgap.cli import main
+
+    log = BLIND.parent / "c70.log"
+    try:
+        log.write_text("nvcc fatal   : Unsupported gpu architecture 'compute_70'\n")
+        main(["explain", "--log-only", str(log)])
+    finally:
+        log.unlink()
+    out = capsys.readouterr().out
+    assert f"  - if nvcc is CUDA > {last}: " in out and f"  - if nvcc is CUDA < {first}: " in out
+
+
+# ---------------------------------------------------------------- several GPUs in one log
+
+
+def test_several_gpus_named_are_judged_each() -> None:
+    # https://github.com/pytorch/pytorch/issues/31319: a K80 (3.7) and two K40c (3.5) in one box;
+    # which one ran the kernel decides, and each gets the fix for its own target
+    d = _blind("pytorch-31319-k40c-torch131.log")
+    assert d.cause_status == "conditional" and any("which GPU" in x for x in d.decide)
+    by_cc = {c.when: c for c in d.cases}
+    assert set(by_cc) == {"if it ran on the Tesla K80 (3.7)", "if it ran on the Tesla K40c (3.5)"}
+    for cc, target in (("3.7", "sm_37"), ("3.5", "sm_35")):
+        case = next(c for c in d.cases if f"({cc})" in c.when)
+        assert target in case.cause and f"CUDA <= {kb.last_toolkit_for(target)}" in case.fixes[0]
+    assert "<CC>" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- CuPy's own wordings
+
+
+def test_cupy_no_binary_for_gpu_is_its_nvrtc_against_the_gpu() -> None:
+    # https://github.com/cupy/cupy/issues/9106: CUDA_ERROR_NO_BINARY_FOR_GPU on an RTX 5080
+    d = _blind("cupy-9106-no-binary-5080.log")
+    assert d.signature == "cuda-no-kernel-image" and "NVRTC" in d.root_cause
+    assert f"CUDA >= {kb.first_toolkit_for('sm_120')}" in _fixes(d)
+    assert "TRITON_PTXAS_PATH" not in _fixes(d) and "<CC>" not in _fixes(d)
+
+
+def test_cupy_invalid_kernel_image_is_not_read_as_tritons() -> None:
+    # https://github.com/cupy/cupy/issues/8045: CUDA_ERROR_INVALID_SOURCE on an RTX 4080 (8.9),
+    # a process that never runs Triton
+    d = _blind("cupy-8045-invalid-source-4080.log")
+    assert "CuPy" in d.root_cause and "sm_89" in d.root_cause
+    assert "TRITON_PTXAS_PATH" not in _fixes(d)
+    assert f"CUDA >= {kb.first_toolkit_for('sm_89')}" in _fixes(d)
+
+
+def test_cupy_nvrtc_invalid_arch_with_a_gpu_name_nvidia_smi_truncated() -> None:
+    # https://github.com/motokimura/spacenet_building_detection/issues/4: nvidia-smi's table cuts
+    # "GeForce RTX 2080 ..." to "GeForce RTX 208..."; every product it can be is 7.5
+    d = _blind("spacenet-4-nvrtc-rtx2080-cuda80.log")
+    assert d.recognised.compute_capabilities == ("7.5",)
+    assert f"CUDA >= {kb.first_toolkit_for('sm_75')}" in _fixes(d)
+    assert "cupy-cudax" not in _fixes(d)  # CuPy's wheels before CUDA 11 are per minor
+
+
+# ---------------------------------------------------------------- 12.1 / Thor
+
+
+def test_thor_ptxas_rejecting_sm_110a_under_cuda_13_is_another_ptxas() -> None:
+    # https://github.com/vllm-project/vllm/issues/34470: torch built with CUDA 13.0, which builds
+    # sm_110a; the ptxas that rejected it is an older, bundled one (Triton's in vLLM)
+    assert kb.toolkit_can_target("13.0", "sm_110")
+    d = _blind("vllm-34470-thor-ptxas-sm110a.log")
+    assert d.cause_status == "determined" and "another" in d.root_cause
+    assert "TRITON_PTXAS_PATH to the ptxas of CUDA 13.0" in _fixes(d)
+
+
+def test_no_kernel_image_on_12_1_names_the_sass_that_runs_on_it() -> None:
+    # sm_120 SASS runs on 12.1 (same major, newer minor): a build with either serves a GB10
+    d = _explain(
+        "GPU 0: NVIDIA GB10\n"
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    )
+    assert "sm_121 (or sm_120" in _fixes(d)
+
+
+# ---------------------------------------------------------------- the GPU named in words
+
+
+def test_jetson_boards_by_their_own_names_and_with_a_typo() -> None:
+    def ccs(text: str) -> list[str]:
+        return [p.compute_capability for p in mentioned_products(text)]
+
+    # https://github.com/microsoft/onnxruntime/issues/5282 ("jetson axvier nx") and
+    # https://github.com/dusty-nv/jetson-inference/issues/812 ("AGX xavier", no "Jetson")
+    assert ccs("- GPU model and memory: jetson axvier nx") == ["7.2"]
+    assert ccs("when training the model with AGX xavier:") == ["7.2"]
+    assert ccs("flashed my Orin NX 16GB") == ["8.7"]
+    # one edit only, on a long name word; a word alone with no digit is not a one-word name
+    assert ccs("jetson xvaeir nx") == [] and ccs("nano editor") == []
+    assert not parse_log("the author of thor\n").evidence_of("gpu")
+
+
+def test_a_jetson_named_in_words_gets_the_jetpack_build() -> None:
+    d = _blind("jetson-inference-812-agx-xavier.log")
+    assert "sm_72" in d.root_cause and "JetPack" in _fixes(d)
+    assert "download.pytorch.org" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- torch's warning, no arch list
+
+
+def test_torch_warning_without_its_arch_list_is_decided_by_the_cuda_torch_was_built_with() -> None:
+    # https://github.com/MRzzm/DINet/issues/100: torch 1.7.1+cu101 on an RTX 3090 (sm_86)
+    first = kb.first_toolkit_for("sm_86") or ""
+    assert kb.major_minor("10.1") < kb.major_minor(first)  # type: ignore[operator]
+    d = _blind("dinet-100-3090-torch171-cu101.log")
+    assert d.cause_status == "determined" and "CUDA 10.1" in d.root_cause
+    assert f"cu{first.replace('.', '')}" in _fixes(d) and "Blackwell" not in _fixes(d)
+
+
+def test_torch_warning_with_neither_list_nor_cuda_says_which_fact_decides() -> None:
+    # the same message with no torch version: the arch list decides, one case per direction
+    d = _explain(
+        "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the current "
+        "PyTorch installation.\n"
+    )
+    assert d.cause_status == "conditional" and any("get_arch_list" in x for x in d.decide)
+    assert len(d.cases) == 2 and "Blackwell" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- gates the GPU settles
+
+
+def test_xformers_gate_names_the_gpu_it_runs_on() -> None:
+    # https://github.com/huggingface/diffusers/issues/4144: "Sm86 does not have enough
+    # shared-memory" is the GPU; flash needs == 8.0 for that head size
+    d = _blind("diffusers-4144-xformers-sm86-shared-memory.log")
+    assert "8.0 only" in d.root_cause and "8.6" in d.root_cause and "xformers" in _fixes(d)
+
+
+def test_a_gate_raised_in_frames_pasted_without_line_numbers_names_its_package() -> None:
+    # https://github.com/sgl-project/sglang/issues/32933: the frame has no ", line N"
+    d = _blind("sglang-32933-pdmux-cc120.log")
+    assert "sglang" in _fixes(d) and "pdmux_context" in _fixes(d)

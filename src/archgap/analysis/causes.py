@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.logparse import ParsedLog, TracebackFrame
-from archgap.kb.gpus import find_products, identify
+from archgap.kb.gpus import completions, find_products, identify
 from archgap.kb.signatures import (
     Cause,
     Fix,
@@ -97,17 +97,19 @@ def gpu_capabilities(log: ParsedLog, examined_gpus: Sequence[GpuTarget] = ()) ->
     stated = [cc for e in log.evidence_of("gpu_cc") if (cc := dotted(e.value))]
     if stated:
         return tuple(dict.fromkeys(stated))
-    named = [cc for e in log.evidence_of("gpu") if (cc := _product_cc(e.value))]
+    named = [cc for e in log.evidence_of("gpu") if (cc := product_cc(e.value))]
     return tuple(dict.fromkeys(named))
 
 
-def _product_cc(name: str) -> str | None:
+def product_cc(name: str) -> str | None:
     """The capability of a GPU the log names: the driver's name, else a short product name
-    ("RTX 5090", "GB10") when every product it names has the same capability."""
+    ("RTX 5090", "GB10") or a name nvidia-smi truncated ("GeForce RTX 208...") when every
+    product it may mean has the same capability."""
     product = identify(name)
     if product is not None:
         return product.compute_capability
-    capabilities = {p.compute_capability for p in find_products(name)}
+    found = completions(name) if name.endswith("...") else find_products(name)
+    capabilities = {p.compute_capability for p in found}
     return capabilities.pop() if len(capabilities) == 1 else None
 
 

@@ -54,6 +54,15 @@ class FixSuggestion:
 
 
 @dataclass(frozen=True)
+class CaseAnswer:
+    """One case of a conditional cause: the value of the deciding fact, its cause and fixes."""
+
+    when: str  # "if nvcc is CUDA > 12.9"
+    cause: str
+    fixes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Recognised:
     gpus: tuple[str, ...]
     compute_capabilities: tuple[str, ...]
@@ -83,6 +92,7 @@ class Diagnosis:
     cause_status: str = ""
     decide: tuple[str, ...] = ()  # what would decide the cause, when it is not determined
     tool: str = ""  # which tool printed the error (nvcc, NVRTC, Triton's ptxas ...), if known
+    cases: tuple[CaseAnswer, ...] = ()  # a conditional cause, one case per value of the fact
 
 
 def recognise(log: ParsedLog) -> Recognised:
@@ -170,6 +180,7 @@ def explain(
     fixes = _fixes(focus, log, examined, facts, gpus)
     # Where the code was not walked, the rules decide from the log's facts (analysis.explain_rules)
     ruling = None if walked else _ruling(focus, log, gpus)
+    cases = _signature_cases(judgement) if cause_status == causes_.CONDITIONAL else ()
     if ruling is not None:
         root_cause = (
             f"{ruling.cause} (rule {ruling.rule}, from the log's facts and the knowledge base; "
@@ -177,6 +188,10 @@ def explain(
         )
         cause_status, decide = ruling.status, ruling.decide
         fixes = _suggestions(ruling.fixes, "archgap's rule " + ruling.rule)
+        cases = tuple(
+            CaseAnswer(c.when, c.cause, tuple(f.text for f in _suggestions(c.fixes, "")))
+            for c in ruling.cases
+        )
     legend = causes_.placeholder_legend(f.text for f in fixes)
     if legend:  # the fixes need the GPU's capability, which the log does not state
         chain.notes.append(f"in the fixes, {legend}")
@@ -202,6 +217,15 @@ def explain(
         cause_status=cause_status,
         decide=decide,
         tool=explain_rules.log_facts(log, ()).tool,
+        cases=cases,
+    )
+
+
+def _signature_cases(judgement: causes_.Judgement) -> tuple[CaseAnswer, ...]:
+    """The known causes a signature's conditions leave open, one case each."""
+    return tuple(
+        CaseAnswer(f"if {causes_.condition_text(c)}" if c.when else "otherwise", c.text, ())
+        for c in judgement.candidates
     )
 
 
@@ -312,14 +336,10 @@ def _judged_cause(root: Signature, judgement: causes_.Judgement) -> str:
             f"{judgement.cause.text} (from the log and the knowledge base: {root.id}; the log's "
             f"evidence: {evidence})."
         )
-    if judgement.status == causes_.CONDITIONAL:
-        branches = [
-            f"if {causes_.condition_text(c)}: {c.text}" if c.when else f"otherwise: {c.text}"
-            for c in judgement.candidates
-        ]
+    if judgement.status == causes_.CONDITIONAL:  # the causes it leaves open: Diagnosis.cases
         return (
             f"Recognised ({root.id}); the log does not pin down which known cause applies "
-            f"(evidence: {evidence}). " + "; ".join(branches) + "."
+            f"(evidence: {evidence}): one case each."
         )
     known = "; ".join(causes_.condition_text(c) for c in root.causes if c.when)
     return (

@@ -15,10 +15,10 @@ None and the signature's own knowledge answers.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from archgap.analysis.causes import HOW_CC, dotted
+from archgap.analysis.causes import HOW_CC, dotted, product_cc
 from archgap.analysis.fixes import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as kb
@@ -56,7 +56,7 @@ _TOOL_ORDER: tuple[tuple[str, frozenset[str]], ...] = (
 LONG_DROPPED = (12, 0)
 _TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3}[af]?)\b")
 # Packages whose own kernels a "no kernel image" names, most specific first.
-_PACKAGES = ("onnxruntime", "jaxlib", "jax")
+_PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy")
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,21 @@ class LogFacts:
     driver: str | None  # the driver version the log states
     stated: dict[str, tuple[str, ...]]  # the log's other evidence by kind (PTX ISA, TensorRT ...)
     frames: tuple[str, ...] = ()  # the files of the last traceback, innermost last
+    torch_cuda: str | None = None  # the CUDA torch was built with ("+cu101", "CUDA used to build")
 
     def first(self, kind: str) -> str | None:
         values = self.stated.get(kind, ())
         return values[0] if values else None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One way a conditional ruling can go: the fact's value that leads there, its cause and
+    fixes."""
+
+    when: str  # "if nvcc is CUDA > 12.9"
+    cause: str
+    fixes: tuple[Fix, ...]
 
 
 @dataclass(frozen=True)
@@ -82,12 +93,14 @@ class Ruling:
     status: str  # DETERMINED, CONDITIONAL
     fixes: tuple[Fix, ...]
     decide: tuple[str, ...] = ()  # the facts that would decide a conditional ruling
+    cases: tuple[Case, ...] = ()  # a conditional ruling's cases, one per value of that fact
 
 
 def log_facts(log: ParsedLog, ccs: Sequence[str]) -> LogFacts:
     stated: dict[str, tuple[str, ...]] = {}
     for e in log.evidence:
-        stated[e.kind] = (*stated.get(e.kind, ()), e.value)
+        value = e.value.lower() if e.kind == "package" else e.value  # "CuPy", "onnxruntime"
+        stated[e.kind] = (*stated.get(e.kind, ()), value)
     words = {w.lower() for w in stated.get("tool", ())}
     tool = next((name for name, known in _TOOL_ORDER if words & known), "")
     # nvidia-smi's "CUDA Version" (beside "Driver Version") is the driver's; a report's own
@@ -97,9 +110,28 @@ def log_facts(log: ParsedLog, ccs: Sequence[str]) -> LogFacts:
     names = stated.get("gpu", ())
     tegra = bool(stated.get("platform")) or any(cc in integrated() for cc in ccs)
     driver = next(iter(stated.get("driver", ())), None)
+    # the files of the last traceback, else the site-packages files the log names (a traceback
+    # pasted without its header or line numbers), innermost last
     frames = tuple(f.file for f in log.tracebacks[-1].frames) if log.tracebacks else ()
+    frames = frames or stated.get("site_file", ())
     name = names[0] if names else ""
-    return LogFacts(tool, toolkit, tuple(ccs), name, tegra, driver, stated, frames)
+    return LogFacts(
+        tool, toolkit, tuple(ccs), name, tegra, driver, stated, frames, _torch_cuda(stated)
+    )
+
+
+def _torch_cuda(stated: dict[str, tuple[str, ...]]) -> str | None:
+    """The CUDA torch was built with: "CUDA used to build PyTorch: 13.0", else the local version
+    of a torch wheel ("1.7.1+cu101" -> 10.1)."""
+    built = next(iter(stated.get("torch_cuda", ())), None)
+    if built and kb.major_minor(built):
+        major, minor = kb.major_minor(built) or (0, 0)
+        return f"{major}.{minor}"
+    for version in stated.get("torch", ()):
+        local = re.search(r"\+cu(\d{2,3})\b", version)
+        if local:
+            return f"{local.group(1)[:-1]}.{local.group(1)[-1]}"
+    return None
 
 
 def _toolkit(stated: dict[str, tuple[str, ...]]) -> str | None:
@@ -130,6 +162,10 @@ def decide(signature_id: str, error: str, facts: LogFacts) -> Ruling | None:
         return _torch_archs(facts)
     if signature_id == "cuda-no-kernel-image":
         return _no_kernel_image(facts)
+    if signature_id == "cuda-device-kernel-image-invalid" and "cupy" in facts.stated.get(
+        "package", ()
+    ):
+        return _cupy_compiles(facts) if len(facts.ccs) == 1 else None
     if signature_id == "capability-gate":
         return _capability_gate(error, facts)
     return None
@@ -168,15 +204,38 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
         cause, status, newer = f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
     elif have and _version(have) < _version(first):
         cause, status, newer = f"{tool} is CUDA {have}, older than {target}: {needs}", True, False
+    elif tool == PTXAS and (stack := have or facts.torch_cuda) and _builds(stack, target):
+        # the CUDA the log states (its toolkit, or torch's build) builds the target, yet a ptxas
+        # rejected it: the ptxas that ran is another one (a bundled one such as Triton's, or an
+        # older toolkit's on PATH)
+        return _other_ptxas(target, stack, facts)
     elif last and _version(last) < LONG_DROPPED:
         # a target no toolkit of the last years builds: the one in use most likely dropped it
         cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
     elif last:  # a toolkit too old or too new both reject it: the toolkit's version decides
-        cause = f"either {dropped} and the {tool} in use is newer, or it predates {target}: {needs}"
-        fixes = _target_fixes(tool, target, first, last, True, facts)
-        fixes += _target_fixes(tool, target, first, last, False, facts)[-1:]
+        newer_fixes = _target_fixes(tool, target, first, last, True, facts)
+        older_fixes = _target_fixes(tool, target, first, last, False, facts)[-1:]
+        cases = (
+            Case(f"if {tool} is CUDA > {last}", f"{dropped}; the {tool} is newer", newer_fixes),
+            Case(
+                f"if {tool} is CUDA < {first}",
+                f"the {tool} predates {target}: {needs}",
+                older_fixes,
+            ),
+        )
+        cause = (
+            f"{tool} is either newer than the last release that builds {target} or older than "
+            f"the first"
+        )
         decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
-        return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", CONDITIONAL, fixes, decide)
+        return Ruling(
+            "toolkit-target",
+            f"{cause}{_gpu_words(facts)}",
+            CONDITIONAL,
+            newer_fixes + older_fixes,
+            decide,
+            cases,
+        )
     else:
         cause, status, newer = f"the {tool} in use predates {target}: {needs}", False, False
     fixes = _target_fixes(tool, target, first, last, newer, facts)
@@ -194,17 +253,6 @@ def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
         kb.targets_of(have) or () if have else (), key=lambda t: int(re.sub(r"\D", "", t))
     )
     plain = [t for t in targets if t[-1].isdigit()]
-    if have and plain:
-        cause = (
-            f"the NVRTC of CUDA {have} rejected the GPU's architecture: either the GPU is older "
-            f"than its oldest target ({plain[0]}; a newer CUDA dropped it) or newer than its "
-            f"newest ({plain[-1]}; it needs a newer CUDA)"
-        )
-    else:
-        cause = (
-            "NVRTC rejected the GPU's architecture: its CUDA is either older than the GPU or "
-            "newer than a release that dropped it"
-        )
     fix = Fix(
         f"use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
         f"{HOW_CC})",
@@ -212,7 +260,81 @@ def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
         kind=TOOLKIT,
     )
     decide = (f"the GPU's compute capability: {HOW_CC}",)
+    if have and plain:
+        cause = f"the NVRTC of CUDA {have} rejected the GPU's architecture"
+        oldest, newest = plain[0], plain[-1]
+        cases = (
+            Case(
+                f"if the GPU is older than {oldest}",
+                f"CUDA {have} no longer builds it (a newer CUDA dropped it)",
+                (_nvrtc_fix(True, oldest, kb.last_toolkit_for(oldest) or have, None),),
+            ),
+            Case(
+                f"if the GPU is newer than {newest}",
+                f"CUDA {have} predates it: it needs a newer CUDA",
+                (_nvrtc_fix(False, newest, None, _after(have)),),
+            ),
+        )
+        return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide, cases)
+    cause = (
+        "NVRTC rejected the GPU's architecture: its CUDA is either older than the GPU or "
+        "newer than a release that dropped it"
+    )
     return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide)
+
+
+def _nvrtc_fix(newer: bool, target: str, last: str | None, first: str | None) -> Fix:
+    """The NVRTC to use: the last CUDA that builds a dropped target, or one new enough."""
+    if newer:
+        return Fix(
+            f"use the CUDA {last} NVRTC for this GPU (e.g. {_cupy_package(last)} with a CUDA "
+            f"{last} runtime); a newer CUDA cannot build {target}",
+            "the package compiles at run time with the NVRTC of its CUDA",
+            kind=TOOLKIT,
+        )
+    return Fix(
+        f"use an NVRTC from CUDA >= {first} (the package's build for that CUDA, e.g. "
+        f"{_cupy_package(first)})",
+        "the package compiles at run time with the NVRTC of its CUDA",
+        kind=TOOLKIT,
+    )
+
+
+def _cupy_package(cuda: str | None) -> str:
+    """CuPy's wheel for a CUDA: one per minor before CUDA 11 (cupy-cuda102), then one per major
+    (cupy-cuda11x, cupy-cuda12x): https://docs.cupy.dev/en/stable/install.html"""
+    major = _major(cuda)
+    return f"cupy-cuda{major}x" if major >= 11 else f"cupy-cuda{(cuda or '').replace('.', '')}"
+
+
+def _other_ptxas(target: str, have: str, facts: LogFacts) -> Ruling:
+    """A ptxas rejected a target that the log's own CUDA builds: that ptxas is not the CUDA's."""
+    cause = (
+        f"the log's CUDA {have} builds {target}, so the ptxas that rejected it is another, "
+        f"older one: a ptxas a package bundles (Triton's, in a torch or vLLM process) or an "
+        f"older toolkit's first on PATH"
+    )
+    fixes = (
+        Fix(
+            f"export TRITON_PTXAS_PATH to the ptxas of CUDA {have} (e.g. "
+            f"/usr/local/cuda-{have}/bin/ptxas; Triton runs its bundled ptxas unless told), and "
+            f"clear ~/.triton/cache",
+            "Triton's bundled ptxas is older than the toolkit",
+            kind=ENV,
+        ),
+        Fix(
+            f"put the CUDA {have} bin directory first on PATH (CUDA_HOME too) for other tools "
+            f"that run the first ptxas they find",
+            "",
+            kind=ENV,
+        ),
+    )
+    return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
+
+
+def _builds(cuda: str, target: str) -> bool:
+    span = kb.toolkit_range_for(target.rstrip("af"))
+    return span is not None and _version(span[0]) <= _version(cuda) <= _version(span[1] or cuda)
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -244,25 +366,7 @@ def _target_fixes(
         )
         return tuple(fixes)
     if tool == NVRTC:
-        if newer:
-            fixes.append(
-                Fix(
-                    f"use the CUDA {last} NVRTC for this GPU (e.g. cupy-cuda{_major(last)}x "
-                    f"with a CUDA {last} runtime); a newer CUDA cannot build {target}",
-                    "the package compiles at run time with the NVRTC of its CUDA",
-                    kind=TOOLKIT,
-                )
-            )
-        else:
-            fixes.append(
-                Fix(
-                    f"use an NVRTC from CUDA >= {first} (the package's build for that CUDA, "
-                    f"e.g. cupy-cuda{_major(first) if _major(first) >= 11 else ''}x)",
-                    "the package compiles at run time with the NVRTC of its CUDA",
-                    kind=TOOLKIT,
-                )
-            )
-        return tuple(fixes)
+        return (_nvrtc_fix(newer, target, last, first),)
     if not_the_gpu and gpu_target:
         cc = facts.ccs[0]
         fixes.append(
@@ -473,8 +577,10 @@ def _torch_archs(facts: LogFacts) -> Ruling | None:
     archs = [dotted(a) for a in listed.split() if a.startswith("sm_")] if listed else [low, high]
     built = sorted({parts for a in archs if a and (parts := kb.major_minor(a))})
     cc = kb.major_minor(facts.ccs[0]) if len(facts.ccs) == 1 else None
-    if not built or cc is None:
+    if cc is None:
         return None
+    if not built:
+        return _torch_cuda_build(cc, facts)
     gpu, name, dot = _gpu_words(facts), f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
     runs = [b for b in built if b[0] == cc[0] and b[1] <= cc[1]]
     if runs and not facts.tegra:
@@ -515,6 +621,55 @@ def _torch_archs(facts: LogFacts) -> Ruling | None:
     return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
 
 
+def _torch_cuda_build(cc: tuple[int, int], facts: LogFacts) -> Ruling | None:
+    """torch's warning without its arch list: the CUDA torch was built with against the GPU's
+    target (a CUDA older than the target cannot have built it; one newer than a release that
+    dropped it did not), else the arch list decides."""
+    name, dot, gpu = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}", _gpu_words(facts)
+    span = kb.toolkit_range_for(name)
+    built = facts.torch_cuda
+    how = "torch's arch list: `python -c 'import torch; print(torch.cuda.get_arch_list())'`"
+    if span is None:
+        return None
+    first, last = span
+    index = f"cu{first.replace('.', '')}"
+    newer = Fix(
+        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: "
+        f"https://download.pytorch.org/whl/{index})",
+        "a torch release that has wheels for that CUDA",
+        kind=UPGRADE,
+    )
+    older = Fix(
+        f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
+        f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
+        "current torch wheels no longer carry it",
+        kind=UPGRADE,
+    )
+    if built and _version(built) < _version(first):
+        cause = (
+            f"this torch was built with CUDA {built}, older than {name}{gpu}: {name} needs "
+            f"CUDA >= {first}"
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, (newer,))
+    if built and last and _version(built) > _version(last):
+        cause = (
+            f"this torch was built with CUDA {built}{gpu}, and {_dropped_words(name, last)}: "
+            f"its wheels leave the GPU out"
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, (older,))
+    cases = [
+        Case(f"if the list's newest is older than {name}", f"torch predates the GPU{gpu}", (newer,))
+    ]
+    cases.append(
+        Case(f"if the list's oldest is newer than {name}", f"torch dropped the GPU{gpu}", (older,))
+    )
+    cause = (
+        f"this torch's arch list has nothing that runs on {dot}{gpu}; the log does not print "
+        f"the list"
+    )
+    return Ruling("torch-arch-list", cause, CONDITIONAL, (newer, older), (how,), tuple(cases))
+
+
 # ---------------------------------------------------------------- no kernel image
 
 
@@ -525,8 +680,12 @@ def _no_kernel_image(facts: LogFacts) -> Ruling | None:
     what = package or "the failing package"
     if facts.tegra:
         return _jetson_build(what, facts)
+    if len(facts.ccs) > 1:
+        return _each_gpu("no-kernel-image", _no_kernel_image, facts)
     if len(facts.ccs) != 1:
         return None
+    if package == "cupy":
+        return _cupy_compiles(facts)
     cc = facts.ccs[0]
     sm = cc.replace(".", "")
     gpu = _gpu_words(facts)
@@ -539,19 +698,25 @@ def _no_kernel_image(facts: LogFacts) -> Ruling | None:
             DETERMINED,
             (
                 Fix(
-                    f"an older {what} release built with CUDA <= {last} that still ships sm_{sm}, "
-                    f"or build {what} from source for {cc} with CUDA <= {last}",
+                    f"an older release of {what} built with CUDA <= {last} that still ships "
+                    f"sm_{sm}, or build {what} from source for {cc} with CUDA <= {last}",
                     "newer releases will not support this GPU again",
                     kind=UPGRADE,
                 ),
             ),
         )
-    first = kb.first_toolkit_for(f"sm_{sm}")
+    runs = _sass_that_runs(cc)
+    first = kb.first_toolkit_for(runs[0])
+    also = (
+        f" (or {', '.join(runs[:-1])}: plain SASS of an older minor runs on {cc})"
+        if len(runs) > 1
+        else ""
+    )
     fixes = [
         Fix(
-            f"install a build of {what} that contains sm_{sm} (built with CUDA >= {first}; check "
-            f"with `archgap scan --gpu {cc}`)",
-            "",
+            f"install a build of {what} that contains sm_{sm}{also}, built with CUDA >= {first}; "
+            f"check with `archgap scan --gpu {cc}`",
+            "an arch-specific build (sm_XYa) of another GPU does not run on it",
             kind=UPGRADE,
         ),
         Fix(
@@ -568,6 +733,73 @@ def _no_kernel_image(facts: LogFacts) -> Ruling | None:
         tuple(fixes),
         () if package else ("which package's kernel failed: the traceback's frames",),
     )
+
+
+def _sass_that_runs(cc: str) -> list[str]:
+    """The plain SASS targets a desktop GPU runs, oldest first: sm_XY for X.Z with Z >= Y, within
+    its major (12.1 runs sm_120 and sm_121), among the targets some toolkit builds."""
+    major, minor = kb.major_minor(cc) or (0, 0)
+    own = [f"sm_{major}{m}" for m in range(minor + 1)]
+    return [t for t in own if kb.first_toolkit_for(t)] or [f"sm_{major}{minor}"]
+
+
+def _each_gpu(
+    rule: str, judge: Callable[[LogFacts], Ruling | None], facts: LogFacts
+) -> Ruling | None:
+    """A log that names several GPUs: the rule judged for each, one case per GPU, since which
+    GPU ran the failing kernel decides."""
+    cases: list[Case] = []
+    for cc in facts.ccs:
+        names = [n for n in facts.stated.get("gpu", ()) if product_cc(n) == cc]
+        one = replace(facts, ccs=(cc,), gpu_name=names[0] if names else "")
+        ruling = judge(one)
+        if ruling is not None:
+            cases.append(
+                Case(
+                    f"if it ran on the {names[0] if names else 'GPU'} ({cc})",
+                    ruling.cause,
+                    ruling.fixes,
+                )
+            )
+    if not cases:
+        return None
+    named = ", ".join(f"{c.when.removeprefix('if it ran on the ')}" for c in cases)
+    cause = f"the log names {len(facts.ccs)} GPUs ({named}), and each needs its own kernels"
+    decide = (
+        "which GPU the failing process ran on: CUDA_VISIBLE_DEVICES, or "
+        "`python -c 'import torch; print(torch.cuda.get_device_name())'` in it",
+    )
+    fixes = tuple(f for c in cases for f in c.fixes)
+    return Ruling(rule, cause, CONDITIONAL, fixes, decide, tuple(cases))
+
+
+def _cupy_compiles(facts: LogFacts) -> Ruling | None:
+    """CuPy compiles its kernels at run time with NVRTC (cupy/cuda/compiler.py) and loads them
+    through the driver: a kernel with no image for the GPU (CUDA_ERROR_NO_BINARY_FOR_GPU,
+    'device kernel image is invalid') means the NVRTC of its CUDA, or the CuPy that picks the
+    target, predates the GPU."""
+    cc = facts.ccs[0]
+    target = f"sm_{cc.replace('.', '')}"
+    first = kb.first_toolkit_for(target)
+    if first is None:
+        return None
+    have = facts.toolkit
+    if have and _version(have) >= _version(first):
+        why = f"the NVRTC of CUDA {have} builds it, so the CuPy release predates {cc}"
+    else:
+        why = f"{target} needs an NVRTC from CUDA >= {first} and a CuPy release that knows {cc}"
+    cause = (
+        f"CuPy compiles its kernels at run time with NVRTC, and the kernel it loaded has no "
+        f"image for {target}{_gpu_words(facts)}: {why}"
+    )
+    fix = Fix(
+        f"use a CuPy release that supports compute capability {cc} (its compatibility matrix) "
+        f"built for CUDA >= {first} (cupy-cuda{max(_major(first), 11)}x, with "
+        f"nvidia-cuda-nvrtc of that CUDA), and clear ~/.cupy/kernel_cache",
+        "CuPy compiles with the NVRTC of its CUDA; a kernel cache built before stays stale",
+        kind=UPGRADE,
+    )
+    return Ruling("nvrtc-target", cause, DETERMINED, (fix,))
 
 
 def _jetson_build(what: str, facts: LogFacts) -> Ruling:
@@ -611,6 +843,7 @@ def _capability_gate(error: str, facts: LogFacts) -> Ruling | None:
         return None
     cc, gpu = facts.ccs[0], _gpu_words(facts)
     package, module = _raiser(facts.frames)
+    package = package or next(iter(facts.stated.get("package", ())), "")
     who = f"{package} ({module})" if module else package or "the package"
     only, needs = _ONLY_ON.search(error), _NEEDS.search(error)
     wanted = (

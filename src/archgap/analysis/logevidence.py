@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from archgap.kb.evidence import evidence_patterns
-from archgap.kb.gpus import identify, mentioned_products
+from archgap.kb.gpus import identify, may_name_product, mentioned_products
 
 MAX_EVIDENCE = 20  # distinct values kept per kind of evidence
 # Evidence patterns run in windows around their gate literal (see _matches_near).
@@ -44,7 +44,9 @@ def collect_evidence(
             continue
         after = SETTING_AFTER if "_" in gate else EVIDENCE_AFTER  # NAME=value settings
         for match in _matches_near(pattern, text, lowered, gate, after):
-            value = match.group(1).strip().rstrip(".,;:)").replace(", ", ".")
+            value = match.group(1).strip()
+            # trailing punctuation is not part of a value, except a name nvidia-smi truncated
+            value = (value if value.endswith("...") else value.rstrip(".,;:)")).replace(", ", ".")
             if kind == "gpu" and (value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4):
                 continue
             if kind == "gpu" and any(
@@ -55,7 +57,7 @@ def collect_evidence(
             if key not in seen:
                 seen[key] = Evidence(kind, value, number, text.strip()[:300])
                 counts[kind] = counts.get(kind, 0) + 1
-    if any(c.isdigit() for c in text) and counts.get("gpu", 0) < MAX_EVIDENCE:
+    if counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(text):
         _products_named(number, text, seen, counts)
 
 

@@ -237,6 +237,10 @@ def _print(out: Output, diagnosis: Diagnosis, origin: str, lines: int) -> None:
         out.print(f"     [dim]source: {escape(step.source)}[/]")
     label = _CAUSE_LABEL.get(diagnosis.cause_status, "")
     out.print(f"\n[bold]root cause[/]{label} {escape(diagnosis.root_cause)}")
+    for case in diagnosis.cases:  # a conditional cause: one bullet per case
+        out.print(f"  - {escape(case.when)}: {escape(case.cause)}")
+        for text in case.fixes:
+            out.print(f"      fix: {escape(text)}")
     if diagnosis.decide:
         out.print("\n[bold]what would decide it[/]")
         for item in diagnosis.decide:

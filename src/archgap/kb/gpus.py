@@ -121,6 +121,15 @@ def find_products(query: str) -> tuple[GpuProduct, ...]:
     return tuple(p for p in products() if all(w in _tokens(p.name) for w in wanted))
 
 
+def completions(truncated: str) -> tuple[GpuProduct, ...]:
+    """Products whose name starts as a truncated one does ("GeForce RTX 208..." as nvidia-smi's
+    table cuts it -> RTX 2080, 2080 SUPER, 2080 Ti)."""
+    wanted = " ".join(_tokens(truncated.removesuffix("...")))
+    if len(wanted) < 3:
+        return ()
+    return tuple(p for p in products() if " ".join(_tokens(p.name)).startswith(wanted))
+
+
 def identify(device_name: str) -> GpuProduct | None:
     """The product a driver-reported name denotes ("Tesla V100-SXM2-32GB" -> NVIDIA V100).
 
@@ -187,26 +196,90 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
         forms = [runs]
         if len(words) > 2 and words[0] in _FAMILY_WORDS:
             forms.append(_runs(" ".join(words[1:])))
+        rest = words[1:]
+        if words[0] == "jetson" and (len(rest) > 1 or any(c.isdigit() for c in "".join(rest))):
+            forms.append(_runs(" ".join(rest)))  # a board by its own name: "AGX Xavier", "T5000"
         for form in forms:
             by_first.setdefault(form[0], []).append((form, product))
     return {k: tuple(sorted(v, key=lambda e: -len(e[0]))) for k, v in by_first.items()}
 
 
+@cache
+def _name_words() -> frozenset[str]:
+    """The letter words of product names long enough to be told apart from a typo of another
+    ("xavier", "quadro", "jetson"): a word one edit from one of them is taken for it."""
+    return frozenset(
+        w
+        for forms in _spellings().values()
+        for form, _ in forms
+        for w in form
+        if w.isalpha() and len(w) >= TYPO_MIN_LETTERS
+    )
+
+
+@cache
+def _letter_heads() -> frozenset[str]:
+    """First words of names of two or more words written without digits ("jetson nano", "agx
+    xavier"), which a line with no digit may still name (a one-word name needs a digit on the
+    line, as before: "thor" alone in prose is too often something else)."""
+    return frozenset(
+        form[0]
+        for forms in _spellings().values()
+        for form, _ in forms
+        if len(form) > 1 and all(w.isalpha() for w in form)
+    )
+
+
+TYPO_MIN_LETTERS = 5  # shorter words are too close to each other ("orin", "thor") to correct
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` is one substitution, insertion, deletion or swap of neighbours from ``b``."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _spelled(word: str) -> str:
+    """A name word as the table spells it: "axvier" -> "xavier" (one edit from exactly one)."""
+    if not word.isalpha() or len(word) < TYPO_MIN_LETTERS or word in _name_words():
+        return word
+    close = [w for w in _name_words() if _one_edit(word, w)]
+    return close[0] if len(close) == 1 else word
+
+
+def may_name_product(text: str) -> bool:
+    """Cheap test before ``mentioned_products``: a model number, or a name word with no digit."""
+    lowered = text.lower()
+    return any(c.isdigit() for c in text) or any(h in lowered for h in _letter_heads())
+
+
 def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
     """The products a line of prose names, in any spelling ("my rtx5090", "2x 2080Ti", "Tesla
-    K40c"): whole model words only, so "L4T" is not an L4 and "A100" not an A10."""
+    K40c", "jetson axvier nx"): whole model words only, so "L4T" is not an L4 and "A100" not
+    an A10; a long name word may carry one typo."""
     if len(text) > MENTION_LINE_MAX:
         return ()
     lowered = text.lower()
     runs = list(_RUN.finditer(lowered))
+    words = [_spelled(r.group()) for r in runs]
     spellings = _spellings()
     found: list[GpuProduct] = []
     i = 0
     while i < len(runs):
         match = None
-        for form, product in spellings.get(runs[i].group(), ()):
+        for form, product in spellings.get(words[i], ()):
             end = i + len(form)
-            if end > len(runs) or any(runs[i + k].group() != w for k, w in enumerate(form)):
+            if end > len(runs) or any(words[i + k] != w for k, w in enumerate(form)):
                 continue
             # a name is a word of its own: not glued to letters, digits or "_" (SM_VERSION_A100)
             start, stop = runs[i].start(), runs[end - 1].end()
