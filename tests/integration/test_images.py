@@ -460,8 +460,15 @@ def test_images_of_different_cpus_judged_together_each_get_their_own_platform_fi
         f"the image oci:{root}:ppc64le is ppc64 (its config says linux/ppc64le), and GB10 "
         "systems are aarch64"
     )
-    # k_sm120f.cubin: family SASS sm_120f runs on 12.0 and 12.1 (GB10): no kernel gap
-    assert {p["verdict"] for p in doc["packages"]} == {"native"}
+    # k_sm120f.cubin: family SASS sm_120f runs on 12.0 and 12.1 (GB10), but only the arm64
+    # image runs on a GB10 host: the others' packages cannot load there
+    verdicts = {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
+    assert verdicts == {
+        ("on-amd64", "GB10"): "none",
+        ("on-ppc64le", "GB10"): "none",
+        ("on-arm64", "GB10"): "native",
+        **{(f"on-{arch}", "RTX PRO 6000"): "native" for arch in images},
+    }
     # one image alone: the same finding, worded for the one image
     [alone] = scan_archives([f"oci:{root}:amd64"], gpus=["GB10"]).platform
     assert alone.image == f"oci:{root}:amd64"

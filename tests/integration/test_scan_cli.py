@@ -49,7 +49,13 @@ def test_named_gpus(venv: Path) -> None:
     got = verdicts(doc)
     assert got[("fakekernels", "sm_120")] == "native"  # sm_120 and sm_120a SASS
     assert got[("fakekernels", "T4")] == "partial"  # libcomp_default has sm_80+ only
-    assert got[("fakekernels", "GB10")] == "jit"  # sm_120a does not run on 12.1: compute_90 PTX
+    # libcomp_default: no SASS runs on 12.1, its compute_90 PTX would be JIT-compiled; GB10 systems
+    # are aarch64 (kb/gpus.json) and these x86-64 libraries cannot load there at all
+    assert got[("fakekernels", "GB10")] == "none"
+    gb10 = next(p for p in doc["packages"] if p["package"] == "fakekernels" and p["gpu"] == "GB10")
+    comp = next(lib for lib in gb10["libraries"] if lib["path"].endswith("libcomp_default.so"))
+    assert "JIT-compiled" in comp["reason"]
+    assert all("x86-64 and GB10 systems are aarch64" in lib["load"] for lib in gb10["libraries"])
     assert got[("(no distribution)", "T4")] == "none"  # compute_80 PTX cannot serve 7.5
     assert got[("(no distribution)", "sm_120")] == "jit"
     partial = next(p for p in doc["packages"] if p["package"] == "fakekernels" and p["gpu"] == "T4")

@@ -89,3 +89,31 @@ def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
     assert old.driver_source == "--driver" and old.has_gap
     new = report_from_facts(facts, ["H100"], driver="580.65.06")
     assert [p.verdict for p in new.packages] == ["jit"]
+
+
+CURAND = DATA / "venv-nvidia-curand-10.4.0.35" / "bin" / "python"
+EM_X86_64 = 62  # the ELF header's e_machine for x86-64 (System V ABI, AMD64 supplement)
+
+
+@pytest.mark.skipif(not CURAND.exists(), reason="scripts/testdata installs the wheel")
+def test_capabilities_only_arm_systems_have_make_an_x86_environment_fail() -> None:
+    # developer.nvidia.com/cuda-gpus and the legacy page: 8.7 is only Jetson Orin, 7.2 only
+    # Xavier, 11.0 only Thor (10.1 its number in CUDA 12.8-12.9), 12.1 only GB10 -- all Arm
+    # systems. 9.0 is H100 (x86-64 hosts) as well as GH200, 12.0 the RTX PRO 6000: no CPU fixed.
+    (lib,) = (CURAND.parent.parent / "lib").glob(
+        "python3*/site-packages/nvidia/cu13/lib/libcurand.so*"
+    )
+    assert int.from_bytes(lib.read_bytes()[18:20], "little") == EM_X86_64
+    arm, any_cpu = ["8.7", "7.2", "11.0", "10.1", "12.1"], ["9.0", "12.0"]
+    args = [a for cc in arm + any_cpu for a in ("--gpu", cc)]
+    result = run_cli("scan", "--python", str(CURAND), *args, "--driver", "580.65.06", "--json")
+    doc = json_output(result, "scan")
+    assert sorted(f["gpu"] for f in doc["platform"]) == sorted(arm)
+    assert {f["host_cpu"] for f in doc["platform"]} == {"aarch64"}
+    verdicts = {p["gpu"]: p["verdict"] for p in doc["packages"]}
+    assert all(verdicts[cc] == "none" for cc in arm), verdicts
+    assert result.returncode == 1
+    alone = run_cli("scan", "--python", str(CURAND), "--gpu", "8.7", "--driver", "580.65.06")
+    assert "8.7 systems are aarch64" in alone.stdout and alone.returncode == 1
+    fine = run_cli("scan", "--python", str(CURAND), "--gpu", "9.0", "--gpu", "12.0", "--json")
+    assert json_output(fine, "scan")["platform"] == []

@@ -27,6 +27,7 @@ from archgap.kb.gpus import (
     integrated,
     integrated_rule,
     known_capabilities,
+    products,
     renumbered,
 )
 
@@ -140,6 +141,22 @@ class GpuTarget:
         return self.role in ("present", "named")
 
 
+def capability_host_cpu(cc: ComputeCapability) -> tuple[str | None, str]:
+    """The host CPU a compute capability alone fixes, and why: the one every product of that
+    capability has (8.7 is only Jetson Orin, 12.1 only GB10: aarch64). A number renamed since
+    (Thor's 10.1, 11.0 from CUDA 13.0) is judged by what it became. (None, "") when the
+    products disagree (9.0: H100 on x86-64 hosts, GH200 on Grace) or none is known."""
+    number = next((r.new for r in renumbered() if r.old == str(cc)), str(cc))
+    same = [p for p in products() if p.compute_capability == number]
+    hosts = {p.host_cpu for p in same}
+    host = hosts.pop() if len(hosts) == 1 else None
+    if host is None:
+        return None, ""
+    names = ", ".join(p.name for p in same[:3]) + (" …" if len(same) > 3 else "")
+    renamed = f" ({cc} before CUDA 13.0)" if number != str(cc) else ""
+    return host, f"kb/gpus.json: compute capability {number}{renamed} is only {names}, {host}"
+
+
 class UnknownGpu(UsageError):
     """A --gpu value that is neither a compute capability nor a known product."""
 
@@ -162,7 +179,8 @@ def resolve_gpu(text: str) -> GpuTarget:
             f"(give MAJOR.MINOR like {bare}.0, or sm_{bare}0)"
         )
     if cc is not None:
-        return GpuTarget(bare, cc, "named", "compute capability given on the command line")
+        source = "compute capability given on the command line"
+        return GpuTarget(bare, cc, "named", source, *capability_host_cpu(cc))
     matches = products_named(text)
     capabilities = sorted({m.compute_capability for m in matches})
     if len(capabilities) == 1:
@@ -172,13 +190,13 @@ def resolve_gpu(text: str) -> GpuTarget:
         assert parsed is not None  # the knowledge base holds dotted capabilities only
         hosts = {m.host_cpu for m in matches}
         host = hosts.pop() if len(hosts) == 1 else None
+        found = (host, f"kb/gpus.json: {product.name} host CPU") if host else None
         return GpuTarget(
             bare,
             parsed,
             "named",
             f"kb/gpus.json: {names} ({product.source})",
-            host,
-            f"kb/gpus.json: {product.name} host CPU" if host else "",
+            *(found or capability_host_cpu(parsed)),
         )
     if not matches:
         close = close_names(text)

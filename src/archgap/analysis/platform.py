@@ -9,7 +9,7 @@ target's is the product's (a named GPU) or the probed machine's (a present GPU).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
@@ -82,6 +82,7 @@ class _Subject:
     cpu: str
     what: str  # "this image is x86-64 (the image's config says linux/amd64)"
     fix: str  # formatted with the host CPU and its OCI platform
+    files: tuple[BinaryFacts, ...] = ()  # what it holds, which a host of another CPU cannot load
 
 
 _IMAGE_FIX = "judge and deploy its {platform} image there (a multi-platform image: --platform)"
@@ -103,7 +104,7 @@ def _subjects(binaries: Sequence[BinaryFacts], images: Sequence[ImageFacts]) -> 
     env = environment_cpu(rest)
     if env is not None:
         what = f"this environment's native files are {env[0]} ({env[1]} ELF files)"
-        subjects.append(_Subject("", env[0], what, _FILES_FIX))
+        subjects.append(_Subject("", env[0], what, _FILES_FIX, tuple(rest)))
     return subjects
 
 
@@ -114,12 +115,31 @@ def _image_subject(image: ImageFacts, mine: Sequence[BinaryFacts], several: bool
         what = f"this image is {cpu} (the image's config says {image.platform})"
         if several:
             what = f"the image {image.label} is {cpu} (its config says {image.platform})"
-        return [_Subject(image.label, cpu, what, _IMAGE_FIX)]
+        return [_Subject(image.label, cpu, what, _IMAGE_FIX, tuple(mine))]
     env = environment_cpu(mine)
     if env is None:
         return []
     whose = f"the native files of {image.label}" if several else "this environment's native files"
-    return [_Subject(image.label, env[0], f"{whose} are {env[0]} ({env[1]} ELF files)", _FILES_FIX)]
+    what = f"{whose} are {env[0]} ({env[1]} ELF files)"
+    return [_Subject(image.label, env[0], what, _FILES_FIX, tuple(mine))]
+
+
+def _mismatches(
+    binaries: Sequence[BinaryFacts],
+    targets: Sequence[GpuTarget],
+    platform: str | None,
+    images: Sequence[ImageFacts],
+) -> Iterator[tuple[_Subject, GpuTarget, str, str]]:
+    """(what is judged, the GPU, its host CPU, where that comes from) for each GPU whose host
+    CPU differs from the CPU of what is judged."""
+    here = cpu_of_uname(platform)
+    for subject in _subjects(binaries, images):
+        for target in targets:
+            host, source = target.host_cpu, target.host_cpu_source
+            if host is None and target.role == "present" and here:
+                host, source = here, f"the probed machine ({platform})"
+            if host is not None and host != subject.cpu:
+                yield subject, target, host, source
 
 
 def platform_findings(
@@ -131,24 +151,34 @@ def platform_findings(
     """One finding per GPU whose host CPU differs from the CPU of what is judged: of each
     container image (its config's, each image its own when several of different CPUs are
     judged together), and of the native files of no image (their ELF machine)."""
-    here = cpu_of_uname(platform)
     findings = []
-    for subject in _subjects(binaries, images):
-        for target in targets:
-            host, source = target.host_cpu, target.host_cpu_source
-            if host is None and target.role == "present" and here:
-                host, source = here, f"the probed machine ({platform})"
-            if host is None or host == subject.cpu:
-                continue
-            fix = subject.fix.format(host=host, platform=_oci_platform(host))
-            cause = (
-                f"{subject.what}, and {target.label} systems are {host} ({source}): it cannot "
-                f"run there at all, whatever SASS it has; {fix}"
-            )
-            gates = target.gates_exit_code
-            args = (target.label, subject.cpu, host, source, cause, gates, subject.image)
-            findings.append(PlatformFinding(*args))
+    for subject, target, host, source in _mismatches(binaries, targets, platform, images):
+        fix = subject.fix.format(host=host, platform=_oci_platform(host))
+        cause = (
+            f"{subject.what}, and {target.label} systems are {host} ({source}): it cannot "
+            f"run there at all, whatever SASS it has; {fix}"
+        )
+        gates = target.gates_exit_code
+        args = (target.label, subject.cpu, host, source, cause, gates, subject.image)
+        findings.append(PlatformFinding(*args))
     return tuple(findings) + wheel_findings(binaries, targets)
+
+
+def platform_blocked(
+    binaries: Sequence[BinaryFacts],
+    targets: Sequence[GpuTarget],
+    platform: str | None,
+    images: Sequence[ImageFacts] = (),
+) -> dict[tuple[str, str], str]:
+    """(library path, GPU label) -> why it cannot load there: a file built for one CPU does not
+    load on a host of another, so its package is not native on that GPU whatever its SASS."""
+    blocked = {}
+    for subject, target, host, _ in _mismatches(binaries, targets, platform, images):
+        why = f"it is {subject.cpu} and {target.label} systems are {host}"
+        # a file of the host's own CPU among them (a stray) is left to its own verdict
+        mine = (b.path for b in subject.files if b.machine != host)
+        blocked.update({(path, target.label): why for path in mine})
+    return blocked
 
 
 ANY_GPU = "any GPU"  # the GPU of a finding that holds whatever the GPU

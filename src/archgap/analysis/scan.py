@@ -18,6 +18,7 @@ from archgap.analysis.load import LoadFinding, load_model
 from archgap.analysis.platform import (
     PlatformFinding,
     image_mismatches,
+    platform_blocked,
     platform_findings,
 )
 from archgap.analysis.verdicts import (
@@ -215,6 +216,9 @@ def report_from_facts(
     isa = max_ptx_isa_for_driver(version) if version else None
     loader = _section(facts, "loader", LoaderFacts)
     load = load_model(env, binaries, targets, version, source, loader, toolchains)
+    images = tuple(decode(ImageFacts, i) for i in facts.section("images") or ())
+    off_platform = platform_blocked(binaries, targets, facts.platform, images)
+    load = replace(load, blocked={**load.blocked, **off_platform})
     packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa), load)
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
@@ -226,7 +230,6 @@ def report_from_facts(
         else None
     )
     seconds = (*facts.seconds.items(), ("analysis", time.perf_counter() - started))
-    images = tuple(decode(ImageFacts, i) for i in facts.section("images") or ())
     findings = platform_findings(binaries, targets, facts.platform, images)
     return ScanReport(
         env, gpu_facts, targets, binaries, packages, toolchains, jit, errors, caches, seconds,
