@@ -429,3 +429,32 @@ def test_a_gate_raised_in_frames_pasted_without_line_numbers_names_its_package()
     # https://github.com/sgl-project/sglang/issues/32933: the frame has no ", line N"
     d = _blind("sglang-32933-pdmux-cc120.log")
     assert "sglang" in _fixes(d) and "pdmux_context" in _fixes(d)
+
+
+def test_thor_renumbering_both_ways_from_the_gpu_table() -> None:
+    # kb/gpus.json: CUDA 13.0 renumbered Thor's sm_101 as sm_110 (the CUDA 13.0 release notes)
+    from archgap.kb.gpus import renumbered
+
+    r = next(x for x in renumbered() if x.new == "11.0")
+    old, new = f"sm_{r.old.replace('.', '')}", f"sm_{r.new.replace('.', '')}"
+    before = _release_before(r.toolkit) or ""
+    dropped = _explain(
+        f"Cuda compilation tools, release {r.toolkit}, V{r.toolkit}.48\n"
+        f"nvcc fatal   : Unsupported gpu architecture 'compute_{old[3:]}'\n"
+    )
+    assert f"build for {new} instead of {old}" in _fixes(dropped)
+    early = _explain(
+        f"Cuda compilation tools, release {before}, V{before}.41\n"
+        f"nvcc fatal   : Unsupported gpu architecture 'compute_{new[3:]}'\n"
+    )
+    assert f"CUDA >= {r.toolkit}" in _fixes(early) and f"build for {old} instead" in _fixes(early)
+
+
+def test_a_gate_for_one_family_member_on_another_depends_on_the_sass() -> None:
+    # flashinfer gemm/kernels/dense_blockscaled_gemm_sm120.py, listed for SM121 in
+    # https://github.com/flashinfer-ai/flashinfer/issues/3170: sm_120 plain/family SASS runs on
+    # 12.1, sm_120a does not; which one the kernel is decides
+    d = _explain("ValueError: dense_gemm launch only supports sm_120, got sm_121\n")
+    assert d.cause_status == "conditional" and len(d.cases) == 2
+    assert "sm_120f" in d.cases[0].when and "sm_120a" in d.cases[1].when
+    assert any("archgap scan --gpu 12.1" in x for x in d.decide)

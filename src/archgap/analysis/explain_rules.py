@@ -22,7 +22,7 @@ from archgap.analysis.causes import HOW_CC, dotted, product_cc
 from archgap.analysis.fixes import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as kb
-from archgap.kb.gpus import integrated
+from archgap.kb.gpus import Renumbered, families, integrated, renumbered
 from archgap.kb.tensorrt import tensorrt_support
 
 NVCC, NVRTC, TRITON, XLA, DRIVER, PTXAS, TENSORRT = (
@@ -239,10 +239,53 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
     else:
         cause, status, newer = f"the {tool} in use predates {target}: {needs}", False, False
     fixes = _target_fixes(tool, target, first, last, newer, facts)
+    found = _renumbered(target)
+    if found:  # Thor: sm_101 up to CUDA 12.9, sm_110 from 13.0
+        cause += f" (CUDA {found[0].toolkit} renumbered sm_{found[0].old.replace('.', '')} as "
+        cause += f"sm_{found[0].new.replace('.', '')}: the same GPU)"
     if status:
         return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
     decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
     return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", CONDITIONAL, fixes, decide)
+
+
+def _renumbered(target: str) -> tuple[Renumbered, bool] | None:
+    """The renumbering a target is part of (kb/gpus.json: Thor's sm_101 is sm_110 from CUDA
+    13.0), and whether the target is the old number."""
+    plain = target.rstrip("af")
+    for r in renumbered():
+        if plain in (f"sm_{r.old.replace('.', '')}", f"sm_{r.new.replace('.', '')}"):
+            return r, plain == f"sm_{r.old.replace('.', '')}"
+    return None
+
+
+def _renumbered_fixes(target: str, newer: bool) -> tuple[Fix, ...]:
+    """A dropped old number is the same GPU under its new number, and the reverse."""
+    found = _renumbered(target)
+    if found is None:
+        return ()
+    r, is_old = found
+    old, new = f"sm_{r.old.replace('.', '')}", f"sm_{r.new.replace('.', '')}"
+    if newer and is_old:
+        return (
+            Fix(
+                f"build for {new} instead of {old} (CMAKE_CUDA_ARCHITECTURES="
+                f'{new.removeprefix("sm_")}, TORCH_CUDA_ARCH_LIST="{r.new}"): CUDA {r.toolkit} '
+                f"renumbered {old} as {new}, the same GPU",
+                r.source,
+                kind=ENV,
+            ),
+        )
+    if not newer and not is_old:
+        return (
+            Fix(
+                f"with a CUDA older than {r.toolkit}, build for {old} instead: the same GPU's "
+                f"number there",
+                r.source,
+                kind=ENV,
+            ),
+        )
+    return ()
 
 
 def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
@@ -352,7 +395,7 @@ def _target_fixes(
 ) -> tuple[Fix, ...]:
     gpu_target = f"sm_{facts.ccs[0].replace('.', '')}" if len(facts.ccs) == 1 else None
     not_the_gpu = gpu_target is not None and gpu_target != target.rstrip("af")
-    fixes: list[Fix] = []
+    fixes: list[Fix] = list(_renumbered_fixes(target, newer))
     if tool == XLA:
         need = toolkit_limit(gpu_target or target) or f"CUDA >= {first}"
         fixes.append(
@@ -832,7 +875,7 @@ def _jetson_build(what: str, facts: LogFacts) -> Ruling:
 
 # ---------------------------------------------------------------- a package's own gate
 
-_ONLY_ON = re.compile(r"only supported on SM ?(\d{2,3})\b")
+_ONLY_ON = re.compile(r"only support(?:ed on SM ?|s sm_?)(\d{2,3})\b", re.IGNORECASE)
 _NEEDS = re.compile(r"compute capability (==|>=) (\d{1,2}\.\d)")
 
 
@@ -853,6 +896,9 @@ def _capability_gate(error: str, facts: LogFacts) -> Ruling | None:
         if needs and needs.group(1) == "=="
         else None
     )
+    family = next((f for f in families() if cc in f and wanted in f), None) if wanted else None
+    if wanted and wanted != cc and family and _version(wanted) < _version(cc):
+        return _family_gate(who, package, wanted, cc, facts)
     if wanted and wanted != cc:
         cause = (
             f"{who} has this kernel for {wanted} only{gpu}: it was written for that "
@@ -877,6 +923,49 @@ def _capability_gate(error: str, facts: LogFacts) -> Ruling | None:
         ),
     )
     return Ruling("capability-gate", cause, DETERMINED, fixes)
+
+
+def _family_gate(who: str, package: str, wanted: str, cc: str, facts: LogFacts) -> Ruling:
+    """A check for one member of an architecture family on a newer member (sm_120 only, on a
+    GB10's 12.1): plain and family SASS of the older member runs on the newer one, so a literal
+    check may be too strict; arch-specific SASS (sm_120a) runs on exactly its own capability.
+    Which SASS the kernel is decides."""
+    sm, own = wanted.replace(".", ""), cc.replace(".", "")
+    name = package or "the package"
+    cases = (
+        Case(
+            f"if the kernel is plain or family SASS (sm_{sm}, sm_{sm}f)",
+            f"it runs on {cc} too (same family, newer minor): {who}'s check compares the "
+            f"capability literally",
+            (
+                Fix(
+                    f"a release of {name} whose check accepts {cc} with the same kernels (or "
+                    f"the check widened to the family, as its maintainers decide)",
+                    "no rebuild is needed for the kernel itself",
+                    kind=UPGRADE,
+                ),
+            ),
+        ),
+        Case(
+            f"if the kernel is arch-specific SASS (sm_{sm}a)",
+            f"it runs on {wanted} only: {cc} needs kernels built for sm_{own}a or sm_{sm}f",
+            (
+                Fix(
+                    f"run {name} without the feature whose check failed, or with another "
+                    f"backend for it, until it ships {cc} kernels",
+                    "the check, not the GPU, decides",
+                    kind=ENV,
+                ),
+            ),
+        ),
+    )
+    cause = f"{who} accepts {wanted} only{_gpu_words(facts)}, a member of the same family"
+    decide = (
+        f"which SASS {name} ships for the kernel: `archgap scan --gpu {cc}` (or cuobjdump "
+        f"--list-elf on its library)",
+    )
+    fixes = tuple(f for c in cases for f in c.fixes)
+    return Ruling("capability-gate", cause, CONDITIONAL, fixes, decide, cases)
 
 
 def _raiser(frames: Sequence[str]) -> tuple[str, str]:
