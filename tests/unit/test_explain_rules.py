@@ -458,3 +458,15 @@ def test_a_gate_for_one_family_member_on_another_depends_on_the_sass() -> None:
     assert d.cause_status == "conditional" and len(d.cases) == 2
     assert "sm_120f" in d.cases[0].when and "sm_120a" in d.cases[1].when
     assert any("archgap scan --gpu 12.1" in x for x in d.decide)
+
+
+def test_compute_capability_in_prose_is_the_gpu_but_a_requirement_is_not() -> None:
+    def stated(text: str) -> tuple[str, ...]:
+        return tuple(e.value for e in parse_log(text).evidence_of("gpu_cc"))
+
+    # https://github.com/cupy/cupy/issues/8045 (a maintainer's answer)
+    assert stated("NVIDIA GeForce RTX 4080 is compute capability 8.9. Please use CuPy v11\n") == (
+        "8.9",
+    )
+    assert stated("my card has compute capability 8.6 and I get an error\n") == ("8.6",)
+    assert stated("the GPU must have compute capability 7.0 or higher\n") == ()
