@@ -148,6 +148,13 @@ def test_thor_renumbering_is_undocumented_not_a_guess() -> None:
         ("NVIDIA B100", "10.0"),
         ("NVIDIA GeForce RTX 4090 Laptop GPU", "8.9"),
         ("NVIDIA GeForce RTX 4090 D", "8.9"),
+        # Jetson Orin under JetPack 6 (nvidia-smi 540.4.0: "GPU 0: Orin (nvgpu)"): Orin is 8.7
+        ("Orin (nvgpu)", "8.7"),
+        ("NVIDIA TITAN RTX", "7.5"),  # Turing (the legacy page)
+        ("Tesla K80", "3.7"),  # Kepler GK210 (the legacy page)
+        ("NVIDIA GeForce MX450", "7.5"),  # Turing TU117
+        ("NVIDIA RTX A500 Laptop GPU", "8.6"),  # Ampere GA107
+        ("NVIDIA RTX PRO 500 Blackwell Generation Laptop GPU", "12.0"),  # Blackwell GB207
     ],
 )
 def test_names_as_nvidia_smi_prints_them(name: str, cc: str) -> None:
@@ -158,3 +165,57 @@ def test_bare_major_is_a_usage_error_with_a_suggestion() -> None:
     with pytest.raises(UnknownGpu, match=r"did you mean compute capability 12\.0"):
         resolve_gpu("12")
     assert str(resolve_gpu("90").compute_capability) == "9.0"  # sm number of a real GPU
+
+
+def test_jetson_orin_under_jetpack_6_is_an_arm_system() -> None:
+    assert resolve_gpu("Orin (nvgpu)").host_cpu == "aarch64"
+
+
+@pytest.mark.parametrize(
+    ("name", "vendor"),
+    [("MI300X", "AMD"), ("AMD Instinct MI250", "AMD"), ("Intel Data Center GPU Max", "Intel")],
+)
+def test_another_vendors_gpu_is_not_a_cuda_gpu(name: str, vendor: str) -> None:
+    # CUDA binaries run on NVIDIA GPUs only: no NVIDIA name is suggested for these
+    with pytest.raises(UnknownGpu) as raised:
+        resolve_gpu(name)
+    message = str(raised.value)
+    assert f"is an {vendor} GPU, not a CUDA GPU" in message
+    assert "did you mean" not in message
+
+
+@pytest.mark.parametrize(
+    ("cc", "host"),
+    [
+        # only Arm systems have these (developer.nvidia.com/cuda-gpus and the legacy page):
+        ("5.3", "aarch64"),  # Jetson Nano / TX1
+        ("6.2", "aarch64"),  # Jetson TX2
+        ("7.2", "aarch64"),  # Jetson Xavier
+        ("8.7", "aarch64"),  # Jetson Orin
+        ("10.1", "aarch64"),  # Thor, as CUDA 12.8-12.9 number it
+        ("11.0", "aarch64"),  # Thor
+        ("12.1", "aarch64"),  # GB10 (DGX Spark)
+        # x86-64 and Arm hosts alike: H100 and GH200, B200 and GB200, RTX PRO 6000
+        ("9.0", None),
+        ("10.0", None),
+        ("12.0", None),
+        ("13.0", None),  # no product known
+    ],
+)
+def test_a_capability_fixes_the_host_cpu_only_when_all_its_products_share_one(
+    cc: str, host: str | None
+) -> None:
+    assert resolve_gpu(cc).host_cpu == host
+    assert resolve_gpu(f"sm_{cc.replace('.', '')}").host_cpu == host
+
+
+@pytest.mark.parametrize(
+    ("driver", "runs"),
+    [("525.53", False), ("525.60.13", True), ("525.85.12", True), ("520.61.05", False)],
+)
+def test_cuda_12_needs_driver_525_60_13(driver: str, runs: bool) -> None:
+    # CUDA release notes, Table 2 (minor-version compatibility): CUDA 12.x needs >= 525.60.13;
+    # 525.60.13 is CUDA 12.0 GA's own minimum (Table 3)
+    from archgap.kb.toolchain import driver_runs_runtime
+
+    assert driver_runs_runtime(driver, "12.4")[0] is runs

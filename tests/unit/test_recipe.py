@@ -198,3 +198,16 @@ def test_cli_text_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["recipe", "--gpu", "H100", "--toolkit", "7.5"]) == 2  # before the table (8.0)
     assert main(["recipe"]) == 2
     assert "no GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cc", ["10.1", "11.0"])
+def test_thors_two_numbers_are_said(cc: str) -> None:
+    # CUDA 12.8 and 12.9 build Thor as sm_101; CUDA 13.0 renamed it sm_110 (compute capability
+    # 11.0) and dropped sm_101 (CUDA 13.0 release notes)
+    notes = " ".join(make([cc]).notes)
+    assert "10.1 is Jetson Thor's number in CUDA 12.8-12.9 (sm_101)" in notes
+    assert "from CUDA 13.0 it is 11.0 (sm_110)" in notes
+
+
+def test_no_renumbering_note_for_other_gpus() -> None:
+    assert not any("Thor" in note for note in make(["H100", "GB10"]).notes)

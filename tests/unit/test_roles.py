@@ -137,3 +137,14 @@ def test_scan_and_the_build_gate_judge_a_kernel_less_file_alike() -> None:
     assert [(f.path.rsplit("/", 1)[-1], f.gpu) for f in gate.failures] == [
         ("libtiny_lz4.so", "A100")
     ]
+
+
+@pytest.mark.parametrize(
+    "name", ["libcupti_static.a", "libnvperf_host_static.a", "libnvperf_target_static.a"]
+)
+def test_cuptis_static_archives_are_profiler_libraries(name: str) -> None:
+    # CUPTI ships static builds of itself and of PerfWorks for profilers to link
+    # (https://docs.nvidia.com/cupti/: libcupti_static.a, libnvperf_host_static.a): a profiler's
+    # own code, not relocatable device code for nvlink
+    archive = BinaryFacts(f"/usr/local/cuda/extras/CUPTI/lib64/{name}", 1, "archive", (), True)
+    assert role_of(archive)[0] == PROFILER

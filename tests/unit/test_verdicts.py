@@ -164,3 +164,12 @@ def test_grouping_by_record_owner() -> None:
         ("(no distribution)", ["/sp/stray.so"]),
         ("torch", ["/sp/torch/lib/a.so"]),
     ]
+
+
+def test_a_reason_names_no_internal_field() -> None:
+    # sm_90 SASS only in a container cuobjdump does not list; the listed fatbin has sm_80:
+    # the runtime loads the listed one, so nothing runs on 9.0 -- said in words
+    binary = lib("/sp/pkg/libk.so", entry("sm_80"), entry("sm_90", ".nv_fatbin.x", listed=False))
+    reason = library_verdict(binary, resolve_gpu("9.0")).reason
+    assert "does not count" in reason
+    assert not any(word in reason for word in ("False", "True", "None", "has kernels"))

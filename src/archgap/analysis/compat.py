@@ -27,6 +27,7 @@ from archgap.kb.gpus import (
     integrated,
     integrated_rule,
     known_capabilities,
+    other_vendor,
     products,
     renumbered,
 )
@@ -199,6 +200,12 @@ def resolve_gpu(text: str) -> GpuTarget:
             *(found or capability_host_cpu(parsed)),
         )
     if not matches:
+        vendor = other_vendor(text)
+        if vendor is not None:
+            raise UnknownGpu(
+                f"GPU {text!r} is an {vendor.vendor} GPU, not a CUDA GPU: CUDA binaries run on "
+                f"NVIDIA GPUs only, so archgap has nothing to judge for it ({vendor.source})"
+            )
         close = close_names(text)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise UnknownGpu(

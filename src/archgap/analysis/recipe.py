@@ -27,6 +27,7 @@ from archgap.analysis.compat import (
     target_name,
 )
 from archgap.analysis.verdicts import NATIVE, library_verdict
+from archgap.kb.gpus import integrated, renumbered
 from archgap.kb.toolchain import (
     first_toolkit_for,
     last_toolkit_for,
@@ -232,6 +233,27 @@ def _gap_note(cc: ComputeCapability, toolkit: str) -> str | None:
     return None
 
 
+def _renumbered_notes(gpus: Sequence[GpuTarget]) -> tuple[str, ...]:
+    """A GPU named by a number its architecture had in one range of CUDA releases only (Thor:
+    10.1 in CUDA 12.8-12.9, 11.0 from CUDA 13.0): which number which toolkit builds."""
+    notes = []
+    for moved in renumbered():
+        old, new = f"sm_{moved.old.replace('.', '')}", f"sm_{moved.new.replace('.', '')}"
+        first, last = first_toolkit_for(old), last_toolkit_for(old)
+        name = integrated().get(moved.new, moved.new)
+        for gpu in gpus:
+            cc = str(gpu.compute_capability)
+            if cc not in (moved.old, moved.new):
+                continue
+            notes.append(
+                f"{gpu.label} ({cc}): {moved.old} is {name}'s number in CUDA {first}-{last} "
+                f"({old}); from CUDA {moved.toolkit} it is {moved.new} ({new}), the number a "
+                f"CUDA {moved.toolkit.split('.')[0]} driver reports: build {new} with CUDA >= "
+                f"{moved.toolkit} for it ({moved.source})"
+            )
+    return tuple(notes)
+
+
 def _newer(a: str, b: str) -> bool:
     return (major_minor(a) or (0, 0)) > (major_minor(b) or (0, 0))
 
@@ -321,6 +343,7 @@ def recipe(
         spellings=spellings(targets, specific, gpus),
         notes=explain_notes(targets, cuda)
         + _plain_fallbacks(gpus, targets, cuda, arch_specific)
+        + _renumbered_notes(gpus)
         + flashinfer_notes(specific, gpus),
         alternative=tuple(t.name for t in other),
     )

@@ -98,15 +98,15 @@ def has_device_code(binary: BinaryFacts) -> bool:
 def role_of(binary: BinaryFacts) -> tuple[str, str]:
     """The file's role, and (for every role but a kernel library) why it does not count."""
     name = binary.path.rsplit("/", 1)[-1]
-    if binary.format == "archive" or name.endswith(".o"):
-        rule = roles.device_link_archive()
-        return DEVICE_LINK_ARCHIVE, f"{rule.what} ({rule.source})"
-    profiler = roles.profiler_library(name)
+    profiler = roles.profiler_library(name)  # its static archives too (libcupti_static.a)
     if profiler is not None:
         return PROFILER, (
             f"{profiler.what}: loaded only when profiling, never by a workload's kernels "
             f"({profiler.source})"
         )
+    if binary.format == "archive" or name.endswith(".o"):
+        rule = roles.device_link_archive()
+        return DEVICE_LINK_ARCHIVE, f"{rule.what} ({rule.source})"
     entries = runtime_entries(binary)
     if entries and all(kernel_less(e) for e in entries):
         return KERNEL_LESS, roles.kernel_less().what
@@ -263,8 +263,8 @@ def _ignored_hidden(hidden: Sequence[KernelEntry], cc: ComputeCapability) -> str
     if found is None or found[0] != NATIVE:
         return ""
     return (
-        f"; {found[2]} is in a container cuobjdump does not list, but the runtime loads this "
-        "library's kernels from its listed fatbin, which has kernels"
+        f"; {found[2]} is in a container cuobjdump does not list and does not count: the "
+        "runtime loads this library's kernels from its listed fatbin, since that one holds some"
     )
 
 

@@ -102,6 +102,34 @@ def default_matrix() -> tuple[MatrixEntry, ...]:
     )
 
 
+@dataclass(frozen=True)
+class OtherVendor:
+    vendor: str  # "AMD"
+    source: str
+
+
+@cache
+def _other_vendors() -> tuple[tuple[OtherVendor, frozenset[str], re.Pattern[str] | None], ...]:
+    return tuple(
+        (
+            OtherVendor(v["vendor"], v["source"]),
+            frozenset(v["words"]),
+            re.compile(v["model_pattern"]) if v["model_pattern"] else None,
+        )
+        for v in load_json("gpus.json")["not_cuda"]["vendors"]
+    )
+
+
+def other_vendor(name: str) -> OtherVendor | None:
+    """The vendor of a GPU name that is not NVIDIA's ("MI300X", "AMD Instinct MI250", "Intel Data
+    Center GPU Max"): not a CUDA GPU (gpus.json ``not_cuda``)."""
+    words = re.split(r"[\s\-_/()]+", name.lower())
+    for vendor, names, model in _other_vendors():
+        if any(w in names or (model is not None and model.match(w)) for w in words):
+            return vendor
+    return None
+
+
 def _tokens(text: str) -> list[str]:
     words = re.split(r"[\s\-_/()]+", text.lower())
     return [w for w in words if w and w not in ("nvidia", "geforce", "tesla")]
