@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 
 from archgap import api
-from archgap.cli.common import plain_text
 from archgap.report import gates as gates_report
 from archgap.report import trace as trace_report
+from archgap.report.console import plain_text
 from archgap.report.jsondoc import schema
 
 

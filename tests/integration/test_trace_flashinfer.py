@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 
 from archgap import api
-from archgap.cli.common import plain_text
 from archgap.report import trace as trace_report
+from archgap.report.console import plain_text
 from archgap.report.jsondoc import schema
 from archgap.results import TraceResult
 from tests.helpers import json_output, run_cli

@@ -10,7 +10,7 @@ import random
 from rich.console import Console
 from rich.markup import escape
 
-from archgap.cli.common import plain_text
+from archgap.report.console import plain_text
 
 PIECES = ("[", "]", "\\", "a", "/", " ", "[bold]", "[/]", "[dim]", "[/dim]", "x y", "é", "=",
           "#", "@", ":", "\n", "0", "[1]", "[a b]", "[link=x]", "sm_90a", "—", "←")  # fmt: skip

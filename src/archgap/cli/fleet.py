@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import VERDICT_STYLE, Output, UsageError, escape
+from archgap.cli.common import Output, UsageError
 from archgap.cli.engines import PROMETHEUS
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.request import UnknownSection
     from archgap.transport.fleet import FleetInputError
 
-    named = [g.strip() for value in args.gpu for g in value.split(",") if g.strip()]
+    named = args.gpu
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     try:
@@ -135,94 +134,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         render = {"markdown": fleet_tables.markdown, "summary": fleet_tables.summary}
         sys.stdout.write(render.get(out.format, fleet_tables.csv)(report, elapsed))
     else:
-        print_report(out, report, title, args.html)
-        _print_shared_caches(out, fleet.shared_caches)
+        from archgap.report.fleet import text
+
+        out.print_lines(text(report, title, args.html or "", fleet.shared_caches))
     return report.exit_code
-
-
-def _print_shared_caches(out: Any, shared: Any) -> None:
-    """JIT caches on a network filesystem that hosts with different GPUs use (analysis/caches)."""
-    if not shared:
-        return
-    out.print("\n[bold yellow]JIT caches shared by different GPUs[/]")
-    for s in shared:
-        out.print(f"  {escape(s.message)} ({escape(s.filesystem)})")
-        out.print(f"    hosts: {escape(', '.join(s.hosts))}")
-
-
-def print_report(out: Any, report: Any, headline: str, html: str | None) -> None:
-    out.print(f"[bold]{escape(headline)}[/]")
-    letters = report.group_letters
-    for group in report.groups:
-        s = group.summary
-        out.print(
-            f"\n[bold]group {letters[group.fingerprint]}[/] ({len(group.hosts)} host(s), "
-            f"fingerprint {group.fingerprint}): {escape(_hostlist(group.hosts))}"
-        )
-        out.print(f"  GPUs      {escape(', '.join(s.gpus) or 'none')}")
-        out.print(f"  driver    {escape(s.driver or 'none')}")
-        out.print(f"  toolkits  {escape(', '.join(s.toolkits) or 'none found')}")
-        out.print(f"  python    {escape(s.python)} · {len(s.packages)} packages")
-        if s.env:
-            out.print(f"  env       {escape(' '.join(s.env))}")
-        for c in s.coverage:
-            style = VERDICT_STYLE.get(c.verdict, "")
-            out.print(
-                f"  kernels   {escape(c.package)} {escape(c.version)} on {c.gpu}: "
-                f"[{style}]{c.verdict}[/]"
-            )
-        for line in s.jit:
-            out.print(f"  [yellow]JIT[/]       {escape(line)}")
-    _print_drift(out, report)
-    _print_gaps(out, report)
-    if report.unreachable:
-        out.print("\n[bold red]Not probed[/]")
-        for u in report.unreachable:
-            out.print(f"  {escape(u.name)}: [red]{u.kind}[/] {escape(u.message)}")
-    if html:
-        out.print(f"\nHTML report: {escape(os.path.abspath(html))}")
-
-
-def _hostlist(names: Any, limit: int = 240) -> str:
-    """Hosts in hostlist form, cut after ``limit`` characters (--json lists every host)."""
-    from archgap.analysis.fleet import compress_hosts
-
-    text = compress_hosts(names)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(names)} hosts)"
-
-
-def _shown(values: tuple[str, ...], sign: str) -> str:
-    listed = ", ".join(sign + v for v in values[:6])
-    return listed + (f" (+{len(values) - 6} more)" if len(values) > 6 else "")
-
-
-def _print_drift(out: Any, report: Any) -> None:
-    """Each group's differences from the baseline (the largest group), field by field."""
-    baseline = report.baseline
-    if not report.drift or baseline is None:
-        return
-    letters = report.group_letters
-    sizes = {g.fingerprint: len(g.hosts) for g in report.groups}
-    out.print(
-        f"\n[bold]Drift against group {letters[baseline.fingerprint]}[/] (the largest, "
-        f"{len(baseline.hosts)} host(s)); + only in the group, - only in "
-        f"{letters[baseline.fingerprint]}"
-    )
-    current = None
-    for d in report.drift:
-        if d.group != current:
-            current = d.group
-            out.print(f"  [bold]group {letters[d.group]}[/] ({sizes[d.group]} host(s))")
-        changes = "; ".join(x for x in (_shown(d.added, "+"), _shown(d.removed, "-")) if x)
-        out.print(f"    {d.field:9} {escape(changes)}")
-
-
-def _print_gaps(out: Any, report: Any) -> None:
-    """Each distinct gap once, with the hosts that have it."""
-    by_gap = report.hosts_by("gaps")
-    if by_gap:
-        out.print("\n[bold red]Gaps[/]")
-        for gap, names in by_gap.items():
-            out.print(f"  {escape(_hostlist(names))} ({len(names)}): {escape(gap)}")
-    for problem, names in list(report.hosts_by("problems").items())[:20]:
-        out.print(f"[magenta]![/] {escape(_hostlist(names))}: {escape(problem)}")

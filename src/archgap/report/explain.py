@@ -1,10 +1,12 @@
-"""The explain document: the diagnosis of a log, and what of the log was read."""
+"""The explain report: the diagnosis of a log and what of the log was read, as the JSON document's
+body and as rich-markup text lines."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from archgap.codec import encode
+from archgap.report.markup import escape
 
 if TYPE_CHECKING:
     from archgap.analysis.explain import Diagnosis
@@ -25,3 +27,102 @@ def body(
     if skipped and skipped.get("bytes"):
         data["input"]["skipped"] = skipped
     return {"explain": data}
+
+
+_STATUS_LABEL = {
+    "confirmed": "[green]confirmed[/]",
+    "from-log": "[cyan]from log[/]",
+    "knowledge": "[yellow]knowledge base[/]",
+    "unconfirmed": "[red]unconfirmed[/]",
+}
+_CAUSE_LABEL = {
+    "conditional": " [yellow](conditional)[/]",
+    "undetermined": " [red](not determined for this version)[/]",
+}
+
+
+def next_step(diagnosis: Diagnosis) -> str:
+    """What to do first, for the first lines: settle the fact that decides, else the first fix."""
+    if diagnosis.decide and diagnosis.cause_status in ("conditional", "undetermined"):
+        return f"find out {diagnosis.decide[0]}"
+    if diagnosis.fixes:
+        return diagnosis.fixes[0].text
+    return "nothing to fix (see the root cause)" if diagnosis.root_cause else ""
+
+
+def _unrecognised(diagnosis: Diagnosis) -> list[str]:
+    """No signature matched: what the log states, for a person to go on."""
+    label = "unknown error" if diagnosis.status == "unknown" else "no error found"
+    lines = [f"\n[bold yellow]{label}[/]: no known architecture-gap signature matches."]
+    rec = diagnosis.recognised
+    if rec.error:
+        lines.append(f"  last error: {escape(rec.error)}")
+    for label, values in (
+        ("GPUs", rec.gpus),
+        ("compute capabilities", rec.compute_capabilities),
+        ("versions", tuple(f"{k} {v}" for k, v in rec.versions)),
+        ("paths", tuple(f"{k}={v}" for k, v in rec.paths)),
+        ("frames", rec.frames[-5:]),
+    ):
+        if values:
+            lines.append(f"  {label}: {escape(', '.join(values))}")
+    return lines
+
+
+def _chain(diagnosis: Diagnosis) -> list[str]:
+    """A diagnosed error: the chain of causes, the root cause (each case of a conditional one),
+    what would decide it, and the fixes."""
+    lines = ["\n[bold]chain[/]"]
+    for number, step in enumerate(diagnosis.steps, start=1):
+        location = f" [bold]{escape(step.location)}[/]" if step.location else ""
+        lines.append(f" {number:>2}. {escape(step.text)}{location}  {_STATUS_LABEL[step.status]}")
+        if step.fact:
+            lines.append(f"     [dim]{escape(step.fact)}[/]")
+        lines.append(f"     [dim]source: {escape(step.source)}[/]")
+    label = _CAUSE_LABEL.get(diagnosis.cause_status, "")
+    lines.append(f"\n[bold]root cause[/]{label} {escape(diagnosis.root_cause)}")
+    for case in diagnosis.cases:  # a conditional cause: one bullet per case
+        lines.append(f"  - {escape(case.when)}: {escape(case.cause)}")
+        lines += [f"      fix: {escape(text)}" for text in case.fixes]
+    if diagnosis.decide:
+        lines.append("\n[bold]what would decide it[/]")
+        lines += [f"  - {escape(item)}" for item in diagnosis.decide]
+    if diagnosis.fixes:
+        lines.append("\n[bold]fixes[/] (least invasive first)")
+        for number, fix in enumerate(diagnosis.fixes, start=1):
+            lines.append(f" {number}. {escape('[' + fix.kind + ']')} {escape(fix.text)}")
+            lines.append(f"    [dim]{escape(fix.source)}[/]")
+    return lines
+
+
+def text(diagnosis: Diagnosis, origin: str, lines: int, note: str = "") -> list[str]:
+    """The text report (rich-markup lines): what was read and examined, then the error and its
+    chain, or what the log states when no signature matched; ``note`` last (a log not read
+    whole)."""
+    where = diagnosis.environment or "no environment (log only)"
+    plural = "line" if lines == 1 else "lines"
+    out = [
+        f"[bold]archgap explain[/] {escape(origin)} ({lines} {plural}) — examined: {escape(where)}"
+    ]
+    if diagnosis.status == "not-architecture":
+        out.append(
+            f"\n[bold yellow]not an architecture gap[/] {escape(diagnosis.error)}  "
+            f"[dim]({diagnosis.signature})[/]"
+        )
+        out += [f"  {escape(n)}" for n in diagnosis.notes]
+    elif diagnosis.status != "diagnosed":
+        out += _unrecognised(diagnosis)
+    else:
+        first = next_step(diagnosis)
+        if first:
+            out.append(f"[bold]next:[/] {escape(first)}")
+        out.append(
+            f"\n[bold red]error[/] {escape(diagnosis.error)}  [dim]({diagnosis.signature})[/]"
+        )
+        if diagnosis.tool:
+            out.append(f"  raised by {escape(diagnosis.tool)}")
+        out += [f"\n[bold yellow]note[/] {escape(n)}" for n in diagnosis.notes]
+        out += _chain(diagnosis)
+    if note:
+        out.append(f"\n[bold yellow]note[/] {escape(note)}")
+    return out

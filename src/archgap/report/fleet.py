@@ -1,12 +1,15 @@
-"""The fleet document and the line that says what was read: what ``archgap fleet`` prints and
-``api.fleet`` returns."""
+"""The fleet report: the document (what ``api.fleet`` returns), the line that says what was read,
+and the text (rich-markup lines: each group, the drift between groups, the gaps, the hosts not
+probed)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from archgap.analysis.fleet import coverage_matrix, jit_matrix
+from archgap.analysis.fleet import compress_hosts, coverage_matrix, jit_matrix
+from archgap.report.markup import escape
+from archgap.report.table import VERDICT_STYLE
 
 if TYPE_CHECKING:
     from archgap.analysis.caches import SharedCache
@@ -60,3 +63,92 @@ def body(
         "seconds": round(elapsed, 3),
         "shared_caches": shared,
     }
+
+
+def text(
+    report: FleetReport, headline: str, html: str = "", shared: Sequence[SharedCache] = ()
+) -> list[str]:
+    """The text report: ``headline``, each group's summary, the drift, the gaps, the hosts not
+    probed, where the ``html`` page was written (its absolute path) and the ``shared`` caches."""
+    lines = [f"[bold]{escape(headline)}[/]"]
+    letters = report.group_letters
+    for group in report.groups:
+        s = group.summary
+        lines += [
+            f"\n[bold]group {letters[group.fingerprint]}[/] ({len(group.hosts)} host(s), "
+            f"fingerprint {group.fingerprint}): {escape(_hostlist(group.hosts))}",
+            f"  GPUs      {escape(', '.join(s.gpus) or 'none')}",
+            f"  driver    {escape(s.driver or 'none')}",
+            f"  toolkits  {escape(', '.join(s.toolkits) or 'none found')}",
+            f"  python    {escape(s.python)} · {len(s.packages)} packages",
+        ]
+        if s.env:
+            lines.append(f"  env       {escape(' '.join(s.env))}")
+        for c in s.coverage:
+            style = VERDICT_STYLE.get(c.verdict, "")
+            lines.append(
+                f"  kernels   {escape(c.package)} {escape(c.version)} on {c.gpu}: "
+                f"[{style}]{c.verdict}[/]"
+            )
+        lines += [f"  [yellow]JIT[/]       {escape(line)}" for line in s.jit]
+    lines += _drift(report) + _gaps(report)
+    if report.unreachable:
+        lines.append("\n[bold red]Not probed[/]")
+        for u in report.unreachable:
+            lines.append(f"  {escape(u.name)}: [red]{u.kind}[/] {escape(u.message)}")
+    if html:
+        import os
+
+        lines.append(f"\nHTML report: {escape(os.path.abspath(html))}")
+    if shared:  # JIT caches on a network filesystem that hosts with different GPUs use
+        lines.append("\n[bold yellow]JIT caches shared by different GPUs[/]")
+        for cache in shared:
+            lines.append(f"  {escape(cache.message)} ({escape(cache.filesystem)})")
+            lines.append(f"    hosts: {escape(', '.join(cache.hosts))}")
+    return lines
+
+
+def _hostlist(names: Sequence[str], limit: int = 240) -> str:
+    """Hosts in hostlist form, cut after ``limit`` characters (--json lists every host)."""
+    text = compress_hosts(names)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(names)} hosts)"
+
+
+def _shown(values: tuple[str, ...], sign: str) -> str:
+    listed = ", ".join(sign + v for v in values[:6])
+    return listed + (f" (+{len(values) - 6} more)" if len(values) > 6 else "")
+
+
+def _drift(report: FleetReport) -> list[str]:
+    """Each group's differences from the baseline (the largest group), field by field."""
+    baseline = report.baseline
+    if not report.drift or baseline is None:
+        return []
+    letters = report.group_letters
+    sizes = {g.fingerprint: len(g.hosts) for g in report.groups}
+    lines = [
+        f"\n[bold]Drift against group {letters[baseline.fingerprint]}[/] (the largest, "
+        f"{len(baseline.hosts)} host(s)); + only in the group, - only in "
+        f"{letters[baseline.fingerprint]}"
+    ]
+    current = None
+    for d in report.drift:
+        if d.group != current:
+            current = d.group
+            lines.append(f"  [bold]group {letters[d.group]}[/] ({sizes[d.group]} host(s))")
+        changes = "; ".join(x for x in (_shown(d.added, "+"), _shown(d.removed, "-")) if x)
+        lines.append(f"    {d.field:9} {escape(changes)}")
+    return lines
+
+
+def _gaps(report: FleetReport) -> list[str]:
+    """Each distinct gap once, with the hosts that have it."""
+    lines = []
+    by_gap = report.hosts_by("gaps")
+    if by_gap:
+        lines.append("\n[bold red]Gaps[/]")
+        for gap, names in by_gap.items():
+            lines.append(f"  {escape(_hostlist(names))} ({len(names)}): {escape(gap)}")
+    for problem, names in list(report.hosts_by("problems").items())[:20]:
+        lines.append(f"[magenta]![/] {escape(_hostlist(names))}: {escape(problem)}")
+    return lines
