@@ -209,6 +209,7 @@ def versions(
     driver: str | None = None,
     strict: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
+    each: Callable[[VersionVerdict], None] | None = None,
 ) -> VersionsReport:
     """The released versions and variants of ``package`` (a name, or a requirement that narrows
     the versions) on the user's indexes (``options``; pip's settings apply), newest first, each
@@ -216,7 +217,9 @@ def versions(
     newest that covers them (older wheels are never fetched). ``winner`` and ``install`` (the
     pip command) name that one. Raises ``UnknownGpu`` for an unknown GPU name, ``ResolveError``
     for a PACKAGE that is not a requirement; an index or a wheel that fails is a problem in the
-    report. ``progress(done, total, variant)`` is told before each wheel is read."""
+    report. ``progress(done, total, variant)`` is told before each wheel is read, ``each(verdict)``
+    each variant's verdict as it is decided. A wheel read before (by its index's sha256) is not
+    read again (index.versions.read_variant)."""
     from archgap.analysis.versions import VersionsReport
     from archgap.index import net
     from archgap.index.options import IndexOptions
@@ -243,6 +246,8 @@ def versions(
                 progress(done, len(listed), f"{requirement.name} {candidate.version}")
             result = _judge_variant(candidate, targets, driver, strict, fetched)
             judged.append(result)
+            if each:
+                each(result)
             if result.covers and winner is None:
                 winner = (result, candidate)
                 if first:
@@ -263,11 +268,11 @@ def _judge_variant(
 ) -> VersionVerdict:
     """One variant's wheel read (ranges where the server allows) and judged on every GPU."""
     from archgap.analysis.verdicts import NO_KERNELS
-    from archgap.analysis.versions import GpuVerdict, VersionVerdict, covers
+    from archgap.analysis.versions import GpuVerdict, VersionVerdict, covers, variant_verdict
     from archgap.archives.wheel import archive_facts
-    from archgap.index.targets import read_index_file
+    from archgap.index.versions import read_variant
 
-    contents = read_index_file(candidate.file, fetched)
+    contents = read_variant(candidate.file, fetched)
     base = (str(candidate.version), candidate.index, candidate.file.filename, candidate.file.url)
     if not contents.distributions:
         why = "; ".join(p.reason for p in contents.problems) or "not a wheel"
@@ -284,6 +289,8 @@ def _judge_variant(
         verdict, reason = (
             (row.verdict, row.reason) if row else (NO_KERNELS, "no native file with device code")
         )
+        name, version = contents.distributions[0].name, str(candidate.version)
+        verdict, reason = variant_verdict(name, version, gpu, verdict, reason)
         found.append(GpuVerdict(gpu.label, str(gpu.compute_capability), verdict, reason))
     return VersionVerdict(*base, tuple(found), all(covers(v.verdict, strict) for v in found))
 

@@ -24,6 +24,9 @@ CPU build) and another 2.0 = libmix (the same version as main's, other bytes).
 from __future__ import annotations
 
 import json
+import re
+import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +36,7 @@ from tests.helpers import CUDA_BIN, DATA, json_output, run_cli
 from tests.loopback_index import NGINX, Listing, make_wheel, nginx_server, write_index
 
 CURAND = next(iter((DATA / "wheels").glob("nvidia_curand-10.4.0.35-*.whl")), None)
+FLASHINFER = next(iter((DATA / "wheels-jit").glob("flashinfer_python-0.6.6-*.whl")), None)
 TARGET = ("--python-version", "3.12", "--platform", "manylinux_2_28_x86_64")
 ENV = {"PIP_INDEX_URL": "", "PIP_EXTRA_INDEX_URL": "", "UV_INDEX_URL": "",
        "PIP_CONFIG_FILE": "/dev/null"}  # fmt: skip
@@ -76,6 +80,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     }
     if CURAND is not None:
         projects["nvidia-curand"] = [Listing(CURAND)]
+    if FLASHINFER is not None:
+        projects["flashinfer-python"] = [Listing(FLASHINFER)]
     extras = {
         "demo-kernels": [
             demo(extra, "3.0+cu130", "libdebug.so"),
@@ -90,6 +96,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     prefix.mkdir()
     with nginx_server(root / "srv", prefix) as url:
         yield f"{url}/main/simple", f"{url}/cu130/json", prefix / "access.log"
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test reads the wheels itself: what an earlier one read is not in its cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def versions(*args: str) -> tuple[int, dict[str, object]]:
@@ -271,3 +283,45 @@ def test_real_wheel(served: tuple[str, str, Path]) -> None:
     row = next(line for line in lines if line.startswith("10.4.0.35"))
     assert row.split()[:5] == ["10.4.0.35", "main", "none", "native", "no"]
     assert "No released variant of nvidia-curand covers V100 (7.0), 12.0 (12.0)" in text.stdout
+
+
+@pytest.mark.skipif(FLASHINFER is None, reason="scripts/testdata downloads the wheel")
+def test_a_jit_package_is_judged_by_its_jit_model_and_a_rerun_reads_from_the_cache(
+    served: tuple[str, str, Path],
+) -> None:
+    """flashinfer-python 0.6.6 from PyPI is a py3-none-any wheel with no native member: it
+    compiles its kernels at first use. Its rules (0.6.6 flashinfer/compilation_context.py: a GPU
+    of major >= 9 gets an 'a' target; flashinfer/jit/core.py check_cuda_arch, lines 96-108:
+    sm75 or higher) build compute_120a for an RTX PRO 6000 (12.0), which nvcc has from CUDA
+    12.8 on (CUDA 12.8 release notes): covered, by JIT. A V100 (7.0) is below sm75: rejected."""
+    with zipfile.ZipFile(FLASHINFER) as zf:
+        assert not [n for n in zf.namelist() if n.endswith((".so", ".cubin", ".a"))]
+    main, _, log = served
+    args = ("flashinfer-python", "--gpu", "RTX PRO 6000", "--index-url", main)
+    before = log.read_text()
+    started = time.monotonic()
+    text = run_cli("versions", *args, *TARGET, env=ENV)
+    first = time.monotonic() - started
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    # the verdict is printed as it is decided (into this pipe), before the report's table
+    decided = lines.index("- 0.6.6 (main): RTX PRO 6000 jit: covers")
+    assert decided < next(i for i, line in enumerate(lines) if line.startswith("Versions of"))
+    assert any(
+        line.strip().startswith("$ pip install") and line.endswith(" flashinfer-python==0.6.6")
+        for line in lines
+    )
+    fetched = re.search(r"([\d,]+) bytes fetched", text.stdout)
+    assert fetched and int(fetched.group(1).replace(",", "")) > 0
+    assert "flashinfer_python-0.6.6-" in log.read_text()[len(before) :]
+    # the rerun: the wheel's contents come from the cache, named by the index's sha256
+    before = log.read_text()
+    started = time.monotonic()
+    code, doc = versions(*args, "--gpu", "V100")
+    again = time.monotonic() - started
+    asked = log.read_text()[len(before) :]
+    assert "flashinfer_python-0.6.6-" not in asked  # only the project page was asked for
+    assert doc["bytes_fetched"] == 0 and again <= 5, (again, first)
+    assert code == 1 and rows(doc) == [("0.6.6", "main", ["jit", "none"], False)]
+    (_, v100) = doc["versions"][0]["verdicts"]
+    assert "check_cuda_arch() rejects 7.0" in v100["reason"]

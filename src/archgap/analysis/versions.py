@@ -5,6 +5,10 @@ A variant *covers* a GPU when its kernels run there: ``native``, ``jit`` (PTX th
 at load), and ``partial`` unless ``strict`` (as ``scan`` counts gaps). ``no-kernels`` does not
 cover: a variant without device code (a ``+cpu`` build, a placeholder wheel) runs nothing on the
 GPU, and recommending it would be wrong. ``unknown`` does not cover: nothing was decided.
+
+A JIT package (FlashInfer) ships no kernels in its wheel on purpose: it compiles them at first
+use, so its wheel is judged by its JIT model instead (``jit_verdict``): ``jit`` when some CUDA
+toolkit's nvcc builds code for the GPU by that release's rules, ``none`` when none does.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.verdicts import JIT, NATIVE, PARTIAL, UNKNOWN
+from archgap.analysis.fixes import flashinfer_supports, normalised_target
+from archgap.analysis.verdicts import JIT, NATIVE, NO_KERNELS, NONE, PARTIAL, UNKNOWN, Verdict
+from archgap.kb import toolchain as kb
 
 
 @dataclass(frozen=True)
@@ -61,3 +67,43 @@ class VersionsReport:
 
 def covers(verdict: str, strict: bool) -> bool:
     return verdict in (NATIVE, JIT) or (verdict == PARTIAL and not strict)
+
+
+def variant_verdict(
+    package: str, version: str, gpu: GpuTarget, verdict: Verdict, reason: str
+) -> tuple[Verdict, str]:
+    """A variant's verdict on a GPU: its wheel's, or for a JIT package whose wheel has no
+    kernels, its JIT model's."""
+    if verdict != NO_KERNELS:
+        return verdict, reason
+    return jit_verdict(package, version, gpu) or (verdict, reason)
+
+
+def jit_verdict(package: str, version: str, gpu: GpuTarget) -> tuple[Verdict, str] | None:
+    """What a package that compiles its kernels at first use does on the GPU, from its JIT model
+    (kb/jit.json): the first CUDA whose nvcc builds a target for it by this release's rules
+    (FlashInfer's _normalize_cuda_arch and check_cuda_arch); None for a package without one."""
+    rules = kb.jit_rules().flashinfer
+    if package != rules.package:
+        return None
+    cc = gpu.compute_capability
+    name = f"FlashInfer {version}"
+    if not flashinfer_supports(cc):
+        why = f"check_cuda_arch() rejects {cc} whatever the toolkit"
+        source = rules.min_compute_capability_source
+        return NONE, f"{name} compiles its kernels at first use, but {why} ({source})"
+    rng = kb.flashinfer_range(version)
+    if rng is None:
+        return (
+            UNKNOWN,
+            f"{name} compiles its kernels at first use; archgap models its rules from 0.3.1",
+        )
+    for release in kb.toolkit_releases():
+        target = normalised_target(rng, cc, release.cuda)
+        if target is not None:
+            return JIT, (
+                f"no kernels in the wheel: {name} compiles them at first use, {target} for {cc} "
+                f"with the nvcc of CUDA >= {release.cuda} ({rng.source})"
+            )
+    why = f"no known CUDA's nvcc builds code for {cc} by its rules"
+    return NONE, f"{name} compiles its kernels at first use, but {why} ({rng.source})"

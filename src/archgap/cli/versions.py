@@ -55,15 +55,23 @@ OPTIONS = (
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu
     from archgap.api import versions
-    from archgap.index.resolve import ResolveError
+    from archgap.index.resolve import ResolveError, indexes
     from archgap.report import versions as rendering
 
     started = time.monotonic()
+    options = opt.index_options(args)
+    each = None
+    if not out.json_mode and out.format == "text" and not out.quiet:
+        urls = indexes(options.index_url, list(options.extra_index_urls))
+
+        def each(variant: Any) -> None:  # as soon as it is decided, in a pipe too
+            print(rendering.decided(variant, urls), flush=True)
+
     try:
         with out.counter(f"judging {args.package}") as tell:
             report = versions(
-                args.package, gpus=args.gpu, options=opt.index_options(args), first=args.first,
-                driver=args.driver, strict=args.strict, progress=tell,
+                args.package, gpus=args.gpu, options=options, first=args.first,
+                driver=args.driver, strict=args.strict, progress=tell, each=each,
             )  # fmt: skip
     except (UnknownGpu, ResolveError, ValueError) as exc:
         raise UsageError(str(exc)) from None

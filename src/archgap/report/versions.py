@@ -4,6 +4,7 @@ table (text, Markdown, CSV) and as the JSON body."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from archgap.analysis.versions import VersionsReport, VersionVerdict
@@ -12,8 +13,21 @@ from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, m
 
 def index_label(report: VersionsReport, url: str) -> str:
     """ "main" for the first index, "extra N" for the others (their URLs are listed once)."""
-    position = report.indexes.index(url) if url in report.indexes else -1
+    return _index_label(report.indexes, url)
+
+
+def _index_label(indexes: Sequence[str], url: str) -> str:
+    position = list(indexes).index(url) if url in indexes else -1
     return "main" if position == 0 else f"extra {position}"
+
+
+def decided(variant: VersionVerdict, indexes: Sequence[str]) -> str:
+    """One variant's verdict as soon as it is decided: "- 3.0 (main): T4 none: does not cover"."""
+    where = f"- {variant.version} ({_index_label(indexes, variant.index)})"
+    if variant.problem:
+        return f"{where}: unread: {variant.problem}"
+    verdicts = ", ".join(f"{g.gpu} {g.verdict}" for g in variant.verdicts)
+    return f"{where}: {verdicts}: {'covers' if variant.covers else 'does not cover'}"
 
 
 def table(report: VersionsReport) -> Table:
