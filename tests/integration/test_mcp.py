@@ -6,13 +6,17 @@ JSON Schema file).
 The environments are the real flashinfer-python 0.6.8 release (test data, never imported) with
 a CUDA_HOME whose nvcc prints the recorded CUDA 12.8 banner: FlashInfer 0.6.8 raises
 "SM 12.x requires CUDA >= 12.9" for a 12.x GPU under nvcc 12.8 (compilation_context.py:56),
-swallows it and rejects the GPU with "requires GPUs with sm75 or higher" (jit/core.py)."""
+swallows it and rejects the GPU with "requires GPUs with sm75 or higher" (jit/core.py:108).
+A suffixed FLASHINFER_CUDA_ARCH_LIST is used verbatim (compilation_context.py:67-69), and nvcc
+12.8 knows compute_120a: the fix sets FLASHINFER_CUDA_ARCH_LIST=12.0a. The fixes run on a
+copy of the venv; tests/.data is never modified."""
 
 from __future__ import annotations
 
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -28,6 +32,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from archgap import api
 from archgap.report.jsondoc import schema
 from tests.helpers import FIXTURES, run_cli
+from tests.integration.test_fix_cli import tree_hashes
 from tests.integration.test_remote_services import require, services
 from tests.toolkit_stubs import banner_toolkit, venv_python
 
@@ -38,6 +43,12 @@ CURAND = venv_python("venv-nvidia-curand-10.4.0.35")  # native libraries: progre
 SM75 = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
 # What an assistant may name a machine with, on every tool that reaches one.
 TARGETS = {"host", "container", "pod", "via"}
+# Every command an assistant may ask; the tools that change the target only with --allow-fix.
+READ_ONLY = {
+    "scan", "explain", "trace", "gates", "kernels", "versions", "recipe", "gpus", "probe",
+    "fleet", "fix",
+}  # fmt: skip
+CHANGING = {"fix_apply", "fix_undo"}
 
 
 @dataclass
@@ -81,7 +92,8 @@ def connected(env: dict[str, str], *args: str) -> Iterator[Client]:
 
 
 def _server_env(tmp: Path) -> dict[str, str]:
-    env = {"CUDA_HOME": str(banner_toolkit(tmp, "12.8"))}
+    # The fix journal's default place is under XDG_STATE_HOME: here, never the user's.
+    env = {"CUDA_HOME": str(banner_toolkit(tmp, "12.8")), "XDG_STATE_HOME": str(tmp / "state")}
     ssh = services().get("ssh") or {}
     if ssh.get("ok"):  # the remote test skips with the reason when the sshd could not start
         env["ARCHGAP_SSH_CONFIG"] = ssh["config"]
@@ -92,6 +104,35 @@ def _server_env(tmp: Path) -> dict[str, str]:
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     with connected(_server_env(tmp_path_factory.mktemp("mcp"))) as connection:
         yield connection
+
+
+@pytest.fixture(scope="module")
+def allowed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    """The server started with --allow-fix."""
+    with connected(_server_env(tmp_path_factory.mktemp("mcp-fix")), "--allow-fix") as connection:
+        yield connection
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A copy of the flashinfer 0.6.8 venv (57 MB) and the EnvironmentFile of the service that
+    runs it, with CUDA_HOME at nvcc 12.8; the fix journal outside the copy, not yet made."""
+    _needs(FLASHINFER_068)
+    root = tmp_path_factory.mktemp("service")
+    shutil.copytree(FLASHINFER_068.parent.parent, root / "venv", symlinks=True)
+    env_file = root / "etc" / "sglang.env"
+    env_file.parent.mkdir()
+    env_file.write_text(
+        f"# sglang.service EnvironmentFile\nCUDA_HOME={banner_toolkit(root, '12.8')}\n"
+    )
+    state = tmp_path_factory.mktemp("journal") / "state"
+    return {"root": root, "venv": root / "venv", "env": env_file, "state": state}
+
+
+def _fix_arguments(service: dict[str, Path]) -> dict[str, Any]:
+    """The incident's fix: the service's environment, its env file the place to change."""
+    python, env = str(service["venv"] / "bin" / "python"), str(service["env"])
+    return {"python": python, "gpus": ["RTX PRO 6000"], "env_from": env, "env_file": env}
 
 
 def _document(result: Any, command: str) -> dict[str, Any]:
@@ -115,34 +156,45 @@ def _needs(python: Path) -> None:
         pytest.skip(f"scripts/testdata has not installed {python.parent.parent.name}")
 
 
-def test_tools_take_the_api_keywords_under_the_same_names(client: Client) -> None:
-    tools = client.tools()
-    read_only = {"scan", "explain", "trace", "gates", "kernels", "versions", "fleet"}
-    assert read_only <= set(tools) and "fix_apply" not in tools
-    # Every read-only command the api has is a tool.
-    commands = ("recipe", "gpus", "probe", "fix")
-    assert {c for c in commands if c in tools} == {c for c in commands if hasattr(api, c)}
+def _check_schemas(tools: dict[str, Any]) -> None:
+    """Each tool takes its api function's keywords under the same names and lists its
+    command's JSON Schema as its output schema."""
     for name, tool in tools.items():
-        function = getattr(api, name)
-        keywords = set(inspect.signature(function).parameters)
+        command = "fix" if name in CHANGING else name  # applying and undoing are api.fix
+        keywords = set(inspect.signature(getattr(api, command)).parameters)
         properties = set(tool.input_schema["properties"])
         # Each property is one of the function's keywords, a field of a dataclass keyword
         # (explain's Where, fleet's FleetSource) or a way of naming the target.
         assert "root" not in properties and "progress" not in properties, name
-        assert tool.output_schema == schema(name), name
-        assert tool.annotations.read_only_hint is True
+        assert tool.input_schema["additionalProperties"] is False, name
+        assert tool.output_schema == schema(command), name
+        assert tool.annotations.read_only_hint is (name not in CHANGING), name
         if "target" in keywords:
             assert properties >= TARGETS, name
         plain = properties - TARGETS - {"python", "env_from", "timeout", "documents"}
         assert plain <= keywords, (name, plain - keywords)
+        # What the tool itself decides is not an input: fix plans, fix_apply applies.
+        assert not properties & {"apply", "undo"}, name
+
+
+def test_tools_take_the_api_keywords_under_the_same_names(client: Client) -> None:
+    tools = client.tools()
+    assert set(tools) == READ_ONLY  # fix_apply and fix_undo only with --allow-fix
+    _check_schemas(tools)
     explain = tools["explain"].input_schema
     assert explain["required"] == ["log"] and explain["properties"]["log"]["type"] == "string"
     assert explain["properties"]["gpus"]["items"] == {"type": "string"}
     assert {"python", "env_from"} | TARGETS <= set(explain["properties"])  # Where's fields
     scan = tools["scan"].input_schema
     assert {"python", "gpus", "env_from", "driver", "strict"} <= set(scan["properties"])
-    assert scan["additionalProperties"] is False
     assert set(tools["fleet"].input_schema["properties"]) == {"documents", "gpus"}
+    assert set(tools["gpus"].input_schema["properties"]) == {"names"}
+    recipe = set(tools["recipe"].input_schema["properties"])
+    assert recipe == {"gpus", "from_paths", "toolkit", "arch_specific", "ptx"}
+    assert {"sections", "require", "env_from"} <= set(tools["probe"].input_schema["properties"])
+    # The plan takes where the fix would go, not how applying goes (force, only, the journal).
+    fix = set(tools["fix"].input_schema["properties"])
+    assert {"env_file", "systemd", "gpus"} <= fix and not fix & {"force", "only", "state_dir"}
 
 
 def test_explain_of_the_seed_log_names_nvcc_12_9(client: Client) -> None:
@@ -225,21 +277,140 @@ def test_bad_arguments_are_tool_errors_and_the_server_goes_on(client: Client) ->
     unreachable = _error(client.call("trace", {"name": "X", "host": "nohost.invalid"}))
     assert "nohost.invalid" in unreachable
     assert "kind" in _error(client.call("gates", {"paths": [str(ROOT)], "kinds": ["no-such"]}))
+    assert "RTX 9999" in _error(client.call("gpus", {"names": ["RTX 9999"]}))
+    assert "no GPU" in _error(client.call("recipe", {}))
+    assert "sections" in _error(client.call("probe", {"sections": ["no-such"]}))
     # ... and it still answers.
     assert _document(client.call("explain", {"log": SM75}), "explain")["explain"]["signature"]
 
 
-def test_fix_apply_is_off_unless_the_server_allows_it(client: Client, tmp_path: Path) -> None:
-    assert "fix_apply" not in client.tools()
-    assert "--allow-fix" in _error(client.call("fix_apply", {}))
-    with connected(_server_env(tmp_path), "--allow-fix") as allowed:
-        tools = allowed.tools()
-    # Applying is the api's fix with apply=True: listed with the flag wherever the api fixes.
-    assert ("fix_apply" in tools) == hasattr(api, "fix")
-    if "fix_apply" in tools:
-        assert tools["fix_apply"].annotations.read_only_hint is False
-        assert "apply" not in tools["fix"].input_schema["properties"]
-        assert "apply" not in tools["fix_apply"].input_schema["properties"]
+def test_gpus_resolves_a_product_name(client: Client) -> None:
+    # NVIDIA's CUDA GPUs list: the H100 (PCIe and SXM alike) is compute capability 9.0, Hopper,
+    # whose SASS is sm_90.
+    result = client.call("gpus", {"names": ["H100 PCIe"]})
+    (gpu,) = _document(result, "gpus")["gpus"]
+    assert "H100" in gpu["name"] and "PCIe" not in gpu["name"]
+    assert (gpu["compute_capability"], gpu["architecture"], gpu["sm"]) == ("9.0", "Hopper", "sm_90")
+    assert gpu["source"].startswith("https://")
+    assert "H100 9.0 (Hopper)" in result.content[0].text
+
+
+def test_recipe_for_hopper_and_blackwell_builds_one_sass_target_each(client: Client) -> None:
+    # SASS sm_XY runs only on X.Z with Z >= Y of the same major: H100 (9.0) needs sm_90, the RTX
+    # PRO 6000 (12.0) sm_120, neither covers the other. CUDA 12.8 is the first toolkit that
+    # targets sm_120 (its release notes), so the build needs >= 12.8.
+    gpus = ["H100", "RTX PRO 6000"]
+    doc = _document(client.call("recipe", {"gpus": gpus}), "recipe")
+    assert {t["name"] for t in doc["targets"] if t["kind"] == "sass"} == {"sm_90", "sm_120"}
+    assert doc["builds_with"]["oldest"] == "12.8"
+    torch_list = doc["spellings"]["TORCH_CUDA_ARCH_LIST"].replace("+PTX", "").split(";")
+    assert sorted(torch_list) == ["12.0", "9.0"]
+    # The inputs reach the api: sm_XYa runs only on exactly X.Y, and no PTX was asked for.
+    exact = _document(
+        client.call("recipe", {"gpus": gpus, "arch_specific": True, "ptx": False}), "recipe"
+    )
+    assert [(t["name"], t["kind"]) for t in exact["targets"]] == [
+        ("sm_90a", "sass"),
+        ("sm_120a", "sass"),
+    ]
+
+
+def test_probe_returns_the_facts_document(client: Client) -> None:
+    _needs(FLASHINFER_068)
+    arguments = {
+        "python": str(FLASHINFER_068), "sections": ["gpu", "python"], "require": ["RTX PRO 6000"],
+    }  # fmt: skip
+    result = client.call("probe", arguments)
+    doc = _document(result, "probe")
+    assert doc["target"] == "local" and set(doc["facts"]["sections"]) == {"gpu", "python"}
+    python = doc["facts"]["sections"]["python"]
+    assert python["executable"] == str(FLASHINFER_068)
+    assert ("flashinfer-python", "0.6.8") in [
+        (d["name"], d["version"]) for d in python["distributions"]
+    ]
+    # An RTX PRO 6000 is compute capability 12.0: missing unless the facts show such a GPU.
+    present = {g["compute_capability"] for g in doc["facts"]["sections"]["gpu"]["gpus"]}
+    assert [m.split(" (")[0] for m in doc["missing"]] == (
+        [] if "12.0" in present else ["RTX PRO 6000"]
+    )
+    assert result.content[0].text.startswith("archgap probe: facts of local")
+
+
+def test_trace_names_the_writes_of_target_cuda_archs(client: Client) -> None:
+    _needs(FLASHINFER_068)
+    # Read off the released compilation_context.py by hand: `self.TARGET_CUDA_ARCHS = set()` at
+    # 62, the FLASHINFER_CUDA_ARCH_LIST branch's adds at 70 and 72, auto-detection's at 79.
+    arguments = {"name": "TARGET_CUDA_ARCHS", "python": str(FLASHINFER_068)}
+    result = client.call("trace", {**arguments, "dists": ["flashinfer-python"]})
+    found = _document(result, "trace")["trace"]
+    writes = [
+        (o["path"].split("site-packages/", 1)[1], o["line"])
+        for o in found["occurrences"]
+        if o["kind"] == "write"
+    ]
+    assert writes == [("flashinfer/compilation_context.py", n) for n in (62, 70, 72, 79)]
+    assert "TARGET_CUDA_ARCHS: 4 write(s)" in result.content[0].text
+
+
+def test_gates_finds_the_check_that_rejects_the_gpu(client: Client) -> None:
+    _needs(FLASHINFER_068)
+    (site,) = FLASHINFER_068.parent.parent.glob("lib/python*/site-packages")
+    core = site / "flashinfer" / "jit" / "core.py"
+    doc = _document(
+        client.call("gates", {"python": str(FLASHINFER_068), "paths": [str(core)]}), "gates"
+    )
+    (check,) = [
+        f
+        for t in doc["gates"]["targets"]
+        for f in t["functions"]
+        if f["function"] == "check_cuda_arch"
+    ]
+    # core.py:108, read by hand: raise RuntimeError("FlashInfer requires GPUs with sm75 or higher")
+    raises = [(g["line"], g["message"]) for g in check["gates"] if g["kind"] == "raise"]
+    assert raises == [(108, SM75.removeprefix("RuntimeError: "))]
+
+
+def test_fix_plans_the_change_and_modifies_nothing(
+    client: Client, service: dict[str, Path]
+) -> None:
+    before = tree_hashes(service["root"])  # the venv, the env file and the toolkit
+    result = client.call("fix", _fix_arguments(service))
+    doc = _document(result, "fix")
+    assert tree_hashes(service["root"]) == before and not service["state"].exists()
+    assert doc["gap"] is True and doc["applied"] is None and doc["verified"] is None
+    kinds = {a["kind"]: a for a in doc["actions"]}
+    assert all(SM75 in a["removes"][0] for a in doc["actions"])
+    assert "+FLASHINFER_CUDA_ARCH_LIST=12.0a" in kinds["env"]["diff"]
+    assert "nothing changed" in result.content[0].text
+    # Applying is not an input of the plan.
+    assert "apply" in _error(client.call("fix", {**_fix_arguments(service), "apply": True}))
+    assert tree_hashes(service["root"]) == before
+
+
+def test_changing_tools_are_off_without_allow_fix(client: Client) -> None:
+    for name in sorted(CHANGING):
+        assert name not in client.tools()
+        assert "archgap mcp --allow-fix" in _error(client.call(name, {}))
+
+
+def test_with_allow_fix_fix_apply_applies_and_fix_undo_reverts(
+    allowed: Client, service: dict[str, Path]
+) -> None:
+    tools = allowed.tools()
+    assert set(tools) == READ_ONLY | CHANGING
+    _check_schemas(tools)
+    assert all(tools[name].annotations.destructive_hint for name in CHANGING)
+    venv, env = tree_hashes(service["venv"]), service["env"].read_bytes()
+    arguments = {**_fix_arguments(service), "only": "env", "state_dir": str(service["state"])}
+    result = allowed.call("fix_apply", arguments)
+    doc = _document(result, "fix")
+    assert [c["path"] for c in doc["applied"]["changed"]] == [str(service["env"])]
+    assert service["env"].read_bytes() == env + b"FLASHINFER_CUDA_ARCH_LIST=12.0a\n"
+    assert [v["status"] for v in doc["verified"]] == ["gone"]  # the rescan: no failure left
+    assert tree_hashes(service["venv"]) == venv
+    undone = _document(allowed.call("fix_undo", {"state_dir": str(service["state"])}), "fix")
+    assert [r["path"] for r in undone["undo"]["restored"]] == [str(service["env"])]
+    assert service["env"].read_bytes() == env and tree_hashes(service["venv"]) == venv
 
 
 def test_without_the_sdk_the_command_says_which_extra_to_install() -> None:

@@ -28,7 +28,15 @@ from mcp.server.stdio import stdio_server
 
 from archgap import __version__
 from archgap.mcp.schema import ArgumentError, Derived, bind
-from archgap.mcp.tools import FIX_APPLY, READ_ONLY, ToolSpec, document, output_schema, summary
+from archgap.mcp.tools import (
+    ALLOW_FIX,
+    CHANGING,
+    READ_ONLY,
+    ToolSpec,
+    document,
+    output_schema,
+    summary,
+)
 
 Tell = Callable[[int, int, str], None]
 PROGRESS_INTERVAL = 0.1  # seconds between progress notifications (the last one always goes)
@@ -46,12 +54,13 @@ class Tool:
 
 
 class Toolbox:
-    """The tools the api offers (``fix_apply`` only with ``allow_fix``), and their calls."""
+    """The tools the api offers (those that change the target only with ``allow_fix``), and
+    their calls."""
 
     def __init__(self, allow_fix: bool = False) -> None:
         api = importlib.import_module("archgap.api")
         self.tools: dict[str, Tool] = {}
-        for spec in (*READ_ONLY, *((FIX_APPLY,) if allow_fix else ())):
+        for spec in (*READ_ONLY, *(CHANGING if allow_fix else ())):
             function = getattr(api, spec.function, None)
             if callable(function):
                 self.tools[spec.name] = Tool(spec, function, spec.derived(function))
@@ -63,7 +72,7 @@ class Toolbox:
                 description=tool.spec.purpose,
                 input_schema=tool.derived.schema,
                 output_schema=output_schema(tool.spec.command),
-                annotations=_annotations(tool.spec is not FIX_APPLY),
+                annotations=_annotations(not tool.spec.changes),
             )
             for name, tool in self.tools.items()
         ]
@@ -72,8 +81,11 @@ class Toolbox:
         """The document of tool ``name`` for ``arguments``; a bad call raises ArgumentError."""
         tool = self.tools.get(name)
         if tool is None:
-            if name == FIX_APPLY.name:
-                raise ArgumentError("fix_apply is off: start the server with --allow-fix")
+            if name in {spec.name for spec in CHANGING}:
+                raise ArgumentError(
+                    f"{name} changes the target and is off: start the server with "
+                    f"`archgap mcp {ALLOW_FIX}` to offer it"
+                )
             raise ArgumentError(f"no tool {name!r}")
         problem = jsonschema.exceptions.best_match(tool.validator.iter_errors(dict(arguments)))
         if problem is not None:
@@ -84,13 +96,13 @@ class Toolbox:
         keywords.update(tool.spec.fixed)
         started = time.monotonic()
         result = tool.function(**keywords)
-        doc: dict[str, Any] = document(tool.spec, result, arguments, time.monotonic() - started)
-        return doc
+        return document(tool.spec, result, arguments, time.monotonic() - started)
 
 
 def _annotations(read_only: bool) -> types.ToolAnnotations:
-    """Hints for the client: the read-only tools change nothing; fix_apply edits files (each
-    backed up, undone by ``archgap fix --undo``). All may reach other machines and indexes."""
+    """Hints for the client: the read-only tools change nothing; fix_apply and fix_undo edit
+    files (each backed up, so each change can be reverted). All may reach other machines and
+    indexes."""
     if read_only:
         return types.ToolAnnotations(read_only_hint=True, open_world_hint=True)
     return types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)

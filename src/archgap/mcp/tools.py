@@ -2,17 +2,22 @@
 
 Inputs are not written here: ``schema.derive`` reads them off the api function, so a tool
 takes exactly the keywords the api does, under the same names. A tool is listed only when the
-api has its function.
+api has its function. Results are not rendered here either: the command's report module makes
+the document (``document(result)``, or ``body`` for the few that take more than the result,
+``BODY_INPUTS``), the same one its ``--json`` prints, checked against the command's schema.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
+
+import jsonschema
 
 from archgap.mcp.schema import Derived, derive
 
@@ -34,7 +39,8 @@ DESCRIBED = {
     "timeout": "seconds the probe may take on the target",
     "name": "the variable or attribute to trace (TARGET_CUDA_ARCHS)",
     "kinds": "only these kinds of gate",
-    "require": "GPUs the code must run on (names or compute capabilities): the build gate",
+    "require": "GPUs that must be covered (names or compute capabilities): for kernels the "
+    "build gate, for probe the GPUs the machine must have",
     "deep": "read every kernel entry, not one row per kind",
     "strict": "a library with only PTX (or nothing) for a GPU fails too",
     "driver": "judge against this NVIDIA driver version (580.65.06) instead of the detected one",
@@ -42,6 +48,21 @@ DESCRIBED = {
     "documents": "archgap probe documents: files or directories of them",
     "package": "a project name, or a requirement that narrows the versions (torch>=2.8)",
     "first": "stop at the newest version that covers the GPUs",
+    "names": "GPU names or compute capabilities to look up (default: every GPU archgap knows)",
+    "sections": "the facts to collect: gpu, python, toolchains, binaries, caches, loader",
+    "from_paths": "archgap probe documents whose GPUs are built for too (files or directories)",
+    "toolkit": "the CUDA version to build with (12.8, 13.0); default: the newest that builds "
+    "native code for every GPU",
+    "arch_specific": "arch-specific targets (sm_90a, sm_120a) for kernels that use their features",
+    "ptx": "also PTX of the newest architecture, which the driver compiles for later GPUs",
+    "env_file": "the service's environment file that the fix edits (KEY=value lines)",
+    "systemd": "the systemd unit that the fix gives a drop-in (sglang.service)",
+    "systemd_dir": "where the unit's drop-in directory is",
+    "state_dir": "the directory of the fix journal and its backups on the target (default: "
+    "its user's state directory)",
+    "only": "apply only the fixes of this kind (env, upgrade, patch); default: the kind the "
+    "plan ranks first",
+    "force": "also restore files edited since archgap changed them (their edits are lost)",
 }
 # The server fills these: a callback told as work proceeds becomes MCP progress notifications.
 PROGRESS = frozenset({"progress", "tell"})
@@ -58,6 +79,7 @@ class ToolSpec:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     omit: frozenset[str] = frozenset()
     document: str = ""  # the schema's command, when not the tool's name
+    changes: bool = False  # writes on the target: listed only when the server allows fixes
 
     @property
     def command(self) -> str:
@@ -129,44 +151,83 @@ READ_ONLY = (
     ToolSpec(
         "fix",
         "fix",
-        "The fixes scan proposes, as exact changes (a plan: nothing is changed).",
-        fixed={"apply": False},
-        omit=frozenset({"undo", "force", "only"}),
+        "The fixes scan proposes, as exact changes: each diff or command, and the export lines "
+        "where no file is named. A plan: nothing is changed (fix_apply applies it).",
+        fixed={"apply": False, "undo": False},
+        omit=frozenset({"force", "only", "state_dir"}),
     ),
 )
-# Changes the target: listed only when the server is started with --allow-fix.
-FIX_APPLY = ToolSpec(
-    "fix_apply",
-    "fix",
-    "Apply the fixes scan proposes on the target (reversibly: each file backed up, undone by "
-    "`archgap fix --undo`), then scan again to confirm them.",
-    fixed={"apply": True},
-    omit=frozenset({"undo", "force"}),
-    document="fix",
+# They change the target: listed (and callable) only when the server is started with --allow-fix.
+CHANGING = (
+    ToolSpec(
+        "fix_apply",
+        "fix",
+        "Apply the fixes scan proposes on the target (reversibly: each file backed up, a file "
+        "changed since the plan refused), then scan again to confirm them; fix_undo reverts.",
+        fixed={"apply": True, "undo": False},
+        omit=frozenset({"force"}),
+        document="fix",
+        changes=True,
+    ),
+    ToolSpec(
+        "fix_undo",
+        "fix",
+        "Revert every change fix_apply (or archgap fix --apply) made on the target, newest "
+        "first, from the journal in state_dir; a file edited since is refused unless force.",
+        fixed={"undo": True, "apply": False},
+        omit=frozenset(
+            {"python", "gpus", "env_from", "env_file", "systemd", "systemd_dir", "only"}
+        ),
+        document="fix",
+        changes=True,
+    ),
 )
+ALLOW_FIX = "--allow-fix"
 
 
-def document(spec: ToolSpec, result: Any, arguments: Mapping[str, Any], seconds: float) -> Any:
-    """The tool's result as the command's versioned JSON document: the api's document itself,
-    or its typed result as ``archgap.report.<command>.document`` renders it."""
-    if isinstance(result, dict):
-        return result
-    import importlib
+# The commands whose report module's ``body`` takes more than the result: those inputs, from
+# the call's arguments and the seconds it took. Every other command's module has
+# ``document(result)``, or a ``body(result)`` put in the versioned envelope here.
+BODY_INPUTS: dict[str, Callable[[Mapping[str, Any], float], tuple[Any, ...]]] = {
+    "scan": lambda arguments, seconds: (seconds,),
+    "versions": lambda arguments, seconds: (bool(arguments.get("first")), seconds),
+}
 
-    rendering = importlib.import_module(f"archgap.report.{spec.command}")
-    if hasattr(rendering, "document"):
-        return rendering.document(result)
+
+class DocumentError(Exception):
+    """A result whose document does not follow the command's schema (archgap's own fault)."""
+
+
+def document(
+    spec: ToolSpec, result: Any, arguments: Mapping[str, Any], seconds: float
+) -> dict[str, Any]:
+    """The tool's result as the command's versioned JSON document, checked against the
+    command's schema: the api's document itself (explain, fleet), or the typed result as
+    ``archgap.report.<command>`` renders it."""
+    command = spec.command
+    doc = result if isinstance(result, dict) else _rendered(command, result, arguments, seconds)
+    problem = jsonschema.exceptions.best_match(_output_validator(command).iter_errors(doc))
+    if problem is not None:
+        where = "/".join(str(p) for p in problem.absolute_path)
+        raise DocumentError(
+            f"the {command} document does not follow its schema"
+            f"{' at ' + where if where else ''}: {problem.message}"
+        )
+    return doc
+
+
+def _rendered(
+    command: str, result: Any, arguments: Mapping[str, Any], seconds: float
+) -> dict[str, Any]:
+    rendering = importlib.import_module(f"archgap.report.{command}")
+    inputs = BODY_INPUTS.get(command)
+    if inputs is None and hasattr(rendering, "document"):
+        made: dict[str, Any] = rendering.document(result)
+        return made
     from archgap.report.jsondoc import document as envelope
 
-    if spec.command == "scan":
-        from archgap.report.scan import body
-
-        return envelope("scan", body(result, seconds))
-    if spec.command == "versions":
-        from archgap.report.versions import body as versions_body
-
-        return envelope("versions", versions_body(result, bool(arguments.get("first")), seconds))
-    raise TypeError(f"{spec.name}: no JSON document for {type(result).__name__}")
+    extra = inputs(arguments, seconds) if inputs is not None else ()
+    return envelope(command, rendering.body(result, *extra))
 
 
 @cache
@@ -175,6 +236,11 @@ def output_schema(command: str) -> dict[str, Any]:
     text = resources.files("archgap.schema").joinpath(f"{command}.schema.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
+
+
+@cache
+def _output_validator(command: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(output_schema(command))
 
 
 def summary(spec: ToolSpec, doc: Mapping[str, Any]) -> str:
@@ -224,25 +290,57 @@ def _versions(doc: Mapping[str, Any]) -> str:
 
 
 def _recipe(doc: Mapping[str, Any]) -> str:
+    targets = ", ".join(t.get("name", "?") for t in doc.get("targets") or [])
+    oldest = (doc.get("builds_with") or {}).get("oldest")
     spellings = doc.get("spellings") or {}
-    return f"TORCH_CUDA_ARCH_LIST={spellings.get('TORCH_CUDA_ARCH_LIST', '?')!r}"
+    return (
+        f"{targets or 'no target'} (CUDA {doc.get('toolkit')}, builds with >= {oldest}); "
+        f"TORCH_CUDA_ARCH_LIST={spellings.get('TORCH_CUDA_ARCH_LIST', '?')!r}"
+    )
+
+
+def _gpus(doc: Mapping[str, Any]) -> str:
+    found = doc.get("gpus") or []
+    if len(found) > 3:
+        return f"{len(found)} GPU(s)"
+    named = [
+        f"{g.get('name')} {g.get('compute_capability')} ({g.get('architecture')})" for g in found
+    ]
+    return f"{len(found)} GPU(s): {'; '.join(named)}" if named else "no GPU"
 
 
 def _probe(doc: Mapping[str, Any]) -> str:
-    if doc.get("error"):
-        return f"{doc.get('target')}: {doc['error']}"
+    error = doc.get("error")
+    if error:
+        return f"{doc.get('target')} could not be probed: {error.get('message')}"
+    sections = (doc.get("facts") or {}).get("sections") or {}
+    gpus = (sections.get("gpu") or {}).get("gpus")
+    line = f"facts of {doc.get('target')} ({', '.join(sorted(sections)) or 'no section'})"
+    if gpus is not None:
+        line += f", {len(gpus)} GPU(s)"
     missing = doc.get("missing") or []
-    return f"facts of {doc.get('target')}" + (f"; missing {', '.join(missing)}" if missing else "")
+    return line + (f"; missing {', '.join(missing)}" if missing else "")
 
 
 def _fix(doc: Mapping[str, Any]) -> str:
+    undo = doc.get("undo")
+    if undo is not None:
+        line = f"undo: {len(undo.get('restored') or [])} file(s) restored"
+        refused = undo.get("refused") or []
+        line += f", {len(refused)} refused (edited since; force restores them)" if refused else ""
+        return line + (f"; {undo['error']}" if undo.get("error") else "")
     actions = doc.get("actions") or []
-    line = f"{len(actions)} action(s)" + (f", first: {actions[0].get('action')}" if actions else "")
+    line = ("gap found" if doc.get("gap") else "no gap") + f", {len(actions)} action(s)"
+    line += f", first: {actions[0].get('action')}" if actions else ""
     applied = doc.get("applied")
     if applied:
         line += f"; applied: {len(applied.get('changed') or [])} file(s) changed"
         if applied.get("error"):
             line += f", refused: {applied['error']}"
+        statuses = [v.get("status") for v in doc.get("verified") or []]
+        line += f"; rescanned: {', '.join(str(s) for s in statuses)}" if statuses else ""
+    elif actions:
+        line += " (a plan: nothing changed)"
     return line
 
 
@@ -258,7 +356,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "kernels": _counted("files", "file(s) with device code"),
     "versions": _versions,
     "recipe": _recipe,
-    "gpus": _counted("gpus", "GPU(s)"),
+    "gpus": _gpus,
     "probe": _probe,
     "fleet": _fleet,
     "fix": _fix,
