@@ -81,9 +81,21 @@ def scan_gap(s: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
     return result.returncode, fails
 
 
+def test_env_file_is_the_deprecated_name_of_write_env_file(setup: dict[str, Any]) -> None:
+    # --env-from reads an environment, fix writes one: the writing option says so in its name;
+    # the old name still plans the same change, with a warning that names the new one.
+    args = ["fix", "--python", str(setup["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    args += ["--env-from", str(setup["env"]), "--state-dir", str(setup["tmp"] / "state"), "--json"]
+    old = run_cli(*args, "--env-file", str(setup["env"]), env={"CUDA_HOME": ""})
+    assert "--env-file is deprecated: use --write-env-file" in old.stderr
+    code, new = fix(setup, "--write-env-file", str(setup["env"]))
+    assert old.returncode == code == 1
+    assert json_output(old, "fix")["actions"] == new["actions"]
+
+
 def test_dry_run_then_env_fix_then_undo_over_a_hand_edit(setup: dict[str, Any]) -> None:
     before = tree_hashes(setup["tmp"])
-    code, doc = fix(setup, "--env-file", str(setup["env"]))
+    code, doc = fix(setup, "--write-env-file", str(setup["env"]))
     # The dry run: every file of the venv, the env file and the toolkit as they were, no journal.
     assert tree_hashes(setup["tmp"]) == before and not (setup["tmp"] / "state").exists()
     assert code == 1 and doc["gap"] is True and doc["applied"] is None
@@ -97,7 +109,7 @@ def test_dry_run_then_env_fix_then_undo_over_a_hand_edit(setup: dict[str, Any]) 
     assert raised in kinds["patch"]["diff"]
 
     original = setup["env"].read_bytes()
-    code, doc = fix(setup, "--env-file", str(setup["env"]), "--apply", "--only", "env")
+    code, doc = fix(setup, "--write-env-file", str(setup["env"]), "--apply", "--only", "env")
     assert code == 0, doc
     assert [c["path"] for c in doc["applied"]["changed"]] == [str(setup["env"])]
     assert [v["status"] for v in doc["verified"]] == ["gone"]
@@ -141,13 +153,13 @@ def test_patch_removes_the_gap_and_undo_restores_every_file(setup: dict[str, Any
 
 def test_refusals_are_reasons_and_exit_3(setup: dict[str, Any]) -> None:
     missing = setup["tmp"] / "no-such-dir" / "x.env"
-    code, doc = fix(setup, "--env-file", str(missing), "--apply")
+    code, doc = fix(setup, "--write-env-file", str(missing), "--apply")
     assert code == 3 and "does not exist" in doc["applied"]["error"]
     assert not missing.parent.exists()
     (setup["tmp"] / "state").mkdir(exist_ok=True)
     (setup["tmp"] / "state" / "journal.json").write_text("[")
     before = setup["env"].read_bytes()
-    code, doc = fix(setup, "--env-file", str(setup["env"]), "--apply")
+    code, doc = fix(setup, "--write-env-file", str(setup["env"]), "--apply")
     assert code == 3 and "is corrupt" in doc["applied"]["error"]
     assert setup["env"].read_bytes() == before
     code, doc = fix(setup, "--undo")

@@ -26,10 +26,20 @@ DESCRIPTION = (
     "finds, on the target. Exit: 0 no gap / confirmed / undone, 1 gap planned or not confirmed, "
     "2 usage or probe error, 3 refused (nothing changed)."
 )
+WRITE_ENV_FILE = opt.option(
+    "--write-env-file",
+    dest="env_file",
+    metavar="FILE",
+    help="write the variables to this env file (KEY=VALUE lines: systemd's EnvironmentFile=, "
+    "docker --env-file); --env-from only reads one",
+)
 OPTIONS = (
     opt.ENVIRONMENT,
     opt.gpu_option("as in scan"),
-    opt.env_from_option("the service's environment"),
+    opt.env_from_option(
+        "read the service's environment (a process id, an env file or `docker inspect` JSON) "
+        "instead of the shell's; it is not written to: see --write-env-file"
+    ),
     opt.flag("--apply", "make the changes (default: show)"),
     opt.option(
         "--only",
@@ -37,7 +47,8 @@ OPTIONS = (
         help="apply only this kind; upgrade and patch are applied only when named here",
     ),
     opt.one_of(
-        opt.option("--env-file", metavar="FILE", help="write variables to this env file"),
+        WRITE_ENV_FILE,
+        opt.deprecated("--env-file", WRITE_ENV_FILE),
         opt.option("--systemd", metavar="UNIT", help="write variables to a drop-in of UNIT"),
     ),
     opt.hidden("--systemd-dir", default="/etc/systemd/system"),

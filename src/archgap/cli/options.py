@@ -124,6 +124,32 @@ def listed(name: str, metavar: str, help: str, **settings: Any) -> Option:
     )
 
 
+class _Deprecated(argparse.Action):
+    """An old name of an option: it still works, and says on stderr which name to use."""
+
+    def __init__(self, *args: Any, replacement: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.replacement = replacement
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        import sys
+
+        sys.stderr.write(f"archgap: {option} is deprecated: use {self.replacement}\n")
+        setattr(namespace, self.dest, values)
+
+
+def deprecated(name: str, replacement: Option) -> Option:
+    """``name``: the old, deprecated name of ``replacement`` (so said in --help)."""
+    new = replacement.names[0]
+    settings = {k: v for k, v in replacement.settings.items() if k in ("dest", "metavar")}
+    return Option(
+        (name,),
+        {**settings, "action": _Deprecated, "replacement": new, "help": f"deprecated: use {new}"},
+    )
+
+
 def one_of(*items: Option, required: bool = False) -> Group:
     return Group(items, exclusive=True, required=required)
 
@@ -145,7 +171,8 @@ def require_option(help: str) -> Option:
 
 
 def env_from_option(help: str) -> Option:
-    """``--env-from PID|FILE``: a service's environment instead of the shell's."""
+    """``--env-from PID|FILE``: reads a service's environment, used instead of the shell's (it
+    never writes one: ``fix --write-env-file`` does)."""
     return option("--env-from", metavar="PID|FILE", help=help)
 
 
