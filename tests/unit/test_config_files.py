@@ -1,4 +1,4 @@
-"""cli.config: which file's [tool.archgap] table applies, found walking up from the directory."""
+"""archgap.config: which file's [tool.archgap] table applies, found walking up from a directory."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.cli.common import UsageError
-from archgap.cli.config import find_config
+from archgap.config import find_config
+from archgap.errors import UsageError
 
 
 def test_a_pyproject_that_never_names_archgap_is_passed_over_unparsed(tmp_path: Path) -> None:

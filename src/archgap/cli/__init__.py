@@ -61,8 +61,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 def add_common_options(command: argparse.ArgumentParser) -> None:
     """-q/-v on every command; --no-config where a config file can set defaults."""
-    from archgap.cli.config import COMMANDS as CONFIGURED
-    from archgap.cli.config import KEYS
+    from archgap.config import COMMANDS as CONFIGURED
+    from archgap.config import KEYS
 
     group = command.add_argument_group("output detail")
     group.add_argument(
@@ -115,11 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         redact_output()
     out = Output.for_args(args)
     try:
-        from archgap.cli.config import apply_config
-
-        settings = apply_config(args)
-        if settings:
-            out.note(f"settings from {settings}")
+        configured = apply_config(args)
+        if configured:
+            out.note(f"settings from {configured}")
         if getattr(args, "python_source", ""):
             out.note(f"inspecting {args.python or 'python3'} ({args.python_source})")
         code: int = args.run(args, out)
@@ -138,6 +136,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         out.error(f"internal error: {type(exc).__name__}: {exc} (set ARCHGAP_DEBUG=1 for details)")
         return EXIT_ERROR
+
+
+def apply_config(args: argparse.Namespace) -> str:
+    """The config file's settings for the options the command line left at their defaults (an
+    option given wins); which file was used ("" when none applied)."""
+    if getattr(args, "no_config", False):
+        return ""
+    from archgap.config import settings
+
+    path, values = settings(getattr(args, "command", ""))
+    given = {attr: value for attr, value in values.items() if hasattr(args, attr)}
+    unset = {attr: value for attr, value in given.items() if not getattr(args, attr)}
+    for attr, value in unset.items():
+        setattr(args, attr, value)
+    return path if unset else ""
 
 
 if __name__ == "__main__":

@@ -11,14 +11,13 @@ project's file wins over the user's; an option given on the command line wins ov
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Any
 
-from archgap.cli.common import UsageError
+from archgap.errors import UsageError
 
-KEYS = {"gpus": "gpu", "require": "require", "strict": "strict"}  # config key -> args attribute
+KEYS = {"gpus": "gpu", "require": "require", "strict": "strict"}  # config key -> option attribute
 # The commands whose --gpu/--require/--strict mean "judge against these GPUs" (explain's --gpu is
 # the crashed host's, recipe's the build's, probe's --require a presence check: not these).
 COMMANDS = ("scan", "kernels", "fleet")
@@ -88,31 +87,17 @@ def _checked(path: str, key: str, value: Any) -> Any:
     return value
 
 
-def apply_config(args: argparse.Namespace) -> str:
-    """Fill in the options the command line left at their defaults; returns which file was
-    used ("" when none applied). Unknown keys are an error (a typo would silently do nothing)."""
-    wanted = [key for key, attr in KEYS.items() if hasattr(args, attr)]
-    if getattr(args, "command", "") not in COMMANDS or getattr(args, "no_config", False):
-        return ""
-    found = find_config()
+def settings(command: str) -> tuple[str, dict[str, Any]]:
+    """The file that applies to ``command`` ("" when none) and its settings by option attribute
+    (``gpus`` -> ``gpu``). Unknown keys are an error (a typo would silently do nothing)."""
+    found = find_config() if command in COMMANDS else None
     if found is None:
-        return ""
-    path, settings = found
-    if not wanted:
-        return ""
-    unknown = sorted(set(settings) - set(KEYS))
+        return "", {}
+    path, table = found
+    unknown = sorted(set(table) - set(KEYS))
     if unknown:
         known = ", ".join(KEYS)
         raise UsageError(
             f"{path}: unknown archgap setting(s) {', '.join(unknown)} (known: {known})"
         )
-    used = False
-    for key in wanted:
-        if key not in settings:
-            continue
-        attr = KEYS[key]
-        value = _checked(path, key, settings[key])
-        if not getattr(args, attr):  # empty list or False: not given on the command line
-            setattr(args, attr, value)
-            used = True
-    return path if used else ""
+    return path, {KEYS[key]: _checked(path, key, value) for key, value in table.items()}
