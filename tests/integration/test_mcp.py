@@ -280,6 +280,9 @@ def test_bad_arguments_are_tool_errors_and_the_server_goes_on(client: Client) ->
     assert "RTX 9999" in _error(client.call("gpus", {"names": ["RTX 9999"]}))
     assert "no GPU" in _error(client.call("recipe", {}))
     assert "sections" in _error(client.call("probe", {"sections": ["no-such"]}))
+    # An interpreter that does not exist is no environment, not one without a gap.
+    missing = client.call("scan", {"python": "/nonexistent/bin/python"})
+    assert "no environment read at /nonexistent/bin/python" in missing.content[0].text
     # ... and it still answers.
     assert _document(client.call("explain", {"log": SM75}), "explain")["explain"]["signature"]
 

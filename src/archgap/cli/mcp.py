@@ -14,12 +14,14 @@ HELP = "serve the read-only commands as MCP tools over stdio, for an assistant"
 DESCRIPTION = (
     "Serve scan, explain, trace, gates, kernels, versions, recipe, gpus, probe, fleet and fix "
     "(as a plan) as Model Context Protocol tools over stdin/stdout; needs the mcp extra "
-    "(pip install 'archgap[mcp]'). Applying fixes is a separate tool, off unless --allow-fix."
+    "(pip install 'archgap[mcp]'). Applying and undoing fixes are separate tools (fix_apply, "
+    "fix_undo), off unless --allow-fix."
 )
 OPTIONS = (
     opt.flag(
         "--allow-fix",
-        "also offer fix_apply, which changes the target (reversibly, like fix --apply)",
+        "also offer fix_apply and fix_undo, which change the target (reversibly, like fix "
+        "--apply and fix --undo)",
     ),
 )
 

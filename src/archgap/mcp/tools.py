@@ -250,6 +250,11 @@ def summary(spec: ToolSpec, doc: Mapping[str, Any]) -> str:
 
 
 def _scan(doc: Mapping[str, Any]) -> str:
+    python = doc.get("python") or {}
+    if not python.get("site_packages"):  # nothing was judged: say why, not "no gap"
+        executable = python.get("executable")
+        why = [p.get("reason") for p in doc.get("problems") or [] if p.get("subject") == executable]
+        return f"no environment read at {executable}: {'; '.join(why) or 'no site-packages'}"
     packages = doc.get("packages") or []
     failing = [f for f in doc.get("jit") or [] if f.get("status") == "fails"]
     head = "gap found" if doc.get("gap") else "no gap"
