@@ -105,11 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     for miss in figures["misses"]:
         print(f"  miss: {miss}")
     print(f"time: {figures['ms_per_case']:.2f} ms per case")
-    # The frozen blind sets apart from the in-sample figure, so the gap between them stays in view
-    # (set 1 has been tuned on since its first-time score; docs/explain.md records both).
+    # Each frozen blind set on its own line, apart from the in-sample figure, so the gap between
+    # them stays in view (docs/explain.md records each set's first-time figure and which sets have
+    # been tuned on since).
     sys.path.insert(0, str(Path(__file__).parent))
     from explain_blind import run as blind
 
+    print("frozen blind sets (first-time figures and tuning history: docs/explain.md):")
     for name, f in blind().items():
         print(
             f"blind {name}: {f['right']}/{f['cases']} right "
