@@ -15,8 +15,8 @@ import re
 import threading
 from pathlib import Path
 
-from archgap.cli.engines import write_atomic
-from archgap.cli.probe import document_path
+from archgap.report.console import write_atomic
+from archgap.report.probe import document_path
 from archgap.transport.fleet import read_documents
 from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
 
@@ -90,7 +90,7 @@ def test_a_reader_never_sees_a_partial_document(tmp_path: Path) -> None:
     def probe_again() -> None:  # the real command, as each node runs it, and its writer
         assert run_cli("probe", "--out", str(inbox)).returncode == 0
         for _ in range(100):
-            write_atomic(str(document), body, "--out")
+            write_atomic(str(document), body)
 
     seen = read_while(threading.Thread(target=probe_again))
     assert set(seen) == {"facts"}, seen

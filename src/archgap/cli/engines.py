@@ -70,24 +70,11 @@ def check_scan_options(args: argparse.Namespace) -> None:
 
 
 def write_atomic(path: str, text: str, option: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
-    so a reader (node_exporter, nfd-worker) never sees half a file. The temporary name does not
-    end in .prom, so the textfile collector never reads it."""
-    import tempfile  # not at import: every scan imports this module, few write files
+    """``report.console.write_atomic``; a file that cannot be written is ``option``'s error."""
+    from archgap.report.console import write_atomic as write
 
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, temporary = tempfile.mkstemp(prefix=".archgap-", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(temporary, 0o644)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        write(path, text)
     except OSError as exc:
         raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
 
@@ -99,25 +86,16 @@ def write_scan_files(args: argparse.Namespace, report: ScanReport | None, second
 
         write_atomic(args.prometheus, scan_metrics(report, time.time(), seconds), "--prometheus")
     if args.nfd:
-        from archgap.report.health import failure, health
+        from archgap.report.health import failure, health, missing_gpus
         from archgap.report.nfd import feature_file
 
         judged = (
-            health(report, missing_gpus(args, report))
+            health(report, missing_gpus(report, args.require))
             if report is not None
             else failure("probe-failed", "the facts could not be collected")
         )
         text = feature_file(report, judged, time.time(), args.nfd_expiry)
         write_atomic(args.nfd, text, "--nfd")
-
-
-def missing_gpus(args: argparse.Namespace, report: ScanReport) -> list[str]:
-    """The --require'd GPUs (by compute capability) that are not present."""
-    from archgap.analysis.compat import resolve_gpu
-
-    present = {g.compute_capability for g in report.gpus if g.role == "present"}
-    wanted = [r.strip() for value in args.require for r in value.split(",") if r.strip()]
-    return [text for text in wanted if resolve_gpu(text).compute_capability not in present]
 
 
 def finish_health(args: argparse.Namespace, result: Health) -> int:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
@@ -28,9 +27,6 @@ from archgap.cli.common import (
 )
 from archgap.report.visible import one_line
 from archgap.request import DEFAULT_SECTIONS
-
-if TYPE_CHECKING:
-    pass
 
 HELP = "raw facts of this machine (or a remote one) as JSON; a health check with --require"
 DESCRIPTION = (
@@ -65,17 +61,6 @@ OPTIONS = (
 )
 
 
-# What a host name may keep in a file name: no path separator, no leading dot (a reader skips
-# dot files: they are documents still being written).
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def document_path(directory: str, host: str) -> str:
-    """Where ``--out`` puts a host's document: its name with only safe characters kept."""
-    name = _UNSAFE.sub("_", host).lstrip(".") or "unnamed"
-    return os.path.join(directory, f"{name[:200]}.json")
-
-
 def emit(args: argparse.Namespace, out: Output, body: dict[str, Any], host: str) -> None:
     """The probe document on stdout, or with ``--out`` in the directory under the host's name."""
     if not args.out:
@@ -83,6 +68,7 @@ def emit(args: argparse.Namespace, out: Output, body: dict[str, Any], host: str)
         return
     from archgap.cli.engines import write_atomic
     from archgap.report.jsondoc import document, dumps
+    from archgap.report.probe import document_path
 
     write_atomic(document_path(args.out, host), dumps(document("probe", body)) + "\n", "--out")
 

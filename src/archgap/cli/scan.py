@@ -107,10 +107,10 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     elapsed = time.monotonic() - started
     write_scan_files(args, report, elapsed)
     if args.health:
-        from archgap.cli.engines import finish_health, missing_gpus
-        from archgap.report.health import health
+        from archgap.cli.engines import finish_health
+        from archgap.report.health import health, missing_gpus
 
-        return finish_health(args, health(report, missing_gpus(args, report)))
+        return finish_health(args, health(report, missing_gpus(report, args.require)))
     env = report.environment
     if not env.site_packages:  # errors first: one line, not a report of an empty environment
         why = "; ".join(p.reason for p in env.problems) or f"no site-packages in {env.executable}"

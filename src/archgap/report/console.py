@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import sys
 import time
@@ -266,3 +267,23 @@ def emit_text(lines: list[str], out: Output) -> None:
         out.print(text)
     else:
         sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
+    so a reader (node_exporter, nfd-worker, fleet --from) never sees half a file. The temporary
+    name starts with a dot and does not end in .prom or .json, so no reader takes it."""
+    import tempfile  # not at import: few commands write files
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".archgap-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

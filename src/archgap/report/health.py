@@ -137,3 +137,12 @@ def _unjudged(report: ScanReport) -> Health | None:
         seen = next((f"{p.subject}: {p.reason}" for p in report.gpu_facts.problems), "")
         return failure("no-gpu", "no GPU found and none named" + (f" ({seen})" if seen else ""))
     return None
+
+
+def missing_gpus(report: ScanReport, required: Sequence[str]) -> list[str]:
+    """The ``required`` GPUs (names or compute capabilities) that are not present, by compute
+    capability."""
+    from archgap.analysis.compat import resolve_gpu
+
+    present = {g.compute_capability for g in report.gpus if g.role == "present"}
+    return [text for text in required if resolve_gpu(text).compute_capability not in present]

@@ -3,6 +3,8 @@ transport, and its facts or the failure, with the required GPUs missing."""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,3 +33,14 @@ def document(result: ProbeResult) -> dict[str, Any]:
     from archgap.report.jsondoc import document as envelope
 
     return envelope("probe", body(result))
+
+
+# What a host name may keep in a file name: no path separator, no leading dot (a reader skips
+# dot files: they are documents still being written).
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def document_path(directory: str, host: str) -> str:
+    """Where ``probe --out`` puts a host's document: its name with only safe characters kept."""
+    name = _UNSAFE.sub("_", host).lstrip(".") or "unnamed"
+    return os.path.join(directory, f"{name[:200]}.json")
