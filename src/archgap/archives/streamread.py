@@ -19,6 +19,10 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
 - of each ELF image (the member, an archive's member, a payload cubin, a cubin candidate): its
   header, its section table when the stream reaches it, and its section-name table and (cubins)
   notes, which precede the table: they are taken from the last ``LOOKBEHIND`` bytes;
+- of a 64-bit little-endian library: its program headers, its dynamic section, and, as the
+  bytes before that section go by (where its string table is), each string that may be a needed
+  name or a search path (it holds ``.so`` or ``$ORIGIN``) from its start: what
+  ``elf.dynamic_needs`` reads (a name that holds neither is not kept: its needs are unknown);
 - an archive's member headers (a forward chain) and its long-name table;
 - for each position where the reader may ask whether a range is zero (after each container and
   entry chain), the first non-zero byte at or after it.
@@ -49,10 +53,15 @@ from archgap.probe.deepsearch import PADDING_PEEK, SEARCH_MIN
 from archgap.probe.elf import (
     CUBIN_IDENT,
     ELF32_HEADER,
+    ELF64_DYN,
     ELF64_HEADER,
+    ELF64_PROGRAM,
     ELF_MAGIC,
     EM_CUDA,
+    MAX_DYNAMIC,
+    MAX_NEED_NAME,
     MAX_SECTIONS,
+    PT_DYNAMIC,
 )
 from archgap.probe.facts import BinaryFacts
 from archgap.probe.fatbin import kind_of, read_with
@@ -77,6 +86,8 @@ NOTE_MAX = 65536  # bytes of a cubin's note read (``cubin_at`` reads its ptxas c
 MAX_NAMES = 64 << 20  # bytes of a section-name table read (as ``elf.section_table``)
 SHT_NOTE = 7
 NONZERO = re.compile(rb"[^\0]")
+NEED_MARKS = (b".so", b"$ORIGIN")  # what a needed name (libc.so.6) or a search path holds
+MARK_TAIL = len(b"$ORIGIN") - 1  # a mark may straddle two chunks
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
 
@@ -205,6 +216,8 @@ class Collector:
         self.order = 0
         self.followed: dict[int, int] = {}  # entry header -> the furthest end followed from it
         self.images: dict[int, bool] = {}  # ELF images whose section table is wanted
+        self.marking: list[tuple[int, int]] = []  # [start, end): a library's strings are kept
+        self.mark_tail = b""
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -216,6 +229,8 @@ class Collector:
         self._find_needles(start, data)
         self._settle_zeros(start, data)
         self._serve()
+        if self.marking:
+            self._mark_strings(start, data)
         self._trim()
 
     def _trim(self) -> None:
@@ -256,6 +271,30 @@ class Collector:
                     else:
                         self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
                     at = find(needle, at + 1, len(joined))
+
+    def _mark_strings(self, start: int, data: bytes) -> None:
+        """Each string that may be a needed name or a search path, in the bytes of a library
+        before its dynamic section: kept from its start (after the NUL before it)."""
+        self.marking = [r for r in self.marking if r[1] > start - MARK_TAIL]
+        joined = self.mark_tail + data
+        base = start - len(self.mark_tail)
+        self.mark_tail = joined[-MARK_TAIL:]
+        with searcher(joined, 0, len(joined)) as (find, _):
+            for needle in NEED_MARKS:
+                at = find(needle, max(0, len(joined) - len(data) - len(needle) + 1), len(joined))
+                while at >= 0:
+                    self._mark(base + at)
+                    at = find(needle, at + 1, len(joined))
+
+    def _mark(self, pos: int) -> None:
+        if not any(first <= pos < end for first, end in self.marking):
+            return
+        before = self._window_bytes(max(0, pos - MAX_NEED_NAME), pos)
+        nul = before.rfind(b"\0") if before else -1
+        if before is None or nul < 0:
+            return  # longer than a name is read, or its start is gone: not a name to keep
+        first = pos - len(before) + nul + 1
+        self.want(first, pos - first + MAX_NEED_NAME)
 
     def _note_padding(self, magic: int) -> None:
         """The zero bytes just before a container magic, up to ``PADDING_PEEK`` (the deep
@@ -405,12 +444,27 @@ class Collector:
         fields = struct.unpack(order + layout.format[1:], data[: layout.size])
         machine, shoff, entry, count = fields[2], fields[6], fields[11], fields[12]
         cuda = data[4] == 2 and data[5] == 1 and machine == EM_CUDA
+        if not cuda and not cuda_only and data[4:6] == b"\x02\x01" and base not in self.images:
+            phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+            if phentsize == ELF64_PROGRAM.size and phnum:  # what dynamic_needs reads
+                rule = lambda at, got: self._segments(base, got)  # noqa: E731
+                self.want(base + phoff, phentsize * phnum, rule)
         if (cuda_only and not cuda) or not shoff or entry not in (40, 64) or base in self.images:
             return
         self.images[base] = True
         table = base + shoff
         rule = lambda at, got: self._table(base, at, got, order, fields, cuda)  # noqa: E731
         self.want(table, entry * min(count or 1, MAX_SECTIONS), rule)
+
+    def _segments(self, base: int, data: bytes) -> None:
+        """A library's program headers: its dynamic section is kept, and so are the strings
+        before it that may be the names that section gives (``_mark_strings``)."""
+        for at in range(0, len(data) - ELF64_PROGRAM.size + 1, ELF64_PROGRAM.size):
+            kind, _, offset, _, _, filesz, _, _ = ELF64_PROGRAM.unpack_from(data, at)
+            if kind == PT_DYNAMIC:
+                self.want(base + offset, min(filesz, MAX_DYNAMIC * ELF64_DYN.size))
+                self.marking.append((base, base + offset))
+                return
 
     def _table(
         self, base: int, table: int, data: bytes, order: str, fields: Any, cuda: bool

@@ -276,6 +276,7 @@ PT_LOAD = 1
 PT_DYNAMIC = 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 15, 29
 MAX_DYNAMIC = 4096  # dynamic entries read at most (a library has ~40)
+MAX_NEED_NAME = 4096  # bytes of one needed name or search path read at most
 ELF64_PROGRAM = struct.Struct("<IIQQQQQQ")
 ELF64_DYN = struct.Struct("<qQ")
 
@@ -317,14 +318,15 @@ def dynamic_needs(buf: Any, size: int, fields: Tuple[Any, ...]) -> Tuple[Tuple[s
     )
     if start is None or start + strsz > size:
         raise ValueError("dynamic string table not in the file")
-    strings = bytes(buf[start : start + min(strsz, 1 << 20)])
 
     def text(at: int) -> str:
-        stop = strings.find(b"\0", at)
-        return strings[at : stop if stop >= 0 else len(strings)].decode("utf-8", "replace")
+        # each string read on its own: a streamed member keeps these, not the whole table
+        piece = bytes(buf[start + at : start + min(strsz, at + MAX_NEED_NAME)])
+        stop = piece.find(b"\0")
+        return piece[: stop if stop >= 0 else len(piece)].decode("utf-8", "replace")
 
-    needed = tuple(text(v) for t, v in tags if t == DT_NEEDED and v < len(strings))
+    needed = tuple(text(v) for t, v in tags if t == DT_NEEDED and v < strsz)
     # RPATH is ignored when RUNPATH is present (ld.so(8))
-    paths = [text(v) for t, v in tags if t == DT_RUNPATH and v < len(strings)]
-    paths = paths or [text(v) for t, v in tags if t == DT_RPATH and v < len(strings)]
+    paths = [text(v) for t, v in tags if t == DT_RUNPATH and v < strsz]
+    paths = paths or [text(v) for t, v in tags if t == DT_RPATH and v < strsz]
     return needed, tuple(d for p in paths for d in p.split(":") if d)
