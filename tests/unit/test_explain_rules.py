@@ -470,3 +470,88 @@ def test_compute_capability_in_prose_is_the_gpu_but_a_requirement_is_not() -> No
     )
     assert stated("my card has compute capability 8.6 and I get an error\n") == ("8.6",)
     assert stated("the GPU must have compute capability 7.0 or higher\n") == ()
+
+
+# ---------------------------------------------------------------- real-world manglings and facts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # https://github.com/JeanLucPons/Kangaroo/issues/87: lower case, no colon
+        "nvcc fatal unsupported gpu architecture 'compute_20'",
+        # https://github.com/ucbdrive/few-shot-object-detection/issues/11: closing quote lost
+        "nvcc fatal   : Unsupported gpu architecture 'compute_20",
+        # the same without 'fatal'
+        "nvcc : Unsupported gpu architecture 'compute_20'",
+    ],
+)
+def test_nvcc_wordings_as_pasted_are_recognised(line: str) -> None:
+    # CUDA 9.0 dropped sm_20 (kb/toolkits.json): the nvcc in use is newer than it
+    last = kb.last_toolkit_for("sm_20")
+    d = _explain(line + "\n")
+    assert d.signature == "nvcc-unsupported-gpu-arch"
+    assert f"dropped sm_20 (the last toolkit that builds it is {last})" in d.root_cause
+
+
+def test_ptxas_gpu_name_without_its_closing_quote() -> None:
+    # https://github.com/triton-lang/triton/issues/8539 wording, pasted with the quote lost
+    first = kb.first_toolkit_for("sm_121")
+    d = _explain("ptxas fatal   : Value 'sm_121 is not defined for option 'gpu-name'\n")
+    assert d.signature == "ptxas-unknown-gpu-name"
+    assert f"CUDA >= {first}" in d.root_cause + _fixes(d)
+
+
+def test_nvcc_rejecting_a_target_the_stated_cuda_builds_is_another_nvcc() -> None:
+    # https://github.com/AlexeyAB/darknet/issues/471: CUDA 9.1 builds sm_61 (8.0 <= 9.1 <= last),
+    # so the nvcc that failed is another toolkit's (the maintainer: an old one still on PATH)
+    first = kb.first_toolkit_for("sm_61")
+    d = _blind("darknet-471-compute61-gtx1060-cuda91.log")
+    assert d.cause_status == "determined"
+    assert "CUDA 9.1 builds sm_61" in d.root_cause and f"CUDA < {first}" in d.root_cause
+    assert "dropped" not in d.root_cause and "PATH=/usr/local/cuda-9.1/bin" in _fixes(d)
+    assert "TRITON_PTXAS_PATH" not in _fixes(d)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # https://github.com/NVIDIA/numba-cuda/issues/120: cuLinkAddData, no ptxas line
+        "numba-cuda-120-colab-ptx85-driver124.log",
+        # https://github.com/apache/arrow/issues/40677: numba's CudaAPIError [222]
+        "arrow-40677-numba-unsupported-ptx-cc80.log",
+    ],
+)
+def test_unsupported_ptx_version_on_its_own_is_a_driver_older_than_the_ptx(name: str) -> None:
+    # CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222): the driver's JIT does not know the PTX's ISA
+    d = _blind(name)
+    assert d.signature == "cuda-unsupported-ptx-toolchain"
+    assert "driver is older than the toolchain" in d.root_cause
+    assert "upgrade the NVIDIA driver" in _fixes(d) and "matching the driver" in _fixes(d)
+    assert "TRITON_PTXAS_PATH" not in _fixes(d)
+
+
+def test_tensorrt_in_lower_case_is_its_sm_gate() -> None:
+    # https://github.com/ShufflePerson/AimAhead/issues/3: GTX 1050 Ti (6.1); TensorRT 10 dropped
+    # SM 6.1 (kb/tensorrt.json: last 9.1)
+    last = "9.1"
+    d = _blind("aimahead-3-trt-sm61-gtx1050ti.log")
+    assert d.signature == "tensorrt-unsupported-sm"
+    assert "dropped SM 6.1" in d.root_cause and f"TensorRT <= {last}" in _fixes(d)
+
+
+def test_tensorrt_without_a_jetsons_sm_is_not_the_jetpack_one() -> None:
+    # https://github.com/NVIDIA-ISAAC-ROS/isaac-ros-cli/issues/22: a container's TensorRT 10.13.3
+    # on a Jetson Orin (8.7; TensorRT supports it since 8.4): the build is another platform's
+    d = _blind("isaac-ros-cli-22-trt1013-orin-sm87.log")
+    assert "predates" not in d.root_cause and "JetPack" in d.root_cause
+    assert "TensorRT of the board's JetPack" in _fixes(d)
+
+
+def test_torchs_supported_list_on_its_own_with_the_gpu_named() -> None:
+    # https://github.com/fedbiomed/fedbiomed/issues/464: RTX A6000 (8.6) and a list up to sm_70;
+    # sm_86 needs CUDA >= 11.1 (kb/toolkits.json)
+    first = kb.first_toolkit_for("sm_86")
+    d = _blind("fedbiomed-464-a6000-torch-sm70.log")
+    assert d.signature == "torch-supported-archs"
+    assert first == "11.1" and f"cu{first.replace('.', '')}" in _fixes(d)

@@ -23,7 +23,7 @@ from archgap.analysis.fixes import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as kb
 from archgap.kb.gpus import Renumbered, families, integrated, renumbered
-from archgap.kb.tensorrt import tensorrt_support
+from archgap.kb.tensorrt import tensorrt_on_jetson, tensorrt_support
 
 NVCC, NVRTC, TRITON, XLA, DRIVER, PTXAS, TENSORRT = (
     "nvcc",
@@ -158,7 +158,11 @@ def decide(signature_id: str, error: str, facts: LogFacts) -> Ruling | None:
         return _toolkit_target(error, facts, tool=XLA)
     if signature_id == "tensorrt-unsupported-sm":
         return _tensorrt(facts)
-    if signature_id in ("torch-sm-not-compatible", "torch-found-gpu-capability"):
+    if signature_id in (
+        "torch-sm-not-compatible",
+        "torch-found-gpu-capability",
+        "torch-supported-archs",
+    ):
         return _torch_archs(facts)
     if signature_id == "cuda-no-kernel-image":
         return _no_kernel_image(facts)
@@ -209,6 +213,8 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
         # rejected it: the ptxas that ran is another one (a bundled one such as Triton's, or an
         # older toolkit's on PATH)
         return _other_ptxas(target, stack, facts)
+    elif tool == NVCC and have and _builds(have, target):
+        return _other_nvcc(target, have, first, last, facts)
     elif last and _version(last) < LONG_DROPPED:
         # a target no toolkit of the last years builds: the one in use most likely dropped it
         cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
@@ -370,6 +376,34 @@ def _other_ptxas(target: str, have: str, facts: LogFacts) -> Ruling:
             f"that run the first ptxas they find",
             "",
             kind=ENV,
+        ),
+    )
+    return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
+
+
+def _other_nvcc(
+    target: str, have: str, first: str, last: str | None, facts: LogFacts
+) -> Ruling:
+    """nvcc rejected a target that the CUDA the log names builds: the nvcc that ran is another
+    toolkit's (an older one on PATH, such as a distribution's /usr/bin/nvcc, or one past the
+    release that dropped the target), not the one the report installed."""
+    outside = f"CUDA < {first}" + (f" or > {last}" if last else "")
+    cause = (
+        f"the log's CUDA {have} builds {target}, so the nvcc that ran is another toolkit's "
+        f"({outside}): one found first on PATH or through CUDA_HOME, not CUDA {have}"
+    )
+    fixes = (
+        Fix(
+            f"put the CUDA {have} nvcc first: PATH=/usr/local/cuda-{have}/bin:$PATH and "
+            f"CUDA_HOME=/usr/local/cuda-{have} (check with `which -a nvcc` and `nvcc --version`)",
+            f"CUDA {have} builds {target}",
+            kind=ENV,
+        ),
+        Fix(
+            "or remove the other toolkit the build finds first (a distribution's "
+            "nvidia-cuda-toolkit in /usr/bin, an older /usr/local/cuda link)",
+            "",
+            kind=TOOLKIT,
         ),
     )
     return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
@@ -570,7 +604,10 @@ def _tensorrt(facts: LogFacts) -> Ruling | None:
         return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (why,))
     have = kb.major_minor(version) if version else None
     last = kb.major_minor(known.last) if known.last else None
-    if (have and last and have > last) or (not have and last and not known.first):
+    dropped = (have and last and have > last) or (not have and last and not known.first)
+    if facts.tegra and not dropped:
+        return _tensorrt_on_jetson(said, cc, gpu)
+    if dropped:
         cause = (
             f"{said} dropped SM {cc}{gpu}: the release is newer than the GPU's support (the "
             f"last release that builds it is {known.last})"
@@ -587,6 +624,24 @@ def _tensorrt(facts: LogFacts) -> Ruling | None:
     if version:
         return Ruling("tensorrt-sm", cause, DETERMINED, (fix,))
     return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (_TRT_VERSION_HOW,))
+
+
+def _tensorrt_on_jetson(said: str, cc: str, gpu: str) -> Ruling:
+    """A Jetson's SM rejected by a TensorRT the support table does not rule out: the TensorRT in
+    use is not the board's JetPack one (another platform's build, or another JetPack's)."""
+    jetson = tensorrt_on_jetson()
+    cause = (
+        f"{said} has no engines for SM {cc}{gpu}, a Jetson: it is not the board's JetPack "
+        f"TensorRT ({jetson.text})"
+    )
+    fix = Fix(
+        "use the TensorRT of the board's JetPack (its nvinfer packages, or an L4T / JetPack "
+        "container of that release): drop a pin to a TensorRT built for another platform or "
+        "JetPack",
+        jetson.source,
+        kind=TOOLKIT,
+    )
+    return Ruling("tensorrt-sm", cause, DETERMINED, (fix,))
 
 
 def _trt_cc(facts: LogFacts) -> str | None:

@@ -25,3 +25,16 @@ def tensorrt_support() -> dict[str, TensorrtSupport]:
         )
         for e in load_json("tensorrt.json")["support"]
     }
+
+
+@dataclass(frozen=True)
+class TensorrtOnJetson:
+    text: str  # where a Jetson's TensorRT comes from
+    source: str
+
+
+@cache
+def tensorrt_on_jetson() -> TensorrtOnJetson:
+    """How TensorRT reaches a Jetson: with the board's JetPack, not as another platform's build."""
+    entry = load_json("tensorrt.json")["jetson"]
+    return TensorrtOnJetson(entry["text"], entry["source"])
