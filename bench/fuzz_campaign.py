@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from archgap.analysis.fleet import fleet_report, host_from_facts  # noqa: E402
 from archgap.probe.__main__ import run as probe_run  # noqa: E402
-from archgap.probe.fatbin import read_binary  # noqa: E402
-from archgap.probe.system import descendants  # noqa: E402
+from archgap.probe.binary.fatbin import read_binary  # noqa: E402
+from archgap.probe.environment.system import descendants  # noqa: E402
 from tests.fuzzing import BIN, binary_case, binary_violations, fleet_case, sources  # noqa: E402
 
 

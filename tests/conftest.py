@@ -42,7 +42,7 @@ def _fail_a_skip_in_ci(report: pytest.TestReport | pytest.CollectReport) -> None
 def _archgap_descendants() -> list[str]:
     """Processes below this pytest process that belong to archgap (its command line names
     archgap, or it carries the ARCHGAP_RUN mark of a command archgap started), still running."""
-    from archgap.probe.system import descendants
+    from archgap.probe.environment.system import descendants
 
     found = []
     for pid in sorted(descendants(os.getpid())):

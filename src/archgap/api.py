@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from archgap.index.resolve import Candidate
     from archgap.kb.gpus import GpuProduct
     from archgap.kb.signatures import Signature
+    from archgap.probe.binary.fatbin import Progress
     from archgap.probe.facts import BinaryFacts
-    from archgap.probe.fatbin import Progress
     from archgap.results import FixResult, GatesResult, KernelsResult, ProbeResult, TraceResult
     from archgap.transport.fleet import FleetOptions, FleetSource, HostInput, Tell
 

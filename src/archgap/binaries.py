@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from archgap.archives.wheel import WheelContents
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
+    from archgap.probe.binary.fatbin import Progress
+    from archgap.probe.binary.summary import Summary
     from archgap.probe.facts import BinaryFacts
-    from archgap.probe.fatbin import Progress
-    from archgap.probe.summary import Summary
 
 
 def local_binaries(
@@ -71,7 +71,7 @@ def is_index_target(path: str) -> bool:
         return True
     if os.path.lexists(path) or path.startswith(".") or path.endswith(ARCHIVES):
         return False
-    from archgap.probe.pyenv import is_native_file
+    from archgap.probe.binary.names import is_native_file
 
     name = path.split(";")[0].split("@")[0]  # a marker or a direct reference's URL may have /
     return "/" not in name and os.sep not in name and not is_native_file(name.strip())
@@ -95,8 +95,8 @@ def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
 
 
 def summary_rows() -> Summary:
-    """One row per kind of entry (``probe.summary``)."""
-    from archgap.probe.summary import Summary
+    """One row per kind of entry (``probe.binary.summary``)."""
+    from archgap.probe.binary.summary import Summary
 
     return Summary()
 
@@ -104,8 +104,8 @@ def summary_rows() -> Summary:
 def _read_files(
     paths: Sequence[str], deep: bool, progress: Progress | None, detail: bool
 ) -> list[BinaryFacts]:
-    from archgap.probe.binfiles import discover, walk_binaries
-    from archgap.probe.fatbin import read_binary
+    from archgap.probe.binary.binfiles import discover, walk_binaries
+    from archgap.probe.binary.fatbin import read_binary
 
     if deep:
         # Deep reads search whole data sections: walk_binaries may share them with a forked

@@ -40,7 +40,7 @@ def probe_request(
             request[section] = {"python": python, "source_checks": all_source_checks()}
         elif section == "binaries":
             # The kernels of the python section's environment, in the same round trip; one row
-            # per kind of entry, not every entry (probe.summary): all that scan/fleet judge by.
+            # per kind of entry, not every entry (probe.binary.summary): all scan/fleet judge by.
             request[section] = (
                 {"of_python": True, "deep": True, "detail": False} if "python" in sections else {}
             )

@@ -36,7 +36,7 @@ ENTRY_POINTS = (
     ("archgap.api", "scan_archives"),
     ("archgap.api", "kernels"),
     ("archgap.cli", "main"),
-    ("archgap.probe.fixer", "run"),
+    ("archgap.probe.actions.fixer", "run"),
 )
 WRITING = ("--apply", "--undo", "apply", "undo")  # what fix is asked to write with
 # Options whose value is a file archgap is asked to write (cli: write_atomic and --html).

@@ -36,8 +36,8 @@ import pytest
 import zstandard
 
 from archgap.archives import limits
-from archgap.probe.fatcontainer import ENTRY_HEADER
-from archgap.probe.pyenv import MAX_RECORD_BYTES, MAX_RECORD_ROWS
+from archgap.probe.binary.fatcontainer import ENTRY_HEADER
+from archgap.probe.environment.pyenv import MAX_RECORD_BYTES, MAX_RECORD_ROWS
 from tests.unit.test_hardening_binaries import elf64
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
@@ -53,7 +53,8 @@ RUNNER = textwrap.dedent(
     reader, path, overrides = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     from archgap.archives import limits, wheel
     from archgap.index import conda
-    from archgap.probe import fatbin, pyenv
+    from archgap.probe.binary import fatbin
+    from archgap.probe.environment import pyenv
     for dotted, value in overrides.items():
         module, name = dotted.rsplit(".", 1)
         setattr(sys.modules[module], name, value)

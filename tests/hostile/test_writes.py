@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from archgap.kb import load_json
-from archgap.probe import fixer
+from archgap.probe.actions import fixer
 from tests.helpers import json_output, run_cli
 from tests.toolkit_stubs import banner_toolkit, site_packages, venv_python
 

@@ -133,8 +133,8 @@ def test_a_hung_nvidia_smi_is_a_gpu_fault(tmp_path: Path) -> None:
     """A GPU that fell off the bus makes nvidia-smi block: the probe's timeout ends it, and the
     timeout is the fault's reason."""
     from archgap.analysis.gpu_fault import gpu_fault
-    from archgap.probe.gpu import probe_gpus
-    from archgap.probe.system import System
+    from archgap.probe.environment.gpu import probe_gpus
+    from archgap.probe.environment.system import System
 
     env = _failing_nvidia_smi(tmp_path, "#!/bin/sh\nexec sleep 60\n")
     facts = probe_gpus(System.local(environ={**os.environ, **env}), timeout=0.5)

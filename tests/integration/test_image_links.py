@@ -28,7 +28,7 @@ from archgap.api import scan_archives
 from archgap.image.layout import OciLayout
 from archgap.image.read import read_image
 from archgap.image.source import Blob
-from archgap.probe.fatbin import read_binary
+from archgap.probe.binary.fatbin import read_binary
 from tests.helpers import CUDA_BIN
 from tests.integration.test_images import GPUS, rows
 from tests.oci_images import (

@@ -25,7 +25,7 @@ import pytest
 from archgap.image.layout import OciLayout
 from archgap.image.read import ImageContents, read_image
 from archgap.image.targets import read_image_target
-from archgap.probe.fatbin import read_binary
+from archgap.probe.binary.fatbin import read_binary
 from tests.helpers import CUDA_BIN
 from tests.oci_images import Image, Layer, Member, Symlink, distribution
 from tests.oci_images import write_layout as layout_of

@@ -30,7 +30,7 @@ from archgap.image.layout import OciLayout
 from archgap.image.read import NO_PYTHON, read_image
 from archgap.image.source import REF_NAME, Platform
 from archgap.image.targets import read_image_target
-from archgap.probe.fatbin import read_binary
+from archgap.probe.binary.fatbin import read_binary
 from tests.helpers import CUDA_BIN, DATA, in_child, json_output, run_cli
 from tests.oci_images import (
     SITE,

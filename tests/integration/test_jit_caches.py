@@ -254,8 +254,8 @@ def test_fleet_flags_a_cache_shared_over_nfs_by_different_gpus(
     # Two hosts mount the same NFS export at /home; one has an H100, the other a GB10. Their cache
     # sections are collected by the real probe over recorded trees (no GPU here: the gpu sections
     # are written as nvidia-smi would report them).
-    from archgap.probe.jit_caches import collect_caches
-    from archgap.probe.system import System
+    from archgap.probe.environment.jit_caches import collect_caches
+    from archgap.probe.environment.system import System
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import read_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "tests" / "fixtures" / "cuda" / "bin"

@@ -30,11 +30,11 @@ from typing import Any
 import pytest
 
 from archgap.analysis.scan import report_from_facts
-from archgap.probe import loader as loader_probe
+from archgap.probe.binary.elf import ELF64_HEADER, dynamic_needs
 from archgap.probe.collect import collect
-from archgap.probe.elf import ELF64_HEADER, dynamic_needs
+from archgap.probe.environment import loader as loader_probe
+from archgap.probe.environment.system import System
 from archgap.probe.facts import ProbeResponse
-from archgap.probe.system import System
 from tests.helpers import DATA
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
@@ -165,8 +165,8 @@ def test_a_driver_newer_than_the_last_branch_of_the_gpu(bnb_facts: dict[str, Any
 def test_bitsandbytes_loads_the_build_for_torchs_cuda(torch_cuda: str, picked: str | None) -> None:
     from archgap.analysis.compat import resolve_gpu
     from archgap.analysis.load import load_model
+    from archgap.probe.binary.fatbin import read_binary
     from archgap.probe.facts import Distribution, PythonEnvironment, ToolchainFacts, TorchBuild
-    from archgap.probe.fatbin import read_binary
 
     builds = sorted(bnb_file("libbitsandbytes_cuda130.so").parent.glob("libbitsandbytes_cuda*.so"))
     binaries = [read_binary(str(p)) for p in builds]

@@ -75,8 +75,8 @@ def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
     # unsupported toolchain" -> none; a 580 driver (CUDA 13.0, ISA 9.0) compiles it -> jit.
     from archgap.analysis.scan import report_from_facts
     from archgap.codec import encode
+    from archgap.probe.binary.fatbin import read_binary
     from archgap.probe.facts import Distribution, ProbeResponse
-    from archgap.probe.fatbin import read_binary
     from tests.helpers import CUDA_BIN
 
     lib = read_binary(str(CUDA_BIN / "libptxonly.so"), deep=True)

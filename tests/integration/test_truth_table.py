@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from archgap.probe.fatbin import read_binary
+from archgap.probe.binary.fatbin import read_binary
 from tests.helpers import DATA, json_output, run_cli
 
 GPUS = {

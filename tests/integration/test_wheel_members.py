@@ -22,9 +22,9 @@ from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]
 from archgap.archives import wheel as archive
 from archgap.archives import zipmembers
 from archgap.archives.wheel import read_wheel
+from archgap.probe.binary.fatbin import read_binary
+from archgap.probe.binary.names import is_native_file
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import read_binary
-from archgap.probe.pyenv import is_native_file
 from tests.helpers import DATA, FIXTURES
 
 BIN = FIXTURES / "cuda" / "bin"

@@ -19,8 +19,8 @@ import pytest
 from archgap.analysis.verdicts import Verdict
 from archgap.api import scan, scan_archives
 from archgap.archives.wheel import read_wheel
+from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import BinaryFormat, KernelEntry
-from archgap.probe.fatbin import read_binary
 from tests.helpers import DATA, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archgap.probe import bytesearch, deepsearch
-from archgap.probe.binreader import Reader
-from archgap.probe.bytesearch import searcher
-from archgap.probe.deepsearch import CONTAINER_START, search_section
-from archgap.probe.elf import CUBIN_IDENT
-from archgap.probe.fatcontainer import CONTAINER_MAGIC
+from archgap.probe.binary import bytesearch, deepsearch
+from archgap.probe.binary.binreader import Reader
+from archgap.probe.binary.bytesearch import searcher
+from archgap.probe.binary.deepsearch import CONTAINER_START, search_section
+from archgap.probe.binary.elf import CUBIN_IDENT
+from archgap.probe.binary.fatcontainer import CONTAINER_MAGIC
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 NEEDLES = [CONTAINER_START, CONTAINER_MAGIC, CUBIN_IDENT]

@@ -15,7 +15,7 @@ import pytest
 
 from archgap import codec
 from archgap.codec import DecodeError, decode
-from archgap.probe.binfiles import walk_binaries
+from archgap.probe.binary.binfiles import walk_binaries
 from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 from tests.helpers import CUDA_BIN
 

@@ -3,7 +3,7 @@ and the kernel directives (a cubin's .text section, PTX's .entry)."""
 
 from __future__ import annotations
 
-from archgap.probe.content import has_kernel, lz4_block
+from archgap.probe.binary.content import has_kernel, lz4_block
 
 
 def test_lz4_literals_matches_and_an_overlapping_match() -> None:

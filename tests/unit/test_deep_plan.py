@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from archgap.analysis.deep_plan import deep_search_plan
-from archgap.probe.deep_plan import judged_native_sets, needs_deep_search, read_selectively
+from archgap.probe.binary.deep_plan import judged_native_sets, needs_deep_search, read_selectively
+from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import read_binary
 from tests.helpers import CUDA_BIN
 
 MATRIX = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"]  # kb default_matrix

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archgap.probe.elf import Sections
+from archgap.probe.binary.elf import Sections
 
 PIECES = [b".text", b".text.k", b".rel.text.k", b".debug_info", b".debug_info2",
           b".note.nv.tkinfo", b".note.nv.tkinfo.x", b".nv.info", b"", b"\xff"]  # fmt: skip

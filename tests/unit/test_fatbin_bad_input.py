@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.binfiles import collect_binaries, walk_binaries
-from archgap.probe.fatbin import read_binary
-from archgap.probe.system import System
+from archgap.probe.binary.binfiles import collect_binaries, walk_binaries
+from archgap.probe.binary.fatbin import read_binary
+from archgap.probe.environment.system import System
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.binfiles import walk_binaries
+from archgap.probe.binary.binfiles import walk_binaries
+from archgap.probe.binary.fatbin import _read_shared, read_binary, read_bytes
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import _read_shared, read_binary, read_bytes
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 # Written by build.sh from the flags it gives nvcc: per file, the targets nvcc was asked for.
@@ -247,9 +247,9 @@ def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
     import dataclasses
     import inspect
 
-    from archgap.probe.binreader import entry_keeper
+    from archgap.probe.binary.binreader import entry_keeper
+    from archgap.probe.binary.summary import Summary
     from archgap.probe.facts import KernelEntry
-    from archgap.probe.summary import Summary
 
     kept: list[KernelEntry] = []
     keep = entry_keeper(kept)
@@ -279,7 +279,7 @@ def test_header_reads_give_the_files_bytes_wherever_they_fall() -> None:
     # Reader.header serves headers from the bytes of its last pread (HEADER_BLOCK): forwards,
     # backwards, across the block's end and past the end of the file it must still give
     # exactly the file's bytes there.
-    from archgap.probe.binreader import HEADER_BLOCK, Reader
+    from archgap.probe.binary.binreader import HEADER_BLOCK, Reader
 
     path = BIN / "libmix.so"
     data = path.read_bytes()

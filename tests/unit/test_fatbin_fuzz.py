@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import read_binary
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 SOURCES = {

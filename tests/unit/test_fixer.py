@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from archgap.kb import load_json
-from archgap.probe import fixer
+from archgap.probe.actions import fixer
 from tests.toolkit_stubs import site_packages
 
 RELEASED = "flashinfer/compilation_context.py"

@@ -12,7 +12,7 @@ import pytest
 
 from archgap.analysis.fleet import fleet_report
 from archgap.probe.__main__ import run as probe_run
-from archgap.probe.fatbin import read_binary
+from archgap.probe.binary.fatbin import read_binary
 from archgap.transport.fleet import host_from_facts
 from tests.fuzzing import BIN, binary_case, binary_violations, fleet_case, sources
 

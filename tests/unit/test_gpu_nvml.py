@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from archgap.analysis.scan import choose_targets
-from archgap.probe import gpu
+from archgap.probe.environment import gpu
+from archgap.probe.environment.gpu import NVML_QUERY_CODE, cuda_version_text, probe_gpus
+from archgap.probe.environment.system import System
 from archgap.probe.facts import Gpu, Problem
-from archgap.probe.gpu import NVML_QUERY_CODE, cuda_version_text, probe_gpus
-from archgap.probe.system import System
 from tests.helpers import vermin
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from archgap.analysis.scan import choose_targets
+from archgap.probe.environment.gpu import probe_gpus
+from archgap.probe.environment.system import System
 from archgap.probe.facts import Problem
-from archgap.probe.gpu import probe_gpus
-from archgap.probe.system import System
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SMI = FIXTURES / "nvidia_smi"

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import pytest
 
-from archgap.probe import binreader
-from archgap.probe.fatbin import read_binary
+from archgap.probe.binary import binreader
+from archgap.probe.binary.fatbin import read_binary
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 T = TypeVar("T")
@@ -173,7 +173,7 @@ def test_impossible_unpacked_size_makes_the_entry_invalid(tmp_path: Path) -> Non
 MEASURE = textwrap.dedent(
     """
     import sys
-    from archgap.probe.fatbin import read_binary
+    from archgap.probe.binary.fatbin import read_binary
     def peak_kib():  # VmHWM; compared before and after the work (the child's start-up varies)
         return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")))
     before = peak_kib()

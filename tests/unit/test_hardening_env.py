@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 from archgap.probe.__main__ import run as probe_run
-from archgap.probe.pyenv import discover_environment, installed_distributions, interpreter_paths
-from archgap.probe.system import System
+from archgap.probe.environment.pyenv import (
+    discover_environment,
+    installed_distributions,
+    interpreter_paths,
+)
+from archgap.probe.environment.system import System
 from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv, run_cli
 from tests.unit.test_hardening_binaries import within
 

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from archgap.probe.jit_caches import MAX_SMALL_FILE, collect_caches
-from archgap.probe.system import System
+from archgap.probe.environment.jit_caches import MAX_SMALL_FILE, collect_caches
+from archgap.probe.environment.system import System
 
 
 def collect(home: Path, **env: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archgap.codec import encode
-from archgap.probe.binfiles import walk_binaries
+from archgap.probe.binary.binfiles import walk_binaries
 from archgap.report.jsondoc import document, dumps
 from tests.helpers import CUDA_BIN
 

@@ -61,7 +61,7 @@ def test_probe_runs_alone_in_an_isolated_interpreter(tmp_path: Path) -> None:
     request = {"nonsense": {}, "trace": {"name": "ARCHS", "paths": [str(tmp_path / "code")]}}
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r});"
-        "import json, travelling_probe.collect as c, travelling_probe.system as s;"
+        "import json, travelling_probe.collect as c, travelling_probe.environment.system as s;"
         f"print(json.dumps(c.collect({request!r}, s.System.local())))"
     )
     result = subprocess.run(

@@ -16,12 +16,12 @@ import pytest
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.verdicts import library_verdict
 from archgap.codec import decode
-from archgap.probe.binfiles import walk_binaries
+from archgap.probe.binary.binfiles import walk_binaries
+from archgap.probe.binary.fatbin import read_binary
+from archgap.probe.binary.summary import Summary, binary_json, summarized
 from archgap.probe.collect import collect
+from archgap.probe.environment.system import System
 from archgap.probe.facts import BinaryFacts, ProbeResponse
-from archgap.probe.fatbin import read_binary
-from archgap.probe.summary import Summary, binary_json, summarized
-from archgap.probe.system import System
 from tests.helpers import CUDA_BIN, DATA
 
 # Real NVIDIA wheels installed under tests/.data (the test command's setup).
@@ -67,7 +67,7 @@ def test_rows_merged_as_entries_are_found_are_the_summary_of_every_entry() -> No
     # offsets must be summarized()'s of every entry. On the fixtures (device-linked targets
     # twice, compressed stubs beside kernels, archives, loose cubins and fatbins) and on real
     # NVIDIA libraries: CUPTI's static archives and .rodata containers, cuRAND, the runtime.
-    from archgap.probe.binfiles import discover
+    from archgap.probe.binary.binfiles import discover
 
     trees = [CUDA_BIN, *(DATA / f"venv-{name}" for name in REAL_VENVS)]
     paths = [path for path, ready in discover([str(t) for t in trees]) if ready is None]

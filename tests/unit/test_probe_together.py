@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from archgap.probe.collect import collect
-from archgap.probe.system import System
+from archgap.probe.environment.system import System
 from tests.toolkit_stubs import BANNERS
 
 SMI = Path(__file__).parent.parent / "fixtures" / "nvidia_smi"

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.pyenv import (
+from archgap.probe.binary.names import is_native_file
+from archgap.probe.environment.pyenv import (
     discover_environment,
     interpreter_paths,
-    is_native_file,
     record_names,
     record_native_files,
 )
-from archgap.probe.system import System
+from archgap.probe.environment.system import System
 from tests.helpers import CUDA_BIN, DATA, install_fake_distribution, make_venv
 
 

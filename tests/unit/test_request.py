@@ -12,7 +12,7 @@ def test_default_request_reads_the_environment_and_its_kernels_in_one_trip() -> 
     assert request["python"] == {"python": "/srv/venv/bin/python"}
     assert request["toolchains"]["python"] == "/srv/venv/bin/python"
     assert request["toolchains"]["source_checks"]  # the rules' lines to confirm on the target
-    # One row per kind of entry (probe.summary): what scan and fleet judge by, not every entry.
+    # One row per kind of entry (probe.binary.summary): what scan and fleet judge by.
     assert request["binaries"] == {"of_python": True, "deep": True, "detail": False}
     assert request["caches"] == {}  # the JIT caches of the environment's user (its HOME etc.)
 

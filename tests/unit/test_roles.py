@@ -28,8 +28,8 @@ from archgap.analysis.verdicts import (
     package_verdict,
     role_of,
 )
+from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import BinaryFacts, KernelEntry
-from archgap.probe.fatbin import read_binary
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 

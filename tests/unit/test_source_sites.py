@@ -16,9 +16,9 @@ from archgap.analysis.explain_match import code_request, names_to_trace
 from archgap.analysis.logparse import parse_log
 from archgap.codec import decode
 from archgap.kb.signatures import load_signatures
+from archgap.probe.environment.system import System
 from archgap.probe.facts import CodeFacts
 from archgap.probe.source.sites import collect_code
-from archgap.probe.system import System
 from tests.helpers import FIXTURES, install_fake_distribution, make_venv
 
 MODULE = """STATE = []

@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from archgap.probe.system import System, env_allowed
+from archgap.probe.environment.system import System, env_allowed
 
 
 def test_timeout_kills_the_whole_process_group() -> None:

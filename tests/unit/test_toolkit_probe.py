@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from archgap.probe.system import System
-from archgap.probe.toolkit import discover_toolchains, parse_release
+from archgap.probe.environment.system import System
+from archgap.probe.environment.toolkit import discover_toolchains, parse_release
 from tests.toolkit_stubs import (
     REAL_CUDA_13,
     banner_toolkit,

@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from archgap.probe.service_env import parse_env_file, system_with_env_from
-from archgap.probe.system import System
+from archgap.probe.environment.service_env import parse_env_file, system_with_env_from
+from archgap.probe.environment.system import System
 from tests.toolkit_stubs import wait_for_exec
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.compilers import jit_findings
+from archgap.probe.environment.toolkit import _torch_supported_arches
 from archgap.probe.facts import EnvVar, TorchBuild
-from archgap.probe.toolkit import _torch_supported_arches
 from tests.unit.test_jit_rules import facts
 
 EXCERPT = Path(__file__).resolve().parents[1] / "fixtures" / "torch" / "cpp_extension_2.14.1.py.txt"

@@ -139,8 +139,8 @@ def test_nothing_is_written_into_the_inspected_tree(tmp_path: Path) -> None:
 def test_trace_and_gates_are_probe_sections(tmp_path: Path) -> None:
     from archgap.codec import decode
     from archgap.probe.collect import collect
+    from archgap.probe.environment.system import System
     from archgap.probe.facts import GatesFacts, TraceFacts
-    from archgap.probe.system import System
 
     make_package(tmp_path)
     request = {

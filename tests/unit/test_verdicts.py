@@ -77,7 +77,7 @@ def test_ptx_newer_than_the_driver_blames_the_driver_not_the_kernels() -> None:
     # release history): it cannot JIT ISA 9.0, whatever GPU runs it.
     from pathlib import Path
 
-    from archgap.probe.fatbin import read_binary
+    from archgap.probe.binary.fatbin import read_binary
 
     ptx = read_binary(str(Path(__file__).parents[1] / "fixtures/cuda/bin/libptxonly.so"))
     a100 = resolve_gpu("A100")

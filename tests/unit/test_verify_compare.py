@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from archgap.analysis.verify import compare, driver_ptx_isa
+from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import PythonEnvironment
-from archgap.probe.fatbin import read_binary
 from archgap.report.verify import bug_report
 from tests.helpers import CUDA_BIN
 

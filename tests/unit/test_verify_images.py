@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from archgap.analysis.verify import NOT_LOADABLE, load_plan
-from archgap.probe.fatbin import read_binary
-from archgap.probe.system import System
-from archgap.probe.verify import (
+from archgap.probe.actions.verify import (
     _relocatable,
     child_env,
     choose_devices,
     containers,
     image_bytes,
 )
+from archgap.probe.binary.fatbin import read_binary
+from archgap.probe.environment.system import System
 from tests.helpers import CUDA_BIN
 
 

@@ -156,8 +156,8 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
     from archgap.analysis.gpu_fault import gpu_fault
     from archgap.analysis.scan import report_from_facts
     from archgap.codec import DecodeError
+    from archgap.probe.environment.gpu import NVIDIA_SMI_MISSING
     from archgap.probe.facts import ProbeResponse
-    from archgap.probe.gpu import NVIDIA_SMI_MISSING
 
     problems: list[str] = []
     try:
@@ -349,7 +349,7 @@ def jit_packages(report: FleetReport) -> tuple[str, ...]:
 def jit_cells(host: HostSummary, packages: Sequence[str]) -> tuple[str, ...]:
     """Per package, the host's worst JIT status: fails, unknown, ``ok`` (installed and no
     finding: the rules predict it builds), "" (not installed)."""
-    from archgap.probe.pyenv import canonical_name
+    from archgap.probe.environment.pyenv import canonical_name
 
     installed = {canonical_name(p.split("==", 1)[0]) for p in host.packages}
     worst: dict[str, str] = {}

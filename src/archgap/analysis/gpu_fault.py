@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from archgap.probe.gpu import NVIDIA_SMI_MISSING
+from archgap.probe.environment.gpu import NVIDIA_SMI_MISSING
 
 if TYPE_CHECKING:
     from archgap.probe.facts import GpuFacts

@@ -39,7 +39,7 @@ from archgap.kb import roles
 
 if TYPE_CHECKING:
     from archgap.analysis.load import LoadModel
-from archgap.probe.deep_plan import kernel_less, runtime_entries
+from archgap.probe.binary.deep_plan import kernel_less, runtime_entries
 from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 
 Verdict = Literal["native", "jit", "none", "unknown", "partial", "no-kernels"]

@@ -22,9 +22,9 @@ from archgap.analysis.verdicts import (
     verdicts_for,
 )
 from archgap.kb.toolchain import major_minor, max_ptx_isa_for_driver, toolkit_release
-from archgap.probe.deep_plan import runtime_entries
+from archgap.probe.binary.deep_plan import runtime_entries
+from archgap.probe.environment.gpu import cuda_version_text
 from archgap.probe.facts import BinaryFacts, PythonEnvironment
-from archgap.probe.gpu import cuda_version_text
 
 
 @dataclass(frozen=True)

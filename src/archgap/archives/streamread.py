@@ -46,11 +46,11 @@ from array import array
 from collections.abc import Callable
 from typing import IO, Any
 
-from archgap.probe.ar import AR_MAGIC
-from archgap.probe.binreader import ZERO_CHUNK, NotRecorded, Reader
-from archgap.probe.bytesearch import searcher
-from archgap.probe.deepsearch import PADDING_PEEK, SEARCH_MIN
-from archgap.probe.elf import (
+from archgap.probe.binary.ar import AR_MAGIC
+from archgap.probe.binary.binreader import ZERO_CHUNK, NotRecorded, Reader
+from archgap.probe.binary.bytesearch import searcher
+from archgap.probe.binary.deepsearch import PADDING_PEEK, SEARCH_MIN
+from archgap.probe.binary.elf import (
     CUBIN_IDENT,
     ELF32_HEADER,
     ELF64_DYN,
@@ -63,9 +63,8 @@ from archgap.probe.elf import (
     MAX_SECTIONS,
     PT_DYNAMIC,
 )
-from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import kind_of, read_with
-from archgap.probe.fatcontainer import (
+from archgap.probe.binary.fatbin import kind_of, read_with
+from archgap.probe.binary.fatcontainer import (
     CONTAINER_HEADER,
     CONTAINER_MAGIC,
     ENTRY_HEADER,
@@ -75,6 +74,7 @@ from archgap.probe.fatcontainer import (
     KERNEL_CHECK_MAX,
     MAX_ENTRY_HEADER,
 )
+from archgap.probe.facts import BinaryFacts
 
 CHUNK = 1 << 20  # bytes read from the stream at a time
 LOOKBEHIND = 16 << 20  # bytes kept behind the stream's position (names before a section table)

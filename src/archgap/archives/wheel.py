@@ -32,17 +32,17 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import IO, Any
 
-from archgap.probe.facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
-from archgap.probe.fatbin import read_bytes
-from archgap.probe.pyenv import (
+from archgap.probe.binary.fatbin import read_bytes
+from archgap.probe.binary.names import is_native_file
+from archgap.probe.binary.summary import binary_json
+from archgap.probe.environment.pyenv import (
     MAX_METADATA_BYTES,
     MAX_RECORD_BYTES,
     first_problems,
-    is_native_file,
     metadata_fields,
     record_names,
 )
-from archgap.probe.summary import binary_json
+from archgap.probe.facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
 
 from .limits import Inflated, InflationLimit
 from .streamread import read_streamed

@@ -34,8 +34,8 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any
 
+from archgap.probe.binary.fatbin import read_bytes
 from archgap.probe.facts import BinaryFacts
-from archgap.probe.fatbin import read_bytes
 
 
 def _inflater() -> Any:

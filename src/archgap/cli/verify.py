@@ -23,7 +23,7 @@ from archgap.cli.common import (
     is_remote,
     target_from_args,
 )
-from archgap.probe.verify import DEFAULT_GPU_TIMEOUT
+from archgap.probe.actions.verify import DEFAULT_GPU_TIMEOUT
 
 if TYPE_CHECKING:
     from archgap.analysis.verify import VerifyReport

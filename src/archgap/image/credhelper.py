@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from archgap.probe.system import communicate, spawn, stop_process_group
+from archgap.probe.environment.system import communicate, spawn, stop_process_group
 
 HELPER_TIMEOUT = 30.0
 TOKEN_USERNAME = "<token>"

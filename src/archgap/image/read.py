@@ -5,9 +5,9 @@ Python environments are found where images keep them: any ``lib/python3[.N]/site
 ``/usr/lib/python3/dist-packages``, ``/opt/conda/lib/python3.11/site-packages``, a venv's, found
 by the ``pyvenv.cfg`` next to its ``lib``; through links too: ``image.sites``). Their
 distributions come from ``.dist-info`` METADATA and RECORD like an installed environment's
-(``probe.pyenv``); the native files read are the same as there: those a RECORD owns and those
-under a site-packages no RECORD lists. Paths in the result are ``LABEL/image/path`` (the image's
-label, then the path inside the image).
+(``probe.environment.pyenv``); the native files read are the same as there: those a RECORD
+owns and those under a site-packages no RECORD lists. Paths in the result are
+``LABEL/image/path`` (the image's label, then the path inside the image).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from archgap.image.layers import (
 )
 from archgap.image.sites import SITE, find_sites
 from archgap.image.source import ImageError, ImageManifest, ImageSource, Platform
-from archgap.probe import pyenv
+from archgap.probe.binary.names import is_native_file
+from archgap.probe.environment import pyenv
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 
 IN_SITE = re.compile(SITE + "/(?P<inner>.+)$")  # a path inside a site
@@ -115,7 +116,7 @@ def read_early(path: str) -> bool:
     inner = match.group("inner")
     if inner.count("/") == 1 and inner.endswith(DIST_INFO_FILES):
         return True
-    return pyenv.is_native_file(path)
+    return is_native_file(path)
 
 
 def read_tree(
@@ -182,7 +183,7 @@ def _native_files(tree: FileTree, site: str) -> list[tuple[str, Entry]]:
     return [
         (path, entry)
         for path, entry in tree.walk(site)
-        if entry.kind in (FILE, HARDLINK) and pyenv.is_native_file(path)
+        if entry.kind in (FILE, HARDLINK) and is_native_file(path)
     ]
 
 
@@ -219,7 +220,7 @@ def _distribution(
         found.problems.append(Problem(subject, f"no RECORD: {why}"))
     if bad:
         found.problems.append(Problem(subject, pyenv.first_problems(bad)))
-    owned = {posixpath.normpath(posixpath.join(site, n)) for n in names if pyenv.is_native_file(n)}
+    owned = {posixpath.normpath(posixpath.join(site, n)) for n in names if is_native_file(n)}
     fallback = dist_info.rsplit("/", 1)[-1][: -len(".dist-info")]
     found.distributions.append(
         Distribution(

@@ -32,8 +32,8 @@ from typing import IO, Any
 
 from archgap.archives.limits import CappedStream, InflationLimit
 from archgap.archives.wheel import WheelContents, open_zip, read_stream, read_wheel
+from archgap.probe.binary.names import is_native_file
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
-from archgap.probe.pyenv import is_native_file
 
 CONDA_SUFFIXES = (".conda", ".tar.bz2")
 # The info files read, and the bytes read of each: index.json is a few hundred bytes, paths.json

@@ -16,11 +16,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from .collect import collect
-from .service_env import system_with_env_from
-from .system import System
+from .environment.service_env import system_with_env_from
+from .environment.system import System
 
 if TYPE_CHECKING:
-    from .fatbin import Progress
+    from .binary.fatbin import Progress
 
 
 def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict[str, Any]:
@@ -29,7 +29,7 @@ def run(payload: Mapping[str, Any], progress: Optional[Progress] = None) -> Dict
     ``progress`` (in-process callers only) is told as the binaries are read. ``{"fix": {...}}``
     runs the fix program instead (``fixer.py``: plan, apply, undo)."""
     if "fix" in payload:
-        from .fixer import run as run_fix
+        from .actions.fixer import run as run_fix
 
         return run_fix(payload["fix"])
     request = payload.get("request")

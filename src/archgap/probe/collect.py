@@ -15,22 +15,22 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .deep_plan import judged_native_sets
+from .binary.deep_plan import judged_native_sets
+from .environment.system import System
 from .facts import FACTS_VERSION
-from .system import System
 
 # section name -> (probe module, function). Modules are imported only when their section is asked.
 SECTIONS: Dict[str, Tuple[str, str]] = {
-    "gpu": ("gpu", "collect_gpu"),
-    "python": ("pyenv", "collect_python"),
-    "binaries": ("binfiles", "collect_binaries"),
-    "toolchains": ("toolkit", "collect_toolchains"),
+    "gpu": ("environment.gpu", "collect_gpu"),
+    "python": ("environment.pyenv", "collect_python"),
+    "binaries": ("binary.binfiles", "collect_binaries"),
+    "toolchains": ("environment.toolkit", "collect_toolchains"),
     "trace": ("source.trace", "collect_trace"),
     "gates": ("source.gates", "collect_gates"),
     "code": ("source.sites", "collect_code"),
-    "verify": ("verify", "collect_verify"),
-    "caches": ("jit_caches", "collect_caches"),
-    "loader": ("loader", "collect_loader"),
+    "verify": ("actions.verify", "collect_verify"),
+    "caches": ("environment.jit_caches", "collect_caches"),
+    "loader": ("environment.loader", "collect_loader"),
 }
 # Sections that mostly wait for commands they run (the target's interpreter, the NVML child,
 # each toolkit's --version): several of them in one request run at the same time, in threads

@@ -80,8 +80,8 @@ class KernelEntry:
     debug: bool  # built with -G
     listed: bool  # cuobjdump --list-elf / --list-ptx would list it (the default view)
     member: Optional[str] = None  # static-archive member that holds it
-    # Entries this one stands for: 1 for an entry as read; more in a summary (probe.summary), with
-    # the sizes added and the first entry's offset.
+    # Entries this one stands for: 1 for an entry as read; more in a summary
+    # (probe.binary.summary), with the sizes added and the first entry's offset.
     count: int = 1
     # SASS only: whether the cubin has a .text section (a kernel). False for an nvlink output
     # that holds only .nv.callgraph/.nv.rel.action; None when not looked at (compressed, large).
@@ -135,7 +135,7 @@ class PythonEnvironment:
 
 @dataclass(frozen=True)
 class LoaderFacts:
-    """What the target's dynamic loader finds by name alone (probe.loader)."""
+    """What the target's dynamic loader finds by name alone (probe.environment.loader)."""
 
     names: Tuple[str, ...]  # library file names in its cache and searched directories
     directories: Tuple[str, ...]  # where they were read: /etc/ld.so.cache, LD_LIBRARY_PATH ...
@@ -322,7 +322,7 @@ class CodeFacts:
     problems: Tuple[Problem, ...]
 
 
-# --- toolchain: CUDA toolkits and JIT packages (probe.toolkit) ---
+# --- toolchain: CUDA toolkits and JIT packages (probe.environment.toolkit) ---
 
 
 @dataclass(frozen=True)

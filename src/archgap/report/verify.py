@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from archgap.analysis.verdicts import UNOWNED
 from archgap.codec import encode
-from archgap.probe.deep_plan import runtime_entries
+from archgap.probe.binary.deep_plan import runtime_entries
 from archgap.report.markup import escape
 from archgap.report.table import VERDICT_STYLE
 

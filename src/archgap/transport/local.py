@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from archgap.probe.fatbin import Progress
+    from archgap.probe.binary.fatbin import Progress
     from archgap.probe.forked import Send
 
 FRAME = struct.Struct("<cI")  # kind (PROGRESS or FACTS), bytes that follow
@@ -71,7 +71,7 @@ def interpreter_asked_ahead(python: str | None, root: str, timeout: float) -> It
         yield
         return
     from archgap.probe.__main__ import system_of
-    from archgap.probe.pyenv import interpreter_paths
+    from archgap.probe.environment.pyenv import interpreter_paths
     from archgap.transport.bootstrap import probe_input
 
     system = system_of(probe_input({}, root, None, timeout))  # as the probe's payload says

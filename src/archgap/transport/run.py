@@ -16,8 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from archgap.codec import DecodeError, decode
+from archgap.probe.environment.system import (
+    RUN_MARK,
+    communicate,
+    new_mark,
+    spawn,
+    stop_process_group,
+)
 from archgap.probe.facts import ProbeResponse
-from archgap.probe.system import RUN_MARK, communicate, new_mark, spawn, stop_process_group
 from archgap.transport.bootstrap import (
     find_facts,
     find_too_old,
@@ -28,7 +34,7 @@ from archgap.transport.bootstrap import (
 from archgap.transport.target import DEFAULT_TIMEOUT, Target
 
 if TYPE_CHECKING:
-    from archgap.probe.fatbin import Progress
+    from archgap.probe.binary.fatbin import Progress
 
 # Kinds of failure, each with its own message (the JSON contract names them).
 UNREACHABLE = "unreachable"
@@ -266,7 +272,7 @@ def run_fixer(
     """The fix program's answer (probe/fixer.py: plan, apply, undo) from ``target``; it travels
     and runs exactly like the probe (the same loader, the same in-memory package)."""
     if target.is_local:
-        from archgap.probe.fixer import run
+        from archgap.probe.actions.fixer import run
 
         answer: dict[str, Any] = json.loads(json.dumps(run(fix_request)))
         return answer

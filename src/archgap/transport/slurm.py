@@ -17,8 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from archgap.probe.environment.system import (
+    RUN_MARK,
+    STDERR_LIMIT,
+    new_mark,
+    spawn,
+    stop_process_group,
+)
 from archgap.probe.facts import ProbeResponse
-from archgap.probe.system import RUN_MARK, STDERR_LIMIT, new_mark, spawn, stop_process_group
 from archgap.transport.bootstrap import FACTS_MARKER, probe_input, remote_argv, stdin_payload
 from archgap.transport.run import (
     MAX_FACTS_BYTES,

@@ -17,9 +17,9 @@ import stat
 import tokenize
 from typing import Callable, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple, TypeVar
 
+from ..environment.system import read_regular
 from ..facts import Problem
 from ..forked import in_two_processes
-from ..system import read_regular
 
 T = TypeVar("T")
 Candidates = List[Tuple[str, bytes]]  # (path, bytes) of the files that hold a needle

@@ -16,8 +16,8 @@ import re
 from dataclasses import asdict
 from typing import Any, Dict, List, Sequence, Tuple
 
+from ..environment.system import System
 from ..facts import Gate, GateFunction, GatesFacts, GatesTarget, Guard, Problem
-from ..system import System
 from .files import line_numbers, module_name, python_files
 from .flow import dotted, env_reads, raise_parts, string_value
 from .sourcefile import SourceFile

@@ -16,9 +16,9 @@ import os
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..environment.pyenv import canonical_name
+from ..environment.system import System
 from ..facts import Binding, CodeFacts, CodeSite, Distribution, Guard, Problem
-from ..pyenv import canonical_name
-from ..system import System
 from .finder import branches
 from .flow import dotted
 from .sourcefile import SourceFile
@@ -29,7 +29,7 @@ MAX_SITES = 32  # a request names a handful; a hostile one is cut here
 def collect_code(system: System, params: Any) -> Dict[str, Any]:
     """Probe section "code": ``{"python": PATH|None, "frames": [{"path", "line", "code"}],
     "raise_sites": [{"distribution", "file", "code"}]}`` (paths relative to site-packages)."""
-    from ..pyenv import installed_distributions, interpreter_paths
+    from ..environment.pyenv import installed_distributions, interpreter_paths
 
     params = params if isinstance(params, dict) else {}
     _, _, site_packages, problem = interpreter_paths(system, params.get("python"))
@@ -73,7 +73,7 @@ class _Owners:
         self.records: Dict[str, frozenset] = {}  # type: ignore[type-arg]
 
     def of(self, path: str) -> Optional[Distribution]:
-        from ..pyenv import record_files
+        from ..environment.pyenv import record_files
 
         path = os.path.normpath(path)
         for dist in self.dists:

@@ -15,8 +15,8 @@ from dataclasses import asdict, replace
 from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ..environment.system import System
 from ..facts import Knob, Occurrence, Problem, Swallow, TraceFacts
-from ..system import System
 from .files import Candidates, candidate_work, line_numbers, module_name
 from .finder import Finder, Found, Matcher
 from .flow import Program, knobs, swallow
@@ -75,7 +75,12 @@ def distribution_targets(
     groups: List[Tuple[str, List[str]]] = [(p, [p]) for p in paths]
     if paths and not dists:
         return groups, [], None
-    from ..pyenv import canonical_name, installed_distributions, interpreter_paths, record_files
+    from ..environment.pyenv import (
+        canonical_name,
+        installed_distributions,
+        interpreter_paths,
+        record_files,
+    )
 
     executable, _, site_packages, problem = interpreter_paths(system, python)
     problems = [problem] if problem else []
@@ -104,7 +109,7 @@ def unknown_distribution(wanted: str, installed: Sequence[Any], executable: str)
     how to name another environment."""
     import difflib
 
-    from ..pyenv import canonical_name
+    from ..environment.pyenv import canonical_name
 
     names = {canonical_name(d.name): d.name for d in installed}
     key = canonical_name(wanted)

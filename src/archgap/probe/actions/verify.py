@@ -30,10 +30,10 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..binary.elf import ELF_MAGIC
+from ..binary.fatcontainer import CONTAINER_HEADER, CONTAINER_MAGIC, ENTRY_HEADER, ENTRY_KINDS
+from ..environment.system import System, spawn, stop_process_group
 from . import cuda_child
-from .elf import ELF_MAGIC
-from .fatcontainer import CONTAINER_HEADER, CONTAINER_MAGIC, ENTRY_HEADER, ENTRY_KINDS
-from .system import System, spawn, stop_process_group
 
 DEFAULT_GPU_TIMEOUT = 300.0
 MAX_IMAGE = 1 << 31  # larger than any fatbin entry seen (the biggest cubins are tens of MB)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Tuple
 
-from .facts import Gpu, GpuFacts, Problem
+from ..facts import Gpu, GpuFacts, Problem
 from .system import System, read_regular
 
 QUERY_FIELDS = "index,name,uuid,compute_cap,driver_version"

@@ -18,7 +18,7 @@ import threading
 from dataclasses import asdict, replace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .facts import (
+from ..facts import (
     EnvVar,
     InstalledPackage,
     Problem,

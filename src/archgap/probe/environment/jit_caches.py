@@ -25,8 +25,8 @@ import re
 from dataclasses import asdict
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .facts import CacheEntry, CacheRoot
-from .fatbin import read_binary, read_cubin_at
+from ..binary.fatbin import read_binary, read_cubin_at
+from ..facts import CacheEntry, CacheRoot
 from .system import System
 
 MAX_ENTRIES = 1000  # binaries read per cache root; a walk stops there and says so

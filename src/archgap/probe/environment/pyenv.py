@@ -17,7 +17,8 @@ import threading
 from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from .facts import Distribution, Problem, PythonEnvironment
+from ..binary.names import NATIVE_LAST, is_native_file
+from ..facts import Distribution, Problem, PythonEnvironment
 from .system import System, read_regular
 
 # What is read of a distribution's metadata files, and what an interpreter may answer.
@@ -29,9 +30,6 @@ MAX_RECORD_ROWS = 1 << 18
 MAX_ANSWER_BYTES = 1 << 20
 MAX_PATH_CHARS = 4096
 MAX_SITE_DIRS = 64
-
-# The suffixes of files that may carry device code.
-NATIVE_NAME = re.compile(r"(\.so(\.\d+)*|\.a|\.o|\.cubin|\.fatbin)$")
 
 # Run as ``python -I -S -c`` (site.py would run the environment's .pth files): without site.py a
 # venv's interpreter does not know its own prefix, so the script finds pyvenv.cfg itself. A venv
@@ -66,16 +64,8 @@ print("\\0".join([sys.executable, sys.version.split()[0]] + [d or "" for d in di
 """
 
 
-# The last characters a native file's name can have: a cheap test before NATIVE_NAME's search
-# (a torch environment has ~20,000 names to look at, ~100 of them native).
-NATIVE_LAST = frozenset("oan0123456789")
 # A RECORD name that may be a native file's once normalised: also "x.so/" and "lib/x.so/.".
 RECORD_LAST = NATIVE_LAST | {"/", "."}
-
-
-def is_native_file(path: str) -> bool:
-    """A shared library (``x.so``, ``x.so.12``), object, archive, cubin or fatbin, by name."""
-    return path[-1:] in NATIVE_LAST and NATIVE_NAME.search(path) is not None
 
 
 # Several sections of one probe ask about the same interpreter, some at the same time (collect.py

@@ -18,15 +18,15 @@ import stat
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from ..facts import BinaryFacts
 from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
-from .facts import BinaryFacts
 from .fatbin import Progress, Summarize, open_error, read_binaries
-from .pyenv import NATIVE_NAME
+from .names import NATIVE_NAME
 from .summary import Summary, binary_json
 
 if TYPE_CHECKING:  # a plain read needs none of what System imports (subprocess, uuid ...)
-    from .system import System
+    from ..environment.system import System
 
 # Files without an extension that are never binaries (wheel metadata, licences).
 NOT_BINARY_NAMES = frozenset(
@@ -192,7 +192,7 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
     "native_sets" (deep_plan.judged_native_sets: search deeply only where it can matter).
 
     Without ``detail`` (default: with it) entries that differ only in offset and size come as
-    one (``probe.summary``)."""
+    one (``probe.binary.summary``)."""
     paths = [str(p) for p in params.get("paths") or []]
     detail = bool(params.get("detail", True))
     deep = bool(params.get("deep", False))

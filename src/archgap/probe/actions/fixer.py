@@ -43,7 +43,7 @@ import stat
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .system import System, hide_url_password, read_regular, shown_value
+from ..environment.system import System, hide_url_password, read_regular, shown_value
 
 JOURNAL = "journal.json"
 LOCK = "lock"
