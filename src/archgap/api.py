@@ -34,12 +34,12 @@ from archgap.transport.run import TransportFailure, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
-    from archgap.analysis.caches import SharedCache
     from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain import Diagnosis
     from archgap.analysis.explain_chain import Examined
     from archgap.analysis.fixplan import Action, Plan
     from archgap.analysis.fleet import FleetReport
+    from archgap.analysis.jit.caches import SharedCache
     from archgap.analysis.logparse import ParsedLog
     from archgap.analysis.recipe import Recipe
     from archgap.analysis.scan import ScanReport
@@ -878,8 +878,8 @@ def fleet_run(
     import contextlib
     import time
 
-    from archgap.analysis.caches import cache_shares, shared_caches
     from archgap.analysis.fleet import fleet_report
+    from archgap.analysis.jit.caches import cache_shares, shared_caches
     from archgap.transport import fleet as transport_fleet
 
     _resolve(gpus)

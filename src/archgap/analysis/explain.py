@@ -30,7 +30,7 @@ from archgap.analysis.explain_chain import (
 )
 from archgap.analysis.explain_match import Focus, SignatureMatch, focus_of, site_relative
 from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
-from archgap.analysis.flashinfer import flashinfer_findings
+from archgap.analysis.jit.flashinfer import flashinfer_findings
 from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.gpus import known_capabilities, products

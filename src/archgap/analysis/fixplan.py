@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archgap.analysis.fixes import ENV, PATCH, TOOLKIT, UPGRADE, Fix, ranked
-from archgap.analysis.jit import JitFinding
+from archgap.analysis.jit.findings import JitFinding
 from archgap.analysis.scan import ScanReport
 from archgap.kb import load_json
 

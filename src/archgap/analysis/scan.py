@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from archgap.analysis.caches import CacheReport, audit_caches
 from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
-from archgap.analysis.compilers import jit_findings
-from archgap.analysis.jit import JitFinding
+from archgap.analysis.jit.caches import CacheReport, audit_caches
+from archgap.analysis.jit.compilers import jit_findings
+from archgap.analysis.jit.findings import JitFinding
 from archgap.analysis.load import LoadFinding, load_model
 from archgap.analysis.platform import (
     PlatformFinding,

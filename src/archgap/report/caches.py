@@ -8,7 +8,7 @@ from archgap.report.markup import escape
 from archgap.report.table import VERDICT_STYLE
 
 if TYPE_CHECKING:
-    from archgap.analysis.caches import AuditedCache, CacheReport
+    from archgap.analysis.jit.caches import AuditedCache, CacheReport
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 

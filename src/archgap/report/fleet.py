@@ -12,8 +12,8 @@ from archgap.report.markup import escape
 from archgap.report.table import VERDICT_STYLE
 
 if TYPE_CHECKING:
-    from archgap.analysis.caches import SharedCache
     from archgap.analysis.fleet import FleetReport
+    from archgap.analysis.jit.caches import SharedCache
 
 
 def headline(report: FleetReport, elapsed: float, documents: int | None) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes import Fix
-from archgap.analysis.jit import (
+from archgap.analysis.jit.findings import (
     Fact,
     JitFinding,
     JitStatus,

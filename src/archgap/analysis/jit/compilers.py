@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.flashinfer import flashinfer_findings
-from archgap.analysis.jit import JitFinding, runtime_findings, torch_findings
-from archgap.analysis.triton import triton_findings
+from archgap.analysis.jit.findings import JitFinding, runtime_findings, torch_findings
+from archgap.analysis.jit.flashinfer import flashinfer_findings
+from archgap.analysis.jit.triton import triton_findings
 from archgap.probe.facts import ToolchainFacts
 
 

@@ -20,7 +20,7 @@ from archgap.analysis.flashinfer_rules import (
     parse_flashinfer_arch_list,
     target_name,
 )
-from archgap.analysis.jit import (
+from archgap.analysis.jit.findings import (
     Fact,
     JitFinding,
     JitStatus,
