@@ -381,9 +381,7 @@ def _other_ptxas(target: str, have: str, facts: LogFacts) -> Ruling:
     return Ruling("toolkit-target", f"{cause}{_gpu_words(facts)}", DETERMINED, fixes)
 
 
-def _other_nvcc(
-    target: str, have: str, first: str, last: str | None, facts: LogFacts
-) -> Ruling:
+def _other_nvcc(target: str, have: str, first: str, last: str | None, facts: LogFacts) -> Ruling:
     """nvcc rejected a target that the CUDA the log names builds: the nvcc that ran is another
     toolkit's (an older one on PATH, such as a distribution's /usr/bin/nvcc, or one past the
     release that dropped the target), not the one the report installed."""
