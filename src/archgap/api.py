@@ -267,7 +267,7 @@ def _judge_variant(
     fetched: list[Fetched],
 ) -> VersionVerdict:
     """One variant's wheel read (ranges where the server allows) and judged on every GPU."""
-    from archgap.analysis.verdicts import NO_KERNELS
+    from archgap.analysis.verdicts.verdicts import NO_KERNELS
     from archgap.analysis.versions import GpuVerdict, VersionVerdict, covers, variant_verdict
     from archgap.archives.wheel import archive_facts
     from archgap.index.versions import read_variant

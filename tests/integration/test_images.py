@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.analysis.verdicts import PackageVerdict
+from archgap.analysis.verdicts.verdicts import PackageVerdict
 from archgap.api import scan, scan_archives
 from archgap.image.layout import OciLayout
 from archgap.image.read import NO_PYTHON, read_image

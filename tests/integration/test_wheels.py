@@ -16,7 +16,7 @@ from typing import IO
 
 import pytest
 
-from archgap.analysis.verdicts import Verdict
+from archgap.analysis.verdicts.verdicts import Verdict
 from archgap.api import scan, scan_archives
 from archgap.archives.wheel import read_wheel
 from archgap.probe.binary.fatbin import read_binary

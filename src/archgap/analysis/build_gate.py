@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.recipe import recipe
-from archgap.analysis.verdicts import (
+from archgap.analysis.verdicts.verdicts import (
     JIT,
     KERNEL_LIBRARY,
     NATIVE,

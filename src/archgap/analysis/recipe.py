@@ -26,7 +26,7 @@ from archgap.analysis.compat import (
     sass_runs_on,
     target_name,
 )
-from archgap.analysis.verdicts import NATIVE, library_verdict
+from archgap.analysis.verdicts.verdicts import NATIVE, library_verdict
 from archgap.kb.gpus import integrated, renumbered
 from archgap.kb.toolchain import (
     first_toolkit_for,

@@ -14,14 +14,14 @@ from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets
 from archgap.analysis.jit.caches import CacheReport, audit_caches
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.jit.findings import JitFinding
-from archgap.analysis.load import LoadFinding, load_model
 from archgap.analysis.platform import (
     PlatformFinding,
     image_mismatches,
     platform_blocked,
     platform_findings,
 )
-from archgap.analysis.verdicts import (
+from archgap.analysis.verdicts.load import LoadFinding, load_model
+from archgap.analysis.verdicts.verdicts import (
     JIT,
     KERNEL_LIBRARY,
     NATIVE,
@@ -69,7 +69,7 @@ class ScanReport:
     strict: bool = False  # --strict: 'partial' on a gating GPU is a gap too
     images: tuple[ImageFacts, ...] = ()  # container images judged (their platform, Python sites)
     target: str = ""  # where the facts were collected when not here: "root@gpu1", a container
-    load: tuple[LoadFinding, ...] = ()  # broken links of the load model (analysis/load.py)
+    load: tuple[LoadFinding, ...] = ()  # broken links of the load model (analysis/verdicts/load.py)
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archgap.analysis.compat import ComputeCapability, GpuTarget
-from archgap.analysis.verdicts import (
+from archgap.analysis.verdicts.verdicts import (
     UNKNOWN,
     UNOWNED,
     LibraryVerdict,

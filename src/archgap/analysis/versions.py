@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes import flashinfer_supports, normalised_target
-from archgap.analysis.verdicts import JIT, NATIVE, NO_KERNELS, NONE, PARTIAL, UNKNOWN, Verdict
+from archgap.analysis.verdicts.verdicts import (
+    JIT,
+    NATIVE,
+    NO_KERNELS,
+    NONE,
+    PARTIAL,
+    UNKNOWN,
+    Verdict,
+)
 from archgap.kb import toolchain as kb
 
 

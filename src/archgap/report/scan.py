@@ -13,7 +13,7 @@ from archgap.report.table import markup_escape as e
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
-    from archgap.analysis.verdicts import LibraryVerdict
+    from archgap.analysis.verdicts.verdicts import LibraryVerdict
     from archgap.probe.facts import ToolchainFacts, Toolkit
 
 

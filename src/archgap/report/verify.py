@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from archgap.analysis.verdicts import UNOWNED
+from archgap.analysis.verdicts.verdicts import UNOWNED
 from archgap.codec import encode
 from archgap.probe.binary.deep_plan import runtime_entries
 from archgap.report.markup import escape

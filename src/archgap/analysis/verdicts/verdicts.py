@@ -15,7 +15,7 @@ Per package: ``native``, ``partial`` (some kernel libraries have nothing for tha
 ship arch-specific extras by design), ``jit``, ``none``, ``unknown``, ``no-kernels``.
 
 A verdict is ``native`` (or ``jit``) only when the library would also load and run there
-(analysis/load.py): a library that cannot load (the driver does not run the GPU or its CUDA,
+(verdicts/load.py): a library that cannot load (the driver does not run the GPU or its CUDA,
 a needed library is missing, its PTX is newer than the driver) is ``none`` with ``load``
 naming the broken link; a build its package does not load (kb/load.json "loaders") is shown
 with the role "not loaded" and decides nothing.
@@ -38,7 +38,7 @@ from archgap.analysis.compat import (
 from archgap.kb import roles
 
 if TYPE_CHECKING:
-    from archgap.analysis.load import LoadModel
+    from archgap.analysis.verdicts.load import LoadModel
 from archgap.probe.binary.deep_plan import kernel_less, runtime_entries
 from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 
@@ -69,7 +69,7 @@ class LibraryVerdict:
     from_deep_search: bool  # decided by containers cuobjdump does not list
     role: str = KERNEL_LIBRARY  # only kernel libraries count towards the package's verdict
     role_reason: str = ""  # why a file of another role does not count
-    load: str = ""  # why it cannot load or run there (a broken link: analysis/load.py), or ""
+    load: str = ""  # why it cannot load or run there (a broken link: verdicts/load.py), or ""
 
 
 @dataclass(frozen=True)

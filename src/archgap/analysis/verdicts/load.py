@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from archgap.analysis.compat import GpuTarget, is_integrated, sass_compat
-from archgap.analysis.verdicts import has_device_code
+from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
 from archgap.kb.toolchain import (
     driver_runs_runtime,
