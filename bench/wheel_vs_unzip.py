@@ -162,7 +162,7 @@ def nginx_bytes(wheel: Path) -> None:
 
 
 def ranged_bytes(url: str) -> None:
-    from archgap.index.targets import read_targets
+    from archgap.targets import read_targets
 
     started = time.perf_counter()
     contents, fetched = read_targets([url])

@@ -170,7 +170,7 @@ def scan_archives(
     from archgap.archives.wheel import archive_facts
     from archgap.image.read import image_facts
     from archgap.index.options import IndexOptions
-    from archgap.index.targets import mark_unverified, read_targets
+    from archgap.targets import mark_unverified, read_targets
 
     _resolve(gpus)
     contents, fetched = read_targets(list(targets), options or IndexOptions())

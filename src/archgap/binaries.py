@@ -44,8 +44,8 @@ def local_binaries(
     remote = [p for p in paths if is_image(p, rootfs=False) or is_index_target(p)]
     found: list[BinaryFacts] = []
     if remote:  # the index, wheel and image readers (and urllib) are imported only for these
-        from archgap.index.targets import read_targets
-        from archgap.index.targets import unverified as unchecked
+        from archgap.targets import read_targets
+        from archgap.targets import unverified as unchecked
 
         contents, fetched = read_targets(remote, options, deep=deep, resolved=resolved)
         found = [b for c in contents for b in _archive_binaries(c)]

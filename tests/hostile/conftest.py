@@ -32,7 +32,7 @@ HASHED_BYTES = 16 << 20  # files up to this are compared by content
 MAX_ENTRIES = 20_000  # entries of one tree fingerprinted (the corpus's are far smaller)
 # The in-process entry points the classes call, by module and name.
 ENTRY_POINTS = (
-    ("archgap.index.targets", "read_targets"),
+    ("archgap.targets", "read_targets"),
     ("archgap.api", "scan_archives"),
     ("archgap.api", "kernels"),
     ("archgap.cli", "main"),

@@ -47,11 +47,12 @@ from archgap.image.registry import RegistryClient, RegistryError
 from archgap.image.registry_auth import parse_reference
 from archgap.index import net
 from archgap.index.fetch import Fetched
+from archgap.index.options import IndexOptions
 from archgap.index.resolve import ResolveError, project_files
-from archgap.index.targets import IndexOptions, mark_unverified, read_targets
 from archgap.report.jsondoc import schema
 from archgap.report.kernels import document as kernels_document
 from archgap.report.kernels import text as kernels_text
+from archgap.targets import mark_unverified, read_targets
 from tests.helpers import json_output, run_cli
 from tests.loopback_index import make_wheel
 

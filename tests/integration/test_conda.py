@@ -28,8 +28,8 @@ import pytest
 
 from archgap.api import scan_archives
 from archgap.index.conda import read_conda
-from archgap.index.targets import read_targets
 from archgap.probe.binary.fatbin import read_binary
+from archgap.targets import read_targets
 from tests.helpers import DATA, FIXTURES, in_child, json_output, run_cli
 from tests.integration.test_kernels_cuobjdump import CUOBJDUMP, cuobjdump_names, our_names
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from archgap.api import scan_archives
+from archgap.index.options import IndexOptions
 from archgap.index.resolve import ResolveError, indexes, resolve
-from archgap.index.targets import IndexOptions, read_targets
+from archgap.targets import read_targets
 from tests.helpers import DATA, in_child, json_output, run_cli
 from tests.loopback_index import NGINX, CountingHandler, nginx_server, sha256
 from tests.loopback_index import plain_server as serve_plain

@@ -26,7 +26,7 @@ from archgap.image import registries_conf
 from archgap.image.registry import RegistryClient, RegistryError, RegistrySource
 from archgap.image.registry_auth import parse_reference
 from archgap.image.source import ImageError, parse_platform
-from archgap.index.targets import IndexOptions
+from archgap.index.options import IndexOptions
 from tests.helpers import json_output, run_cli
 from tests.integration.test_images import (
     GPUS,

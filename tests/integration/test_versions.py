@@ -227,7 +227,7 @@ def test_python_api_is_the_same_walk(
 ) -> None:
     """api.versions: the T4 walk over the main index (3.0 and 2.0 have nothing for 7.5)."""
     from archgap.api import versions as api_versions
-    from archgap.index.targets import IndexOptions
+    from archgap.index.options import IndexOptions
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)

@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from archgap.image.source import (
+    ARCHIVE_PREFIX,
     LAYER_TAR,
     MAX_JSON_BYTES,
     OCI_INDEX,
+    OCI_PREFIX,
     REF_NAME,
     Blob,
     ImageError,
@@ -31,7 +33,6 @@ from archgap.image.source import (
     resolve,
     verified,
 )
-from archgap.image.targets import ARCHIVE_PREFIX, OCI_PREFIX
 
 MAX_LINKS = 8  # symlinks between members of a docker save tarball followed at most
 _HEX_NAME = re.compile(r"^(?:blobs/sha256/)?([0-9a-f]{64})(?:\.tar|\.json)?$")

@@ -15,11 +15,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import platform as host
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
+
+from archgap.archives.platform import ELF_MACHINE as ELF_MACHINE
+from archgap.archives.platform import Platform as Platform
+from archgap.archives.platform import host_platform as host_platform
+from archgap.archives.platform import parse_platform as parse_platform
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -34,15 +38,13 @@ DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 MAX_JSON_BYTES = 4 << 20  # an index, a manifest or a config (real ones are a few KiB)
 MAX_NESTING = 8  # indexes inside indexes followed at most
 REF_NAME = "org.opencontainers.image.ref.name"
+# How a target names each transport (image/targets.py), and a source its image's label.
+OCI_PREFIX = "oci:"
+ARCHIVE_PREFIX = "docker-archive:"
+REGISTRY_PREFIX = "docker://"
+ROOTFS_PREFIX = "rootfs:"
+PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)
 DIGEST = re.compile(r"^(sha256|sha512):([0-9a-f]{64}|[0-9a-f]{128})$")
-
-# uname -m and Go's GOARCH spellings -> the OCI architecture names; OCI -> the ELF names the
-# kernel reader reports (what analysis.platform compares).
-_OCI_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-_OCI_ARCH.update({"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64", "arm": "arm"})
-ELF_MACHINE = {"amd64": "x86-64", "arm64": "aarch64", "ppc64le": "ppc64", "riscv64": "riscv"}
-ELF_MACHINE.update({"arm": "arm", "386": "x86"})
-_WHEEL_TAG_ARCH = re.compile(r"_(x86_64|aarch64|ppc64le|s390x)$")
 
 
 class ImageError(Exception):
@@ -57,31 +59,6 @@ class Blob:
     media_type: str
     size: int  # -1 where unknown
     location: str = ""  # where the source keeps it, when that is not its digest (a tar member)
-
-
-@dataclass(frozen=True)
-class Platform:
-    os: str  # "linux"
-    architecture: str  # OCI spelling: "amd64", "arm64"
-    variant: str = ""  # "v8" for arm64 (also the default when none is given)
-
-    def __str__(self) -> str:
-        return "/".join(p for p in (self.os, self.architecture, self.variant) if p)
-
-    def accepts(self, offered: Platform) -> bool:
-        """Whether an image for ``offered`` runs here (variants compared only when asked)."""
-        if (self.os, self.architecture) != (offered.os, offered.architecture):
-            return False
-        return not self.variant or self.variant == _variant(offered)
-
-    @property
-    def elf_machine(self) -> str | None:
-        """The ELF machine name of this architecture ("x86-64"), None when not known."""
-        return ELF_MACHINE.get(self.architecture)
-
-
-def _variant(p: Platform) -> str:
-    return p.variant or ("v8" if p.architecture == "arm64" else "")
 
 
 @dataclass(frozen=True)
@@ -125,27 +102,6 @@ class ImageSource(Protocol):
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def parse_platform(text: str) -> Platform:
-    """``linux/arm64``, ``linux/arm64/v8``, ``arm64``, or a wheel platform tag
-    (``manylinux_2_28_aarch64``: the same ``--platform`` serves wheels and images).
-    Raises ``ValueError`` for anything else."""
-    tag = _WHEEL_TAG_ARCH.search(text)
-    if tag and text.startswith(("manylinux", "musllinux", "linux")):
-        return Platform("linux", _OCI_ARCH.get(tag.group(1), tag.group(1)))
-    parts = text.strip().lower().split("/")
-    if len(parts) == 1:
-        parts = ["linux", *parts]
-    if len(parts) > 3 or not all(re.fullmatch(r"[a-z0-9_]+", p) for p in parts):
-        raise ValueError(f"--platform {text!r}: give os/arch[/variant] like linux/arm64")
-    return Platform(parts[0], _OCI_ARCH.get(parts[1], parts[1]), parts[2] if len(parts) > 2 else "")
-
-
-def host_platform() -> Platform:
-    """This machine's platform (linux/amd64 on x86-64)."""
-    machine = host.machine().lower()
-    return Platform(host.system().lower() or "linux", _OCI_ARCH.get(machine, machine))
 
 
 def parse_json(data: bytes, what: str) -> dict[str, Any]:

@@ -15,15 +15,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from archgap.image.source import (
+    ARCHIVE_PREFIX,
+    OCI_PREFIX,
+    PREFIXES,
+    REGISTRY_PREFIX,
+    ROOTFS_PREFIX,
+)
+
 if TYPE_CHECKING:  # the readers load only when an image is read: `kernels DIR` asks is_image
     from archgap.image.read import ImageContents
     from archgap.image.source import ImageSource, Platform
 
-OCI_PREFIX = "oci:"
-ARCHIVE_PREFIX = "docker-archive:"
-REGISTRY_PREFIX = "docker://"
-ROOTFS_PREFIX = "rootfs:"
-PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)
 OS_RELEASE = ("etc/os-release", "usr/lib/os-release")
 
 

@@ -81,8 +81,8 @@ def install_line(
 def read_variant(file: IndexFile, fetched: list[Fetched]) -> WheelContents:
     """What the wheel holds: as read before, when its index gave a sha256 and the cache has it
     (``$XDG_CACHE_HOME/archgap/versions/SHA256.json``: nothing crosses the network), else read
-    now (ranges where the server allows, ``index.targets``) and kept."""
-    from archgap.index.targets import read_index_file
+    now (ranges where the server allows, ``index.read``) and kept."""
+    from archgap.index.read import read_index_file
 
     path = _cache_file(file)
     cached = _load(path, file.url) if path else None

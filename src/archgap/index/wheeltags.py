@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from archgap.archives.platform import parse_platform
 from archgap.archives.wheel import WheelContents
-from archgap.image.source import parse_platform
 from archgap.probe.facts import BinaryFacts, Problem
 
 MAX_WHEEL_FILE = 64 << 10  # a WHEEL file is a few lines

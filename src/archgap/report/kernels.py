@@ -378,7 +378,7 @@ def unverified_lines(archives: Sequence[str]) -> list[str]:
     """The mark scan shows too: archives read through range requests, unchecked."""
     if not archives:
         return []
-    from archgap.index.targets import UNVERIFIED
+    from archgap.targets import UNVERIFIED
 
     return [f"[yellow]! {escape(label)}: {escape(UNVERIFIED)}[/]" for label in archives]
 

@@ -5,23 +5,18 @@ cannot be read is one with only a problem, so the others are still judged."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import urllib.parse
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
-from archgap.archives.wheel import WheelContents, read_wheel, wheel_files
+from archgap.archives.wheel import WheelContents, wheel_files
 from archgap.image.targets import is_image, read_image_target
 from archgap.index import net
-from archgap.index.conda import conda_format, read_conda
-from archgap.index.fetch import Fetched, FetchError, open_local, open_wheel
-from archgap.index.options import ARCHIVE_SUFFIXES, URL_SCHEMES
-from archgap.index.options import IndexOptions as IndexOptions  # importers of targets keep it
-from archgap.index.resolve import IndexFile, ResolveError, indexes, parse_requirement, resolve
-from archgap.index.wheeltags import tag_problems
+from archgap.index.fetch import Fetched
+from archgap.index.options import ARCHIVE_SUFFIXES, URL_SCHEMES, IndexOptions
+from archgap.index.read import failed, read_local, read_url
+from archgap.index.resolve import ResolveError, indexes, parse_requirement, resolve
 from archgap.probe.facts import Problem
 
 if TYPE_CHECKING:
@@ -53,9 +48,9 @@ def read_targets(
                 archives = wheel_files([target], ARCHIVE_SUFFIXES)
                 if not archives:
                     found.append(
-                        _failed(target, "no .whl, .conda or .tar.bz2 file in this directory")
+                        failed(target, "no .whl, .conda or .tar.bz2 file in this directory")
                     )
-                found.extend(_read_local(path, deep) for path in archives)
+                found.extend(read_local(path, deep) for path in archives)
             elif options.deps:  # resolved together, as one pip install
                 requirements.append(target)
             else:
@@ -63,12 +58,6 @@ def read_targets(
         if requirements:
             found.extend(reading.requirement_set(requirements))
     return found, reading.fetched
-
-
-def _failed(target: str, reason: str) -> WheelContents:
-    contents = WheelContents(target)
-    contents.problems.append(Problem(target, reason))
-    return contents
 
 
 @dataclass
@@ -82,7 +71,7 @@ class _Reading:
     resolved: list[Chosen]
 
     def url(self, url: str, sha256: str | None) -> WheelContents:
-        return _read_url(url, sha256, self.fetched, self.deep)
+        return read_url(url, sha256, self.fetched, self.deep)
 
     def requirement(self, text: str) -> WheelContents:
         from archgap.index.deps import ROOT, Chosen
@@ -92,7 +81,7 @@ class _Reading:
         try:
             chosen = resolve(text, urls, options.python_version, options.platform)
         except ResolveError as exc:
-            return _failed(text, str(exc))
+            return failed(text, str(exc))
         extras = tuple(sorted(parse_requirement(text).extras))
         self.resolved.append(
             Chosen(chosen.name, chosen.version, chosen.file, chosen.index, extras, (ROOT,))
@@ -111,7 +100,7 @@ class _Reading:
         found = [self.url(c.file.url, c.file.sha256) for c in resolution.chosen]
         for problem in resolution.problems:
             by = "" if problem.required_by == ROOT else f" (required by {problem.required_by})"
-            found.append(_failed(problem.requirement, problem.reason + by))
+            found.append(failed(problem.requirement, problem.reason + by))
         return found
 
 
@@ -130,51 +119,3 @@ def mark_unverified(contents: Sequence[WheelContents], fetched: Sequence[Fetched
     for archive in contents:
         if archive.label in labels:
             archive.problems.append(Problem(archive.label, UNVERIFIED))
-
-
-def _read_url(url: str, sha256: str | None, fetched: list[Fetched], deep: bool) -> WheelContents:
-    """The archive at ``url`` (admitted: redacted), downloaded whole when its server's range
-    answers fall short."""
-    contents = WheelContents(url)
-    for whole in (False, True):
-        try:
-            handle, how = open_wheel(url, sha256, whole=whole)
-        except FetchError as exc:  # the problem's subject is the URL: said once
-            return _failed(url, str(exc).removeprefix(url + ": "))
-        with contextlib.closing(handle):
-            contents = _read_handle(url, urllib.parse.urlsplit(url).path, handle, deep)
-        fetched.append(how)
-        if not how.short_range:
-            break
-    return contents
-
-
-def _read_handle(label: str, name: str, handle: IO[bytes], deep: bool) -> WheelContents:
-    """A conda package, or a wheel with what its name, WHEEL and native files disagree on
-    (``name``: the file's path or URL path, which tells which it is)."""
-    if conda_format(name):
-        return read_conda(label, handle, deep)
-    contents = read_wheel(label, handle, deep)
-    if contents.distributions:
-        try:
-            handle.seek(0)
-            with zipfile.ZipFile(handle) as zf:
-                contents.problems.extend(tag_problems(contents, zf))
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-            contents.problems.append(Problem(label, f"its WHEEL file cannot be read: {exc}"))
-    return contents
-
-
-def _read_local(path: str, deep: bool) -> WheelContents:
-    """A local archive, opened only if it is a regular file (a FIFO never hangs the read)."""
-    try:
-        handle = open_local(path)
-    except FetchError as exc:
-        return _failed(path, str(exc).removeprefix(path + ": "))
-    with contextlib.closing(handle):
-        return _read_handle(path, path, handle, deep)
-
-
-def read_index_file(file: IndexFile, fetched: list[Fetched]) -> WheelContents:
-    """The wheel an index lists, read (checked against the index's sha256 when downloaded)."""
-    return _read_url(file.url, file.sha256, fetched, True)
