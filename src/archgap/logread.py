@@ -3,8 +3,11 @@ the error is), with what was left out between counted (``archgap explain``'s inp
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import BinaryIO
+
+from archgap.errors import UsageError
 
 MAX_INPUT = 64 * 1024 * 1024  # bytes of a log that are parsed; a longer log loses its middle
 HEAD_BYTES = 8 << 20  # of a longer log: its start ...
@@ -67,3 +70,21 @@ def read_log(stream: BinaryIO) -> LogInput:
         skipped_bytes,
         skipped_lines,
     )
+
+
+def read_input(logfile: str | None, message: str | None) -> tuple[LogInput, str]:
+    """The log to explain and where it came from: a file (``-``: stdin) or a bare message;
+    ``UsageError`` for neither, both, or a file that cannot be read."""
+    if message and logfile:
+        raise UsageError("give a LOGFILE or --message, not both")
+    if message:
+        return LogInput(message), "--message"
+    if not logfile:
+        raise UsageError("give a LOGFILE, '-' for stdin, or --message TEXT")
+    if logfile == "-":
+        return read_log(sys.stdin.buffer), "stdin"
+    try:
+        with open(logfile, "rb") as f:
+            return read_log(f), logfile
+    except OSError as exc:
+        raise UsageError(f"cannot read {logfile}: {exc.strerror or exc}") from exc

@@ -15,14 +15,9 @@ log points at in one request, then the trace of the state the raising condition 
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
 from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, UsageError, target_from_args
-
-if TYPE_CHECKING:
-    from archgap.logread import LogInput
 
 HELP = "explain a crash log: the chain of causes and the fixes"
 DESCRIPTION = (
@@ -44,30 +39,13 @@ OPTIONS = (
 )
 
 
-def _read_input(args: argparse.Namespace) -> tuple[LogInput, str]:
-    from archgap.logread import LogInput, read_log
-
-    if args.message and args.logfile:
-        raise UsageError("give a LOGFILE or --message, not both")
-    if args.message:
-        return LogInput(args.message), "--message"
-    if not args.logfile:
-        raise UsageError("give a LOGFILE, '-' for stdin, or --message TEXT")
-    if args.logfile == "-":
-        return read_log(sys.stdin.buffer), "stdin"
-    try:
-        with open(args.logfile, "rb") as f:
-            return read_log(f), args.logfile
-    except OSError as exc:
-        raise UsageError(f"cannot read {args.logfile}: {exc.strerror or exc}") from exc
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.compat import UnknownGpu, resolve_gpu
     from archgap.api import ProbeError, Where, diagnose
+    from archgap.logread import read_input
     from archgap.report import explain as rendering
 
-    text, origin = _read_input(args)
+    text, origin = read_input(args.logfile, args.message)
     try:
         for name in args.gpu:  # a bad GPU name fails before anything is probed, then a bad target
             resolve_gpu(name)

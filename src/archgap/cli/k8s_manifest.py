@@ -12,19 +12,12 @@ textfile metrics current. ``--node-selector`` picks the nodes; each pod requests
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from archgap.cli import options as opt
 from archgap.cli.common import EXIT_OK, Output, UsageError
 from archgap.transport.target import DEFAULT_PYTHON
 
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-# A label key (an optional DNS-subdomain prefix and '/', then a name) and a label value.
-LABEL_KEY = re.compile(
-    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-)
-LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 PROBE_IMAGE = "python:3.12-slim"
 
 
@@ -70,31 +63,21 @@ OPTIONS = (
 )
 
 
-def _node_selector(text: str) -> dict[str, str]:
-    key, equals, value = text.partition("=")
-    if not equals or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
-        raise UsageError(f"--node-selector {text!r} is not a label KEY=VALUE")
-    return {key: value}
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.report.k8s import Placement, nfd_manifest, probe_manifest, to_yaml
+    from archgap.report.k8s import checked, nfd_manifest, probe_manifest, to_yaml
 
-    if not DNS_LABEL.fullmatch(args.namespace):
-        raise UsageError(f"--namespace {args.namespace!r} is not a DNS-1123 label")
     if args.mode == "nfd" and args.image is None:
         raise UsageError(
             "--mode nfd needs --image: an image with archgap installed in the Python "
             "environment to judge (your serving image plus `pip install archgap`)"
         )
     image = args.image or PROBE_IMAGE
-    if not image.strip() or any(c.isspace() for c in image):
-        raise UsageError(f"--image {image!r} is not an image reference")
-    if args.runtime_class is not None and not DNS_LABEL.fullmatch(args.runtime_class):
-        raise UsageError(f"--runtime-class {args.runtime_class!r} is not a DNS-1123 label")
+    try:
+        placement = checked(args.namespace, image, args.node_selector, args.runtime_class)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.interval < 60:
         raise UsageError("--interval must be at least 60 seconds")
-    placement = Placement(_node_selector(args.node_selector), args.runtime_class)
     python = args.python or DEFAULT_PYTHON
     if args.mode == "nfd":
         docs = nfd_manifest(args.namespace, image, python, args.interval, placement)

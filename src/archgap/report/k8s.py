@@ -47,6 +47,30 @@ class Placement:
     runtime_class: str | None = None
 
 
+# Kubernetes object names: a DNS-1123 label (namespaces, RuntimeClasses); a label key (an
+# optional DNS-subdomain prefix and '/', then a name) and a label value.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def checked(namespace: str, image: str, node_selector: str, runtime_class: str | None) -> Placement:
+    """The placement the names give, each checked as Kubernetes takes it (``ValueError`` names
+    the first that is not): ``node_selector`` a label KEY=VALUE."""
+    if not DNS_LABEL.fullmatch(namespace):
+        raise ValueError(f"--namespace {namespace!r} is not a DNS-1123 label")
+    if not image.strip() or any(c.isspace() for c in image):
+        raise ValueError(f"--image {image!r} is not an image reference")
+    if runtime_class is not None and not DNS_LABEL.fullmatch(runtime_class):
+        raise ValueError(f"--runtime-class {runtime_class!r} is not a DNS-1123 label")
+    key, equals, value = node_selector.partition("=")
+    if not equals or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+        raise ValueError(f"--node-selector {node_selector!r} is not a label KEY=VALUE")
+    return Placement({key: value}, runtime_class)
+
+
 _PLAIN = re.compile(r"[A-Za-z_/][-A-Za-z0-9_./]*")
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
