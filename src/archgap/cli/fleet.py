@@ -32,7 +32,7 @@ DESCRIPTION = (
 )
 # Where the hosts' facts come from: exactly one.
 SOURCES = opt.one_of(
-    opt.option("--hosts", metavar="H1,H2", help="[user@]host[:port] list (ssh)"),
+    opt.listed("--hosts", "H1,H2", "[user@]host[:port] list (ssh); repeatable, comma-separated"),
     opt.option("--hostfile", metavar="FILE", help="one host per line: [user@]host[:port] [PYTHON]"),
     opt.flag("--slurm", "one probe per node with srun --ntasks-per-node=1; srun options after --"),
     opt.from_option(
@@ -60,7 +60,7 @@ OPTIONS = (
     opt.gpu_option("also judge every host against this GPU (12.0, sm_120, a name); repeatable"),
     opt.option("--jobs", type=int, default=32, metavar="N", help="hosts at a time"),
     opt.timeouts(),
-    opt.sections_option(",".join(DEFAULT_SECTIONS)),
+    opt.sections_option(DEFAULT_SECTIONS, "the sections every host collects, comma-separated"),
     opt.option("--html", metavar="FILE", help="also write a self-contained HTML page"),
     PROMETHEUS,
     opt.option("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS),
@@ -75,7 +75,7 @@ def _source(args: argparse.Namespace) -> FleetSource:
         raise UsageError("arguments after -- are srun options: use them with --slurm")
     hosts: list[tuple[str, str | None]] = []
     if args.hosts:
-        hosts = [(h.strip(), None) for h in args.hosts.split(",") if h.strip()]
+        hosts = [(h, None) for h in args.hosts]
     elif args.hostfile:
         hosts = hostfile_hosts(args.hostfile)
     documents = tuple(args.from_paths or ())
@@ -88,7 +88,7 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
     from archgap.transport.fleet import FleetOptions
 
     source = _source(args)
-    sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
+    sections = tuple(args.sections)
     options = FleetOptions(sections, args.python, args.jobs, args.timeout, args.connect_timeout)
     ray = f"probing the Ray cluster {args.ray}"
     waiting = out.status(ray) if source.ray else contextlib.nullcontext()

@@ -183,8 +183,11 @@ def from_option(help: str, **settings: Any) -> Option:
     )
 
 
-def sections_option(default: str, **settings: Any) -> Option:
-    return option("--sections", default=default, metavar="LIST", **settings)
+def sections_option(default: tuple[str, ...], help: str) -> Option:
+    """``--sections``: the probe's sections to collect, repeatable, comma-separated."""
+    return listed(
+        "--sections", "LIST", f"{help} (default {','.join(default)})", default=list(default)
+    )
 
 
 # scan and kernels: one meaning of --strict (analysis.scan.fails, analysis.build_gate).

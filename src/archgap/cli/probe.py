@@ -37,9 +37,7 @@ DESCRIPTION = (
 OPTIONS = (
     opt.ENVIRONMENT,
     opt.TARGET,
-    opt.sections_option(
-        ",".join(DEFAULT_SECTIONS), help="comma-separated sections to collect (default %(default)s)"
-    ),
+    opt.sections_option(DEFAULT_SECTIONS, "the sections to collect, comma-separated"),
     opt.env_from_option("read the service's environment (on the target) instead of the shell's"),
     opt.require_option(
         "exit 1 unless a GPU of this compute capability is present (12.0, sm_120, a name); "
@@ -77,7 +75,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import describe, probe
     from archgap.report.probe import body
 
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    sections = args.sections
     target = target_from_args(args)
     if args.script:
         from archgap.transport.bootstrap import probe_input, standalone_script
