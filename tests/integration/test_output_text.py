@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 from markdown_it.token import Token
 
-from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
+from archgap import api
+from archgap.analysis.scan import ScanReport
+from archgap.report import scan as scan_report
+from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv, run_cli
 
 LONG = "nvidia-cuda-runtime-very-long-name-cu12"
 GPUS = "RTX PRO 6000,V100,H100,B200,GB10,T4,A100,L4"
@@ -46,15 +49,21 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "bin" / "python"
 
 
-def expected(venv: Path) -> dict[str, list[str]]:
-    """Each package's verdicts in GPU order, from the JSON document."""
-    doc = json_output(run_cli("scan", "--python", str(venv), "--gpu", GPUS, "--json"), "scan")
-    got = {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
+@pytest.fixture(scope="module")
+def scanned(venv: Path) -> ScanReport:
+    """The scan the renderers are given (in-process: what the CLI prints them from)."""
+    return api.scan(str(venv), gpus=LABELS)
+
+
+def expected(report: ScanReport) -> dict[str, list[str]]:
+    """Each package's verdicts in GPU order, from the JSON document's body."""
+    body = scan_report.body(report, 0.0)
+    got = {(p.package, p.gpu): p.verdict for p in body["packages"]}
     return {name: [got[(name, g)] for g in LABELS] for name in ("fakekernels", LONG)}
 
 
-def test_pipe_prints_full_rows(venv: Path) -> None:
-    verdicts = expected(venv)
+def test_pipe_prints_full_rows(venv: Path, scanned: ScanReport) -> None:
+    verdicts = expected(scanned)
     # By the build: libptxonly has PTX compute_80 only, so nothing for 7.0 and 7.5, JIT above.
     assert verdicts[LONG] == ["jit", "none", "jit", "jit", "jit", "none", "jit", "jit"]
     result = run_cli("scan", "--python", str(venv), "--gpu", GPUS, "--libs")
@@ -105,9 +114,9 @@ def _scan_argv(venv: Path, *more: str) -> list[str]:
 
 @pytest.mark.parametrize("columns", [80, 200])
 def test_terminal_fits_width_without_cutting_names(
-    venv: Path, tmp_path: Path, columns: int
+    venv: Path, scanned: ScanReport, tmp_path: Path, columns: int
 ) -> None:
-    verdicts = expected(venv)
+    verdicts = expected(scanned)
     lines = _tmux(columns, _scan_argv(venv), tmp_path)
     assert not any("…" in line for line in lines)
     headers = [i for i, line in enumerate(lines) if line.startswith("package ")]
@@ -165,13 +174,12 @@ def _table(tokens: list[Token], start: int) -> list[list[str]]:
     raise AssertionError("unclosed table")
 
 
-def test_markdown_is_a_table_a_parser_reads(venv: Path) -> None:
+def test_markdown_is_a_table_a_parser_reads(scanned: ScanReport) -> None:
     from markdown_it import MarkdownIt
 
-    verdicts = expected(venv)
-    result = run_cli("scan", "--python", str(venv), "--gpu", GPUS, "--format", "markdown")
-    assert result.returncode == 1, result.stderr
-    tokens = MarkdownIt("commonmark").enable("table").parse(result.stdout)
+    verdicts = expected(scanned)
+    assert scanned.has_gap  # the CLI's exit 1
+    tokens = MarkdownIt("commonmark").enable("table").parse(scan_report.markdown(scanned, False))
     heading = next(t for i, t in enumerate(tokens) if i and tokens[i - 1].type == "heading_open")
     assert heading.content == "archgap scan"
     items = [
@@ -204,20 +212,13 @@ def test_markdown_is_a_table_a_parser_reads(venv: Path) -> None:
     assert len(findings) == sum(v != "native" for row in verdicts.values() for v in row)
 
 
-def test_csv_matches_the_json(venv: Path) -> None:
+def test_csv_matches_the_json(scanned: ScanReport) -> None:
     import csv
 
-    verdicts = expected(venv)
-    result = run_cli("scan", "--python", str(venv), "--gpu", GPUS, "--format", "csv")
-    header, *rows = list(csv.reader(result.stdout.splitlines()))
+    verdicts = expected(scanned)
+    header, *rows = list(csv.reader(scan_report.csv(scanned, False).splitlines()))
     assert header[:2] == ["package", "version"] and header[2] == "RTX PRO 6000 (12.0)"
     assert {r[0]: r[2:] for r in rows} == verdicts
-    libs = list(
-        csv.reader(
-            run_cli(
-                "scan", "--python", str(venv), "--gpu", GPUS, "--format", "csv", "--libs"
-            ).stdout.splitlines()
-        )
-    )
+    libs = list(csv.reader(scan_report.csv(scanned, True).splitlines()))
     assert libs[0][:2] == ["library", "package"] and len(libs) == 4
     assert "nvidia/cuda_runtime/lib/libptxonly.so.12" in [r[0] for r in libs]
