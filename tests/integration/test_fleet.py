@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from archgap.report import probe as probe_report
 from tests.helpers import CUDA_BIN, ROOT, install_fake_distribution, json_output, make_venv, run_cli
 from tests.integration.test_remote_services import closed_port, require, ssh_env
 
@@ -203,23 +204,25 @@ def test_fleet_markdown_and_csv(venvs: dict[str, Path], tmp_path: Path) -> None:
 
     from markdown_it import MarkdownIt
 
-    # Two local probes, saved as pdsh-style "host: {json}" lines.
+    from archgap import api
+    from archgap.report import fleet_tables
+
+    # Two local probes (in-process, as the CLI's), saved as pdsh-style "host: {json}" lines.
     lines = []
     for name, venv in (("n1", venvs["good"]), ("n2", venvs["old"])):
-        probe = run_cli("probe", "--python", str(venv))
-        assert probe.returncode == 0, probe.stderr
-        lines.append(f"{name}: {json.dumps(json.loads(probe.stdout))}")
+        probe = api.probe(str(venv))
+        assert probe.failure is None, probe.failure
+        lines.append(f"{name}: {json.dumps(probe_report.document(probe))}")
     (tmp_path / "pdsh.out").write_text("\n".join(lines) + "\n")
-    args = ("fleet", "--from", str(tmp_path / "pdsh.out"), "--gpu", "T4")
-    result = run_cli(*args, "--format", "csv")
-    assert result.returncode == 1  # n2 has a gap on the T4
-    header, *rows = list(csv.reader(result.stdout.splitlines()))
+    run = api.fleet_run(api.FleetSource(documents=(str(tmp_path / "pdsh.out"),)), ["T4"])
+    assert run.report.exit_code == 1  # n2 has a gap on the T4
+    header, *rows = list(csv.reader(fleet_tables.csv(run.report).splitlines()))
     assert header == ["host", "group", "gaps", "fakekernels", "ptxkernels"]
     got = {r[0]: r[3:] for r in rows}
     # build.sh: libmix.so has sm_75 SASS (native on a T4); libptxonly.so only compute_80 PTX,
     # which a 7.5 GPU cannot JIT: none.
     assert got == {"n1": ["native", ""], "n2": ["", "none"]}
-    text = run_cli(*args, "--format", "markdown").stdout
+    text = fleet_tables.markdown(run.report, run.elapsed)
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     assert sum(t.type == "table_open" for t in tokens) == 2
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
