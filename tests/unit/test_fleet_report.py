@@ -92,3 +92,30 @@ def test_html_at_1000_hosts_has_one_heatmap_row_per_group() -> None:
     assert heatmap.count('<td class="failed"') == 1 and "not probed: unreachable" in heatmap
     assert '900: <span title="gpu[0001-0009,0011-0019,' in page  # cut, whole in the title
     assert page.count('<td class="bad">unreachable</td>') == 1  # 50 dead hosts, one row
+
+
+def test_text_names_each_group_its_drift_and_the_hosts_not_probed() -> None:
+    """The text report (report.fleet.text) of two groups and a dead host: each group once with
+    its hosts in hostlist form, the smaller group's package drift against the larger (+ only in
+    it, - only in the baseline), and the host that did not answer with its kind."""
+    from archgap.report.console import plain_text
+    from archgap.report.fleet import text
+
+    a = [host(f"gpu{i}", ("flashinfer-python==0.6.8",)) for i in range(1, 4)]
+    b = [host("gpu9", ("flashinfer-python==0.6.16",))]
+    groups = (group(*a), group(*b))
+    dead = (Unreachable("gpu7", "unreachable", "connection refused", ""),)
+    report = FleetReport((*a, *b), groups, drift_between(groups), dead)
+    shown = plain_text("\n".join(text(report, "4/5 hosts answered")))
+    assert shown is not None
+    lines = shown.splitlines()
+    assert lines[0] == "4/5 hosts answered"
+    assert f"group A (3 host(s), fingerprint {a[0].fingerprint}): gpu[1-3]" in lines
+    assert f"group B (1 host(s), fingerprint {b[0].fingerprint}): gpu9" in lines
+    drift = lines[lines.index("Drift against group A (the largest, 3 host(s)); + only in the "
+                              "group, - only in A"):]  # fmt: skip
+    assert drift[1:3] == [
+        "  group B (1 host(s))",
+        "    packages  +flashinfer-python==0.6.16; -flashinfer-python==0.6.8",
+    ]
+    assert lines[-2:] == ["Not probed", "  gpu7: unreachable connection refused"]
