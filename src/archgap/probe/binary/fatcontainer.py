@@ -1,7 +1,7 @@
 """Fatbin containers and their entries (SASS, PTX, LTO-IR), read from their headers.
 
 A container is a 16-byte header and entries back to back; an entry is a 64..144-byte header and
-its payload (shared/reference/fatbin_format.md). The kind, architecture, variant, PTX ISA,
+its payload (docs/reference/fatbin-format.md). The kind, architecture, variant, PTX ISA,
 compression and sizes all come from the header; only a small entry's content is looked at,
 for whether it holds a kernel (``content.has_kernel``). Sizes no compressor can give make an
 entry invalid, with the reason.
