@@ -2,7 +2,8 @@
 
 A ```console block is a session: each ``$ `` line (with ``\\`` continuations) is run by bash in the
 examples' sandbox, and the lines up to the next ``$ `` are its expected output. Both sides are
-normalised the same way (the sandbox's path shown as /srv/demo, this host's name, durations), and
+normalised the same way (the sandbox's path shown as /srv/demo, this host's name, durations,
+fleet fingerprints), and
 a line ``...`` matches any number of lines (an example still shows at least one line of output).
 ```sh / ```bash blocks are commands to copy, not sessions.
 
@@ -32,6 +33,7 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Where the pages say the examples ran: the sandbox and archgap's checkout, wherever they are.
 SHOWN_SANDBOX, SHOWN_CHECKOUT = "/srv/demo", "/opt/archgap"
 DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s)\b")
+FINGERPRINT = re.compile(r"\bfingerprint [0-9a-f]{10}\b")  # a hash of facts that name the sandbox
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class Sandbox:
             text = text.replace(str(path), shown)
         text = re.sub(rf"\b{re.escape(os.uname().nodename)}\b", "gpu-node", text)
         text = DURATION.sub("<t>", text)
+        text = FINGERPRINT.sub("fingerprint <hash>", text)
         lines = [line.rstrip() for line in text.splitlines()]
         while lines and not lines[-1]:
             lines.pop()
