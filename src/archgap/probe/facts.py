@@ -119,6 +119,8 @@ class Distribution:
     version: str
     dist_info: str  # path of the .dist-info directory
     native_files: Tuple[str, ...]  # absolute paths of shared libraries, cubins and fatbins
+    # METADATA's Requires-Dist lines as written (PEP 508): the versions of its companions
+    requires: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

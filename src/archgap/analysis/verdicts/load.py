@@ -21,6 +21,10 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
 5. **Its run-time compiler can target the GPU**: a package that compiles its kernels when they
    are first used (kb/load.json "compilers": CuPy with NVRTC) needs that compiler installed, and
    asks it for a target by its own rule, which the compiler must know and the GPU must run.
+6. **Its companions are the versions it was built with**: a ``Requires-Dist`` (PEP 508) on an
+   installed package that ships native files, which its installed version does not satisfy
+   (jax-cuda12-plugin 0.4.38 pins jax-cuda12-pjrt ==0.4.38), is a pair that does not load
+   together: the one check pip's ``pip check`` makes, here only for native companions.
 
 Pure: facts in, findings out. Each finding is one broken link, with its chain and its fix.
 """
@@ -33,6 +37,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from archgap.analysis.compat import GpuTarget, is_integrated, sass_compat
 from archgap.analysis.verdicts.verdicts import has_device_code
@@ -47,8 +56,18 @@ from archgap.kb.toolchain import (
 from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment, ToolchainFacts
 
 Check = Literal[
-    "driver-gpu", "driver-cuda", "needed-library", "picked-build", "extension-gate", "compiler"
+    "driver-gpu",
+    "driver-cuda",
+    "needed-library",
+    "picked-build",
+    "extension-gate",
+    "compiler",
+    "companion",
 ]
+PEP_508 = (
+    "PEP 508 and the core metadata's Requires-Dist "
+    "(https://packaging.python.org/en/latest/specifications/core-metadata/#requires-dist-multiple-use)"
+)
 LOADER_SEARCH = (
     "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
     "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
@@ -108,6 +127,7 @@ def load_model(
         findings += _driver_cuda(elves, owner, driver, driver_source, blocked, gating)
     findings += _needed(env, elves, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
+    findings += _companions(env, blocked, gating)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
 
 
@@ -638,6 +658,66 @@ def _find_compiler(
     if loader is not None and library in loader.names:
         return None, f"{library} in the dynamic loader's cache"
     return None
+
+
+def _companions(
+    env: PythonEnvironment, blocked: dict[tuple[str, str], str], gating: bool
+) -> list[LoadFinding]:
+    """Check 6: one finding per installed native companion whose version a package's
+    Requires-Dist excludes. A requirement of an extra, or whose marker is false for the target's
+    Python, is not one (markers on the platform are those of this host: a Linux wheel's)."""
+    installed = {canonicalize_name(d.name): d for d in env.distributions}
+    marker_env = {"extra": "", "python_version": ".".join(env.python_version.split(".")[:2]),
+                  "python_full_version": env.python_version}  # fmt: skip
+    findings = []
+    for dist in env.distributions:
+        for line in dist.requires:
+            try:
+                req = Requirement(line)
+                if req.marker is not None and not req.marker.evaluate(marker_env):
+                    continue
+            except (InvalidRequirement, InvalidMarker, UndefinedComparison,
+                    UndefinedEnvironmentName):  # fmt: skip
+                continue  # not PEP 508: pip would refuse it too; nothing to compare
+            companion = installed.get(canonicalize_name(req.name))
+            if companion is None or not companion.native_files or not req.specifier:
+                continue
+            try:
+                have = Version(companion.version)
+            except InvalidVersion:
+                continue
+            if req.specifier.contains(have, prereleases=True):
+                continue
+            wanted = f"{companion.name}{req.specifier}"
+            why = (
+                f"{dist.name} {dist.version} requires {wanted}, and {companion.name} "
+                f"{companion.version} is installed"
+            )
+            libs = tuple(sorted(set(dist.native_files) | set(companion.native_files)))
+            for path in libs:
+                _block(blocked, path, why)
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            fix = f"pip install {companion.name}=={pins[0]}" if len(pins) == 1 else (
+                f"pip install '{wanted}'"
+            )  # fmt: skip
+            findings.append(
+                LoadFinding(
+                    "companion",
+                    "fails",
+                    "",
+                    dist.name,
+                    libs,
+                    (
+                        f"{dist.name} {dist.version}: Requires-Dist: {line} ({dist.dist_info})",
+                        f"{companion.name} {companion.version} ({companion.dist_info})",
+                    ),
+                    f"{why}: their native libraries are not built to load together",
+                    fix,
+                    PEP_508,
+                    gating,
+                )
+            )
+    return findings
 
 
 def _block(blocked: dict[tuple[str, str], str], path: str, why: str) -> None:

@@ -170,6 +170,20 @@ def metadata_fields(data: bytes) -> Tuple[str, str]:
     return name, version
 
 
+MAX_REQUIRES = 512  # Requires-Dist lines kept (torch has ~20, with its extras ~60)
+
+
+def metadata_requires(data: bytes) -> Tuple[str, ...]:
+    """The Requires-Dist values of METADATA's headers (PEP 508 strings, not parsed here)."""
+    found: List[str] = []
+    for line in data.decode("utf-8", "replace").split("\n"):
+        if not line.strip() or len(found) >= MAX_REQUIRES:
+            break
+        if line.startswith("Requires-Dist:"):
+            found.append(line[len("Requires-Dist:") :].strip()[:MAX_PATH_CHARS])
+    return tuple(found)
+
+
 def record_files(dist_info: str, bad: Optional[List[str]] = None) -> Tuple[str, ...]:
     """Absolute paths of every file a distribution's RECORD lists (may include missing files).
 
@@ -270,10 +284,11 @@ def installed_distributions(
     problems: List[Problem] = []
     for _site, dist_info in dist_infos(site_packages, problems):
         try:
-            name, version = read_metadata(dist_info)
+            metadata, _ = read_regular(os.path.join(dist_info, "METADATA"), MAX_METADATA_BYTES)
         except OSError as exc:
             problems.append(Problem(dist_info, "unreadable METADATA: %s" % (exc.strerror or exc)))
             continue
+        name, version = metadata_fields(metadata)
         bad: List[str] = []
         try:
             native = record_native_files(dist_info, bad)
@@ -283,7 +298,8 @@ def installed_distributions(
         if bad:
             problems.append(Problem(dist_info, first_problems(bad)))
         fallback = os.path.basename(dist_info)[: -len(".dist-info")]
-        dists.append(Distribution(name or fallback, version, dist_info, native))
+        requires = metadata_requires(metadata)
+        dists.append(Distribution(name or fallback, version, dist_info, native, requires))
     return tuple(dists), tuple(problems)
 
 
