@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from archgap.analysis.explain import Diagnosis
+from archgap.analysis.explain.diagnosis import Diagnosis
 from archgap.api import diagnose
 
 BLIND = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "explain_blind"

@@ -24,8 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from archgap.analysis.explain import Diagnosis, explain
-from archgap.analysis.logparse import parse_log
+from archgap.analysis.explain.diagnosis import Diagnosis, explain
+from archgap.analysis.explain.logparse import parse_log
 from archgap.kb.signatures import load_signatures
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "explain_corpus"

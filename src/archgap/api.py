@@ -35,12 +35,12 @@ from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
     from archgap.analysis.compat import GpuTarget
-    from archgap.analysis.explain import Diagnosis
-    from archgap.analysis.explain_chain import Examined
+    from archgap.analysis.explain.chain import Examined
+    from archgap.analysis.explain.diagnosis import Diagnosis
+    from archgap.analysis.explain.logparse import ParsedLog
     from archgap.analysis.fixplan import Action, Plan
     from archgap.analysis.fleet import FleetReport
     from archgap.analysis.jit.caches import SharedCache
-    from archgap.analysis.logparse import ParsedLog
     from archgap.analysis.recipe import Recipe
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
@@ -699,8 +699,8 @@ def diagnose(
     ``tail`` with ``skipped_lines`` between), confirmed on the environment ``where`` (None: the
     log alone); and the log as parsed. ``UnknownGpu`` for a bad GPU name (before anything is
     probed), ``ProbeError`` when the environment cannot be examined."""
-    from archgap.analysis.explain import explain as diagnosis_of
-    from archgap.analysis.logparse import parse_log
+    from archgap.analysis.explain.diagnosis import explain as diagnosis_of
+    from archgap.analysis.explain.logparse import parse_log
     from archgap.kb.signatures import load_signatures
 
     named = _resolve(gpus)
@@ -731,8 +731,8 @@ def _examine(
     """The examined environment's facts, all from the probe (here or on the target): the python
     environment, toolchains, GPUs and the raise sites first; then the trace of the state the
     raising condition reads."""
-    from archgap.analysis.explain_chain import Examined
-    from archgap.analysis.explain_match import code_request, names_to_trace
+    from archgap.analysis.explain.chain import Examined
+    from archgap.analysis.explain.match import code_request, names_to_trace
     from archgap.analysis.scan import present_targets
     from archgap.codec import decode
     from archgap.probe.facts import (

@@ -75,7 +75,7 @@ def gates_request(
 def explain_request(python: str | None, code: dict[str, Any]) -> dict[str, Any]:
     """What explain examines in one round trip: the GPUs, the Python environment, its
     toolchains (with the rules' source checks) and the raise sites the log points at
-    (``code``: what ``analysis.explain_match.code_request`` asks for)."""
+    (``code``: what ``analysis.explain.match.code_request`` asks for)."""
     request = probe_request(("gpu", "python", "toolchains"), python)
     request["code"] = {"python": python, **code}
     return request

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from archgap.analysis.explain import explain
-from archgap.analysis.logparse import parse_log
+from archgap.analysis.explain.diagnosis import explain
+from archgap.analysis.explain.logparse import parse_log
 from archgap.kb.signatures import load_signatures
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "explain_corpus"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.analysis.explain import Diagnosis, explain
-from archgap.analysis.logparse import parse_log
+from archgap.analysis.explain.diagnosis import Diagnosis, explain
+from archgap.analysis.explain.logparse import parse_log
 from archgap.kb.signatures import (
     SignatureError,
     load_signatures,

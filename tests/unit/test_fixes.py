@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from archgap.analysis.compat import ComputeCapability
-from archgap.analysis.explain import explain
+from archgap.analysis.explain.diagnosis import explain
+from archgap.analysis.explain.logparse import parse_log
 from archgap.analysis.fixes import FlashinferCase, flashinfer_fixes, ranked, toolkit_limit
-from archgap.analysis.logparse import parse_log
 from archgap.kb.signatures import load_signatures
 from archgap.probe.facts import Toolkit
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from archgap.analysis.logparse import parse_log
+from archgap.analysis.explain.logparse import parse_log
 from tests.helpers import json_output, run_cli
 from tests.unit.test_hardening_binaries import within
 

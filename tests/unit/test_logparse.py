@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from archgap.analysis.logparse import MAX_LINE, parse_log, strip_line
+from archgap.analysis.explain.logparse import MAX_LINE, parse_log, strip_line
 
 
 def test_strip_prefixes_and_colours() -> None:

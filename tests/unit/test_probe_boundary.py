@@ -83,7 +83,7 @@ def test_analysis_reads_wire_types_without_loading_the_scanners() -> None:
     # this test process has imported them already.
     scanners = [f"archgap.probe.source.{m}" for m in ("finder", "flow", "trace", "gates", "sites")]
     code = (
-        "import sys, json, archgap.analysis.explain, archgap.analysis.scan;"
+        "import sys, json, archgap.analysis.explain.diagnosis, archgap.analysis.scan;"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('archgap.'))))"
     )
     result = subprocess.run(
@@ -91,5 +91,5 @@ def test_analysis_reads_wire_types_without_loading_the_scanners() -> None:
     )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
-    assert "archgap.analysis.explain" in loaded and "archgap.probe.facts" in loaded
+    assert "archgap.analysis.explain.diagnosis" in loaded and "archgap.probe.facts" in loaded
     assert [m for m in scanners if m in loaded] == []

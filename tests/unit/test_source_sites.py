@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.analysis.explain_match import code_request, names_to_trace
-from archgap.analysis.logparse import parse_log
+from archgap.analysis.explain.logparse import parse_log
+from archgap.analysis.explain.match import code_request, names_to_trace
 from archgap.codec import decode
 from archgap.kb.signatures import load_signatures
 from archgap.probe.environment.system import System

@@ -9,7 +9,7 @@ from archgap.codec import encode
 from archgap.report.markup import escape
 
 if TYPE_CHECKING:
-    from archgap.analysis.explain import Diagnosis
+    from archgap.analysis.explain.diagnosis import Diagnosis
 
 
 def body(

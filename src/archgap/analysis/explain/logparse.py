@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from archgap.analysis.logevidence import Evidence, collect_evidence
+from archgap.analysis.explain.logevidence import Evidence, collect_evidence
 
 MAX_LINE = 4096  # longer lines are cut (and counted): no regex ever sees more
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from archgap.analysis import causes as causes_
-from archgap.analysis import explain_rules
 from archgap.analysis.compat import ComputeCapability, GpuTarget
-from archgap.analysis.explain_chain import (
+from archgap.analysis.explain import causes as causes_
+from archgap.analysis.explain import rules
+from archgap.analysis.explain.chain import (
     FROM_LOG,
     Chain,
     Examined,
@@ -28,10 +28,10 @@ from archgap.analysis.explain_chain import (
     knowledge_steps,
     walk_code,
 )
-from archgap.analysis.explain_match import Focus, SignatureMatch, focus_of, site_relative
+from archgap.analysis.explain.logparse import ParsedLog
+from archgap.analysis.explain.match import Focus, SignatureMatch, focus_of, site_relative
 from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
 from archgap.analysis.jit.flashinfer import flashinfer_findings
-from archgap.analysis.logparse import ParsedLog
 from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.gpus import known_capabilities, products
 from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks
@@ -88,7 +88,7 @@ class Diagnosis:
     notes: tuple[str, ...] = ()
     environment: str = ""  # what was examined ("" = log only)
     # How the root cause is known: "confirmed" (read on the examined environment), "determined"
-    # (the log's evidence pins it), "conditional", "undetermined" (analysis.causes), "" (none).
+    # (the log's evidence pins it), "conditional", "undetermined" (explain.causes), "" (none).
     cause_status: str = ""
     decide: tuple[str, ...] = ()  # what would decide the cause, when it is not determined
     tool: str = ""  # which tool printed the error (nvcc, NVRTC, Triton's ptxas ...), if known
@@ -178,7 +178,7 @@ def explain(
     root_cause, cause_status = _root_cause(chain, focus, walked, judgement)
     decide = judgement.decide if cause_status in (causes_.CONDITIONAL, causes_.UNDETERMINED) else ()
     fixes = _fixes(focus, log, examined, facts, gpus)
-    # Where the code was not walked, the rules decide from the log's facts (analysis.explain_rules)
+    # Where the code was not walked, the rules decide from the log's facts (analysis.explain.rules)
     ruling = None if walked else _ruling(focus, log, gpus)
     cases = _signature_cases(judgement) if cause_status == causes_.CONDITIONAL else ()
     if ruling is not None:
@@ -216,7 +216,7 @@ def explain(
         environment=where,
         cause_status=cause_status,
         decide=decide,
-        tool=explain_rules.log_facts(log, ()).tool,
+        tool=rules.log_facts(log, ()).tool,
         cases=cases,
     )
 
@@ -229,10 +229,10 @@ def _signature_cases(judgement: causes_.Judgement) -> tuple[CaseAnswer, ...]:
     )
 
 
-def _ruling(focus: Focus, log: ParsedLog, gpus: Sequence[GpuTarget]) -> explain_rules.Ruling | None:
-    facts = explain_rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus))
+def _ruling(focus: Focus, log: ParsedLog, gpus: Sequence[GpuTarget]) -> rules.Ruling | None:
+    facts = rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus))
     for signature in dict.fromkeys((focus.root_signature, focus.signature)):
-        ruling = explain_rules.decide(signature.id, focus.primary.text, facts)
+        ruling = rules.decide(signature.id, focus.primary.text, facts)
         if ruling is not None:
             return ruling
     return None

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.analysis.logparse import ParsedLog, TracebackFrame
+from archgap.analysis.explain.logparse import ParsedLog, TracebackFrame
 from archgap.kb.signatures import Signature
 from archgap.probe.facts import CodeFacts, CodeSite
 
