@@ -248,14 +248,8 @@ class _DeadlineConnection(http.client.HTTPConnection):
         self.sock = _DeadlineSocket(self.sock, self.deadline)
 
 
-class _DeadlineTLSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.deadline = deadline
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock = _DeadlineSocket(self.sock, self.deadline)
+class _DeadlineTLSConnection(_DeadlineConnection, http.client.HTTPSConnection):
+    """HTTPS: HTTPSConnection.connect wraps the socket in TLS, then the deadline wraps that."""
 
 
 def _deadline_of(req: urllib.request.Request) -> Deadline:

@@ -13,7 +13,7 @@ known to be kernel-less, so it is judged as a kernel.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from .binreader import NotRecorded
 from .elf import cubin_has_text
@@ -54,28 +54,14 @@ def lz4_block(src: bytes, size: int) -> Optional[bytes]:
         while at < end:
             token = src[at]
             at += 1
-            length = token >> 4
-            if length == 15:
-                while True:
-                    more = src[at]
-                    at += 1
-                    length += more
-                    if more != 255:
-                        break
+            length, at = _extended(src, at, token >> 4)
             out += src[at : at + length]
             at += length
             if at >= end:
                 break  # the last sequence has literals only
             offset = src[at] | src[at + 1] << 8
             at += 2
-            length = token & 15
-            if length == 15:
-                while True:
-                    more = src[at]
-                    at += 1
-                    length += more
-                    if more != 255:
-                        break
+            length, at = _extended(src, at, token & 15)
             length += 4
             start = len(out) - offset
             if offset == 0 or start < 0 or len(out) + length > size:
@@ -88,6 +74,19 @@ def lz4_block(src: bytes, size: int) -> Optional[bytes]:
     except IndexError:
         return None
     return bytes(out) if len(out) == size else None
+
+
+def _extended(src: bytes, at: int, length: int) -> Tuple[int, int]:
+    """A 4-bit length of 15 goes on in the bytes that follow, each adding up to 255 (the LZ4
+    block format's length extension); the full length and the position after it."""
+    if length == 15:
+        while True:
+            more = src[at]
+            at += 1
+            length += more
+            if more != 255:
+                break
+    return length, at
 
 
 def zstd_frame(src: bytes, size: int) -> Optional[bytes]:
