@@ -106,7 +106,7 @@ def test_incident_log_chain_confirmed(tmp_path: Path, version: str) -> None:
     assert f"raises at :{n['sm12']} and the `except` at :{n['except']} swallows it" in texts
     assert "12.8 < 12.9" in texts
     assert "12.8" in d["root_cause"] and "12.9" in d["root_cause"]
-    # The fix engine's ranking (analysis.fixes.ranked), as scan and fix show it: kinds kept
+    # The fix engine's ranking (analysis.fixes.engine.ranked), as scan and fix show it: kinds kept
     # together; a toolkit switch ranks first only where a toolkit here builds the target and no
     # installed build (torch: none in this venv) has another CUDA major.
     kinds = [f["kind"] for f in d["fixes"]]

@@ -1,4 +1,4 @@
-"""The plan of ``archgap fix``: which of the fix engine's fixes (analysis/fixes.py, the ones
+"""The plan of ``archgap fix``: which of the fix engine's fixes (analysis/fixes/engine.py, the ones
 ``scan`` prints) become which concrete change on the target. Pure: no I/O.
 
 Per failing JIT finding, least invasive first: the first fix that sets variables (toolkit or
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archgap.analysis.fixes import ENV, PATCH, TOOLKIT, UPGRADE, Fix, ranked
+from archgap.analysis.fixes.engine import ENV, PATCH, TOOLKIT, UPGRADE, Fix, ranked
 from archgap.analysis.jit.findings import JitFinding
 from archgap.analysis.scan import ScanReport
 from archgap.kb import load_json

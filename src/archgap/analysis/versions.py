@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.fixes import flashinfer_supports, normalised_target
+from archgap.analysis.fixes.engine import flashinfer_supports, normalised_target
 from archgap.analysis.verdicts.verdicts import (
     JIT,
     NATIVE,

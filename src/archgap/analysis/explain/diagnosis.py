@@ -30,7 +30,7 @@ from archgap.analysis.explain.chain import (
 )
 from archgap.analysis.explain.logparse import ParsedLog
 from archgap.analysis.explain.match import Focus, SignatureMatch, focus_of, site_relative
-from archgap.analysis.fixes import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
+from archgap.analysis.fixes.engine import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
 from archgap.analysis.jit.flashinfer import flashinfer_findings
 from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.gpus import known_capabilities, products

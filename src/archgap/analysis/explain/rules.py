@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from archgap.analysis.explain.causes import HOW_CC, dotted, product_cc
 from archgap.analysis.explain.logparse import ParsedLog
-from archgap.analysis.fixes import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
+from archgap.analysis.fixes.engine import ENV, TOOLKIT, UPGRADE, Fix, toolkit_limit
 from archgap.kb import toolchain as kb
 from archgap.kb.gpus import Renumbered, families, integrated, renumbered
 from archgap.kb.tensorrt import tensorrt_on_jetson, tensorrt_support

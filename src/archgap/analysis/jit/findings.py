@@ -1,7 +1,7 @@
 """What the JIT compilers in the stack will do on first use: pure functions over facts + kb.
 
 One small resolver per package, each modelled on that package's real code for its installed
-version (rules and messages in kb/jit.json, with sources): FlashInfer (``analysis.flashinfer``:
+version (rules and messages in kb/jit.json, with sources): FlashInfer (``analysis.jit.flashinfer``:
 which nvcc it asks, how it normalises the GPU's arch, FLASHINFER_CUDA_ARCH_LIST), Triton
 (``analysis.triton``: its ptxas vs the GPU's target), and here torch C++ extensions
 (TORCH_CUDA_ARCH_LIST, torch's CUDA vs nvcc's) and torch itself (its CUDA runtime vs the driver).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.fixes import Fix
+from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit import torch_ext
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import SourceCheck, ToolchainFacts, Toolkit, TorchBuild

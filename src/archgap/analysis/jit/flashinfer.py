@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.fixes import (
+from archgap.analysis.fixes.engine import (
     Fix,
     FlashinferCase,
     flashinfer_fixes,
     flashinfer_supports,
     runs_on,
 )
-from archgap.analysis.flashinfer_rules import (
+from archgap.analysis.fixes.flashinfer_rules import (
     build_target,
     normalise_arch,
     parse_flashinfer_arch_list,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.fixes import Fix
+from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit.findings import (
     Fact,
     JitFinding,

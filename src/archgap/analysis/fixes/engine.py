@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archgap.analysis.compat import ComputeCapability, sass_runs_on
-from archgap.analysis.flashinfer_rules import (
+from archgap.analysis.fixes.flashinfer_rules import (
     normalise_arch,
     parse_flashinfer_arch_list,
     target_name,

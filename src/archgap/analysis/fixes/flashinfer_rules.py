@@ -1,7 +1,7 @@
 """FlashInfer's own code, as data (kb/jit.json ``flashinfer``, per release range): how
 ``_normalize_cuda_arch`` turns a GPU into a target, how it reads FLASHINFER_CUDA_ARCH_LIST and
-which -gencode target its JIT build emits. What FlashInfer will do (``analysis.flashinfer``) and
-the fixes for it (``analysis.fixes``) both build on these."""
+which -gencode target its JIT build emits. What FlashInfer will do (``analysis.jit.flashinfer``)
+and the fixes for it (``analysis.fixes.engine``) both build on these."""
 
 from __future__ import annotations
 
