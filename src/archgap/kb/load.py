@@ -140,6 +140,37 @@ def compiler_rules() -> tuple[CompilerRule, ...]:
 
 
 @dataclass(frozen=True)
+class DriverJitRule:
+    """A package whose compiler emits PTX that the driver JIT-compiles unless a linker does."""
+
+    package: str
+    compiler: str  # "NVVM"
+    library: str  # the compiler library's file-name pattern: "libnvvm.so*"
+    wheels: dict[str, str]  # CUDA major -> the wheel that ships the compiler
+    extras: dict[str, str]  # CUDA major -> what installs the package with its compiler
+    linker: str  # the library that links PTX without the driver's JIT: "libnvJitLink.so.{major}"
+    what: str
+    source: str
+
+
+@cache
+def driver_jit_rules() -> tuple[DriverJitRule, ...]:
+    return tuple(
+        DriverJitRule(
+            e["package"],
+            e["compiler"],
+            e["library"],
+            dict(e["wheels"]),
+            dict(e["extras"]),
+            e["linker"],
+            e["what"],
+            e["source"],
+        )
+        for e in load_json("load.json")["driver_jit"]
+    )
+
+
+@dataclass(frozen=True)
 class TorchGate:
     """A package that loads its compiled extensions only with a torch new enough for them."""
 

@@ -25,6 +25,9 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
    installed package that ships native files, which its installed version does not satisfy
    (jax-cuda12-plugin 0.4.38 pins jax-cuda12-pjrt ==0.4.38), is a pair that does not load
    together: the one check pip's ``pip check`` makes, here only for native companions.
+7. **The driver can JIT the PTX it is given**: a package whose compiler emits PTX that the driver
+   compiles (kb/load.json "driver_jit": numba-cuda with NVVM) needs that compiler, and, without a
+   linker that compiles the PTX itself (nvJitLink), a driver that knows the PTX ISA of its CUDA.
 
 Pure: facts in, findings out. Each finding is one broken link, with its chain and its fix.
 """
@@ -47,10 +50,13 @@ from archgap.analysis.compat import GpuTarget, is_integrated, sass_compat
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
 from archgap.kb.toolchain import (
+    driver_cuda_version,
     driver_runs_runtime,
     first_toolkit_for,
+    max_ptx_isa_for_driver,
     minor_version_compat,
     toolkit_can_target,
+    toolkit_release,
     version_tuple,
 )
 from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment, ToolchainFacts
@@ -63,6 +69,7 @@ Check = Literal[
     "extension-gate",
     "compiler",
     "companion",
+    "driver-jit",
 ]
 PEP_508 = (
     "PEP 508 and the core metadata's Requires-Dist "
@@ -128,6 +135,7 @@ def load_model(
     findings += _needed(env, elves, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
     findings += _companions(env, blocked, gating)
+    findings += _driver_jit(env, loader, toolchains, driver, blocked, gating)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
 
 
@@ -718,6 +726,119 @@ def _companions(
                 )
             )
     return findings
+
+
+def _driver_jit(
+    env: PythonEnvironment,
+    loader: LoaderFacts | None,
+    toolchains: ToolchainFacts | None,
+    driver: str | None,
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> list[LoadFinding]:
+    """Check 7: each package whose PTX the driver JIT-compiles has its compiler, and a driver
+    that knows that compiler's PTX ISA (or a linker that compiles the PTX instead)."""
+    findings = []
+    for rule in kb.driver_jit_rules():
+        for dist in env.distributions:
+            if canonicalize_name(dist.name) != rule.package:
+                continue
+            libs = tuple(p for p in dist.native_files if p.endswith(".so"))
+            first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
+            found = _find_nvvm(rule, env, loader, toolchains)
+            if found is None:
+                if loader is None:
+                    continue  # the target's loader was not read: it may have it
+                major = "13" if driver and driver_runs_runtime(driver, "13.0")[0] else "12"
+                why = f"{rule.compiler} ({rule.library}) is not installed"
+                for path in libs:
+                    _block(blocked, path, why)
+                findings.append(
+                    LoadFinding(
+                        "driver-jit",
+                        "fails",
+                        "",
+                        dist.name,
+                        libs,
+                        (first, f"{rule.library}: not in site-packages, a toolkit or the loader"),
+                        f"{dist.name}: {why}: it cannot compile a kernel on any GPU",
+                        f"pip install '{rule.extras[major]}'",
+                        rule.source,
+                        gating,
+                    )
+                )
+                continue
+            version, where = found
+            release = toolkit_release(version) if version else None
+            have = max_ptx_isa_for_driver(driver) if driver else None
+            if release is None or not release.ptx_isa or have is None:
+                continue  # a version not known, or no driver: nothing to compare
+            emits = version_tuple(release.ptx_isa) or ()
+            if emits <= (version_tuple(have) or ()):
+                continue
+            linker = rule.linker.format(major=release.cuda.split(".")[0])
+            if _find_compiler(env, loader, None, linker, "") is not None:
+                continue  # nvJitLink compiles the PTX: the driver only runs the cubin
+            why = (
+                f"{rule.compiler} {version} ({where}) emits PTX ISA {release.ptx_isa}, and "
+                f"driver {driver} JIT-compiles PTX ISA up to {have} "
+                "('CUDA_ERROR_UNSUPPORTED_PTX_VERSION')"
+            )
+            for path in libs:
+                _block(blocked, path, why)
+            runs = driver_cuda_version(driver or "") or ""
+            wheel = rule.wheels.get(runs.split(".")[0])
+            older = (
+                f", or pip install '{wheel}=={runs}.*' (the CUDA the driver runs)" if wheel else ""
+            )
+            findings.append(
+                LoadFinding(
+                    "driver-jit",
+                    "fails",
+                    "",
+                    dist.name,
+                    libs,
+                    (
+                        first,
+                        f"{rule.compiler} {version}: {where}",
+                        f"without {linker}, the driver JIT-compiles its PTX",
+                        f"driver {driver}: PTX ISA <= {have}",
+                    ),
+                    f"{dist.name}: {why}: no kernel it compiles loads",
+                    f"install an NVIDIA driver >= {release.min_driver_linux}{older}",
+                    rule.source,
+                    gating,
+                )
+            )
+    return findings
+
+
+def _find_nvvm(
+    rule: kb.DriverJitRule,
+    env: PythonEnvironment,
+    loader: LoaderFacts | None,
+    toolchains: ToolchainFacts | None,
+) -> tuple[str | None, str] | None:
+    """(NVVM's CUDA version, or None when not known; where), in cuda.pathfinder's order: a
+    wheel that ships it, any other installed file, a toolkit's nvvm/lib64, the loader's cache."""
+
+    def ships(dist_files: Iterable[str]) -> str | None:
+        return next((p for p in dist_files if fnmatch.fnmatch(_base(p), rule.library)), None)
+
+    wheels = set(rule.wheels.values())
+    for dist in env.distributions:
+        path = ships(dist.native_files)
+        if path is not None and dist.name in wheels:
+            return dist.version, f"{path} of {dist.name} {dist.version}"
+    for dist in env.distributions:
+        path = ships(dist.native_files)
+        if path is not None:
+            return None, path
+    for tk in toolchains.toolkits if toolchains is not None else ():
+        if tk.tool == "nvcc" and tk.status == "ok" and tk.version:
+            return tk.full_version or tk.version, f"{tk.home}/nvvm/lib64 ({tk.origin})"
+    named = ships(loader.names) if loader is not None else None
+    return (None, f"{named} in the dynamic loader's cache") if named else None
 
 
 def _block(blocked: dict[tuple[str, str], str], path: str, why: str) -> None:
