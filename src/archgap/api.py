@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from archgap.analysis.fixplan import Action, Plan
     from archgap.analysis.fleet import FleetReport
     from archgap.analysis.jit.caches import SharedCache
-    from archgap.analysis.recipe import Recipe
+    from archgap.analysis.recipe.recipe import Recipe
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
     from archgap.analysis.versions import VersionsReport, VersionVerdict
@@ -519,8 +519,8 @@ def recipe(
     the fleet documents ``from_paths`` (as ``fleet --from`` reads them), built with CUDA
     ``toolkit`` (default: the newest known that builds native code for every GPU).
     ``UsageError`` for no GPU, an unreadable document or an unknown toolkit; ``UnknownGpu``."""
-    from archgap.analysis.recipe import gpus_of_fleet
-    from archgap.analysis.recipe import recipe as build_recipe
+    from archgap.analysis.recipe.recipe import gpus_of_fleet
+    from archgap.analysis.recipe.recipe import recipe as build_recipe
     from archgap.kb.toolchain import major_minor, targets_of
 
     named = list(_resolve(gpus))
@@ -984,7 +984,7 @@ def kernels(
     )  # fmt: skip
     gate = None
     if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
-        from archgap.analysis.build_gate import check_build
+        from archgap.analysis.recipe.gate import check_build
 
         gate = check_build(files, required, strict)
     seconds = time.perf_counter() - started

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from archgap.analysis.build_gate import GateResult
+    from archgap.analysis.recipe.gate import GateResult
     from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts, GatesFacts, ProbeResponse, TraceFacts
     from archgap.report.gates import LeftOut as GatesLeftOut

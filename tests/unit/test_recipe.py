@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 
 from archgap.analysis.compat import resolve_gpu
-from archgap.analysis.recipe import Recipe, recipe
+from archgap.analysis.recipe.recipe import Recipe, recipe
 from archgap.cli import main
 from archgap.report.jsondoc import schema
 

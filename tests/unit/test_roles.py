@@ -128,7 +128,7 @@ def test_scan_and_the_build_gate_judge_a_kernel_less_file_alike() -> None:
     # libnokernel_lz4.so holds no kernel (its cubins have no .text, its PTX no .entry): scan
     # does not count it towards its package, and `kernels --require` has nothing to fail in it.
     # libtiny_lz4.so's sm_75 kernel runs on 7.5 (T4), not across majors on 8.0 (A100).
-    from archgap.analysis.build_gate import check_build
+    from archgap.analysis.recipe.gate import check_build
 
     stub = read_binary(str(BIN / "libnokernel_lz4.so"))
     tiny = read_binary(str(BIN / "libtiny_lz4.so"))

@@ -190,7 +190,7 @@ def sections_option(default: tuple[str, ...], help: str) -> Option:
     )
 
 
-# scan and kernels: one meaning of --strict (analysis.scan.fails, analysis.build_gate).
+# scan and kernels: one meaning of --strict (analysis.scan.fails, analysis.recipe.gate).
 STRICT = flag(
     "--strict",
     "with --require (scan: or --gpu): only SASS counts; a library whose code for the GPU is PTX "

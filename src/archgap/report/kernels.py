@@ -11,7 +11,7 @@ from archgap.report.markup import escape
 from archgap.report.table import Cell, Column, Table, csv_text, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
-    from archgap.analysis.build_gate import GateResult
+    from archgap.analysis.recipe.gate import GateResult
     from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts, KernelEntry
     from archgap.results import KernelsResult

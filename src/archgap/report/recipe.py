@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from archgap.report.markup import escape
 
 if TYPE_CHECKING:
-    from archgap.analysis.recipe import Recipe
+    from archgap.analysis.recipe.recipe import Recipe
 
 
 def document(result: Recipe) -> dict[str, Any]:

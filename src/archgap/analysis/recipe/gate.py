@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archgap.analysis.compat import GpuTarget
-from archgap.analysis.recipe import recipe
+from archgap.analysis.recipe.recipe import recipe
 from archgap.analysis.verdicts.verdicts import (
     JIT,
     KERNEL_LIBRARY,

@@ -319,7 +319,7 @@ def recipe(
     ptx: bool = True,
 ) -> Recipe:
     """The recipe for ``gpus`` with ``toolkit`` (default: the newest that covers them all)."""
-    from archgap.analysis.recipe_spelling import (
+    from archgap.analysis.recipe.spelling import (
         FLASHINFER_MIN_SM,
         explain_notes,
         flashinfer_notes,
