@@ -11,12 +11,15 @@ The rules that decide the outcomes:
   bytes, or ``limits.MAX_RATIO`` times its compressed bytes (real packages inflate < 5:1);
 - what is over a limit is a reported value with the reason; the other members are read;
 - holes of a sparse file hold zeros: they are neither read nor mapped;
-- a metadata file (RECORD, paths.json, files) is read to a cap of bytes and rows.
+- a metadata file (RECORD, paths.json, files) is read to a cap of bytes and rows;
+- an image layer inflates at most ``limits.layer_allowance`` of its compressed bytes: what is
+  past it is not read, the layer's problem says why, and the image's other layers are read.
 """
 
 from __future__ import annotations
 
 import bz2
+import gzip
 import io
 import json
 import os
@@ -38,6 +41,7 @@ import zstandard
 from archgap.archives import limits
 from archgap.probe.binary.fatcontainer import ENTRY_HEADER
 from archgap.probe.environment.pyenv import MAX_RECORD_BYTES, MAX_RECORD_ROWS
+from tests.oci_images import Image, Layer, distribution, write_layout
 from tests.unit.test_hardening_binaries import elf64
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
@@ -52,6 +56,8 @@ RUNNER = textwrap.dedent(
     import json, os, sys, time
     reader, path, overrides = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     from archgap.archives import limits, wheel
+    from archgap.image.layout import OciLayout
+    from archgap.image.read import read_image
     from archgap.index import conda
     from archgap.probe.binary import fatbin
     from archgap.probe.environment import pyenv
@@ -66,6 +72,9 @@ RUNNER = textwrap.dedent(
     base, start = status("VmRSS:"), time.monotonic()
     if reader == "binary":
         rows, problems, dists = [fatbin.read_binary(path, deep=True)], [], []
+    elif reader == "image":
+        found = read_image(OciLayout(path + ":bomb"))
+        rows, problems, dists = found.binaries, found.problems, found.distributions
     elif reader == "installed":
         dists, problems = pyenv.installed_distributions((path,))
         rows = []
@@ -87,7 +96,7 @@ RUNNER = textwrap.dedent(
 @dataclass(frozen=True)
 class Case:
     build: Callable[[Path], Path]  # writes the hostile input under the directory given
-    reader: str  # "wheel", "conda", "installed" (a site-packages) or "binary"
+    reader: str  # "wheel", "conda", "installed" (a site-packages), "binary" or "image"
     expect: Callable[[dict[str, Any]], None]  # asserts the outcome
     seconds: float = 5.0
     peak_mib: float = 96.0
@@ -778,6 +787,55 @@ def entry_past_end(tmp: Path) -> Path:
     return path
 
 
+# --- image layers: a real distribution below the bomb layer, another above it ---------------------
+
+
+def layer_bomb(
+    how: str, claimed: int | None = None, trailing: bool = False
+) -> Callable[[Path], Path]:
+    """An OCI image of three layers: libmix.so's distribution (gzip), the bomb, and a second
+    distribution (gzip). The bomb is a tar of members of 1 MiB of zeros, 256 of them, each one
+    gzip member or zstd frame, the same compressed bytes repeated (~300 KB in all); with
+    ``claimed``, one member whose header claims that many bytes, followed by 64 MiB of zeros;
+    ``trailing``: an empty tar, then 256 MiB of zeros past its end (read to check the digest)."""
+
+    def build(tmp: Path) -> Path:
+        if trailing:
+            head, chunk, count = tar_end(), bytes(MIB), 256
+        elif claimed is not None:
+            info = tarfile.TarInfo("opt/huge.bin")
+            info.size = claimed
+            head, chunk, count = info.tobuf(format=tarfile.GNU_FORMAT), bytes(MIB), 64
+        else:
+            head, chunk, count = b"", tar_member("opt/zeros.bin", bytes(MIB)), 256
+        pack = (lambda d: gzip.compress(d, 1, mtime=0)) if how == "gzip" else zstd
+        bomb = pack(head) + pack(chunk) * count  # gzip members and zstd frames read as one
+        mix = (BIN / "libmix.so").read_bytes()
+        below = Layer(distribution("below", "1", {"below/libmix.so": mix}))
+        above = Layer(distribution("above", "1", {"above/libmix.so": mix}))
+        return write_layout(tmp / "layout", {"bomb": Image([below, Layer(raw=bomb), above])})
+
+    return build
+
+
+def expect_layer_refused(*words: str) -> Callable[[dict[str, Any]], None]:
+    def check(result: dict[str, Any]) -> None:
+        reason = problem(result, "layer 2/3", *words)
+        assert "limits: max(" in reason, reason
+        # the layers below and above it are read: both distributions and their libraries
+        assert sorted(d[0] for d in result["dists"]) == ["above", "below"]
+        assert sorted(r[0] for r in result["rows"].values()) == ["elf", "elf"]
+
+    return check
+
+
+# a layer's floors scaled down so that the streaming bombs stay small: 64 MiB where the real
+# ones are 64 GiB and 4 GiB (the claim classes hold at the real limits)
+SMALL_LAYERS = {
+    "archgap.archives.limits.LAYER_MAX_INFLATED": 64 * MIB,
+    "archgap.archives.limits.LAYER_RATIO_MIN": 64 * MIB,
+}
+
 CASES = [
     pytest.param(Case(shared_header, "wheel", expect_shared, 5, 96), id="shared-local-header"),
     pytest.param(
@@ -922,6 +980,33 @@ CASES = [
         Case(entry_past_end, "binary", expect_binary("elf", "invalid entry header"), 3, 64),
         id="fatbin-entry-size-past-eof",
     ),
+    pytest.param(
+        Case(layer_bomb("gzip", 100 * GIB), "image", expect_layer_refused("claims"), 3, 64),
+        id="gzip-layer-claims-100-gib",
+    ),
+    pytest.param(
+        Case(layer_bomb("zstd", 100 * GIB), "image", expect_layer_refused("claims"), 3, 64),
+        id="zstd-layer-claims-100-gib",
+    ),
+    pytest.param(
+        Case(layer_bomb("gzip"), "image", expect_layer_refused("claims"), 5, 64, SMALL_LAYERS),
+        id="gzip-layer-bomb",
+    ),
+    pytest.param(
+        Case(layer_bomb("zstd"), "image", expect_layer_refused("claims"), 5, 64, SMALL_LAYERS),
+        id="zstd-layer-bomb",
+    ),
+    pytest.param(
+        Case(
+            layer_bomb("gzip", trailing=True),
+            "image",
+            expect_layer_refused("inflates past"),
+            5,
+            64,
+            SMALL_LAYERS,
+        ),
+        id="gzip-layer-zeros-past-the-tar",
+    ),
 ]
 
 
@@ -936,3 +1021,11 @@ def test_hostile_archive(case: Case, tmp_path: Path) -> None:
 def test_the_limits_are_far_above_real_packages() -> None:
     # flashinfer-cubin, the largest package read: 427 MiB of deflate inflating to 1.8 GB
     assert limits.MAX_INFLATED > 4 * 1_800_000_000 and limits.MAX_RATIO > 20 * 4.3
+
+
+def test_the_layer_limits_cannot_refuse_a_real_layer() -> None:
+    # tar of binaries compresses < 10:1 (a layer of zeros far more): every layer from 1 MiB to
+    # 1 TiB compressed may inflate 20 times that, and none less than 4 GiB
+    for compressed in (MIB << shift for shift in range(21)):
+        allowed, _ = limits.layer_allowance(compressed)
+        assert allowed >= max(20 * compressed, 4 * GIB), compressed

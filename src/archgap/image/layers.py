@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import IO, Generic, TypeVar, cast
 
+from archgap.archives.limits import CappedStream, InflationLimit, layer_allowance
 from archgap.image.source import Blob, ImageError, ImageManifest, ImageSource
 
 T = TypeVar("T")
@@ -36,7 +37,9 @@ OPAQUE = ".wh..wh..opq"
 MAX_LINK_HOPS = 40  # as the kernel's path resolution (ELOOP)
 MAX_MEMBERS = 4_000_000  # tar headers read per image at most
 FILE, DIR, SYMLINK, HARDLINK, OTHER = "file", "dir", "symlink", "hardlink", "other"
-_READ_ERRORS = (OSError, EOFError, tarfile.TarError, zlib.error, lzma.LZMAError, ValueError)
+_READ_ERRORS = (
+    OSError, EOFError, tarfile.TarError, zlib.error, lzma.LZMAError, ValueError, InflationLimit
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -257,16 +260,33 @@ def _prune(node: _Node, layer: int) -> None:
 
 
 @contextlib.contextmanager
-def layer_tar(source: ImageSource, blob: Blob, what: str) -> Iterator[tarfile.TarFile]:
-    """A layer's tar read as a stream: decompressed by its magic bytes (gzip, zstd, bzip2, xz
-    or none), whatever the media type claims."""
+def layer_tar(
+    source: ImageSource, blob: Blob, what: str
+) -> Iterator[tuple[tarfile.TarFile, Iterator[tarfile.TarInfo]]]:
+    """A layer's tar and its members, read as a stream: decompressed by its magic bytes (gzip, zstd,
+    bzip2, xz or none), whatever the media type claims, and no further than the layer may
+    inflate (limits.layer_allowance): a member whose header claims more is not read, and the
+    layer ends there with InflationLimit."""
     with contextlib.ExitStack() as stack:
         raw = stack.enter_context(source.open_blob(blob))
-        stream = stack.enter_context(_decompressed(raw, what))
+        inflated = stack.enter_context(_decompressed(raw, what))
+        stream: IO[bytes] = inflated
+        capped = None
+        if inflated is not raw:
+            capped = CappedStream(inflated, blob.size, what, layer_allowance)
+            stream = cast(IO[bytes], capped)
         tar = stack.enter_context(tarfile.open(fileobj=stream, mode="r|"))
-        yield tar
+        yield tar, _claimed(tar, capped)
         while stream.read(1 << 20):  # to the end: the blob's digest is checked there
             pass
+
+
+def _claimed(tar: tarfile.TarFile, capped: CappedStream | None) -> Iterator[tarfile.TarInfo]:
+    """The tar's members, each claimed against the layer's allowance before it is read."""
+    for member in tar:
+        if capped is not None:
+            capped.claim(member.size, member.name)
+        yield member
 
 
 def _decompressed(raw: IO[bytes], what: str) -> IO[bytes]:
@@ -300,7 +320,7 @@ def layer_name(manifest: ImageManifest, index: int) -> str:
 
 def layer_problem(what: str, exc: Exception) -> str:
     """Why a layer could not be read, named by the layer."""
-    if isinstance(exc, ImageError):
+    if isinstance(exc, (ImageError, InflationLimit)):
         text = str(exc)
         return text if text.startswith(what) else f"{what}: {text}"
     return f"{what}: cannot read: {type(exc).__name__}: {exc}"
@@ -349,8 +369,8 @@ def apply_layers(
         what = layer_name(manifest, index)
         misplaced: list[str] = []
         try:
-            with layer_tar(source, blob, what) as tar:
-                for member in tar:
+            with layer_tar(source, blob, what) as (tar, members):
+                for member in members:
                     _apply(applied, tar, member, index, misplaced, read, wanted)
         except (ImageError, *_READ_ERRORS) as exc:
             applied.problems.append(layer_problem(what, exc))
@@ -470,8 +490,8 @@ def _read_layer(
     read: Reader[T],
     results: dict[str, T],
 ) -> None:
-    with layer_tar(source, blob, what) as tar:
-        for member in tar:
+    with layer_tar(source, blob, what) as (tar, stored):
+        for member in stored:
             paths = members.get(image_path(member.name) or "")
             if not paths or not member.isfile():
                 continue
