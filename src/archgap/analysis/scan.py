@@ -14,13 +14,13 @@ from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets
 from archgap.analysis.jit.caches import CacheReport, audit_caches
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.jit.findings import JitFinding
-from archgap.analysis.platform import (
+from archgap.analysis.verdicts.load import LoadFinding, load_model
+from archgap.analysis.verdicts.platform import (
     PlatformFinding,
     image_mismatches,
     platform_blocked,
     platform_findings,
 )
-from archgap.analysis.verdicts.load import LoadFinding, load_model
 from archgap.analysis.verdicts.verdicts import (
     JIT,
     KERNEL_LIBRARY,
