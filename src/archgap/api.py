@@ -34,7 +34,6 @@ from archgap.transport.run import TransportFailure, run_probe
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
-    from archgap.analysis.compat import GpuTarget
     from archgap.analysis.explain.chain import Examined
     from archgap.analysis.explain.diagnosis import Diagnosis
     from archgap.analysis.explain.logparse import ParsedLog
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from archgap.analysis.jit.caches import SharedCache
     from archgap.analysis.recipe.recipe import Recipe
     from archgap.analysis.scan import ScanReport
+    from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.analysis.verify import VerifyReport
     from archgap.analysis.versions import VersionsReport, VersionVerdict
     from archgap.index.deps import Chosen
@@ -476,7 +476,7 @@ def probe(
     probe's own here, python3 there), or the transport's failure as a value; with ``require``
     the GPUs (by compute capability) the facts do not show. ``UsageError`` for an unknown
     section, ``root`` with a remote target or an unreadable ``env_from``; ``UnknownGpu``."""
-    from archgap.analysis.compat import ComputeCapability
+    from archgap.analysis.verdicts.compat import ComputeCapability
     from archgap.request import UnknownSection
     from archgap.results import ProbeResult
 
@@ -551,7 +551,7 @@ def gpus(names: Sequence[str] = ()) -> tuple[GpuProduct, ...]:
     """The GPU products archgap knows (kb/gpus.json), or those ``names`` denote: product names
     resolved as --gpu resolves them ("H100 PCIe" is the H100) and compute capabilities (every
     product with it). ``UnknownGpu`` for a name that denotes none."""
-    from archgap.analysis.compat import ComputeCapability, UnknownGpu, products_named
+    from archgap.analysis.verdicts.compat import ComputeCapability, UnknownGpu, products_named
     from archgap.kb.gpus import products
 
     if not names:
@@ -575,7 +575,7 @@ def gpus(names: Sequence[str] = ()) -> tuple[GpuProduct, ...]:
 def _resolve(gpus: Sequence[str]) -> tuple[GpuTarget, ...]:
     """The named GPUs (``UnknownGpu`` for a bad name); the GPU knowledge is loaded only here,
     so that a command naming none (kernels FILE) does not load it."""
-    from archgap.analysis.compat import resolve_gpu
+    from archgap.analysis.verdicts.compat import resolve_gpu
 
     return tuple(resolve_gpu(name) for name in gpus)
 

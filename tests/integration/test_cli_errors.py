@@ -90,7 +90,7 @@ def test_gpus_lists_the_knowledge_base() -> None:
 def test_gpus_resolves_names_as_gpu_does() -> None:
     # A driver-reported name ("H100 PCIe", nvidia-smi's form) denotes the product it identifies
     # for `archgap gpus` as for --gpu: one resolver of names.
-    from archgap.analysis.compat import resolve_gpu
+    from archgap.analysis.verdicts.compat import resolve_gpu
     from archgap.api import gpus
 
     for name in ("H100 PCIe", "Tesla V100-SXM2-32GB", "H100"):

@@ -163,7 +163,7 @@ def test_a_driver_newer_than_the_last_branch_of_the_gpu(bnb_facts: dict[str, Any
     ],
 )
 def test_bitsandbytes_loads_the_build_for_torchs_cuda(torch_cuda: str, picked: str | None) -> None:
-    from archgap.analysis.compat import resolve_gpu
+    from archgap.analysis.verdicts.compat import resolve_gpu
     from archgap.analysis.verdicts.load import load_model
     from archgap.probe.binary.fatbin import read_binary
     from archgap.probe.facts import Distribution, PythonEnvironment, ToolchainFacts, TorchBuild

@@ -43,8 +43,8 @@ def recipe_of(capsys: pytest.CaptureFixture[str], gpus: list[str], arch: bool) -
 
 @pytest.fixture(scope="module")
 def built() -> dict[str, tuple[dict[str, Any], Path]]:
-    from archgap.analysis.compat import resolve_gpu
     from archgap.analysis.recipe.recipe import recipe
+    from archgap.analysis.verdicts.compat import resolve_gpu
     from archgap.codec import encode
     from archgap.report.recipe import body
 

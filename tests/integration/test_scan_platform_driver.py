@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.scan import ScanReport
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.analysis.verdicts.verdicts import PackageVerdict
 from archgap.probe.facts import GpuFacts, PythonEnvironment
 from tests.helpers import DATA, json_output, run_cli

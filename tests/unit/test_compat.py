@@ -2,7 +2,7 @@
 
 import pytest
 
-from archgap.analysis.compat import (
+from archgap.analysis.verdicts.compat import (
     ComputeCapability,
     UnknownGpu,
     ptx_jits_on,
@@ -123,7 +123,7 @@ def test_unknown_and_ambiguous_names_are_usage_errors() -> None:
 
 def test_thor_renumbering_is_undocumented_not_a_guess() -> None:
     # CUDA 13.0 renamed Thor's sm_101 to sm_110; loading old sm_101 cubins is not documented.
-    from archgap.analysis.compat import sass_compat
+    from archgap.analysis.verdicts.compat import sass_compat
 
     thor = capability("11.0")
     compat = sass_compat(101, "", thor)

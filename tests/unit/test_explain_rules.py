@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.explain.diagnosis import Diagnosis, explain
 from archgap.analysis.explain.logparse import parse_log
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.kb import toolchain as kb
 from archgap.kb.gpus import mentioned_products
 from archgap.kb.signatures import load_signatures

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from archgap.analysis.compat import ComputeCapability
 from archgap.analysis.explain.diagnosis import explain
 from archgap.analysis.explain.logparse import parse_log
 from archgap.analysis.fixes.engine import FlashinferCase, flashinfer_fixes, ranked, toolkit_limit
+from archgap.analysis.verdicts.compat import ComputeCapability
 from archgap.kb.signatures import load_signatures
 from archgap.probe.facts import Toolkit
 
@@ -82,8 +82,8 @@ def test_explain_on_gb10_offers_the_gb10_fix() -> None:
 def test_flashinfer_074_builds_sm107_as_the_100f_family_target() -> None:
     # 0.7.4 get_nvcc_flags_list: SM 10.7 ('7a') -> -gencode=arch=compute_100f,code=sm_100f when
     # `nvcc --list-gpu-arch` lacks compute_107 (nvcc 13.0 does: sm_107 arrives in CUDA 13.4).
-    from archgap.analysis.compat import sass_runs_on
     from archgap.analysis.fixes.flashinfer_rules import build_target, normalise_arch
+    from archgap.analysis.verdicts.compat import sass_runs_on
     from archgap.kb.toolchain import flashinfer_range
 
     rng = flashinfer_range("0.7.4")

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.fixes.flashinfer_rules import parse_flashinfer_arch_list
 from archgap.analysis.jit.compilers import jit_findings
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import EnvVar, InstalledPackage, ToolchainFacts, Toolkit, TorchBuild
 

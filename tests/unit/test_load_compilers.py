@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.analysis.verdicts.load import load_model
 from archgap.probe.facts import Distribution, LoaderFacts, PythonEnvironment
 

@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.analysis.verdicts.verdicts import library_verdict
 from archgap.codec import decode
 from archgap.probe.binary.binfiles import walk_binaries

@@ -18,8 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.recipe.recipe import Recipe, recipe
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.cli import main
 from archgap.report.jsondoc import schema
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.analysis.verdicts.verdicts import (
     DEVICE_LINK_ARCHIVE,
     KERNEL_LESS,

@@ -9,8 +9,8 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from archgap.analysis.compat import resolve_gpu
 from archgap.analysis.jit.compilers import jit_findings
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.probe.environment.toolkit import _torch_supported_arches
 from archgap.probe.facts import EnvVar, TorchBuild
 from tests.unit.test_jit_rules import facts

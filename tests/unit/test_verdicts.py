@@ -2,7 +2,7 @@
 
 from dataclasses import replace
 
-from archgap.analysis.compat import resolve_gpu
+from archgap.analysis.verdicts.compat import resolve_gpu
 from archgap.analysis.verdicts.verdicts import group_by_package, library_verdict, package_verdict
 from archgap.probe.facts import (
     BinaryFacts,

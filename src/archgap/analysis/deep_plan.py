@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from archgap.analysis.compat import ComputeCapability, matrix_targets, resolve_gpu, sass_compat
+from archgap.analysis.verdicts.compat import (
+    ComputeCapability,
+    matrix_targets,
+    resolve_gpu,
+    sass_compat,
+)
 from archgap.kb.gpus import known_capabilities
 
 VARIANTS = ("", "a", "f")

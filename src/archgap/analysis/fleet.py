@@ -152,9 +152,9 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
     The host is judged exactly as ``archgap scan`` judges it (``report_from_facts``), against the
     GPUs it has and the GPUs named; a fleet never falls back to the default matrix.
     """
-    from archgap.analysis.compat import UnknownGpu
     from archgap.analysis.gpu_fault import gpu_fault
     from archgap.analysis.scan import report_from_facts
+    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.codec import DecodeError
     from archgap.probe.environment.gpu import NVIDIA_SMI_MISSING
     from archgap.probe.facts import ProbeResponse

@@ -10,10 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from archgap.analysis.compat import ComputeCapability, GpuTarget, matrix_targets, resolve_gpu
 from archgap.analysis.jit.caches import CacheReport, audit_caches
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.jit.findings import JitFinding
+from archgap.analysis.verdicts.compat import (
+    ComputeCapability,
+    GpuTarget,
+    matrix_targets,
+    resolve_gpu,
+)
 from archgap.analysis.verdicts.load import LoadFinding, load_model
 from archgap.analysis.verdicts.platform import (
     PlatformFinding,
@@ -162,7 +167,7 @@ def present_targets(facts: GpuFacts) -> tuple[GpuTarget, ...]:
 def choose_targets(facts: GpuFacts, named: Sequence[str]) -> tuple[GpuTarget, ...]:
     """Named GPUs and the present ones; the default matrix when there are neither.
 
-    Raises ``archgap.analysis.compat.UnknownGpu`` for a name no table knows.
+    Raises ``archgap.analysis.verdicts.compat.UnknownGpu`` for a name no table knows.
     """
     targets = [resolve_gpu(text) for text in named]
     targets += present_targets(facts)

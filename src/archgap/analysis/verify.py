@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.analysis.compat import ComputeCapability, GpuTarget
+from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget
 from archgap.analysis.verdicts.verdicts import (
     UNKNOWN,
     UNOWNED,

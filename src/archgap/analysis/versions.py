@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes.engine import flashinfer_supports, normalised_target
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.analysis.verdicts.verdicts import (
     JIT,
     NATIVE,

@@ -40,7 +40,7 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.compat import UnknownGpu, resolve_gpu
+    from archgap.analysis.verdicts.compat import UnknownGpu, resolve_gpu
     from archgap.api import ProbeError, Where, diagnose
     from archgap.logread import read_input
     from archgap.report import explain as rendering

@@ -98,7 +98,7 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.compat import UnknownGpu
+    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.report.fleet import body, headline
     from archgap.request import UnknownSection
     from archgap.transport.fleet import FleetInputError

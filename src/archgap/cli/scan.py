@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.compat import UnknownGpu
+    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.api import ProbeError, scan
     from archgap.cli.engines import check_scan_options, write_scan_files
 

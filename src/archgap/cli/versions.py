@@ -53,7 +53,7 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.compat import UnknownGpu
+    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.api import versions
     from archgap.index.resolve import ResolveError, indexes
     from archgap.report import versions as rendering

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 from archgap.analysis.gpu_fault import gpu_fault
 
 if TYPE_CHECKING:
-    from archgap.analysis.compat import GpuTarget
     from archgap.analysis.scan import ScanReport
+    from archgap.analysis.verdicts.compat import GpuTarget
 
 MAX_LINE = 200
 PREFIX = "archgap:"
@@ -142,7 +142,7 @@ def _unjudged(report: ScanReport) -> Health | None:
 def missing_gpus(report: ScanReport, required: Sequence[str]) -> list[str]:
     """The ``required`` GPUs (names or compute capabilities) that are not present, by compute
     capability."""
-    from archgap.analysis.compat import resolve_gpu
+    from archgap.analysis.verdicts.compat import resolve_gpu
 
     present = {g.compute_capability for g in report.gpus if g.role == "present"}
     return [text for text in required if resolve_gpu(text).compute_capability not in present]

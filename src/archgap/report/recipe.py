@@ -81,7 +81,7 @@ def text_lines(result: Recipe) -> list[str]:
 
 def _quoted(proof: Any) -> str:
     """The GPU as --require takes it: its name when that resolves to it, else its capability."""
-    from archgap.analysis.compat import UnknownGpu, resolve_gpu
+    from archgap.analysis.verdicts.compat import UnknownGpu, resolve_gpu
 
     label = str(proof.gpu)
     try:

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.explain.logparse import ParsedLog, TracebackFrame
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb.gpus import completions, find_products, identify
 from archgap.kb.signatures import (
     Cause,

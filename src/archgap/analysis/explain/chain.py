@@ -14,11 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.explain import causes as causes_
 from archgap.analysis.explain.logparse import ParsedLog
 from archgap.analysis.explain.match import Focus, raise_site, site_relative, state_of
 from archgap.analysis.jit.findings import resolve_nvcc
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import toolchain as toolchain_kb
 from archgap.probe.facts import (
     CodeFacts,

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from archgap.analysis.compat import ComputeCapability, GpuTarget
 from archgap.analysis.explain import causes as causes_
 from archgap.analysis.explain import rules
 from archgap.analysis.explain.chain import (
@@ -32,6 +31,7 @@ from archgap.analysis.explain.logparse import ParsedLog
 from archgap.analysis.explain.match import Focus, SignatureMatch, focus_of, site_relative
 from archgap.analysis.fixes.engine import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
 from archgap.analysis.jit.flashinfer import flashinfer_findings
+from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget
 from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.gpus import known_capabilities, products
 from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import ComputeCapability, sass_runs_on
 from archgap.analysis.fixes.flashinfer_rules import (
     normalise_arch,
     parse_flashinfer_arch_list,
     target_name,
 )
+from archgap.analysis.verdicts.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import Toolkit
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archgap.analysis.compat import GpuTarget
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.analysis.verdicts.verdicts import NATIVE, NONE, has_device_code, library_verdict
 from archgap.codec import decode
 from archgap.kb.toolchain import major_minor, toolkit_releases

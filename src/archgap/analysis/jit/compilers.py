@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.jit.findings import JitFinding, runtime_findings, torch_findings
 from archgap.analysis.jit.flashinfer import flashinfer_findings
 from archgap.analysis.jit.triton import triton_findings
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.probe.facts import ToolchainFacts
 
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit import torch_ext
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import SourceCheck, ToolchainFacts, Toolkit, TorchBuild
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes.engine import (
     Fix,
     FlashinferCase,
@@ -31,6 +30,7 @@ from archgap.analysis.jit.findings import (
     gpu_finding,
     resolve_nvcc,
 )
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import ToolchainFacts, Toolkit
 

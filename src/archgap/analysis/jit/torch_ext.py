@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget, ptx_jits_on, sass_runs_on, target_name
 from archgap.analysis.fixes.engine import Fix, toolkit_limit
+from archgap.analysis.verdicts.compat import GpuTarget, ptx_jits_on, sass_runs_on, target_name
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import TorchBuild
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit.findings import (
     Fact,
@@ -17,6 +16,7 @@ from archgap.analysis.jit.findings import (
     _toolkit_fact,
     gpu_finding,
 )
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import InstalledPackage, ToolchainFacts, Toolkit
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget
 from archgap.analysis.recipe.recipe import recipe
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.analysis.verdicts.verdicts import (
     JIT,
     KERNEL_LIBRARY,

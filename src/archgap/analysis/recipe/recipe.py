@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import (
+from archgap.analysis.verdicts.compat import (
     ComputeCapability,
     GpuTarget,
     ptx_jits_on,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from archgap.analysis.compat import ComputeCapability, GpuTarget, sass_runs_on
+from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget, sass_runs_on
 
 if TYPE_CHECKING:
     from archgap.analysis.recipe.recipe import Target

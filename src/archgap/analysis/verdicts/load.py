@@ -46,7 +46,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from archgap.analysis.compat import GpuTarget, is_integrated, sass_compat
+from archgap.analysis.verdicts.compat import GpuTarget, is_integrated, sass_compat
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
 from archgap.kb.toolchain import (

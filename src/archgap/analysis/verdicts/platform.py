@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.compat import GpuTarget
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.image.facts import ImageFacts
 from archgap.probe.facts import BinaryFacts, Problem
 

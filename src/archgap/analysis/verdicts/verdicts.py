@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
-from archgap.analysis.compat import (
+from archgap.analysis.verdicts.compat import (
     ComputeCapability,
     GpuTarget,
     is_integrated,
