@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from typing import TYPE_CHECKING, Any
 
 from archgap.cli.options import SUMMARY_FORMATS as SUMMARY_FORMATS
@@ -123,18 +122,3 @@ def check_local_paths(args: argparse.Namespace, paths: list[str]) -> None:
     missing = [p for p in paths if not remote and not os.path.exists(p)]
     if missing:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
-
-
-def print_shown(out: Output, args: argparse.Namespace, rendering: Any, result: Any) -> None:
-    """What gates and trace print of their ``result`` (``rendering``: their report module):
-    the JSON document, Markdown or CSV, or the text after the line naming the environment."""
-    if out.json_mode:
-        from archgap.report.jsondoc import dumps
-
-        sys.stdout.write(dumps(rendering.document(result)) + "\n")
-    elif out.format == "markdown":
-        sys.stdout.write(terminal_safe(rendering.markdown_of(result)))
-    elif out.format == "csv":
-        sys.stdout.write(terminal_safe(rendering.csv_of(result)))
-    else:
-        emit_text([*environment_line(args), *rendering.text(result)], out)

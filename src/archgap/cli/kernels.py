@@ -9,7 +9,6 @@ is listed either way.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from archgap.cli import options as opt
@@ -18,9 +17,7 @@ from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
     Output,
-    emit_text,
     target_from_args,
-    terminal_safe,
 )
 
 HELP = "list the fatbin entries (SASS, PTX, LTO-IR) in binaries"
@@ -61,7 +58,7 @@ OPTIONS = (
 
 def run(args: Any, out: Output) -> int:
     from archgap.api import kernels
-    from archgap.report import kernels as rendering
+    from archgap.report.formats import View, show
 
     target = target_from_args(args)
     show_all = bool(args.show_all)
@@ -79,19 +76,7 @@ def run(args: Any, out: Output) -> int:
             result = kernels(args.paths, **settings)
     if result.missing and not out.json_mode:  # the document lists them as unreadable rows
         out.error(f"no such file or directory: {', '.join(result.missing)}")
-    if out.json_mode:
-        from archgap.report.jsondoc import dumps
-
-        sys.stdout.write(dumps(rendering.document(result)) + "\n")
-    elif out.format == "markdown":
-        text, gate = rendering.markdown_text(result, show_all)
-        sys.stdout.write(terminal_safe(text))
-        if gate:
-            emit_text(gate, out)
-    elif out.format == "csv":
-        sys.stdout.write(terminal_safe(rendering.csv_of(result, show_all)))
-    else:
-        emit_text(rendering.text(result, show_all, out.colour), out)
+    show(out, "kernels", result, View(detail=show_all))
     if result.unreadable:
         return EXIT_ERROR
     return EXIT_GAP if result.gate is not None and not result.gate.passed else EXIT_OK

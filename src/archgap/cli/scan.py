@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,6 @@ from archgap.cli.common import (
     Output,
     UsageError,
     target_from_args,
-    terminal_safe,
 )
 from archgap.cli.engines import CLUSTER_ENGINES
 
@@ -115,28 +113,9 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     if not env.site_packages:  # errors first: one line, not a report of an empty environment
         why = "; ".join(p.reason for p in env.problems) or f"no site-packages in {env.executable}"
         raise UsageError(why)
-    if out.json_mode:
-        from archgap.report.scan import body
+    from archgap.report.formats import View, show
 
-        out.emit("scan", body(report, elapsed))
-    elif out.format == "summary":
-        from archgap.report.scan import summary
-
-        sys.stdout.write(terminal_safe(summary(report, elapsed)) + "\n")
-    elif out.format in ("markdown", "csv"):
-        from archgap.report import scan as rendering
-
-        render = rendering.markdown if out.format == "markdown" else rendering.csv
-        sys.stdout.write(terminal_safe(render(report, args.libs)))
-    else:
-        from archgap.report.scan import text
-        from archgap.report.table import text_lines
-
-        for block in text(report, args.libs, elapsed, out.python_source, out.quiet):
-            if isinstance(block, str):
-                out.print(block)
-            else:  # a table, fitted to the terminal (full rows in a pipe)
-                out.lines(text_lines(block, out.width, out.terminal))
+    show(out, "scan", report, View(detail=args.libs, elapsed=elapsed))
     return EXIT_GAP if report.has_gap else EXIT_OK
 
 

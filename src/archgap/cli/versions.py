@@ -8,12 +8,11 @@ Exit codes: 0 a variant covers every named GPU, 1 variants were judged and none 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError, emit_text, escape
+from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError
 
 HELP = (
     "which released version or variant (+cu130, another index) of a package covers a GPU, and "
@@ -57,6 +56,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import versions
     from archgap.index.resolve import ResolveError, indexes
     from archgap.report import versions as rendering
+    from archgap.report.formats import View, show
 
     started = time.monotonic()
     options = opt.index_options(args)
@@ -76,39 +76,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     except (UnknownGpu, ResolveError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     elapsed = time.monotonic() - started
-    if out.json_mode:
-        out.emit("versions", rendering.body(report, args.first, elapsed))
-    elif out.format == "markdown":
-        sys.stdout.write(rendering.markdown(report))
-    elif out.format == "csv":
-        sys.stdout.write(rendering.csv(report))
-    else:
-        _print(out, report, elapsed)
+    show(out, "versions", report, View(elapsed=elapsed, first=args.first))
     if report.winner is not None:
         return EXIT_OK
     return EXIT_GAP if report.judged else EXIT_ERROR
-
-
-def _print(out: Output, report: Any, elapsed: float) -> None:
-    from archgap.report import versions as rendering
-    from archgap.report.table import text_lines
-
-    lines = [f"[bold]Versions[/] of {escape(report.package)} for {rendering.gpu_names(report)}"]
-    target = [report.python_version and f"Python {report.python_version}", report.platform]
-    if any(target):
-        lines[0] += f" [dim](wheels for {escape(' on '.join(t for t in target if t))})[/]"
-    lines += [f"  [dim]{escape(line)}[/]" for line in rendering.indexes(report)]
-    if report.versions:
-        lines += text_lines(rendering.table(report), out.width, out.terminal)
-    if not out.quiet:
-        lines += [f"[magenta]![/] {escape(line)}" for line in rendering.problems(report)]
-    if out.verbosity:
-        lines += [f"  [dim]{escape(line)}[/]" for line in rendering.reasons(report)]
-    style = "green" if report.winner else "bold red"
-    conclusion = rendering.conclusion(report)
-    lines += ["", f"[{style}]{escape(conclusion[0])}[/]", *map(escape, conclusion[1:])]
-    lines.append(f"[dim]{report.bytes_fetched:,} bytes fetched in {elapsed:.2f} s[/]")
-    if out.terminal:  # soft-wrapped: the pip line is copied as one line, however long
-        out.lines(lines)
-    else:
-        emit_text(lines, out)

@@ -8,7 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from archgap.analysis.versions import VersionsReport, VersionVerdict
-from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
+from archgap.report.markup import escape
+from archgap.report.table import (
+    VERDICT_STYLE,
+    Cell,
+    Column,
+    Table,
+    csv_text,
+    markdown_lines,
+    text_lines,
+)
 
 
 def index_label(report: VersionsReport, url: str) -> str:
@@ -155,3 +164,30 @@ def _version(v: VersionVerdict) -> dict[str, Any]:
             for g in v.verdicts
         ],
     }
+
+
+def text(
+    report: VersionsReport,
+    elapsed: float,
+    width: int | None,
+    terminal: bool,
+    quiet: bool,
+    verbosity: int,
+) -> list[str]:
+    """The text report: rich-markup lines, the table fitted to ``width`` on a ``terminal``."""
+    lines = [f"[bold]Versions[/] of {escape(report.package)} for {gpu_names(report)}"]
+    target = [report.python_version and f"Python {report.python_version}", report.platform]
+    if any(target):
+        lines[0] += f" [dim](wheels for {escape(' on '.join(t for t in target if t))})[/]"
+    lines += [f"  [dim]{escape(line)}[/]" for line in indexes(report)]
+    if report.versions:
+        lines += text_lines(table(report), width, terminal)
+    if not quiet:
+        lines += [f"[magenta]![/] {escape(line)}" for line in problems(report)]
+    if verbosity:
+        lines += [f"  [dim]{escape(line)}[/]" for line in reasons(report)]
+    style = "green" if report.winner else "bold red"
+    ending = conclusion(report)
+    lines += ["", f"[{style}]{escape(ending[0])}[/]", *map(escape, ending[1:])]
+    lines.append(f"[dim]{report.bytes_fetched:,} bytes fetched in {elapsed:.2f} s[/]")
+    return lines

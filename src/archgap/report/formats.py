@@ -1,0 +1,123 @@
+"""Which renderer prints a command's result in each output format (``--format``), one table for
+every command that has several: the cli parses, calls the api and hands the result here.
+
+Each command's report module is imported only when its result is printed, so a command loads
+the renderers it uses and no other."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from archgap.report.console import Output, emit_text
+from archgap.report.visible import terminal_safe
+
+
+@dataclass(frozen=True)
+class View:
+    """What shapes a rendering besides the result and the output: the command's own options."""
+
+    detail: bool = False  # scan --libs (the library view), kernels --all (every file and entry)
+    elapsed: float = 0.0  # seconds the command took, where its report says so
+    first: bool = False  # versions --first
+    heading: tuple[str, ...] = ()  # lines before the text (the environment that was read)
+
+
+Printer = Callable[[Output, Any, View], None]
+
+
+def show(out: Output, command: str, result: Any, view: View = View()) -> None:
+    """Print ``result`` of ``command`` in the output's format."""
+    PRINTERS[command]["json" if out.json_mode else out.format](out, result, view)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(terminal_safe(text))
+
+
+def _scan_text(out: Output, report: Any, view: View) -> None:
+    from archgap.report.scan import text
+    from archgap.report.table import text_lines
+
+    for block in text(report, view.detail, view.elapsed, out.python_source, out.quiet):
+        if isinstance(block, str):
+            out.print(block)
+        else:  # a table, fitted to the terminal (full rows in a pipe)
+            out.lines(text_lines(block, out.width, out.terminal))
+
+
+def _kernels_markdown(out: Output, result: Any, view: View) -> None:
+    from archgap.report.kernels import markdown_text
+
+    text, gate = markdown_text(result, view.detail)
+    _write(text)
+    if gate:
+        emit_text(gate, out)
+
+
+def _versions_text(out: Output, report: Any, view: View) -> None:
+    from archgap.report.versions import text
+
+    lines = text(report, view.elapsed, out.width, out.terminal, out.quiet, out.verbosity)
+    if out.terminal:  # soft-wrapped: the pip line is copied as one line, however long
+        out.lines(lines)
+    else:
+        emit_text(lines, out)
+
+
+def _document(module: str) -> Printer:
+    """The command's whole JSON document, as its report module builds it."""
+
+    def emit(out: Output, result: Any, view: View) -> None:
+        from archgap.report.jsondoc import dumps
+
+        sys.stdout.write(dumps(_module(module).document(result)) + "\n")
+
+    return emit
+
+
+def _shown(module: str) -> dict[str, Printer]:
+    """gates and trace: the document, Markdown, CSV, or the text after the heading."""
+    return {
+        "json": _document(module),
+        "markdown": lambda out, r, view: _write(_module(module).markdown_of(r)),
+        "csv": lambda out, r, view: _write(_module(module).csv_of(r)),
+        "text": lambda out, r, view: emit_text([*view.heading, *_module(module).text(r)], out),
+    }
+
+
+def _module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"archgap.report.{name}")
+
+
+PRINTERS: dict[str, dict[str, Printer]] = {
+    "scan": {
+        "json": lambda out, r, view: out.emit("scan", _module("scan").body(r, view.elapsed)),
+        "summary": lambda out, r, view: _write(_module("scan").summary(r, view.elapsed) + "\n"),
+        "markdown": lambda out, r, view: _write(_module("scan").markdown(r, view.detail)),
+        "csv": lambda out, r, view: _write(_module("scan").csv(r, view.detail)),
+        "text": _scan_text,
+    },
+    "kernels": {
+        "json": _document("kernels"),
+        "markdown": _kernels_markdown,
+        "csv": lambda out, r, view: _write(_module("kernels").csv_of(r, view.detail)),
+        "text": lambda out, r, view: emit_text(
+            _module("kernels").text(r, view.detail, out.colour), out
+        ),
+    },
+    "versions": {
+        "json": lambda out, r, view: out.emit(
+            "versions", _module("versions").body(r, view.first, view.elapsed)
+        ),
+        "markdown": lambda out, r, view: _write(_module("versions").markdown(r)),
+        "csv": lambda out, r, view: _write(_module("versions").csv(r)),
+        "text": _versions_text,
+    },
+    "gates": _shown("gates"),
+    "trace": _shown("trace"),
+}
