@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,7 +98,8 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.analysis.verdicts.compat import UnknownGpu
-    from archgap.report.fleet import body, headline
+    from archgap.report.fleet import headline
+    from archgap.report.formats import View, show
     from archgap.request import UnknownSection
     from archgap.transport.fleet import FleetInputError
 
@@ -126,15 +126,5 @@ def run(args: argparse.Namespace, out: Output) -> int:
         from archgap.report.prometheus import fleet_metrics
 
         write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
-    if out.json_mode:
-        out.emit("fleet", body(report, elapsed, fleet.documents, fleet.shared_caches))
-    elif out.format in ("markdown", "csv", "summary"):
-        from archgap.report import fleet_tables
-
-        render = {"markdown": fleet_tables.markdown, "summary": fleet_tables.summary}
-        sys.stdout.write(render.get(out.format, fleet_tables.csv)(report, elapsed))
-    else:
-        from archgap.report.fleet import text
-
-        out.print_lines(text(report, title, args.html or "", fleet.shared_caches))
+    show(out, "fleet", fleet, View(html=args.html or ""))
     return report.exit_code

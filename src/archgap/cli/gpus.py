@@ -4,7 +4,6 @@ family-specific targets that run on each, and the source of each entry (kb/gpus.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from archgap.cli import options as opt
 from archgap.cli.common import EXIT_OK, Output
@@ -28,16 +27,7 @@ OPTIONS = (
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import gpus
     from archgap.report import gpus as rendering
+    from archgap.report.formats import show
 
-    items = rendering.rows(gpus(args.names))
-    if out.json_mode:
-        out.emit("gpus", {"gpus": items})
-    elif out.format in ("markdown", "csv"):
-        write = rendering.markdown if out.format == "markdown" else rendering.csv
-        sys.stdout.write(write(items))
-    else:
-        from archgap.report.table import text_lines
-
-        lines = text_lines(rendering.table(items, True), out.width, out.terminal)
-        out.lines([*lines, "", *rendering.sources(items)])
+    show(out, "gpus", rendering.rows(gpus(args.names)))
     return EXIT_OK

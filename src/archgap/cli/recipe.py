@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, emit_text
+from archgap.cli.common import EXIT_GAP, EXIT_OK, Output
 
 HELP = "the build targets for a set of GPUs (TORCH_CUDA_ARCH_LIST, CMake, nvcc ...)"
 DESCRIPTION = (
@@ -45,14 +45,11 @@ OPTIONS = (
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import recipe
-    from archgap.report import recipe as rendering
+    from archgap.report.formats import show
 
     result = recipe(
         args.gpu, from_paths=args.from_paths, toolkit=args.toolkit,
         arch_specific=bool(args.arch_specific), ptx=bool(args.ptx),
     )  # fmt: skip
-    if out.json_mode:
-        out.emit("recipe", rendering.body(result))
-    else:
-        emit_text(rendering.text_lines(result), out)
+    show(out, "recipe", result)
     return EXIT_OK if result.complete else EXIT_GAP

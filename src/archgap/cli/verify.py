@@ -19,7 +19,6 @@ from archgap.cli.common import (
     Output,
     UsageError,
     check_local_paths,
-    emit_text,
     is_remote,
     target_from_args,
 )
@@ -69,7 +68,7 @@ OPTIONS = (
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import ProbeError, verify
-    from archgap.report import verify as rendering
+    from archgap.report.formats import show
 
     paths: list[str] = []
     if args.paths:
@@ -85,10 +84,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             )  # fmt: skip
     except ProbeError as exc:
         raise UsageError(str(exc)) from exc
-    if out.json_mode:
-        out.emit("verify", rendering.body(report))
-    else:
-        emit_text(rendering.text(report), out)
+    show(out, "verify", report)
     return _exit_code(report, named=bool(args.paths))
 
 

@@ -23,6 +23,7 @@ class View:
     elapsed: float = 0.0  # seconds the command took, where its report says so
     first: bool = False  # versions --first
     heading: tuple[str, ...] = ()  # lines before the text (the environment that was read)
+    html: str = ""  # fleet --html: the page its text names
 
 
 Printer = Callable[[Output, Any, View], None]
@@ -65,6 +66,27 @@ def _versions_text(out: Output, report: Any, view: View) -> None:
         out.lines(lines)
     else:
         emit_text(lines, out)
+
+
+def _gpus_text(out: Output, items: Any, view: View) -> None:
+    from archgap.report.gpus import sources, table
+    from archgap.report.table import text_lines
+
+    out.lines([*text_lines(table(items, True), out.width, out.terminal), "", *sources(items)])
+
+
+def _fleet_text(out: Output, run: Any, view: View) -> None:
+    from archgap.report.fleet import headline, text
+
+    title = headline(run.report, run.elapsed, run.documents)
+    out.print_lines(text(run.report, title, view.html, run.shared_caches))
+
+
+def _fleet_table(name: str) -> Printer:
+    """fleet's Markdown, CSV or summary (report.fleet_tables)."""
+    return lambda out, run, view: _write(
+        getattr(_module("fleet_tables"), name)(run.report, run.elapsed)
+    )
 
 
 def _document(module: str) -> Printer:
@@ -117,6 +139,30 @@ PRINTERS: dict[str, dict[str, Printer]] = {
         "markdown": lambda out, r, view: _write(_module("versions").markdown(r)),
         "csv": lambda out, r, view: _write(_module("versions").csv(r)),
         "text": _versions_text,
+    },
+    "gpus": {
+        "json": lambda out, items, view: out.emit("gpus", {"gpus": items}),
+        "markdown": lambda out, items, view: _write(_module("gpus").markdown(items)),
+        "csv": lambda out, items, view: _write(_module("gpus").csv(items)),
+        "text": _gpus_text,
+    },
+    "recipe": {
+        "json": lambda out, r, view: out.emit("recipe", _module("recipe").body(r)),
+        "text": lambda out, r, view: emit_text(_module("recipe").text_lines(r), out),
+    },
+    "verify": {
+        "json": lambda out, r, view: out.emit("verify", _module("verify").body(r)),
+        "text": lambda out, r, view: emit_text(_module("verify").text(r), out),
+    },
+    "fleet": {
+        "json": lambda out, run, view: out.emit(
+            "fleet",
+            _module("fleet").body(run.report, run.elapsed, run.documents, run.shared_caches),
+        ),
+        "markdown": _fleet_table("markdown"),
+        "csv": _fleet_table("csv"),
+        "summary": _fleet_table("summary"),
+        "text": _fleet_text,
     },
     "gates": _shown("gates"),
     "trace": _shown("trace"),
