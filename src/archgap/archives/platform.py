@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 # uname -m and Go's GOARCH spellings -> the OCI architecture names; OCI -> the ELF names the
-# kernel reader reports (what analysis.platform compares).
+# kernel reader reports (what analysis.verdicts.platform compares).
 _OCI_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 _OCI_ARCH.update({"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64", "arm": "arm"})
 ELF_MACHINE = {"amd64": "x86-64", "arm64": "aarch64", "ppc64le": "ppc64", "riscv64": "riscv"}
