@@ -19,8 +19,8 @@ import pytest
 
 from archgap.archives import streamread
 from archgap.archives.streamread import read_streamed
-from archgap.probe.facts import BinaryFacts
 from archgap.probe.binary.fatbin import read_binary, read_bytes
+from archgap.probe.facts import BinaryFacts
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 ELF_OR_AR = (b"\x7fELF", b"!<ar")
