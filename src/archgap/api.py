@@ -690,6 +690,7 @@ class Where:
 
 def diagnose(
     head: str,
+    *,
     tail: str = "",
     skipped_lines: int = 0,
     gpus: Sequence[str] = (),
@@ -711,14 +712,14 @@ def diagnose(
 
 
 def explain(
-    log: str, gpus: Sequence[str] = (), where: Where | None = Where(), origin: str = "api"
+    log: str, *, gpus: Sequence[str] = (), where: Where | None = Where(), origin: str = "api"
 ) -> dict[str, Any]:
     """The explain document (what ``archgap explain --json`` prints) for the text of a log,
     examined ``where`` (None: the log alone); ``origin`` is what the document names as where
     the log came from."""
     from archgap.report.explain import body
 
-    diagnosis, parsed = diagnose(log, "", 0, gpus, where)
+    diagnosis, parsed = diagnose(log, gpus=gpus, where=where)
     return document("explain", body(diagnosis, origin, parsed.lines, parsed.truncated_lines))
 
 
@@ -866,6 +867,7 @@ class FleetRun:
 
 def fleet_run(
     source: FleetSource,
+    *,
     gpus: Sequence[str] = (),
     options: FleetOptions | None = None,
     tell: Tell | None = None,
@@ -904,13 +906,13 @@ def fleet_run(
 
 
 def fleet(
-    source: FleetSource, gpus: Sequence[str] = (), options: FleetOptions | None = None
+    source: FleetSource, *, gpus: Sequence[str] = (), options: FleetOptions | None = None
 ) -> dict[str, Any]:
     """The fleet document (what ``archgap fleet --json`` prints) for the hosts of ``source``:
     ``FleetSource(documents=("probes/",))``, ``FleetSource(hosts=(("gpu01", None),))``..."""
     from archgap.report.fleet import body
 
-    run = fleet_run(source, gpus, options)
+    run = fleet_run(source, gpus=gpus, options=options)
     return document("fleet", body(run.report, run.elapsed, run.documents, run.shared_caches))
 
 

@@ -125,7 +125,7 @@ def test_explain_examines_the_same_environment(tmp_path: Path) -> None:
     code, cli = cli_document("explain", str(log), "--python", python, "--gpu", "12.0")
     assert code == 1
     text = log.read_text(encoding="utf-8")
-    document = api.explain(text, ["12.0"], api.Where(python), origin=str(log))
+    document = api.explain(text, gpus=["12.0"], where=api.Where(python), origin=str(log))
     same(cli, document, "explain")
     assert python in cli["explain"]["environment"]
 

@@ -214,7 +214,7 @@ def test_fleet_markdown_and_csv(venvs: dict[str, Path], tmp_path: Path) -> None:
         assert probe.failure is None, probe.failure
         lines.append(f"{name}: {json.dumps(probe_report.document(probe))}")
     (tmp_path / "pdsh.out").write_text("\n".join(lines) + "\n")
-    run = api.fleet_run(api.FleetSource(documents=(str(tmp_path / "pdsh.out"),)), ["T4"])
+    run = api.fleet_run(api.FleetSource(documents=(str(tmp_path / "pdsh.out"),)), gpus=["T4"])
     assert run.report.exit_code == 1  # n2 has a gap on the T4
     header, *rows = list(csv.reader(fleet_tables.csv(run.report).splitlines()))
     assert header == ["host", "group", "gaps", "fakekernels", "ptxkernels"]

@@ -54,7 +54,13 @@ def run(args: argparse.Namespace, out: Output) -> int:
         with out.status(label):
             where = Where(args.python, target, args.env_from, args.root, args.timeout)
             examined = None if args.log_only else where
-            diagnosis, log = diagnose(text.head, text.tail, text.skipped_lines, args.gpu, examined)
+            diagnosis, log = diagnose(
+                text.head,
+                tail=text.tail,
+                skipped_lines=text.skipped_lines,
+                gpus=args.gpu,
+                where=examined,
+            )
     except (UnknownGpu, ProbeError) as exc:
         raise UsageError(str(exc)) from exc
     if out.json_mode:

@@ -93,7 +93,7 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
     waiting = out.status(ray) if source.ray else contextlib.nullcontext()
     progress = out.counter("probing hosts") if source.hosts else contextlib.nullcontext(None)
     with waiting, progress as tell:
-        return fleet_run(source, named, options, tell)
+        return fleet_run(source, gpus=named, options=options, tell=tell)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
