@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from types import MappingProxyType
 
 from archgap.kb import load_json
@@ -277,6 +277,7 @@ def _one_edit(a: str, b: str) -> bool:
     return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
+@lru_cache(maxsize=1 << 16)  # a log repeats its words: each is looked up once
 def _spelled(word: str) -> str:
     """A name word as the table spells it: "axvier" -> "xavier" (one edit from exactly one)."""
     if not word.isalpha() or len(word) < TYPO_MIN_LETTERS or word in _name_words():
