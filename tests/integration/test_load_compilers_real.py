@@ -93,3 +93,12 @@ def test_ptxas_12_9_has_no_sm_110_for_jetson_thor(jax_with_ptxas_12_9: str) -> N
 
 def test_ptxas_12_9_knows_sm_120(jax_with_ptxas_12_9: str) -> None:
     assert compiler_findings(jax_with_ptxas_12_9, "RTX PRO 6000") == []
+
+
+def test_cupy_asks_jetson_thor_for_the_cap_like_any_desktop_gpu() -> None:
+    # cupy/cuda/compiler.py line 189: _tegra_archs = ('32', '53', '62', '72', '87'), the only GPUs
+    # _get_arch (lines 209-218) asks for their own arch; Thor (11.0) is not one, so NVRTC 12.6
+    # is asked for min(110, 90) = sm_90, whose cubins do not run on 11.0 (SASS across majors)
+    (finding,) = compiler_findings(venv_python(DATA / CUPY_NVRTC_12_6), "11.0")
+    assert "for sm_90," in finding["cause"] and "do not run on 11.0" in finding["cause"]
+    assert finding["fix"] == "pip install cupy-cuda13x nvidia-cuda-nvrtc (CUDA 13)"

@@ -112,6 +112,7 @@ class CompilerRule:
     wheels: dict[str, str]  # CUDA major -> the wheel that ships the compiler
     max_arch: tuple[tuple[str, int], ...]  # (compiler version from, newest SM it asks for)
     alternatives: tuple[str, ...]  # libraries the package uses when the compiler is missing
+    own_arch: frozenset[str]  # compute capabilities it asks for their own SM, past the cap
     what: str
     source: str
 
@@ -132,6 +133,7 @@ def compiler_rules() -> tuple[CompilerRule, ...]:
             dict(e["wheels"]),
             tuple((since, int(arch)) for since, arch in e["max_arch"]),
             tuple(e["alternatives"]),
+            frozenset(e["own_arch"]),
             e["what"],
             e["source"],
         )

@@ -46,7 +46,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from archgap.analysis.verdicts.compat import GpuTarget, is_integrated, sass_compat
+from archgap.analysis.verdicts.compat import GpuTarget, sass_compat
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
 from archgap.kb.toolchain import (
@@ -591,7 +591,7 @@ def _compilers(
             newest = rule.newest_arch(version)
             for target in targets:
                 cc = target.compute_capability
-                arch = cc.sm if newest is None or is_integrated(cc) else min(cc.sm, newest)
+                arch = cc.sm if newest is None or str(cc) in rule.own_arch else min(cc.sm, newest)
                 knows = toolkit_can_target(version, f"sm_{arch}")
                 runs = sass_compat(arch, "", cc).runs
                 if knows and runs is not False:
