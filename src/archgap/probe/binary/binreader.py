@@ -18,7 +18,7 @@ import contextlib
 import errno
 import mmap
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..facts import KernelEntry
 
@@ -190,18 +190,9 @@ class Reader:
     def is_zero(self, start: int, end: int) -> bool:
         """Whether [start, end) holds only zero bytes; holes are not read, no more than
         ``ZERO_CHUNK`` bytes are copied at a time, and the pages read are handed back."""
-        pos = start
-        released = start - start % mmap.PAGESIZE
-        while pos < end:
-            pos, stop = self.data_at(pos, end)
-            while pos < stop:
-                chunk = min(stop, pos + ZERO_CHUNK)
-                self.spend((chunk - pos) >> 10)
-                if self.buf[pos:chunk].strip(b"\0"):
-                    return False
-                pos = chunk
-                if pos - released >= SEARCH_WINDOW:
-                    released = self.release(released, pos)
+        for pos, chunk, _ in self.data_pieces(start, end, ZERO_CHUNK):
+            if self.buf[pos:chunk].strip(b"\0"):
+                return False
         return True
 
     def find(self, needle: bytes, start: int, end: int) -> int:
@@ -209,19 +200,28 @@ class Reader:
         so holes of a sparse file cannot hold it and are skipped; the file data is searched a
         window at a time, one unit of work per KiB, and the pages searched are handed back (a
         2.5 GiB sparse section with no container in it: not 2.5 GiB of zero pages mapped)."""
+        for pos, window, stop in self.data_pieces(start, end, SEARCH_WINDOW):
+            hit: int = self.buf.find(needle, pos, min(stop, window + len(needle) - 1))
+            if hit >= 0:
+                return hit
+        return -1
+
+    def data_pieces(self, start: int, end: int, size: int) -> Iterator[Tuple[int, int, int]]:
+        """(piece start, piece end, end of its data run): the file data of [start, end) in
+        pieces of at most ``size`` bytes, holes of a sparse file skipped; each piece is paid for
+        (one unit of work per KiB), and once ``SEARCH_WINDOW`` bytes were gone through, the
+        pages behind are handed back."""
         pos = start
         released = start - start % mmap.PAGESIZE
         while pos < end:
             pos, stop = self.data_at(pos, end)
             while pos < stop:
-                window = min(stop, pos + SEARCH_WINDOW)
-                self.spend((window - pos) >> 10)
-                hit: int = self.buf.find(needle, pos, min(stop, window + len(needle) - 1))
-                if hit >= 0:
-                    return hit
-                pos = window
-                released = self.release(released, pos)
-        return -1
+                piece = min(stop, pos + size)
+                self.spend((piece - pos) >> 10)
+                yield pos, piece, stop
+                pos = piece
+                if pos - released >= SEARCH_WINDOW:
+                    released = self.release(released, pos)
 
     def padded_magic(self, pos: int, stop: int, magic: bytes) -> int:
         """Where ``magic`` starts when only zero bytes lie between ``pos`` and it, wholly in
