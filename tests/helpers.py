@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -108,3 +109,12 @@ def in_child(function: Callable[..., T], *args: Any) -> T:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         return pool.submit(function, *args).result(timeout=300)
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    """Every regular file under ``root`` (links not followed) and the sha256 of its bytes."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -48,6 +49,21 @@ def toolkit(root: Path, version: str) -> Path:
 
 def venv_python(name: str) -> Path:
     return DATA / name / "bin" / "python"
+
+
+INCIDENT_VENV = "venv-flashinfer-python-0.6.8"
+
+
+def incident_copy(root: Path) -> Path | None:
+    """The seed incident to change freely: a copy of the real flashinfer-python 0.6.8 venv at
+    ``root/venv`` (tests/.data is never modified) beside a CUDA 12.8 nvcc banner at
+    ``root/cuda-12.8``; None where scripts/testdata has not installed it."""
+    source = venv_python(INCIDENT_VENV).parent.parent
+    if not source.exists():
+        return None
+    shutil.copytree(source, root / "venv", symlinks=True)
+    banner_toolkit(root, "12.8")
+    return root
 
 
 def site_packages(name: str) -> tuple[str, ...]:

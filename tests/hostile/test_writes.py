@@ -31,7 +31,7 @@ import pytest
 from archgap.kb import load_json
 from archgap.probe.actions import fixer
 from tests.helpers import json_output, run_cli
-from tests.toolkit_stubs import banner_toolkit, site_packages, venv_python
+from tests.toolkit_stubs import incident_copy, site_packages
 
 VENV = "venv-flashinfer-python-0.6.8"
 RELEASED = "flashinfer/compilation_context.py"
@@ -357,12 +357,9 @@ def test_a_planted_state_is_refused_or_harmless(case: Case, tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def venv_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = venv_python(VENV).parent.parent
-    if not source.exists():
+    root = incident_copy(tmp_path_factory.mktemp("hostile-fix"))
+    if root is None:
         pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
-    root = tmp_path_factory.mktemp("hostile-fix")
-    shutil.copytree(source, root / "venv", symlinks=True)
-    banner_toolkit(root, "12.8")
     return root
 
 

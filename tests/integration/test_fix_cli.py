@@ -15,31 +15,20 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import json_output, run_cli
-from tests.toolkit_stubs import banner_toolkit, venv_python
+from tests.helpers import json_output, run_cli, tree_hashes
+from tests.toolkit_stubs import incident_copy
 
 VENV = "venv-flashinfer-python-0.6.8"
 SM75 = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
 RELEASED_SHA = "e55c7f58a83810590e18686954527cc62735a6e91c3fa67286a5e7f00afc9be5"
 
 
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
-
-
 @pytest.fixture(scope="module")
 def copied(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One copy of the venv for the module (57 MB); every test leaves it as it found it."""
-    source = venv_python(VENV).parent.parent
-    if not source.exists():
+    root = incident_copy(tmp_path_factory.mktemp("fix"))
+    if root is None:
         pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
-    root = tmp_path_factory.mktemp("fix")
-    shutil.copytree(source, root / "venv", symlinks=True)
-    banner_toolkit(root, "12.8")
     return root
 
 

@@ -31,8 +31,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from archgap import api
 from archgap.report.jsondoc import schema
-from tests.helpers import FIXTURES, run_cli
-from tests.integration.test_fix_cli import tree_hashes
+from tests.helpers import FIXTURES, run_cli, tree_hashes
 from tests.integration.test_remote_services import require, services
 from tests.toolkit_stubs import banner_toolkit, venv_python
 
