@@ -31,7 +31,7 @@ from archgap.request import (
     verify_request,
 )
 from archgap.transport.run import TransportFailure, run_probe
-from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
+from archgap.transport.target import DEFAULT_PYTHON, DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
     from archgap.analysis.explain.chain import Examined
@@ -78,9 +78,11 @@ __all__ = [
     "fleet_run",
     "gates",
     "gpus",
+    "k8s_manifest",
     "kernel_files",
     "kernels",
     "probe",
+    "probe_script",
     "recipe",
     "report_from_facts",
     "scan",
@@ -135,8 +137,7 @@ def scan(
     is told as native files are read (on this machine; a remote probe cannot tell).
     """
     _resolve(gpus)  # a bad name fails before anything is probed
-    if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
-        raise ValueError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
+    _check_driver(driver)
     from archgap.analysis.deep_plan import deep_search_plan
     from archgap.transport.local import interpreter_asked_ahead
 
@@ -173,6 +174,7 @@ def scan_archives(
     from archgap.targets import mark_unverified, read_targets
 
     _resolve(gpus)
+    _check_driver(driver)
     contents, fetched = read_targets(list(targets), options or IndexOptions())
     mark_unverified(contents, fetched)
     if not any(c.distributions for c in contents):
@@ -215,8 +217,8 @@ def versions(
     the versions) on the user's indexes (``options``; pip's settings apply), newest first, each
     judged on ``gpus`` from its wheel like ``scan WHEEL --gpu``; with ``first`` only down to the
     newest that covers them (older wheels are never fetched). ``winner`` and ``install`` (the
-    pip command) name that one. Raises ``UnknownGpu`` for an unknown GPU name, ``ResolveError``
-    for a PACKAGE that is not a requirement; an index or a wheel that fails is a problem in the
+    pip command) name that one. Raises ``UsageError`` for an unknown GPU name or driver, or a
+    PACKAGE that is not a requirement; an index or a wheel that fails is a problem in the
     report. ``progress(done, total, variant)`` is told before each wheel is read, ``each(verdict)``
     each variant's verdict as it is decided. A wheel read before (by its index's sha256) is not
     read again (index.versions.read_variant)."""
@@ -229,7 +231,11 @@ def versions(
     chosen = options or IndexOptions()
     urls = indexes(chosen.index_url, list(chosen.extra_index_urls))
     targets = _resolve(gpus)
-    requirement = parse_requirement(package)
+    _check_driver(driver)
+    try:
+        requirement = parse_requirement(package)
+    except ResolveError as exc:
+        raise UsageError(str(exc)) from None
     base = (requirement.name, targets, tuple(urls), chosen.python_version, chosen.platform)
     skipped: list[str] = []
     with net.limits(chosen.timeout, chosen.max_download):  # the wheels' deadline, cap
@@ -477,14 +483,10 @@ def probe(
     the GPUs (by compute capability) the facts do not show. ``UsageError`` for an unknown
     section, ``root`` with a remote target or an unreadable ``env_from``; ``UnknownGpu``."""
     from archgap.analysis.verdicts.compat import ComputeCapability
-    from archgap.request import UnknownSection
     from archgap.results import ProbeResult
 
     wanted = _resolve(require)  # a bad name fails before anything is probed
-    try:
-        request = probe_request(sections, python if (python or target.is_local) else target.python)
-    except UnknownSection as exc:
-        raise UsageError(f"--sections: {exc}") from None
+    request = probe_request(sections, python if (python or target.is_local) else target.python)
     if root != "/" and not target.is_local:
         raise UsageError("--root works only on this machine")
     facts = run_probe(target, request, timeout, root, env_from)
@@ -507,6 +509,57 @@ def probe(
     return ProbeResult(target.name, target.kind, facts, None, tuple(require), missing)
 
 
+def probe_script(
+    python: str | None = None,
+    *,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
+    env_from: str | None = None,
+) -> str:
+    """A standalone, standard-library-only Python (>= 3.8) file that prints what ``probe`` would
+    (``sections`` of the environment of ``python``; None: the interpreter that runs it), for
+    engines that copy a file and run it. ``UsageError`` for an unknown section."""
+    from archgap.transport.bootstrap import probe_input, standalone_script
+
+    return standalone_script(probe_input(probe_request(sections, python), "/", env_from))
+
+
+def k8s_manifest(
+    mode: str = "probe",
+    *,
+    namespace: str = "archgap",
+    image: str | None = None,
+    python: str | None = None,
+    node_selector: str | None = None,
+    runtime_class: str | None = None,
+    interval: int = 3600,
+) -> list[dict[str, Any]]:
+    """The Kubernetes objects that run archgap on every GPU node ``node_selector`` picks
+    (default: GPU Feature Discovery's label):
+    ``probe``, the standalone probe of ``python`` in ``image`` (default python:3.12-slim) once
+    per node; ``nfd``, ``scan --nfd`` every ``interval`` seconds in ``image`` (which must have
+    archgap installed). ``UsageError`` for a name Kubernetes would refuse."""
+    from archgap.report import k8s
+
+    if mode not in ("probe", "nfd"):
+        raise UsageError(f"mode {mode!r}: choose probe or nfd")
+    if mode == "nfd" and image is None:
+        raise UsageError(
+            "--mode nfd needs --image: an image with archgap installed in the Python "
+            "environment to judge (your serving image plus `pip install archgap`)"
+        )
+    if interval < 60:
+        raise UsageError("--interval must be at least 60 seconds")
+    image = image or k8s.PROBE_IMAGE
+    selector = node_selector or k8s.GPU_NODE_SELECTOR
+    placement = k8s.checked(namespace, image, selector, runtime_class)
+    interpreter = python or DEFAULT_PYTHON
+    if mode == "nfd":
+        return k8s.nfd_manifest(namespace, image, interpreter, interval, placement)
+    # The probe inspects the same interpreter that runs it in the container.
+    script = probe_script(interpreter)
+    return k8s.probe_manifest(namespace, image, interpreter, script, placement)
+
+
 def recipe(
     gpus: Sequence[str] = (),
     *,
@@ -525,12 +578,9 @@ def recipe(
 
     named = list(_resolve(gpus))
     if from_paths:
-        from archgap.transport.fleet import FleetInputError, read_documents
+        from archgap.transport.fleet import read_documents
 
-        try:
-            facts = [h.facts for h in read_documents(list(from_paths)) if h.facts is not None]
-        except FleetInputError as exc:
-            raise UsageError(str(exc)) from exc
+        facts = [h.facts for h in read_documents(list(from_paths)) if h.facts is not None]
         named += gpus_of_fleet(facts)
     if not named:
         raise UsageError("no GPU: name one with --gpu, or give fleet documents with --from")
@@ -570,6 +620,11 @@ def gpus(names: Sequence[str] = ()) -> tuple[GpuProduct, ...]:
             _resolve([name])  # says why: the closest names, or that the name is ambiguous
         chosen.update((p.name, p) for p in found)
     return tuple(chosen.values())
+
+
+def _check_driver(driver: str | None) -> None:
+    if driver is not None and not re.fullmatch(r"\d{3,4}(\.\d{1,3}){0,2}", driver.strip()):
+        raise UsageError(f"--driver {driver!r}: give an NVIDIA driver version like 580.65.06")
 
 
 def _resolve(gpus: Sequence[str]) -> tuple[GpuTarget, ...]:
@@ -648,11 +703,15 @@ def verify(
     """Load each library's device code through the CUDA driver on the GPUs and compare with the
     scan's verdicts. ``paths`` (files or directories) or else the environment of ``python``;
     ``gpu_indices`` (default: one GPU of each model). Raises ``ProbeError`` when the facts could
-    not be collected; no GPU or driver is a report with ``error`` set."""
+    not be collected and ``UsageError`` for a path missing here; no GPU or driver is a report
+    with ``error`` set."""
     from archgap.analysis.verify import compare, load_plan
     from archgap.codec import decode
     from archgap.probe.facts import BinaryFacts, GpuFacts, PythonEnvironment
 
+    _check_paths(target, paths)
+    if target.is_local:  # the report names the files to whoever reads it
+        paths = [os.path.abspath(p) for p in paths]
     facts = _facts(target, verify_request(paths, python), timeout, root)
     binaries = [decode(BinaryFacts, b) for b in facts.section("binaries") or ()]
     python_data = facts.section("python")
@@ -873,9 +932,9 @@ def fleet_run(
     tell: Tell | None = None,
 ) -> FleetRun:
     """Probe (or read) every host of ``source`` and compare them; every host also judged
-    against ``gpus``. ``UnknownGpu`` for a bad GPU name (before anything is probed),
-    ``UnknownSection`` for a bad section and ``FleetInputError`` for hosts that cannot be probed
-    as given. ``options``: how the hosts are probed (sections, interpreter, hosts at a time,
+    against ``gpus``. ``UsageError`` (before anything is probed) for a bad GPU name or
+    section and ``FleetInputError``, a ``UsageError``, for hosts that cannot be probed as
+    given. ``options``: how the hosts are probed (sections, interpreter, hosts at a time,
     time limits); ``tell(done, total, host)`` is told as ssh hosts answer."""
     import contextlib
     import time
@@ -885,6 +944,8 @@ def fleet_run(
     from archgap.transport import fleet as transport_fleet
 
     _resolve(gpus)
+    if options is not None and options.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     started = time.monotonic()
     inputs = [0]  # hosts read, counted as the report takes them one by one
     shares: list[Any] = []  # each host's network-filesystem caches (small), for shared_caches

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from archgap.errors import UsageError
+
 # What `archgap scan`, `probe` and `fleet` collect by default.
 DEFAULT_SECTIONS = ("gpu", "python", "toolchains", "binaries", "caches", "loader")
 
 
-class UnknownSection(ValueError):
-    """A section name the probe does not have."""
+class UnknownSection(UsageError):
+    """A section name the probe does not have (``--sections``)."""
 
 
 def probe_request(
@@ -28,7 +30,9 @@ def probe_request(
 
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
-        raise UnknownSection(f"unknown {', '.join(unknown)} (known: {', '.join(sorted(SECTIONS))})")
+        raise UnknownSection(
+            f"--sections: unknown {', '.join(unknown)} (known: {', '.join(sorted(SECTIONS))})"
+        )
     request: dict[str, Any] = {}
     for section in sections:
         if section == "python":

@@ -8,6 +8,8 @@ import platform as host
 import re
 from dataclasses import dataclass
 
+from archgap.errors import UsageError
+
 # uname -m and Go's GOARCH spellings -> the OCI architecture names; OCI -> the ELF names the
 # kernel reader reports (what analysis.verdicts.platform compares).
 _OCI_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -45,7 +47,7 @@ def _variant(p: Platform) -> str:
 def parse_platform(text: str) -> Platform:
     """``linux/arm64``, ``linux/arm64/v8``, ``arm64``, or a wheel platform tag
     (``manylinux_2_28_aarch64``: the same ``--platform`` serves wheels and images).
-    Raises ``ValueError`` for anything else."""
+    Raises ``UsageError`` for anything else."""
     tag = _WHEEL_TAG_ARCH.search(text)
     if tag and text.startswith(("manylinux", "musllinux", "linux")):
         return Platform("linux", _OCI_ARCH.get(tag.group(1), tag.group(1)))
@@ -53,7 +55,7 @@ def parse_platform(text: str) -> Platform:
     if len(parts) == 1:
         parts = ["linux", *parts]
     if len(parts) > 3 or not all(re.fullmatch(r"[a-z0-9_]+", p) for p in parts):
-        raise ValueError(f"--platform {text!r}: give os/arch[/variant] like linux/arm64")
+        raise UsageError(f"--platform {text!r}: give os/arch[/variant] like linux/arm64")
     return Platform(parts[0], _OCI_ARCH.get(parts[1], parts[1]), parts[2] if len(parts) > 2 else "")
 
 

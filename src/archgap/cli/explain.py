@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, UsageError, target_from_args
+from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, target_from_args
 
 HELP = "explain a crash log: the chain of causes and the fixes"
 DESCRIPTION = (
@@ -40,29 +40,21 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.verdicts.compat import UnknownGpu, resolve_gpu
-    from archgap.api import ProbeError, Where, diagnose
+    from archgap.analysis.verdicts.compat import resolve_gpu
+    from archgap.api import Where, diagnose
     from archgap.logread import read_input
     from archgap.report import explain as rendering
 
     text, origin = read_input(args.logfile, args.message)
-    try:
-        for name in args.gpu:  # a bad GPU name fails before anything is probed, then a bad target
-            resolve_gpu(name)
-        target = target_from_args(args)
-        label = "reading the log" if args.log_only else f"examining {target.name}"
-        with out.status(label):
-            where = Where(args.python, target, args.env_from, args.root, args.timeout)
-            examined = None if args.log_only else where
-            diagnosis, log = diagnose(
-                text.head,
-                tail=text.tail,
-                skipped_lines=text.skipped_lines,
-                gpus=args.gpu,
-                where=examined,
-            )
-    except (UnknownGpu, ProbeError) as exc:
-        raise UsageError(str(exc)) from exc
+    for name in args.gpu:  # a bad GPU name fails before anything is probed, then a bad target
+        resolve_gpu(name)
+    target = target_from_args(args)
+    with out.status("reading the log" if args.log_only else f"examining {target.name}"):
+        where = Where(args.python, target, args.env_from, args.root, args.timeout)
+        diagnosis, log = diagnose(
+            text.head, tail=text.tail, skipped_lines=text.skipped_lines, gpus=args.gpu,
+            where=None if args.log_only else where,
+        )  # fmt: skip
     if out.json_mode:
         skipped = {"bytes": text.skipped_bytes, "lines": text.skipped_lines}
         body = rendering.body(diagnosis, origin, log.lines, log.truncated_lines, skipped)

@@ -22,7 +22,6 @@ from archgap.transport.target import DEFAULT_PYTHON
 
 if TYPE_CHECKING:
     from archgap.api import FleetRun
-    from archgap.transport.fleet import FleetSource
 
 HELP = "probe many hosts (ssh, Slurm, or probe JSON from any engine) and compare them"
 DESCRIPTION = (
@@ -67,51 +66,30 @@ OPTIONS = (
 )
 
 
-def _source(args: argparse.Namespace) -> FleetSource:
-    from archgap.transport.fleet import FleetSource, hostfile_hosts
-
-    if args.srun_args and not args.slurm:
-        raise UsageError("arguments after -- are srun options: use them with --slurm")
-    hosts: list[tuple[str, str | None]] = []
-    if args.hosts:
-        hosts = [(h, None) for h in args.hosts]
-    elif args.hostfile:
-        hosts = hostfile_hosts(args.hostfile)
-    documents = tuple(args.from_paths or ())
-    return FleetSource(tuple(hosts), bool(args.slurm), tuple(args.srun_args), args.ray, documents)
-
-
 def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> FleetRun:
     """Every host probed (a progress bar as ssh hosts answer) or read, and compared."""
     from archgap.api import fleet_run
-    from archgap.transport.fleet import FleetOptions
+    from archgap.transport.fleet import FleetOptions, FleetSource
 
-    source = _source(args)
+    hosts = tuple((h, None) for h in args.hosts or ())
+    source = FleetSource(
+        hosts, bool(args.slurm), tuple(args.srun_args), args.ray, tuple(args.from_paths or ()),
+        args.hostfile,
+    )  # fmt: skip
     sections = tuple(args.sections)
     options = FleetOptions(sections, args.python, args.jobs, args.timeout, args.connect_timeout)
     ray = f"probing the Ray cluster {args.ray}"
     waiting = out.status(ray) if source.ray else contextlib.nullcontext()
-    progress = out.counter("probing hosts") if source.hosts else contextlib.nullcontext(None)
+    progress = out.counter("probing hosts") if source.by_ssh else contextlib.nullcontext(None)
     with waiting, progress as tell:
         return fleet_run(source, gpus=named, options=options, tell=tell)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.report.fleet import headline
     from archgap.report.formats import View, show
-    from archgap.request import UnknownSection
-    from archgap.transport.fleet import FleetInputError
 
-    named = args.gpu
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    try:
-        fleet = _fleet_run(args, out, named)
-    except (UnknownGpu, FleetInputError) as exc:
-        raise UsageError(str(exc)) from exc
-    except UnknownSection as exc:
-        raise UsageError(f"--sections: {exc}") from None
+    fleet = _fleet_run(args, out, args.gpu)
     report, elapsed = fleet.report, fleet.elapsed
     title = headline(report, elapsed, fleet.documents)
     if args.html:

@@ -15,11 +15,9 @@ import argparse
 import sys
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_OK, Output, UsageError
+from archgap.cli.common import EXIT_OK, Output
+from archgap.report.k8s import GPU_NODE_SELECTOR, PROBE_IMAGE
 from archgap.transport.target import DEFAULT_PYTHON
-
-PROBE_IMAGE = "python:3.12-slim"
-
 
 HELP = "Kubernetes YAML: a DaemonSet running the probe (or scan --nfd) on every GPU node"
 DESCRIPTION = (
@@ -44,9 +42,9 @@ OPTIONS = (
     ),
     opt.option(
         "--node-selector",
-        default="nvidia.com/gpu.present=true",
         metavar="KEY=VALUE",
-        help="the nodes to run on, by label (default %(default)s, GPU Feature Discovery's)",
+        help=f"the nodes to run on, by label (default {GPU_NODE_SELECTOR}, GPU Feature "
+        "Discovery's)",
     ),
     opt.option(
         "--runtime-class",
@@ -64,32 +62,14 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.report.k8s import checked, nfd_manifest, probe_manifest, to_yaml
+    from archgap.api import k8s_manifest
+    from archgap.report.k8s import to_yaml
 
-    if args.mode == "nfd" and args.image is None:
-        raise UsageError(
-            "--mode nfd needs --image: an image with archgap installed in the Python "
-            "environment to judge (your serving image plus `pip install archgap`)"
-        )
-    image = args.image or PROBE_IMAGE
-    try:
-        placement = checked(args.namespace, image, args.node_selector, args.runtime_class)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if args.interval < 60:
-        raise UsageError("--interval must be at least 60 seconds")
-    python = args.python or DEFAULT_PYTHON
-    if args.mode == "nfd":
-        docs = nfd_manifest(args.namespace, image, python, args.interval, placement)
-    else:
-        from archgap.cli.common import request_or_usage_error
-        from archgap.request import DEFAULT_SECTIONS
-        from archgap.transport.bootstrap import probe_input, standalone_script
-
-        # The probe inspects the same interpreter that runs it in the container.
-        request = request_or_usage_error(list(DEFAULT_SECTIONS), python)
-        script = standalone_script(probe_input(request, "/", None))
-        docs = probe_manifest(args.namespace, image, python, script, placement)
+    docs = k8s_manifest(
+        args.mode, namespace=args.namespace, image=args.image, python=args.python,
+        node_selector=args.node_selector, runtime_class=args.runtime_class,
+        interval=args.interval,
+    )  # fmt: skip
     if out.json_mode:
         out.emit("k8s-manifest", {"mode": args.mode, "objects": docs})
     else:

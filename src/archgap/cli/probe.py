@@ -22,7 +22,6 @@ from archgap.cli.common import (
     EXIT_OK,
     Output,
     UsageError,
-    request_or_usage_error,
     target_from_args,
 )
 from archgap.report.visible import one_line
@@ -72,28 +71,22 @@ def emit(args: argparse.Namespace, out: Output, body: dict[str, Any], host: str)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.api import describe, probe
+    from archgap.api import describe, probe, probe_script
     from archgap.report.probe import body
 
-    sections = args.sections
     target = target_from_args(args)
     if args.script:
-        from archgap.transport.bootstrap import probe_input, standalone_script
-
         python = args.python if (args.python or target.is_local) else target.python
-        request = request_or_usage_error(sections, python)
-        sys.stdout.write(standalone_script(probe_input(request, "/", args.env_from)))
+        sys.stdout.write(probe_script(python, sections=args.sections, env_from=args.env_from))
         return EXIT_OK
     if args.out and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out}: not a directory")
     result = probe(
-        args.python, sections=sections, target=target, env_from=args.env_from,
+        args.python, sections=args.sections, target=target, env_from=args.env_from,
         require=args.require, root=args.root, timeout=args.timeout,
     )  # fmt: skip
-    if result.facts is not None:
-        emit(args, out, body(result), result.facts.host or target.name)
-    else:
-        emit(args, out, body(result), target.name if not target.is_local else os.uname().nodename)
+    here = os.uname().nodename if target.is_local else target.name
+    emit(args, out, body(result), (result.facts.host if result.facts else "") or here)
     if result.failure is not None:
         # one line; the document on stdout carries the tool's whole stderr
         sys.stderr.write(f"archgap: {one_line(describe(result.failure))}\n")

@@ -72,7 +72,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.api import ProbeError, scan
     from archgap.cli.engines import check_scan_options, write_scan_files
 
@@ -97,8 +96,6 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                     args.python, gpus=named, target=target, env_from=args.env_from,
                     root=args.root, timeout=args.timeout, **options,
                 )  # fmt: skip
-    except (UnknownGpu, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
     except ProbeError as exc:
         write_scan_files(args, None, time.monotonic() - started)
         raise UsageError(f"probe: {exc}") from exc

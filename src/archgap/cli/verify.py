@@ -8,7 +8,6 @@ driver hung); 2 no GPU or no driver (libcuda.so.1 missing, cuInit failing), or a
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
@@ -17,9 +16,6 @@ from archgap.cli.common import (
     EXIT_GAP,
     EXIT_OK,
     Output,
-    UsageError,
-    check_local_paths,
-    is_remote,
     target_from_args,
 )
 from archgap.probe.actions.verify import DEFAULT_GPU_TIMEOUT
@@ -67,23 +63,15 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.api import ProbeError, verify
+    from archgap.api import verify
     from archgap.report.formats import show
 
-    paths: list[str] = []
-    if args.paths:
-        check_local_paths(args, args.paths)
-        # Absolute paths on this machine: the report names the files to whoever reads it.
-        paths = args.paths if is_remote(args) else [os.path.abspath(p) for p in args.paths]
     target = target_from_args(args)
-    try:
-        with out.status(f"loading device code on {target.name}"):
-            report = verify(
-                paths, python=args.python, gpu_indices=args.gpu_index, target=target,
-                gpu_timeout=args.gpu_timeout, root=args.root, timeout=args.timeout,
-            )  # fmt: skip
-    except ProbeError as exc:
-        raise UsageError(str(exc)) from exc
+    with out.status(f"loading device code on {target.name}"):
+        report = verify(
+            args.paths, python=args.python, gpu_indices=args.gpu_index, target=target,
+            gpu_timeout=args.gpu_timeout, root=args.root, timeout=args.timeout,
+        )  # fmt: skip
     show(out, "verify", report)
     return _exit_code(report, named=bool(args.paths))
 

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output, UsageError
+from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output
 
 HELP = (
     "which released version or variant (+cu130, another index) of a package covers a GPU, and "
@@ -52,9 +52,8 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.api import versions
-    from archgap.index.resolve import ResolveError, indexes
+    from archgap.index.resolve import indexes
     from archgap.report import versions as rendering
     from archgap.report.formats import View, show
 
@@ -67,14 +66,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
         def each(variant: Any) -> None:  # as soon as it is decided, in a pipe too
             print(rendering.decided(variant, urls), flush=True)
 
-    try:
-        with out.counter(f"judging {args.package}") as tell:
-            report = versions(
-                args.package, gpus=args.gpu, options=options, first=args.first,
-                driver=args.driver, strict=args.strict, progress=tell, each=each,
-            )  # fmt: skip
-    except (UnknownGpu, ResolveError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+    with out.counter(f"judging {args.package}") as tell:
+        report = versions(
+            args.package, gpus=args.gpu, options=options, first=args.first,
+            driver=args.driver, strict=args.strict, progress=tell, each=each,
+        )  # fmt: skip
     elapsed = time.monotonic() - started
     show(out, "versions", report, View(elapsed=elapsed, first=args.first))
     if report.winner is not None:

@@ -22,11 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, Target
+from archgap.transport.target import TARGET_KINDS, Target
 
 # A recorded system tree instead of / is for tests and offline analysis, not for an assistant.
 NOT_OFFERED = frozenset({"root"})
-TARGET_KINDS = ("host", "container", "pod", "via")
 _PLAIN = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _SEQUENCES = (collections.abc.Sequence, list, tuple, collections.abc.Iterable)
 
@@ -217,27 +216,12 @@ def _value(one: Bound, arguments: Mapping[str, Any]) -> Any:
 
 def target(arguments: Mapping[str, Any]) -> Target:
     """The Target that ``host``, ``container``, ``pod`` or ``via`` names, with ``python`` as
-    the interpreter there; a bad name is an ``ArgumentError``."""
-    from archgap.transport.target import (
-        TargetError,
-        container_target,
-        pod_target,
-        ssh_target,
-        via_target,
-    )
+    the interpreter there; a bad name, or two, is an ``ArgumentError``."""
+    from archgap.transport.target import TargetError, named_target
 
-    named = [kind for kind in TARGET_KINDS if arguments.get(kind)]
-    if len(named) > 1:
-        raise ArgumentError(f"name one target, not {' and '.join(named)}")
-    kind, python = named[0], arguments.get("python") or DEFAULT_PYTHON
-    value = str(arguments[kind])
     try:
-        if kind == "host":
-            return ssh_target(value, python, DEFAULT_CONNECT_TIMEOUT)
-        if kind == "container":
-            return container_target(value, python, None)
-        if kind == "pod":
-            return pod_target(value, python)
-        return via_target(value, python)
+        return named_target(
+            {kind: arguments.get(kind) for kind in TARGET_KINDS}, arguments.get("python")
+        )
     except TargetError as exc:
         raise ArgumentError(str(exc)) from None

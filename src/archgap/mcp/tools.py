@@ -146,7 +146,7 @@ READ_ONLY = (
         "fleet",
         "Compare the hosts of a fleet from probe documents (files or directories of `archgap "
         "probe` output): drift, coverage, gaps per host.",
-        omit=frozenset({"hosts", "slurm", "srun_args", "ray", "options"}),
+        omit=frozenset({"hosts", "hostfile", "slurm", "srun_args", "ray", "options"}),
     ),
     ToolSpec(
         "fix",

@@ -19,14 +19,17 @@ import gzip
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from archgap.errors import UsageError
 
 NAME = "archgap"
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile"
 # GPU Feature Discovery / the GPU Operator label every GPU node with this.
-GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+GPU_NODE_SELECTOR = "nvidia.com/gpu.present=true"
+PROBE_IMAGE = "python:3.12-slim"  # --mode probe needs only a Python (>= 3.8) in the image
 GPU_RESOURCE = "nvidia.com/gpu"  # what the NVIDIA device plugin advertises
 PROBE_FILE = "archgap-probe.py.gz"
 # Unpacks and runs the probe in the container's own interpreter (stdlib only, nothing written).
@@ -43,7 +46,7 @@ class Placement:
     where it is configured to (the NVIDIA Container Toolkit's
     ``accept-nvidia-visible-devices-envvar-when-unprivileged``)."""
 
-    node_selector: dict[str, str] = field(default_factory=lambda: dict(GPU_NODE_SELECTOR))
+    node_selector: dict[str, str]
     runtime_class: str | None = None
 
 
@@ -57,17 +60,17 @@ LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 def checked(namespace: str, image: str, node_selector: str, runtime_class: str | None) -> Placement:
-    """The placement the names give, each checked as Kubernetes takes it (``ValueError`` names
+    """The placement the names give, each checked as Kubernetes takes it (``UsageError`` names
     the first that is not): ``node_selector`` a label KEY=VALUE."""
     if not DNS_LABEL.fullmatch(namespace):
-        raise ValueError(f"--namespace {namespace!r} is not a DNS-1123 label")
+        raise UsageError(f"--namespace {namespace!r} is not a DNS-1123 label")
     if not image.strip() or any(c.isspace() for c in image):
-        raise ValueError(f"--image {image!r} is not an image reference")
+        raise UsageError(f"--image {image!r} is not an image reference")
     if runtime_class is not None and not DNS_LABEL.fullmatch(runtime_class):
-        raise ValueError(f"--runtime-class {runtime_class!r} is not a DNS-1123 label")
+        raise UsageError(f"--runtime-class {runtime_class!r} is not a DNS-1123 label")
     key, equals, value = node_selector.partition("=")
     if not equals or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
-        raise ValueError(f"--node-selector {node_selector!r} is not a label KEY=VALUE")
+        raise UsageError(f"--node-selector {node_selector!r} is not a label KEY=VALUE")
     return Placement({key: value}, runtime_class)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archgap.errors import UsageError
 from archgap.request import DEFAULT_SECTIONS, probe_request
 from archgap.transport.run import TransportFailure
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT, DEFAULT_PYTHON, DEFAULT_TIMEOUT
@@ -68,22 +69,31 @@ def _shape_problem(facts: Any) -> str | None:
 Tell = Callable[[int, int, str], None]
 
 
-class FleetInputError(ValueError):
+class FleetInputError(UsageError):
     """Hosts that cannot be probed as given: an unreadable hostfile, a bad or repeated host
     name, none at all, a --from path that does not exist."""
 
 
 @dataclass(frozen=True)
 class FleetSource:
-    """Where the hosts' facts come from: one of ssh ``hosts`` ((host, its interpreter or None)),
-    ``slurm`` (with ``srun_args``), ``ray`` (an address, or "auto") or probe ``documents``
-    (files and directories)."""
+    """Where the hosts' facts come from: one of ssh ``hosts`` ((host, its interpreter or None))
+    and those of a ``hostfile``, ``slurm`` (with ``srun_args``), ``ray`` (an address, or
+    "auto") or probe ``documents`` (files and directories)."""
 
     hosts: tuple[tuple[str, str | None], ...] = ()
     slurm: bool = False
     srun_args: tuple[str, ...] = ()
     ray: str | None = None
     documents: tuple[str, ...] = ()
+    hostfile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.srun_args and not self.slurm:
+            raise FleetInputError("arguments after -- are srun options: use them with --slurm")
+
+    @property
+    def by_ssh(self) -> bool:
+        return bool(self.hosts or self.hostfile)
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,8 @@ def collect_hosts(
         ray = run_probe_ray(address, request, options.python, options.timeout)
         yield from _engine_inputs(ray.error, ray.nodes, f"ray {source.ray}")
     else:
-        yield from _ssh_hosts(source.hosts, request, options, tell or _untold)
+        listed = hostfile_hosts(source.hostfile) if source.hostfile else []
+        yield from _ssh_hosts([*source.hosts, *listed], request, options, tell or _untold)
 
 
 def _untold(_done: int, _total: int, _item: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -29,6 +30,23 @@ if TYPE_CHECKING:
 FRAME = struct.Struct("<cI")  # kind (PROGRESS or FACTS), bytes that follow
 PROGRESS, FACTS = b"p", b"f"
 COUNTS = struct.Struct("<II")  # a progress frame: files done, files in all; then the path
+
+
+def default_python(environ: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """The interpreter to inspect when --python is not given, and why that one: the active
+    virtual environment, else the active conda environment, else python3 on PATH (not archgap's
+    own, which pipx or a venv of its own would make a useless default)."""
+    env = dict(os.environ) if environ is None else environ
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        home = env.get(variable)
+        for name in ("bin/python", "bin/python3") if home else ():
+            candidate = os.path.join(home or "", name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate, f"{variable}={home}"
+    found = shutil.which("python3", path=env.get("PATH", os.defpath))
+    if found:
+        return found, "python3 on PATH"
+    return None, "archgap's own interpreter: no VIRTUAL_ENV, CONDA_PREFIX or python3 on PATH"
 
 
 def local_facts(

@@ -14,6 +14,7 @@ import shlex
 import shutil
 from dataclasses import dataclass
 
+from archgap.errors import UsageError
 from archgap.transport.bootstrap import shell_neutral
 
 DEFAULT_PYTHON = "python3"
@@ -32,7 +33,7 @@ _CONTAINER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 _KUBE_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,252})$")
 
 
-class TargetError(ValueError):
+class TargetError(UsageError):
     """A target that archgap refuses to use (bad name, unsafe characters): a usage error."""
 
 
@@ -200,3 +201,31 @@ def via_target(command: str, python: str = DEFAULT_PYTHON) -> Target:
             " hold only A-Z a-z 0-9 and _ . / + : @ % , -"
         )
     return Target("via", command, tuple(argv), python)
+
+
+# How a user names a target (the CLI's --host/--container/--pod/--via, the MCP tools' arguments).
+TARGET_KINDS = ("host", "container", "pod", "via")
+
+
+def named_target(
+    named: dict[str, str | None],
+    python: str | None = None,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    engine: str | None = None,
+) -> Target:
+    """The target one of ``TARGET_KINDS`` in ``named`` names (``LOCAL`` when none does), with
+    ``python`` there (default python3); a bad name, or two named, is a ``TargetError``."""
+    given = [kind for kind in TARGET_KINDS if named.get(kind)]
+    if len(given) > 1:
+        raise TargetError(f"name one target, not {' and '.join(given)}")
+    if not given:
+        return LOCAL
+    kind, interpreter = given[0], python or DEFAULT_PYTHON
+    value = str(named[kind])
+    if kind == "host":
+        return ssh_target(value, interpreter, connect_timeout)
+    if kind == "container":
+        return container_target(value, interpreter, engine)
+    if kind == "pod":
+        return pod_target(value, interpreter)
+    return via_target(value, interpreter)
