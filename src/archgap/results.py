@@ -88,3 +88,18 @@ class FixResult:
     applied: dict[str, Any] | None = None
     verified: tuple[dict[str, str], ...] | None = None
     undo: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap fix``'s: 0 no gap (a dry run), every applied fix confirmed by a new scan,
+        or undone; 1 a gap planned for, or one that remains after --apply; 3 refused, nothing
+        changed (a changed file, a hand-edited one to undo, a corrupt journal)."""
+        if self.undo is not None:
+            refused = self.undo["refused"] and not self.undo["forced"]
+            return 3 if self.undo["error"] or refused else 0
+        if self.applied is None:  # a dry run, or nothing to change: whether a gap remains
+            return 1 if self.gap else 0
+        if self.applied["error"]:
+            return 3
+        verified = self.verified or ()
+        return 0 if verified and all(v["status"] == "gone" for v in verified) else 1

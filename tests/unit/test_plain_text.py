@@ -1,4 +1,4 @@
-"""Text in a pipe: ``cli.common.plain_text`` prints what rich prints there (no styles), without
+"""Text in a pipe: ``report.console.plain_text`` prints what rich prints there (no styles), without
 loading rich. rich itself is the reference: every case is printed by a rich Console as the CLI
 makes it off a terminal (no highlighting, soft wrap) and must come out byte for byte the same."""
 

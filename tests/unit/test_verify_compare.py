@@ -66,3 +66,27 @@ def test_a_kernel_less_stub_settles_nothing() -> None:
     (check,) = report.checks
     assert check.predicted == "no-kernels" and not check.settled
     assert report.disagreements == ()
+
+
+def test_the_exit_code_as_documented() -> None:
+    # `archgap verify`'s docstring: 0 agreement; 1 a disagreement, a hung GPU, or a library named
+    # on the command line that did not load; 2 no GPU or driver.
+    ptx = [read_binary(PTX_ONLY)]  # compute_80 PTX: the H100 (9.0) JIT-compiles it
+    assert compare(section("jit"), ptx, NO_ENV).exit_code(named=True) == 0
+    assert compare(section("jit"), ptx, NO_ENV, driver_version="570.86.10").exit_code(False) == 1
+    hung = compare(section("unknown", status="timed out"), ptx, NO_ENV)
+    assert (hung.exit_code(named=False), hung.exit_code(named=True)) == (1, 1)
+    # Nothing loaded from the kernel-less stub (no prediction to disagree with): a failure only
+    # when the library was named.
+    stub = str(CUDA_BIN / "libstub.so")
+    data = section("none")
+    data["gpus"][0]["libraries"][0]["path"] = stub
+    refused = compare(data, [read_binary(stub)], NO_ENV)
+    assert refused.disagreements == () and refused.checks[0].load_failure
+    assert (refused.exit_code(named=False), refused.exit_code(named=True)) == (0, 1)
+    no_gpu = {
+        "library": "libcuda.so.1",
+        "error": "cuInit failed: no CUDA-capable device",
+        "gpus": [],
+    }
+    assert compare(no_gpu, ptx, NO_ENV).exit_code(named=True) == 2

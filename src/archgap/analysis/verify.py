@@ -120,6 +120,16 @@ class VerifyReport:
     def agreements(self) -> int:
         return sum(1 for c in self.settled if c.agrees)
 
+    def exit_code(self, named: bool) -> int:
+        """``archgap verify``'s: 2 no GPU or driver; 1 a disagreement, a hung GPU, chosen code
+        that did not all load, or (``named``: the libraries were named) one that did not load at
+        all; else 0."""
+        if self.error or not self.gpus:
+            return 2
+        failed = any(c.failures or (named and c.load_failure) for c in self.checks)
+        hung = any(g.status != "ok" for g in self.gpus)
+        return 1 if self.disagreements or failed or hung else 0
+
 
 NOT_LOADABLE = "a static archive or object file: linked into a program, never loaded as it is"
 

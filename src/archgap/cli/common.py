@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from archgap.cli.options import SUMMARY_FORMATS as SUMMARY_FORMATS
-from archgap.cli.options import TABLE_FORMATS as TABLE_FORMATS
 from archgap.errors import UsageError as UsageError  # one class for the api and the cli
 from archgap.report.console import Output as Output
 from archgap.report.console import emit_text as emit_text
-from archgap.report.console import plain_text as plain_text
 from archgap.report.console import redact_output as redact_output
-from archgap.report.markup import escape as escape
-from archgap.report.visible import terminal_safe as terminal_safe
 from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -41,15 +36,13 @@ def choose_python(args: argparse.Namespace) -> None:
         args.python, args.python_source = default_python()
 
 
-def environment_line(args: argparse.Namespace) -> list[str]:
-    """The line that says which interpreter's environment a text report is about."""
-    source = getattr(args, "python_source", "")
+def inspected_python(args: argparse.Namespace) -> str:
+    """The interpreter whose environment a source search reads ("" when only paths are)."""
     paths = getattr(args, "paths", None) or getattr(args, "path", None)
     dists = getattr(args, "dists", None) or getattr(args, "dist", None)
-    if not source or (paths and not dists):  # only paths: no environment is inspected
-        return []
-    python = getattr(args, "python", None) or "archgap's own interpreter"
-    return [f"[bold]Python[/] {escape(python)} [dim]({escape(source)})[/]"]
+    if not getattr(args, "python_source", "") or (paths and not dists):
+        return ""
+    return getattr(args, "python", None) or "archgap's own interpreter"
 
 
 # The commands that inspect a Python environment (the default interpreter applies to them).

@@ -40,14 +40,11 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.analysis.verdicts.compat import resolve_gpu
     from archgap.api import Where, diagnose
     from archgap.logread import read_input
     from archgap.report import explain as rendering
 
     text, origin = read_input(args.logfile, args.message)
-    for name in args.gpu:  # a bad GPU name fails before anything is probed, then a bad target
-        resolve_gpu(name)
     target = target_from_args(args)
     with out.status("reading the log" if args.log_only else f"examining {target.name}"):
         where = Where(args.python, target, args.env_from, args.root, args.timeout)

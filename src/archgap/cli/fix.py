@@ -12,13 +12,10 @@ import argparse
 from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, emit_text, target_from_args
+from archgap.cli.common import Output, emit_text, target_from_args
 
 if TYPE_CHECKING:
-    from archgap.results import FixResult
-
-EXIT_REFUSED = 3
-
+    pass
 
 HELP = "show the fixes scan proposes as exact changes; --apply makes them, --undo reverts"
 DESCRIPTION = (
@@ -75,17 +72,4 @@ def run(args: argparse.Namespace, out: Output) -> int:
     else:
         lines = undo_lines(result.undo) if result.undo is not None else plan_lines(body(result))
         emit_text(lines, out)
-    return exit_code(result)
-
-
-def exit_code(result: FixResult) -> int:
-    """The documented exit code of a fix run (see the module's docstring)."""
-    if result.undo is not None:
-        refused = result.undo["refused"] and not result.undo["forced"]
-        return EXIT_REFUSED if result.undo["error"] or refused else EXIT_OK
-    if result.applied is None:  # a dry run, or nothing to change: whether a gap remains
-        return EXIT_GAP if result.gap else EXIT_OK
-    if result.applied["error"]:
-        return EXIT_REFUSED
-    verified = result.verified or ()
-    return EXIT_OK if verified and all(v["status"] == "gone" for v in verified) else EXIT_GAP
+    return result.exit_code

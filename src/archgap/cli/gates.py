@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_OK, Output, environment_line, target_from_args
+from archgap.cli.common import EXIT_OK, Output, inspected_python, target_from_args
 
 HELP = "where packages detect or gate GPU architectures, grouped by function"
 DESCRIPTION = (
@@ -45,5 +45,5 @@ def run(args: argparse.Namespace, out: Output) -> int:
             args.dists, paths=args.path, python=args.python, kinds=args.kind, target=target,
             show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
         )  # fmt: skip
-    show(out, "gates", result, View(heading=tuple(environment_line(args))))
+    show(out, "gates", result, View(python=inspected_python(args)))
     return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_OK, Output, environment_line, target_from_args
+from archgap.cli.common import EXIT_OK, Output, inspected_python, target_from_args
 
 HELP = "every place a name is written and read, with the env vars that feed it"
 DESCRIPTION = (
@@ -43,5 +43,5 @@ def run(args: argparse.Namespace, out: Output) -> int:
             args.name, paths=args.paths, dists=args.dist, python=args.python, target=target,
             show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
         )  # fmt: skip
-    show(out, "trace", result, View(heading=tuple(environment_line(args))))
+    show(out, "trace", result, View(python=inspected_python(args)))
     return EXIT_OK

@@ -12,16 +12,13 @@ from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
-    EXIT_ERROR,
-    EXIT_GAP,
-    EXIT_OK,
     Output,
     target_from_args,
 )
 from archgap.probe.actions.verify import DEFAULT_GPU_TIMEOUT
 
 if TYPE_CHECKING:
-    from archgap.analysis.verify import VerifyReport
+    pass
 
 # A whole verify (every GPU model, each killed at --gpu-timeout) may take long on a big stack.
 TOTAL_TIMEOUT = 3600.0
@@ -73,13 +70,4 @@ def run(args: argparse.Namespace, out: Output) -> int:
             gpu_timeout=args.gpu_timeout, root=args.root, timeout=args.timeout,
         )  # fmt: skip
     show(out, "verify", report)
-    return _exit_code(report, named=bool(args.paths))
-
-
-def _exit_code(report: VerifyReport, named: bool) -> int:
-    if report.error or not report.gpus:
-        return EXIT_ERROR
-    failed = [c for c in report.checks if c.load_failure] if named else []
-    failed += [c for c in report.checks if c.failures]  # part of the chosen code did not load
-    hung = any(g.status != "ok" for g in report.gpus)
-    return EXIT_GAP if report.disagreements or failed or hung else EXIT_OK
+    return report.exit_code(named=bool(args.paths))

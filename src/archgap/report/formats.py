@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archgap.report.console import Output, emit_text
+from archgap.report.markup import escape
 from archgap.report.visible import terminal_safe
 
 
@@ -22,7 +23,7 @@ class View:
     detail: bool = False  # scan --libs (the library view), kernels --all (every file and entry)
     elapsed: float = 0.0  # seconds the command took, where its report says so
     first: bool = False  # versions --first
-    heading: tuple[str, ...] = ()  # lines before the text (the environment that was read)
+    python: str = ""  # gates and trace: the interpreter whose environment was read
     html: str = ""  # fleet --html: the page its text names
 
 
@@ -106,8 +107,15 @@ def _shown(module: str) -> dict[str, Printer]:
         "json": _document(module),
         "markdown": lambda out, r, view: _write(_module(module).markdown_of(r)),
         "csv": lambda out, r, view: _write(_module(module).csv_of(r)),
-        "text": lambda out, r, view: emit_text([*view.heading, *_module(module).text(r)], out),
+        "text": lambda out, r, view: emit_text([*_env(out, view), *_module(module).text(r)], out),
     }
+
+
+def _env(out: Output, view: View) -> list[str]:
+    """The line that says which environment was read (none when only paths were)."""
+    if not view.python:
+        return []
+    return [f"[bold]Python[/] {escape(view.python)} [dim]({escape(out.python_source)})[/]"]
 
 
 def _module(name: str) -> Any:
