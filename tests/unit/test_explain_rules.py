@@ -178,6 +178,13 @@ def test_tensorrt_10_dropped_pascal() -> None:
     assert "dropped SM 6.1" in d.root_cause and "TensorRT <= 9.1" in _fixes(d)
 
 
+def test_tensorrt_10_5_dropped_volta() -> None:
+    # TensorRT 10.5.0's release notes: Volta (7.0) support removed starting with 10.5, so the
+    # last release that builds SM 7.0 engines is 10.4 (yuvraj108c/ComfyUI-Upscaler-Tensorrt#49).
+    d = _blind("comfyui-upscaler-trt-49-sm70-trt105.log")
+    assert "dropped SM 7.0" in d.root_cause and "TensorRT <= 10.4" in _fixes(d)
+
+
 # ---------------------------------------------------------------- class 5: 12.1
 
 
@@ -214,6 +221,8 @@ def test_gpu_names_in_any_spelling_through_the_gpu_table() -> None:
     assert ccs("a Tesla K80 and two Tesla K40c cards") == ["3.7", "3.5"]
     assert ccs("RTX 5090 D") == ["12.0"]  # the most specific name, once
     assert ccs("L4T R35.4.1") == [] and ccs("SM_VERSION_A100") == []  # not an L4, not an A100
+    # Chinese prose has no spaces around a model number; the legacy table's mobile Kepler
+    assert ccs("我用的4070ti super显卡") == ["8.9"] and ccs("CUDA 10.1 with gt650m") == ["3.0"]
 
 
 def test_jetson_gets_jetpack_builds_not_a_desktop_index() -> None:

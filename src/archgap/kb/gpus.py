@@ -292,6 +292,10 @@ def may_name_product(text: str) -> bool:
     return any(c.isdigit() for c in text) or any(h in lowered for h in _letter_heads())
 
 
+def _word_character(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
 def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
     """The products a line of prose names, in any spelling ("my rtx5090", "2x 2080Ti", "Tesla
     K40c", "jetson axvier nx"): whole model words only, so "L4T" is not an L4 and "A100" not
@@ -310,10 +314,11 @@ def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
             end = i + len(form)
             if end > len(runs) or any(words[i + k] != w for k, w in enumerate(form)):
                 continue
-            # a name is a word of its own: not glued to letters, digits or "_" (SM_VERSION_A100)
+            # a name is a word of its own: not glued to Latin letters, digits or "_"
+            # (SM_VERSION_A100); Chinese or Japanese prose runs into it ("我用的4070ti显卡")
             start, stop = runs[i].start(), runs[end - 1].end()
-            glued_before = start > 0 and (lowered[start - 1].isalnum() or lowered[start - 1] == "_")
-            glued_after = stop < len(lowered) and (lowered[stop].isalnum() or lowered[stop] == "_")
+            glued_before = start > 0 and _word_character(lowered[start - 1])
+            glued_after = stop < len(lowered) and _word_character(lowered[stop])
             apart = all(  # the runs of a name sit next to each other or a space or dash apart
                 re.fullmatch(r"[\s_-]*", lowered[runs[k].end() : runs[k + 1].start()])
                 for k in range(i, end - 1)
