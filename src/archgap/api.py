@@ -534,10 +534,10 @@ def k8s_manifest(
     interval: int = 3600,
 ) -> list[dict[str, Any]]:
     """The Kubernetes objects that run archgap on every GPU node ``node_selector`` picks
-    (default: GPU Feature Discovery's label):
-    ``probe``, the standalone probe of ``python`` in ``image`` (default python:3.12-slim) once
-    per node; ``nfd``, ``scan --nfd`` every ``interval`` seconds in ``image`` (which must have
-    archgap installed). ``UsageError`` for a name Kubernetes would refuse."""
+    (default: GPU Feature Discovery's label). ``probe``: the standalone probe of ``python`` in
+    ``image`` (default python:3.12-slim), once per node; ``nfd``: ``scan --nfd`` every
+    ``interval`` seconds in ``image``, which must have archgap installed. ``UsageError`` for a
+    name Kubernetes would refuse."""
     from archgap.report import k8s
 
     if mode not in ("probe", "nfd"):
