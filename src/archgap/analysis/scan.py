@@ -82,6 +82,16 @@ class ScanReport:
         return tuple(f for f in self.jit if f.status == "fails" and f.gates_exit_code)
 
     @property
+    def unread(self) -> str | None:
+        """Why no environment was read (its interpreter did not run, or is no Python); None when
+        its site-packages were."""
+        env = self.environment
+        if env.site_packages:
+            return None
+        reasons = "; ".join(p.reason for p in env.problems)
+        return reasons or f"no site-packages in {env.executable or 'the interpreter'}"
+
+    @property
     def has_gap(self) -> bool:
         """Whether the run fails: a package or a JIT build cannot work on a gating GPU."""
         return bool(self.gaps or self.jit_gaps or self.platform_gaps or self.load_gaps)

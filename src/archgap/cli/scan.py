@@ -106,10 +106,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         from archgap.report.health import health, missing_gpus
 
         return finish_health(args, health(report, missing_gpus(report, args.require)))
-    env = report.environment
-    if not env.site_packages:  # errors first: one line, not a report of an empty environment
-        why = "; ".join(p.reason for p in env.problems) or f"no site-packages in {env.executable}"
-        raise UsageError(why)
+    if report.unread:  # errors first: one line, not a report of an empty environment
+        raise UsageError(report.unread)
     from archgap.report.formats import View, show
 
     show(out, "scan", report, View(detail=args.libs, elapsed=elapsed))

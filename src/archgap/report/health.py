@@ -124,10 +124,9 @@ def health(report: ScanReport, missing_required: Sequence[str] = ()) -> Health:
 
 def _unjudged(report: ScanReport) -> Health | None:
     """Why a report without a gap still cannot say OK, if it cannot."""
-    env = report.environment
-    if not env.site_packages:
-        why = next((p.reason for p in env.problems), "no site-packages found")
-        return failure("no-python", f"{env.executable or 'the interpreter'}: {why}")
+    if report.unread:
+        executable = report.environment.executable or "the interpreter"
+        return failure("no-python", f"{executable}: {report.unread}")
     from archgap.analysis.scan import unidentified_gpus
 
     unknown = unidentified_gpus(report.gpu_facts)
