@@ -17,6 +17,7 @@ import inspect
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -336,6 +337,19 @@ def test_probe_returns_the_facts_document(client: Client) -> None:
         [] if "12.0" in present else ["RTX PRO 6000"]
     )
     assert result.content[0].text.startswith("archgap probe: facts of local")
+
+
+def test_redact_hides_user_names_and_this_host_in_results_and_errors(
+    client: Client, tmp_path: Path
+) -> None:
+    # --redact as every command takes it: home paths as /home/<user>, this machine as <host>.
+    plain = _document(client.call("probe", {"sections": ["gpu"]}), "probe")
+    assert plain["facts"]["host"] == socket.gethostname()
+    with connected(_server_env(tmp_path), "--redact") as redacted:
+        doc = _document(redacted.call("probe", {"sections": ["gpu"]}), "probe")
+        error = _error(redacted.call("trace", {"name": "X", "paths": ["/home/alice/lib/x.py"]}))
+    assert doc["facts"]["host"] == "<host>"
+    assert "no such file or directory: /home/<user>/lib/x.py" in error and "alice" not in error
 
 
 def test_trace_names_the_writes_of_target_cuda_archs(client: Client) -> None:

@@ -32,5 +32,5 @@ def run(args: argparse.Namespace, out: Output) -> int:
     except ImportError as exc:
         why = f"archgap mcp needs the mcp extra: pip install 'archgap[mcp]' ({exc})"
         raise UsageError(why) from None
-    serve(allow_fix=bool(args.allow_fix))
+    serve(allow_fix=bool(args.allow_fix), redact_output=bool(args.redact))
     return EXIT_OK

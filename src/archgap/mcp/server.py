@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from archgap.mcp.tools import (
     output_schema,
     summary,
 )
+from archgap.report.console import redact
 
 Tell = Callable[[int, int, str], None]
 PROGRESS_INTERVAL = 0.1  # seconds between progress notifications (the last one always goes)
@@ -117,16 +119,25 @@ def one_line(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {text}"
 
 
-def result_of(toolbox: Toolbox, name: str, arguments: Mapping[str, Any], tell: Tell) -> Any:
-    """The call's result, or its failure as a tool error (never raised to the SDK)."""
+def result_of(
+    toolbox: Toolbox,
+    name: str,
+    arguments: Mapping[str, Any],
+    tell: Tell,
+    redact_host: str | None = None,
+) -> Any:
+    """The call's result, or its failure as a tool error (never raised to the SDK); with
+    ``redact_host`` (``--redact``) user names in home paths and that host name hidden."""
     spec = toolbox.tools[name].spec if name in toolbox.tools else None
     try:
         doc = toolbox.call(name, arguments, tell)
     except Exception as exc:  # a tool error for the assistant to read, and the server goes on
-        return types.CallToolResult(
-            content=[types.TextContent(text=f"archgap {name}: {one_line(exc)}")], is_error=True
-        )
+        text = f"archgap {name}: {one_line(exc)}"
+        text = text if redact_host is None else redact(text, redact_host)
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
     assert spec is not None
+    if redact_host is not None:  # in every string of the document (paths hold no quotes)
+        doc = json.loads(redact(json.dumps(doc), redact_host))
     return types.CallToolResult(
         content=[
             types.TextContent(text=summary(spec, doc)),
@@ -136,8 +147,9 @@ def result_of(toolbox: Toolbox, name: str, arguments: Mapping[str, Any], tell: T
     )
 
 
-def build_server(allow_fix: bool = False) -> Server[Any]:
+def build_server(allow_fix: bool = False, redact_output: bool = False) -> Server[Any]:
     toolbox = Toolbox(allow_fix)
+    host = socket.gethostname() if redact_output else None
     one_at_a_time = anyio.Lock()
 
     async def list_tools(
@@ -151,7 +163,7 @@ def build_server(allow_fix: bool = False) -> Server[Any]:
         tell = _progress(ctx)
         async with one_at_a_time:
             result: types.CallToolResult = await anyio.to_thread.run_sync(
-                result_of, toolbox, params.name, params.arguments or {}, tell
+                result_of, toolbox, params.name, params.arguments or {}, tell, host
             )
         return result
 
@@ -184,9 +196,9 @@ def _progress(ctx: ServerRequestContext[Any]) -> Tell:
     return tell
 
 
-def serve(allow_fix: bool = False) -> None:
+def serve(allow_fix: bool = False, redact_output: bool = False) -> None:
     """Serve over stdin/stdout until the client closes them."""
-    server = build_server(allow_fix)
+    server = build_server(allow_fix, redact_output)
 
     async def main() -> None:
         async with stdio_server() as (read, write):
