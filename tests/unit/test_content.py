@@ -3,6 +3,12 @@ and the kernel directives (a cubin's .text section, PTX's .entry)."""
 
 from __future__ import annotations
 
+import importlib.abc
+import sys
+
+import pytest
+
+from archgap.probe.binary import content
 from archgap.probe.binary.content import has_kernel, lz4_block
 
 
@@ -29,3 +35,20 @@ def test_ptx_holds_a_kernel_when_it_has_an_entry_directive() -> None:
     assert has_kernel(helper, 0, len(helper), len(helper), "ptx", "none") is False
     # compressed in a way the probe cannot unpack: not known
     assert has_kernel(kernel, 0, len(kernel), len(kernel), "ptx", "unknown") is None
+
+
+def test_the_zstandard_module_is_looked_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python caches a module it found, never one it did not: before 3.14 every zstd entry
+    # searched sys.path again (10,000 entries of a torch environment: 0.9 s).
+    searched: list[str] = []
+
+    class Counting(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+            searched.append(name)
+
+    monkeypatch.setattr(sys, "meta_path", [Counting(), *sys.meta_path])
+    monkeypatch.delitem(sys.modules, "compression", raising=False)
+    content._zstd.cache_clear()
+    for _ in range(100):
+        content.zstd_frame(b"\x28\xb5\x2f\xfd", 4)
+    assert searched.count("compression") <= 1

@@ -12,6 +12,7 @@ known to be kernel-less, so it is judged as a kernel.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Optional, Tuple
 
@@ -89,11 +90,21 @@ def _extended(src: bytes, at: int, length: int) -> Tuple[int, int]:
     return length, at
 
 
-def zstd_frame(src: bytes, size: int) -> Optional[bytes]:
-    """A Zstandard frame unpacked, where the interpreter can (Python 3.14's compression.zstd)."""
+@functools.lru_cache(maxsize=None)
+def _zstd() -> Any:
+    """Python 3.14's compression.zstd, or None: looked for once (a failed import is not cached
+    by Python, and searching sys.path for it per entry cost a torch scan 0.9 s)."""
     try:
         from compression import zstd  # type: ignore[import-not-found,unused-ignore]  # novm
     except ImportError:
+        return None
+    return zstd
+
+
+def zstd_frame(src: bytes, size: int) -> Optional[bytes]:
+    """A Zstandard frame unpacked, where the interpreter can (Python 3.14's compression.zstd)."""
+    zstd = _zstd()
+    if zstd is None:
         return None
     try:
         data = zstd.decompress(src)
