@@ -157,6 +157,18 @@ def test_nvrtc_of_cuda_13_dropped_pascal() -> None:
     assert "CUDA 12.9 NVRTC" in _fixes(d)
 
 
+def test_a_torch_wheel_compiles_with_the_nvrtc_of_its_own_cuda() -> None:
+    # https://github.com/pytorch/pytorch/issues/87595: "pytorch 1.14+cu117 nightly" beside a
+    # system "cuda 11.8". A torch wheel loads the NVRTC of its +cu117 build (jiterator), so the
+    # NVRTC is CUDA 11.7's. Without the GPU settled (an RTX 3090 works, an RTX 4090 fails), both
+    # cases: newer than sm_87 (11.7's newest) needs CUDA >= 11.8; older than sm_35 (its oldest)
+    # needs CUDA 10.2, the last release before CUDA 11.0 dropped sm_30/sm_32.
+    d = _blind("pytorch-87595-rtx4090-nightly-cu117-nvrtc.log")
+    assert "NVRTC of CUDA 11.7" in d.root_cause
+    fixes = " | ".join(fix for case in d.cases for fix in case.fixes)
+    assert "CUDA >= 11.8" in fixes and "CUDA 10.2 NVRTC" in fixes
+
+
 def test_nvrtc_of_cuda_8_predates_volta() -> None:
     # https://github.com/cupy/cupy/issues/2087: Tesla V100 (7.0), CUDA 8.0
     d = _blind("cupy-2087-nvrtc-v100-cuda80.log")
@@ -176,6 +188,13 @@ def test_tensorrt_10_dropped_pascal() -> None:
     # https://github.com/NVIDIA/TensorRT/issues/3826: 'Unsupported SM: 0x601' on TensorRT 10.0.1
     d = _blind("tensorrt-3826-trt10-gtx1080ti.log")
     assert "dropped SM 6.1" in d.root_cause and "TensorRT <= 9.1" in _fixes(d)
+
+
+def test_tensorrt_10_builds_sm_7_0_and_up_only() -> None:
+    # TensorRT 10.1's support matrix: compiled for SM 7.0 or higher, so a P100 (6.0) needs 8.6
+    # (ArgoHA/D-FINE-seg#20: 'Target GPU SM 60 is not supported by this TensorRT release').
+    d = _blind("d-fine-seg-20-p100-trt-sm60.log")
+    assert "dropped SM 6.0" in d.root_cause and "TensorRT <= 8.6" in _fixes(d)
 
 
 def test_tensorrt_10_5_dropped_volta() -> None:
@@ -223,6 +242,8 @@ def test_gpu_names_in_any_spelling_through_the_gpu_table() -> None:
     assert ccs("L4T R35.4.1") == [] and ccs("SM_VERSION_A100") == []  # not an L4, not an A100
     # Chinese prose has no spaces around a model number; the legacy table's mobile Kepler
     assert ccs("我用的4070ti super显卡") == ["8.9"] and ccs("CUDA 10.1 with gt650m") == ["3.0"]
+    # the wrong GeForce family word: the model number decides (there is no GTX 3090)
+    assert ccs("GTX 3090") == ["8.6"] and ccs("RTX 1080") == ["6.1"] and ccs("GTX 650Ti") == ["3.0"]
 
 
 def test_jetson_gets_jetpack_builds_not_a_desktop_index() -> None:

@@ -217,6 +217,7 @@ def _runs(words: str) -> tuple[str, ...]:
 def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
     """First run -> (runs, product), longest first, so "RTX 5090 D" wins over "RTX 5090"."""
     by_first: dict[str, list[tuple[tuple[str, ...], GpuProduct]]] = {}
+    misnamed: list[tuple[tuple[str, ...], GpuProduct]] = []
     for product in products():
         words = [w for w in _tokens(re.sub(r"\([^)]*\)", " ", product.name))]
         words = [w for w in words if w not in NAME_QUALIFIERS]
@@ -224,10 +225,16 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
         forms = [runs]
         if len(words) > 2 and words[0] in _FAMILY_WORDS:
             forms.append(_runs(" ".join(words[1:])))
+        if words[0] in _FAMILY_WORDS:  # "GTX 3090": the model number says which GeForce
+            misnamed += [((other, *runs[1:]), product) for other in _FAMILY_WORDS - {words[0]}]
         rest = words[1:]
         if words[0] == "jetson" and (len(rest) > 1 or any(c.isdigit() for c in "".join(rest))):
             forms.append(_runs(" ".join(rest)))  # a board by its own name: "AGX Xavier", "T5000"
         for form in forms:
+            by_first.setdefault(form[0], []).append((form, product))
+    named = {form for forms in by_first.values() for form, _ in forms}
+    for form, product in misnamed:  # only where no product is called so
+        if form not in named and sum(f == form for f, _ in misnamed) == 1:
             by_first.setdefault(form[0], []).append((form, product))
     return {k: tuple(sorted(v, key=lambda e: -len(e[0]))) for k, v in by_first.items()}
 

@@ -202,7 +202,7 @@ def _toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | Non
     if tool == TRITON or target is None or span is None:
         return None
     first, last = span
-    have = facts.toolkit if tool in (NVCC, NVRTC, PTXAS) else None
+    have = _nvrtc_cuda(facts) if tool == NVRTC else facts.toolkit if tool in (NVCC, PTXAS) else None
     dropped, needs = _dropped_words(target, last), f"{target} needs CUDA >= {first}"
     if have and last and _version(have) > _version(last):
         cause, status, newer = f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
@@ -294,13 +294,23 @@ def _renumbered_fixes(target: str, newer: bool) -> tuple[Fix, ...]:
     return ()
 
 
+# The packages that compile with an NVRTC of their own choosing (the system's, or a wheel's).
+_NVRTC_USERS = frozenset(("cupy", "numba", "numba-cuda", "jax", "cuda-python", "warp-lang"))
+
+
+def _nvrtc_cuda(facts: LogFacts) -> str | None:
+    """The CUDA of the NVRTC that ran: where torch is the only NVRTC user the log names, its
+    build's (a torch wheel loads the NVRTC of its own CUDA, nvidia-cuda-nvrtc-cuXX or bundled,
+    whatever toolkit the system has), else the toolkit the log states."""
+    others = _NVRTC_USERS & set(facts.stated.get("package", ()))
+    return facts.torch_cuda if facts.torch_cuda and not others else facts.toolkit
+
+
 def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
     """NVRTC rejected an -arch the log does not show, for a GPU it does not name: the answer
     depends on the GPU, against the targets of the NVRTC's CUDA."""
-    have = facts.toolkit
-    targets = sorted(
-        kb.targets_of(have) or () if have else (), key=lambda t: int(re.sub(r"\D", "", t))
-    )
+    have = _nvrtc_cuda(facts)
+    targets = sorted(kb.targets_of(have) or () if have else (), key=_number)
     plain = [t for t in targets if t[-1].isdigit()]
     fix = Fix(
         f"use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
@@ -312,11 +322,16 @@ def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
     if have and plain:
         cause = f"the NVRTC of CUDA {have} rejected the GPU's architecture"
         oldest, newest = plain[0], plain[-1]
+        # a GPU older than what this CUDA builds: the last CUDA that built the target below
+        below = max(
+            (t for t in _every_target() if _number(t) < _number(oldest)), key=_number, default=""
+        )
+        last = (kb.last_toolkit_for(below) if below else None) or "an older"
         cases = (
             Case(
                 f"if the GPU is older than {oldest}",
                 f"CUDA {have} no longer builds it (a newer CUDA dropped it)",
-                (_nvrtc_fix(True, oldest, kb.last_toolkit_for(oldest) or have, None),),
+                (_nvrtc_fix(True, below or oldest, last, None),),
             ),
             Case(
                 f"if the GPU is newer than {newest}",
@@ -330,6 +345,15 @@ def _nvrtc_without_gpu(facts: LogFacts) -> Ruling:
         "newer than a release that dropped it"
     )
     return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide)
+
+
+def _number(target: str) -> int:
+    return int(re.sub(r"\D", "", target))
+
+
+def _every_target() -> frozenset[str]:
+    """Every plain ``sm_*`` target a known toolkit release ever built."""
+    return frozenset(t for r in kb.toolkit_releases() for t in r.targets_added if t[-1].isdigit())
 
 
 def _nvrtc_fix(newer: bool, target: str, last: str | None, first: str | None) -> Fix:
