@@ -320,12 +320,14 @@ def test_fleet_report_judges_each_distinct_host_once_from_a_stream(
     monkeypatch.setattr(fleet, "summarise_host", counting)
 
     def stream() -> Iterator[HostInput]:  # hosts arrive one by one, as fleet --from reads them
-        for i in range(50):
-            yield HostInput(f"n{i:02d}", _facts(f"node{i:02d}", {"torch": "2.9.0"}, "/cuda"))
+        for i in range(50):  # the same machine, each probe taking its own time
+            same = _facts(f"node{i:02d}", {"torch": "2.9.0"}, "/cuda")
+            yield HostInput(f"n{i:02d}", replace(same, seconds={"python": 0.1 + i / 1000}))
         yield HostInput("odd", _facts("odd", {"torch": "2.8.0"}, "/cuda"))
 
     report = fleet_report(stream())
-    assert judged == ["n00", "odd"]  # the 49 copies of n00 (but their names) are not judged again
+    # the 49 copies of n00 (but their names and timings) are not judged again
+    assert judged == ["n00", "odd"]
     assert [g.hosts for g in report.groups] == [tuple(f"n{i:02d}" for i in range(50)), ("odd",)]
     assert [h.hostname for h in report.hosts[:2]] == ["node00", "node01"]
     assert report.hosts[1] == replace(report.hosts[0], name="n01", hostname="node01")

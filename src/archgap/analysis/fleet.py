@@ -299,10 +299,11 @@ def _summarise_once(
     judged: dict[str, HostSummary],
 ) -> HostSummary:
     """``summarise_host``, once per distinct set of facts: a fleet is mostly copies of a few
-    machines, and hosts whose facts differ only in their name get the same summary."""
+    machines, and hosts whose facts differ only in their name and in how long each section took
+    get the same summary."""
     from dataclasses import fields, replace
 
-    same = [getattr(facts, f.name) for f in fields(facts) if f.name != "host"]
+    same = [getattr(facts, f.name) for f in fields(facts) if f.name not in ("host", "seconds")]
     key = hashlib.sha256(json.dumps(same, default=str).encode()).hexdigest()
     summary = judged.get(key)
     if summary is None:
