@@ -89,8 +89,10 @@ def test_a_quoted_source_line_is_cut() -> None:
 
 HELPER = textwrap.dedent(
     """
-    import os, sys, time
+    import os, signal, sys, time
     from archgap.probe.forked import in_two_processes
+    # SIGHUP as a terminal session leaves it (nohup, which a CI runner may use, ignores it)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN if "ignore-hup" in sys.argv else signal.SIG_DFL)
     def child(_send):
         open(sys.argv[1], "w").write(str(os.getpid()))
         time.sleep(60)
@@ -115,3 +117,18 @@ def test_sigterm_and_sighup_reap_the_forked_helper(tmp_path: Path) -> None:
         while time.monotonic() < deadline and alive(helper):
             time.sleep(0.05)
         assert not alive(helper), f"the helper {helper} outlived its parent ({signum})"
+
+
+def test_a_sighup_that_is_ignored_stays_ignored(tmp_path: Path) -> None:
+    # Under nohup SIGHUP is ignored (its disposition is SIG_IGN): archgap goes on working.
+    pid_file = tmp_path / "helper"
+    proc = subprocess.Popen([sys.executable, "-c", HELPER, str(pid_file), "ignore-hup"])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the helper did not start"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert proc.poll() is None and alive(int(pid_file.read_text()))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == -signal.SIGTERM

@@ -33,13 +33,15 @@ def _raise_ended(signum: int, _frame: Any) -> None:
 
 
 def _catch_ending_signals() -> Dict[int, Any]:
-    """Make SIGTERM/SIGHUP raise in this process (main thread only); returns the old handlers."""
+    """Make SIGTERM/SIGHUP raise in this process (main thread only); returns the old handlers.
+    A signal this process ignores (SIGHUP under nohup) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     previous: Dict[int, Any] = {}
     for signum in ENDING_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
-            previous[signum] = signal.signal(signum, _raise_ended)
+            if signal.getsignal(signum) != signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, _raise_ended)
     return previous
 
 
