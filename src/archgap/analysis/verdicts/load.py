@@ -59,7 +59,13 @@ from archgap.kb.toolchain import (
     toolkit_release,
     version_tuple,
 )
-from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment, ToolchainFacts
+from archgap.probe.facts import (
+    BinaryFacts,
+    Distribution,
+    LoaderFacts,
+    PythonEnvironment,
+    ToolchainFacts,
+)
 
 Check = Literal[
     "driver-gpu",
@@ -743,74 +749,70 @@ def _driver_jit(
         for dist in env.distributions:
             if canonicalize_name(dist.name) != rule.package:
                 continue
+            gap = _driver_jit_gap(rule, dist, env, loader, toolchains, driver)
+            if gap is None:
+                continue
+            why, evidence, cause, fix = gap
             libs = tuple(p for p in dist.native_files if p.endswith(".so"))
-            first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
-            found = _find_nvvm(rule, env, loader, toolchains)
-            if found is None:
-                if loader is None:
-                    continue  # the target's loader was not read: it may have it
-                major = "13" if driver and driver_runs_runtime(driver, "13.0")[0] else "12"
-                why = f"{rule.compiler} ({rule.library}) is not installed"
-                for path in libs:
-                    _block(blocked, path, why)
-                findings.append(
-                    LoadFinding(
-                        "driver-jit",
-                        "fails",
-                        "",
-                        dist.name,
-                        libs,
-                        (first, f"{rule.library}: not in site-packages, a toolkit or the loader"),
-                        f"{dist.name}: {why}: it cannot compile a kernel on any GPU",
-                        f"pip install '{rule.extras[major]}'",
-                        rule.source,
-                        gating,
-                    )
-                )
-                continue
-            version, where = found
-            release = toolkit_release(version) if version else None
-            have = max_ptx_isa_for_driver(driver) if driver else None
-            if release is None or not release.ptx_isa or have is None:
-                continue  # a version not known, or no driver: nothing to compare
-            emits = version_tuple(release.ptx_isa) or ()
-            if emits <= (version_tuple(have) or ()):
-                continue
-            linker = rule.linker.format(major=release.cuda.split(".")[0])
-            if _find_compiler(env, loader, None, linker, "") is not None:
-                continue  # nvJitLink compiles the PTX: the driver only runs the cubin
-            why = (
-                f"{rule.compiler} {version} ({where}) emits PTX ISA {release.ptx_isa}, and "
-                f"driver {driver} JIT-compiles PTX ISA up to {have} "
-                "('CUDA_ERROR_UNSUPPORTED_PTX_VERSION')"
-            )
             for path in libs:
                 _block(blocked, path, why)
-            runs = driver_cuda_version(driver or "") or ""
-            wheel = rule.wheels.get(runs.split(".")[0])
-            older = (
-                f", or pip install '{wheel}=={runs}.*' (the CUDA the driver runs)" if wheel else ""
-            )
+            first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
             findings.append(
                 LoadFinding(
-                    "driver-jit",
-                    "fails",
-                    "",
-                    dist.name,
-                    libs,
-                    (
-                        first,
-                        f"{rule.compiler} {version}: {where}",
-                        f"without {linker}, the driver JIT-compiles its PTX",
-                        f"driver {driver}: PTX ISA <= {have}",
-                    ),
-                    f"{dist.name}: {why}: no kernel it compiles loads",
-                    f"install an NVIDIA driver >= {release.min_driver_linux}{older}",
-                    rule.source,
-                    gating,
+                    "driver-jit", "fails", "", dist.name, libs, (first, *evidence),
+                    f"{dist.name}: {why}: {cause}", fix, rule.source, gating,
                 )
-            )
+            )  # fmt: skip
     return findings
+
+
+def _driver_jit_gap(
+    rule: kb.DriverJitRule,
+    dist: Distribution,
+    env: PythonEnvironment,
+    loader: LoaderFacts | None,
+    toolchains: ToolchainFacts | None,
+    driver: str | None,
+) -> tuple[str, tuple[str, ...], str, str] | None:
+    """Why the package's kernels cannot be JIT-compiled (its compiler missing, or emitting PTX
+    newer than the driver JITs), the evidence, what follows and the fix; None when they can, or
+    when the facts cannot tell."""
+    found = _find_nvvm(rule, env, loader, toolchains)
+    if found is None:
+        if loader is None:
+            return None  # the target's loader was not read: it may have it
+        major = "13" if driver and driver_runs_runtime(driver, "13.0")[0] else "12"
+        return (
+            f"{rule.compiler} ({rule.library}) is not installed",
+            (f"{rule.library}: not in site-packages, a toolkit or the loader",),
+            "it cannot compile a kernel on any GPU",
+            f"pip install '{rule.extras[major]}'",
+        )
+    version, where = found
+    release = toolkit_release(version) if version else None
+    have = max_ptx_isa_for_driver(driver) if driver else None
+    if release is None or not release.ptx_isa or have is None:
+        return None  # a version not known, or no driver: nothing to compare
+    if (version_tuple(release.ptx_isa) or ()) <= (version_tuple(have) or ()):
+        return None
+    linker = rule.linker.format(major=release.cuda.split(".")[0])
+    if _find_compiler(env, loader, None, linker, "") is not None:
+        return None  # nvJitLink compiles the PTX: the driver only runs the cubin
+    why = (
+        f"{rule.compiler} {version} ({where}) emits PTX ISA {release.ptx_isa}, and "
+        f"driver {driver} JIT-compiles PTX ISA up to {have} "
+        "('CUDA_ERROR_UNSUPPORTED_PTX_VERSION')"
+    )
+    runs = driver_cuda_version(driver or "") or ""
+    wheel = rule.wheels.get(runs.split(".")[0])
+    older = f", or pip install '{wheel}=={runs}.*' (the CUDA the driver runs)" if wheel else ""
+    evidence = (
+        f"{rule.compiler} {version}: {where}",
+        f"without {linker}, the driver JIT-compiles its PTX",
+        f"driver {driver}: PTX ISA <= {have}",
+    )
+    fix = f"install an NVIDIA driver >= {release.min_driver_linux}{older}"
+    return why, evidence, "no kernel it compiles loads", fix
 
 
 def _find_nvvm(
