@@ -10,6 +10,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import DATA, FIXTURES
 
 BANNERS = FIXTURES / "nvcc_banners"
@@ -54,13 +56,14 @@ def venv_python(name: str) -> Path:
 INCIDENT_VENV = "venv-flashinfer-python-0.6.8"
 
 
-def incident_copy(root: Path) -> Path | None:
+def incident_copy(root: Path) -> Path:
     """The seed incident to change freely: a copy of the real flashinfer-python 0.6.8 venv at
     ``root/venv`` (tests/.data is never modified) beside a CUDA 12.8 nvcc banner at
-    ``root/cuda-12.8``; None where scripts/testdata has not installed it."""
+    ``root/cuda-12.8``; the test skips (fails under CI) where scripts/testdata has not
+    installed it."""
     source = venv_python(INCIDENT_VENV).parent.parent
     if not source.exists():
-        return None
+        pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
     shutil.copytree(source, root / "venv", symlinks=True)
     banner_toolkit(root, "12.8")
     return root
