@@ -292,13 +292,32 @@ def _authorized_index(lab: Lab, user: str = "alice") -> tuple[Server, str]:
 
 
 def userinfo_index_url(lab: Lab) -> None:
+    """Credentials in the index URL go, as pip sends them, to the index's origin only: the page
+    and a wheel on that host get them; a wheel the page links on another origin (localhost is
+    not 127.0.0.1) does not. With the wrong user the index answers 401, and that failure names
+    the URL with the password hidden."""
     server, index = _authorized_index(lab)
     url = index.replace("://", f"://alice:{SECRET}@")
     contents, fetched = read(["demo-pkg"], index_url=url)
     assert contents[0].distributions and not reasons(contents), reasons(contents)
-    # the wheel on the index's host got the index's credentials, as pip sends them
-    assert all(h.get("Authorization") for h in server.headers_of("/simple/demo-pkg/"))
+    wheel, data, sha = lab.demo_wheel()
+    asked = server.headers_of("/simple/demo-pkg/") + server.headers_of("/files/" + wheel.name)
+    assert asked and all(h.get("Authorization") for h in asked)
     assert SECRET not in everything(contents, fetched, cache(lab))
+
+    elsewhere = lab.server()
+    elsewhere.routes["/w/" + wheel.name] = static(data)
+    linked = page([(elsewhere.url("/w/" + wheel.name, host="localhost"), sha)])
+    server.routes["/simple/demo-pkg/"] = needs_basic("alice", SECRET, static(linked))
+    contents, fetched = read(["demo-pkg"], index_url=url)
+    assert contents[0].distributions and not reasons(contents), reasons(contents)
+    taken = elsewhere.headers_of("/w/" + wheel.name)
+    assert taken and not any("Authorization" in h for h in taken)
+
+    refused, fetched = read(["demo-pkg"], index_url=index.replace("://", f"://bob:{SECRET}@"))
+    [reason] = reasons(refused)
+    assert "HTTP 401" in reason and "bob:****@" in reason, reason
+    assert SECRET not in everything(refused, fetched, cache(lab))
 
 
 def userinfo_pip_index_url(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -735,11 +754,16 @@ def wrong_sha256_full_download(lab: Lab) -> None:
 
 
 def wrong_sha256_ranged(lab: Lab) -> None:
+    """A wheel read through range requests cannot be checked against the index's sha256 (here a
+    wrong one): the report scan gives says so. Asked of the api, not of the readers, so the
+    product's own marking is what is tested (the readers alone mark nothing)."""
     server = lab.server()
     index = lab.index(server, ranges=True, digest="0" * 64)
-    contents, _ = read(["demo-pkg"], index_url=index)
-    assert contents[0].distributions
-    assert [r.split(":")[0] for r in reasons(contents)] == ["unverified"]
+    contents, _ = read_targets(["demo-pkg"], targeted(index))
+    assert contents[0].distributions and not reasons(contents)  # nothing marked by the readers
+    report = scan_archives(["demo-pkg"], gpus=["H100"], options=targeted(index))
+    marked = [p for p in report.problems if p.reason.startswith("unverified:")]
+    assert [p.subject.endswith(".whl") for p in marked] == [True], report.problems
 
 
 def right_sha256_full_download(lab: Lab) -> None:
