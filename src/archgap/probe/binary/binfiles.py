@@ -8,6 +8,12 @@ first bytes are the ELF magic. Names with a known text/data extension (``.py``, 
 site-packages at one ``readdir`` per directory: only symlinks and files with other names are
 ``stat``'ed (for the executable bit), and only executables are opened to check their magic.
 Each file is read once (by device and inode), and a symlink loop is a row with its reason.
+
+A walk stays inside the directory it was given: a symlink whose target (every link resolved)
+is outside it is never followed nor opened. A directory link out, or a link out with a binary's
+name, is a row with its reason ("a link out of the walked tree"); a link out with another name
+(a venv's ``bin/python``) is passed over like every file whose name says it is no binary. Links
+inside the tree are followed (``libcublas.so -> libcublas.so.12``; a directory once).
 """
 
 from __future__ import annotations
@@ -80,6 +86,19 @@ def discover(paths: Iterable[str]) -> Iterator[Discovered]:
                 yield path, None
 
 
+def _link_out(root: str, path: str) -> Optional[str]:
+    """Why the symlink ``path`` is not followed, when its target (all links resolved) is outside
+    ``root`` (a resolved directory); None when it stays inside."""
+    target = os.path.realpath(path)
+    if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
+        return None
+    try:
+        shown = os.readlink(path)
+    except OSError:
+        shown = target
+    return "a link out of the walked tree (-> %s): not followed" % shown[:256]
+
+
 def _identity(item: os.DirEntry, link: bool, device: int) -> Tuple[int, int]:  # type: ignore[type-arg]
     """(dev, ino) of a directory entry: from readdir (no stat call) unless it is a symlink."""
     if link:
@@ -129,6 +148,7 @@ def _walk_directory(
     if top_key in seen_dirs:
         return
     seen_dirs.add(top_key)
+    root = os.path.realpath(top)
     # Depth first, names sorted; each frame carries the (dev, ino) chain of its ancestors.
     # Entries that are not symlinks take their identity from readdir (parent's device, d_ino):
     # no stat call for the thousands of ordinary files and directories of a site-packages.
@@ -147,6 +167,11 @@ def _walk_directory(
             candidate = NATIVE_NAME.search(item.name) is not None  # read whatever its mode
             try:
                 link = item.is_symlink()
+                outside = _link_out(root, item.path) if link else None
+                if outside is not None:  # a stat of the target, never an open or a listing
+                    if candidate or item.is_dir():
+                        yield item.path, _row(item.path, outside)
+                    continue
                 if item.is_dir():
                     key = _identity(item, link, device)
                     if key in ancestors:
