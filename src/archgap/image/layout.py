@@ -6,6 +6,11 @@ An OCI layout is a directory with an ``oci-layout`` file, ``index.json`` and con
 index.json entry. A ``docker save`` tarball holds ``manifest.json`` (``Config``, ``Layers``,
 ``RepoTags``) and the files it names; its members are found by name in the tar, never on disk
 (a member that is a symlink is followed inside the tar).
+
+Both are data named by the user: a file is opened without blocking and read only when it is a
+regular file (a FIFO, device or socket is refused at once: ``--timeout`` cannot end a blocked
+``open``), and a layout's file is read only when its real path stays inside the layout (a link
+out of DIR is refused with its reason, never followed).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tarfile
 from collections.abc import Mapping
 from typing import IO, Any
@@ -47,6 +53,33 @@ def split_reference(text: str) -> tuple[str, str]:
     return path, ref
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
+
+
+def open_regular(path: str) -> IO[bytes]:
+    """``path`` opened for reading if it is a regular file; ``OSError`` naming what it is
+    otherwise. Opened with O_NONBLOCK, so that a FIFO without a writer never blocks the open
+    (the flag changes nothing for a regular file's reads), and checked with fstat before any
+    read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+            raise OSError(f"{kind}, not a regular file: not read")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _inside(directory: str, path: str) -> bool:
+    """Whether ``path``, all its links resolved, is ``directory`` (resolved) or below it."""
+    top = os.path.realpath(directory)
+    return os.path.commonpath([top, os.path.realpath(path)]) == top
+
+
 def _read_small(stream: IO[bytes], what: str) -> bytes:
     data = stream.read(MAX_JSON_BYTES + 1)
     if len(data) > MAX_JSON_BYTES:
@@ -65,8 +98,11 @@ class OciLayout:
         return os.path.join(self.directory, name)
 
     def _open(self, name: str, what: str) -> IO[bytes]:
+        path = self._path(name)
+        if os.path.lexists(path) and not _inside(self.directory, path):
+            raise ImageError(f"{self.label}: {name}: a link out of the layout: not followed")
         try:
-            return open(self._path(name), "rb")
+            return open_regular(path)
         except OSError as exc:
             raise ImageError(f"{self.label}: {what}: {exc.strerror or exc}") from None
 
@@ -137,16 +173,24 @@ class DockerArchive:
         self.path, self.ref = split_reference(reference)
         self.label = ARCHIVE_PREFIX + reference
         self._tar: tarfile.TarFile | None = None
+        self._file: IO[bytes] | None = None
         self._members: dict[str, tarfile.TarInfo] = {}
 
     def _open_tar(self) -> tarfile.TarFile:
         if self._tar is None:
             try:
-                self._tar = tarfile.open(self.path, "r:")  # noqa: SIM115 (closed by close())
+                self._file = open_regular(self.path)
+            except OSError as exc:
+                raise ImageError(
+                    f"{self.label}: not a readable tar: {exc.strerror or exc}"
+                ) from None
+            try:
+                self._tar = tarfile.open(fileobj=self._file, mode="r:")  # noqa: SIM115 (close())
                 self._members = {
                     os.path.normpath(m.name): m for m in self._tar.getmembers() if m.name
                 }
             except (OSError, tarfile.TarError, EOFError) as exc:
+                self.close()
                 raise ImageError(f"{self.label}: not a readable tar: {exc}") from None
         return self._tar
 
@@ -216,6 +260,9 @@ class DockerArchive:
         if self._tar is not None:
             self._tar.close()
             self._tar = None
+        if self._file is not None:  # tarfile leaves a file it was given open
+            self._file.close()
+            self._file = None
 
 
 def _docker_name(ref: str) -> str:
