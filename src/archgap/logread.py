@@ -3,6 +3,8 @@ the error is), with what was left out between counted (``archgap explain``'s inp
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -83,8 +85,10 @@ def read_input(logfile: str | None, message: str | None) -> tuple[LogInput, str]
         raise UsageError("give a LOGFILE, '-' for stdin, or --message TEXT")
     if logfile == "-":
         return read_log(sys.stdin.buffer), "stdin"
-    try:
-        with open(logfile, "rb") as f:
+    try:  # O_NONBLOCK: a FIFO named as the log must not block the open (it is refused)
+        with os.fdopen(os.open(logfile, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise OSError("not a regular file (a log in a pipe: give it as '-', stdin)")
             return read_log(f), logfile
     except OSError as exc:
         raise UsageError(f"cannot read {logfile}: {exc.strerror or exc}") from exc
