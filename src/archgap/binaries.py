@@ -56,9 +56,12 @@ def local_binaries(
     if holding:
         from archgap.archives.wheel import wheel_files
         from archgap.index.conda import read_archive
+        from archgap.probe.facts import BinaryFacts
 
-        for path in wheel_files(holding, ARCHIVES):
+        skipped: list[tuple[str, str]] = []  # links out of a directory named: not followed
+        for path in wheel_files(holding, ARCHIVES, skipped):
             found.extend(_archive_binaries(read_archive(path, deep=deep)))
+        found.extend(BinaryFacts(p, 0, "unreadable", (), False, why) for p, why in skipped)
     rest = [p for p in paths if not p.endswith(ARCHIVES) or not os.path.isfile(p)]
     return found + (_read_files(rest, deep, progress, detail) if rest else [])
 

@@ -45,8 +45,10 @@ def read_targets(
             elif target.startswith(URL_SCHEMES):
                 found.append(reading.url(net.admit(target), None))
             elif os.path.exists(target) or target.endswith(ARCHIVE_SUFFIXES):
-                archives = wheel_files([target], ARCHIVE_SUFFIXES)
-                if not archives:
+                skipped: list[tuple[str, str]] = []  # links out of the directory
+                archives = wheel_files([target], ARCHIVE_SUFFIXES, skipped)
+                found.extend(failed(path, why) for path, why in skipped)
+                if not archives and not skipped:
                     found.append(
                         failed(target, "no .whl, .conda or .tar.bz2 file in this directory")
                     )

@@ -312,20 +312,38 @@ def _check_end(stream: IO[bytes], pos: int, size: int) -> None:
         raise ValueError(f"member is not the {size} bytes its header says")
 
 
-def wheel_files(paths: list[str], suffixes: tuple[str, ...] = (".whl",)) -> list[str]:
+def wheel_files(
+    paths: list[str],
+    suffixes: tuple[str, ...] = (".whl",),
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[str]:
     """The archives named: files, and the files directly in directories whose names end with
-    one of ``suffixes`` (wheels; with ``.conda``/``.tar.bz2``, conda packages too)."""
+    one of ``suffixes`` (wheels; with ``.conda``/``.tar.bz2``, conda packages too). A directory's
+    symlink whose target (all links resolved) is outside the directory is not followed: it goes
+    to ``skipped`` as (path, reason)."""
     found: list[str] = []
     for path in paths:
-        if os.path.isdir(path):
-            found.extend(
-                os.path.join(path, name)
-                for name in sorted(os.listdir(path))
-                if name.endswith(suffixes) and os.path.isfile(os.path.join(path, name))
-            )
-        else:
+        if not os.path.isdir(path):
             found.append(path)
+            continue
+        top = os.path.realpath(path)
+        for name in sorted(os.listdir(path)):
+            full = os.path.join(path, name)
+            why = _link_out(top, full) if name.endswith(suffixes) else None
+            if why is not None and skipped is not None:
+                skipped.append((full, why))
+            elif why is None and name.endswith(suffixes) and os.path.isfile(full):
+                found.append(full)
     return found
+
+
+def _link_out(top: str, path: str) -> str | None:
+    """Why ``path`` is not followed: a symlink whose target is outside ``top`` (resolved)."""
+    if not os.path.islink(path):
+        return None
+    if os.path.commonpath([top, os.path.realpath(path)]) == top:
+        return None
+    return f"a link out of the directory (-> {os.readlink(path)[:256]}): not followed"
 
 
 def archive_facts(
