@@ -71,7 +71,8 @@ ENV_SECRET_MARKERS = (
 )  # fmt: skip
 REDACTED = "<redacted>"
 # What each kind of value looks like; anything else is replaced by REDACTED.
-_PATH_VALUE = re.compile(r"^[~./$][^\s\0]{0,4095}$")
+# A path may hold spaces (WSL's /mnt/c/Program Files): only other whitespace and NUL are odd.
+_PATH_VALUE = re.compile(r"^[~./$][^\t\n\r\f\v\0]{0,4095}$")
 _ARCH_VALUE = re.compile(r"^[0-9A-Za-z_.;,+ ]{0,512}$")
 _SETTING_VALUE = re.compile(r"^[0-9A-Za-z_.,:;=+/ -]{0,256}$")
 # A run of letters and digits this long, mixing both, is a key or token, not a setting.
@@ -150,6 +151,61 @@ def _marked(pid: int, mark: bytes) -> bool:
             return mark in f.read(1 << 20).split(b"\0")
     except OSError:
         return False
+
+
+def _stat_fields(pid: str) -> Optional[List[bytes]]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def leftovers(group: int, mark: str) -> Set[int]:
+    """The live processes (zombies left out) in process group or session ``group``, or whose
+    environment holds ``mark``: what a command started in a session of its own left behind.
+    Called once the command's leader is reaped: Linux hands out no process id that is still a
+    group's or session's, so a member left over keeps ``group`` its own."""
+    found: Set[int] = set()
+    needle = mark.encode()
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        fields = _stat_fields(name)
+        if fields is None or len(fields) < 4 or fields[0] in (b"Z", b"X"):
+            continue
+        if group in (int(fields[2]), int(fields[3])) or (needle and _marked(int(name), needle)):
+            found.add(int(name))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    fields = _stat_fields(str(pid))
+    return fields is None or fields[0] in (b"Z", b"X")
+
+
+def reap_leftovers(group: int, mark: str, grace: float = KILL_GRACE) -> int:
+    """Kill what ``leftovers`` finds (again while it finds new ones: a dying process may have
+    just forked) and wait up to ``grace`` seconds for each to be gone (dead, or a zombie for its
+    new parent to reap): a daemon that ``nvcc --version`` started does not outlive it, in the
+    command's group or setsid'd (it still carries RUN_MARK). One that also cleared its
+    environment is out of reach without cgroups. A process that cannot die (stuck in a driver)
+    is left after ``grace``. Returns how many were killed."""
+    if group <= 1 or group == os.getpgrp():
+        return 0
+    killed: Set[int] = set()
+    found = leftovers(group, mark)
+    while found - killed:  # a second look only where the first found something
+        for pid in found - killed:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        found = leftovers(group, mark) if len(killed) < 4096 else set()
+    deadline = time.monotonic() + grace
+    while any(not _gone(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return len(killed)
 
 
 def sweep(root_pid: int, mark: str) -> int:
@@ -275,6 +331,71 @@ def stop_process_group(
         return b"", b""
 
 
+MAX_LINKS = 40  # symbolic links followed resolving one path (Linux's own limit)
+
+
+def untrusted(path: str) -> Optional[str]:
+    """Why the program at ``path`` may not be run for this user, or None when it may.
+
+    The path is resolved as the kernel would, one name at a time: the file and every directory
+    passed through, links' directories included, must be owned by root or this process's
+    effective user, and neither writable by group or others; a directory with the sticky bit
+    (``/tmp``) is the exception, as nobody else may rename or remove what it holds. Anyone else
+    who can write one of them can replace the program between this check and its run (git's
+    ``safe.directory`` draws the same line)."""
+    uid = os.geteuid()
+    full = path if path.startswith("/") else os.path.join(os.getcwd(), path)
+    todo = [part for part in full.split("/") if part]
+    current, links = "/", 0
+    problem = _unsafe("/", uid, last=False)
+    while todo and problem is None:
+        name = todo.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, name)
+        try:
+            info = os.lstat(candidate)
+        except OSError as exc:
+            return "cannot check %s: %s" % (candidate, exc.strerror or exc)
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > MAX_LINKS:
+                return "%s: too many levels of symbolic links" % path
+            target = os.readlink(candidate)
+            current = "/" if target.startswith("/") else current
+            todo[:0] = [part for part in target.split("/") if part]
+            continue
+        current = candidate
+        problem = _unsafe(candidate, uid, last=not todo, info=info)
+    return problem
+
+
+def _unsafe(
+    path: str, uid: int, last: bool, info: Optional[os.stat_result] = None
+) -> Optional[str]:
+    """Why ``path`` (the program when ``last``, else a directory on its way) is not safe."""
+    try:
+        info = info or os.lstat(path)
+    except OSError as exc:
+        return "cannot check %s: %s" % (path, exc.strerror or exc)
+    what = path if last else "%s (a directory on its path)" % path
+    if info.st_uid not in (0, uid):
+        return "%s is owned by uid %d, not by root or uid %d (the user archgap runs as)" % (
+            what,
+            info.st_uid,
+            uid,
+        )
+    sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+    if info.st_mode & stat.S_IWOTH and not sticky:
+        return "%s is writable by others" % what
+    if info.st_mode & stat.S_IWGRP and not sticky:
+        return "%s is writable by its group (gid %d)" % (what, info.st_gid)
+    return None
+
+
 def env_allowed(name: str) -> bool:
     """Whether a variable may be read and reported (never tokens or secrets): an exact name of
     ENV_ALLOWED_NAMES or one matching ENV_ARCH_LIST."""
@@ -398,22 +519,37 @@ class System:
         return None
 
     def run(
-        self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT, limit: int = OUTPUT_LIMIT
+        self,
+        argv: Sequence[str],
+        timeout: float = DEFAULT_TIMEOUT,
+        limit: int = OUTPUT_LIMIT,
+        vet: bool = False,
     ) -> CommandResult:
         """Run a command (an argument vector, never a shell string) with a hard timeout (at most
         ``self.timeout``) and at most ``limit`` bytes of output.
 
+        With ``vet`` (a program whose path came from what is inspected: an environment, a
+        listing, a package's files) it runs only if ``untrusted`` finds nothing against it;
+        else the result's error is "not run: <why>" and nothing is started.
+
         On timeout the command's whole process group and every process it started (setsid'd
         ones too, see RUN_MARK) are killed; a process that cannot die (stuck in the GPU driver)
-        is abandoned after a short grace period instead of waited for.
+        is abandoned after a short grace period instead of waited for. After a normal exit,
+        what it left running (a daemon it started, setsid'd or not) is killed too.
         """
         args = tuple(argv)
         timeout = min(timeout, self.timeout)
         mark = new_mark()
         env = self._child_env()
         env[RUN_MARK] = mark.partition("=")[2]
+        program = args[0] if args else ""
+        if vet and args:
+            program = program if "/" in program else _which(program, env.get("PATH", ""))
+            refused = untrusted(program) if program else None
+            if refused is not None:
+                return CommandResult(args, None, "", "", "not run: " + refused)
         try:
-            proc = spawn(args, env)
+            proc = spawn((program, *args[1:]) if program else args, env)
         except FileNotFoundError:
             return CommandResult(args, None, "", "", "not found")
         except PermissionError:
@@ -425,6 +561,8 @@ class System:
             stop_process_group(proc, mark)
             reason = "timed out after %g s" % timeout if stopped == "timeout" else stopped
             return CommandResult(args, None, "", "", reason)
+        with contextlib.suppress(OSError):
+            reap_leftovers(proc.pid, mark)
         out = stdout.decode("utf-8", "replace")
         err = stderr.decode("utf-8", "replace")
         error = None if proc.returncode == 0 else "exited with status %d" % proc.returncode
@@ -438,3 +576,13 @@ class System:
         env.update(self.environ)
         env["LC_ALL"] = "C"
         return env
+
+
+def _which(program: str, path: str) -> str:
+    """Where exec would find ``program`` on ``path`` ("" when nowhere): so that what is vetted
+    is what runs."""
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return ""

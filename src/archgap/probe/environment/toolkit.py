@@ -4,16 +4,23 @@ Candidates, in the order the stacks look for them: ``CUDA_HOME``, ``CUDA_PATH``,
 ``PATH``, ``/usr/local/cuda`` and ``/usr/local/cuda-*``, ``$CONDA_PREFIX``, pip toolkit wheels
 (``nvidia-cuda-nvcc*``, ``-runtime``, ``-nvrtc``, ``nvidia/cu13``) and Triton's bundled ``ptxas``.
 Each candidate is reported separately with how it was found, so the analysis can follow each
-package's own lookup order. Versions come from running ``nvcc --version`` / ``ptxas --version``
-(with a timeout: a hanging or crashing binary is a reported fact) or, where no binary runs, from
-the wheel's version. Nothing is imported from the inspected environment; package facts (torch's
-CUDA build, flashinfer's version, the source lines a rule depends on) are read from files.
+package's own lookup order. Versions are read, not run: the toolkit's ``version.json`` (CUDA
+11.1 and later), its ``version.txt`` (older), or the release line the binary itself carries
+(nvcc and ptxas hold their ``--version`` banner as a string). Only where none of these says
+is ``nvcc --version`` / ``ptxas --version`` run (with a timeout: a hanging or crashing binary is
+a reported fact), and only a binary that ``system.untrusted`` clears: the candidates come from
+environments, listings and packages' files, and another user's nvcc would run as this user
+(root, judging a service). Where no binary is, the wheel's version is used. Nothing is imported
+from the inspected environment; package facts (torch's CUDA build, flashinfer's version, the
+source lines a rule depends on) are read from files.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import stat
 import threading
 from dataclasses import asdict, replace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -28,10 +35,17 @@ from ..facts import (
     TorchBuild,
 )
 from .pyenv import canonical_name, dist_infos, interpreter_paths, read_metadata, record_files
-from .system import System
+from .system import System, read_regular
 
 # "Cuda compilation tools, release 12.8, V12.8.93" (nvcc and ptxas print the same line).
 _RELEASE_RE = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
+# The same line as the binary carries it (a format string "release %d.%d," does not match).
+_CARRIED = b"Cuda compilation tools, release "
+_CARRIED_RE = re.compile(rb"Cuda compilation tools, release (\d+\.\d+), V(\d+(?:\.\d+){1,3})")
+CARRIED_SCAN_LIMIT = 256 << 20  # bytes of a binary scanned for its line (nvcc 13.0: 30 MB)
+_VERSION_TXT_RE = re.compile(r"CUDA Version (\d+\.\d+)((?:\.\d+)*)")
+_DOTTED_RE = re.compile(r"^(\d+\.\d+)(\.\d+){0,3}$")
+Version = Tuple[str, Optional[str], Optional[str], Optional[str], str]
 _TORCH_VERSION_RE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 _TORCH_CUDA_RE = re.compile(r"""^cuda\s*(?::[^=]*)?=\s*(?:['"]([^'"]*)['"]|None)""", re.M)
 _TORCH_ARCHES_RE = re.compile(r"supported_arches\s*=\s*\[([^\]]*)\]")
@@ -59,6 +73,80 @@ def parse_release(text: str) -> Optional[Tuple[str, str, str]]:
     return None
 
 
+def version_json(home: str) -> Optional[Tuple[str, str, str]]:
+    """(major.minor, full, what it says) of nvcc in ``home/version.json`` (CUDA >= 11.1:
+    ``{"cuda_nvcc": {"version": "12.8.93"}, ...}``; ptxas is part of that component), or None."""
+    try:
+        data, more = read_regular(os.path.join(home, "version.json"), 1 << 20)
+        entry = json.loads(data.decode("utf-8", "replace")).get("cuda_nvcc")
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+    full = entry.get("version") if isinstance(entry, dict) and not more else None
+    match = _DOTTED_RE.match(full) if isinstance(full, str) else None
+    return (match.group(1), full, "cuda_nvcc %s" % full) if match and full else None
+
+
+def version_txt(home: str) -> Optional[Tuple[str, str, str]]:
+    """(major.minor, full, the line) of ``home/version.txt`` ("CUDA Version 10.2.89"), or None."""
+    try:
+        data, _more = read_regular(os.path.join(home, "version.txt"), 4096)
+    except OSError:
+        return None
+    match = _VERSION_TXT_RE.search(data.decode("utf-8", "replace"))
+    if match is None:
+        return None
+    return match.group(1), match.group(1) + match.group(2), match.group(0)
+
+
+def carried_release(path: str, limit: int = CARRIED_SCAN_LIMIT) -> Optional[Tuple[str, str, str]]:
+    """(major.minor, full, the line) of the release line the binary at ``path`` carries, read
+    from its first ``limit`` bytes (opened without blocking, a regular file only), or None."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        tail, done = b"", 0
+        while done < limit:
+            chunk = os.read(fd, min(4 << 20, limit - done))
+            done += len(chunk)
+            buf = tail + chunk
+            start = buf.find(_CARRIED)
+            while start >= 0:
+                match = _CARRIED_RE.match(buf, start)
+                # A line cut by the chunk's end is matched again, whole, with the next chunk.
+                if match and (match.end() < len(buf) or not chunk):
+                    text = match.group(0).decode("ascii")
+                    return match.group(1).decode(), match.group(2).decode(), text
+                start = buf.find(_CARRIED, start + 1)
+            if not chunk:
+                return None
+            tail = buf[-96:]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
+
+
+def read_version(local: str) -> Optional[Tuple[str, str, str, Optional[str]]]:
+    """(major.minor, full, what it says, the file that says it or None for the binary itself)
+    of the binary at ``local``, read and never run: its toolkit's version.json or version.txt
+    (the toolkit: the directory above the binary's real ``bin``), else the release line the
+    binary carries; None where none says."""
+    real = os.path.realpath(local)
+    home = os.path.dirname(os.path.dirname(real))
+    for name, reader in (("version.json", version_json), ("version.txt", version_txt)):
+        found = reader(home)
+        if found is not None:
+            return (*found, os.path.join(home, name))
+    carried = carried_release(real)
+    return None if carried is None else (*carried, None)
+
+
 class _ToolRunner:
     """Runs each binary's ``--version`` once (several candidates often share one toolkit).
 
@@ -68,13 +156,11 @@ class _ToolRunner:
     def __init__(self, system: System, timeout: float, listing: bool = False) -> None:
         self.system = system
         self.timeout = timeout
-        self.cache: Dict[str, Tuple[str, Optional[str], Optional[str], Optional[str], str]] = {}
+        self.cache: Dict[str, Version] = {}
         self.listing = listing
         self.asked: List[str] = []
 
-    def version(
-        self, tool_path: str
-    ) -> Tuple[str, Optional[str], Optional[str], Optional[str], str]:
+    def version(self, tool_path: str) -> Version:
         """(status, version, full_version, banner or reason, how) for a target-system path."""
         if self.listing:
             self.asked.append(tool_path)
@@ -105,9 +191,7 @@ class _ToolRunner:
         for thread in threads:
             thread.join()
 
-    def _run(
-        self, tool_path: str, local: str
-    ) -> Tuple[str, Optional[str], Optional[str], Optional[str], str]:
+    def _run(self, tool_path: str, local: str) -> Version:
         how = "`%s --version`" % tool_path
         if not os.path.lexists(local):
             return "missing", None, None, "%s does not exist" % tool_path, how
@@ -115,7 +199,17 @@ class _ToolRunner:
             return "broken", None, None, "%s is not a file (dangling link?)" % tool_path, how
         if not os.access(local, os.X_OK):
             return "broken", None, None, "%s is not executable" % tool_path, how
-        result = self.system.run([local, "--version"], timeout=self.timeout)
+        found = read_version(local)
+        if found is not None:
+            where = found[3] or os.path.realpath(local)
+            source = _strip_root(self.system, where)
+            if found[3] is None:
+                source = "the release line in %s" % source
+            return "ok", found[0], found[1], found[2], source
+        result = self.system.run([local, "--version"], timeout=self.timeout, vet=True)
+        if result.error is not None and result.error.startswith("not run: "):
+            why = "%s (and no version.json, version.txt or release line in it says)"
+            return "untrusted", None, None, why % result.error, how
         if result.error is not None and result.returncode is None:
             status = "timeout" if result.error.startswith("timed out") else "broken"
             return status, None, None, "%s: %s" % (how, result.error), how
