@@ -1,17 +1,18 @@
 """System.run: commands are argument vectors with a hard timeout; failures are values."""
 
-import time
 from pathlib import Path
 
 from archgap.probe.environment.system import System, env_allowed
+from tests.hangs import Sleeper
 
 
-def test_timeout_kills_the_whole_process_group() -> None:
-    # The grandchild keeps stdout open: waiting for EOF after killing only the shell would hang.
-    started = time.monotonic()
-    result = System.local().run(["sh", "-c", "sleep 30 & sleep 30"], timeout=1)
-    assert time.monotonic() - started < 6
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    # The background sleep keeps stdout open: waiting for EOF after killing only the shell would
+    # wait for its end (the marker), and killing only the shell would leave it running.
+    sleeper = Sleeper(tmp_path)
+    result = System.local().run(["sh", "-c", sleeper.shell()], timeout=1)
     assert result.error == "timed out after 1 s" and result.returncode is None
+    sleeper.assert_cut_short()
 
 
 def test_failures_are_values(tmp_path: Path) -> None:
