@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from archgap.probe.forked import Send, in_two_processes
+from tests.hangs import GUARD
 
 
 def test_both_halves_run_and_the_child_result_comes_back() -> None:
@@ -53,23 +54,24 @@ def test_a_failing_child_gives_none() -> None:
 
 
 def test_a_failing_parent_propagates_and_the_child_is_reaped(tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
+    pid_file, woke = tmp_path / "child.pid", tmp_path / "child.woke"
 
     def child(_send: Send) -> bytes:
         pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
         pid_file.with_suffix(".tmp").rename(pid_file)  # appears whole: never read half-written
         time.sleep(30)  # still running when the parent fails: must be killed, then reaped
+        woke.write_text("the child ran to its end")
         return b"late"
 
     def parent() -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + GUARD  # a hang guard: the child writes it at once
         while not pid_file.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         raise KeyError("parent failed")
 
-    started = time.monotonic()
     with pytest.raises(KeyError):
         in_two_processes(child, parent)
-    assert time.monotonic() - started < 10  # did not wait for the child's 30 s
+    assert pid_file.exists(), "the child never started"
+    assert not woke.exists()  # did not wait for the child's 30 s
     with pytest.raises(ChildProcessError):  # already reaped: no zombie left
         os.waitpid(int(pid_file.read_text()), os.WNOHANG)
