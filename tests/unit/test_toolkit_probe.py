@@ -3,7 +3,6 @@ stub nvcc executables printing real recorded banners; hanging and crashing ones 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +10,11 @@ import pytest
 
 from archgap.probe.environment.system import System
 from archgap.probe.environment.toolkit import discover_toolchains, parse_release
+from tests.hangs import Sleeper
 from tests.toolkit_stubs import (
     REAL_CUDA_13,
     banner_toolkit,
     crashing_toolkit,
-    hanging_toolkit,
     site_packages,
 )
 
@@ -59,13 +58,14 @@ def test_real_nvcc_13_found_in_usr_local() -> None:
 
 
 def test_hanging_nvcc_is_cut_off_and_reported(tmp_path: Path) -> None:
-    home = hanging_toolkit(tmp_path)
-    started = time.monotonic()
+    home = tmp_path / "cuda-hangs"
+    sleeper = Sleeper(tmp_path / "nvcc")
+    sleeper.script(home / "bin" / "nvcc")  # records its pids, sleeps, then leaves a marker
     facts = discover_toolchains(env_system(CUDA_HOME=str(home)), (), timeout=1.0)
-    assert time.monotonic() - started < 8
     (tk,) = by_found(facts, "CUDA_HOME")
     assert tk.status == "timeout" and tk.version is None
     assert "timed out after 1 s" in (tk.reason or "")
+    sleeper.assert_cut_short()  # stopped at the timeout, not waited for
 
 
 def test_crashing_and_missing_nvcc_are_reported(tmp_path: Path) -> None:
