@@ -31,36 +31,54 @@ _READ_BUFFER = 1 << 22
 _MAX_FILE_BYTES = 8 << 20
 
 
-def python_files(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
-    """Every ``.py`` file under ``paths`` (files are taken as they are); symlinked dirs skipped."""
+def python_files(
+    paths: Iterable[str], roots: Optional[Sequence[str]] = None
+) -> Tuple[List[str], List[Problem]]:
+    """Every ``.py`` file under ``paths`` (files are taken as they are); symlinked dirs skipped,
+    and a symlinked file whose target is outside the walked tree is a problem, not read. The
+    tree is ``roots`` (directories, resolved) when given (the directories of ``paths`` are
+    pieces of them), else each directory of ``paths``."""
     files: List[str] = []
     problems: List[Problem] = []
-    stack: List[str] = []
+    stack: List[Tuple[str, Sequence[str]]] = []
     for path in paths:
         if os.path.isdir(path):
-            stack.append(path)
+            stack.append((path, roots if roots is not None else (os.path.realpath(path),)))
         elif os.path.lexists(path):
             if path.endswith(".py"):
                 files.append(path)  # a FIFO or device is reported when it is opened
         else:
             problems.append(Problem(path, "no such file or directory"))
     while stack:
-        directory = stack.pop()
+        directory, inside = stack.pop()
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
                     name = entry.name
                     try:
                         if name.endswith(".py"):
-                            if entry.is_file():
+                            why = _link_out(inside, entry.path) if entry.is_symlink() else None
+                            if why:
+                                problems.append(Problem(entry.path, why))
+                            elif entry.is_file():
                                 files.append(entry.path)
                         elif entry.is_dir(follow_symlinks=False) and name != "__pycache__":
-                            stack.append(entry.path)
+                            stack.append((entry.path, inside))
                     except OSError:
                         continue  # vanished while listing
         except OSError as exc:
             problems.append(Problem(directory, "cannot list: %s" % (exc.strerror or exc)))
     return files, problems
+
+
+def _link_out(roots: Sequence[str], path: str) -> Optional[str]:
+    """Why the link ``path`` is not followed: its target is inside none of ``roots``."""
+    if not os.path.islink(path):
+        return None
+    target = os.path.realpath(path)
+    if any(target == r or target.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        return None
+    return "a link out of the walked tree (-> %s): not followed" % os.readlink(path)[:256]
 
 
 def candidate_files(
@@ -82,10 +100,12 @@ def candidate_work(
     reading and the work on what was found run in parallel, each file in one process only. When
     the child cannot start or fails, its half is done here; with one core, one ``work`` for all.
     """
+    paths = list(paths)
     units, problems = _work_units(paths)
+    roots = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
 
     def half(part: List[str]) -> Tuple[int, T, List[Problem]]:
-        count, found, half_problems = _walk_and_scan(part, needles, [])
+        count, found, half_problems = _walk_and_scan(part, needles, roots)
         return count, work(found), half_problems
 
     if len(units) < 8 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
@@ -110,12 +130,30 @@ def _work_units(paths: Iterable[str]) -> Tuple[List[str], List[Problem]]:
         if not os.path.isdir(path):
             units.append(path)
             continue
+        root = (os.path.realpath(path),)
         for entry in _entries(path, problems):
             if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
-                units.extend(e.path for e in _entries(entry.path, problems) if not _linked_dir(e))
-            elif not _linked_dir(entry):  # symlinked directories are not followed
-                units.append(entry.path)
+                units.extend(_units_of(_entries(entry.path, problems), root, problems))
+            else:
+                units.extend(_units_of([entry], root, problems))
     return units, problems
+
+
+def _units_of(
+    entries: Iterable[os.DirEntry],  # type: ignore[type-arg]
+    root: Sequence[str],
+    problems: List[Problem],
+) -> List[str]:
+    """The entries' paths, less symlinked directories (not followed) and files linked out of
+    ``root`` (problems)."""
+    kept: List[str] = []
+    for entry in entries:
+        why = _link_out(root, entry.path) if entry.name.endswith(".py") else None
+        if why:
+            problems.append(Problem(entry.path, why))
+        elif not _linked_dir(entry):
+            kept.append(entry.path)
+    return kept
 
 
 def _linked_dir(entry: os.DirEntry) -> bool:  # type: ignore[type-arg]
@@ -135,11 +173,13 @@ def _entries(directory: str, problems: List[Problem]) -> List[os.DirEntry]:  # t
 
 
 def _walk_and_scan(
-    units: Sequence[str], needles: Sequence[bytes], problems: List[Problem]
+    units: Sequence[str], needles: Sequence[bytes], roots: Sequence[str]
 ) -> Tuple[int, List[Tuple[str, bytes]], List[Problem]]:
-    files, walk_problems = python_files(u for u in units if os.path.isdir(u) or u.endswith(".py"))
+    """The units (pieces of the directories ``roots``, or files named) walked and scanned."""
+    pieces = (u for u in units if os.path.isdir(u) or u.endswith(".py"))
+    files, walk_problems = python_files(pieces, roots)
     found, read_problems = _scan(files, needles)
-    return len(files), found, problems + walk_problems + read_problems
+    return len(files), found, walk_problems + read_problems
 
 
 def _scan(
