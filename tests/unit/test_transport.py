@@ -8,7 +8,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from archgap.transport.target import (
     ssh_target,
     via_target,
 )
+from tests.hangs import Sleeper
 
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3")
 PY37 = Path("/root/.pyenv/versions/3.7.16/bin/python3")
@@ -178,20 +178,24 @@ def test_missing_interpreter_and_missing_transport() -> None:
     assert isinstance(result, TransportFailure) and result.kind == "transport-missing"
 
 
-def test_total_timeout_kills_the_whole_group() -> None:
-    started = time.monotonic()
-    result = run_probe(via_target("sh -c 'sleep 30 & sleep 30' sh"), {"gpu": {}}, timeout=1)
+def test_total_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    # The sleeper's background sleep holds stdout open: killing only the shell would wait for it.
+    sleeper = Sleeper(tmp_path)
+    result = run_probe(via_target(f"sh -c '{sleeper.shell()}' sh"), {"gpu": {}}, timeout=1)
     assert isinstance(result, TransportFailure) and result.kind == "timeout"
-    assert time.monotonic() - started < 5
+    sleeper.assert_cut_short()
 
 
-def test_total_timeout_abandons_a_process_that_left_the_group() -> None:
+def test_total_timeout_does_not_wait_for_a_process_that_left_the_group(tmp_path: Path) -> None:
     # setsid puts the sleeper in a session of its own: killing the group cannot end it, and it
-    # holds stdout open; the timeout still answers after the kill grace (2 s), not after 30 s.
-    started = time.monotonic()
-    result = run_probe(via_target("sh -c 'setsid sleep 30 & sleep 30' sh"), {"gpu": {}}, timeout=1)
+    # holds stdout open; the timeout still answers (killed by its mark, or abandoned after the
+    # kill grace), not once the sleeper wakes and leaves its marker.
+    left, sleeper = Sleeper(tmp_path / "setsid"), Sleeper(tmp_path)
+    via = f"sh -c 'setsid {left.script(tmp_path / 'left')} & {sleeper.shell()}' sh"
+    result = run_probe(via_target(via), {"gpu": {}}, timeout=1)
     assert isinstance(result, TransportFailure) and result.kind == "timeout"
-    assert time.monotonic() - started < 1 + 2 + 3
+    assert not left.marker.exists()
+    sleeper.assert_cut_short()
 
 
 def test_a_crashing_probe_is_probe_failed_with_its_stderr() -> None:
