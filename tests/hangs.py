@@ -61,10 +61,11 @@ class Sleeper:
         self.seconds = seconds
 
     def shell(self) -> str:
-        """The program's shell text (for ``sh -c`` or the body of a ``#!/bin/sh`` script)."""
+        """The program's shell text (for ``sh -c`` or the body of a ``#!/bin/sh`` script); it
+        quotes with double quotes only, so it fits in a single-quoted ``sh -c '...'``."""
         return (
-            f"echo $$ >> '{self.pid_file}'; sleep {self.seconds} & echo $! >> '{self.pid_file}'; "
-            f"wait; touch '{self.marker}'"
+            f'echo $$ >> "{self.pid_file}"; sleep {self.seconds} & echo $! >> "{self.pid_file}"; '
+            f'wait; touch "{self.marker}"'
         )
 
     def script(self, path: Path) -> Path:
