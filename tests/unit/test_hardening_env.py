@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from archgap.probe.environment.pyenv import (
     interpreter_paths,
 )
 from archgap.probe.environment.system import System
+from tests.hangs import Sleeper, gone
 from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv, run_cli
 from tests.unit.test_hardening_binaries import within
 
@@ -88,12 +88,12 @@ def stub_python(tmp_path: Path, body: str) -> str:
 
 
 def test_the_interpreter_check_honours_the_timeout(tmp_path: Path) -> None:
-    python = stub_python(tmp_path, "exec sleep 60\n")
-    started = time.monotonic()
+    sleeper = Sleeper(tmp_path / "sleeper")
+    python = stub_python(tmp_path, sleeper.shell() + "\n")
     facts = probe_run({"request": {"python": {"python": python}}, "timeout": 1})
-    assert time.monotonic() - started < 10
     (problem,) = facts["sections"]["python"]["problems"]
     assert problem["reason"] == f"cannot run {python}: timed out after 1 s"
+    sleeper.assert_cut_short()  # stopped at the timeout, not waited for
 
 
 def test_interpreter_output_is_bounded(tmp_path: Path) -> None:
@@ -135,16 +135,4 @@ def test_setsid_descendants_die_with_a_timed_out_command(tmp_path: Path) -> None
     result = System.local().run([sys.executable, "-c", script], timeout=2)
     assert result.error == "timed out after 2 s"
     pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and alive(pid):
-        time.sleep(0.05)
-    assert not alive(pid), f"setsid'd sleep {pid} survived the timeout"
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping (a zombie waiting for its new parent to reap it counts as dead)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+    assert gone(pid), f"setsid'd sleep {pid} survived the timeout"
