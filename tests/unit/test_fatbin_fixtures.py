@@ -264,7 +264,7 @@ def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
     values = dict(
         kind="ptx", arch=90, variant="a", ptx_isa="9.0", compression="zstd", stored_size=10,
         uncompressed_size=99, section=".nv_fatbin", offset=64, debug=True, listed=True,
-        member="a.o", count=2, kernels=False,
+        member="a.o", count=2, kernels=False, relocatable=True,
     )  # fmt: skip
     keep(**values)
     fast, slow = kept[0], KernelEntry(**values)  # type: ignore[arg-type]

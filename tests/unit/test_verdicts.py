@@ -95,14 +95,45 @@ def test_arch_specific_cubin_does_not_run_on_the_next_minor() -> None:
     assert library_verdict(sm100a, resolve_gpu("B300")).verdict == "none"
 
 
-def test_listed_fatbin_with_kernels_decides_over_unlisted_containers() -> None:
-    # cuSPARSE 12.6 (CUDA 13): cuobjdump lists sm_75..sm_120 in .nv_fatbin and no sm_70; an old
-    # bundle in .rodata carries sm_70. The runtime registers the listed fatbin: V100 gets none.
-    sparse = lib("/sp/libsparse.so", entry("sm_75"), entry("sm_70", ".rodata", listed=False))
+def test_relocatable_device_code_outside_the_listed_fatbin_does_not_count() -> None:
+    # cuSPARSE 12.6 (CUDA 13): cuobjdump lists sm_75..sm_120 in .nv_fatbin and no sm_70; its
+    # .rodata bundles (for nvJitLink) carry sm_70 cubins of ELF type ET_REL: relocatable device
+    # code, which must be device-linked before anything loads it. V100 gets none.
+    rodata = replace(entry("sm_70", ".rodata", listed=False), relocatable=True)
+    sparse = lib("/sp/libsparse.so", entry("sm_75"), rodata)
     verdict = library_verdict(sparse, resolve_gpu("V100"))
     assert verdict.verdict == "none"
     assert not verdict.from_deep_search
-    assert "sm_70 SASS in .rodata" in verdict.reason  # shown, not hidden
+    assert "sm_70 SASS in .rodata is relocatable device code" in verdict.reason  # shown
+
+
+def test_a_small_listed_fatbin_does_not_hide_the_containers_a_library_loads_itself() -> None:
+    # cuFFT 12.0 (CUDA 13): the listed fatbin holds one sm_75 cubin whose content is not read
+    # (Zstandard); the kernels for every other GPU are linked cubins (ET_EXEC) in .ldata.
+    ldata = [
+        replace(entry(t, ".ldata", listed=False), relocatable=False) for t in ("sm_80", "sm_90")
+    ]
+    unread = replace(entry("sm_120", ".ldata", listed=False), compression="zstd")  # not read
+    fft = lib("/sp/libcufft.so.12", entry("sm_75"), *ldata, unread)
+    for gpu, target in (("A100", "sm_80"), ("H100", "sm_90"), ("RTX PRO 6000", "sm_120")):
+        verdict = library_verdict(fft, resolve_gpu(gpu))
+        assert verdict.verdict == "native", gpu
+        assert verdict.deciding_entry == f"{target} SASS in .ldata"
+        assert verdict.from_deep_search
+        assert "the listed fatbin has only sm_75" in verdict.reason
+    t4 = library_verdict(fft, resolve_gpu("T4"))  # the listed fatbin serves: it decides alone
+    assert (t4.verdict, t4.deciding_entry, t4.from_deep_search) == (
+        "native", "sm_75 SASS in .nv_fatbin", False,
+    )  # fmt: skip
+    assert library_verdict(fft, resolve_gpu("V100")).verdict == "none"
+
+
+def test_an_unlisted_container_decides_only_where_it_serves_better() -> None:
+    # listed: PTX the driver JIT-compiles; unlisted: nothing better for 8.0 (sm_90 SASS)
+    binary = lib("/sp/libk.so", entry("compute_80"), entry("sm_90", ".ldata", listed=False))
+    verdict = library_verdict(binary, resolve_gpu("A100"))
+    assert (verdict.verdict, verdict.from_deep_search) == ("jit", False)
+    assert library_verdict(binary, resolve_gpu("H100")).from_deep_search  # native beats jit
 
 
 def test_unlisted_containers_decide_when_the_listed_fatbin_is_kernel_less() -> None:
@@ -167,9 +198,10 @@ def test_grouping_by_record_owner() -> None:
 
 
 def test_a_reason_names_no_internal_field() -> None:
-    # sm_90 SASS only in a container cuobjdump does not list; the listed fatbin has sm_80:
-    # the runtime loads the listed one, so nothing runs on 9.0 -- said in words
-    binary = lib("/sp/pkg/libk.so", entry("sm_80"), entry("sm_90", ".nv_fatbin.x", listed=False))
+    # sm_90 SASS only in relocatable device code cuobjdump does not list; the listed fatbin has
+    # sm_80: nothing runs on 9.0 -- said in words
+    rel = replace(entry("sm_90", ".nv_fatbin.x", listed=False), relocatable=True)
+    binary = lib("/sp/pkg/libk.so", entry("sm_80"), rel)
     reason = library_verdict(binary, resolve_gpu("9.0")).reason
     assert "does not count" in reason
     assert not any(word in reason for word in ("False", "True", "None", "has kernels"))

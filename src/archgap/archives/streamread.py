@@ -15,7 +15,8 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
 - at each magic, the container header and the first entry header; along each container, every
   entry header (the chain ``walk_entries`` follows) and the 16 bytes after the container; for a
   small uncompressed SASS payload, what ``cubin_has_text`` reads, and the whole payload of other
-  small SASS and PTX entries (``content.has_kernel``);
+  small SASS and PTX entries (``content.has_kernel``); with ``deep``, the first bytes of each
+  SASS payload not Zstandard-compressed (its ELF header: ``content.is_relocatable``);
 - of each ELF image (the member, an archive's member, a payload cubin, a cubin candidate): its
   header, its section table when the stream reaches it, and its section-name table and (cubins)
   notes, which precede the table: they are taken from the last ``LOOKBEHIND`` bytes;
@@ -49,6 +50,7 @@ from typing import IO, Any
 from archgap.probe.binary.ar import AR_MAGIC
 from archgap.probe.binary.binreader import ZERO_CHUNK, NotRecorded, Reader
 from archgap.probe.binary.bytesearch import searcher
+from archgap.probe.binary.content import PREFIX_STORED
 from archgap.probe.binary.deepsearch import PADDING_PEEK, SEARCH_MIN
 from archgap.probe.binary.elf import (
     CUBIN_IDENT,
@@ -421,6 +423,9 @@ class Collector:
             self.want(payload, ELF64_HEADER.size, self._elf_rule(cuda_only=True))
         else:  # content.has_kernel reads the whole payload
             self.want(payload, compressed or payload_size)
+        if self.deep and ENTRY_KINDS[kind] == "sass" and not flags & FLAG_ZSTD:
+            # content.is_relocatable reads a deep container's cubin's ELF header (not Zstandard)
+            self.want(payload, min(compressed or payload_size, PREFIX_STORED))
         if following + ENTRY_HEADER.size <= end:
             self.want(following, ENTRY_HEADER.size, lambda at, got: self._entry(at, got, end))
         else:

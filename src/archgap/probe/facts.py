@@ -86,6 +86,11 @@ class KernelEntry:
     # SASS only: whether the cubin has a .text section (a kernel). False for an nvlink output
     # that holds only .nv.callgraph/.nv.rel.action; None when not looked at (compressed, large).
     kernels: Optional[bool] = None
+    # Whether the entry is relocatable device code (an ``nvcc -rdc`` object: ELF type ET_REL),
+    # which must be device-linked (nvlink, cuLink*, nvJitLink) before anything can load it; for a
+    # container entry, whether its container's cubins are. Read for the cubins a deep search
+    # finds outside the listed fatbin; None when not read (listed, or no cubin it could unpack).
+    relocatable: Optional[bool] = None
 
     @property
     def target(self) -> str:

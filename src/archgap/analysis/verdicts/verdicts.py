@@ -9,8 +9,11 @@ profiling) are shown with their role and the reason, and never make a package ``
 Per library x GPU: ``native`` (SASS that loads on it), ``jit`` (only PTX the driver must compile
 at load), ``none`` (nothing can run: "no kernel image is available for execution on the device"),
 ``unknown`` (the file could not be read, or NVIDIA does not document the case), ``no-kernels``.
-The listed fatbin (``.nv_fatbin``, what cuobjdump lists and the runtime registers) decides when it
-holds kernels; containers cuobjdump does not list decide only when it is absent or kernel-less.
+What a library can load: its listed fatbin (``.nv_fatbin``, what cuobjdump lists and the runtime
+registers), and the containers outside it that a deep read finds in its data sections (cuFFT's
+``.ldata``, cuBLASLt's ``.cask_resource``: the library loads them itself), unless their cubins
+are relocatable (``nvcc -rdc`` output, ELF type ET_REL: device-link inputs, as cuSPARSE's
+``.rodata`` bundles for nvJitLink). The listed fatbin decides where it serves as well.
 Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU: packages
 ship arch-specific extras by design), ``jit``, ``none``, ``unknown``, ``no-kernels``.
 
@@ -188,9 +191,9 @@ class _Library(NamedTuple):
     why: str
     entries: tuple[KernelEntry, ...]  # what the runtime can load
     real: list[KernelEntry]  # those with kernels
-    hidden: list[KernelEntry]  # those of containers cuobjdump does not list
-    tier: list[KernelEntry]  # what decides: the listed ones when there are any, else the hidden
-    from_deep: bool
+    listed: list[KernelEntry]  # those of the listed fatbin (what the runtime registers)
+    hidden: list[KernelEntry]  # those of containers cuobjdump does not list, loadable as they are
+    links: list[KernelEntry]  # unlisted relocatable device code: device-link inputs
 
 
 def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
@@ -198,14 +201,15 @@ def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
     entries = runtime_entries(binary)
     real = [e for e in entries if not kernel_less(e)]
     listed = [e for e in real if e.listed]
-    hidden = [e for e in real if not e.listed]
-    return _Library(binary, role, why, entries, real, hidden, listed or hidden, not listed)
+    hidden = [e for e in real if not e.listed and e.relocatable is not True]
+    links = [e for e in real if not e.listed and e.relocatable is True]
+    return _Library(binary, role, why, entries, real, listed, hidden, links)
 
 
 def library_verdict(
     binary: BinaryFacts, gpu: GpuTarget, driver_ptx_isa: tuple[int, int] | None = None
 ) -> LibraryVerdict:
-    """One library on one GPU: the listed fatbin when it has kernels, else the deep containers."""
+    """One library on one GPU: its listed fatbin and the containers it loads itself."""
     return _verdict(_library(binary), gpu, driver_ptx_isa)
 
 
@@ -226,45 +230,78 @@ def _verdict(
     return replace(judged, verdict=NONE, reason=reason, load=blocked)
 
 
+# How well a verdict serves: a hidden entry decides only where it serves better than the
+# listed fatbin (so a listed native cubin decides alone, as deep_plan relies on).
+_RANK: Final = {NATIVE: 3, JIT: 2, UNKNOWN: 1, NONE: 0}
+
+
+def _tiers(
+    library: _Library, cc: ComputeCapability, driver_ptx_isa: tuple[int, int] | None
+) -> tuple[tuple[Verdict, str, str, str] | None, bool]:
+    """(what decides, whether an unlisted container does). The device code a library can load
+    is its listed fatbin (the runtime registers it) and every container outside it that is not
+    relocatable (cuFFT's .ldata, cuBLASLt's .cask_resource: the library loads them itself with
+    cuModuleLoadData/cuLibraryLoadData); the listed fatbin decides where it serves as well."""
+    listed = _decide(library.listed, cc, driver_ptx_isa) if library.listed else None
+    if (listed is not None and listed[0] == NATIVE) or not library.hidden:
+        return listed, False
+    both = _decide(library.listed + library.hidden, cc, driver_ptx_isa)
+    if both is None or (listed is not None and _RANK[both[0]] <= _RANK[listed[0]]):
+        return listed, False
+    return both, True
+
+
 def _kernels_verdict(
     library: _Library, gpu: GpuTarget, driver_ptx_isa: tuple[int, int] | None
 ) -> LibraryVerdict:
-    binary, role, why, entries, real, hidden, tier, from_deep = library
+    binary, role, why, entries, real = library[:5]
     cc = gpu.compute_capability
     if binary.error and not entries:
         return LibraryVerdict(binary.path, gpu.label, UNKNOWN, binary.error, None, False, role, why)
     if role == KERNEL_LESS:
         return LibraryVerdict(binary.path, gpu.label, NO_KERNELS, why, None, False, role, why)
-    decided = _decide(tier, cc, driver_ptx_isa)
+    decided, from_deep = _tiers(library, cc, driver_ptx_isa)
+    loadable = library.listed + library.hidden
     if decided is not None:
         verdict, reason, entry, link = decided
         if from_deep:
-            reason += " (a container cuobjdump does not list; the listed fatbin is " + (
-                "kernel-less)" if any(e.listed for e in entries) else "absent)"
-            )
+            reason += _hidden_note(library)
         elif verdict != NATIVE:
-            reason += _ignored_hidden(hidden, cc)
+            reason += _link_inputs(library.links, cc)
         return LibraryVerdict(
             binary.path, gpu.label, verdict, reason, entry, from_deep, role, why, link
         )
     reason = (
-        f"nothing runs on {cc}: it has {_present_targets(real or entries)}"
-        + _tegra_note(real, cc)
+        f"nothing runs on {cc}: it has {_present_targets(loadable or real or entries)}"
+        + _tegra_note(loadable or real, cc)
         + (f" (read stopped early: {binary.error})" if binary.error else "")
         + ' -> "no kernel image is available for execution on the device"'
-        + ("" if from_deep else _ignored_hidden(hidden, cc))
+        + _link_inputs(library.links, cc)
     )
     return LibraryVerdict(binary.path, gpu.label, NONE, reason, None, False, role, why)
 
 
-def _ignored_hidden(hidden: Sequence[KernelEntry], cc: ComputeCapability) -> str:
-    """A note when an unlisted container could serve the GPU but the listed fatbin decides."""
-    found = _decide(hidden, cc, None)
+def _hidden_note(library: _Library) -> str:
+    """Where an entry that decides comes from: a container cuobjdump does not list."""
+    if library.listed:
+        listed = f"has only {_present_targets(library.listed)}"
+    else:
+        listed = "is " + ("kernel-less" if any(e.listed for e in library.entries) else "absent")
+    return (
+        " (a container cuobjdump does not list, which the library loads itself; the listed "
+        f"fatbin {listed})"
+    )
+
+
+def _link_inputs(links: Sequence[KernelEntry], cc: ComputeCapability) -> str:
+    """A note when relocatable device code could serve the GPU but does not count."""
+    found = _decide(links, cc, None)
     if found is None or found[0] != NATIVE:
         return ""
     return (
-        f"; {found[2]} is in a container cuobjdump does not list and does not count: the "
-        "runtime loads this library's kernels from its listed fatbin, since that one holds some"
+        f"; {found[2]} is relocatable device code (nvcc -rdc, in a container cuobjdump does "
+        "not list) and does not count: it must be device-linked (nvlink, nvJitLink) before "
+        "anything can load it"
     )
 
 

@@ -8,6 +8,10 @@ CUDA 12's ``-Xfatbin=-compress-all`` writes) here, in a few lines of Python; Zst
 12.8+'s ``--compress-mode=size``, CUDA 13's default for compressed cubins) only where the
 interpreter has it (``compression.zstd``, Python 3.14). What cannot be looked at is None: not
 known to be kernel-less, so it is judged as a kernel.
+
+Whether a cubin is relocatable (``is_relocatable``) needs only its ELF header: the first bytes
+of a cubin stored as is or LZ4-compressed (a few sequences unpacked), not of a Zstandard one.
+What cannot be read is None: not known to be a link input, so it counts as loadable.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 from typing import Any, Optional, Tuple
 
 from .binreader import NotRecorded
-from .elf import cubin_has_text
+from .elf import ET_EXEC, ET_REL, cubin_has_text
 
 PTX_ENTRY = re.compile(rb"(?:^|\s)\.entry\s")  # the directive of a kernel (PTX ISA, 11.1)
 
@@ -46,19 +50,60 @@ def has_kernel(
     return cubin_has_text(data, 0, len(data))
 
 
+E_TYPE_AT = 16  # e_type: a 16-bit field after the 16-byte e_ident
+PREFIX_STORED = 256  # stored bytes unpacked for a cubin's ELF header (64 bytes) at most
+
+
+def is_relocatable(
+    buf: Any, payload: int, stored: int, unpacked: int, compression: str
+) -> Optional[bool]:
+    """Whether the cubin whose payload is ``buf[payload : payload + stored]`` is relocatable
+    device code (ELF type ET_REL: an input to nvlink, cuLink* or nvJitLink, which must be
+    device-linked before it loads) rather than a linked one (ET_EXEC); None when its header
+    cannot be read here: Zstandard (a block, up to 128 KiB, unpacks only whole), bytes not
+    kept."""
+    if compression not in ("none", "lz4"):
+        return None
+    try:
+        head: Optional[bytes] = bytes(buf[payload : payload + min(stored, PREFIX_STORED)])
+    except NotRecorded:
+        return None
+    if compression == "lz4" and head is not None:
+        head = lz4_prefix(head, unpacked, E_TYPE_AT + 2)
+    if head is None or len(head) < E_TYPE_AT + 2 or head[:4] != b"\x7fELF":
+        return None
+    e_type = head[E_TYPE_AT] | head[E_TYPE_AT + 1] << 8  # cubins are little-endian
+    return e_type == ET_REL if e_type in (ET_REL, ET_EXEC) else None
+
+
 def lz4_block(src: bytes, size: int) -> Optional[bytes]:
     """An LZ4 block (https://github.com/lz4/lz4/blob/dev/doc/lz4_Block_format.md) unpacked to
     ``size`` bytes; None when it is not one."""
+    out = _lz4(src, size, size)
+    return out if out is not None and len(out) == size else None
+
+
+def lz4_prefix(src: bytes, size: int, want: int) -> Optional[bytes]:
+    """The first ``want`` bytes of an LZ4 block that unpacks to ``size`` bytes, from the start
+    of its stored bytes ``src`` (a cubin's ELF header: a few sequences); None when they do not
+    give that many."""
+    out = _lz4(src, size, want)
+    return out[:want] if out is not None and len(out) >= want else None
+
+
+def _lz4(src: bytes, size: int, want: int) -> Optional[bytes]:
+    """Sequences of the LZ4 block ``src`` unpacked until ``want`` bytes are out (or it ends);
+    None when it breaks the format or ``size``."""
     out = bytearray()
     at, end = 0, len(src)
     try:
-        while at < end:
+        while at < end and len(out) < want:
             token = src[at]
             at += 1
             length, at = _extended(src, at, token >> 4)
             out += src[at : at + length]
             at += length
-            if at >= end:
+            if at >= end or len(out) >= want:
                 break  # the last sequence has literals only
             offset = src[at] | src[at + 1] << 8
             at += 2
@@ -74,7 +119,7 @@ def lz4_block(src: bytes, size: int) -> Optional[bytes]:
                 out += (pattern * (length // offset + 1))[:length]
     except IndexError:
         return None
-    return bytes(out) if len(out) == size else None
+    return bytes(out)
 
 
 def _extended(src: bytes, at: int, length: int) -> Tuple[int, int]:
@@ -113,4 +158,4 @@ def zstd_frame(src: bytes, size: int) -> Optional[bytes]:
     return data if len(data) == size else None
 
 
-__all__ = ["has_kernel", "lz4_block", "zstd_frame"]
+__all__ = ["has_kernel", "is_relocatable", "lz4_block", "lz4_prefix", "zstd_frame"]

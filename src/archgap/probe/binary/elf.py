@@ -21,6 +21,7 @@ ELF_MAGIC = b"\x7fELF"
 CUBIN_IDENT = ELF_MAGIC + b"\x02\x01\x01"
 
 EM_CUDA = 190
+ET_REL, ET_EXEC = 1, 2  # ELF types: a relocatable object (nvcc -rdc -c), a linked image
 SHT_NULL = 0
 SHT_PROGBITS = 1
 SHT_STRTAB = 3
@@ -266,8 +267,11 @@ def cubin_at(
             if match and int(match.group(1)) == arch:
                 variant = as_variant(match.group(2).decode())  # the pattern takes [af]?
     size = end - base
+    # A bare cubin a deep search found: relocatable (ET_REL, a device-link input) or linked.
+    e_type = fields[1]
+    relocatable = e_type == ET_REL if not listed and e_type in (ET_REL, ET_EXEC) else None
     reader.found("sass", arch, variant, None, "none", size, size, section, base, debug, listed,
-                 member, 1, kernels)  # fmt: skip
+                 member, 1, kernels, relocatable)  # fmt: skip
     reader.seen_cubins[base] = end
     return end
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
-from .binreader import SEARCH_WINDOW, Reader
-from .content import has_kernel
+from .binreader import SEARCH_WINDOW, NotRecorded, Reader
+from .content import PREFIX_STORED, has_kernel, is_relocatable
 from .elf import cubin_has_text
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
@@ -87,6 +87,36 @@ def walk_containers(
 def walk_entries(
     reader: Reader, pos: int, end: int, section: str, listed: bool, member: Optional[str]
 ) -> None:
+    """The entries of one container in [pos, end). A container outside the listed fatbin (a
+    deep search's) is told whole, each entry marked with whether the container's cubins are
+    relocatable (``content.is_relocatable``: nvcc -rdc output, a device-link input that nothing
+    loads as it is); the listed fatbin's entries are told as they are read, unmarked."""
+    if listed:
+        _walk_entries(reader, pos, end, section, True, member, reader.found)
+        return
+    entries: List[List[Any]] = []
+    relocatable: List[Optional[bool]] = [None]
+
+    def keep(*fields: Any) -> None:
+        entries.append([*fields, None])  # KernelEntry's fields; relocatable last, told below
+
+    _walk_entries(reader, pos, end, section, False, member, keep, relocatable)
+    found: Callable[..., None] = reader.found
+    for fields in entries:
+        fields[-1] = relocatable[0]
+        found(*fields)
+
+
+def _walk_entries(
+    reader: Reader,
+    pos: int,
+    end: int,
+    section: str,
+    listed: bool,
+    member: Optional[str],
+    found: Callable[..., None],
+    relocatable: Optional[List[Optional[bool]]] = None,
+) -> None:
     label = section or "fatbin"
     released = pos - pos % mmap.PAGESIZE
     while pos + ENTRY_HEADER.size <= end:
@@ -133,8 +163,10 @@ def walk_entries(
             variant = "f"
         else:
             variant = ""
+        if relocatable is not None and kind == "sass" and relocatable[0] is None:
+            relocatable[0] = _relocatable(reader, payload, stored, unpacked, compression)
         # KernelEntry's fields in order, positional: a call with keywords costs twice as much.
-        reader.found(
+        found(
             kind,
             arch,
             variant,
@@ -175,6 +207,19 @@ def _kernels(
     if kernels:
         reader.with_kernels.add(same)
     return kernels
+
+
+def _relocatable(
+    reader: Reader, payload: int, stored: int, unpacked: int, compression: str
+) -> Optional[bool]:
+    """Whether the cubin at ``payload`` is relocatable; None when that cannot be read here."""
+    if compression not in ("none", "lz4"):
+        return None
+    try:
+        head = reader.header(payload, min(stored, PREFIX_STORED))
+    except NotRecorded:
+        return None
+    return is_relocatable(head, 0, len(head), unpacked, compression)
 
 
 def _impossible_sizes(payload_size: int, compressed_size: int, uncompressed: int) -> str:

@@ -1,11 +1,11 @@
 """What the "binaries" section sends: every entry (``detail``), or one row per kind of entry.
 
 A torch host has ~48,000 fatbin entries in ~120 files, but they differ in few ways: the analysis
-reads only kind, arch, variant, PTX ISA, section, member and whether cuobjdump lists them (and
-whether any of the merged entries holds a kernel). The summary merges the entries of a file that
-agree on all of these (and on compression and debug)
-into one ``KernelEntry`` with ``count`` set and the sizes added: ~700 rows instead of 48,000,
-a document of a few hundred KB instead of 20 MB, and the same verdicts. ``kernels --all`` and
+reads only kind, arch, variant, PTX ISA, section, member, whether cuobjdump lists them and
+whether they are relocatable (and whether any of the merged entries holds a kernel). The summary
+merges the entries of a file that agree on all of these (and on compression and debug) into
+one ``KernelEntry`` with ``count`` set and the sizes added: ~700 rows instead of 48,000, a
+document of a few hundred KB instead of 20 MB, and the same verdicts. ``kernels --all`` and
 ``kernels --json`` ask for the detail. A reader given a ``Summary`` merges each entry into its row
 as it finds it, so a summarized read makes no object per entry (``Reader.found``).
 """
@@ -20,11 +20,11 @@ from ..facts import BinaryFacts, KernelEntry
 from .binreader import entry_keeper
 
 # What tells entries apart in a summary: everything but where they are and how big.
-EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any]
+EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any, Any]
 # KernelEntry's fields in its order: Summary.add takes them so.
 _FIELDS = operator.attrgetter(
     "kind", "arch", "variant", "ptx_isa", "compression", "stored_size", "uncompressed_size",
-    "section", "offset", "debug", "listed", "member", "count", "kernels",
+    "section", "offset", "debug", "listed", "member", "count", "kernels", "relocatable",
 )  # fmt: skip
 
 
@@ -54,9 +54,11 @@ class Summary:
         member: Optional[str] = None,
         count: int = 1,
         kernels: Optional[bool] = None,
+        relocatable: Optional[bool] = None,
     ) -> None:
         """One entry (or row) with ``KernelEntry``'s fields."""
-        key = (kind, arch, variant, ptx_isa, compression, section, debug, listed, member)
+        key = (kind, arch, variant, ptx_isa, compression, section, debug, listed, member,
+               relocatable)  # fmt: skip
         row = self.rows.get(key)
         if row is None:
             self.rows[key] = [offset, count, stored_size, uncompressed_size, kernels]
@@ -72,9 +74,9 @@ class Summary:
         rows: List[KernelEntry] = []
         keep = entry_keeper(rows)
         for key, (offset, count, stored, unpacked, kernels) in self.rows.items():
-            kind, arch, variant, ptx_isa, compression, section, debug, listed, member = key
+            kind, arch, variant, ptx_isa, compression, section, debug, listed, member, rel = key
             keep(kind, arch, variant, ptx_isa, compression, stored, unpacked, section, offset,
-                 debug, listed, member, count, kernels)  # fmt: skip
+                 debug, listed, member, count, kernels, rel)  # fmt: skip
         return tuple(rows)
 
 
