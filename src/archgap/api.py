@@ -1049,7 +1049,14 @@ def kernels(
     if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
         from archgap.analysis.recipe.gate import check_build
 
-        gate = check_build(files, required, strict)
+        judged = files
+        if not deep and target.is_local:  # as a scan: deep where hidden entries may decide
+            from archgap.analysis.deep_plan import deep_search_plan
+            from archgap.probe.binary.deep_plan import deepened, judged_native_sets
+
+            native_sets = judged_native_sets(deep_search_plan(require), None)
+            judged = deepened(files, native_sets) if native_sets is not None else files
+        gate = check_build(judged, required, strict)
     seconds = time.perf_counter() - started
     missing = tuple(p for p in _missing(paths) if target.is_local)
     return KernelsResult(

@@ -99,6 +99,22 @@ def needs_deep_search(binary: BinaryFacts, native_sets: List[FrozenSet[str]]) ->
     return not listed or not all(listed & runs for runs in native_sets)
 
 
+def deepened(files: Sequence[BinaryFacts], native_sets: List[FrozenSet[str]]) -> List[BinaryFacts]:
+    """``files`` (read plainly), each regular file here whose hidden entries could change a
+    verdict on the judged GPUs (``needs_deep_search``) read again deeply: what the build gate of
+    ``kernels --require`` judges, as a scan would. A file inside an archive stays as read."""
+    import os
+
+    from .fatbin import read_binary
+
+    return [
+        read_binary(f.path, True)
+        if not f.deep and needs_deep_search(f, native_sets) and os.path.isfile(f.path)
+        else f
+        for f in files
+    ]
+
+
 def read_selectively(
     found: Sequence[Tuple[str, Optional[BinaryFacts]]],
     native_sets: List[FrozenSet[str]],
@@ -124,6 +140,7 @@ def read_selectively(
 
 
 __all__ = [
+    "deepened",
     "judged_native_sets",
     "kernel_less",
     "needs_deep_search",
