@@ -1,15 +1,16 @@
 """The probe's waiting sections (gpu, python, toolchains, caches) run at the same time, with the
 same facts, in the request's order, and no thread left behind (a deep read may fork after them).
 
-The commands are stand-ins at the process boundary that take a known time: a recorded
-nvidia-smi and a recorded nvcc banner, each behind a half-second sleep (no GPU or second toolkit
-here). One after the other the sections take their times added up; at the same time the longest.
+The commands are stand-ins at the process boundary: a recorded nvidia-smi and a recorded nvcc
+banner. "At the same time" is shown by what they record, not by elapsed seconds: each, run while
+a meeting room (a directory) exists, says it came and waits there until every tool expected has
+come, then says it met them. One run after the other, the first would wait alone until the
+probe's command timeout stopped it (10 s: far past any start-up delay), and never say it met.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +19,54 @@ from archgap.probe.environment.system import System
 from tests.toolkit_stubs import BANNERS
 
 SMI = Path(__file__).parent.parent / "fixtures" / "nvidia_smi"
-SLEEP = 0.5
 
 
-def _slow(bin_dir: Path, name: str, body: str) -> None:
+def _meeting(bin_dir: Path, name: str, body: str, room: Path, expected: int) -> None:
+    """``bin_dir/name`` runs ``body``; while ``room`` exists it first comes to it, as ``name``
+    (and its directory's name), waits for ``expected`` tools to have come, and says it met them
+    (after a minute alone it gives up: a guard, should nothing stop it)."""
+    who = f"{bin_dir.parent.name}-{name}"
     tool = bin_dir / name
-    tool.write_text(f"#!/bin/sh\nsleep {SLEEP}\n{body}\n")
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'if [ -d "{room}" ]; then\n'
+        f'  : > "{room}/{who}.came"; i=0\n'
+        f'  while [ "$(ls "{room}" | grep -c "[.]came$")" -lt {expected} ]; do\n'
+        "    i=$((i + 1)); [ $i -gt 1200 ] && exit 9\n"
+        "    sleep 0.05\n"
+        "  done\n"
+        f'  : > "{room}/{who}.met"\n'
+        "fi\n"
+        f"{body}\n"
+    )
     tool.chmod(0o755)
 
 
-def _system(tmp_path: Path) -> System:
+def _met(room: Path, expected: int) -> None:
+    """Every tool came to the room and met all the others there (they ran at the same time);
+    the room is then closed, so that the tools run alone answer at once."""
+    came, met = sorted(room.glob("*.came")), sorted(room.glob("*.met"))
+    assert len(came) == expected, came
+    assert [p.stem for p in met] == [p.stem for p in came], "a tool waited alone: ran one by one"
+    for note in came + met:
+        note.unlink()
+    room.rmdir()
+
+
+def _system(tmp_path: Path, room: Path) -> System:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     csv, banner = SMI / "rtx_pro_6000_x8.csv", SMI / "rtx_pro_6000_x8.banner"
-    _slow(bin_dir, "nvidia-smi", f'case "$1" in --query-gpu=*) cat {csv};; *) cat {banner};; esac')
-    _slow(bin_dir, "nvcc", f"cat {BANNERS / 'nvcc-12.8.txt'}")
+    smi = f'case "$1" in --query-gpu=*) cat {csv};; *) cat {banner};; esac'
+    _meeting(bin_dir, "nvidia-smi", smi, room, 2)
+    _meeting(bin_dir, "nvcc", f"cat {BANNERS / 'nvcc-12.8.txt'}", room, 2)
     return System.local(environ={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)})
 
 
 def test_waiting_sections_overlap_and_keep_their_facts_and_order(tmp_path: Path) -> None:
-    system = _system(tmp_path)
+    room = tmp_path / "room"
+    room.mkdir()
+    system = _system(tmp_path, room)
     request: dict[str, Any] = {
         "toolchains": {"site_packages": []},
         "nope": {},
@@ -45,12 +74,9 @@ def test_waiting_sections_overlap_and_keep_their_facts_and_order(tmp_path: Path)
         "caches": {},
     }
     before = set(threading.enumerate())  # other tests of this process may keep server threads
-    started = time.monotonic()
     facts = collect(request, system)
-    elapsed = time.monotonic() - started
     assert set(threading.enumerate()) <= before  # every section's thread has ended
-    # nvidia-smi and nvcc waited at the same time: less than the sections' times added up.
-    assert elapsed < sum(facts["seconds"].values()) - SLEEP * 0.7, facts["seconds"]
+    _met(room, 2)  # nvidia-smi (gpu) and nvcc (toolchains) waited at the same time
     assert list(facts["sections"]) == ["toolchains", "gpu", "caches"]
     assert facts["errors"] == {"nope": "unknown section"}
     assert list(facts["seconds"]) == ["toolchains", "gpu", "caches"]
@@ -65,19 +91,20 @@ def test_waiting_sections_overlap_and_keep_their_facts_and_order(tmp_path: Path)
 
 
 def test_each_toolkits_version_runs_at_the_same_time(tmp_path: Path) -> None:
-    # Three toolkits (CUDA_HOME, CUDA_PATH, CONDA_PREFIX), each nvcc half a second: one after
-    # the other 1.5 s, together 0.5 s. Each is still reported with its own banner's version.
+    # Three toolkits (CUDA_HOME, CUDA_PATH, CONDA_PREFIX): each nvcc waits for the other two.
+    # Each is still reported with its own banner's version.
+    room = tmp_path / "room"
+    room.mkdir()
     homes = {}
     for name, version in (("CUDA_HOME", "12.6"), ("CUDA_PATH", "12.8"), ("CONDA_PREFIX", "12.9")):
         home = tmp_path / name
         (home / "bin").mkdir(parents=True)
-        _slow(home / "bin", "nvcc", f"cat {BANNERS / f'nvcc-{version}.txt'}")
+        _meeting(home / "bin", "nvcc", f"cat {BANNERS / f'nvcc-{version}.txt'}", room, 3)
         homes[name] = str(home)
     system = System.local(environ={"PATH": "/usr/bin:/bin", **homes})
     before = set(threading.enumerate())
-    started = time.monotonic()
     facts = collect({"toolchains": {"site_packages": []}}, system)
-    assert time.monotonic() - started < 2 * SLEEP + 0.4
+    _met(room, 3)
     toolkits = facts["sections"]["toolchains"]["toolkits"]
     found = {t["found_by"]: t["full_version"] for t in toolkits if t["home"] in homes.values()}
     assert found == {"CUDA_HOME": "12.6.68", "CUDA_PATH": "12.8.93", "CONDA_PREFIX": "12.9.41"}
