@@ -476,8 +476,9 @@ def test_the_plan_and_undo_diffs_never_show_a_secret(
     w = World(tmp_path)
     w.env.write_text(f"{line}\nCUDA_HOME=/usr/local/cuda-12.8\n")
     planned = w.call("plan", w.edits())["planned"][0]
-    assert f" {shown}\n" in planned["diff"] and secret not in planned["diff"]
-    assert " CUDA_HOME=/usr/local/cuda-12.8\n" in planned["diff"]  # the rest as it is
+    assert secret not in planned["diff"]
+    # an env file's plan shows only the lines it adds: no line around them (issue 37 item 4)
+    assert [d[:1] for d in planned["diff"].splitlines()[3:]] == ["+"], planned["diff"]
     assert w.call("apply", w.edits()[:1])["error"] is None
     with w.env.open("a") as handle:  # a hand edit after archgap's: undo shows it and refuses
         handle.write(line.replace("=", "_NEW=", 1) + "\n")
@@ -502,14 +503,25 @@ def test_archgap_fix_text_and_json_show_no_secret_of_the_env_file(
 
 
 def test_archgap_fix_text_shows_an_env_file_line_escaped(installed: dict[str, Path]) -> None:
-    """A line of the env file with ESC sequences and a bidi override is diff context: shown as
-    visible escapes, never sent to the terminal."""
-    installed["env"].write_text(installed["env"].read_text() + "NOTE=\x1b]0;t\x07\x1b[2J\u202eab\n")
+    """A line of the env file with ESC sequences and a bidi override: the plan shows only the
+    lines it adds, so not this one (issue 37 item 4); a hand edit that adds it after --apply is
+    shown by the refused --undo as visible escapes. Neither sends it to the terminal."""
+    note = "NOTE=\x1b]0;t\x07\x1b[2J\u202eab\n"
+    installed["env"].write_text(installed["env"].read_text() + note)
     base = ["fix", "--python", str(installed["root"] / "venv" / "bin" / "python")]
     base += ["--gpu", "RTX PRO 6000", "--env-from", str(installed["env"])]
+    base += ["--state-dir", str(installed["root"] / "state")]
     result = run_cli(*base, "--env-file", str(installed["env"]), env={"CUDA_HOME": ""})
-    assert "NOTE=\\x1b]0;t\\x07\\x1b[2J\\u202eab" in result.stdout, result.stdout
+    assert "+FLASHINFER_CUDA_ARCH_LIST=12.0a" in result.stdout, result.stdout
+    assert "NOTE=" not in result.stdout
     assert not {"\x1b", "\x07", "\u202e"} & set(result.stdout + result.stderr)
+    applied = run_cli(*base, "--env-file", str(installed["env"]), "--apply", env={"CUDA_HOME": ""})
+    assert "changed" in applied.stdout, applied.stdout + applied.stderr
+    installed["env"].write_text(installed["env"].read_text() + note.replace("NOTE", "NOTE2"))
+    undo = run_cli("fix", "--undo", "--state-dir", str(installed["root"] / "state"))
+    assert undo.returncode == 3, undo.stdout + undo.stderr
+    assert "+NOTE2=\\x1b]0;t\\x07\\x1b[2J\\u202eab" in undo.stdout, undo.stdout
+    assert not {"\x1b", "\x07", "\u202e"} & set(undo.stdout + undo.stderr)
 
 
 def test_an_unreadable_env_file_is_refused_with_a_reason() -> None:

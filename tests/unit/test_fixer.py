@@ -117,7 +117,9 @@ def test_apply_then_undo_is_byte_for_byte_with_mode(target: dict[str, Any]) -> N
     ]  # newest first
     assert [f.read_bytes() if f.exists() else None for f in target["files"]] == originals
     assert stat.S_IMODE(source.stat().st_mode) == 0o640
-    assert sorted(os.listdir(target["state"])) == ["journal.json", "lock"]
+    # the journal's key stays (mode 0600): the next journal is signed with it
+    assert sorted(os.listdir(target["state"])) == ["journal.json", "key", "lock"]
+    assert stat.S_IMODE(os.stat(os.path.join(target["state"], "key")).st_mode) == 0o600
 
 
 def test_undo_over_a_hand_edited_file_refuses_and_keeps_the_edit(target: dict[str, Any]) -> None:
