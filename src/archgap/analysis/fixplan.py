@@ -17,6 +17,7 @@ from archgap.analysis.fixes.engine import ENV, PATCH, TOOLKIT, UPGRADE, Fix, ran
 from archgap.analysis.jit.findings import JitFinding
 from archgap.analysis.scan import ScanReport
 from archgap.kb import load_json
+from archgap.probe.environment.system import REDACTED
 
 KINDS = (ENV, TOOLKIT, UPGRADE, PATCH)
 DROPIN_NAME = "50-archgap.conf"
@@ -91,7 +92,16 @@ def _resolve(
             if current is None:
                 notes.append(f"{name}={value} left out: the service's {name} is not known")
                 continue
+            if REDACTED in current:  # redaction is for display: never written to a service
+                notes.append(
+                    f"{name}={value} left out: the service's {name} was not read whole "
+                    f"(a part of it is {REDACTED}); set it by hand"
+                )
+                continue
             value = value.replace(f"${name}", current)
+        if REDACTED in value:
+            notes.append(f"{name} left out: its value holds {REDACTED}; set it by hand")
+            continue
         out.append((name, value))
     return out, notes
 
@@ -196,13 +206,25 @@ def _env_edit(
         return edit, [], None
     dropin = dest.dropin
     if dropin:
-        lines = ["[Service]", *(f'Environment="{n}={v}"' for n, v in pairs)]
+        lines = ["[Service]", *(f'Environment="{_unit_quoted(f"{n}={v}")}"' for n, v in pairs)]
         content = "\n".join(lines) + "\n"
         # within: the drop-in stays in the systemd directory (UNIT.d is no link out of it)
         edit = {"kind": "file", "path": dropin, "content": content, "within": dest.systemd_dir}
         unit = dropin.rsplit("/", 2)[1].removesuffix(".d")
         return edit, [], f"systemctl daemon-reload && systemctl restart {unit}"
-    return None, [f'export {n}="{v}"' for n, v in pairs], None
+    return None, [f'export {n}="{_shell_quoted(v)}"' for n, v in pairs], None
+
+
+def _unit_quoted(text: str) -> str:
+    """``text`` inside a unit file's double quotes: C-style escapes for ``\\`` and ``"``, and
+    ``%%`` for a literal ``%`` (systemd.unit: specifiers are expanded in Environment=)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+
+
+def _shell_quoted(value: str) -> str:
+    """``value`` inside a shell's double quotes; a ``$NAME`` the fix engine wrote (``$PATH``)
+    is kept for the shell to expand."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
 
 
 def selected(plan: Plan, only: str | None) -> list[Action]:
