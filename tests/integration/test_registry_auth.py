@@ -29,6 +29,7 @@ import pytest
 from archgap.image.registry import RegistryError, RegistrySource
 from archgap.image.registry_auth import find_credentials, parse_reference
 from archgap.image.source import parse_platform
+from tests.hangs import Sleeper
 from tests.helpers import run_cli
 from tests.integration import test_registry
 from tests.integration.test_registry import client, layers_of, pull, push, uncompressed
@@ -234,9 +235,12 @@ def test_helper_failures_are_notes(
     no_credentials: Path, script_helpers: Path, helper: str, note: str
 ) -> None:
     config = docker_config(no_credentials, {"credsStore": helper})
-    started = time.monotonic()
+    # "hangs" as a sleeper: it records its pids (its shell's, its child's) and, should it ever
+    # wake, leaves a marker.
+    sleeper = Sleeper(script_helpers.parent / "hang")
+    sleeper.script(script_helpers / "docker-credential-hangs")
     found = find_credentials(parse_reference("docker://127.0.0.1:5000/a/b"), helper_timeout=0.5)
-    assert time.monotonic() - started < 5  # a hung helper (and its child) was killed
+    sleeper.assert_cut_short()  # a hung helper (and its child) was killed, not waited for
     assert not found.usable
     assert found.note == f"docker-credential-{helper} (credsStore in {config}) {note}"
 
