@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         redact_output()
     out = Output.for_args(args)
     try:
-        configured = apply_config(args)
+        configured = apply_config(args, out)
         if configured:
             out.note(f"settings from {configured}")
         if getattr(args, "python_source", ""):
@@ -138,14 +138,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-def apply_config(args: argparse.Namespace) -> str:
+def apply_config(args: argparse.Namespace, out: Output) -> str:
     """The config file's settings for the options the command line left at their defaults (an
-    option given wins); which file was used ("" when none applied)."""
+    option given wins); which file was used ("" when none applied). -v says which config applied
+    or why none did; a file passed over as another user's is a warning."""
     if getattr(args, "no_config", False):
+        out.note("config: none (--no-config)")
         return ""
     from archgap.config import settings
 
-    path, values = settings(getattr(args, "command", ""))
+    found, values = settings(getattr(args, "command", ""))
+    out.note(found.describe())
+    for why in [] if out.quiet else found.ignored:
+        sys.stderr.write(f"archgap: warning: config ignored: {why}\n")
+    path = found.path
     given = {attr: value for attr, value in values.items() if hasattr(args, attr)}
     unset = {attr: value for attr, value in given.items() if not getattr(args, attr)}
     for attr, value in unset.items():
