@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import Output, UsageError
+from archgap.cli.common import Output
 from archgap.cli.engines import PROMETHEUS
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
@@ -93,12 +92,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
     report, elapsed = fleet.report, fleet.elapsed
     title = headline(report, elapsed, fleet.documents)
     if args.html:
+        from archgap.cli.engines import write_atomic
         from archgap.report.html import fleet_html
 
-        try:
-            Path(args.html).write_text(fleet_html(report, title), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from None
+        write_atomic(args.html, fleet_html(report, title), "--html")  # never over a non-file
     if args.prometheus:
         from archgap.cli.engines import write_atomic
         from archgap.report.prometheus import fleet_metrics

@@ -269,10 +269,74 @@ def emit_text(lines: list[str], out: Output) -> None:
         sys.stdout.write(_TAG.sub("", text).replace("\\[", "[") + "\n")
 
 
+# This process's own descriptors by name: written to as the descriptor (at its offset, as the
+# shell left it), never opened afresh, truncated or replaced.
+_DESCRIPTOR = re.compile(r"/dev/(stdout|stderr)|/dev/fd/(\d+)|/proc/(?:self|thread-self)/fd/(\d+)")
+
+
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
-    so a reader (node_exporter, nfd-worker, fleet --from) never sees half a file. The temporary
-    name starts with a dot and does not end in .prom or .json, so no reader takes it."""
+    """Write ``text`` to the output file ``path`` the user named, never replacing what is not a
+    regular file:
+
+    - a regular file (or none yet): through a temporary file in the same directory and a rename,
+      so a reader (node_exporter, nfd-worker, fleet --from) never sees half a file. The temporary
+      name starts with a dot and does not end in .prom or .json, so no reader takes it;
+    - a character device or a FIFO (``/dev/null``, a pipe): written to in place, as the shell's
+      ``>`` does (a FIFO waits for its reader); ``/dev/stdout``, ``/dev/fd/N``: that descriptor;
+    - a symbolic link to anything else, a directory, a socket, a block device: refused
+      (``OSError``), so a link is never written through nor replaced (name its target)."""
+    named = _DESCRIPTOR.fullmatch(os.path.normpath(path))
+    if named:
+        stream, number = named.group(1), named.group(2) or named.group(3)
+        _write_descriptor(int(number) if number else 1 + (stream == "stderr"), text)
+        return
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is None or stat.S_ISREG(info.st_mode):
+        _replace(path, text)
+        return
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None
+    kind = -1 if info is None else stat.S_IFMT(info.st_mode)
+    if kind in (stat.S_IFCHR, stat.S_IFIFO):
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)  # no O_CREAT: it is there
+        try:
+            _write_all(fd, text.encode("utf-8"))
+        finally:
+            os.close(fd)
+        return
+    what = {stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket", stat.S_IFBLK: "a block device"}
+    if os.path.islink(path):
+        target = os.readlink(path)
+        raise OSError(f"a symbolic link (to {target}): not written through; name the file itself")
+    raise OSError(f"{what.get(kind, 'not a regular file')}: not replaced by an output file")
+
+
+def _write_descriptor(fd: int, text: str) -> None:
+    """``text`` on this process's descriptor ``fd``, after what sys.stdout/stderr hold."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:
+        _write_all(fd, text.encode("utf-8"))
+    except OSError as exc:
+        raise OSError(f"descriptor {fd}: {exc.strerror or exc}") from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _replace(path: str, text: str) -> None:
+    """A regular file's new content, through a temporary file and a rename."""
     import tempfile  # not at import: few commands write files
 
     directory = os.path.dirname(os.path.abspath(path))
