@@ -226,12 +226,26 @@ def markdown_code(text: str) -> str:
 
 
 def csv_text(table: Table) -> str:
-    """The table as CSV (RFC 4180 quoting, one header row)."""
+    """The table as CSV (RFC 4180 quoting, one header row), every cell ``spreadsheet_safe``."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([_heading(c) for c in table.columns])
-    writer.writerows([c.text for c in row] for row in table.rows)
+    writer.writerow([spreadsheet_safe(_heading(c)) for c in table.columns])
+    writer.writerows([spreadsheet_safe(c.text) for c in row] for row in table.rows)
     return buffer.getvalue()
+
+
+# What makes a spreadsheet read a cell as a formula (CWE-1236): OWASP's first characters.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """A cell no spreadsheet runs: one that starts like a formula gets OWASP's leading ``'``
+    (shown as text, the quote hidden). A plain number (``-3``, ``+1.5e3``) keeps its value: it
+    can be nothing but a number."""
+    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 # How each verdict is shown on a terminal (scan, fleet).
