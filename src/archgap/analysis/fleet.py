@@ -120,6 +120,15 @@ class FleetReport:
         return self.groups[0] if self.groups else None
 
     @property
+    def duplicate_hosts(self) -> tuple[str, ...]:
+        """Names that more than one document (or answer) claims, each judged as it came: no
+        such name stands for one machine, and the reports say so."""
+        from collections import Counter
+
+        names = Counter([h.name for h in self.hosts] + [u.name for u in self.unreachable])
+        return tuple(sorted(name for name, count in names.items() if count > 1))
+
+    @property
     def gap_hosts(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts if h.gaps)
 

@@ -58,6 +58,7 @@ def body(
             "rows": [{"host": host, "statuses": statuses} for host, statuses in jit_rows],
         },
         "documents": documents,
+        "duplicate_hosts": report.duplicate_hosts,
         "gap": bool(report.gap_hosts),
         "exit_code": report.exit_code,
         "seconds": round(elapsed, 3),
@@ -71,6 +72,11 @@ def text(
     """The text report: ``headline``, each group's summary, the drift, the gaps, the hosts not
     probed, where the ``html`` page was written (its absolute path) and the ``shared`` caches."""
     lines = [f"[bold]{escape(headline)}[/]"]
+    lines += [
+        f"[yellow]warning:[/] host name {escape(name)} is claimed by more than one document: "
+        "each is judged as it came (metrics show the worst)"
+        for name in report.duplicate_hosts
+    ]
     letters = report.group_letters
     for group in report.groups:
         s = group.summary

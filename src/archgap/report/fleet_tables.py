@@ -85,7 +85,12 @@ def summary(report: FleetReport, elapsed: float) -> str:
     return (
         f"archgap fleet: {answered}/{total} hosts answered · {len(report.groups)} group(s) · "
         f"{len(report.gap_hosts)} with a gap · {len(report.unreachable)} not probed · "
-        f"{elapsed:.1f} s\n"
+        + (
+            f"{len(report.duplicate_hosts)} host name(s) claimed more than once · "
+            if report.duplicate_hosts
+            else ""
+        )
+        + f"{elapsed:.1f} s\n"
     )
 
 

@@ -10,7 +10,9 @@ The same verdicts as the text and JSON reports, as metrics:
   archgap_scan_duration_seconds                          how long it took
 
 A fleet adds a ``host`` label to the per-host metrics and ``archgap_host_up{host}`` (0: not
-probed, with its ``kind``); a scan has no host label (node_exporter adds ``instance``). Pure.
+probed, with its ``kind``); a scan has no host label (node_exporter adds ``instance``). A host
+name that several documents claim has one sample per label set, the worst of theirs, and
+``archgap_host_documents{host}`` says how many claimed it. Pure.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ class Family:
     def add(self, labels: Labels, value: float = 1) -> None:
         """One sample; the same labels twice add up (two findings of one kind count 2)."""
         self.samples[labels] = self.samples.get(labels, 0) + value
+
+    def worst(self, labels: Labels, value: float) -> None:
+        """One sample; the same labels again keep the larger value (two documents that claim
+        one host name: one sample, the worse of theirs, never their sum)."""
+        self.samples[labels] = max(self.samples.get(labels, value), value)
 
 
 def _escape_label(value: str) -> str:
@@ -116,17 +123,30 @@ def fleet_metrics(report: FleetReport, now: float, seconds: float) -> str:
     """A fleet's metrics: every host's verdicts with a ``host`` label, and which hosts answered."""
     fams = _families()
     up = Family("archgap_host_up", "1 when the host was probed, 0 when not (kind: why).")
+    claimed = Family(
+        "archgap_host_documents",
+        "Documents that claim one host name, for names claimed more than once (its samples "
+        "are then the worst of theirs).",
+    )
     for host in report.hosts:
         h = (("host", host.name),)
+        mine = _families()  # this document's samples, counted; merged by the worst below
         for c in host.coverage:
             labels = (*h, ("package", c.package), ("version", c.version), ("gpu", c.gpu))
-            fams["archgap_package_verdict"].add((*labels, ("verdict", c.verdict)), 1)
+            mine["archgap_package_verdict"].add((*labels, ("verdict", c.verdict)), 1)
         for j in host.jit_findings:
             labels = (*h, ("package", j.package), ("version", j.version), ("gpu", j.gpu))
-            fams["archgap_jit_finding"].add((*labels, ("status", j.status)), 1)
-        fams["archgap_gaps"].add(h, len(host.gaps))
-        up.add((*h, ("kind", "")), 1)
+            mine["archgap_jit_finding"].add((*labels, ("status", j.status)), 1)
+        mine["archgap_gaps"].add(h, len(host.gaps))
+        for name, family in mine.items():
+            for sample, value in family.samples.items():
+                fams[name].worst(sample, value)
+        up.worst((*h, ("kind", "")), 1)
     for u in report.unreachable:
-        up.add((("host", u.name), ("kind", u.kind)), 0)
+        up.worst((("host", u.name), ("kind", u.kind)), 0)
+    duplicates = set(report.duplicate_hosts)
+    for name in [h.name for h in report.hosts] + [u.name for u in report.unreachable]:
+        if name in duplicates:
+            claimed.add((("host", name),), 1)
     _run_metrics(fams, now, seconds, True)
-    return render([*fams.values(), up])
+    return render([*fams.values(), up, claimed])
