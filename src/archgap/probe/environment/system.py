@@ -383,7 +383,7 @@ def _unsafe(
         return "cannot check %s: %s" % (path, exc.strerror or exc)
     what = path if last else "%s (a directory on its path)" % path
     if info.st_uid not in (0, uid):
-        return "%s is owned by uid %d, not by root or uid %d (the user archgap runs as)" % (
+        return "%s is owned by uid %d, not by root or by uid %d that archgap runs as" % (
             what,
             info.st_uid,
             uid,

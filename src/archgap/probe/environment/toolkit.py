@@ -208,7 +208,7 @@ class _ToolRunner:
             return "ok", found[0], found[1], found[2], source
         result = self.system.run([local, "--version"], timeout=self.timeout, vet=True)
         if result.error is not None and result.error.startswith("not run: "):
-            why = "%s (and no version.json, version.txt or release line in it says)"
+            why = "%s; no version.json, version.txt or release line in it gives its version"
             return "untrusted", None, None, why % result.error, how
         if result.error is not None and result.returncode is None:
             status = "timeout" if result.error.startswith("timed out") else "broken"
