@@ -7,12 +7,12 @@ TMPDIR and HOME are dedicated empty directories, so "nothing left behind" can be
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.hangs import GUARD, Sleeper
 from tests.helpers import DATA, json_output, run_cli
 from tests.integration.test_remote_services import (
     SilentListener,
@@ -94,28 +94,26 @@ def test_missing_interpreter_fails_clearly() -> None:
 
 
 def test_closed_port_is_unreachable_at_once() -> None:
-    started = time.monotonic()
     code, doc = probe("--host", f"root@127.0.0.1:{closed_port()}", "--connect-timeout", "2")
     assert code == 2
     assert doc["error"]["kind"] == "unreachable"
-    assert "refused" in doc["error"]["message"].lower()
-    assert time.monotonic() - started < 10
+    # "at once": the refusal is the answer, not the connect timeout after waiting for one
+    message = doc["error"]["message"].lower()
+    assert "refused" in message and "timed out" not in message
 
 
 def test_silent_listener_fails_within_the_connect_timeout() -> None:
     listener = SilentListener()
     try:
-        started = time.monotonic()
         code, doc = probe(
             "--host", f"root@127.0.0.1:{listener.port}", "--connect-timeout", "2", "--timeout", "60"
         )
-        elapsed = time.monotonic() - started
     finally:
         listener.close()
     assert code == 2
+    # The connect timeout ended it ("unreachable"), not the 60 s total (that is kind "timeout").
     assert doc["error"]["kind"] == "unreachable", doc
     assert "timed out" in doc["error"]["message"].lower()
-    assert elapsed < 2 + 6  # the connect timeout plus process start-up, not the 60 s total
 
 
 def probe_alpha_with_config(tmp_path: Path, option: str, value: Path) -> tuple[int, dict[str, Any]]:
@@ -146,16 +144,16 @@ def test_wrong_key_is_an_auth_refusal(tmp_path: Path) -> None:
     assert doc["error"]["kind"] == "auth"
 
 
-def test_total_timeout_kills_a_slow_target() -> None:
-    started = time.monotonic()
-    # A "python" that never answers: sleep ignores the probe and would run for a minute.
-    result = run_cli(
-        "probe", "--via", "sh -c 'sleep 60' sh", "--timeout", "2", env=ssh_env(), timeout=30
-    )
+def test_total_timeout_kills_a_slow_target(tmp_path: Path) -> None:
+    # A "python" that never answers: a sleeper ignores the probe, records its pids and, should
+    # it ever wake (in 300 s), leaves a marker.
+    sleeper = Sleeper(tmp_path)
+    via = f"sh -c '{sleeper.shell()}' sh"
+    result = run_cli("probe", "--via", via, "--timeout", "2", env=ssh_env(), timeout=GUARD)
     doc = json_output(result, "probe")
     assert result.returncode == 2
     assert doc["error"]["kind"] == "timeout"
-    assert time.monotonic() - started < 15
+    sleeper.assert_cut_short()
 
 
 def test_require_is_a_health_check_exit_code() -> None:
