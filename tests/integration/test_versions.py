@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,9 +299,7 @@ def test_a_jit_package_is_judged_by_its_jit_model_and_a_rerun_reads_from_the_cac
     main, _, log = served
     args = ("flashinfer-python", "--gpu", "RTX PRO 6000", "--index-url", main)
     before = log.read_text()
-    started = time.monotonic()
     text = run_cli("versions", *args, *TARGET, env=ENV)
-    first = time.monotonic() - started
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     # the verdict is printed as it is decided (into this pipe), before the report's table
@@ -317,12 +314,10 @@ def test_a_jit_package_is_judged_by_its_jit_model_and_a_rerun_reads_from_the_cac
     assert "flashinfer_python-0.6.6-" in log.read_text()[len(before) :]
     # the rerun: the wheel's contents come from the cache, named by the index's sha256
     before = log.read_text()
-    started = time.monotonic()
     code, doc = versions(*args, "--gpu", "V100")
-    again = time.monotonic() - started
     asked = log.read_text()[len(before) :]
     assert "flashinfer_python-0.6.6-" not in asked  # only the project page was asked for
-    assert doc["bytes_fetched"] == 0 and again <= 5, (again, first)
+    assert doc["bytes_fetched"] == 0
     assert code == 1 and rows(doc) == [("0.6.6", "main", ["jit", "none"], False)]
     found = doc["versions"]
     assert isinstance(found, list)
