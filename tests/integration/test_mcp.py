@@ -41,8 +41,9 @@ SEED_LOG = FIXTURES / "explain_corpus" / "sglang-incident-flashinfer-0.6.8.log"
 FLASHINFER_068 = venv_python("venv-flashinfer-python-0.6.8")
 CURAND = venv_python("venv-nvidia-curand-10.4.0.35")  # native libraries: progress per file
 SM75 = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
-# What an assistant may name a machine with, on every tool that reaches one.
-TARGETS = {"host", "container", "pod", "via"}
+# What an assistant may name a machine with, on every tool that reaches one (via, a command
+# prefix run here, only when the server is started with --allow-via).
+TARGETS = {"host", "container", "pod"}
 # Every command an assistant may ask; the tools that change the target only with --allow-fix.
 READ_ONLY = {
     "scan", "explain", "trace", "gates", "kernels", "versions", "recipe", "gpus", "probe",
@@ -100,16 +101,24 @@ def _server_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def _roots(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The directories the tools may read: the checkout (its test data) and the tests' own
+    temporary files (this client declares no roots)."""
+    return ["--allow-root", str(ROOT), "--allow-root", str(tmp_path_factory.getbasetemp())]
+
+
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    with connected(_server_env(tmp_path_factory.mktemp("mcp"))) as connection:
+    env = _server_env(tmp_path_factory.mktemp("mcp"))
+    with connected(env, *_roots(tmp_path_factory)) as connection:
         yield connection
 
 
 @pytest.fixture(scope="module")
 def allowed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """The server started with --allow-fix."""
-    with connected(_server_env(tmp_path_factory.mktemp("mcp-fix")), "--allow-fix") as connection:
+    env = _server_env(tmp_path_factory.mktemp("mcp-fix"))
+    with connected(env, "--allow-fix", *_roots(tmp_path_factory)) as connection:
         yield connection
 
 
@@ -280,9 +289,10 @@ def test_bad_arguments_are_tool_errors_and_the_server_goes_on(client: Client) ->
     assert "RTX 9999" in _error(client.call("gpus", {"names": ["RTX 9999"]}))
     assert "no GPU" in _error(client.call("recipe", {}))
     assert "sections" in _error(client.call("probe", {"sections": ["no-such"]}))
-    # An interpreter that does not exist is no environment, not one without a gap.
-    missing = client.call("scan", {"python": "/nonexistent/bin/python"})
-    assert "no environment read at /nonexistent/bin/python" in missing.content[0].text
+    # An interpreter that does not exist is no environment, not one without a gap: here, where
+    # only an environment's interpreter runs, the call is refused.
+    missing = _error(client.call("scan", {"python": "/nonexistent/bin/python"}))
+    assert "python /nonexistent/bin/python" in missing and "not an environment" in missing
     # ... and it still answers.
     assert _document(client.call("explain", {"log": SM75}), "explain")["explain"]["signature"]
 
@@ -345,7 +355,7 @@ def test_redact_hides_user_names_and_this_host_in_results_and_errors(
     # --redact as every command takes it: home paths as /home/<user>, this machine as <host>.
     plain = _document(client.call("probe", {"sections": ["gpu"]}), "probe")
     assert plain["facts"]["host"] == socket.gethostname()
-    with connected(_server_env(tmp_path), "--redact") as redacted:
+    with connected(_server_env(tmp_path), "--redact", "--allow-root", "/home") as redacted:
         doc = _document(redacted.call("probe", {"sections": ["gpu"]}), "probe")
         error = _error(redacted.call("trace", {"name": "X", "paths": ["/home/alice/lib/x.py"]}))
     assert doc["facts"]["host"] == "<host>"

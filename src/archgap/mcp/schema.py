@@ -18,7 +18,7 @@ import dataclasses
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -225,3 +225,19 @@ def target(arguments: Mapping[str, Any]) -> Target:
         )
     except TargetError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+def narrowed(derived: Derived, name: str, allowed: Sequence[str], text: str = "") -> Derived:
+    """``derived`` whose string property ``name`` takes only ``allowed`` (described by
+    ``text``); without any, the property is gone, so a call that sends it is refused."""
+    if name not in derived.properties:
+        return derived
+    properties = dict(derived.schema["properties"])
+    if allowed:
+        properties[name] = {"type": "string", "enum": list(allowed)}
+        if text:
+            properties[name] = {"description": text, **properties[name]}
+        return replace(derived, schema={**derived.schema, "properties": properties})
+    del properties[name]
+    schema = {**derived.schema, "properties": properties}
+    return replace(derived, schema=schema, properties=derived.properties - {name})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -19,12 +19,14 @@ from typing import Any
 
 import jsonschema
 
-from archgap.mcp.schema import Derived, derive
+from archgap.mcp.schema import Derived, derive, narrowed
 
 # The same names mean the same thing in every tool: described once.
 DESCRIBED = {
     "python": "the interpreter whose environment is inspected, on the target when one is named "
-    "(default: python3 there; here, the interpreter this server runs under: name the project's)",
+    "(default: python3 there; here, the interpreter this server runs under: name the project's). "
+    "Here it must be the interpreter of a real environment (a venv or conda env) inside the "
+    "roots, or one the server was started with (--allow-python)",
     "gpus": "GPUs to judge against: names (RTX PRO 6000, H100, GB10) or compute capabilities "
     "(12.0, sm_120)",
     "host": "inspect over ssh: [user@]host[:port], as the user's ssh config knows it",
@@ -34,7 +36,7 @@ DESCRIBED = {
     "(srun --nodelist n1, ...)",
     "env_from": "the service's environment instead of the shell's: a process id or an env file",
     "log": "the text of the error log (or a bare error message)",
-    "paths": "files or directories",
+    "paths": "files or directories (here: inside the client's roots or --allow-root)",
     "dists": "installed distributions by name",
     "timeout": "seconds the probe may take on the target",
     "name": "the variable or attribute to trace (TARGET_CUDA_ARCHS)",
@@ -64,6 +66,10 @@ DESCRIBED = {
     "plan ranks first",
     "force": "also restore files edited since archgap changed them (their edits are lost)",
 }
+VIA_ALLOWED = (
+    "inspect through this command prefix, which starts a program on the target: one of the "
+    "prefixes the server was started with (--allow-via)"
+)
 # The server fills these: a callback told as work proceeds becomes MCP progress notifications.
 PROGRESS = frozenset({"progress", "tell"})
 
@@ -80,13 +86,16 @@ class ToolSpec:
     omit: frozenset[str] = frozenset()
     document: str = ""  # the schema's command, when not the tool's name
     changes: bool = False  # writes on the target: listed only when the server allows fixes
+    open_world: bool = True  # may reach other machines or indexes (a target, a URL, PyPI)
 
     @property
     def command(self) -> str:
         return self.document or self.name
 
-    def derived(self, function: Callable[..., Any]) -> Derived:
-        return derive(function, self.omit | frozenset(self.fixed), PROGRESS, DESCRIBED)
+    def derived(self, function: Callable[..., Any], allow_via: Sequence[str] = ()) -> Derived:
+        """The tool's input; ``via`` only with the prefixes the server allows, else absent."""
+        derived = derive(function, self.omit | frozenset(self.fixed), PROGRESS, DESCRIBED)
+        return narrowed(derived, "via", allow_via, VIA_ALLOWED)
 
 
 READ_ONLY = (
@@ -133,8 +142,14 @@ READ_ONLY = (
         "recipe",
         "The fewest build targets that give every GPU native code, spelled for "
         "TORCH_CUDA_ARCH_LIST, CMake and nvcc.",
+        open_world=False,
     ),
-    ToolSpec("gpus", "gpus", "The GPUs archgap knows: compute capability, architecture, source."),
+    ToolSpec(
+        "gpus",
+        "gpus",
+        "The GPUs archgap knows: compute capability, architecture, source.",
+        open_world=False,
+    ),
     ToolSpec(
         "probe",
         "probe",
@@ -147,6 +162,7 @@ READ_ONLY = (
         "Compare the hosts of a fleet from probe documents (files or directories of `archgap "
         "probe` output): drift, coverage, gaps per host.",
         omit=frozenset({"hosts", "hostfile", "slurm", "srun_args", "ray", "options"}),
+        open_world=False,
     ),
     ToolSpec(
         "fix",
@@ -274,6 +290,23 @@ def _counted(key: str, noun: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda doc: f"{len(doc.get(key) or [])} {noun}"
 
 
+def _kernels(doc: Mapping[str, Any]) -> str:
+    """Files read and those among them that carry device code (the summary's own counts: a
+    file without any entry is read, not one with device code)."""
+    counts = doc.get("summary") or {}
+    line = (
+        f"{counts.get('files_with_device_code', 0)} of {counts.get('files', 0)} file(s) "
+        "with device code"
+    )
+    if counts.get("unreadable"):
+        line += f", {counts['unreadable']} unreadable"
+    gate = doc.get("require")
+    if gate:
+        line += f"; require {', '.join(gate.get('gpus') or [])}: "
+        line += "passed" if gate.get("passed") else f"{len(gate.get('failures') or [])} failure(s)"
+    return line
+
+
 def _trace(doc: Mapping[str, Any]) -> str:
     found = doc.get("trace") or {}
     kinds = [o.get("kind") for o in found.get("occurrences") or []]
@@ -358,7 +391,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "explain": _explain,
     "trace": _trace,
     "gates": _counted("gates", "gate(s)"),
-    "kernels": _counted("files", "file(s) with device code"),
+    "kernels": _kernels,
     "versions": _versions,
     "recipe": _recipe,
     "gpus": _gpus,
