@@ -2,13 +2,13 @@
 
 A deep read searches every data section of a file for containers and cubins cuobjdump does not
 list; on a torch environment it is most of a scan's time. The verdicts
-(analysis/verdicts/verdicts.py) count those hidden entries only where the listed fatbin does not
-decide: a library whose listed fatbin holds a kernel cubin that runs natively on every GPU the
-scan judges gets the same verdict, reason, deciding entry and role with or without them. So such
-a scan reads each file plainly and then searches deeply only the files where the hidden entries
-can matter: no listed kernels at all (cuFFT's kernels are all in ``.ldata``), or a judged GPU
-without native SASS in the listed fatbin (then the hidden entries name what else could serve
-it).
+(analysis/verdicts/verdicts.py) count those hidden entries (but relocatable ones) beside the
+listed ones, and a listed kernel cubin native to a GPU decides alone: a library whose listed
+fatbin holds one for every GPU the scan judges gets the same verdict, reason, deciding entry and
+role with or without them. So such a scan reads each file plainly and then searches deeply only
+the files where the hidden entries can matter: no listed kernels at all, or a judged GPU without
+native SASS in the listed fatbin (cuFFT 12.0 lists one sm_75 cubin; its kernels for every other
+GPU are in ``.ldata``).
 
 The compatibility rules stay in the analysis: the request carries, for every compute capability
 the scan may judge, the SASS targets that run on it natively (``analysis/deep_plan.py``):
