@@ -36,7 +36,9 @@ def test_every_signature_meets_a_real_report() -> None:
         named.add(
             explain(parse_log((CORPUS / case["file"]).read_text()), load_signatures()).signature
         )
-    unmet = {s.id for s in load_signatures() if s.id not in named}
+    # (the capability gates of kb/gates.json are each met by their framework's own message,
+    # printed from its released source: tests/unit/test_gates.py)
+    unmet = {s.id for s in load_signatures() if s.id not in named and not s.id.startswith("gate:")}
     assert unmet == {"flashinfer-failed-device-capability", "flashinfer-sm120-needs-cuda128"}
 
 

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from archgap.kb import load_json
+from archgap.kb.gates import load_gates
 from archgap.kb.toolchain import version_tuple
 
 # Fix kinds, least invasive first: this order ranks every list of fixes archgap prints.
@@ -268,8 +269,28 @@ def parse_marks(data: Any) -> tuple[VersionMark, ...]:
 
 @cache
 def load_signatures() -> tuple[Signature, ...]:
-    """The signatures shipped with archgap."""
-    return parse_signatures(load_json("signatures.json"))
+    """The signatures shipped with archgap: ``signatures.json``, then each capability gate of
+    ``gates.json`` in its framework's own words (id ``gate:<id>``)."""
+    return parse_signatures(load_json("signatures.json")) + gate_signatures()
+
+
+def gate_signatures() -> tuple[Signature, ...]:
+    """Each gate of ``gates.json`` as a signature: its wording recognised like any known error,
+    decided by the gate rule (``analysis.explain.gates``)."""
+    return tuple(
+        Signature(
+            id=gate.signature_id,
+            project=gate.framework,
+            keywords=gate.keywords,
+            patterns=(gate.pattern,),
+            meaning=f"{gate.framework}'s check on the GPU's compute capability ({gate.rule})",
+            causes=(Cause("the GPU's compute capability is outside what it serves", gate.source),),
+            raise_sites=(),
+            fixes=(),
+            source=gate.source,
+        )
+        for gate in load_gates()
+    )
 
 
 @cache

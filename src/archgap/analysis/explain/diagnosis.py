@@ -27,12 +27,14 @@ from archgap.analysis.explain.chain import (
     knowledge_steps,
     walk_code,
 )
+from archgap.analysis.explain.gates import gate_ruling
 from archgap.analysis.explain.logparse import ParsedLog
 from archgap.analysis.explain.match import Focus, SignatureMatch, focus_of, site_relative
 from archgap.analysis.fixes.engine import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
 from archgap.analysis.jit.flashinfer import flashinfer_findings
 from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget
 from archgap.kb import toolchain as toolchain_kb
+from archgap.kb.gates import gate_of
 from archgap.kb.gpus import known_capabilities, products
 from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks
 
@@ -232,7 +234,12 @@ def _signature_cases(judgement: causes_.Judgement) -> tuple[CaseAnswer, ...]:
 def _ruling(focus: Focus, log: ParsedLog, gpus: Sequence[GpuTarget]) -> rules.Ruling | None:
     facts = rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus))
     for signature in dict.fromkeys((focus.root_signature, focus.signature)):
-        ruling = rules.decide(signature.id, focus.primary.text, facts)
+        gate = gate_of(signature.id)
+        ruling = (
+            gate_ruling(gate, focus.primary.text, facts)
+            if gate is not None
+            else rules.decide(signature.id, focus.primary.text, facts)
+        )
         if ruling is not None:
             return ruling
     return None

@@ -962,7 +962,7 @@ def _capability_gate(error: str, facts: LogFacts) -> Ruling | None:
     if len(facts.ccs) != 1:
         return None
     cc, gpu = facts.ccs[0], _gpu_words(facts)
-    package, module = _raiser(facts.frames)
+    package, module = raiser(facts.frames)
     package = package or next(iter(facts.stated.get("package", ())), "")
     who = f"{package} ({module})" if module else package or "the package"
     only, needs = _ONLY_ON.search(error), _NEEDS.search(error)
@@ -1045,7 +1045,7 @@ def _family_gate(who: str, package: str, wanted: str, cc: str, facts: LogFacts) 
     return Ruling("capability-gate", cause, CONDITIONAL, fixes, decide, cases)
 
 
-def _raiser(frames: Sequence[str]) -> tuple[str, str]:
+def raiser(frames: Sequence[str]) -> tuple[str, str]:
     """(package, module) of the innermost frame in site-packages: ("sglang", "pdmux_context")."""
     for file in reversed(frames):
         path = file.replace("\\", "/")
