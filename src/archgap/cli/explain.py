@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     with out.status("reading the log" if args.log_only else f"examining {target.name}"):
         where = Where(args.python, target, args.env_from, args.root, args.timeout)
         diagnosis, log = diagnose(
-            text.head, tail=text.tail, skipped_lines=text.skipped_lines, gpus=args.gpu,
+            text.head, tail=text.tail, skipped_lines=text.gap_lines, gpus=args.gpu,
             where=None if args.log_only else where,
         )  # fmt: skip
     if out.json_mode:
