@@ -3,9 +3,11 @@
 Pure: text in, a frozen ``ParsedLog`` out. Real logs are hostile: ANSI colours, timestamps, rank
 prefixes (``[2026-11-28 10:00:01 TP3]``, ``(EngineCore_0 pid=9492)``), eight workers writing the
 same
-traceback at once, megabytes of unrelated output, single lines of megabytes. Every line is cut to
-``MAX_LINE`` characters before any regex sees it, every regex is anchored or starts on a literal,
-and cheap substring tests gate the rest, so time is linear in the input.
+traceback at once, megabytes of unrelated output, single lines of megabytes, JSON records holding
+a whole traceback. A JSON record is read as the lines it holds, and a longer line than
+``LINE_LIMIT`` by its first and last ``MAX_LINE`` characters (``logrecords``) before any regex
+sees it; every regex is anchored or starts on a literal, and cheap substring tests gate the rest,
+so time is linear in the input.
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from archgap.analysis.explain.logevidence import Evidence, collect_evidence
+from archgap.analysis.explain.logrecords import (
+    LINE_LIMIT,
+    clip_line,
+    expand_records,
+    may_hold_records,
+)
+from archgap.analysis.explain.logrecords import MAX_LINE as MAX_LINE  # the length of a line's ends
 
-MAX_LINE = 4096  # longer lines are cut (and counted): no regex ever sees more
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
 MAX_FRAMES = 200
 MAX_WARNINGS = 200
@@ -94,7 +102,7 @@ class Warning_:
 @dataclass(frozen=True)
 class ParsedLog:
     lines: int
-    truncated_lines: int  # lines longer than MAX_LINE
+    truncated_lines: int  # lines longer than LINE_LIMIT (read by their two ends)
     workers: tuple[str, ...]
     tracebacks: tuple[Traceback, ...]
     warnings: tuple[Warning_, ...]
@@ -122,7 +130,7 @@ class _Line:
 
 def strip_line(raw: str) -> tuple[str, str, str]:
     """(worker, level, text) of one raw line: ANSI colours, timestamps and prefixes removed."""
-    text = _ANSI.sub("", raw[:MAX_LINE]).replace("\r", "").rstrip()
+    text = _ANSI.sub("", clip_line(raw)).replace("\r", "").rstrip()
     worker, level = "", ""
     for _ in range(6):  # prefixes stack: "(EngineCore_0 pid=9) ERROR 09-06 23:28:45 [core.py:714] "
         for pattern in (_SGLANG_PREFIX, _RANK_PREFIX, _VLLM_PREFIX, _GLOG_PREFIX, _WORKER_PREFIX):
@@ -289,6 +297,8 @@ def parse_log(text: str, tail: str = "", skipped_lines: int = 0) -> ParsedLog:
     if tail:
         later = enumerate(split_lines(tail), start=len(head) + skipped_lines + 1)
         numbered = itertools.chain(numbered, later)
+    if may_hold_records(text) or may_hold_records(tail):
+        numbered = expand_records(numbered)
     return parse_lines(numbered)
 
 
@@ -318,7 +328,7 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
                 messages.append((builder.start, builder.frames[-1].code))
 
     for number, raw in numbered_lines:
-        if len(raw) > MAX_LINE:
+        if len(raw) > LINE_LIMIT:
             truncated += 1
         worker, level, text = strip_line(raw)
         if worker:

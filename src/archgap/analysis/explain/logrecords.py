@@ -1,0 +1,111 @@
+"""A log's lines as their writer meant them, before any prefix or pattern sees them.
+
+Pure. Two shapes hide what a plain log shows:
+
+- A **JSON log record** (Kubernetes' and Docker's log files, Python's JSON loggers, structlog,
+  Go's zap) holds a whole traceback in one string field, its newlines escaped: ``{"msg": "Engine
+  died", "exc_info": "Traceback (most recent call last):\\n  File ..."}``. A line that is a JSON
+  object, alone or after a timestamp (and a container runtime's ``stderr F``), is read as the
+  lines of its string fields: every string holding a newline, split at its newlines, and the
+  message-like fields (``MESSAGE_KEYS``) as one line each, in the record's order, all numbered
+  with the record's line.
+- An **over-long line** (a record too long to parse, a progress bar, a minified blob ending in the
+  error) is kept by its two ends, ``MAX_LINE`` characters each: errors come last.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+
+MAX_LINE = 4096  # of a longer line its first and its last MAX_LINE characters are read
+CUT_MARK = " [...] "  # between them
+LINE_LIMIT = 2 * MAX_LINE + len(CUT_MARK)  # lines up to this are read whole
+MAX_RECORD = 1 << 20  # a longer JSON record is not parsed (it is a long line)
+MAX_RECORD_LINES = 20_000  # lines one record expands into
+MAX_DEPTH = 16  # nesting of objects and arrays looked into for strings
+# Fields a record's message sits in (a one-line message is a line of its own); any other string
+# field is read only when it holds a newline (a traceback, a stack).
+MESSAGE_KEYS = frozenset(
+    (
+        "message", "msg", "log", "error", "err", "error_message", "exception", "exc_info",
+        "exc_text", "stack", "stack_trace", "stacktrace", "traceback", "event", "detail",
+        "textpayload", "text", "reason", "description",
+    )
+)  # fmt: skip
+# What may stand before the record: a timestamp, a container runtime's stream and tag
+# ("2026-05-02T10:00:01.123456789Z stderr F "), kubectl's --prefix ("[pod/web-1/main] ").
+_RECORD_PREFIX = re.compile(
+    r"\s{0,8}(?:\[(?:pod|deployment|job)/[\w./-]{1,300}\]\s{1,4})?"
+    r"(?:\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?\]?"
+    r"\s{1,4}(?:[-|]\s{1,4})?)?"
+    r"(?:(?:stdout|stderr)\s[FP]\s{1,4})?"
+)
+_PREFIX_MAX = 400
+
+
+def clip_line(raw: str) -> str:
+    """A line as read: whole up to LINE_LIMIT characters, else its first and last MAX_LINE."""
+    if len(raw) <= LINE_LIMIT:
+        return raw
+    return raw[:MAX_LINE] + CUT_MARK + raw[-MAX_LINE:]
+
+
+def may_hold_records(text: str) -> bool:
+    """Whether a text can hold a JSON record with an escaped newline (cheap, on the whole)."""
+    return "\\n" in text and "{" in text
+
+
+def expand_records(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """The numbered lines, each JSON record among them replaced by its lines (same number)."""
+    for number, raw in numbered:
+        lines = record_lines(raw) if "\\n" in raw else None
+        if lines is None:
+            yield number, raw
+        else:
+            for line in lines:
+                yield number, line
+
+
+def record_lines(raw: str) -> list[str] | None:
+    """The lines a JSON log record holds (see the module), or None when ``raw`` is not one
+    (or holds no newline: then it reads as it is)."""
+    brace = raw.find("{", 0, _PREFIX_MAX)
+    if brace < 0 or len(raw) > MAX_RECORD or not raw.rstrip().endswith("}"):
+        return None
+    prefix = _RECORD_PREFIX.match(raw, 0, brace)
+    if prefix is None or prefix.end() != brace:
+        return None
+    try:
+        record = json.loads(raw[brace:])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    lines: list[str] = []
+    multiline = False
+    for key, value in _strings(record, "", 0):
+        if "\n" in value:
+            multiline = True
+            parts = value.split("\n")
+            lines.extend(parts[:-1] if not parts[-1] else parts)
+        elif key.lower() in MESSAGE_KEYS and value.strip():
+            lines.append(value)
+        if len(lines) >= MAX_RECORD_LINES:
+            break
+    return lines[:MAX_RECORD_LINES] if multiline else None
+
+
+def _strings(value: object, key: str, depth: int) -> Iterator[tuple[str, str]]:
+    """(field name, string) of every string in a JSON value, in order, to MAX_DEPTH."""
+    if isinstance(value, str):
+        yield key, value
+    elif depth >= MAX_DEPTH:
+        return
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            yield from _strings(item, str(name), depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, key, depth + 1)
