@@ -3,6 +3,10 @@
 Pure. Each (kind, gate, regex) of ``kb/evidence.json`` runs only on lines that contain the
 lowercase gate literal, and then only in windows around it (``_matches_near``), so each pattern
 costs a bounded number of characters per line however long or repetitive the line is.
+
+A GPU is stated in words, never by a path: in a traceback frame's line (``File "/srv/t4/main.py",
+line 3, in run_a100``) and in a path or URL anywhere (``/srv/t4/``, ``C:\\a100\\``,
+``https://host/h100/``) a GPU-like word is not evidence of the GPU (``GPU_KINDS``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,27 @@ class Evidence:
 
 
 _GPU_NOISE = ("NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA Driver")
+GPU_KINDS = frozenset(("gpu", "gpu_cc"))  # evidence of the GPU itself: read in prose only
+_FRAME_LINE = re.compile(r'\s*File "[^"]{0,1000}", line \d')
+# A path or URL: it starts after a space, a quote, a bracket or "=" (not inside a word, so
+# "A100/H100" stays two names), at a root, a home, a dot, a drive, a share or a scheme, or it is
+# a relative path to a file ("srv/t4/main.py").
+_PATH = re.compile(
+    r"(?<![\w.\-/\\])"
+    r"(?:(?:[A-Za-z][\w+.-]{0,20}://|~?/|\.{1,2}/|[A-Za-z]:[\\/]|\\\\)[^\s\"'<>|`]*"
+    r"|[\w.-]{1,200}(?:[/\\][\w.-]{1,200})+\.(?:py|pyc|pyx|so|cu|cuh|c|cc|cpp|h|hpp|sh|txt"
+    r"|log|json|ya?ml|toml|cfg|ini)\b)"
+)
+
+
+def prose_of(text: str) -> str:
+    """``text`` with its paths and URLs blanked (same length: offsets hold), or "" for a
+    traceback frame's line: where a GPU may be stated."""
+    if _FRAME_LINE.match(text):
+        return ""
+    if "/" not in text and "\\" not in text:
+        return text
+    return _PATH.sub(lambda m: " " * len(m.group()), text)
 
 
 def collect_evidence(
@@ -38,12 +63,15 @@ def collect_evidence(
 ) -> None:
     """Add what line ``number`` states to ``seen`` (at most MAX_EVIDENCE values per kind)."""
     lowered = text.lower()
+    prose = prose_of(text)
+    prose_lowered = prose.lower() if prose is not text else lowered
     for rule in evidence_patterns():
         kind, gate, pattern = rule.kind, rule.gate, rule.pattern
-        if gate not in lowered or counts.get(kind, 0) >= MAX_EVIDENCE:
+        subject, lowered_subject = (prose, prose_lowered) if kind in GPU_KINDS else (text, lowered)
+        if gate not in lowered_subject or counts.get(kind, 0) >= MAX_EVIDENCE:
             continue
         after = SETTING_AFTER if "_" in gate else EVIDENCE_AFTER  # NAME=value settings
-        for match in _matches_near(pattern, text, lowered, gate, after):
+        for match in _matches_near(pattern, subject, lowered_subject, gate, after):
             value = match.group(1).strip()
             # trailing punctuation is not part of a value, except a name nvidia-smi truncated
             value = (value if value.endswith("...") else value.rstrip(".,;:)")).replace(", ", ".")
@@ -57,17 +85,21 @@ def collect_evidence(
             if key not in seen:
                 seen[key] = Evidence(kind, value, number, text.strip()[:300])
                 counts[kind] = counts.get(kind, 0) + 1
-    if counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(text):
-        _products_named(number, text, seen, counts)
+    if counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(prose):
+        _products_named(number, prose, text, seen, counts)
 
 
 def _products_named(
-    number: int, text: str, seen: dict[tuple[str, str], Evidence], counts: dict[str, int]
+    number: int,
+    prose: str,
+    text: str,
+    seen: dict[tuple[str, str], Evidence],
+    counts: dict[str, int],
 ) -> None:
     """The GPUs a line names in words the fixed patterns do not know ("gtx1650", "2080Ti",
     "Tesla K40c"), through the GPU table, each said once per line."""
     said = {identify(e.value) for e in seen.values() if e.kind == "gpu" and e.line == number}
-    for product in mentioned_products(text):
+    for product in mentioned_products(prose):
         if product in said or ("gpu", product.name) in seen:
             continue
         seen[("gpu", product.name)] = Evidence("gpu", product.name, number, text.strip()[:300])
