@@ -141,7 +141,9 @@ def load_plan(
     plan: list[dict[str, Any]] = []
     skipped: list[tuple[str, str]] = []
     for binary in sorted(binaries, key=lambda b: b.path):
-        entries = runtime_entries(binary)
+        # the verdicts do not count relocatable cubins (nvcc -rdc output: nothing loads them
+        # before a device link), so the driver is not offered them either
+        entries = tuple(e for e in runtime_entries(binary) if e.relocatable is not True)
         if not entries:
             if binary.error:
                 skipped.append((binary.path, f"unreadable: {binary.error}"))
