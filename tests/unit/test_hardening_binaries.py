@@ -19,6 +19,7 @@ import pytest
 
 from archgap.probe.binary import binreader
 from archgap.probe.binary.fatbin import read_binary
+from tests.hangs import GUARD
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 T = TypeVar("T")
@@ -29,18 +30,27 @@ class TookTooLong(Exception):
 
 
 def within(seconds: float, work: Callable[[], T]) -> T:
-    """``work()``, or TookTooLong after ``seconds`` (a hang fails the test instead of the run)."""
+    """``work()``, or TookTooLong once it has used ``seconds`` of this process's CPU time (the
+    work: a loop that never ends, or one that costs far more than it should; other processes on
+    a busy machine do not add to it), or once ``hangs.GUARD`` seconds have passed (a hang guard
+    for work that blocks instead: a hang fails the test instead of the run)."""
+    guard = max(GUARD, seconds)
 
-    def expire(_signum: int, _frame: object) -> None:
-        raise TookTooLong(f"still running after {seconds} s")
+    def expire(signum: int, _frame: object) -> None:
+        if signum == signal.SIGPROF:
+            raise TookTooLong(f"used more than {seconds} s of CPU time")
+        raise TookTooLong(f"still running after {guard} s")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = {s: signal.signal(s, expire) for s in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, guard)
     try:
         return work()
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def ar_member(name: bytes, size: bytes, data: bytes = b"") -> bytes:
