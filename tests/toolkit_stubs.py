@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hangs import GUARD
 from tests.helpers import DATA, FIXTURES
 
 BANNERS = FIXTURES / "nvcc_banners"
@@ -74,9 +75,9 @@ def site_packages(name: str) -> tuple[str, ...]:
 
 
 def wait_for_exec(pid: int) -> None:
-    # Between fork and exec the child still shows the parent's image; wait for `sleep`.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"):
-            return
+    # Between fork and exec the child still shows the parent's image; wait for `sleep` (a test
+    # that went on before would read the parent's environment). The deadline is a hang guard.
+    deadline = time.monotonic() + GUARD
+    while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"):
+        assert time.monotonic() < deadline, f"process {pid} did not exec sleep"
         time.sleep(0.01)
