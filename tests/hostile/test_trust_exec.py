@@ -377,3 +377,18 @@ def test_a_sound_toolkit_in_a_sticky_world_writable_dir_still_runs(tmp_path: Pat
     facts = discover_toolchains(environment(CUDA_HOME=str(home)), ())
     (tk,) = [t for t in facts.toolkits if t.found_by == "CUDA_HOME"]
     assert (tk.status, tk.full_version) == ("ok", "12.8.93") and marker.exists()
+
+
+def test_nvidia_smi_on_a_foreign_path_is_not_run(tmp_path: Path) -> None:
+    """nvidia-smi is found on the PATH of the environment judged (a service's, with --env-from):
+    one that another user can replace is data, not a program to run as this user."""
+    from archgap.probe.environment.gpu import probe_gpus
+
+    marker = tmp_path / "ran"
+    bin_dir = tmp_path / "svc" / "bin"
+    stub(bin_dir / "nvidia-smi", marker)
+    foreign(bin_dir)
+    facts = probe_gpus(environment(PATH=str(bin_dir)))
+    assert not marker.exists()
+    said = " ".join(p.reason for p in facts.problems if p.subject == "nvidia-smi")
+    assert "not run" in said and FOREIGN in said, facts.problems

@@ -275,7 +275,8 @@ def query_nvidia_smi(
     query = system.run(
         [smi, "--query-gpu=" + QUERY_FIELDS, "--format=csv,noheader,nounits"],
         timeout=timeout,
-    )
+        vet=True,  # found on a PATH (a service's, with --env-from): run only if none but
+    )  # root or this user can change it
     if not query.ok:
         detail = (query.stderr or query.stdout).strip().splitlines()
         reason = "%s%s" % (query.error, (": " + detail[0][:200]) if detail else "")
@@ -283,7 +284,7 @@ def query_nvidia_smi(
         return None, [Problem("nvidia-smi", reason)], timed_out
     gpus, smi_driver, problems = parse_query_csv(query.stdout)
     # The CUDA version the driver supports is only in the banner of plain `nvidia-smi`.
-    banner = system.run([smi], timeout=timeout)
+    banner = system.run([smi], timeout=timeout, vet=True)
     match = _CUDA_VERSION.search(banner.stdout)
     cuda_version = match.group(1) if match else None
     facts = GpuFacts(tuple(gpus), smi_driver or proc_driver, cuda_version, "nvidia-smi")
