@@ -295,24 +295,39 @@ def _spelled(word: str) -> str:
 
 def may_name_product(text: str) -> bool:
     """Cheap test before ``mentioned_products``: a model number, or a name word with no digit."""
+    if text.isascii():  # one search (a log's flood of lines comes here)
+        return _digit_or_head().search(text.lower()) is not None
     lowered = text.lower()
     return any(c.isdigit() for c in text) or any(h in lowered for h in _letter_heads())
+
+
+@cache
+def _digit_or_head() -> re.Pattern[str]:
+    return re.compile("|".join(["[0-9]", *map(re.escape, sorted(_letter_heads()))]))
 
 
 def _word_character(c: str) -> bool:
     return c.isascii() and (c.isalnum() or c == "_")
 
 
+def may_mention(text: str) -> bool:
+    """Whether ``mentioned_products`` can find anything in ``text``: a word of it starts a name
+    (in one pass, no match objects: most lines of a log name nothing)."""
+    if len(text) > MENTION_LINE_MAX:
+        return False
+    return not _spellings().keys().isdisjoint(map(_spelled, _RUN.findall(text.lower())))
+
+
 def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
     """The products a line of prose names, in any spelling ("my rtx5090", "2x 2080Ti", "Tesla
     K40c", "jetson axvier nx"): whole model words only, so "L4T" is not an L4 and "A100" not
     an A10; a long name word may carry one typo."""
-    if len(text) > MENTION_LINE_MAX:
+    if not may_mention(text):  # (nor in a line longer than MENTION_LINE_MAX)
         return ()
     lowered = text.lower()
+    spellings = _spellings()
     runs = list(_RUN.finditer(lowered))
     words = [_spelled(r.group()) for r in runs]
-    spellings = _spellings()
     found: list[GpuProduct] = []
     i = 0
     while i < len(runs):

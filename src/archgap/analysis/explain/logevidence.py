@@ -12,8 +12,9 @@ line 3, in run_a100``) and in a path or URL anywhere (``/srv/t4/``, ``C:\\a100\\
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
 from archgap.kb.evidence import evidence_patterns
 from archgap.kb.gpus import identify, may_name_product, mentioned_products
@@ -37,15 +38,15 @@ class Evidence:
 _GPU_NOISE = ("NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA Driver")
 GPU_KINDS = frozenset(("gpu", "gpu_cc"))  # evidence of the GPU itself: read in prose only
 _FRAME_LINE = re.compile(r'\s*File "[^"]{0,1000}", line \d')
-# A path or URL: it starts after a space, a quote, a bracket or "=" (not inside a word, so
-# "A100/H100" stays two names), at a root, a home, a dot, a drive, a share or a scheme, or it is
-# a relative path to a file ("srv/t4/main.py").
-_PATH = re.compile(
-    r"(?<![\w.\-/\\])"
-    r"(?:(?:[A-Za-z][\w+.-]{0,20}://|~?/|\.{1,2}/|[A-Za-z]:[\\/]|\\\\)[^\s\"'<>|`]*"
-    r"|[\w.-]{1,200}(?:[/\\][\w.-]{1,200})+\.(?:py|pyc|pyx|so|cu|cuh|c|cc|cpp|h|hpp|sh|txt"
-    r"|log|json|ya?ml|toml|cfg|ini)\b)"
-)
+# A path or URL: it starts after a space, a quote, a bracket, ":" or "=" (not inside a word, so
+# "A100/H100" stays two names) at a root, a home, a dot, a backslash (a drive's "C:\\", a share,
+# a URL's "//host"); or it is a relative path to a file ("srv/t4/main.py").
+_ROOTED = r"(?<![\w.\-/\\])(?:~?/|\.{1,2}[/\\]|\\)[^\s\"'<>|`]*"
+_FILE = r"\.(?:py|pyc|pyx|so|cu|cuh|c|cc|cpp|h|hpp|sh|txt|log|json|ya?ml|toml|cfg|ini)\b"
+_RELATIVE = r"(?<![\w.\-/\\])[\w.-]{1,200}(?:[/\\][\w.-]{1,200})+" + _FILE
+_EXTENSION = re.compile(_FILE)
+_PATH = re.compile(_ROOTED)
+_PATH_OR_FILE = re.compile(f"{_ROOTED}|{_RELATIVE}")
 
 
 def prose_of(text: str) -> str:
@@ -55,7 +56,9 @@ def prose_of(text: str) -> str:
         return ""
     if "/" not in text and "\\" not in text:
         return text
-    return _PATH.sub(lambda m: " " * len(m.group()), text)
+    # the relative form (costly: it may start at any word) only where a file extension is
+    pattern = _PATH_OR_FILE if _EXTENSION.search(text) else _PATH
+    return pattern.sub(lambda m: " " * len(m.group()), text)
 
 
 def collect_evidence(
@@ -63,9 +66,12 @@ def collect_evidence(
 ) -> None:
     """Add what line ``number`` states to ``seen`` (at most MAX_EVIDENCE values per kind)."""
     lowered = text.lower()
+    gated = any_gate().search(lowered) is not None
+    if not gated and not (counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(text)):
+        return  # (a path only takes words away: its prose can name no more than the line)
     prose = prose_of(text)
     prose_lowered = prose.lower() if prose is not text else lowered
-    for rule in evidence_patterns():
+    for rule in evidence_patterns() if gated else ():
         kind, gate, pattern = rule.kind, rule.gate, rule.pattern
         subject, lowered_subject = (prose, prose_lowered) if kind in GPU_KINDS else (text, lowered)
         if gate not in lowered_subject or counts.get(kind, 0) >= MAX_EVIDENCE:
@@ -87,6 +93,35 @@ def collect_evidence(
                 counts[kind] = counts.get(kind, 0) + 1
     if counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(prose):
         _products_named(number, prose, text, seen, counts)
+
+
+@cache
+def any_gate() -> re.Pattern[str]:
+    """One search for every evidence pattern's gate literal (over a lowercased line)."""
+    return re.compile(any_literal(rule.gate for rule in evidence_patterns()))
+
+
+_Trie = dict[str, "_Trie"]
+
+
+def any_literal(words: Iterable[str]) -> str:
+    """A regex matching any of ``words``, as a trie ("ab|ac" -> "a(?:b|c)"): ``re`` tries one
+    branch per character instead of every word at every position (10-40 times faster)."""
+    trie: _Trie = {}
+    for word in words:
+        node = trie
+        for c in word:
+            node = node.setdefault(c, {})
+        node[""] = {}
+    return _branches(trie)
+
+
+def _branches(node: _Trie) -> str:
+    alternatives = [re.escape(c) + _branches(node[c]) for c in sorted(node) if c]
+    if not alternatives:
+        return ""
+    body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+    return f"(?:{body})?" if "" in node else body
 
 
 def _products_named(

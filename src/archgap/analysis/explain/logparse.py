@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
-from archgap.analysis.explain.logevidence import Evidence, collect_evidence
+from archgap.analysis.explain.logevidence import Evidence, any_gate, any_literal, collect_evidence
 from archgap.analysis.explain.logrecords import (
     LINE_LIMIT,
     clip_line,
@@ -25,6 +26,7 @@ from archgap.analysis.explain.logrecords import (
     may_hold_records,
 )
 from archgap.analysis.explain.logrecords import MAX_LINE as MAX_LINE  # the length of a line's ends
+from archgap.kb.gpus import may_mention, may_name_product
 
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
 MAX_FRAMES = 200
@@ -58,6 +60,7 @@ _TIMESTAMP = re.compile(
 )
 _PY_LOGGING = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?:- |: )")
 _QUOTE = re.compile(r"> ?")
+_PREFIX_FIRST = frozenset("[(>DIWECF0123456789")  # the characters the prefixes above start with
 
 _TRACEBACK_START = "Traceback (most recent call last):"
 _FRAME = re.compile(
@@ -130,9 +133,16 @@ class _Line:
 
 def strip_line(raw: str) -> tuple[str, str, str]:
     """(worker, level, text) of one raw line: ANSI colours, timestamps and prefixes removed."""
-    text = _ANSI.sub("", clip_line(raw)).replace("\r", "").rstrip()
+    text = clip_line(raw)
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r", "")
+    text = text.rstrip()
     worker, level = "", ""
     for _ in range(6):  # prefixes stack: "(EngineCore_0 pid=9) ERROR 09-06 23:28:45 [core.py:714] "
+        if text[:1] not in _PREFIX_FIRST:
+            break
         for pattern in (_SGLANG_PREFIX, _RANK_PREFIX, _VLLM_PREFIX, _GLOG_PREFIX, _WORKER_PREFIX):
             match = pattern.match(text)
             if match:
@@ -207,6 +217,74 @@ _MESSAGE_GATES = (
     "no matching distribution",
     "could not find a version",
 )
+
+
+_LOUD, _QUIET_BLANK, _QUIET_TEXT = 0, 1, 2
+_QUIET_CACHE = 1 << 16  # distinct lines remembered
+
+
+def _quiet_kind(raw: str) -> int:
+    """_LOUD for a line that may say anything to the parser; for one that cannot (no prefix, no
+    gate of a message, a warning, a traceback or evidence, no model number: most of a flood of
+    progress lines), whether it is blank. One search of one pattern, not one per gate."""
+    if not raw.isascii() or len(raw) > LINE_LIMIT or _loud().search(raw.lower()):
+        return _LOUD
+    if may_name_product(raw) and may_mention(raw):  # (a GPU named in words, in evidence)
+        return _LOUD
+    return _QUIET_TEXT if raw.strip() else _QUIET_BLANK
+
+
+class _Reader:
+    """The numbered lines worth parsing, with whether quiet lines with text (``_quiet_kind``)
+    were passed over before each; every line while a traceback is open (``builders``)."""
+
+    def __init__(self, numbered: Iterable[tuple[int, str]], builders: Mapping[str, object]) -> None:
+        self.numbered, self.builders = numbered, builders
+        self.lines = self.truncated = 0  # lines read; lines longer than LINE_LIMIT
+
+    def __iter__(self) -> Iterator[tuple[int, str, bool]]:
+        kinds: dict[str, int] = {}  # line -> its kind (a flood repeats its lines)
+        passed = False
+        for number, raw in self.numbered:
+            self.lines = number
+            if not self.builders:
+                kind = kinds.get(raw)
+                if kind is None:
+                    if len(kinds) >= _QUIET_CACHE:
+                        kinds.clear()
+                    kind = kinds[raw] = _quiet_kind(raw)
+                if kind != _LOUD:
+                    passed = passed or kind == _QUIET_TEXT
+                    continue
+            if len(raw) > LINE_LIMIT:  # (never quiet)
+                self.truncated += 1
+            yield number, raw, passed
+            passed = False
+
+
+@cache
+def _loud() -> re.Pattern[str]:
+    """What makes a (lowercased) line worth reading: the start of a prefix strip_line peels, an
+    escape or a carriage return, or any literal the parser, the signatures' gates or the
+    evidence patterns look for."""
+    starts = (
+        r"^(?:[\[(>]|[iwef][0-9]|(?:debug|info|warning|warn|error|critical)(?: {1,3}[0-9]| [-:] ))"
+    )
+    words = (
+        *_MESSAGE_GATES,
+        _TRACEBACK_START.lower(),
+        'file "',
+        *(c.lower() for c in _CHAINED),
+        "exception raised from",
+        "warning",
+        "failed to get device capability",
+    )
+    return re.compile("|".join((starts, "[\x1b\r]", any_literal(words), any_gate().pattern)))
+
+
+@cache
+def _message_gate() -> re.Pattern[str]:
+    return re.compile(any_literal(_MESSAGE_GATES))
 
 
 class _TracebackBuilder:
@@ -303,7 +381,6 @@ def parse_log(text: str, tail: str = "", skipped_lines: int = 0) -> ParsedLog:
 
 
 def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
-    truncated = 0
     workers: dict[str, None] = {}
     builders: dict[str, _TracebackBuilder] = {}
     finished: list[tuple[_TracebackBuilder, tuple[TracebackFrame, ...], str, str]] = []
@@ -327,9 +404,10 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
                 # nearest thing to a message ('raise ValueError("No available memory ...')
                 messages.append((builder.start, builder.frames[-1].code))
 
-    for number, raw in numbered_lines:
-        if len(raw) > LINE_LIMIT:
-            truncated += 1
+    reader = _Reader(numbered_lines, builders)
+    for number, raw, passed_text in reader:
+        if passed_text:  # quiet lines with text were passed over: no traceback's line is last
+            stream = None
         worker, level, text = strip_line(raw)
         if worker:
             workers.setdefault(worker, None)
@@ -364,8 +442,8 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
         finish(worker)
 
     return ParsedLog(
-        lines=number,
-        truncated_lines=truncated,
+        lines=reader.lines,
+        truncated_lines=reader.truncated,
         workers=tuple(workers),
         tracebacks=_merge_tracebacks(finished),
         warnings=tuple(
@@ -435,7 +513,7 @@ def _outside_traceback(
         entry.workers.setdefault(worker, None)
         entry.count += 1
     lowered = text.lower()
-    if any(g in lowered for g in _MESSAGE_GATES):
+    if _message_gate().search(lowered):
         key = text.strip()
         if key and key not in seen_messages and len(messages) < 10_000:
             seen_messages.add(key)
