@@ -18,13 +18,15 @@ import pytest
 
 from archgap.analysis.explain.diagnosis import Diagnosis, explain
 from archgap.analysis.explain.logparse import parse_log
-from archgap.kb.gates import Gate, load_gates, parse_gates
+from archgap.kb.gates import Gate, Known, load_gates, load_known, parse_gates
 from archgap.kb.signatures import load_signatures
 
 GATES = {g.id: g for g in load_gates()}
 
 
-def _printed(gate: Gate, cc: str, need: str = "", listed: str = "") -> str:
+def _printed(
+    gate: Gate | Known, cc: str, need: str = "", listed: str = "", found: str = "", built: str = ""
+) -> str:
     """The gate's message as its framework prints it for a GPU of ``cc``."""
     values = {
         "cc": cc,
@@ -33,7 +35,11 @@ def _printed(gate: Gate, cc: str, need: str = "", listed: str = "") -> str:
         "cc_minor": cc.split(".")[1],
         "need": need,
         "need_int": need.replace(".", ""),
+        "need_major": need.split(".")[0],
+        "need_minor": need.partition(".")[2],
         "list": listed,
+        "found": found,
+        "built": built,
     }
     return gate.message.format(**values)
 
@@ -137,3 +143,164 @@ def _entry() -> dict[str, object]:
         "rule": "minimum",
         "source": "https://example.invalid",
     }
+
+
+# ---------------------------------------------------------------- the mined messages
+
+# Each framework's minimum, as its source states it (the message's number, or the literal of
+# the check beside it), and a GPU below it: NVIDIA's numbering puts 7.5 (T4) below 8.0, 8.6
+# below 8.9, 8.9 below 9.0, 9.0 below 10.0, 6.1 (GTX 1080) below 7.0/7.5, 3.0 below 3.5.
+# The GPU is stated on a line of its own the way Paddle prints it, so the gates whose
+# message does not carry it are decided from the log too.
+MINIMUM = {
+    "vllm-bfloat16-ampere": ("7.5", "8.0"),
+    "vllm-torchao-fp8": ("8.6", "8.9"),
+    "vllm-fa2-min": ("7.5", "8.0"),
+    "vllm-fp8-marlin-min": ("7.0", "7.5"),
+    "sglang-nvfp4-jit": ("9.0", "10.0"),
+    "transformers-flash-attn-major": ("7.5", "8.0"),
+    "transformers-sonicmoe-hopper": ("8.0", "9.0"),
+    "transformers-fp8-min": ("8.6", "9.0"),
+    "transformers-mxfp4-min": ("7.0", "7.5"),
+    "transformers-nvfp4-blackwell": ("9.0", "10.0"),
+    "transformers-tf32-ampere": ("7.5", "8.0"),
+    "accelerate-fp8-min": ("8.6", "8.9"),
+    "diffusers-attention-min": ("7.5", "8.0"),
+    "diffusers-nunchaku-nvfp4": ("8.9", "10.0"),
+    "diffusers-nunchaku-int4": ("7.0", "7.5"),
+    "te-required-for-execution": ("8.6", "8.9"),
+    "te-fp8-block-scaling": ("8.9", "9.0"),
+    "te-bf16-ampere": ("7.5", "8.0"),
+    "te-jax-grouped-gemm-sm90": ("8.0", "9.0"),
+    "xformers-splitk-sm80": ("7.5", "8.0"),
+    "triton-clc-sm100": ("9.0", "10.0"),
+    "triton-num-ctas-sm90": ("8.0", "9.0"),
+    "jax-cudnn-packed-hopper": ("8.0", "9.0"),
+    "jax-mosaic-hopper-plus": ("8.0", "9.0"),
+    "numba-cuda-min-cc": ("3.0", "3.5"),
+    "unsloth-studio-engine-min": ("7.5", "8.0"),
+    "deepspeed-evoformer-volta": ("6.1", "7.0"),
+    "deepspeed-blocked-attention-ampere": ("7.5", "8.0"),
+    "tgi-flash-attention-capability": ("6.1", "7.5"),
+    "tgi-marlin-ampere": ("7.5", "8.0"),
+}
+
+
+def _with_gpu(text: str, cc: str) -> str:
+    return f"W0101 device: 0, GPU Compute Capability: {cc}\n{text}"
+
+
+@pytest.mark.parametrize(("gate_id", "cc", "need"), [(k, *v) for k, v in MINIMUM.items()])
+def test_each_framework_minimum_decides_a_gpu_below_it(gate_id: str, cc: str, need: str) -> None:
+    gate = GATES[gate_id]
+    assert gate.rule == "minimum"
+    diagnosis = _explained(_with_gpu(_printed(gate, cc, need), cc))
+    assert diagnosis.signature == gate.signature_id
+    assert f">= {need}" in diagnosis.root_cause and f"{cc})" in diagnosis.root_cause
+    assert f"compute capability {need} or newer" in _fixes(diagnosis)
+    assert "rebuild" not in _fixes(diagnosis)  # no build of it serves a GPU below its minimum
+
+
+@pytest.mark.parametrize(("gate_id", "need"), [(k, v[1]) for k, v in MINIMUM.items()])
+def test_each_framework_minimum_met_is_not_this_gap(gate_id: str, need: str) -> None:
+    # a GPU at the minimum itself (the gate fired for another reason, or the log is mixed)
+    diagnosis = _explained(_with_gpu(_printed(GATES[gate_id], need, need), need))
+    assert f">= {need};" not in diagnosis.root_cause
+
+
+def test_a_setting_the_framework_names_comes_first() -> None:
+    # vLLM's own words: bfloat16 needs 8.0, "You can use float16 instead ... --dtype=half"
+    diagnosis = _explained(_printed(GATES["vllm-bfloat16-ampere"], "7.5", "8.0"))
+    assert diagnosis.fixes[0].text.startswith("use float16 instead: --dtype=half")
+
+
+# Kernels for named architectures only: sm_90a's wgmma runs on 9.0 alone, sm_100's tcgen05 on
+# the 10.x family; a GPU outside the families, older or newer, cannot run them.
+FAMILY = {
+    "vllm-fa3-hopper": ("8.0", "9.0", "older than each"),
+    "vllm-fa3-hopper#new": ("10.0", "9.0", "newer than each"),
+    "vllm-fa4-families": ("12.0", "10.0", "newer than each"),
+    "vllm-quant-exact-capability": ("10.0", "9.0", "newer than each"),
+    "vllm-machete-hopper": ("8.9", "9.0", "older than each"),
+    "flash-attn-cute-families": ("7.5", "8.6", "older than each"),
+    "sglang-cutlass-fp8-moe": ("11.0", "12.0", "none of them"),
+    "sglang-cutlass-fp8-moe#old": ("8.9", "9.0", "older than each"),
+    "sglang-mxfp8-blackwell": ("11.0", "10.3", "none of them"),
+    "sglang-nunchaku-families": ("9.0", "8.6", "none of them"),
+    "transformers-deepgemm-families": ("12.0", "9.0", "newer than each"),
+    "liger-cute-hopper": ("10.0", "9.0", "newer than each"),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "outside", "inside", "side"), [(k, *v) for k, v in FAMILY.items()]
+)
+def test_kernels_of_named_architectures_run_on_those_alone(
+    case: str, outside: str, inside: str, side: str
+) -> None:
+    gate = GATES[case.split("#")[0]]
+    assert gate.rule == "family"
+    need = inside if "{need" in gate.message else ""
+    diagnosis = _explained(_with_gpu(_printed(gate, outside, need), outside))
+    assert diagnosis.signature == gate.signature_id
+    assert "runs only on compute capability" in diagnosis.root_cause
+    assert f"{outside}) is {side}" in diagnosis.root_cause
+    assert "another path" in _fixes(diagnosis)
+    met = _explained(_with_gpu(_printed(gate, inside, need), inside))
+    assert "runs only on" not in met.root_cause
+
+
+@pytest.mark.parametrize(
+    ("gate_id", "listed", "cc", "expect"),
+    [
+        # ggml's list is __CUDA_ARCH__ (520 is 5.2): a GTX 1080 (6.1) has no sm_61 code in it;
+        # nvcc targets sm_61 from CUDA 8.0 to 12.9 (13.0 removed sm_50..sm_72)
+        ("ggml-no-device-code", "520", "6.1", "sm_61 is missing|CUDA 8.0 to 12.9"),
+        # Paddle's list is capabilities: an RTX 5090 (12.0) against a cu118-era list; nvcc
+        # targets sm_120 from CUDA 12.8 on
+        ("paddle-arch-not-compatible", "60 61 70 75 80 86", "12.0", "sm_120 is missing|12.8"),
+        # a Maxwell (5.2) against Paddle 3's list from 6.1: older than every target
+        ("paddle-arch-not-compatible", "61 70 75 80 86 89 90", "5.2", "older than every"),
+    ],
+)
+def test_a_build_list_against_the_gpu(gate_id: str, listed: str, cc: str, expect: str) -> None:
+    gate = GATES[gate_id]
+    diagnosis = _explained(_with_gpu(_printed(gate, cc, listed=listed), cc))
+    assert diagnosis.signature == gate.signature_id
+    for part in expect.split("|"):
+        assert part in diagnosis.root_cause + " " + _fixes(diagnosis)
+
+
+def test_a_build_list_that_serves_the_gpu_is_not_this_gap() -> None:
+    # SASS for sm_86 runs on 8.9 (same major, later minor): the list serves an RTX 4090
+    gate = GATES["paddle-arch-not-compatible"]
+    diagnosis = _explained(_with_gpu(_printed(gate, "8.9", listed="80 86"), "8.9"))
+    assert "was built for" not in diagnosis.root_cause
+
+
+@pytest.mark.parametrize(
+    ("gate_id", "found", "built", "driver"),
+    [
+        # the driver API's 11000 is CUDA 11.0; CUDA 12.8 needs a Linux driver >= 570.26
+        ("torch-driver-too-old", "11000", "12.8", "570.26"),
+        # CUDA 12.6 needs >= 560.28.03
+        ("paddle-driver-cuda", "11.8", "12.6", "560.28.03"),
+    ],
+)
+def test_a_driver_older_than_the_build(gate_id: str, found: str, built: str, driver: str) -> None:
+    gate = GATES[gate_id]
+    text = f"CUDA used to build PyTorch: {built}\n" + _printed(
+        gate, "0.0", found=found, built=built
+    )
+    diagnosis = _explained(text)
+    assert diagnosis.signature == gate.signature_id
+    assert f"built with CUDA {built}" in diagnosis.root_cause
+    assert f"{driver} or newer" in _fixes(diagnosis)
+    newer = _printed(gate, "0.0", found="12.8" if "." in found else "12080", built="12.6")
+    assert "driver is older" not in _explained(newer).root_cause
+
+
+@pytest.mark.parametrize("known", load_known(), ids=[f"{k.file}:{k.line}" for k in load_known()])
+def test_each_mined_message_is_recognised_by_its_signature(known: Known) -> None:
+    diagnosis = _explained(_printed(known, "7.5", "8.0"))
+    assert diagnosis.signature == known.signature

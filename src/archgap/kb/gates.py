@@ -15,7 +15,7 @@ from typing import Any
 
 from archgap.kb import load_json
 
-RULES = ("minimum", "toolkit-minimum", "no-code-below")
+RULES = ("minimum", "toolkit-minimum", "no-code-below", "family", "built-for", "driver-minimum")
 PREFIX = "gate:"
 
 
@@ -46,6 +46,8 @@ class Gate:
     need: str | None  # the minimum, where the message does not state it
     older: Older | None
     source: str
+    accepts: tuple[str, ...] = ()  # family: the capabilities it runs on ("9.x", "10.0")
+    instead: str = ""  # what the framework itself says to do instead ("--dtype=half")
 
     @property
     def signature_id(self) -> str:
@@ -68,12 +70,57 @@ def _gate(entry: dict[str, Any]) -> Gate:
             need=entry.get("need"),
             older=Older(older["serves_from"], older["release"], older["source"]) if older else None,
             source=entry["source"],
+            accepts=tuple(entry.get("accepts", ())),
+            instead=entry.get("instead", ""),
         )
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise GateError(f"bad gate entry {entry.get('id', '?')}: {exc}") from exc
     if gate.rule not in RULES:
         raise GateError(f"{gate.id}: unknown rule {gate.rule!r}")
+    if not gate.source.startswith("https://"):
+        raise GateError(f"{gate.id}: source must be an https:// address")
     return gate
+
+
+@dataclass(frozen=True)
+class Known:
+    """A mined message that a signature of ``signatures.json`` (or another gate) already
+    recognises: kept for the table of mined messages, its recognition tested."""
+
+    framework: str
+    release: str
+    file: str
+    line: int
+    message: str  # as printed, facts as {placeholders}
+    signature: str  # the signature id that recognises it ("gate:<id>" for a gate)
+    source: str
+
+
+def _known(entry: dict[str, Any]) -> Known:
+    try:
+        return Known(
+            framework=entry["framework"],
+            release=entry["release"],
+            file=entry["file"],
+            line=int(entry["line"]),
+            message=entry["message"],
+            signature=entry["signature"],
+            source=entry["source"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GateError(f"bad known message {entry.get('message', '?')!r}: {exc}") from exc
+
+
+def parse_known(data: Any) -> tuple[Known, ...]:
+    if not isinstance(data, dict) or not isinstance(data.get("known", []), list):
+        raise GateError("expected an object whose 'known' is a list")
+    return tuple(_known(e) for e in data.get("known", []))
+
+
+@cache
+def load_known() -> tuple[Known, ...]:
+    """The mined messages that other signatures already recognise (the table's other rows)."""
+    return parse_known(load_json("gates.json"))
 
 
 def parse_gates(data: Any) -> tuple[Gate, ...]:

@@ -1,14 +1,26 @@
-"""The rule for capability gates in frameworks' own words (``kb/gates.json``).
+"""The rules for capability gates in frameworks' own words (``kb/gates.json``).
 
 Pure. A gate's message carries facts (the minimum it needs, the GPU's capability, the compiler's
-targets); the GPU's capability comes from the message, else from the rest of the log. The rule
-then decides as NVIDIA's numbering does: a GPU below a framework's minimum runs no build of it
-(the fix is another backend, an older release that still served it, or another GPU); a GPU below
-a compiler's lowest target needs an older toolkit; a build with no code at or below the GPU was
-built for newer GPUs only.
+targets, the build's architectures, the driver's CUDA); the GPU's capability comes from the
+message, else from the rest of the log. One rule per kind of gate, each decided as NVIDIA's
+numbering does:
+
+- minimum: a GPU below a framework's minimum runs no build of it (the fix is another backend, an
+  older release that still served it, or another GPU);
+- toolkit-minimum: a GPU below a compiler's lowest target needs an older toolkit;
+- no-code-below: a build with no code at or below the GPU was built for newer GPUs only;
+- family: kernels for named architectures only (sm_90a's wgmma, sm_100's tcgen05) run on those
+  alone, so a GPU outside the family, older or newer, cannot run them: another path;
+- built-for: a build's architecture list against the GPU: SASS for sm_XY runs on X.Z with Z >= Y
+  only, so a GPU whose major the list lacks needs a build that lists it (a toolkit that targets
+  it), and one older than every entry needs an older build;
+- driver-minimum: a driver whose CUDA is older than the build's runs none of it: a newer driver,
+  or a build for the driver's CUDA.
 """
 
 from __future__ import annotations
+
+import re
 
 from archgap.analysis.explain.causes import HOW_CC, dotted
 from archgap.analysis.explain.rules import CONDITIONAL, DETERMINED, LogFacts, Ruling, raiser
@@ -16,26 +28,32 @@ from archgap.analysis.fixes.engine import AVOID, TOOLKIT, UPGRADE, Fix
 from archgap.kb import toolchain as kb
 from archgap.kb.gates import Gate
 
+_TOKEN = re.compile(r"(?:sm_|compute_)?(\d{1,2}\.\d|\d{2,4})[af]?\b")
+_SM_WORD = re.compile(r"\bSM ?\d{2,3}", re.IGNORECASE)
+
 
 def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
     """The ruling for ``error``, a message of ``gate``; None when the message does not carry
-    what the rule needs or states a GPU that meets the minimum (then it is not this gap)."""
+    what the rule needs or states a GPU that meets the gate (then it is not this gap)."""
     found = gate.pattern.search(error)
     if found is None:
         return None
     got = {k: v for k, v in found.groupdict().items() if v}
-    cc = dotted(got.get("cc", "")) or (facts.ccs[0] if len(facts.ccs) == 1 else None)
-    listed = sorted(
-        (c for c in (dotted(x) for x in got.get("list", "").replace(",", " ").split()) if c),
-        key=_key,
-    )
-    need = dotted(got.get("need", "")) or gate.need or (listed[0] if listed else None)
     who = _who(gate, facts)
+    if gate.rule == "driver-minimum":
+        return _driver_minimum(gate, who, got, facts)
+    cc = _cc(got) or (facts.ccs[0] if len(facts.ccs) == 1 else None)
+    listed = _listed(got.get("list", ""))
+    if gate.rule == "built-for":
+        return _built_for(gate, who, cc, listed, facts)
+    if gate.rule == "family":
+        return _family(gate, who, cc, got, listed, facts)
+    need = _need(got) or gate.need or (listed[0] if listed else None)
     if cc is None:
         return _unknown_gpu(gate, who, need)
     if need is not None and _key(cc) >= _key(need):
         return None  # the message's own facts say the GPU is not below it
-    gpu = f" ({facts.gpu_name}, {cc})" if facts.gpu_name else f" ({cc})"
+    gpu = _gpu(facts, cc)
     if gate.rule == "toolkit-minimum":
         return _toolkit_minimum(who, got.get("tool", ""), cc, need, gpu)
     if gate.rule == "no-code-below":
@@ -53,13 +71,14 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
 
 
 def _fixes(gate: Gate, who: str, cc: str, need: str | None) -> tuple[Fix, ...]:
-    fixes = [
+    fixes = _instead(gate)
+    fixes.append(
         Fix(
             f"run without {who} on this GPU: another backend for what needs it, or the CPU",
             "the GPU, not a setting, decides",
             kind=AVOID,
         )
-    ]
+    )
     if gate.older is not None and _key(cc) >= _key(gate.older.serves_from):
         fixes.append(
             Fix(
@@ -78,6 +97,13 @@ def _fixes(gate: Gate, who: str, cc: str, need: str | None) -> tuple[Fix, ...]:
             )
         )
     return tuple(fixes)
+
+
+def _instead(gate: Gate) -> list[Fix]:
+    """What the framework's own message says to do instead (a setting that avoids the gate)."""
+    if not gate.instead:
+        return []
+    return [Fix(gate.instead, f"{gate.framework}'s own advice ({gate.source})", kind=AVOID)]
 
 
 def _toolkit_minimum(who: str, tool: str, cc: str, need: str | None, gpu: str) -> Ruling:
@@ -105,6 +131,136 @@ def _toolkit_minimum(who: str, tool: str, cc: str, need: str | None, gpu: str) -
     return Ruling("framework-gate", cause, DETERMINED, fixes)
 
 
+def _family(
+    gate: Gate, who: str, cc: str | None, got: dict[str, str], listed: list[str], facts: LogFacts
+) -> Ruling | None:
+    """Kernels for named architectures only: a GPU outside them cannot run them."""
+    accepts = list(gate.accepts) or [_family_of(c, got) for c in listed]
+    exact = _need(got)
+    if exact and not accepts:
+        accepts = [exact]
+    if not accepts:
+        return None
+    named = ", ".join(accepts)
+    if cc is None:
+        cause = f"{who} runs only on compute capability {named}; the log does not say the GPU's"
+        decide = (f"the GPU's compute capability: {HOW_CC}",)
+        return Ruling("framework-gate", cause, CONDITIONAL, _family_fixes(gate, who, named), decide)
+    if any(_in_family(cc, a) for a in accepts):
+        return None  # the GPU is one the message accepts: not this gap
+    if all(_key(cc) < _key(a.replace(".x", ".0")) for a in accepts):
+        side = "older than each of them"
+    elif all(_key(cc) > _key(a.replace(".x", ".9")) for a in accepts):
+        side = "newer than each of them"
+    else:
+        side = "none of them"
+    cause = (
+        f"{who} runs only on compute capability {named}: its kernels use instructions of those "
+        f"architectures alone, and the GPU{_gpu(facts, cc)} is {side}, so no build or setting "
+        "of it runs there"
+    )
+    return Ruling("framework-gate", cause, DETERMINED, _family_fixes(gate, who, named))
+
+
+def _family_fixes(gate: Gate, who: str, named: str) -> tuple[Fix, ...]:
+    return (
+        *_instead(gate),
+        Fix(
+            f"use another path than {who} on this GPU (another backend or kernel, or the CPU)",
+            "the GPU's architecture, not a build or setting, decides",
+            kind=AVOID,
+        ),
+        Fix(
+            f"run it on a GPU with compute capability {named}",
+            f"{who}'s own check ({gate.source})",
+            kind=AVOID,
+        ),
+    )
+
+
+def _built_for(
+    gate: Gate, who: str, cc: str | None, listed: list[str], facts: LogFacts
+) -> Ruling | None:
+    """A build's architecture list against the GPU, by NVIDIA's binary compatibility rule."""
+    built = " ".join(listed)
+    if cc is None:
+        if not listed:
+            return None
+        cause = f"{who} was built for compute capability {built}; the log does not say the GPU's"
+        decide = (f"the GPU's compute capability: {HOW_CC}",)
+        return Ruling("framework-gate", cause, CONDITIONAL, (), decide)
+    if any(_sass_runs(t, cc) for t in listed):
+        return None  # an entry of the list runs on this GPU: not this gap
+    target = "sm_" + cc.replace(".", "")
+    gpu = _gpu(facts, cc)
+    if listed and _key(cc) < _key(listed[0]):
+        cause = (
+            f"{who} was built for compute capability {built}: the GPU{gpu} is older than every "
+            "target of the build, so none of its code runs there"
+        )
+    elif not listed:
+        cause = f"{who}'s build has no code for the GPU{gpu}: {target} is not among its targets"
+    else:
+        cause = (
+            f"{who} was built for compute capability {built}: none of it is code for the "
+            f"GPU{gpu} (code for sm_XY runs only on X.Z with Z >= Y), so {target} is missing"
+        )
+    first, last = kb.first_toolkit_for(target), kb.last_toolkit_for(target)
+    span = f"CUDA {first} or newer" if first else "a CUDA toolkit that targets it"
+    if last:
+        span = f"CUDA {first} to {last}" if first else f"CUDA {last} or older"
+    fixes = [
+        Fix(
+            f"install a build of {who} that lists {target} (its release notes or index name the "
+            "architectures of each wheel)",
+            "the build, not the GPU, lacks the code",
+            kind=UPGRADE,
+        ),
+        Fix(
+            f"or build it from source for {target}, with {span}",
+            "NVIDIA's toolkit release notes: the targets each release adds and drops",
+            kind=TOOLKIT,
+        ),
+    ]
+    if gate.older is not None and _key(cc) >= _key(gate.older.serves_from):
+        fixes.insert(0, Fix(f"install {gate.older.release}", gate.older.source, kind=UPGRADE))
+    return Ruling("framework-gate", cause, DETERMINED, tuple(fixes))
+
+
+def _driver_minimum(gate: Gate, who: str, got: dict[str, str], facts: LogFacts) -> Ruling | None:
+    """A driver whose CUDA is older than the CUDA the build was made with."""
+    found = _cuda(got.get("found", ""))
+    if found is None:
+        return None
+    built = _cuda(got.get("built", "")) or _cuda(facts.torch_cuda or "")
+    if built is not None and _key(found) >= _key(built):
+        return None  # the driver's CUDA is not older than the build's: not this gap
+    release = kb.toolkit_release(built) if built else None
+    upgrade = (
+        f"upgrade the NVIDIA driver to {release.min_driver_linux} or newer (CUDA {built}'s "
+        "minimum on Linux)"
+        if release and release.min_driver_linux
+        else "upgrade the NVIDIA driver to one whose CUDA version is at least the build's"
+    )
+    fixes = (
+        Fix(upgrade, "NVIDIA's CUDA toolkit release notes: the minimum driver", kind=UPGRADE),
+        Fix(
+            f"or install a build of {who} made with CUDA {found} or older (keeps the driver)",
+            f"{who}'s own advice ({gate.source})",
+            kind=UPGRADE,
+        ),
+    )
+    if built is None:
+        cause = f"the NVIDIA driver runs CUDA up to {found}, older than {who}'s build needs"
+        decide = (f"the CUDA version {who} was built with (e.g. torch.version.cuda)",)
+        return Ruling("driver-gate", cause, CONDITIONAL, fixes, decide)
+    cause = (
+        f"the NVIDIA driver runs CUDA up to {found}, but {who} was built with CUDA {built}: "
+        "the driver is older than the build, so no CUDA code of it runs"
+    )
+    return Ruling("driver-gate", cause, DETERMINED, fixes)
+
+
 def _unknown_gpu(gate: Gate, who: str, need: str | None) -> Ruling | None:
     """The message names the minimum but the log names no GPU: which GPU decides."""
     if need is None:
@@ -119,6 +275,73 @@ def _who(gate: Gate, facts: LogFacts) -> str:
         return gate.framework
     package, _ = raiser(facts.frames)
     return package or next(iter(facts.stated.get("package", ())), "") or "the package"
+
+
+def _gpu(facts: LogFacts, cc: str) -> str:
+    named = facts.gpu_name and not _SM_WORD.search(facts.gpu_name)  # "NVIDIA SM100+" is no GPU
+    return f" ({facts.gpu_name}, {cc})" if named else f" ({cc})"
+
+
+def _cc(got: dict[str, str]) -> str | None:
+    """The GPU's capability: "7.5", "75", "sm_75", or a major and minor apart ("(7, 5)")."""
+    if "cc" in got:
+        return dotted(got["cc"])
+    if "cc_major" in got:
+        return f"{int(got['cc_major'])}.{int(got.get('cc_minor', '0'))}"
+    return None
+
+
+def _need(got: dict[str, str]) -> str | None:
+    """The minimum: "8.0", "80", "sm80", or a bare major ("requires compute capability >= 8")."""
+    if "need" in got:
+        return dotted(got["need"])
+    if "need_major" in got:
+        return f"{int(got['need_major'])}.{int(got.get('need_minor', '0'))}"
+    return None
+
+
+def _listed(text: str) -> list[str]:
+    """A list of capabilities in any spelling ("60 61 70", "7.5, 8.0", "sm_80 sm_90"), sorted;
+    __CUDA_ARCH__ numbers ("520", "1200") are kept as they are, for ``_arch_numbers``."""
+    found = {_arch_token(m.group(1)) for m in _TOKEN.finditer(text.replace("x", "0"))}
+    return sorted((c for c in found if c), key=_key)
+
+
+def _arch_token(token: str) -> str | None:
+    """ "75" and "120" are capabilities (7.5, 12.0); "520", "890", "1200" are __CUDA_ARCH__
+    values (major * 100 + minor * 10: 5.2, 8.9, 12.0). Three digits from 300 up can only be the
+    latter (no capability 30.0 exists); three from 100 to 199 only the former (1.x is long gone)."""
+    if token.isdigit() and (len(token) == 4 or (len(token) == 3 and token[0] != "1")):
+        return f"{int(token) // 100}.{int(token) % 100 // 10}"
+    return dotted(token)
+
+
+def _family_of(cc: str, got: dict[str, str]) -> str:
+    """A listed capability as the message means it: "8.x" lists a major's family."""
+    spelled = f"{cc.split('.')[0]}.x"
+    return spelled if spelled in got.get("list", "") else cc
+
+
+def _in_family(cc: str, family: str) -> bool:
+    if family.endswith(".x"):
+        return cc.split(".")[0] == family.split(".")[0]
+    return _key(cc) == _key(family)
+
+
+def _sass_runs(target: str, cc: str) -> bool:
+    """SASS for sm_XY runs on X.Z with Z >= Y (NVIDIA's binary compatibility rule)."""
+    (tmaj, tmin), (gmaj, gmin) = _key(target), _key(cc)
+    return tmaj == gmaj and tmin <= gmin
+
+
+def _cuda(value: str) -> str | None:
+    """A CUDA version: "12.8", or the driver API's integer ("11000" is 11.0, "12080" 12.8)."""
+    value = value.strip()
+    if value.isdigit() and len(value) in (4, 5):
+        number = int(value)
+        return f"{number // 1000}.{number % 1000 // 10}"
+    parts = kb.major_minor(value) if "." in value else None
+    return f"{parts[0]}.{parts[1]}" if parts else None
 
 
 def _key(cc: str) -> tuple[int, int]:

@@ -216,6 +216,7 @@ _MESSAGE_GATES = (
     "resolutionimpossible",
     "no matching distribution",
     "could not find a version",
+    "compiled with cuda",
 )
 
 
