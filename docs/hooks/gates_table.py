@@ -1,0 +1,76 @@
+"""mkdocs hook: the table of mined gate messages is written from archgap's own knowledge base
+(``kb/gates.json``: its gates and its known messages) when the site is built, so the page cannot
+drift from what ``explain`` recognises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PAGE = "reference/gates.md"
+MARKER = "<!-- gates-table -->"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").replace("<", "&lt;").split("\n")).strip()
+
+
+def _where(file: str, line: int, source: str) -> str:
+    url = source.split()[0].rstrip(":")
+    at = f"{file}:{line}" if line else file
+    return f"[`{_cell(at)}`]({url})" if at else f"[source]({url})"
+
+
+def _project(release: str) -> str:
+    """The project a release names ("vllm 0.34.0" -> "vllm", "cudf-cu12 24.12.0" -> "cudf")."""
+    return release.split()[0].lower().removesuffix("-cu12") if release else ""
+
+
+def table() -> str:
+    from archgap.kb.gates import load_gates, load_known
+
+    gates = [g for g in load_gates() if g.framework != "any"]
+    wordings = [g for g in load_gates() if g.framework == "any"]
+    known = load_known()
+    projects = {_project(r.release) for r in (*gates, *known)} - {""}
+    lines = [
+        f"**{len(gates) + len(known)} messages** mined from the released source of "
+        f"**{len(projects)} projects**: {len(gates)} decided by a gate rule, {len(known)} "
+        f"recognised by an existing signature; and {len(wordings)} wordings of the facts "
+        "that no one framework owns.",
+        "",
+        "| framework | release | file:line | message | rule or signature |",
+        "|---|---|---|---|---|",
+    ]
+    rows = [
+        (g.framework, g.release, _where(g.file, g.line, g.source), g.message, f"`{g.rule}`")
+        for g in gates
+    ] + [
+        (
+            k.framework,
+            k.release,
+            _where(k.file, k.line, k.source),
+            k.message,
+            f"known: `{k.signature}`",
+        )
+        for k in known
+    ]
+    for framework, release, where, message, rule in sorted(rows, key=lambda r: r[0].lower()):
+        lines.append(
+            f"| {_cell(framework)} | {_cell(release)} | {where} | {_cell(message)} | {rule} |"
+        )
+    lines += [
+        "",
+        "Facts in any wording (a line that carries a required and a current capability):",
+        "",
+        "| id | example | rule |",
+        "|---|---|---|",
+    ]
+    for gate in wordings:
+        lines.append(f"| `{gate.id}` | {_cell(gate.message)} | `{gate.rule}` |")
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    if page.file.src_uri == PAGE:
+        return markdown.replace(MARKER, table())
+    return markdown
