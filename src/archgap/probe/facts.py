@@ -114,6 +114,10 @@ class BinaryFacts:
     # shared object/executable) and the RUNPATH (else RPATH) directories, "$ORIGIN" unexpanded.
     needed: Optional[Tuple[str, ...]] = None
     runpath: Tuple[str, ...] = ()
+    # The CUDA releases ("12.8", "13.0") that its cubins' toolkit notes (.note.nv.tkinfo) name,
+    # oldest first: of the first cubin stored as is in each container (16 per file at most), and
+    # of each bare cubin. () when none was read (compressed cubins, notes older than CUDA 12.8).
+    toolkits: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ ZERO_CHUNK = 1 << 20  # bytes compared at a time when checking that a range is z
 # Bytes one header pread brings: the next header asked for is often among them (each of
 # cuFFT's 24,000 .ldata containers: its padding, container header and entry header, one read).
 HEADER_BLOCK = 512
+# Cubins of one file whose toolkit note is read (the first stored as is of each container): a
+# library's cubins come from one or a few toolkits, and each look parses a section table.
+TOOLKIT_READS = 16
 
 
 _new_object = object.__new__
@@ -132,6 +135,10 @@ class Reader:
         # a host ELF's DT_NEEDED names (None: not read) and RUNPATH (else RPATH) directories
         self.needed: Optional[Tuple[str, ...]] = None
         self.runpath: Tuple[str, ...] = ()
+        # the CUDA releases the toolkit notes of its cubins name (fatcontainer, elf.cubin_at),
+        # and how many listed cubins were looked at for one (TOOLKIT_READS at most)
+        self.toolkits: Set[str] = set()
+        self.toolkit_reads = 0
         self._block_at = 0  # where the bytes of the last header pread start
         self._block = b""
 

@@ -2,7 +2,8 @@
 
 A section table is read into columns (``Sections``) in one pass; a cubin's architecture comes
 from ``e_flags`` and, for family ('f') builds, from the ptxas command line it keeps in
-``.note.nv.tkinfo`` (docs/reference/fatbin-format.md). Only headers and tables are read.
+``.note.nv.tkinfo`` (docs/reference/fatbin-format.md), which also names the toolkit that built it
+(``cubin_toolkit``). Only headers, tables and that note are read.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ ELF64_SECTION = struct.Struct("<IIQQQQIIQQ")
 ELF32_SECTION = struct.Struct("<IIIIIIIIII")
 MAX_SECTIONS = 1 << 20  # section headers parsed per table (64 MiB of table) at most
 TKINFO_ARCH = re.compile(rb"-arch[ =]+sm_(\d+)([af]?)")
+# The toolkit a cubin's .note.nv.tkinfo names (ptxas and nvlink write their banner there:
+# "Cuda compilation tools, release 13.0, V13.0.88"): the CUDA release that built it.
+TKINFO_RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,3})\.(\d{1,3})")
+TKINFO_READ_MAX = 4096  # bytes of one note searched for the banner at most
+# A cubin whose toolkit note is looked for has at most this many sections and bytes of section
+# names (a kernel's cubin: dozens of sections, a few KiB of names); a larger one is not read.
+TKINFO_MAX_SECTIONS = 1 << 16
+TKINFO_MAX_NAMES = 1 << 20
 
 
 class Sections:
@@ -181,6 +190,41 @@ def cubin_has_text(buf: Any, base: int, end: int) -> Optional[bool]:
     return any(strtab.startswith(b".text", offset) for offset in offsets)
 
 
+def cubin_toolkit(buf: Any, base: int, end: int) -> Optional[str]:
+    """The CUDA release ("13.0") that the ``.note.nv.tkinfo`` of the cubin in ``buf[base:end]``
+    names; None when it has no such note or is not a well-formed cubin (quiet, like
+    ``cubin_has_text``: the entry is reported by its header)."""
+    if end - base < ELF64_HEADER.size or buf[base : base + 4] != ELF_MAGIC:
+        return None
+    fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])
+    ident, machine = fields[0], fields[2]
+    shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
+    if ident[4] != 2 or ident[5] != 1 or machine != EM_CUDA:
+        return None
+    table = base + shoff
+    if shentsize != ELF64_SECTION.size or not shstrndx < shnum or table + shnum * 64 > end:
+        return None
+    if shnum > TKINFO_MAX_SECTIONS:
+        return None  # no cubin ptxas writes has so many: not read (bounded copies)
+    names_at = table + shstrndx * shentsize
+    names = ELF64_SECTION.unpack(buf[names_at : names_at + shentsize])
+    start, stop = base + names[4], base + names[4] + names[5]
+    if stop > end or stop - start > TKINFO_MAX_NAMES:
+        return None
+    strtab = bytes(buf[start:stop])
+    raw = bytes(buf[table : table + shnum * shentsize])
+    words = memoryview(raw).cast("I")
+    quads = memoryview(raw).cast("Q")
+    for name, offset, size in zip(words[0::16], quads[3::8], quads[4::8]):
+        if not strtab.startswith(b".note.nv.tkinfo\0", name) or base + offset + size > end:
+            continue
+        note = bytes(buf[base + offset : base + offset + min(size, TKINFO_READ_MAX)])
+        match = TKINFO_RELEASE.search(note)
+        if match:
+            return "%d.%d" % (int(match.group(1)), int(match.group(2)))
+    return None
+
+
 def plausible_cubin(reader: Reader, base: int, fields: Tuple[Any, ...]) -> bool:
     """Cheap checks of a cubin found by searching, before its section table is parsed: its
     name table is a string table, and no other cubin owns its section table. Each candidate
@@ -263,9 +307,13 @@ def cubin_at(
     for offset, size in notes:
         if offset + size <= limit:
             # ptxas records its command line here: the only place a cubin keeps 'f'.
-            match = TKINFO_ARCH.search(buf[offset : offset + min(size, 65536)])
+            note = buf[offset : offset + min(size, 65536)]
+            match = TKINFO_ARCH.search(note)
             if match and int(match.group(1)) == arch:
                 variant = as_variant(match.group(2).decode())  # the pattern takes [af]?
+            release = TKINFO_RELEASE.search(note)
+            if release:
+                reader.toolkits.add("%d.%d" % (int(release.group(1)), int(release.group(2))))
     size = end - base
     # A bare cubin a deep search found: relocatable (ET_REL, a device-link input) or linked.
     e_type = fields[1]

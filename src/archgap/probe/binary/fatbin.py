@@ -28,7 +28,7 @@ import os
 import select
 import stat
 import struct
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, Union
 
 from ..facts import BinaryFacts, BinaryFormat
 from ..forked import Send, fork_safe, in_two_processes
@@ -180,8 +180,12 @@ def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
         found = "unknown"
     return BinaryFacts(
         path, size, found, reader.found_entries(), reader.deep, reader.error_text(), reader.machine,
-        reader.needed, reader.runpath,
+        reader.needed, reader.runpath, tuple(sorted(reader.toolkits, key=_release_key)),
     )  # fmt: skip
+
+
+def _release_key(release: str) -> Tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
 
 
 def read_bytes(path: str, data: Union[bytes, bytearray], deep: bool = False) -> BinaryFacts:

@@ -13,9 +13,9 @@ import mmap
 import struct
 from typing import Any, Callable, List, Optional, Tuple
 
-from .binreader import SEARCH_WINDOW, NotRecorded, Reader
+from .binreader import SEARCH_WINDOW, TOOLKIT_READS, NotRecorded, Reader
 from .content import PREFIX_STORED, has_kernel, is_relocatable
-from .elf import cubin_has_text
+from .elf import cubin_has_text, cubin_toolkit
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
 KERNEL_CHECK_MAX = 64 << 10  # entries up to this size unpacked are looked at for a kernel
@@ -119,6 +119,7 @@ def _walk_entries(
 ) -> None:
     label = section or "fatbin"
     released = pos - pos % mmap.PAGESIZE
+    noted = False  # a cubin of this container was looked at for its toolkit note
     while pos + ENTRY_HEADER.size <= end:
         if pos in reader.seen_entries:  # the rest of this chain was read from another start
             return
@@ -163,6 +164,8 @@ def _walk_entries(
             variant = "f"
         else:
             variant = ""
+        if not noted and kind == "sass" and compression == "none":
+            noted = _toolkit_note(reader, payload, stored)
         if relocatable is not None and kind == "sass" and relocatable[0] is None:
             relocatable[0] = _relocatable(reader, payload, stored, unpacked, compression)
         # KernelEntry's fields in order, positional: a call with keywords costs twice as much.
@@ -207,6 +210,25 @@ def _kernels(
     if kernels:
         reader.with_kernels.add(same)
     return kernels
+
+
+def _toolkit_note(reader: Reader, payload: int, stored: int) -> bool:
+    """Record the toolkit that the cubin at ``payload`` (stored as is) names in its
+    ``.note.nv.tkinfo``, while fewer than ``TOOLKIT_READS`` cubins of the file were looked at.
+    Returns whether the container needs no more looks: a note was found (CUDA 12.8 wrote one
+    only in its sm_100 and newer cubins), or the file's looks are spent."""
+    if reader.toolkit_reads >= TOOLKIT_READS:
+        return True
+    reader.toolkit_reads += 1
+    reader.spend(1)
+    try:
+        release = cubin_toolkit(reader.buf, payload, payload + stored)
+    except NotRecorded:  # a streamed member's bytes not kept: nothing claimed
+        return False
+    if release is None:
+        return False
+    reader.toolkits.add(release)
+    return True
 
 
 def _relocatable(

@@ -107,6 +107,7 @@ def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
     data["entries"] = [dict(vars(e)) for e in facts.entries]
     if facts.needed is not None:  # as JSON has them (tuples are lists there)
         data["needed"], data["runpath"] = list(facts.needed), list(facts.runpath)
+    data["toolkits"] = list(facts.toolkits)
     return data
 
 
