@@ -233,13 +233,16 @@ def test_torchao_loads_its_extensions_only_with_a_new_enough_torch(
 def test_a_cuda_13_wheel_with_a_static_runtime_needs_a_580_driver() -> None:
     # nvidia-curand 10.4.0.35 installs nvidia/cu13/lib/libcurand.so.10 (its RECORD), whose
     # DT_NEEDED (readelf -d) names no libcudart: the runtime is linked in, and it is CUDA 13's.
+    # Its content says so before its path does: its PTX is ISA 9.0 (cuobjdump --list-ptx),
+    # which CUDA 13.0 introduced (the PTX ISA's release history).
     venv = DATA / "venv-nvidia-curand-10.4.0.35"
     python = str(venv / "bin" / "python")
     request = {"python": {"python": python}, "binaries": {"of_python": True, "deep": False}}
     facts = json.loads(json.dumps(collect(request, System.local(environ={"PATH": "/bin"}))))
     old = judge(facts, ["H100"], "575.57.08")
     (finding,) = [f for f in old.load if f.check == "driver-cuda"]
-    assert finding.package == "nvidia-curand" and "nvidia/cu13/" in finding.cause
+    assert finding.package == "nvidia-curand"
+    assert "needs driver >= 580 (CUDA 13: its PTX is ISA 9.0" in finding.cause
     assert [p.verdict for p in old.packages] == ["none"]
     new = judge(facts, ["H100"], "580.65.06")
     assert not new.load and [p.verdict for p in new.packages] == ["native"]

@@ -6,9 +6,10 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
 1. **The driver runs the GPU**: from the driver of the first CUDA toolkit that supports the
    architecture up to its last driver branch (NVIDIA's architecture matrix). Below it nothing
    runs on that GPU at all: one finding for the GPU, and every library there cannot load.
-2. **The driver runs the library's CUDA**: a library whose ``DT_NEEDED`` names a CUDA runtime
-   library of major N (``libcudart.so.13``) needs a driver that runs CUDA N.x (minor-version
-   compatibility's floor, NVIDIA's Table 2: CUDA 13 needs >= 580).
+2. **The driver runs the library's CUDA**: a library of CUDA major N needs a driver that runs
+   CUDA N.x (minor-version compatibility's floor, NVIDIA's Table 2: CUDA 13 needs >= 580); its
+   major is read from its content first (its PTX ISA, its cubins' toolkit notes), then the CUDA
+   runtime its ``DT_NEEDED`` names (``libcudart.so.13``), then the wheel's path or name.
 3. **Its needed libraries resolve**: each ``DT_NEEDED`` name is a library the driver installs,
    a file an installed package ships, or one the target's dynamic loader finds by name (its
    cache and trusted directories, LD_LIBRARY_PATH: probe.loader). A CUDA library that none of
@@ -30,16 +31,16 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
    linker that compiles the PTX itself (nvJitLink), a driver that knows the PTX ISA of its CUDA.
 
 Pure: facts in, findings out. Each finding is one broken link, with its chain and its fix.
+Checks 1, 2 and 7 (against the driver) are in ``drivers``; what the checks share (the finding,
+how a block is recorded, where a compiler is found) in ``loadcommon``.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -47,36 +48,22 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from archgap.analysis.verdicts.compat import GpuTarget, sass_compat
+from archgap.analysis.verdicts.drivers import driver_cuda, driver_gpu, driver_jit
+from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
+from archgap.analysis.verdicts.loadcommon import base as _base
+from archgap.analysis.verdicts.loadcommon import block as _block
+from archgap.analysis.verdicts.loadcommon import find_compiler as _find_compiler
+from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
-from archgap.kb.toolchain import (
-    driver_cuda_version,
-    driver_runs_runtime,
-    first_toolkit_for,
-    max_ptx_isa_for_driver,
-    minor_version_compat,
-    toolkit_can_target,
-    toolkit_release,
-    version_tuple,
-)
+from archgap.kb.toolchain import first_toolkit_for, toolkit_can_target, version_tuple
 from archgap.probe.facts import (
     BinaryFacts,
-    Distribution,
     LoaderFacts,
     PythonEnvironment,
     ToolchainFacts,
 )
 
-Check = Literal[
-    "driver-gpu",
-    "driver-cuda",
-    "needed-library",
-    "picked-build",
-    "extension-gate",
-    "compiler",
-    "companion",
-    "driver-jit",
-]
 PEP_508 = (
     "PEP 508 and the core metadata's Requires-Dist "
     "(https://packaging.python.org/en/latest/specifications/core-metadata/#requires-dist-multiple-use)"
@@ -85,21 +72,6 @@ LOADER_SEARCH = (
     "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
     "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
 )
-Status = Literal["fails", "unknown"]
-
-
-@dataclass(frozen=True)
-class LoadFinding:
-    check: Check
-    status: Status  # "fails": it cannot load; "unknown": a fact that would decide is missing
-    gpu: str  # the GPU target's label; "" when it holds on every GPU
-    package: str  # the distribution; "" for the driver
-    libraries: tuple[str, ...]  # the files it is about (paths); () for the driver
-    chain: tuple[str, ...]  # the links, from the package (or the GPU) to what breaks
-    cause: str
-    fix: str
-    source: str  # the knowledge that decided
-    gates_exit_code: bool
 
 
 @dataclass(frozen=True)
@@ -129,7 +101,7 @@ def load_model(
     blocked: dict[tuple[str, str], str] = {}
     gating = any(t.gates_exit_code for t in targets)
     if driver:
-        findings += _driver_gpu(targets, driver, driver_source, blocked)
+        findings += driver_gpu(targets, driver, driver_source, blocked)
     owner = {path: dist.name for dist in env.distributions for path in dist.native_files}
     not_loaded: dict[str, str] = {}
     picked = _picked_builds(binaries, owner, toolchains, not_loaded, blocked, gating)
@@ -137,132 +109,12 @@ def load_model(
     # only what the packages load has to load (a build they never pick may need anything)
     elves = [b for b in binaries if b.needed is not None and b.path not in not_loaded]
     if driver:
-        findings += _driver_cuda(elves, owner, driver, driver_source, blocked, gating)
+        findings += driver_cuda(elves, owner, driver, driver_source, blocked, gating)
     findings += _needed(env, elves, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
     findings += _companions(env, blocked, gating)
-    findings += _driver_jit(env, loader, toolchains, driver, blocked, gating)
+    findings += driver_jit(env, loader, toolchains, driver, blocked, gating)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
-
-
-def _driver_gpu(
-    targets: Sequence[GpuTarget], driver: str, source: str, blocked: dict[tuple[str, str], str]
-) -> list[LoadFinding]:
-    """Check 1: one finding per GPU the driver cannot run."""
-    have = version_tuple(driver) or ()
-    findings = []
-    for target in targets:
-        arch = kb.gpu_architecture(str(target.compute_capability))
-        if arch is None or not have:
-            continue
-        need = version_tuple(arch.min_driver or "")
-        last = arch.last_driver_branch
-        if need and have < need:
-            why = (
-                f"driver {driver} is older than {arch.architecture}'s first driver "
-                f"{arch.min_driver} (CUDA {arch.first_cuda}'s minimum)"
-            )
-            fix = (
-                f"install an NVIDIA driver >= {arch.min_driver} "
-                f"(a branch that runs CUDA >= {arch.first_cuda})"
-            )
-        elif last and have[0] > int(last):
-            why = (
-                f"driver {driver} is newer than R{last}, "
-                f"the last branch that runs {arch.architecture}"
-            )
-            fix = f"install an R{last} driver (NVIDIA's last branch for {arch.architecture})"
-        else:
-            continue
-        blocked[("", target.label)] = why
-        findings.append(
-            LoadFinding(
-                "driver-gpu",
-                "fails",
-                target.label,
-                "",
-                (),
-                (
-                    f"{target.label}: {arch.architecture} ({target.compute_capability})",
-                    f"driver {driver} ({source})",
-                    why,
-                ),
-                f"{why}: no package can run on {target.label} with this driver, whatever its "
-                "kernels",
-                fix,
-                arch.source,
-                target.gates_exit_code,
-            )
-        )
-    return findings
-
-
-def _cuda_majors(binary: BinaryFacts, package: str) -> dict[int, tuple[str, str]]:
-    """The CUDA majors of the library -> (what says so, its source): a DT_NEEDED name of that
-    major, or for NVIDIA's own wheels (their runtime linked statically) the wheel itself."""
-    known = kb.cuda_libraries()
-    majors: dict[int, tuple[str, str]] = {}
-    for name in binary.needed or ():
-        entry = known.get(name)
-        if entry is not None and entry.cuda_major is not None:
-            majors.setdefault(entry.cuda_major, (f"it needs {name}", entry.source))
-    wheel = kb.wheel_cuda_major()
-    match = wheel.path.search(binary.path)
-    if match:
-        majors.setdefault(
-            int(match.group(1)), (f"it is in nvidia/cu{match.group(1)}/", wheel.source)
-        )
-    match = wheel.name.match(package)
-    if match:
-        majors.setdefault(int(match.group(1)), (f"it is of {package}", wheel.source))
-    return majors
-
-
-def _driver_cuda(
-    elves: Sequence[BinaryFacts],
-    owner: Mapping[str, str],
-    driver: str,
-    source: str,
-    blocked: dict[tuple[str, str], str],
-    gating: bool,
-) -> list[LoadFinding]:
-    """Check 2: one finding per package and CUDA major the driver cannot run."""
-    failing: dict[tuple[str, int], list[tuple[BinaryFacts, tuple[str, str]]]] = {}
-    for binary in elves:
-        package = owner.get(binary.path, "")
-        for major, said in _cuda_majors(binary, package).items():
-            if driver_runs_runtime(driver, f"{major}.0")[0] is False:
-                failing.setdefault((package, major), []).append((binary, said))
-    floors = {rule.runtime_major: rule for rule in minor_version_compat()}
-    findings = []
-    for (package, major), libs in sorted(failing.items()):
-        first, (evidence, evidence_source) = libs[0]
-        floor = floors.get(major)
-        need = f"driver >= {floor.driver_min}" if floor else f"a driver that runs CUDA {major}"
-        why = f"{evidence} (CUDA {major}), and driver {driver} does not run CUDA {major}"
-        for binary, _ in libs:
-            _block(blocked, binary.path, why)
-        chain = (
-            f"{_base(first.path)}: {evidence} (CUDA {major}: {evidence_source})",
-            f"CUDA {major}.x needs {need}",
-            f"driver {driver} ({source})",
-        )
-        cause = (
-            f"{_names(b for b, _ in libs)} of {package or 'no distribution'}: {why} "
-            "('CUDA driver version is insufficient for CUDA runtime version')"
-        )
-        fix = (
-            f"install an NVIDIA {need}, or a build of {package or 'the library'} for a CUDA "
-            "the driver runs"
-        )
-        source_of = floor.source if floor else evidence_source
-        paths = tuple(b.path for b, _ in libs)
-        findings.append(
-            LoadFinding(
-                "driver-cuda", "fails", "", package, paths, chain, cause, fix, source_of, gating
-            )
-        )
-    return findings
 
 
 def _needed(
@@ -644,36 +496,6 @@ def _compiler_fix(rule: kb.CompilerRule, name: str, match: re.Match[str], need: 
     return f"pip install {build} {rule.wheels.get(wanted, rule.compiler)} (CUDA {wanted})"
 
 
-def _find_compiler(
-    env: PythonEnvironment,
-    loader: LoaderFacts | None,
-    toolchains: ToolchainFacts | None,
-    library: str,
-    wheel: str,
-) -> tuple[str | None, str] | None:
-    """(the compiler's version, or None when not known; where it was found), in the order
-    cuda.pathfinder and XLA search: site-packages (its wheel, or the file), then the system (a
-    toolkit's ptxas, the loader's libraries)."""
-    for dist in env.distributions:
-        if dist.name == wheel:
-            return dist.version, f"the wheel {dist.name} {dist.version}"
-    if library == "ptxas":  # a program: the toolkits the toolchain section found
-        for tk in toolchains.toolkits if toolchains is not None else ():
-            if tk.tool in ("ptxas", "nvcc") and tk.status == "ok" and tk.version:
-                return tk.full_version or tk.version, f"{tk.home}/bin/ptxas ({tk.origin})"
-        return None
-    shipped = [p for d in env.distributions for p in d.native_files if _base(p) == library]
-    if shipped:
-        return None, shipped[0]
-    for directory, names in loader.toolkit_dirs if loader is not None else ():
-        if library in names:
-            version = re.search(r"/cuda-(\d+\.\d+)/", directory + "/")
-            return (version.group(1) if version else None), f"{directory}/{library}"
-    if loader is not None and library in loader.names:
-        return None, f"{library} in the dynamic loader's cache"
-    return None
-
-
 def _companions(
     env: PythonEnvironment, blocked: dict[tuple[str, str], str], gating: bool
 ) -> list[LoadFinding]:
@@ -732,130 +554,6 @@ def _companions(
                 )
             )
     return findings
-
-
-def _driver_jit(
-    env: PythonEnvironment,
-    loader: LoaderFacts | None,
-    toolchains: ToolchainFacts | None,
-    driver: str | None,
-    blocked: dict[tuple[str, str], str],
-    gating: bool,
-) -> list[LoadFinding]:
-    """Check 7: each package whose PTX the driver JIT-compiles has its compiler, and a driver
-    that knows that compiler's PTX ISA (or a linker that compiles the PTX instead)."""
-    findings = []
-    for rule in kb.driver_jit_rules():
-        for dist in env.distributions:
-            if canonicalize_name(dist.name) != rule.package:
-                continue
-            gap = _driver_jit_gap(rule, dist, env, loader, toolchains, driver)
-            if gap is None:
-                continue
-            why, evidence, cause, fix = gap
-            libs = tuple(p for p in dist.native_files if p.endswith(".so"))
-            for path in libs:
-                _block(blocked, path, why)
-            first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
-            findings.append(
-                LoadFinding(
-                    "driver-jit", "fails", "", dist.name, libs, (first, *evidence),
-                    f"{dist.name}: {why}: {cause}", fix, rule.source, gating,
-                )
-            )  # fmt: skip
-    return findings
-
-
-def _driver_jit_gap(
-    rule: kb.DriverJitRule,
-    dist: Distribution,
-    env: PythonEnvironment,
-    loader: LoaderFacts | None,
-    toolchains: ToolchainFacts | None,
-    driver: str | None,
-) -> tuple[str, tuple[str, ...], str, str] | None:
-    """Why the package's kernels cannot be JIT-compiled (its compiler missing, or emitting PTX
-    newer than the driver JITs), the evidence, what follows and the fix; None when they can, or
-    when the facts cannot tell."""
-    found = _find_nvvm(rule, env, loader, toolchains)
-    if found is None:
-        if loader is None:
-            return None  # the target's loader was not read: it may have it
-        major = "13" if driver and driver_runs_runtime(driver, "13.0")[0] else "12"
-        return (
-            f"{rule.compiler} ({rule.library}) is not installed",
-            (f"{rule.library}: not in site-packages, a toolkit or the loader",),
-            "it cannot compile a kernel on any GPU",
-            f"pip install '{rule.extras[major]}'",
-        )
-    version, where = found
-    release = toolkit_release(version) if version else None
-    have = max_ptx_isa_for_driver(driver) if driver else None
-    if release is None or not release.ptx_isa or have is None:
-        return None  # a version not known, or no driver: nothing to compare
-    if (version_tuple(release.ptx_isa) or ()) <= (version_tuple(have) or ()):
-        return None
-    linker = rule.linker.format(major=release.cuda.split(".")[0])
-    if _find_compiler(env, loader, None, linker, "") is not None:
-        return None  # nvJitLink compiles the PTX: the driver only runs the cubin
-    why = (
-        f"{rule.compiler} {version} ({where}) emits PTX ISA {release.ptx_isa}, and "
-        f"driver {driver} JIT-compiles PTX ISA up to {have} "
-        "('CUDA_ERROR_UNSUPPORTED_PTX_VERSION')"
-    )
-    runs = driver_cuda_version(driver or "") or ""
-    wheel = rule.wheels.get(runs.split(".")[0])
-    older = f", or pip install '{wheel}=={runs}.*' (the CUDA the driver runs)" if wheel else ""
-    evidence = (
-        f"{rule.compiler} {version}: {where}",
-        f"without {linker}, the driver JIT-compiles its PTX",
-        f"driver {driver}: PTX ISA <= {have}",
-    )
-    fix = f"install an NVIDIA driver >= {release.min_driver_linux}{older}"
-    return why, evidence, "no kernel it compiles loads", fix
-
-
-def _find_nvvm(
-    rule: kb.DriverJitRule,
-    env: PythonEnvironment,
-    loader: LoaderFacts | None,
-    toolchains: ToolchainFacts | None,
-) -> tuple[str | None, str] | None:
-    """(NVVM's CUDA version, or None when not known; where), in cuda.pathfinder's order: a
-    wheel that ships it, any other installed file, a toolkit's nvvm/lib64, the loader's cache."""
-
-    def ships(dist_files: Iterable[str]) -> str | None:
-        return next((p for p in dist_files if fnmatch.fnmatch(_base(p), rule.library)), None)
-
-    wheels = set(rule.wheels.values())
-    for dist in env.distributions:
-        path = ships(dist.native_files)
-        if path is not None and dist.name in wheels:
-            return dist.version, f"{path} of {dist.name} {dist.version}"
-    for dist in env.distributions:
-        path = ships(dist.native_files)
-        if path is not None:
-            return None, path
-    for tk in toolchains.toolkits if toolchains is not None else ():
-        if tk.tool == "nvcc" and tk.status == "ok" and tk.version:
-            return tk.full_version or tk.version, f"{tk.home}/nvvm/lib64 ({tk.origin})"
-    named = ships(loader.names) if loader is not None else None
-    return (None, f"{named} in the dynamic loader's cache") if named else None
-
-
-def _block(blocked: dict[tuple[str, str], str], path: str, why: str) -> None:
-    """Record one more broken link of the library at ``path`` (on every GPU)."""
-    known = blocked.get((path, ""))
-    blocked[(path, "")] = f"{known}; {why}" if known else why
-
-
-def _base(path: str) -> str:
-    return os.path.basename(path)
-
-
-def _names(binaries: Iterable[BinaryFacts]) -> str:
-    names = sorted({_base(b.path) for b in binaries})
-    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 __all__ = ["LoadFinding", "LoadModel", "load_model"]
