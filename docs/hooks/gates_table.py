@@ -28,8 +28,10 @@ def _project(release: str) -> str:
 def table() -> str:
     from archgap.kb.gates import load_gates, load_known
 
-    gates = [g for g in load_gates() if g.framework != "any"]
-    wordings = [g for g in load_gates() if g.framework == "any"]
+    # a gate of framework "any" read from a release (Thrust's words, printed by every program
+    # that links it) is a mined message too; one without a release is a wording of the facts
+    gates = [g for g in load_gates() if g.framework != "any" or g.release]
+    wordings = [g for g in load_gates() if g not in gates]
     known = load_known()
     projects = {_project(r.release) for r in (*gates, *known)} - {""}
     lines = [

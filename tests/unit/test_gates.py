@@ -183,6 +183,14 @@ MINIMUM = {
     "deepspeed-blocked-attention-ampere": ("7.5", "8.0"),
     "tgi-flash-attention-capability": ("6.1", "7.5"),
     "tgi-marlin-ampere": ("7.5", "8.0"),
+    "gptqmodel-pascal-min": ("5.2", "6.0"),
+    "gptqmodel-marlin-min": ("7.0", "7.5"),
+    "gptqmodel-marlin-only-supports": ("7.5", "8.0"),
+    "gptqmodel-marlin-turing": ("7.0", "7.5"),
+    "gptqmodel-awq-bf16-ampere": ("7.5", "8.0"),
+    "gptqmodel-machete-min": ("8.9", "9.0"),
+    "ort-decoder-masked-mha-min": ("5.2", "5.3"),
+    "llvm-nvptx-requires-sm": ("8.0", "9.0"),
 }
 
 
@@ -229,7 +237,10 @@ FAMILY = {
     "sglang-nunchaku-families": ("9.0", "8.6", "none of them"),
     "transformers-deepgemm-families": ("12.0", "9.0", "newer than each"),
     "liger-cute-hopper": ("10.0", "9.0", "newer than each"),
+    "gptqmodel-machete-hopper-only": ("10.0", "9.0", "newer than each"),
+    "gptqmodel-swordfish-blackwell": ("9.0", "10.3", "older than each"),
 }
+LISTED = {"gptqmodel-swordfish-blackwell": "sm100, sm103, sm120"}  # the kernel's own list
 
 
 @pytest.mark.parametrize(
@@ -241,12 +252,13 @@ def test_kernels_of_named_architectures_run_on_those_alone(
     gate = GATES[case.split("#")[0]]
     assert gate.rule == "family"
     need = inside if "{need" in gate.message else ""
-    diagnosis = _explained(_with_gpu(_printed(gate, outside, need), outside))
+    listed = LISTED.get(gate.id, "")
+    diagnosis = _explained(_with_gpu(_printed(gate, outside, need, listed), outside))
     assert diagnosis.signature == gate.signature_id
     assert "runs only on compute capability" in diagnosis.root_cause
     assert f"{outside}) is {side}" in diagnosis.root_cause
     assert "another path" in _fixes(diagnosis)
-    met = _explained(_with_gpu(_printed(gate, inside, need), inside))
+    met = _explained(_with_gpu(_printed(gate, inside, need, listed), inside))
     assert "runs only on" not in met.root_cause
 
 
@@ -261,6 +273,9 @@ def test_kernels_of_named_architectures_run_on_those_alone(
         ("paddle-arch-not-compatible", "60 61 70 75 80 86", "12.0", "sm_120 is missing|12.8"),
         # a Maxwell (5.2) against Paddle 3's list from 6.1: older than every target
         ("paddle-arch-not-compatible", "61 70 75 80 86 89 90", "5.2", "older than every"),
+        # Thrust names only the GPU: a T4 (7.5) the binary has no code for; nvcc targets sm_75
+        # from CUDA 10.0 on
+        ("thrust-not-compiled-for-sm", "", "7.5", "sm_75 is not among|CUDA 10.0 or newer"),
     ],
 )
 def test_a_build_list_against_the_gpu(gate_id: str, listed: str, cc: str, expect: str) -> None:
@@ -304,3 +319,11 @@ def test_a_driver_older_than_the_build(gate_id: str, found: str, built: str, dri
 def test_each_mined_message_is_recognised_by_its_signature(known: Known) -> None:
     diagnosis = _explained(_printed(known, "7.5", "8.0"))
     assert diagnosis.signature == known.signature
+
+
+def test_an_extension_built_only_above_the_gpu() -> None:
+    # tiny-cuda-nn loads _<cc>_C for the GPU's capability or one below it: none for a GTX 1080
+    gate = GATES["tcnn-no-compatible-extension"]
+    diagnosis = _explained(_printed(gate, "6.1"))
+    assert diagnosis.signature == gate.signature_id
+    assert "no code for compute capability 6.1 or below" in diagnosis.root_cause
