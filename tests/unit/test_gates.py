@@ -220,6 +220,7 @@ def test_a_setting_the_framework_names_comes_first() -> None:
     # vLLM's own words: bfloat16 needs 8.0, "You can use float16 instead ... --dtype=half"
     diagnosis = _explained(_printed(GATES["vllm-bfloat16-ampere"], "7.5", "8.0"))
     assert diagnosis.fixes[0].text.startswith("use float16 instead: --dtype=half")
+    assert "no build or setting" not in diagnosis.root_cause  # a setting does avoid it
 
 
 # Kernels for named architectures only: sm_90a's wgmma runs on 9.0 alone, sm_100's tcgen05 on

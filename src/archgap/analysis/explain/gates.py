@@ -63,9 +63,10 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
             + (f"; {who} supports {need} and newer" if need else "")
         )
     else:
-        cause = (
-            f"{who} needs compute capability >= {need}; the GPU{gpu} is older, so no build "
-            "or setting of it runs there"
+        cause = f"{who} needs compute capability >= {need}; the GPU{gpu} is older, so " + (
+            "this path of it does not run there (the framework names another)"
+            if gate.instead
+            else "no build or setting of it runs there"
         )
     return Ruling("framework-gate", cause, DETERMINED, _fixes(gate, who, cc, need))
 
