@@ -1026,14 +1026,24 @@ def kernels(
     timeout: float = DEFAULT_TIMEOUT,
     detail: bool = True,
     progress: Progress | None = None,
+    claims_from: str | None = None,
+    config: bool = True,
 ) -> KernelsResult:
     """Every file's device code (see ``kernel_files``) and, with ``require`` (GPUs), the build
     gate (``strict``: only SASS counts; PTX alone fails too). ``UnknownGpu`` for a bad GPU name,
-    ``UsageError`` for ``strict`` without ``require``."""
+    ``UsageError`` for ``strict`` without ``require``. ``require=["claimed"]``: the gate checks
+    what the build claims (archgap.claims: ``claims_from``, else found; ``config``: [tool.archgap]
+    may say)."""
     import time
 
+    from archgap.claims import requested
     from archgap.results import KernelsResult
 
+    claims = requested(require, claims_from, config)  # --require claimed: the build's claims
+    if claims is not None:
+        from archgap.analysis.recipe.claimed import judged_names
+
+        require = judged_names(claims)
     # each GPU once (a name given twice); the GPU knowledge is loaded only when some are named
     required = list({g.label: g for g in _resolve(require)}.values()) if require else []
     if strict and not required:
@@ -1056,7 +1066,12 @@ def kernels(
 
             native_sets = judged_native_sets(deep_search_plan(require), None)
             judged = deepened(files, native_sets) if native_sets is not None else files
-        gate = check_build(judged, required, strict)
+        if claims is None:
+            gate = check_build(judged, required, strict)
+        else:
+            from archgap.analysis.recipe.claimed import check_claims
+
+            gate = check_claims(judged, claims, strict)
     seconds = time.perf_counter() - started
     missing = tuple(p for p in _missing(paths) if target.is_local)
     return KernelsResult(

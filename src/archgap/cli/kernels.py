@@ -2,9 +2,9 @@
 
 Exit codes: 0 every file was read (and, with --require, every library with device code runs
 natively on every required GPU); 1 with --require: a library has nothing that runs on a required
-GPU (with --strict: only PTX); 2 a path was missing or a file could not be read completely
-(unreadable, truncated, corrupt, a symlink loop or a dangling link). Every file that could be read
-is listed either way.
+GPU (with --strict: only PTX; with --require claimed: it lacks a claimed architecture); 2 a path
+was missing or a file could not be read completely (unreadable, truncated, corrupt, a symlink
+loop or a dangling link). Every file that could be read is listed either way.
 """
 
 from __future__ import annotations
@@ -45,7 +45,16 @@ OPTIONS = (
     opt.show_all_option("files without device code, and one row per entry (not per target)"),
     opt.require_option(
         "CI gate for a build: exit 1 when a library with device code has nothing that runs on "
-        "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated"
+        "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated. 'claimed': each "
+        "architecture the build claims (TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, "
+        "CMakeCache.txt, compile_commands.json, [tool.archgap] require: the first found)"
+    ),
+    opt.option(
+        "--claims-from",
+        metavar="FILE|ENV",
+        help="with --require claimed: where the claims are (a CMakeCache.txt, a "
+        "compile_commands.json, a pyproject.toml; TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES "
+        "or CUDAARCHS, from the environment or as NAME=VALUE)",
     ),
     opt.STRICT,
     opt.RESOLVING,
@@ -67,6 +76,7 @@ def run(args: Any, out: Output) -> int:
         "target": target, "root": getattr(args, "root", "/"), "timeout": args.timeout,
         "detail": show_all or out.json_mode,  # else one row per kind of entry is enough
         "options": opt.index_options(args),
+        "claims_from": args.claims_from, "config": not getattr(args, "no_config", False),
     }  # fmt: skip
     if target.is_local:
         with out.counter("Reading binaries") as tell:

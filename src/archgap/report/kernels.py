@@ -419,6 +419,8 @@ def gate_lines(gate: GateResult) -> list[str]:
     recipe for those GPUs expects, and the recipe's build line."""
     mode = " (strict: PTX only fails)" if gate.strict else ""
     gpus = escape(", ".join(gate.gpus))
+    if gate.claims:
+        return claimed_lines(gate, mode)
     if gate.passed:
         how = "" if gate.strict else " or through PTX"
         return [
@@ -434,4 +436,23 @@ def gate_lines(gate: GateResult) -> list[str]:
         lines.append(f"    expected from the recipe: {expected}")
     lines.append(f'  recipe: TORCH_CUDA_ARCH_LIST="{gate.recipe}"')
     lines.append(f"          nvcc {gate.recipe_nvcc}")
+    return lines
+
+
+def claimed_lines(gate: GateResult, mode: str) -> list[str]:
+    """``--require claimed``: pass, or each claimed target a library lacks, and where the claim
+    was read."""
+    claims = escape(", ".join(gate.gpus))
+    source = f"  claimed by {escape(gate.claimed_from)}"
+    if gate.passed:
+        return [
+            f"[green]require claimed {claims}{mode}: pass[/] — every one of {gate.libraries} "
+            "libraries with device code has each",
+            source,
+        ]
+    lines = [f"[red]require claimed {claims}{mode}: FAIL[/] ({len(gate.failures)} gap(s))", source]
+    for f in gate.failures:
+        where = escape(f.path) if f.path else "(build output)"
+        lines.append(f"  {where} lacks {f.claim} ({f.compute_capability}): {f.verdict}")
+        lines.append(f"    {escape(f.reason)}")
     return lines

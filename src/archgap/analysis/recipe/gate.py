@@ -33,6 +33,7 @@ class GateFailure:
     verdict: str
     reason: str
     expected: tuple[str, ...]  # the recipe's SASS targets that run on this GPU
+    claim: str = ""  # --require claimed: the claimed target it lacks ("sm_90", "compute_80")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class GateResult:
     failures: tuple[GateFailure, ...]
     recipe: str  # the recipe's TORCH_CUDA_ARCH_LIST, shown with the failures
     recipe_nvcc: str
+    claims: tuple[str, ...] = ()  # --require claimed: the claimed targets ("sm_80", "compute_80")
+    claimed_from: str = ""  # where they were read ("TORCH_CUDA_ARCH_LIST (environment): 8.0")
 
     @property
     def passed(self) -> bool:
