@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 
-from archgap.analysis.explain.logevidence import Evidence, any_gate, any_literal, collect_evidence
+from archgap.analysis.explain.logevidence import Evidence, any_literal, collect_evidence
 from archgap.analysis.explain.logrecords import (
     LINE_LIMIT,
     clip_line,
@@ -26,6 +26,7 @@ from archgap.analysis.explain.logrecords import (
     may_hold_records,
 )
 from archgap.analysis.explain.logrecords import MAX_LINE as MAX_LINE  # the length of a line's ends
+from archgap.kb.evidence import evidence_patterns
 from archgap.kb.gpus import may_mention, may_name_product
 
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
@@ -167,8 +168,11 @@ def strip_line(raw: str) -> tuple[str, str, str]:
     return worker, level, text
 
 
+_WARNING_LEVELS = ("WARNING", "WARN", "W")
+
+
 def _is_warning(line: _Line) -> bool:
-    if line.level in ("WARNING", "WARN", "W"):
+    if line.level in _WARNING_LEVELS:
         return True
     head = line.text[:200]
     return "Warning:" in head or head.startswith(("Failed to get device capability", "WARNING"))
@@ -221,14 +225,18 @@ _MESSAGE_GATES = (
 
 
 _LOUD, _QUIET_BLANK, _QUIET_TEXT = 0, 1, 2
-_QUIET_CACHE = 1 << 16  # distinct lines remembered
+_QUIET_CACHE = 1 << 16  # distinct lines remembered ...
+_CACHED_LINE = 512  # ... of up to this length (a flood's lines are short)
 
 
 def _quiet_kind(raw: str) -> int:
     """_LOUD for a line that may say anything to the parser; for one that cannot (no prefix, no
     gate of a message, a warning, a traceback or evidence, no model number: most of a flood of
-    progress lines), whether it is blank. One search of one pattern, not one per gate."""
-    if not raw.isascii() or len(raw) > LINE_LIMIT or _loud().search(raw.lower()):
+    progress lines), whether it is blank. A few searches, each of one pattern for all gates."""
+    if not raw.isascii() or len(raw) > LINE_LIMIT or "\x1b" in raw or "\r" in raw:
+        return _LOUD
+    lowered = raw.lower()
+    if _LOUD_START.match(lowered) or _loud_word().search(lowered):
         return _LOUD
     if may_name_product(raw) and may_mention(raw):  # (a GPU named in words, in evidence)
         return _LOUD
@@ -236,42 +244,62 @@ def _quiet_kind(raw: str) -> int:
 
 
 class _Reader:
-    """The numbered lines worth parsing, with whether quiet lines with text (``_quiet_kind``)
-    were passed over before each; every line while a traceback is open (``builders``)."""
+    """The numbered lines worth parsing, their prefixes peeled (``strip_line``), with whether
+    quiet lines with text (``_quiet_kind``, of the line or of its text after its prefix) were
+    passed over before each; every line while a traceback is open (``builders``). Keeps the
+    workers the prefixes name, and the last."""
 
     def __init__(self, numbered: Iterable[tuple[int, str]], builders: Mapping[str, object]) -> None:
         self.numbered, self.builders = numbered, builders
         self.lines = self.truncated = 0  # lines read; lines longer than LINE_LIMIT
+        self.workers: dict[str, None] = {}
+        self.last_worker = ""
 
-    def __iter__(self) -> Iterator[tuple[int, str, bool]]:
+    def __iter__(self) -> Iterator[tuple[int, str, str, str, bool]]:
         kinds: dict[str, int] = {}  # line -> its kind (a flood repeats its lines)
         passed = False
         for number, raw in self.numbered:
             self.lines = number
             if not self.builders:
-                kind = kinds.get(raw)
+                kind = kinds.get(raw) if len(raw) <= _CACHED_LINE else None
                 if kind is None:
                     if len(kinds) >= _QUIET_CACHE:
                         kinds.clear()
-                    kind = kinds[raw] = _quiet_kind(raw)
+                    kind = _quiet_kind(raw)
+                    if len(raw) <= _CACHED_LINE:
+                        kinds[raw] = kind
                 if kind != _LOUD:
                     passed = passed or kind == _QUIET_TEXT
                     continue
-            if len(raw) > LINE_LIMIT:  # (never quiet)
+            if len(raw) > LINE_LIMIT:
                 self.truncated += 1
-            yield number, raw, passed
+            worker, level, text = strip_line(raw)
+            if worker:
+                self.workers.setdefault(worker, None)
+                self.last_worker = worker
+            if (
+                not self.builders
+                and len(text) < len(raw)  # a prefix (or colour) was peeled: is the rest quiet?
+                and level not in _WARNING_LEVELS
+                and _quiet_kind(text) != _LOUD
+            ):
+                passed = passed or bool(text.strip())
+                continue
+            yield number, worker, level, text, passed
             passed = False
 
 
+_LOUD_START = re.compile(
+    r"[\[(>]|[iwef][0-9]|(?:debug|info|warning|warn|error|critical)(?: {1,3}[0-9]| [-:] )"
+)  # (lowercased) the start of a prefix strip_line peels
+
+
 @cache
-def _loud() -> re.Pattern[str]:
-    """What makes a (lowercased) line worth reading: the start of a prefix strip_line peels, an
-    escape or a carriage return, or any literal the parser, the signatures' gates or the
-    evidence patterns look for."""
-    starts = (
-        r"^(?:[\[(>]|[iwef][0-9]|(?:debug|info|warning|warn|error|critical)(?: {1,3}[0-9]| [-:] ))"
-    )
-    words = (
+def _loud_word() -> re.Pattern[str]:
+    """Any literal the parser, the signatures' gates or the evidence patterns look for, in a
+    lowercased line: one trie (alone in its pattern, so that ``re`` skips the positions no
+    literal starts at)."""
+    words = {
         *_MESSAGE_GATES,
         _TRACEBACK_START.lower(),
         'file "',
@@ -279,8 +307,9 @@ def _loud() -> re.Pattern[str]:
         "exception raised from",
         "warning",
         "failed to get device capability",
-    )
-    return re.compile("|".join((starts, "[\x1b\r]", any_literal(words), any_gate().pattern)))
+        *(rule.gate for rule in evidence_patterns()),
+    }
+    return re.compile(any_literal(sorted(words)))
 
 
 @cache
@@ -382,7 +411,6 @@ def parse_log(text: str, tail: str = "", skipped_lines: int = 0) -> ParsedLog:
 
 
 def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
-    workers: dict[str, None] = {}
     builders: dict[str, _TracebackBuilder] = {}
     finished: list[tuple[_TracebackBuilder, tuple[TracebackFrame, ...], str, str]] = []
     warnings: dict[str, _WarningCount] = {}
@@ -390,7 +418,6 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
     evidence_counts: dict[str, int] = {}
     messages: list[tuple[int, str]] = []
     seen_messages: set[str] = set()
-    last_worker = ""
     stream: str | None = None  # whose traceback the last non-blank line belonged to
     number = 0
 
@@ -406,14 +433,10 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
                 messages.append((builder.start, builder.frames[-1].code))
 
     reader = _Reader(numbered_lines, builders)
-    for number, raw, passed_text in reader:
+    for number, prefixed, level, text, passed_text in reader:
         if passed_text:  # quiet lines with text were passed over: no traceback's line is last
             stream = None
-        worker, level, text = strip_line(raw)
-        if worker:
-            workers.setdefault(worker, None)
-            last_worker = worker
-        worker = _line_worker(worker, text, stream, "" in builders, last_worker)
+        worker = _line_worker(prefixed, text, stream, "" in builders, reader.last_worker)
         line = _Line(number, worker, level, text)
 
         collect_evidence(number, text, evidence, evidence_counts)
@@ -445,7 +468,7 @@ def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:
     return ParsedLog(
         lines=reader.lines,
         truncated_lines=reader.truncated,
-        workers=tuple(workers),
+        workers=tuple(reader.workers),
         tracebacks=_merge_tracebacks(finished),
         warnings=tuple(
             Warning_(text, tuple(entry.workers), entry.count, entry.first_line)
