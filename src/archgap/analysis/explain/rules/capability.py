@@ -1,0 +1,117 @@
+"""A package's own gate: its check on the compute capability, settled by the GPU (a kernel
+written for other architectures only, a table that lacks the GPU, or a family member's check)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from archgap.analysis.explain.causes import dotted
+from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
+from archgap.analysis.explain.rules.words import gpu_words, version_of
+from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+from archgap.kb.gpus import families
+
+_ONLY_ON = re.compile(r"only support(?:ed on SM ?|s sm_?)(\d{2,3})\b", re.IGNORECASE)
+
+
+_NEEDS = re.compile(r"compute capability (==|>=) (\d{1,2}\.\d)")
+
+
+def capability_gate(error: str, facts: LogFacts) -> Ruling | None:
+    """A package's check on the compute capability, settled by the GPU: a kernel written for
+    other architectures only (no rebuild adds it), or a table that does not list the GPU."""
+    if len(facts.ccs) != 1:
+        return None
+    cc, gpu = facts.ccs[0], gpu_words(facts)
+    package, module = raiser(facts.frames)
+    package = package or next(iter(facts.stated.get("package", ())), "")
+    who = f"{package} ({module})" if module else package or "the package"
+    only, needs = _ONLY_ON.search(error), _NEEDS.search(error)
+    wanted = (
+        dotted(only.group(1))
+        if only
+        else needs.group(2)
+        if needs and needs.group(1) == "=="
+        else None
+    )
+    family = next((f for f in families() if cc in f and wanted in f), None) if wanted else None
+    if wanted and wanted != cc and family and version_of(wanted) < version_of(cc):
+        return _family_gate(who, package, wanted, cc, facts)
+    if wanted and wanted != cc:
+        cause = (
+            f"{who} has this kernel for {wanted} only{gpu}: it was written for that "
+            f"architecture, so rebuilding for {cc} does not add it"
+        )
+    elif needs and needs.group(1) == ">=" and version_of(cc) < version_of(needs.group(2)):
+        cause = f"{who} needs compute capability >= {needs.group(2)}; the GPU is older{gpu}"
+    else:
+        cause = f"{who}'s check does not accept {cc}{gpu}: its table of capabilities lacks it"
+    fixes = (
+        Fix(
+            f"run {package or 'it'} without the feature whose check failed"
+            + (f" (the one {module} serves)" if module else "")
+            + ", or with another backend for it",
+            "the check, not the GPU, decides",
+            kind=ENV,
+        ),
+        Fix(
+            f"a {package or 'package'} release that implements it for {cc}, if one exists",
+            "check the project's release notes for the GPU",
+            kind=UPGRADE,
+        ),
+    )
+    return Ruling("capability-gate", cause, DETERMINED, fixes)
+
+
+def _family_gate(who: str, package: str, wanted: str, cc: str, facts: LogFacts) -> Ruling:
+    """A check for one member of an architecture family on a newer member (sm_120 only, on a
+    GB10's 12.1): plain and family SASS of the older member runs on the newer one, so a literal
+    check may be too strict; arch-specific SASS (sm_120a) runs on exactly its own capability.
+    Which SASS the kernel is decides."""
+    sm, own = wanted.replace(".", ""), cc.replace(".", "")
+    name = package or "the package"
+    cases = (
+        Case(
+            f"if the kernel is plain or family SASS (sm_{sm}, sm_{sm}f)",
+            f"it runs on {cc} too (same family, newer minor): {who}'s check compares the "
+            f"capability literally",
+            (
+                Fix(
+                    f"a release of {name} whose check accepts {cc} with the same kernels (or "
+                    f"the check widened to the family, as its maintainers decide)",
+                    "no rebuild is needed for the kernel itself",
+                    kind=UPGRADE,
+                ),
+            ),
+        ),
+        Case(
+            f"if the kernel is arch-specific SASS (sm_{sm}a)",
+            f"it runs on {wanted} only: {cc} needs kernels built for sm_{own}a or sm_{sm}f",
+            (
+                Fix(
+                    f"run {name} without the feature whose check failed, or with another "
+                    f"backend for it, until it ships {cc} kernels",
+                    "the check, not the GPU, decides",
+                    kind=ENV,
+                ),
+            ),
+        ),
+    )
+    cause = f"{who} accepts {wanted} only{gpu_words(facts)}, a member of the same family"
+    decide = (
+        f"which SASS {name} ships for the kernel: `archgap scan --gpu {cc}` (or cuobjdump "
+        f"--list-elf on its library)",
+    )
+    fixes = tuple(f for c in cases for f in c.fixes)
+    return Ruling("capability-gate", cause, CONDITIONAL, fixes, decide, cases)
+
+
+def raiser(frames: Sequence[str]) -> tuple[str, str]:
+    """(package, module) of the innermost frame in site-packages: ("sglang", "pdmux_context")."""
+    for file in reversed(frames):
+        path = file.replace("\\", "/")
+        if "-packages/" in path:
+            parts = path.split("-packages/", 1)[1].split("/")
+            return parts[0], parts[-1].removesuffix(".py") if len(parts) > 1 else ""
+    return "", ""

@@ -1,0 +1,146 @@
+"""No kernel image: a kernel with no image for the GPU (a Jetson's own builds, an old GPU current
+builds dropped, any other GPU a build of the package with its SASS; with several GPUs, one case
+each)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from archgap.analysis.explain.causes import product_cc
+from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
+from archgap.analysis.explain.rules.nvrtc import cupy_compiles
+from archgap.analysis.explain.rules.words import gpu_words, release_after
+from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+from archgap.kb import toolchain as kb
+
+# Packages whose own kernels a "no kernel image" names, most specific first.
+_PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy")
+
+
+def no_kernel_image(facts: LogFacts) -> Ruling | None:
+    """A kernel with no image for the GPU: a Jetson needs its own builds, an old GPU current
+    builds dropped needs an old release, any other GPU a build of that package with its SASS."""
+    package = next((p for p in _PACKAGES if p in facts.stated.get("package", ())), None)
+    what = package or "the failing package"
+    if facts.tegra:
+        return _jetson_build(what, facts)
+    if len(facts.ccs) > 1:
+        return _each_gpu("no-kernel-image", no_kernel_image, facts)
+    if len(facts.ccs) != 1:
+        return None
+    if package == "cupy":
+        return cupy_compiles(facts)
+    cc = facts.ccs[0]
+    sm = cc.replace(".", "")
+    gpu = gpu_words(facts)
+    last = kb.last_toolkit_for(f"sm_{sm}")
+    if last is not None and (kb.major_minor(cc) or (0, 0)) < (5, 0):
+        return Ruling(
+            "no-kernel-image",
+            f"{what} no longer ships sm_{sm}{gpu}: CUDA {release_after(last)} dropped it (the last "
+            f"toolkit that builds it is {last}), so current builds leave it out",
+            DETERMINED,
+            (
+                Fix(
+                    f"an older release of {what} built with CUDA <= {last} that still ships "
+                    f"sm_{sm}, or build {what} from source for {cc} with CUDA <= {last}",
+                    "newer releases will not support this GPU again",
+                    kind=UPGRADE,
+                ),
+            ),
+        )
+    runs = _sass_that_runs(cc)
+    first = kb.first_toolkit_for(runs[0])
+    also = (
+        f" (or {', '.join(runs[:-1])}: plain SASS of an older minor runs on {cc})"
+        if len(runs) > 1
+        else ""
+    )
+    fixes = [
+        Fix(
+            f"install a build of {what} that contains sm_{sm}{also}, built with CUDA >= {first}; "
+            f"check with `archgap scan --gpu {cc}`",
+            "an arch-specific build (sm_XYa) of another GPU does not run on it",
+            kind=UPGRADE,
+        ),
+        Fix(
+            f"when you build {what} yourself: rebuild it for {cc} (CMAKE_CUDA_ARCHITECTURES={sm}, "
+            f'TORCH_CUDA_ARCH_LIST="{cc}")',
+            "",
+            kind=ENV,
+        ),
+    ]
+    return Ruling(
+        "no-kernel-image",
+        f"{what} was built without sm_{sm}{gpu}",
+        DETERMINED if package else CONDITIONAL,
+        tuple(fixes),
+        () if package else ("which package's kernel failed: the traceback's frames",),
+    )
+
+
+def _sass_that_runs(cc: str) -> list[str]:
+    """The plain SASS targets a desktop GPU runs, oldest first: sm_XY for X.Z with Z >= Y, within
+    its major (12.1 runs sm_120 and sm_121), among the targets some toolkit builds."""
+    major, minor = kb.major_minor(cc) or (0, 0)
+    own = [f"sm_{major}{m}" for m in range(minor + 1)]
+    return [t for t in own if kb.first_toolkit_for(t)] or [f"sm_{major}{minor}"]
+
+
+def _each_gpu(
+    rule: str, judge: Callable[[LogFacts], Ruling | None], facts: LogFacts
+) -> Ruling | None:
+    """A log that names several GPUs: the rule judged for each, one case per GPU, since which
+    GPU ran the failing kernel decides."""
+    cases: list[Case] = []
+    for cc in facts.ccs:
+        names = [n for n in facts.stated.get("gpu", ()) if product_cc(n) == cc]
+        one = replace(facts, ccs=(cc,), gpu_name=names[0] if names else "")
+        ruling = judge(one)
+        if ruling is not None:
+            cases.append(
+                Case(
+                    f"if it ran on the {names[0] if names else 'GPU'} ({cc})",
+                    ruling.cause,
+                    ruling.fixes,
+                )
+            )
+    if not cases:
+        return None
+    named = ", ".join(f"{c.when.removeprefix('if it ran on the ')}" for c in cases)
+    cause = f"the log names {len(facts.ccs)} GPUs ({named}), and each needs its own kernels"
+    decide = (
+        "which GPU the failing process ran on: CUDA_VISIBLE_DEVICES, or "
+        "`python -c 'import torch; print(torch.cuda.get_device_name())'` in it",
+    )
+    fixes = tuple(f for c in cases for f in c.fixes)
+    return Ruling(rule, cause, CONDITIONAL, fixes, decide, tuple(cases))
+
+
+def _jetson_build(what: str, facts: LogFacts) -> Ruling:
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
+    arch = f"sm_{cc.replace('.', '')}" if cc else "the board's architecture"
+    build = (
+        f'TORCH_CUDA_ARCH_LIST="{cc}", CMAKE_CUDA_ARCHITECTURES={cc.replace(".", "")}'
+        if cc
+        else "the board's compute capability (Orin 8.7, Xavier 7.2, Thor 11.0)"
+    )
+    return Ruling(
+        "no-kernel-image",
+        f"{what} has no kernels for {arch}{gpu_words(facts)}: a Jetson needs builds made for "
+        "its own architecture (Tegra binaries do not run desktop SASS, and desktop or server "
+        "aarch64 wheels leave Jetson out)",
+        DETERMINED,
+        (
+            Fix(
+                f"install the JetPack build of {what} (NVIDIA's Jetson wheels or containers for "
+                "the board's JetPack), not a desktop or server index",
+                "Jetson builds carry the board's architecture",
+                kind=UPGRADE,
+            ),
+            Fix(
+                f"or build {what} on the board for {build}", "a long build on the device", kind=ENV
+            ),
+        ),
+    )

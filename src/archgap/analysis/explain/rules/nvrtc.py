@@ -1,0 +1,126 @@
+"""NVRTC: the run-time compiler a package (CuPy, numba, JAX ...) compiles with, of its own CUDA;
+an -arch it rejected for a GPU the log does not name; CuPy's kernels with no image for the GPU."""
+
+from __future__ import annotations
+
+import re
+
+from archgap.analysis.explain.causes import HOW_CC
+from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
+from archgap.analysis.explain.rules.words import gpu_words, major_of, release_after, version_of
+from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
+from archgap.kb import toolchain as kb
+
+# The packages that compile with an NVRTC of their own choosing (the system's, or a wheel's).
+_NVRTC_USERS = frozenset(("cupy", "numba", "numba-cuda", "jax", "cuda-python", "warp-lang"))
+
+
+def nvrtc_cuda(facts: LogFacts) -> str | None:
+    """The CUDA of the NVRTC that ran: where torch is the only NVRTC user the log names, its
+    build's (a torch wheel loads the NVRTC of its own CUDA, nvidia-cuda-nvrtc-cuXX or bundled,
+    whatever toolkit the system has), else the toolkit the log states."""
+    others = _NVRTC_USERS & set(facts.stated.get("package", ()))
+    return facts.torch_cuda if facts.torch_cuda and not others else facts.toolkit
+
+
+def nvrtc_without_gpu(facts: LogFacts) -> Ruling:
+    """NVRTC rejected an -arch the log does not show, for a GPU it does not name: the answer
+    depends on the GPU, against the targets of the NVRTC's CUDA."""
+    have = nvrtc_cuda(facts)
+    targets = sorted(kb.targets_of(have) or () if have else (), key=_number)
+    plain = [t for t in targets if t[-1].isdigit()]
+    fix = Fix(
+        f"use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
+        f"{HOW_CC})",
+        "the package compiles at run time with the NVRTC of its CUDA",
+        kind=TOOLKIT,
+    )
+    decide = (f"the GPU's compute capability: {HOW_CC}",)
+    if have and plain:
+        cause = f"the NVRTC of CUDA {have} rejected the GPU's architecture"
+        oldest, newest = plain[0], plain[-1]
+        # a GPU older than what this CUDA builds: the last CUDA that built the target below
+        below = max(
+            (t for t in _every_target() if _number(t) < _number(oldest)), key=_number, default=""
+        )
+        last = (kb.last_toolkit_for(below) if below else None) or "an older"
+        cases = (
+            Case(
+                f"if the GPU is older than {oldest}",
+                f"CUDA {have} no longer builds it (a newer CUDA dropped it)",
+                (nvrtc_fix(True, below or oldest, last, None),),
+            ),
+            Case(
+                f"if the GPU is newer than {newest}",
+                f"CUDA {have} predates it: it needs a newer CUDA",
+                (nvrtc_fix(False, newest, None, release_after(have)),),
+            ),
+        )
+        return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide, cases)
+    cause = (
+        "NVRTC rejected the GPU's architecture: its CUDA is either older than the GPU or "
+        "newer than a release that dropped it"
+    )
+    return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide)
+
+
+def _number(target: str) -> int:
+    return int(re.sub(r"\D", "", target))
+
+
+def _every_target() -> frozenset[str]:
+    """Every plain ``sm_*`` target a known toolkit release ever built."""
+    return frozenset(t for r in kb.toolkit_releases() for t in r.targets_added if t[-1].isdigit())
+
+
+def nvrtc_fix(newer: bool, target: str, last: str | None, first: str | None) -> Fix:
+    """The NVRTC to use: the last CUDA that builds a dropped target, or one new enough."""
+    if newer:
+        return Fix(
+            f"use the CUDA {last} NVRTC for this GPU (e.g. {_cupy_package(last)} with a CUDA "
+            f"{last} runtime); a newer CUDA cannot build {target}",
+            "the package compiles at run time with the NVRTC of its CUDA",
+            kind=TOOLKIT,
+        )
+    return Fix(
+        f"use an NVRTC from CUDA >= {first} (the package's build for that CUDA, e.g. "
+        f"{_cupy_package(first)})",
+        "the package compiles at run time with the NVRTC of its CUDA",
+        kind=TOOLKIT,
+    )
+
+
+def _cupy_package(cuda: str | None) -> str:
+    """CuPy's wheel for a CUDA: one per minor before CUDA 11 (cupy-cuda102), then one per major
+    (cupy-cuda11x, cupy-cuda12x): https://docs.cupy.dev/en/stable/install.html"""
+    major = major_of(cuda)
+    return f"cupy-cuda{major}x" if major >= 11 else f"cupy-cuda{(cuda or '').replace('.', '')}"
+
+
+def cupy_compiles(facts: LogFacts) -> Ruling | None:
+    """CuPy compiles its kernels at run time with NVRTC (cupy/cuda/compiler.py) and loads them
+    through the driver: a kernel with no image for the GPU (CUDA_ERROR_NO_BINARY_FOR_GPU,
+    'device kernel image is invalid') means the NVRTC of its CUDA, or the CuPy that picks the
+    target, predates the GPU."""
+    cc = facts.ccs[0]
+    target = f"sm_{cc.replace('.', '')}"
+    first = kb.first_toolkit_for(target)
+    if first is None:
+        return None
+    have = facts.toolkit
+    if have and version_of(have) >= version_of(first):
+        why = f"the NVRTC of CUDA {have} builds it, so the CuPy release predates {cc}"
+    else:
+        why = f"{target} needs an NVRTC from CUDA >= {first} and a CuPy release that knows {cc}"
+    cause = (
+        f"CuPy compiles its kernels at run time with NVRTC, and the kernel it loaded has no "
+        f"image for {target}{gpu_words(facts)}: {why}"
+    )
+    fix = Fix(
+        f"use a CuPy release that supports compute capability {cc} (its compatibility matrix) "
+        f"built for CUDA >= {first} (cupy-cuda{max(major_of(first), 11)}x, with "
+        f"nvidia-cuda-nvrtc of that CUDA), and clear ~/.cupy/kernel_cache",
+        "CuPy compiles with the NVRTC of its CUDA; a kernel cache built before stays stale",
+        kind=UPGRADE,
+    )
+    return Ruling("nvrtc-target", cause, DETERMINED, (fix,))

@@ -1,0 +1,110 @@
+"""PTX ISA: PTX newer than what assembles it, the driver's JIT linker (a driver older than the
+toolchain that wrote the PTX) or a ptxas older than it."""
+
+from __future__ import annotations
+
+from archgap.analysis.explain.rules.facts import (
+    CONDITIONAL,
+    DETERMINED,
+    DRIVER,
+    PTXAS,
+    TRITON,
+    XLA,
+    LogFacts,
+    Ruling,
+)
+from archgap.analysis.explain.rules.words import version_of
+from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
+from archgap.kb import toolchain as kb
+
+
+def _cuda_of_isa(isa: str) -> kb.ToolkitRelease | None:
+    """The first toolkit release whose PTX ISA is at least ``isa``."""
+    wanted = version_of(isa)
+    return next((r for r in kb.toolkit_releases() if version_of(r.ptx_isa) >= wanted), None)
+
+
+def ptx_isa(facts: LogFacts) -> Ruling | None:
+    """PTX newer than what assembles it: the driver's JIT linker (a driver older than the
+    toolchain that wrote the PTX), or a ptxas older than it (the tool's own fix)."""
+    needed, known = facts.first("ptx_isa_needed"), facts.first("ptx_isa_known")
+    found = needed and known
+    writer = _cuda_of_isa(needed) if needed else None
+    reader = _cuda_of_isa(known) if known else None
+    through_driver = facts.tool in (DRIVER, "") or found is None
+    if not through_driver:
+        if facts.tool == TRITON or writer is None:
+            return None  # Triton's ptxas: the signature's fixes (TRITON_PTXAS_PATH)
+        cause = (
+            f"{facts.tool} knows PTX ISA {known} (CUDA {reader.cuda if reader else '?'}) but the "
+            f"PTX is ISA {needed} (CUDA {writer.cuda}): the ptxas in use is older than the "
+            f"toolchain that wrote the PTX"
+        )
+        where = "first on PATH" if facts.tool in (XLA, PTXAS) else "in CUDA_HOME / PATH"
+        fix = Fix(
+            f"put a ptxas from CUDA >= {writer.cuda} {where}",
+            f"{facts.tool} assembles the PTX; it must know ISA {needed}",
+            kind=TOOLKIT,
+        )
+        return Ruling("ptx-isa", cause, DETERMINED, (fix,))
+    newest: kb.ToolkitRelease | None = writer
+    if writer is not None:
+        cause = (
+            f"the driver's JIT knows PTX ISA {known} (a CUDA {reader.cuda if reader else '?'} "
+            f"driver) but the PTX is ISA {needed}, written by a CUDA {writer.cuda} toolchain: the "
+            f"driver is older than that toolchain"
+        )
+        status = DETERMINED
+    else:
+        have = facts.toolkit
+        newest = kb.toolkit_release(have) if have else None
+        runs = kb.driver_cuda_version(facts.driver) if facts.driver else None
+        said = f" (CUDA {have})" if have else ""
+        drv = f"; driver {facts.driver} runs up to CUDA {runs}" if runs else ""
+        cause = (
+            f"the driver is older than the toolchain that built the PTX{said}{drv}: the driver "
+            f"cannot JIT-compile a PTX ISA newer than its own CUDA"
+        )
+        status = DETERMINED if have or runs else CONDITIONAL
+    return Ruling(
+        "ptx-isa",
+        cause,
+        status,
+        _driver_fixes(newest, reader, facts),
+        ()
+        if status == DETERMINED
+        else ("the driver's CUDA version and the toolkit's: `nvidia-smi`, `nvcc --version`",),
+    )
+
+
+def _driver_fixes(
+    newest: kb.ToolkitRelease | None, reader: kb.ToolkitRelease | None, facts: LogFacts
+) -> tuple[Fix, ...]:
+    if facts.tegra:
+        return (
+            Fix(
+                "build with the CUDA of the board's JetPack (or flash a newer JetPack): on "
+                "Jetson the driver comes with JetPack, desktop drivers and wheels do not apply",
+                "the JetPack release fixes the driver's CUDA",
+                kind=TOOLKIT,
+            ),
+        )
+    need = (
+        f" >= {newest.min_driver_linux} (CUDA {newest.cuda})"
+        if newest and newest.min_driver_linux
+        else " whose CUDA version is at least the toolkit's"
+    )
+    match = f"CUDA {reader.cuda}" if reader else "the driver's CUDA version (nvidia-smi)"
+    return (
+        Fix(
+            f"upgrade the NVIDIA driver to one{need}",
+            "the driver then JIT-compiles the PTX",
+            kind=UPGRADE,
+        ),
+        Fix(
+            f"or produce the PTX with a toolkit matching the driver: {match} (a container or a "
+            "cudatoolkit / nvidia-cuda-nvcc of that version for numba, CuPy, candle)",
+            "keeps the driver",
+            kind=TOOLKIT,
+        ),
+    )

@@ -1,0 +1,265 @@
+"""Toolkit targets: a compiler (nvcc, ptxas, XLA's ptxas, NVRTC) rejected a target because the
+toolkit predates it, or is newer than a release that dropped it (kb/toolkits.json's targets per
+release); a ptxas or nvcc other than the log's CUDA; Thor's renumbered target."""
+
+from __future__ import annotations
+
+import re
+
+from archgap.analysis.explain.rules.facts import (
+    CONDITIONAL,
+    DETERMINED,
+    NVCC,
+    NVRTC,
+    PTXAS,
+    TRITON,
+    XLA,
+    Case,
+    LogFacts,
+    Ruling,
+)
+from archgap.analysis.explain.rules.nvrtc import nvrtc_cuda, nvrtc_fix, nvrtc_without_gpu
+from archgap.analysis.explain.rules.words import dropped_words, gpu_words, version_of
+from archgap.analysis.fixes.engine import ENV, TOOLKIT, Fix, toolkit_limit
+from archgap.kb import toolchain as kb
+from archgap.kb.gpus import Renumbered, renumbered
+
+# Targets whose last toolkit is older than this are taken as dropped when the log does not say
+# which toolkit ran (the answer stays conditional on the toolkit's version): a toolkit that old
+# is rarely the one a report runs.
+LONG_DROPPED = (12, 0)
+_TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3}[af]?)\b")
+
+
+def _target_of(error: str, facts: LogFacts) -> str | None:
+    found = _TARGET.search(error)
+    if found:
+        return f"sm_{found.group(1)}"
+    cc = re.search(r"CC (\d{1,2}\.\d)", error)  # XLA: "ptxas does not support CC 9.0"
+    if cc:
+        return f"sm_{cc.group(1).replace('.', '')}"
+    option = facts.first("arch_option")  # NVRTC's options: -arch=compute_61
+    if option:
+        return f"sm_{option}"
+    return f"sm_{facts.ccs[0].replace('.', '')}" if len(facts.ccs) == 1 else None
+
+
+def toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | None:
+    """A compiler rejected a target: the toolkit predates it, or is newer than a release that
+    dropped it (kb/toolkits.json's targets per release). Triton's ptxas is the signature's."""
+    tool = tool or facts.tool or PTXAS
+    target = _target_of(error, facts)
+    span = kb.toolkit_range_for(target.rstrip("af")) if target else None
+    if target is None and tool == NVRTC:
+        return nvrtc_without_gpu(facts)
+    if tool == TRITON or target is None or span is None:
+        return None
+    first, last = span
+    have = nvrtc_cuda(facts) if tool == NVRTC else facts.toolkit if tool in (NVCC, PTXAS) else None
+    dropped, needs = dropped_words(target, last), f"{target} needs CUDA >= {first}"
+    if have and last and version_of(have) > version_of(last):
+        cause, status, newer = f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
+    elif have and version_of(have) < version_of(first):
+        cause, status, newer = f"{tool} is CUDA {have}, older than {target}: {needs}", True, False
+    elif tool == PTXAS and (stack := have or facts.torch_cuda) and _builds(stack, target):
+        # the CUDA the log states (its toolkit, or torch's build) builds the target, yet a ptxas
+        # rejected it: the ptxas that ran is another one (a bundled one such as Triton's, or an
+        # older toolkit's on PATH)
+        return _other_ptxas(target, stack, facts)
+    elif tool == NVCC and have and _builds(have, target):
+        return _other_nvcc(target, have, first, last, facts)
+    elif last and version_of(last) < LONG_DROPPED:
+        # a target no toolkit of the last years builds: the one in use most likely dropped it
+        cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
+    elif last:  # a toolkit too old or too new both reject it: the toolkit's version decides
+        newer_fixes = _target_fixes(tool, target, first, last, True, facts)
+        older_fixes = _target_fixes(tool, target, first, last, False, facts)[-1:]
+        cases = (
+            Case(f"if {tool} is CUDA > {last}", f"{dropped}; the {tool} is newer", newer_fixes),
+            Case(
+                f"if {tool} is CUDA < {first}",
+                f"the {tool} predates {target}: {needs}",
+                older_fixes,
+            ),
+        )
+        cause = (
+            f"{tool} is either newer than the last release that builds {target} or older than "
+            f"the first"
+        )
+        decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
+        return Ruling(
+            "toolkit-target",
+            f"{cause}{gpu_words(facts)}",
+            CONDITIONAL,
+            newer_fixes + older_fixes,
+            decide,
+            cases,
+        )
+    else:
+        cause, status, newer = f"the {tool} in use predates {target}: {needs}", False, False
+    fixes = _target_fixes(tool, target, first, last, newer, facts)
+    found = _renumbered(target)
+    if found:  # Thor: sm_101 up to CUDA 12.9, sm_110 from 13.0
+        cause += f" (CUDA {found[0].toolkit} renumbered sm_{found[0].old.replace('.', '')} as "
+        cause += f"sm_{found[0].new.replace('.', '')}: the same GPU)"
+    if status:
+        return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
+    decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
+    return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", CONDITIONAL, fixes, decide)
+
+
+def _renumbered(target: str) -> tuple[Renumbered, bool] | None:
+    """The renumbering a target is part of (kb/gpus.json: Thor's sm_101 is sm_110 from CUDA
+    13.0), and whether the target is the old number."""
+    plain = target.rstrip("af")
+    for r in renumbered():
+        if plain in (f"sm_{r.old.replace('.', '')}", f"sm_{r.new.replace('.', '')}"):
+            return r, plain == f"sm_{r.old.replace('.', '')}"
+    return None
+
+
+def _renumbered_fixes(target: str, newer: bool) -> tuple[Fix, ...]:
+    """A dropped old number is the same GPU under its new number, and the reverse."""
+    found = _renumbered(target)
+    if found is None:
+        return ()
+    r, is_old = found
+    old, new = f"sm_{r.old.replace('.', '')}", f"sm_{r.new.replace('.', '')}"
+    if newer and is_old:
+        return (
+            Fix(
+                f"build for {new} instead of {old} (CMAKE_CUDA_ARCHITECTURES="
+                f'{new.removeprefix("sm_")}, TORCH_CUDA_ARCH_LIST="{r.new}"): CUDA {r.toolkit} '
+                f"renumbered {old} as {new}, the same GPU",
+                r.source,
+                kind=ENV,
+            ),
+        )
+    if not newer and not is_old:
+        return (
+            Fix(
+                f"with a CUDA older than {r.toolkit}, build for {old} instead: the same GPU's "
+                f"number there",
+                r.source,
+                kind=ENV,
+            ),
+        )
+    return ()
+
+
+def _other_ptxas(target: str, have: str, facts: LogFacts) -> Ruling:
+    """A ptxas rejected a target that the log's own CUDA builds: that ptxas is not the CUDA's."""
+    cause = (
+        f"the log's CUDA {have} builds {target}, so the ptxas that rejected it is another, "
+        f"older one: a ptxas a package bundles (Triton's, in a torch or vLLM process) or an "
+        f"older toolkit's first on PATH"
+    )
+    fixes = (
+        Fix(
+            f"export TRITON_PTXAS_PATH to the ptxas of CUDA {have} (e.g. "
+            f"/usr/local/cuda-{have}/bin/ptxas; Triton runs its bundled ptxas unless told), and "
+            f"clear ~/.triton/cache",
+            "Triton's bundled ptxas is older than the toolkit",
+            kind=ENV,
+        ),
+        Fix(
+            f"put the CUDA {have} bin directory first on PATH (CUDA_HOME too) for other tools "
+            f"that run the first ptxas they find",
+            "",
+            kind=ENV,
+        ),
+    )
+    return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
+
+
+def _other_nvcc(target: str, have: str, first: str, last: str | None, facts: LogFacts) -> Ruling:
+    """nvcc rejected a target that the CUDA the log names builds: the nvcc that ran is another
+    toolkit's (an older one on PATH, such as a distribution's /usr/bin/nvcc, or one past the
+    release that dropped the target), not the one the report installed."""
+    outside = f"CUDA < {first}" + (f" or > {last}" if last else "")
+    cause = (
+        f"the log's CUDA {have} builds {target}, so the nvcc that ran is another toolkit's "
+        f"({outside}): one found first on PATH or through CUDA_HOME, not CUDA {have}"
+    )
+    fixes = (
+        Fix(
+            f"put the CUDA {have} nvcc first: PATH=/usr/local/cuda-{have}/bin:$PATH and "
+            f"CUDA_HOME=/usr/local/cuda-{have} (check with `which -a nvcc` and `nvcc --version`)",
+            f"CUDA {have} builds {target}",
+            kind=ENV,
+        ),
+        Fix(
+            "or remove the other toolkit the build finds first (a distribution's "
+            "nvidia-cuda-toolkit in /usr/bin, an older /usr/local/cuda link)",
+            "",
+            kind=TOOLKIT,
+        ),
+    )
+    return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
+
+
+def _builds(cuda: str, target: str) -> bool:
+    span = kb.toolkit_range_for(target.rstrip("af"))
+    return span is not None and version_of(span[0]) <= version_of(cuda) <= version_of(
+        span[1] or cuda
+    )
+
+
+def _target_fixes(
+    tool: str, target: str, first: str, last: str | None, newer: bool, facts: LogFacts
+) -> tuple[Fix, ...]:
+    gpu_target = f"sm_{facts.ccs[0].replace('.', '')}" if len(facts.ccs) == 1 else None
+    not_the_gpu = gpu_target is not None and gpu_target != target.rstrip("af")
+    fixes: list[Fix] = list(_renumbered_fixes(target, newer))
+    if tool == XLA:
+        need = toolkit_limit(gpu_target or target) or f"CUDA >= {first}"
+        fixes.append(
+            Fix(
+                f"put a ptxas from {need} first on PATH for XLA (jax: pip install "
+                f"'nvidia-cuda-nvcc-cu12'; TensorFlow: the CUDA its release names)",
+                "XLA runs the ptxas it finds on PATH or in its CUDA directory; Triton's settings "
+                "do not apply",
+                kind=TOOLKIT,
+            )
+        )
+        return tuple(fixes)
+    if tool == NVRTC:
+        return (nvrtc_fix(newer, target, last, first),)
+    if not_the_gpu and gpu_target:
+        cc = facts.ccs[0]
+        fixes.append(
+            Fix(
+                f"build for the GPU itself: leave {target} out of the arch list and build "
+                f"{gpu_target} (CMAKE_CUDA_ARCHITECTURES={cc.replace('.', '')}, "
+                f'TORCH_CUDA_ARCH_LIST="{cc}", -gencode arch=compute_{cc.replace(".", "")},'
+                f"code={gpu_target})",
+                f"the {facts.gpu_name or 'GPU'} is {cc}; {target} is not needed for it",
+                kind=ENV,
+            )
+        )
+    elif newer:
+        fixes.append(
+            Fix(
+                f"remove {target} from the build's arch list (-gencode, CMAKE_CUDA_ARCHITECTURES, "
+                f"TORCH_CUDA_ARCH_LIST)",
+                "the toolkit in use no longer builds it",
+                kind=ENV,
+            )
+        )
+    if newer:
+        fixes.append(
+            Fix(
+                f"or build with CUDA <= {last} (the last toolkit that builds {target})",
+                "an older toolkit, only if that GPU must be supported",
+                kind=TOOLKIT,
+            )
+        )
+    else:
+        fixes.append(
+            Fix(
+                f"build with CUDA >= {first} (point CUDA_HOME and PATH at it)",
+                f"the first toolkit that builds {target}",
+                kind=TOOLKIT,
+            )
+        )
+    return tuple(fixes)

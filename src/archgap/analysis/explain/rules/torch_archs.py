@@ -1,0 +1,111 @@
+"""torch's arch list: its capability warning against the architectures it was built for, or
+without the list, against the CUDA it was built with."""
+
+from __future__ import annotations
+
+from archgap.analysis.explain.causes import dotted
+from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
+from archgap.analysis.explain.rules.words import dropped_words, gpu_words, version_of
+from archgap.analysis.fixes.engine import UPGRADE, Fix
+from archgap.kb import toolchain as kb
+
+
+def torch_archs(facts: LogFacts) -> Ruling | None:
+    """torch's capability warning against its own arch list: SASS of X.Y runs on X.Z (Z >= Y)
+    of a desktop GPU, so a newer minor of a built major is no gap; older or newer majors are."""
+    listed = facts.first("torch_archs")
+    low, high = facts.first("torch_cc_min"), facts.first("torch_cc_max")
+    archs = [dotted(a) for a in listed.split() if a.startswith("sm_")] if listed else [low, high]
+    built = sorted({parts for a in archs if a and (parts := kb.major_minor(a))})
+    cc = kb.major_minor(facts.ccs[0]) if len(facts.ccs) == 1 else None
+    if cc is None:
+        return None
+    if not built:
+        return _torch_cuda_build(cc, facts)
+    gpu, name, dot = gpu_words(facts), f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
+    runs = [b for b in built if b[0] == cc[0] and b[1] <= cc[1]]
+    if runs and not facts.tegra:
+        best = max(runs)
+        cause = (
+            f"no gap: this torch has sm_{best[0]}{best[1]} SASS, which runs on {dot} (same major, "
+            f"newer minor){gpu}; the warning compares the arch list literally, so it is harmless"
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, ())
+    oldest, newest = built[0], built[-1]
+    if cc < oldest:
+        last = kb.last_toolkit_for(name) or "the last toolkit that builds it"
+        cause = (
+            f"the GPU ({dot}){gpu} is older than the oldest architecture this torch was built "
+            f"for (sm_{oldest[0]}{oldest[1]})"
+        )
+        fix = Fix(
+            f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
+            f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
+            "current torch wheels no longer carry it",
+            kind=UPGRADE,
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+    first = kb.first_toolkit_for(name)
+    if first is None:
+        return None
+    index = f"cu{first.replace('.', '')}"
+    cause = (
+        f"this torch was built for up to sm_{newest[0]}{newest[1]}, nothing of which runs on "
+        f"{dot}{gpu}: {name} needs a torch built with CUDA >= {first}"
+    )
+    fix = Fix(
+        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: "
+        f"https://download.pytorch.org/whl/{index})",
+        "a torch release that has wheels for that CUDA",
+        kind=UPGRADE,
+    )
+    return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+
+
+def _torch_cuda_build(cc: tuple[int, int], facts: LogFacts) -> Ruling | None:
+    """torch's warning without its arch list: the CUDA torch was built with against the GPU's
+    target (a CUDA older than the target cannot have built it; one newer than a release that
+    dropped it did not), else the arch list decides."""
+    name, dot, gpu = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}", gpu_words(facts)
+    span = kb.toolkit_range_for(name)
+    built = facts.torch_cuda
+    how = "torch's arch list: `python -c 'import torch; print(torch.cuda.get_arch_list())'`"
+    if span is None:
+        return None
+    first, last = span
+    index = f"cu{first.replace('.', '')}"
+    newer = Fix(
+        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: "
+        f"https://download.pytorch.org/whl/{index})",
+        "a torch release that has wheels for that CUDA",
+        kind=UPGRADE,
+    )
+    older = Fix(
+        f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
+        f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
+        "current torch wheels no longer carry it",
+        kind=UPGRADE,
+    )
+    if built and version_of(built) < version_of(first):
+        cause = (
+            f"this torch was built with CUDA {built}, older than {name}{gpu}: {name} needs "
+            f"CUDA >= {first}"
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, (newer,))
+    if built and last and version_of(built) > version_of(last):
+        cause = (
+            f"this torch was built with CUDA {built}{gpu}, and {dropped_words(name, last)}: "
+            f"its wheels leave the GPU out"
+        )
+        return Ruling("torch-arch-list", cause, DETERMINED, (older,))
+    cases = [
+        Case(f"if the list's newest is older than {name}", f"torch predates the GPU{gpu}", (newer,))
+    ]
+    cases.append(
+        Case(f"if the list's oldest is newer than {name}", f"torch dropped the GPU{gpu}", (older,))
+    )
+    cause = (
+        f"this torch's arch list has nothing that runs on {dot}{gpu}; the log does not print "
+        f"the list"
+    )
+    return Ruling("torch-arch-list", cause, CONDITIONAL, (newer, older), (how,), tuple(cases))
