@@ -18,7 +18,7 @@ FACTS_VERSION = 1
 EntryKind = Literal["sass", "ptx", "ltoir"]  # an ELF cubin, PTX text, LTO IR
 Variant = Literal["", "a", "f"]  # plain, arch-specific (sm_90a), family-specific (sm_100f)
 Compression = Literal["none", "zstd", "lz4", "unknown"]
-BinaryFormat = Literal["elf", "archive", "cubin", "fatbin", "other", "unreadable", "unknown"]
+BinaryFormat = Literal["elf", "pe", "archive", "cubin", "fatbin", "other", "unreadable", "unknown"]
 
 
 def as_variant(text: str) -> Variant:
@@ -109,9 +109,11 @@ class BinaryFacts:
     entries: Tuple[KernelEntry, ...]
     deep: bool  # containers outside .nv_fatbin were searched too
     error: Optional[str] = None  # why the file could not be read (fully); entries read so far stay
-    machine: Optional[str] = None  # the host ELF's e_machine: "x86-64", "aarch64", "ppc64" ...
+    # the host ELF's e_machine, or a PE image's Machine: "x86-64", "aarch64", "ppc64" ...
+    machine: Optional[str] = None
     # What the dynamic loader must find for it: DT_NEEDED names (None: not read, or no host
     # shared object/executable) and the RUNPATH (else RPATH) directories, "$ORIGIN" unexpanded.
+    # For a PE image ("pe"): the DLLs of its import and delay-load import tables, no RUNPATH.
     needed: Optional[Tuple[str, ...]] = None
     runpath: Tuple[str, ...] = ()
     # The CUDA releases ("12.8", "13.0") that its cubins' toolkit notes (.note.nv.tkinfo) name,
@@ -397,6 +399,7 @@ class SourceCheck:
     found: bool
     line: Optional[int]  # 1-based line of the first occurrence
     reason: Optional[str] = None  # why it could not be checked (file missing, unreadable)
+    sha256: Optional[str] = None  # the file's hash, when the check asks (archgap's own patch)
 
 
 @dataclass(frozen=True)

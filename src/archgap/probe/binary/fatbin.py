@@ -37,6 +37,7 @@ from .binreader import NotRecorded, Reader, WorkBoundReached
 from .elf import ELF_MAGIC, cubin_at
 from .fatcontainer import CONTAINER_MAGIC, walk_containers
 from .hostelf import read_elf
+from .pe import MZ_MAGIC, read_pe
 
 if TYPE_CHECKING:
     from .summary import Summary
@@ -135,9 +136,12 @@ def _read_open_file(path: str, fd: int, deep: bool, summarize: Summarize) -> Bin
 
 
 def kind_of(head: bytes) -> str:
-    """What the first 8 bytes say a file is: elf, archive, fatbin, thin (archive) or other."""
+    """What the first 8 bytes say a file is: elf, pe (a Windows image), archive, fatbin, thin
+    (archive) or other."""
     if head[:4] == ELF_MAGIC:
         return "elf"
+    if head[:2] == MZ_MAGIC:
+        return "pe"
     if head == AR_MAGIC:
         return "archive"
     if head[:4] == CONTAINER_MAGIC:
@@ -163,13 +167,15 @@ def _read_buffer(
 
 
 def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
-    """The device code ``reader`` finds in a file known to be ``kind`` (elf, archive, fatbin):
+    """The device code ``reader`` finds in a file known to be ``kind`` (elf, pe, archive, fatbin):
     an mmap, a member's bytes, or the headers a stream kept (``archives.streamread``)."""
     size = reader.size
     found: BinaryFormat = "archive" if kind == "archive" else "fatbin"
     try:
         if kind == "elf":
             found = read_elf(reader, 0, size, None)
+        elif kind == "pe":
+            found = read_pe(reader)
         elif kind == "archive":
             read_archive(reader)
         else:
