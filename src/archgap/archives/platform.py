@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform as host
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from archgap.errors import UsageError
@@ -17,6 +18,8 @@ _OCI_ARCH.update({"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64", 
 ELF_MACHINE = {"amd64": "x86-64", "arm64": "aarch64", "ppc64le": "ppc64", "riscv64": "riscv"}
 ELF_MACHINE.update({"arm": "arm", "386": "x86"})
 _WHEEL_TAG_ARCH = re.compile(r"_(x86_64|aarch64|ppc64le|s390x)$")
+# A Windows wheel's platform tag (PEP 425: the wheel file name's last tag, "." separating more)
+_WINDOWS_TAG = re.compile(r"-((?:win32|win_amd64|win_arm64)(?:\.[a-z0-9_]+)*)\.whl$")
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,21 @@ def host_platform() -> Platform:
     """This machine's platform (linux/amd64 on x86-64)."""
     machine = host.machine().lower()
     return Platform(host.system().lower() or "linux", _OCI_ARCH.get(machine, machine))
+
+
+def windows_wheel_note(label: str, formats: Sequence[str]) -> str | None:
+    """What to say when a Windows wheel is judged on another system: its device code is read
+    (the same fatbins, the same verdicts) but it cannot be installed here. A wheel is Windows'
+    by its platform tag (``win_amd64``, ``win_arm64``, ``win32``) or, without one, by its native
+    members all being PE images ("pe"). None on a Windows host, or for another wheel."""
+    system = host.system() or "Linux"
+    if system == "Windows":
+        return None
+    tag = _WINDOWS_TAG.search(label)
+    if tag is None and not (formats and all(f == "pe" for f in formats)):
+        return None
+    named = f" ({tag.group(1)})" if tag else ""
+    return (
+        f"a Windows wheel{named}: judged for its device code; it cannot be installed on this "
+        f"{system} host"
+    )

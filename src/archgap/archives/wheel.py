@@ -45,8 +45,9 @@ from archgap.probe.environment.pyenv import (
 from archgap.probe.facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
 
 from .limits import Inflated, InflationLimit
+from .platform import windows_wheel_note
 from .streamread import read_streamed
-from .zipmembers import NATIVE_MAGIC, MemberStream, direct, read_members
+from .zipmembers import MemberStream, direct, native_head, read_members
 
 # Members up to this size are read in memory; larger ones as they stream by (``streamread``).
 IN_MEMORY_MAX = 64 << 20
@@ -157,6 +158,10 @@ def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
         )
     )
     found.binaries.extend(row if row is not None else next(read) for row in rows)
+    native = [b.format for b in found.binaries if b.format not in ("other", "unreadable")]
+    note = windows_wheel_note(found.label, native)
+    if note is not None:
+        found.problems.append(Problem(found.label, note))
 
 
 def _distinct(infos: list[zipfile.ZipInfo], found: WheelContents) -> list[zipfile.ZipInfo]:
@@ -276,7 +281,7 @@ def read_stream(path: str, stream: IO[bytes], size: int, deep: bool = True) -> B
         return BinaryFacts(path, size, "unknown", (), deep, reason)
     try:
         head = stream.read(8)
-        if head[:4] not in NATIVE_MAGIC:
+        if not native_head(head):
             return BinaryFacts(path, size, "other", (), deep)
         if size > IN_MEMORY_MAX:
             return read_streamed(path, stream, head, size, deep)

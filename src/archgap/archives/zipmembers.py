@@ -54,6 +54,7 @@ STREAM_CHUNK = 1 << 20  # compressed bytes read at a time by ``MemberStream``
 LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name's and extra field's lengths
 LOCAL_MAGIC = b"PK\x03\x04"
 NATIVE_MAGIC = (b"\x7fELF", b"!<ar", b"\x50\xed\x55\xba")  # ELF, ar archive, fatbin container
+PE_MAGIC = b"MZ"  # a Windows image (DLL, .pyd): its MS-DOS header's first two bytes
 # encrypted (bit 0), compressed patch data (5), strong encryption (6): zipfile's reasons
 ZIPFILE_ONLY_FLAGS = 0x1 | 0x20 | 0x40
 
@@ -256,12 +257,18 @@ def read_raw(info: zipfile.ZipInfo, path: str, raw: bytes | Exception, deep: boo
             raise raw
         data = inflate(info, raw)
     except Exception as exc:
-        if not isinstance(raw, Exception) and _head(info, raw) not in (None, *NATIVE_MAGIC):
+        head = None if isinstance(raw, Exception) else _head(info, raw)
+        if head is not None and not native_head(head):
             return BinaryFacts(path, size, "other", (), deep)
         return BinaryFacts(path, size, "unreadable", (), deep, f"corrupt member: {exc}")
-    if data[:4] not in NATIVE_MAGIC:
+    if not native_head(data[:4]):
         return BinaryFacts(path, size, "other", (), deep)
     return read_bytes(path, data, deep)
+
+
+def native_head(head: bytes) -> bool:
+    """Whether a member's first 4 bytes are those of a file the kernel reader reads."""
+    return head[:4] in NATIVE_MAGIC or head[:2] == PE_MAGIC
 
 
 def inflate(info: zipfile.ZipInfo, raw: bytes) -> bytes:
@@ -297,6 +304,7 @@ __all__ = [
     "MemberStream",
     "direct",
     "inflate",
+    "native_head",
     "raw_member",
     "read_members",
 ]

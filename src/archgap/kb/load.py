@@ -41,8 +41,13 @@ class LoaderRule:
     source: str
 
     def build(self, file_name: str) -> tuple[int, int] | None:
-        """The CUDA (major, minor) of a build by its file name; None for another file."""
-        pattern = re.escape(self.library).replace(r"\{major\}", r"(\d+)")
+        """The CUDA (major, minor) of a build by its file name; None for another file. A
+        Windows build is the same name with ``.dll`` for ``.so`` (bitsandbytes 0.50.2's
+        consts.py: DYNAMIC_LIBRARY_SUFFIX "Windows": ".dll", used by cextension.py)."""
+        library = self.library
+        if library.endswith(".so") and file_name.endswith(".dll"):
+            library = library[: -len(".so")] + ".dll"
+        pattern = re.escape(library).replace(r"\{major\}", r"(\d+)")
         match = re.fullmatch(pattern.replace(r"\{minor\}", r"(\d)"), file_name)
         return (int(match.group(1)), int(match.group(2))) if match else None
 

@@ -13,7 +13,8 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
 3. **Its needed libraries resolve**: each ``DT_NEEDED`` name is a library the driver installs,
    a file an installed package ships, or one the target's dynamic loader finds by name (its
    cache and trusted directories, LD_LIBRARY_PATH: probe.loader). A CUDA library that none of
-   them gives is a gap, named with the package that ships it.
+   them gives is a gap, named with the package that ships it. (Not for a Windows DLL: its
+   imports resolve by the DLL search order, which is not modelled; docs/commands/kernels.md.)
 4. **The package loads this build**: a package that ships one build per CUDA version loads one
    of them by its documented rule (kb/load.json "loaders": bitsandbytes by torch's CUDA version
    or BNB_CUDA_VERSION); the others are shown as not loaded and decide nothing. A package
@@ -110,7 +111,9 @@ def load_model(
     elves = [b for b in binaries if b.needed is not None and b.path not in not_loaded]
     if driver:
         findings += driver_cuda(elves, owner, driver, driver_source, blocked, gating)
-    findings += _needed(env, elves, owner, loader, blocked, gating)
+    # A Windows image's imports resolve by the DLL search order, not modelled: not checked here
+    linux = [b for b in elves if b.format != "pe"]
+    findings += _needed(env, linux, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
     findings += _companions(env, blocked, gating)
     findings += driver_jit(env, loader, toolchains, driver, blocked, gating)
