@@ -356,8 +356,9 @@ def fix(
         raise UsageError("--only chooses what --apply changes; add --apply")
     where = _Fixing(target, state_dir, timeout)
     if undo:
-        answer = where.fixer({"op": "undo", "force": force})
-        undone = {k: answer.get(k) or [] for k in ("restored", "refused", "recovered")}
+        named = _undo_targets(python, env_file, systemd, systemd_dir, target, root, timeout)
+        answer = where.fixer({"op": "undo", "force": force, **named})
+        undone = {k: answer.get(k) or [] for k in ("restored", "refused", "recovered", "kept")}
         return FixResult(undo={**undone, "error": answer.get("error"), "forced": force})
 
     def judged(environment: str | None) -> ScanReport:
@@ -377,6 +378,12 @@ def fix(
         fix_plan.exports, fix_plan.reload, fix_plan.notes,
     )  # fmt: skip
     chosen = selected(fix_plan, only) if apply else []
+    if any(a.env and a.edit is None for a in chosen):  # said by the dry run too (report/fix)
+        raise UsageError(
+            "fix --apply: nowhere to write the variables; add --write-env-file FILE (the "
+            "service's EnvironmentFile= or docker --env-file) or --systemd UNIT, or choose "
+            "--only patch/upgrade; nothing was changed"
+        )
     if not chosen:  # a dry run, or nothing to change: the plan, and whether a gap remains
         return result
     applied = _apply_fixes(where, chosen)
@@ -393,6 +400,31 @@ def fix(
             f"the drop-in takes effect after `{fix_plan.reload}`; then scan --env-from PID"
         )
     return replace(result, applied=applied, verified=_verified(after, chosen, unconfirmed))
+
+
+def _undo_targets(
+    python: str | None,
+    env_file: str | None,
+    systemd: str | None,
+    systemd_dir: str,
+    target: Target,
+    root: str,
+    timeout: float,
+) -> dict[str, Any]:
+    """What ``fix --undo`` takes back: the changes inside the site-packages of ``python``, of
+    ``env_file`` and of the drop-in of ``systemd``; with none of them named, every change."""
+    from archgap.analysis.fixplan import Destination
+    from archgap.probe.facts import PythonEnvironment
+    from archgap.request import probe_request
+
+    if python is None and env_file is None and systemd is None:
+        return {}
+    roots: list[str] = []
+    if python is not None:
+        request = probe_request(("python",), python)
+        roots += _decoded(PythonEnvironment, target, request, timeout, root).site_packages
+    dropin = Destination(None, systemd, systemd_dir).dropin
+    return {"only": {"roots": roots, "paths": [p for p in (env_file, dropin) if p]}}
 
 
 def _planned_actions(fix_plan: Plan, planned: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
@@ -413,6 +445,7 @@ def _planned_actions(fix_plan: Plan, planned: list[dict[str, Any]]) -> tuple[dic
                 "command": list(a.command) or None,
                 "needs_only": a.needs_only,
                 "note": a.note or None,
+                "numbers": list(a.numbers),
             }
         )
     return tuple(actions)

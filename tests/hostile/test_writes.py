@@ -399,7 +399,7 @@ def test_archgap_fix_apply_never_writes_through_a_planted_temp_link(
     assert installed["victim"].read_bytes() == VICTIM
     assert stat.S_IMODE(installed["victim"].stat().st_mode) == 0o600
     assert not installed[planted].is_symlink() and installed[planted].read_bytes() != before
-    code, doc = archgap_fix(installed, "--undo")
+    code, doc = archgap_fix(installed, "--undo", "--write-env-file", str(installed["env"]))
     assert code == 0 and doc["undo"]["error"] is None
     assert installed[planted].read_bytes() == before
     assert installed["victim"].read_bytes() == VICTIM

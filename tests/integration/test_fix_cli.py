@@ -50,6 +50,17 @@ def fix(s: dict[str, Any], *extra: str, env: dict[str, str] | None = None) -> tu
     return result.returncode, json_output(result, "fix")
 
 
+def refusal(s: dict[str, Any], *extra: str) -> str:
+    """The one line a usage refusal (exit 2) prints; nothing of the target is changed."""
+    args = ["fix", "--python", str(s["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    args += ["--env-from", str(s["env"]), "--state-dir", str(s["tmp"] / "state")]
+    before = tree_hashes(s["tmp"])
+    result = run_cli(*args, *extra, env={"CUDA_HOME": ""})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result
+    assert tree_hashes(s["tmp"]) == before
+    return result.stderr
+
+
 def scan_gap(s: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
     result = run_cli(
         "scan",
@@ -105,11 +116,11 @@ def test_dry_run_then_env_fix_then_undo_over_a_hand_edit(setup: dict[str, Any]) 
     with setup["env"].open("a") as handle:  # a hand edit after archgap's
         handle.write("SGLANG_LOG=debug\n")
     edited = setup["env"].read_bytes()
-    code, doc = fix(setup, "--undo")
+    code, doc = fix(setup, "--undo", "--write-env-file", str(setup["env"]))
     assert code == 3 and doc["undo"]["restored"] == []
     assert "+SGLANG_LOG=debug" in doc["undo"]["refused"][0]["diff"]
     assert setup["env"].read_bytes() == edited
-    code, doc = fix(setup, "--undo", "--force")
+    code, doc = fix(setup, "--undo", "--write-env-file", str(setup["env"]), "--force")
     assert code == 0 and setup["env"].read_bytes() == original
 
 
@@ -119,9 +130,9 @@ def test_patch_removes_the_gap_and_undo_restores_every_file(setup: dict[str, Any
     (changed,) = doc["applied"]["changed"]
     assert changed["path"] == str(setup["context"]) and changed["sha256_before"] == RELEASED_SHA
     code, fails = scan_gap(setup)
-    assert code == 0 and fails == []  # the failure is no longer predicted ...
-    # ... but the rules were read off the released file: archgap says it cannot confirm.
-    assert [v["status"] for v in doc["verified"]] == ["not-confirmed"]
+    assert code == 0 and fails == []  # the failure is no longer predicted: the new scan
+    # recognises archgap's own patch by the file's hash (kb/patches.json sha256_after).
+    assert [v["status"] for v in doc["verified"]] == ["gone"]
     # Nothing is left to change: --apply says and exits what the dry run does (no gap: 0).
     args = ["fix", "--python", str(setup["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
     args += ["--env-from", str(setup["env"]), "--state-dir", str(setup["tmp"] / "state")]
@@ -150,11 +161,14 @@ def test_refusals_are_reasons_and_exit_3(setup: dict[str, Any]) -> None:
     assert setup["env"].read_bytes() == before
     code, doc = fix(setup, "--undo")
     assert code == 3 and "is corrupt" in doc["undo"]["error"]
+    (setup["tmp"] / "state" / "journal.json").unlink()
 
 
 def test_no_destination_prints_export_lines_and_systemd_gets_a_drop_in(
     setup: dict[str, Any],
 ) -> None:
+    refused = refusal(setup, "--apply", "--only", "env")  # the variables and nowhere to write
+    assert "nowhere to write the variables" in refused
     code, doc = fix(setup)
     assert doc["exports"] and all(x.startswith("export ") for x in doc["exports"])
     unit_dir = setup["tmp"] / "systemd"
@@ -165,7 +179,9 @@ def test_no_destination_prints_export_lines_and_systemd_gets_a_drop_in(
     assert dropin.read_text() == '[Service]\nEnvironment="FLASHINFER_CUDA_ARCH_LIST=12.0a"\n'
     assert doc["reload"] == "systemctl daemon-reload && systemctl restart sglang.service"
     assert code == 1 and [v["status"] for v in doc["verified"]] == ["not-confirmed"]
-    fix(setup, "--undo")
+    code, doc = fix(setup, "--undo")  # the environment named: the drop-in is not its change
+    assert code == 0 and doc["undo"]["kept"] == [str(dropin)] and dropin.exists()
+    fix(setup, "--undo", "--systemd", "sglang", "--systemd-dir", str(unit_dir))
     assert not dropin.exists()
 
 
@@ -189,9 +205,8 @@ def test_over_ssh_patch_and_undo(setup: dict[str, Any]) -> None:
 
 
 def test_upgrade_runs_only_when_named_and_reports_what_pip_did(setup: dict[str, Any]) -> None:
-    # The plain --apply leaves the upgrade out (the env file is not named: exports only).
-    code, doc = fix(setup, "--apply")
-    assert doc["applied"]["upgrades"] == []
+    # The plain --apply leaves the upgrade out (and refuses: no env file or unit is named).
+    assert "add --write-env-file FILE" in refusal(setup, "--apply")
     # --only upgrade runs `PYTHON -m pip install 'flashinfer-python>=0.7.1'` in the target's
     # interpreter. This venv was made --without-pip: pip's own failure is reported, nothing is
     # installed, the gap remains (exit 1), and nothing is journaled (pip is not undoable).

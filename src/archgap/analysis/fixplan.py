@@ -2,9 +2,17 @@
 ``scan`` prints) become which concrete change on the target. Pure: no I/O.
 
 Per failing JIT finding, least invasive first: the first fix that sets variables (toolkit or
-env), the upgrade, and the patch where kb/patches.json has one for that exact released file.
+env), the upgrade, and the patch where kb/patches.json has one for that exact released file;
+each action keeps the number its fixes have in scan and explain (``engine.numbering``).
 Variables go to the destination the user names: an env file (KEY=VALUE lines), a systemd
 drop-in, or ``export`` lines to paste.
+
+What a service reads gets only the variables a fix needs, as values: neither systemd's
+``EnvironmentFile=``/``Environment=`` (systemd.exec(5): no variable expansion in assignments)
+nor ``docker run --env-file`` (values taken literally) expands ``$PATH``, so a value that
+refers to another variable is never written there (expanding it here would freeze this shell's
+or the service's whole PATH into the file); it is left out with a note. The toolkit fix needs
+no PATH: FlashInfer and torch's cpp_extension run ``$CUDA_HOME/bin/nvcc``.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archgap.analysis.fixes.engine import ENV, PATCH, TOOLKIT, UPGRADE, Fix, ranked
+from archgap.analysis.fixes.engine import ENV, PATCH, TOOLKIT, UPGRADE, Fix, numbering, ranked
 from archgap.analysis.jit.findings import JitFinding
 from archgap.analysis.scan import ScanReport
 from archgap.kb import load_json
@@ -34,6 +42,7 @@ class Action:
     command: tuple[str, ...] = ()  # upgrade: the argv run on the target
     needs_only: bool = False  # applied only when --only names this kind
     note: str = ""
+    numbers: tuple[int, ...] = ()  # the numbers of its fixes in scan and explain
 
 
 @dataclass(frozen=True)
@@ -74,31 +83,22 @@ def _first(fixes: Sequence[Fix], kinds: tuple[str, ...]) -> Fix | None:
     )
 
 
-def _service_value(report: ScanReport, name: str) -> str | None:
-    env = report.toolchains.env if report.toolchains else ()
-    return next((v.value for v in env if v.name == name), None)
-
-
 def _resolve(
-    report: ScanReport, pairs: Sequence[tuple[str, str]], shell: bool
+    pairs: Sequence[tuple[str, str]], shell: bool
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """``$PATH`` is expanded for an env file (systemd and docker do not expand it) with the
-    service's PATH; without one the PATH change is left out (CUDA_HOME alone is read first)."""
+    """The variables a destination gets: for an env file or a drop-in never a value that
+    refers to another variable (neither expands ``$NAME``: it would be written literally, and
+    expanding it here would freeze one environment's value into the service's file)."""
     out: list[tuple[str, str]] = []
     notes: list[str] = []
     for name, value in pairs:
         if "$" in value and not shell:
-            current = _service_value(report, name)
-            if current is None:
-                notes.append(f"{name}={value} left out: the service's {name} is not known")
-                continue
-            if REDACTED in current:  # redaction is for display: never written to a service
-                notes.append(
-                    f"{name}={value} left out: the service's {name} was not read whole "
-                    f"(a part of it is {REDACTED}); set it by hand"
-                )
-                continue
-            value = value.replace(f"${name}", current)
+            notes.append(
+                f"{name}={value} left out: an env file or a systemd drop-in does not expand "
+                f"${name} (systemd.exec(5), docker run --env-file), and archgap never writes "
+                f"a copy of some environment's {name}; set it where the service's {name} is set"
+            )
+            continue
         if REDACTED in value:
             notes.append(f"{name} left out: its value holds {REDACTED}; set it by hand")
             continue
@@ -135,26 +135,45 @@ def _patch_edit(report: ScanReport, finding: JitFinding) -> tuple[dict[str, Any]
     return None
 
 
-def _actions_for(report: ScanReport, finding: JitFinding) -> list[Action]:
+def _actions_for(
+    report: ScanReport, finding: JitFinding, numbers: dict[tuple[str, str], int]
+) -> list[Action]:
     label = (_finding_label(finding),)
     actions: list[Action] = []
+
+    def number(fix: Fix) -> tuple[int, ...]:
+        found = numbers.get((fix.kind, fix.action))
+        return () if found is None else (found,)
+
     for kind in (TOOLKIT, ENV):
         variables = _first(finding.fixes, (kind,))
         if variables is not None:
-            actions.append(Action(kind, variables.action, label, variables.env))
+            actions.append(
+                Action(kind, variables.action, label, variables.env, numbers=number(variables))
+            )
     upgrade = _first(finding.fixes, (UPGRADE,))
     if upgrade is not None and upgrade.command:
         spec = upgrade.command.split("install", 1)[1].strip().strip("'\"")
         argv = (report.environment.executable, "-m", "pip", "install", spec)
-        actions.append(Action(UPGRADE, upgrade.action, label, command=argv, needs_only=True))
+        actions.append(
+            Action(
+                UPGRADE, upgrade.action, label, command=argv, needs_only=True,
+                numbers=number(upgrade),
+            )
+        )  # fmt: skip
     patch = _first(finding.fixes, (PATCH,))
     found = _patch_edit(report, finding) if patch is not None else None
-    if patch is not None and found is not None:
-        edit, note = found
-        actions.append(Action(PATCH, patch.action, label, edit=edit, needs_only=True, note=note))
-    elif patch is not None:
-        note = "no patch in kb/patches.json for this exact release and GPU: not offered"
-        actions.append(Action(PATCH, patch.action, label, needs_only=True, note=note))
+    if patch is not None:
+        edit, note = found or (
+            None,
+            "no patch in kb/patches.json for this exact release and GPU: not offered",
+        )
+        actions.append(
+            Action(
+                PATCH, patch.action, label, edit=edit, needs_only=True, note=note,
+                numbers=number(patch),
+            )
+        )  # fmt: skip
     return actions
 
 
@@ -162,8 +181,9 @@ def plan(report: ScanReport, dest: Destination) -> Plan:
     """The actions for every failing JIT finding of ``report``, with the variables merged into
     one edit of ``dest`` (one env change for eight GPUs' findings, not eight)."""
     actions: list[Action] = []
+    numbers = numbering(fix for g in report.jit_gaps for fix in g.fixes)
     for finding in report.jit_gaps:
-        for action in _actions_for(report, finding):
+        for action in _actions_for(report, finding, numbers):
             same = next(
                 (a for a in actions if (a.kind, a.action) == (action.kind, action.action)), None
             )
@@ -180,16 +200,37 @@ def plan(report: ScanReport, dest: Destination) -> Plan:
     notes: list[str] = []
     for kind in dict.fromkeys(variables):  # the engine's order: the first kind is the default
         group = [a for a in actions if a.kind == kind]
-        pairs, dropped = _resolve(report, [p for a in group for p in a.env], shell)
+        pairs, dropped = _resolve([p for a in group for p in a.env], shell)
         pairs = _merge(pairs)
         edit, lines, reload = _env_edit(dest, pairs)
         notes += dropped
         exports += [] if joined else lines
         removes = tuple(dict.fromkeys(r for a in group for r in a.removes))
         text = "; ".join(a.action for a in group)
-        joined.append(Action(kind, text, removes, tuple(pairs), edit, needs_only=bool(joined)))
+        numbered = tuple(sorted({n for a in group for n in a.numbers}))
+        note = _toolkit_note(pairs) if kind == TOOLKIT and not shell else ""
+        joined.append(
+            Action(
+                kind, text, removes, tuple(pairs), edit, needs_only=bool(joined), note=note,
+                numbers=numbered,
+            )
+        )  # fmt: skip
     rest = [a for a in actions if a.kind not in (ENV, TOOLKIT)]
-    return Plan((*joined, *rest), tuple(exports), reload, tuple(dict.fromkeys(notes)))
+    ordered = sorted((*joined, *rest), key=lambda a: min(a.numbers, default=1 << 30))
+    return Plan(tuple(ordered), tuple(exports), reload, tuple(dict.fromkeys(notes)))
+
+
+def _toolkit_note(pairs: Sequence[tuple[str, str]]) -> str:
+    """Why a toolkit fix written for a service has no PATH line."""
+    home = dict(pairs).get("CUDA_HOME")
+    if home is None:
+        return ""
+    return (
+        f"no PATH line: FlashInfer and torch's cpp_extension run $CUDA_HOME/bin/nvcc; an env "
+        f"file or drop-in cannot prepend to PATH (no $PATH expansion), so a PATH line would "
+        f"replace the service's whole PATH. To run that nvcc by hand, put {home}/bin first "
+        f"where the service's PATH is set."
+    )
 
 
 def _with_removes(action: Action, more: tuple[str, ...]) -> Action:

@@ -237,7 +237,7 @@ def report_from_facts(
     packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa), load)
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
-        jit = tuple(jit_findings(toolchains, targets, version, source))
+        jit = tuple(jit_findings(toolchains, targets, version, source, env.executable or None))
     cache_data = facts.section("caches")
     caches = (
         audit_caches(cache_data, targets, toolchains, env.python_version)

@@ -49,9 +49,18 @@ OPTIONS = (
         opt.option("--systemd", metavar="UNIT", help="write variables to a drop-in of UNIT"),
     ),
     opt.hidden("--systemd-dir", default="/etc/systemd/system"),
-    opt.flag("--undo", "revert archgap's changes, newest first"),
+    opt.flag(
+        "--undo",
+        "revert archgap's changes, newest first: those in the site-packages of --python, the "
+        "--write-env-file and the --systemd drop-in named (none named: every change)",
+    ),
     opt.flag("--force", "--undo over files edited since"),
-    opt.hidden("--state-dir"),  # default: the target user's
+    opt.option(
+        "--state-dir",
+        metavar="DIR",
+        help="the fix journal and its backups on the target (default: "
+        "$XDG_STATE_HOME/archgap/fix of the target's user); --undo reads the same one",
+    ),
     opt.output(),
     opt.TARGET,
 )
@@ -61,8 +70,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import fix
     from archgap.report.fix import body, plan_lines, undo_lines
 
+    # --undo takes back the changes of the environment --python names; none named: every one
+    named = getattr(args, "python_source", "") == "--python"
+    python = args.python if named or not args.undo else None
     result = fix(
-        args.python, gpus=args.gpu, target=target_from_args(args), env_from=args.env_from,
+        python, gpus=args.gpu, target=target_from_args(args), env_from=args.env_from,
         env_file=args.env_file, systemd=args.systemd, systemd_dir=args.systemd_dir,
         state_dir=args.state_dir, apply=bool(args.apply), only=args.only, undo=bool(args.undo),
         force=bool(args.force), root=args.root, timeout=args.timeout,

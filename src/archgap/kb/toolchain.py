@@ -384,4 +384,18 @@ def all_source_checks() -> list[dict[str, str]]:
                 seen.add((c["file"], c["needle"]))
                 checks.append({"package": "flashinfer-python", **c})
     checks += [{"package": "triton", **c} for c in jit_rules().triton.source_checks]
+    for patch in load_json("patches.json")["patches"]:  # archgap's own patch, by the file's hash
+        added = [line.strip() for line in patch["new"].splitlines() if line not in patch["old"]]
+        needle = next((line for line in added if line), patch["new"].strip())
+        key = f"archgap-patch:{patch['id']}"
+        file = patch["file"]
+        checks.append(
+            {
+                "package": patch["package"],
+                "key": key,
+                "file": file,
+                "needle": needle,
+                "hash": "sha256",
+            }
+        )
     return checks

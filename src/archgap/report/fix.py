@@ -29,7 +29,8 @@ def _action_lines(i: int, a: dict[str, Any]) -> list[str]:
     gate = (
         " [dim](applied only with --apply --only " + a["kind"] + ")[/]" if a["needs_only"] else ""
     )
-    lines = [f"[bold]{i}. {a['kind']}[/]: {_e(a['action'])}{gate}"]
+    number = ", ".join(str(n) for n in a.get("numbers") or [i])  # scan's and explain's numbers
+    lines = [f"[bold]{number}. {a['kind']}[/]: {_e(a['action'])}{gate}"]
     lines += [f"    removes: {_e(r)}" for r in a["removes"]]
     if a["command"]:
         lines.append("    runs on the target: $ " + _e(shlex.join(a["command"])))
@@ -54,7 +55,7 @@ def plan_lines(body: dict[str, Any]) -> list[str]:
         lines += _action_lines(i, action)
     if body["exports"]:
         lines.append(
-            "  no --env-file or --systemd: set these where the service reads its environment:"
+            "  no --write-env-file or --systemd: set these where the service reads its environment:"
         )
         lines += [f"      {_e(x)}" for x in body["exports"]]
     if body["reload"]:
@@ -63,7 +64,7 @@ def plan_lines(body: dict[str, Any]) -> list[str]:
     applied = body["applied"]
     if applied is None:
         if body["actions"]:
-            lines.append("\nDry run: nothing was changed. --apply makes the changes above.")
+            lines.append(f"\nDry run: nothing was changed. {apply_says(body)}")
         return lines
     lines += [f"[dim]{_e(r)}[/]" for r in applied["recovered"]]
     if applied["error"]:
@@ -84,8 +85,30 @@ def plan_lines(body: dict[str, Any]) -> list[str]:
     return lines
 
 
+def apply_says(body: dict[str, Any]) -> str:
+    """What a plain ``--apply`` would do with this plan, said before it is run: the files it
+    writes, or that it has nowhere to write the variables (then it refuses, exit 2)."""
+    default = [a for a in body["actions"] if not a["needs_only"]]
+    if any(a["env"] and not a["path"] for a in default):
+        return (
+            "--apply has nowhere to write the variables: add --write-env-file FILE (the "
+            "service's EnvironmentFile= or docker --env-file) or --systemd UNIT; "
+            "--apply --only patch or upgrade needs neither."
+        )
+    paths = [a["path"] for a in default if a["path"] and a["diff"] and not a["error"]]
+    if not paths:
+        return "--apply alone changes nothing here; --apply --only KIND makes one of the others."
+    return "--apply writes " + ", ".join(_e(p) for p in dict.fromkeys(paths)) + "."
+
+
 def undo_lines(undo: dict[str, Any]) -> list[str]:
     lines = [f"[dim]{_e(r)}[/]" for r in undo["recovered"]]
+    kept = undo.get("kept") or []
+    if kept and not undo["error"]:
+        lines.append(
+            "[dim]kept (not of the --python, --write-env-file or --systemd named; name it, or "
+            "run --undo with none): " + ", ".join(_e(k) for k in kept) + "[/]"
+        )
     if undo["error"]:
         return [*lines, f"[bold magenta]refused:[/] {_e(undo['error'])}"]
     if undo["refused"] and not undo["forced"]:
@@ -98,7 +121,8 @@ def undo_lines(undo: dict[str, Any]) -> list[str]:
             lines += _diff_lines(r["diff"])
         return lines
     if not undo["restored"]:
-        return [*lines, "Nothing to undo: archgap has changed nothing here."]
+        nothing = "of the target named" if kept else "here"
+        return [*lines, f"Nothing to undo: archgap has changed nothing {nothing}."]
     return [*lines, *(f"[green]restored[/] {_e(r['path'])}" for r in undo["restored"])]
 
 

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from archgap import __version__
+from archgap.analysis.fixes.engine import numbering
 from archgap.codec import encode
 from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, markdown_lines
 from archgap.report.table import markup_escape as e
@@ -384,6 +385,10 @@ def _jit_lines(report: ScanReport) -> list[str]:
     if not report.jit:
         return []
     lines = ["\n[bold]JIT compilers[/]"]
+    # One numbering with explain and fix: the report's gaps' fixes first (fix plans for those).
+    numbers = numbering(fix for g in report.jit_gaps for fix in g.fixes)
+    for key in numbering(fix for f in report.jit for fix in f.fixes):
+        numbers.setdefault(key, len(numbers) + 1)
     for f in report.jit:
         style = {"fails": "bold red", "ok": "green"}.get(f.status, "magenta")
         where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
@@ -397,8 +402,8 @@ def _jit_lines(report: ScanReport) -> list[str]:
             lines.append(f"    [bold]error:[/] {e(f.error)}")
         lines.append(f"    [bold]cause:[/] {e(f.cause)}")
         lines += [f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]" for fact in f.chain]
-        for i, fix in enumerate(f.fixes, 1):
-            lines.append(f"    [green]fix {i}:[/] {e(fix.action)}")
+        for fix in sorted(f.fixes, key=lambda x: numbers[(x.kind, x.action)]):
+            lines.append(f"    [green]fix {numbers[(fix.kind, fix.action)]}:[/] {e(fix.action)}")
             if fix.command:
                 lines.append(f"           $ {e(fix.command)}")
             lines += [f"           {e(name)}={e(value)}" for name, value in fix.env]

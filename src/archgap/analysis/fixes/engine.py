@@ -106,10 +106,20 @@ def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
 
 def ranked(fixes: Iterable[Fix]) -> list[Fix]:
     """Several findings' fixes shown together (scan, explain, fix): grouped by kind, the kinds
-    in the order the engine ranks them (a kind's first fix decides) — the one ranking."""
+    in the order the engine ranks them (a kind's first fix decides), avoiding the package last
+    (the answer when nothing else is) — the one ranking."""
     listed = list(fixes)
-    order = list(dict.fromkeys(f.kind for f in listed))
+    order = [*dict.fromkeys(f.kind for f in listed if f.kind != AVOID), AVOID]
     return sorted(listed, key=lambda f: order.index(f.kind))
+
+
+def numbering(fixes: Iterable[Fix]) -> dict[tuple[str, str], int]:
+    """The one numbering of fixes that scan, explain and fix show: each distinct fix (kind and
+    action) numbered from 1 in the ranking of all of them (``ranked``)."""
+    numbers: dict[tuple[str, str], int] = {}
+    for fix in ranked(fixes):
+        numbers.setdefault((fix.kind, fix.action), len(numbers) + 1)
+    return numbers
 
 
 def _toolkit_fixes(
@@ -143,7 +153,10 @@ def _toolkit_fixes(
                 f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
                 "Every FlashInfer worker must get it (service unit / container env); the JIT "
                 f"then builds {target} with that nvcc and its headers.{note}",
-                env=(("CUDA_HOME", tk.home), ("PATH", f"{tk.home}/bin:$PATH")),
+                # CUDA_HOME alone: FlashInfer runs $CUDA_HOME/bin/nvcc (jit/cpp_ext.py
+                # get_cuda_path: CUDA_HOME first; build.ninja `nvcc = $cuda_home/bin/nvcc`);
+                # PATH is not read while CUDA_HOME is set, so no PATH is proposed.
+                env=(("CUDA_HOME", tk.home),),
                 kind=TOOLKIT,
             )
         )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from archgap.analysis.jit.findings import JitFinding, runtime_findings, torch_findings
 from archgap.analysis.jit.flashinfer import flashinfer_findings
+from archgap.analysis.jit.patched import recognise
 from archgap.analysis.jit.triton import triton_findings
 from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.probe.facts import ToolchainFacts
@@ -18,10 +19,12 @@ def jit_findings(
     targets: Sequence[GpuTarget],
     driver_version: str | None = None,
     driver_source: str = "nvidia-smi",
+    python: str | None = None,
 ) -> tuple[JitFinding, ...]:
-    """Every JIT finding (ok, fails, unknown) for these GPUs."""
+    """Every JIT finding (ok, fails, unknown) for these GPUs; one that archgap's own applied
+    patch answers says so (``python``: the environment's interpreter, for the undo command)."""
     return (
-        *flashinfer_findings(facts, targets),
+        *recognise(flashinfer_findings(facts, targets), facts, python),
         *triton_findings(facts, targets, driver_version, driver_source),
         *torch_findings(facts, targets, driver_version, driver_source),
         *runtime_findings(

@@ -4,8 +4,9 @@ It travels like the probe (``run`` with ``{"fix": {...}}``). Operations:
 
 * ``plan``: the exact change of each requested edit (a unified diff; for an env file only the
   lines it adds or changes), nothing written;
-* ``apply``: the edits, each journaled before it is made; ``undo``: every journaled change,
-  newest first, byte for byte; ``status``: the journal.
+* ``apply``: the edits, each journaled before it is made; ``undo``: every journaled change
+  (``only``: those of the named files and inside the named directories), newest first, byte
+  for byte; ``status``: the journal.
 
 Safety: one run at a time (``flock`` on ``STATE/lock``). A change is made in four durable steps:
 the original bytes and the new bytes go to backup files, the journal records the change as
@@ -47,7 +48,7 @@ from .fixfiles import (
     replace_at,
     sha256,
 )
-from .journal import JOURNAL, Journal, check_state_dir, recover, undo
+from .journal import JOURNAL, Journal, check_state_dir, recover, selection, undo
 
 __all__ = ["CRASH_HOOK", "JOURNAL", "Refused", "atomic_write", "edit_env_text", "plan", "run"]
 
@@ -225,7 +226,9 @@ def _run(request: Dict[str, Any]) -> Dict[str, Any]:
         elif op == "upgrade":
             out["upgrade"] = upgrade(request.get("argv"), request.get("timeout"))
         elif op == "undo":
-            out["restored"], out["refused"] = undo(journal, bool(request.get("force")))
+            only = selection(request.get("only"))
+            out["restored"], out["refused"] = undo(journal, bool(request.get("force")), only)
+            out["kept"] = sorted(set(journal.kept))
         elif op != "status":
             raise Refused("unknown operation %r" % op)
         out["journal"] = [

@@ -118,6 +118,7 @@ class Journal:
         self.key_path = os.path.join(folder, KEY)
         self.steps = steps
         self.records: List[Dict[str, Any]] = []
+        self.kept: List[str] = []  # the changes an undo left: not of the target it named
         self._key: Optional[bytes] = None
 
     def key(self, create: bool) -> Optional[bytes]:
@@ -300,11 +301,44 @@ def _writable(path: str, within: str) -> None:
         check_target(fd, name, path)
 
 
-def undo(journal: Journal, force: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+def _named(path: str, names: Tuple[List[str], List[str]]) -> bool:
+    """Whether ``path`` is one of the named files or lies in one of the named directories
+    (compared by name and by where links lead)."""
+    roots, files = names
+    for form in (os.path.abspath, os.path.realpath):
+        here = form(path)
+        if any(here == form(f) for f in files) or any(inside(here, form(r)) for r in roots):
+            return True
+    return False
+
+
+def selection(only: Any) -> Optional[Tuple[List[str], List[str]]]:
+    """The (roots, files) an undo request names (``{"roots": [...], "paths": [...]}``); None:
+    every change. Anything else than lists of absolute or relative path strings is refused."""
+    if only is None:
+        return None
+    if not isinstance(only, dict):
+        raise Refused("what to undo must be an object of roots and paths")
+    found = []
+    for key in ("roots", "paths"):
+        items = only.get(key) or []
+        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+            raise Refused("what to undo: %s must be a list of paths" % key)
+        found.append([os.path.abspath(i) for i in items])
+    return found[0], found[1]
+
+
+def undo(
+    journal: Journal, force: bool, only: Optional[Tuple[List[str], List[str]]] = None
+) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(restored, refused): refused lists files edited since archgap changed them, with the diff
-    from what archgap wrote to what is there now; then nothing is restored (unless ``force``)."""
+    from what archgap wrote to what is there now; then nothing is restored (unless ``force``).
+    ``only`` (roots, files): only the changes of those files or inside those directories (the
+    target ``fix --undo`` names); the others stay journaled."""
+    chosen = [r for r in journal.records if only is None or _named(r["path"], only)]
+    journal.kept = [r["path"] for r in journal.records if r not in chosen]
     refused = []
-    for record in reversed(journal.records):
+    for record in reversed(chosen):
         _backup_of(journal, record)  # every backup trusted before anything is restored
         now = current(record)
         if (None if now is None else sha256(now)) != record["after"]:
@@ -314,7 +348,7 @@ def undo(journal: Journal, force: bool) -> Tuple[List[Dict[str, Any]], List[Dict
     if refused and not force:
         return [], refused
     restored = []
-    for record in list(reversed(journal.records)):
+    for record in list(reversed(chosen)):
         _writable(record["path"], record["within"])
         record["state"] = "undoing"
         record["force"] = force

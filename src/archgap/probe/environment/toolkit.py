@@ -17,6 +17,7 @@ source lines a rule depends on) are read from files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -468,6 +469,7 @@ def _source_checks(site_packages: Tuple[str, ...], checks: Any) -> List[SourceCh
     if not isinstance(checks, list):
         return results
     texts: Dict[str, Tuple[Optional[List[str]], Optional[str]]] = {}
+    hashes: Dict[str, Optional[str]] = {}
     for check in checks:
         if not isinstance(check, dict):
             continue
@@ -493,8 +495,25 @@ def _source_checks(site_packages: Tuple[str, ...], checks: Any) -> List[SourceCh
                 if needle in line:
                     line_no = number
                     break
-        results.append(SourceCheck(package, key, path, needle, line_no is not None, line_no, error))
+        digest = None
+        if check.get("hash") == "sha256" and lines is not None:
+            if path not in hashes:
+                hashes[path] = _sha256(path)
+            digest = hashes[path]
+        found = line_no is not None
+        results.append(SourceCheck(package, key, path, needle, found, line_no, error, digest))
     return results
+
+
+def _sha256(path: str) -> Optional[str]:
+    """The sha256 of the file (at most 2 MB: a source file a kb patch is for), None when it
+    cannot be read or is larger."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(2000001)
+    except OSError:
+        return None
+    return hashlib.sha256(data).hexdigest() if len(data) <= 2000000 else None
 
 
 def relevant_env(system: System) -> Tuple[EnvVar, ...]:
