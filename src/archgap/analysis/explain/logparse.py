@@ -27,7 +27,7 @@ from archgap.analysis.explain.logrecords import (
 )
 from archgap.analysis.explain.logrecords import MAX_LINE as MAX_LINE  # the length of a line's ends
 from archgap.kb.evidence import evidence_patterns
-from archgap.kb.gpus import may_mention, may_name_product
+from archgap.kb.gpus import may_mention
 
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
 MAX_FRAMES = 200
@@ -238,7 +238,7 @@ def _quiet_kind(raw: str) -> int:
     lowered = raw.lower()
     if _LOUD_START.match(lowered) or _loud_word().search(lowered):
         return _LOUD
-    if may_name_product(raw) and may_mention(raw):  # (a GPU named in words, in evidence)
+    if may_mention(raw):  # a GPU named in words (mentioned_products finds none without)
         return _LOUD
     return _QUIET_TEXT if raw.strip() else _QUIET_BLANK
 
