@@ -1,0 +1,134 @@
+"""``kernels``: every file's device code, here or on a target, and the build gate."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from archgap.errors import UsageError
+from archgap.orchestrate.shared import checked_facts, resolve
+from archgap.request import binaries_request
+from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
+
+if TYPE_CHECKING:
+    from archgap.index.deps import Chosen
+    from archgap.index.options import IndexOptions
+    from archgap.probe.binary.fatbin import Progress
+    from archgap.probe.facts import BinaryFacts
+    from archgap.results import KernelsResult
+
+
+def kernel_files(
+    paths: Sequence[str],
+    *,
+    deep: bool = False,
+    detail: bool = True,
+    target: Target = LOCAL,
+    options: IndexOptions | None = None,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+    resolved: list[Chosen] | None = None,
+    progress: Progress | None = None,
+    unverified: list[str] | None = None,
+) -> list[BinaryFacts]:
+    """The device code of ``paths`` on ``target``, read by the probe there (every entry with
+    ``detail``, else one row per kind of entry); here, ``binaries.local_binaries`` (files,
+    directories, wheels and their URLs, requirements resolved from ``options``' indexes, with
+    their dependency sets when ``options.deps``, container images: ``options.platform`` picks
+    from a multi-platform index, ``options.tls_verify`` whether a docker:// registry's
+    certificate must verify); ``resolved`` is told the wheel each requirement resolved to,
+    ``progress(done, total, path)`` as files are read here, ``unverified`` the archives read
+    through range requests (the index's sha256 not checked); a path missing here is an
+    unreadable row. ``UsageError`` for URLs and requirements with a remote target,
+    ``ProbeError`` when a remote probe fails."""
+    from archgap.binaries import local_binaries
+    from archgap.codec import decode
+    from archgap.probe.facts import BinaryFacts
+
+    if target.is_local:
+        return local_binaries(paths, deep, options, progress, resolved, detail, unverified)
+    from archgap.index.options import URL_SCHEMES
+
+    if (options is not None and options.deps) or any(p.startswith(URL_SCHEMES) for p in paths):
+        raise UsageError("URLs and requirements are read here: not with a remote target")
+    facts = checked_facts(target, binaries_request(paths, deep, detail), timeout, root)
+    return [decode(BinaryFacts, item) for item in facts.sections["binaries"]]
+
+
+def kernels(
+    paths: Sequence[str],
+    *,
+    deep: bool = False,
+    require: Sequence[str] = (),
+    strict: bool = False,
+    target: Target = LOCAL,
+    options: IndexOptions | None = None,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+    detail: bool = True,
+    progress: Progress | None = None,
+    claims_from: str | None = None,
+    config: bool = True,
+) -> KernelsResult:
+    """Every file's device code (see ``kernel_files``) and, with ``require`` (GPUs), the build
+    gate (``strict``: only SASS counts; PTX alone fails too). ``UnknownGpu`` for a bad GPU name,
+    ``UsageError`` for ``strict`` without ``require``. ``require=["claimed"]``: the gate checks
+    what the build claims (archgap.claims: ``claims_from``, else found; ``config``: [tool.archgap]
+    may say)."""
+    import time
+
+    from archgap.claims import requested
+    from archgap.results import KernelsResult
+
+    claims = requested(require, claims_from, config)  # --require claimed: the build's claims
+    if claims is not None:
+        from archgap.analysis.recipe.claimed import judged_names
+
+        require = judged_names(claims)
+    # each GPU once (a name given twice); the GPU knowledge is loaded only when some are named
+    required = list({g.label: g for g in resolve(require)}.values()) if require else []
+    if strict and not required:
+        raise UsageError("--strict needs --require GPU")
+    started = time.perf_counter()
+    resolved: list[Chosen] = []
+    unverified: list[str] = []
+    files = kernel_files(
+        paths, deep=deep, detail=detail, target=target, options=options, root=root,
+        timeout=timeout, resolved=resolved, progress=progress, unverified=unverified,
+    )  # fmt: skip
+    gate = None
+    if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
+        from archgap.analysis.recipe.gate import check_build
+
+        judged = files
+        if not deep and target.is_local:  # as a scan: deep where hidden entries may decide
+            from archgap.analysis.deep_plan import deep_search_plan
+            from archgap.probe.binary.deep_plan import deepened, judged_native_sets
+
+            native_sets = judged_native_sets(deep_search_plan(require), None)
+            judged = deepened(files, native_sets) if native_sets is not None else files
+        if claims is None:
+            gate = check_build(judged, required, strict)
+        else:
+            from archgap.analysis.recipe.claimed import check_claims
+
+            gate = check_claims(judged, claims, strict)
+    seconds = time.perf_counter() - started
+    missing = tuple(p for p in _missing(paths) if target.is_local)
+    return KernelsResult(
+        tuple(paths), tuple(files), deep, seconds, gate, tuple(resolved), missing,
+        tuple(unverified),
+    )  # fmt: skip
+
+
+def _missing(paths: Sequence[str]) -> list[str]:
+    """The paths that name no file here (not an image, a URL or a requirement either)."""
+    from archgap.binaries import is_index_target
+    from archgap.image.targets import is_image
+
+    return [
+        p
+        for p in paths
+        if not (os.path.lexists(p) or is_image(p, rootfs=False) or is_index_target(p))
+    ]

@@ -1,0 +1,77 @@
+"""``trace`` and ``gates``: what Python source says, read by the probe where it is installed:
+where a name is written and read, where packages detect or gate GPU architectures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from archgap.errors import ProbeError, UsageError
+from archgap.orchestrate.shared import check_paths, decoded
+from archgap.request import gates_request, trace_request
+from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
+
+if TYPE_CHECKING:
+    from archgap.results import GatesResult, TraceResult
+
+
+def trace(
+    name: str,
+    *,
+    paths: Sequence[str] = (),
+    dists: Sequence[str] = (),
+    python: str | None = None,
+    target: Target = LOCAL,
+    show_all: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> TraceResult:
+    """Where ``name`` is written and read in ``paths``, else in the distributions ``dists``,
+    else in all of the site-packages of ``python``; vendored, example and test trees counted
+    aside unless ``show_all``. ``UsageError`` for a name that cannot be traced or a path missing
+    here, ``ProbeError`` when the source could not be searched."""
+    from archgap.probe.facts import TraceFacts
+    from archgap.probe.source.trace import valid_name
+    from archgap.report import trace as shown
+    from archgap.results import TraceResult
+
+    if not valid_name(name):
+        raise UsageError(
+            f"cannot trace {name!r}: give an identifier, a dotted name or a string key "
+            "(letters, digits, _ . - / :), without spaces or shell characters"
+        )
+    check_paths(target, paths)
+    request = trace_request(name, list(paths), list(dists), python)
+    facts = decoded(TraceFacts, target, request, timeout, root)
+    if facts.error:
+        raise ProbeError(facts.error)
+    return TraceResult(*shown.select(facts, show_all))
+
+
+def gates(
+    dists: Sequence[str] = (),
+    *,
+    paths: Sequence[str] = (),
+    python: str | None = None,
+    kinds: Sequence[str] = (),
+    target: Target = LOCAL,
+    show_all: bool = False,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> GatesResult:
+    """Where packages detect or gate GPU architectures, in ``paths``, else in ``dists``, else
+    in all of site-packages; only ``kinds`` (all by default). ``UsageError`` for an unknown
+    kind or a path missing here, ``ProbeError`` when the source could not be searched."""
+    from archgap.probe.facts import GatesFacts
+    from archgap.report import gates as shown
+    from archgap.results import GatesResult
+
+    unknown = [k for k in kinds if k not in shown.KINDS]
+    if unknown:
+        raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
+    check_paths(target, paths)
+    request = gates_request(list(dists), list(paths), python)
+    facts = decoded(GatesFacts, target, request, timeout, root)
+    if facts.error:
+        raise ProbeError(facts.error)
+    return GatesResult(*shown.select(facts, tuple(kinds), show_all))
