@@ -408,7 +408,7 @@ def test_a_path_with_a_space_is_written_whole_and_quoted(service: dict[str, Path
     Files': the toolkit fix writes CUDA_HOME as it is (never '<redacted>'), quoted, leaves the
     service's PATH line as it was (issue 43: an env file gets no PATH), and the new scan
     confirms the gap is gone."""
-    cuda, old = service["cuda"], service["root"] / "cuda-12.8"
+    old = service["root"] / "cuda-12.8"
     path = "/usr/bin:/bin:/mnt/c/Program Files/NVIDIA Corporation/NVSMI"
     service["env"].write_text(f'CUDA_HOME={old}\nPATH="{path}"\n')
     code, doc = _fix(service, "--write-env-file", str(service["env"]))

@@ -8,15 +8,19 @@ ssh to the loopback sshd."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import json_output, run_cli, tree_hashes
-from tests.toolkit_stubs import incident_copy
+from tests.helpers import FIXTURES, json_output, run_cli, tree_hashes
+from tests.toolkit_stubs import banner_toolkit, incident_copy
 
 VENV = "venv-flashinfer-python-0.6.8"
 SM75 = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
@@ -215,3 +219,119 @@ def test_upgrade_runs_only_when_named_and_reports_what_pip_did(setup: dict[str, 
     assert ran["argv"][-3:] == ["pip", "install", "flashinfer-python>=0.7.1"]
     assert ran["returncode"] == 1 and "No module named pip" in ran["output"]
     assert code == 1 and [v["status"] for v in doc["verified"]] == ["remains"]
+
+
+# --- issue 43: fixes a service will accept ------------------------------------------------------
+
+INCIDENT_LOG = FIXTURES / "explain_corpus" / "sglang-incident-flashinfer-0.6.8.log"
+
+
+def test_an_env_file_gets_cuda_home_and_never_the_callers_path(setup: dict[str, Any]) -> None:
+    """What a service reads gets only the variables the fix needs. systemd.exec(5): in
+    Environment= "variable expansion is not performed inside the strings, and the $ character
+    has no special meaning", and EnvironmentFile= holds the same assignments; `docker run
+    --env-file` takes each VAR=value line literally. So `PATH=/usr/local/cuda-12.9/bin:$PATH`
+    would set PATH to that text, and expanding $PATH here would freeze this shell's PATH (pyenv
+    shims, cargo, archgap's own venv) into the service. FlashInfer runs $CUDA_HOME/bin/nvcc
+    (jit/cpp_ext.py): CUDA_HOME alone moves it to the other toolkit."""
+    root = setup["tmp"] / "sysroot"  # a recorded system tree: its /usr/local/cuda-12.{8,9}
+    for version in ("12.8", "12.9"):
+        banner_toolkit(root / "usr" / "local", version)
+    app = setup["tmp"] / "etc" / "app.env"  # a new env file; no --env-from: the shell's is read
+    shell = {
+        "CUDA_HOME": "/usr/local/cuda-12.8",
+        "PATH": f"/home/u/.pyenv/shims:/home/u/.cargo/bin:{os.environ['PATH']}",
+    }
+    args = ["fix", "--python", str(setup["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    args += ["--write-env-file", str(app), "--root", str(root), "--json"]
+    args += ["--state-dir", str(setup["tmp"] / "state")]
+    doc = json_output(run_cli(*args, env=shell), "fix")
+    (toolkit,) = [a for a in doc["actions"] if a["kind"] == "toolkit"]
+    assert toolkit["env"] == [["CUDA_HOME", "/usr/local/cuda-12.9"]], toolkit
+    assert not [n for a in doc["actions"] for n, _ in a["env"] if n == "PATH"]
+    assert "PATH" not in toolkit["diff"] and "no PATH line" in toolkit["note"]
+    assert ".pyenv" not in json.dumps(doc)
+    done = run_cli(*args, "--apply", "--only", "toolkit", env=shell)
+    assert app.read_text() == "CUDA_HOME=/usr/local/cuda-12.9\n"
+    verified = json_output(done, "fix")["verified"]
+    assert done.returncode == 0 and [v["status"] for v in verified] == ["gone"], verified
+    assert fix(setup, "--undo", "--write-env-file", str(app))[0] == 0 and not app.exists()
+    shutil.rmtree(root)
+
+
+def test_the_dry_run_says_where_apply_writes_or_that_it_has_nowhere(
+    setup: dict[str, Any],
+) -> None:
+    """--apply with the variables and no env file or unit changed nothing and exited 1, and the
+    plan never said so: the dry run now says it, and --apply refuses before anything."""
+    base = ["fix", "--python", str(setup["venv"] / "bin" / "python"), "--gpu", "RTX PRO 6000"]
+    base += ["--env-from", str(setup["env"]), "--state-dir", str(setup["tmp"] / "state")]
+    nowhere = run_cli(*base, env={"CUDA_HOME": ""})
+    assert nowhere.returncode == 1
+    assert "--apply has nowhere to write the variables: add --write-env-file" in nowhere.stdout
+    written = run_cli(*base, "--write-env-file", str(setup["env"]), env={"CUDA_HOME": ""})
+    assert f"--apply writes {setup['env']}." in written.stdout, written.stdout
+    assert "add --write-env-file FILE" in refusal(setup, "--apply")
+    assert "--state-dir" in run_cli("fix", "--help").stdout  # docs/mcp.md names it
+
+
+def _scan_text(s: dict[str, Any]) -> str:
+    python = str(s["venv"] / "bin" / "python")
+    args = ["--python", python, "--gpu", "RTX PRO 6000", "--env-from", str(s["env"])]
+    return run_cli("scan", *args, env={"CUDA_HOME": "", "COLUMNS": "400"}).stdout
+
+
+def test_scan_recognises_archgaps_own_patch_and_says_how_to_undo_it(
+    setup: dict[str, Any],
+) -> None:
+    """After `fix --apply --only patch` the installed file's sha256 is the patch's sha256_after
+    (kb/patches.json): scan says it is archgap's patch and how to take it back, and neither
+    predicts the failure again nor proposes the patch it already holds."""
+    before = _scan_text(setup)
+    assert "patch flashinfer/compilation_context.py" in before and SM75 in before
+    code, doc = fix(setup, "--apply", "--only", "patch")
+    assert doc["applied"]["error"] is None, doc
+    after = _scan_text(setup)
+    python = setup["venv"] / "bin" / "python"
+    assert "patched by archgap fix" in after, after
+    assert f"undo: archgap fix --undo --python {python}" in after
+    assert "patch flashinfer/compilation_context.py" not in after and SM75 not in after
+    assert fix(setup, "--undo")[0] == 0
+    assert "patched by archgap fix" not in _scan_text(setup)
+
+
+def _numbered(lines: str, pattern: str) -> dict[str, str]:
+    """{fix text: its number} of the lines ``pattern`` (groups: number, text) matches."""
+    return {m.group(2): m.group(1) for m in re.finditer(pattern, lines, re.MULTILINE)}
+
+
+def test_scan_explain_and_fix_number_the_same_fixes_alike(setup: dict[str, Any]) -> None:
+    """One numbering: a fix is "fix N" in scan, "N." in explain's fixes and "N. kind" in fix's
+    plan (fix numbered its upgrade 3 and its patch 4, scan the other way round)."""
+    python = str(setup["venv"] / "bin" / "python")
+    where = ["--python", python, "--gpu", "RTX PRO 6000", "--env-from", str(setup["env"])]
+    wide = {"CUDA_HOME": "", "COLUMNS": "400"}
+    scan = _numbered(_scan_text(setup), r"^\s+fix (\d+): (.*)$")
+    explained = run_cli("explain", str(INCIDENT_LOG), *where, env=wide).stdout
+    explain = _numbered(explained, r"^\s*(\d+)\. \[\w+\] (.*?)(?:: pip install .*)?$")
+    planned = run_cli("fix", *where, "--write-env-file", str(setup["env"]), env=wide).stdout
+    plan = _numbered(planned, r"^([\d, ]+)\. \w+: (.*?)(?: \(applied only with .*)?$")
+    assert len(plan) >= 4 and set(plan.values()) <= set(scan.values()), (plan, scan)
+    for text, number in [*plan.items(), *explain.items()]:
+        assert scan[text] == number, (text, number, scan)
+
+
+def test_undo_takes_back_only_the_environment_it_names(setup: dict[str, Any]) -> None:
+    """A patch made in the incident's venv is not taken back by `fix --undo --python OTHER`
+    (another environment: its site-packages do not hold the file); it is listed as kept. The
+    environment that holds it takes it back."""
+    code, doc = fix(setup, "--apply", "--only", "patch")
+    patched = setup["context"].read_bytes()
+    args = ["fix", "--undo", "--python", sys.executable, "--json"]
+    other = run_cli(*args, "--state-dir", str(setup["tmp"] / "state"))
+    undone = json_output(other, "fix")["undo"]
+    assert other.returncode == 0 and undone["restored"] == [], undone
+    assert undone["kept"] == [str(setup["context"])]
+    assert setup["context"].read_bytes() == patched
+    code, doc = fix(setup, "--undo")  # --python: the venv that holds the patch
+    assert code == 0 and [r["path"] for r in doc["undo"]["restored"]] == [str(setup["context"])]
