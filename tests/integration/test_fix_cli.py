@@ -289,7 +289,7 @@ def test_scan_recognises_archgaps_own_patch_and_says_how_to_undo_it(
     predicts the failure again nor proposes the patch it already holds."""
     before = _scan_text(setup)
     assert "patch flashinfer/compilation_context.py" in before and SM75 in before
-    code, doc = fix(setup, "--apply", "--only", "patch")
+    _, doc = fix(setup, "--apply", "--only", "patch")
     assert doc["applied"]["error"] is None, doc
     after = _scan_text(setup)
     python = setup["venv"] / "bin" / "python"
