@@ -90,9 +90,12 @@ def test_the_incident_jit_line_marks_the_node_offline(tmp_path: Path) -> None:
     assert calls == [["node07", line.removeprefix("archgap: ")]]
 
 
-def test_a_run_that_cannot_judge_passes_and_logs(tmp_path: Path) -> None:
+def test_a_run_that_cannot_judge_fails_the_check(tmp_path: Path) -> None:
+    """Fail closed, as NHC's own checks do (more in test_node_check_fail_closed)."""
     code, calls, stderr = nhc(tmp_path, "--python", "/nonexistent/python", "--gpu", "T4")
-    assert (code, calls) == (0, []), stderr
+    assert code == 1, stderr
+    assert len(calls) == 1 and calls[0][0] == "node07", calls
+    assert calls[0][1].startswith("archgap could not judge: no-python: /nonexistent/"), calls
 
 
 def test_reasons_never_carry_shell_syntax() -> None:

@@ -119,15 +119,21 @@ def test_any_nonzero_prolog_exit_drains_the_node(slurm: tuple[dict[str, str], st
 def test_node_check_as_the_prolog(slurm: tuple[dict[str, str], str, Path], tmp_path: Path,
                                   venvs: dict[str, Path]) -> None:  # fmt: skip
     env, node, hooks = slurm
-    # Could not judge (no such interpreter): the job runs, the node stays up.
+    # Could not judge (no such interpreter): fail closed, the job is refused and the node drained
+    # with a reason of its own (more in test_node_check_fail_closed).
     hook(
         hooks,
         "prolog",
         node_check(tmp_path, "--python /nonexistent/python --gpu T4", env["SLURM_CONF"]),
     )
     done = job(env, node)
-    assert done.returncode == 0, done.stderr
-    assert "DRAIN" not in state(env, node)[0]
+    assert done.returncode != 0, done.stderr
+    flags, reason = state(env, node)
+    assert "DRAIN" in flags and reason.startswith("archgap: unjudged: no-python: "), reason
+    scontrol(env, "update", f"NodeName={node}", "State=RESUME")
+    deadline = time.monotonic() + 30  # a node just resumed is NOT_RESPONDING for a moment
+    while "NOT_RESPONDING" in state(env, node)[0] and time.monotonic() < deadline:
+        time.sleep(0.5)
     # A gap: the job is refused and the node drained with archgap's line as the reason.
     hook(
         hooks,
