@@ -7,9 +7,11 @@ number, so the answer of each node is read back from its own lines.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import selectors
+import signal
 import subprocess
 import threading
 import time
@@ -45,6 +47,10 @@ _LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
 # nothing is capped across nodes, so a big allocation never fails for its size.
 MAX_TASK_BYTES = MAX_FACTS_BYTES
 UNLABELLED_LIMIT = STDERR_LIMIT  # srun's own messages (not from a task)
+# srun's own line when the allocation it asked for is pending ("srun: job 42 queued and waiting
+# for resources"): the job it made, cancelled if srun does not end on SIGTERM.
+_QUEUED = re.compile(rb"\bjob (\d+) queued and waiting for resources")
+CANCEL_GRACE = 5.0  # how long srun has to revoke its allocation after SIGTERM
 
 
 @dataclass(frozen=True)
@@ -138,22 +144,42 @@ def stream_srun(
     with selectors.DefaultSelector() as selector:
         for pipe in (proc.stdout, proc.stderr):
             selector.register(pipe, selectors.EVENT_READ)
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                stop_process_group(proc, mark)
-                return None, out, err, "timeout"
-            for key, _ in selector.select(remaining):
-                chunk = os.read(key.fd, 1 << 16)
-                sinks[key.fd].feed(chunk)
-                if not chunk:
-                    selector.unregister(key.fileobj)
+        try:
+            while selector.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    _cancel(proc, mark, err)
+                    return None, out, err, "timeout"
+                for key, _ in selector.select(remaining):
+                    chunk = os.read(key.fd, 1 << 16)
+                    sinks[key.fd].feed(chunk)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+        except KeyboardInterrupt:  # srun is in a session of its own: Ctrl-C does not reach it
+            _cancel(proc, mark, err)
+            raise
     try:
         code = proc.wait(max(deadline - time.monotonic(), 0.1))
     except subprocess.TimeoutExpired:
-        stop_process_group(proc, mark)
+        _cancel(proc, mark, err)
         return None, out, err, "timeout"
     return code, out, err, None
+
+
+def _cancel(proc: subprocess.Popen[bytes], mark: str, err: TaskLines) -> None:
+    """End a step that ran out of time without leaving its allocation behind. srun revokes the
+    allocation it is still waiting for (and ends a running step) on SIGTERM; killed outright it
+    cannot, and the pending job would later take its nodes. So: SIGTERM first, a short grace, then
+    ``scancel`` of the job srun said it queued (a no-op once revoked), then the process group."""
+    with contextlib.suppress(OSError):
+        proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(CANCEL_GRACE)
+    for line in err.unlabelled:
+        queued = _QUEUED.search(line)
+        if queued is not None:
+            run_command(["scancel", queued.group(1).decode()], b"", SCONTROL_TIMEOUT)
+    stop_process_group(proc, mark)
 
 
 def _write_all(pipe: IO[bytes], payload: bytes) -> None:
