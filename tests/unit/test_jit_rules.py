@@ -133,8 +133,9 @@ def test_nvcc_timeout_means_flashinfer_hangs() -> None:
 
 def test_missing_nvcc_falls_back_to_torch_cuda() -> None:
     got = findings(facts(status="missing", torch_cuda="12.9"), "RTX PRO 6000")
-    # torch 12.9 passes the gate, but there is no nvcc to build with.
-    assert got and "no nvcc" not in got[0].cause and "missing" in got[0].cause
+    # torch 12.9 passes the gate, but there is no nvcc to build with: the CUDA_HOME is named.
+    assert got and "no nvcc found" not in got[0].cause
+    assert "CUDA_HOME=/opt/cuda has no bin/nvcc: nothing can build there" in got[0].cause
     assert any("falls back to torch.version.cuda = 12.9" in c.what for c in got[0].chain)
 
 

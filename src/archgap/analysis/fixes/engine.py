@@ -44,6 +44,10 @@ class FlashinferCase:
     home: str | None = None  # that toolkit's home (not offered again)
     toolkits: tuple[Toolkit, ...] = ()  # working nvcc toolkits on the machine
     torch_cuda: str | None = None
+    driver: str | None = None  # the NVIDIA driver present or named (--driver), when known
+    # the CUDA_HOME/CUDA_PATH FlashInfer resolves when it has no bin/nvcc: nothing builds there,
+    # so no fix that keeps the current toolkit is offered
+    no_nvcc: str | None = None
 
 
 def runs_on(major: int, minor_text: str, cc: ComputeCapability) -> bool:
@@ -94,12 +98,17 @@ def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
     rng = kb.flashinfer_range(case.version) if case.version else None
     if case.version and rng is None:
         return (avoid,)  # a release before the modelled ones (no FLASHINFER_CUDA_ARCH_LIST yet)
-    keeps, breaks = _toolkit_fixes(case, rng)
+    keeps, breaks, needs_driver = _toolkit_fixes(case, rng)
     # A toolkit switch that would break an installed build (torch's C++ extensions, built for
-    # another CUDA major) comes after every fix that keeps the toolkit: never first.
-    fixes = [*keeps, *_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng), *breaks]
+    # another CUDA major) comes after every fix that keeps the toolkit: never first. With no
+    # nvcc where FlashInfer looks, a fix that keeps that toolkit builds nothing: not offered.
+    here = [] if case.no_nvcc else [*_arch_list_fixes(case, rng), *_upgrade_fixes(case, rng)]
+    fixes = [*keeps, *here, *breaks]
     if not keeps and not breaks:  # no toolkit here works: the releases that would
         fixes.extend(_install_toolkit(case, rng))
+    # A toolkit the driver cannot run (CUDA 13 on an R570 driver) needs a driver upgrade
+    # first: after every fix the driver can run.
+    fixes.extend(needs_driver)
     fixes.append(avoid)
     return tuple(fixes)
 
@@ -124,11 +133,14 @@ def numbering(fixes: Iterable[Fix]) -> dict[tuple[str, str], int]:
 
 def _toolkit_fixes(
     case: FlashinferCase, rng: kb.FlashinferRange | None
-) -> tuple[list[Fix], list[Fix]]:
+) -> tuple[list[Fix], list[Fix], list[Fix]]:
     """Another toolkit on the machine with which detection and the JIT build both succeed:
-    those that keep torch's CUDA major (or torch's is unknown), and those that do not."""
+    those that keep torch's CUDA major (or torch's is unknown), those that do not, and those
+    the driver present or named cannot run (NVIDIA's minor-version compatibility, kb/drivers.json:
+    a CUDA 13.x build needs a driver >= 580), which need a driver upgrade first."""
     keeps: list[Fix] = []
     breaks: list[Fix] = []
+    needs_driver: list[Fix] = []
     torch_major_minor = kb.major_minor(case.torch_cuda) if case.torch_cuda else None
     for tk in case.toolkits:
         if tk.version is None or case.home in (tk.home, tk.real_home):
@@ -148,6 +160,10 @@ def _toolkit_fixes(
                 if other_major
                 else f" Matches torch's CUDA major ({case.torch_cuda})."
             )
+        runs, rule = kb.driver_runs_runtime(case.driver, tk.version) if case.driver else (None, "")
+        if runs is False:
+            needs_driver.append(_driver_first(case, tk, target, rule))
+            continue
         (breaks if other_major else keeps).append(
             Fix(
                 f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
@@ -160,7 +176,19 @@ def _toolkit_fixes(
                 kind=TOOLKIT,
             )
         )
-    return keeps, breaks
+    return keeps, breaks, needs_driver
+
+
+def _driver_first(case: FlashinferCase, tk: Toolkit, target: str, rule: str) -> Fix:
+    """A toolkit switch the driver cannot run: the driver upgrade first, said so. No variables
+    to apply: written alone, CUDA_HOME would move the JIT to a build the driver refuses."""
+    return Fix(
+        f"upgrade the NVIDIA driver (driver {case.driver} cannot run CUDA {tk.version}), then "
+        f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
+        f"{rule} (kb/drivers.json). Until the driver is upgraded, code nvcc {tk.version} builds "
+        f"({target}) does not run here; a driver upgrade needs a maintenance window.",
+        kind=UPGRADE,
+    )
 
 
 def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
@@ -246,12 +274,25 @@ def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
     target, limit = max(needs, key=lambda n: kb.major_minor(n[1].split()[-1]) or (0, 0))
     return [
         Fix(
-            f"install a CUDA toolkit {limit.removeprefix('CUDA ')} and point CUDA_HOME at it",
+            f"install a CUDA toolkit {limit.removeprefix('CUDA ')}{_driver_cap(case.driver)} "
+            "and point CUDA_HOME at it",
             f"FlashInfer then builds {target}; a pip nvcc wheel or a system toolkit both work if "
             "CUDA_HOME/PATH name it in every worker's environment.",
             kind=TOOLKIT,
         )
     ]
+
+
+def _driver_cap(driver: str | None) -> str:
+    """ " (CUDA 12.x at most: driver 570.124.06 cannot run CUDA 13.x)" when the driver present
+    or named cannot run the newest CUDA major (kb/drivers.json); "" otherwise."""
+    majors = sorted({r.cuda.split(".")[0] for r in kb.toolkit_releases()}, key=int)
+    if not driver or not majors:
+        return ""
+    runs = [m for m in majors if kb.driver_runs_runtime(driver, f"{m}.0")[0] is not False]
+    if not runs or runs[-1] == majors[-1]:
+        return ""
+    return f" (CUDA {runs[-1]}.x at most: driver {driver} cannot run CUDA {majors[-1]}.x)"
 
 
 def _toolkit_need(cc: ComputeCapability, rng: kb.FlashinferRange) -> tuple[str, str] | None:

@@ -24,7 +24,7 @@ def jit_findings(
     """Every JIT finding (ok, fails, unknown) for these GPUs; one that archgap's own applied
     patch answers says so (``python``: the environment's interpreter, for the undo command)."""
     return (
-        *recognise(flashinfer_findings(facts, targets), facts, python),
+        *recognise(flashinfer_findings(facts, targets, driver_version), facts, python),
         *triton_findings(facts, targets, driver_version, driver_source),
         *torch_findings(facts, targets, driver_version, driver_source),
         *runtime_findings(

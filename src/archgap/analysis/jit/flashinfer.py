@@ -49,8 +49,11 @@ def _flashinfer_fixes(
     target: GpuTarget,
     current_cuda: str | None,
     current_home: str | None,
+    driver: str | None = None,
+    no_nvcc: str | None = None,
 ) -> tuple[Fix, ...]:
-    """The fix engine's answer for this exact GPU with the toolkits found on the machine."""
+    """The fix engine's answer for this exact GPU with the toolkits found on the machine and
+    the driver present or named."""
     case = FlashinferCase(
         version,
         target.compute_capability,
@@ -58,11 +61,39 @@ def _flashinfer_fixes(
         current_home,
         tuple(_ok_nvcc_toolkits(facts)),
         facts.torch.cuda if facts.torch else None,
+        driver,
+        no_nvcc,
     )
     return flashinfer_fixes(case)
 
 
-def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> list[JitFinding]:
+def _no_nvcc(facts: ToolchainFacts, tk: Toolkit | None) -> str | None:
+    """The CUDA_HOME (or CUDA_PATH) FlashInfer resolves when it holds no bin/nvcc ("CUDA_HOME=/x
+    has no bin/nvcc (ptxas only): nothing can build there"); None otherwise. FlashInfer runs
+    $CUDA_HOME/bin/nvcc (jit/cpp_ext.py): a home with ptxas alone (the nvidia-cuda-nvcc-cu12
+    wheel's layout) cannot compile a .cu file."""
+    if tk is None or tk.status != "missing" or tk.found_by not in ("CUDA_HOME", "CUDA_PATH"):
+        return None
+    homes = {tk.home.rstrip("/"), (tk.real_home or tk.home).rstrip("/")}
+    ptxas = any(
+        t.tool.startswith("ptxas") and t.tool_path and t.status == "ok"
+        and {t.home.rstrip("/"), (t.real_home or t.home).rstrip("/")} & homes
+        for t in facts.toolkits
+    )  # fmt: skip
+    only = " (ptxas only)" if ptxas else ""
+    return f"{tk.found_by}={tk.home} has no bin/nvcc{only}: nothing can build there"
+
+
+def flashinfer_findings(
+    facts: ToolchainFacts,
+    targets: Sequence[GpuTarget],
+    driver: str | None = None,
+    wheel: bool = False,
+) -> list[JitFinding]:
+    """What FlashInfer does on each GPU with the toolchain of ``facts``; ``driver``: the driver
+    present or named (a toolkit switch it cannot run is not offered first). ``wheel``: the
+    package is a wheel not yet installed (its ``dist_info`` the wheel): judged by its release's
+    rules against this toolchain, its source lines not read."""
     pkg = next((p for p in facts.packages if p.name == "flashinfer-python"), None)
     if pkg is None:
         return []
@@ -70,7 +101,11 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
     rng = kb.flashinfer_range(pkg.version)
     when = "at the first FlashInfer JIT call (sampling, attention plan, norm, MoE ...)"
     findings: list[JitFinding] = []
-    base_chain = [Fact(f"flashinfer-python {pkg.version} installed", f"{pkg.dist_info}/METADATA")]
+    base_chain = [
+        Fact(f"flashinfer-python {pkg.version} in the wheel (not installed)", pkg.dist_info)
+        if wheel
+        else Fact(f"flashinfer-python {pkg.version} installed", f"{pkg.dist_info}/METADATA")
+    ]
     if rng is None:
         for target in targets:
             findings.append(
@@ -106,13 +141,19 @@ def flashinfer_findings(facts: ToolchainFacts, targets: Sequence[GpuTarget]) -> 
         chain.append(
             Fact(f"nvcc unusable, FlashInfer falls back to torch.version.cuda = {cuda}", torch.file)
         )
-    src_facts, missing = _source_facts(facts, rng.source_checks)
-    chain.extend(src_facts)
+    missing: list[str] = []
+    if wheel:
+        chain.append(
+            Fact(f"judged by the rules of FlashInfer {pkg.version}'s release range", rng.source)
+        )
+    else:
+        src_facts, missing = _source_facts(facts, rng.source_checks)
+        chain.extend(src_facts)
     arch_list = _env(facts, rules.arch_env)
     for target in targets:
         findings.append(
             _flashinfer_one(
-                facts, pkg.version, rng, target, tk, cuda, arch_list, chain, missing, when
+                facts, pkg.version, rng, target, tk, cuda, arch_list, chain, missing, when, driver
             )
         )
     return findings
@@ -129,10 +170,12 @@ def _flashinfer_one(
     base_chain: list[Fact],
     missing_source: list[str],
     when: str,
+    driver: str | None = None,
 ) -> JitFinding:
     cc = target.compute_capability
     chain = list(base_chain)
     chain.append(Fact(f"GPU {target.label}: compute capability {cc}", target.source))
+    no_nvcc = _no_nvcc(facts, tk)
 
     def finding(
         status: JitStatus, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
@@ -159,7 +202,7 @@ def _flashinfer_one(
             f"RuntimeError: {rng.check_message}",
             f"FlashInfer {version} does not support sm_{cc.sm} (compute capability {cc}): "
             "check_cuda_arch() rejects it whatever the toolkit; avoid its paths.",
-            _flashinfer_fixes(facts, version, target, cuda, home),
+            _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
         )
     if tk is not None and tk.status == "timeout":
         return finding(
@@ -167,7 +210,7 @@ def _flashinfer_one(
             None,
             f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"
             " so the process hangs when FlashInfer first asks for the CUDA version.",
-            _flashinfer_fixes(facts, version, target, None, home),
+            _flashinfer_fixes(facts, version, target, None, home, driver, no_nvcc),
         )
     if arch_list is not None:
         whose = facts.env_source
@@ -179,7 +222,7 @@ def _flashinfer_one(
                 parsed.error,
                 f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} does not parse with FlashInfer "
                 f"{version}'s parser (space-separated MAJOR.MINOR[a|f]); it raises at import.",
-                _flashinfer_fixes(facts, version, target, cuda, home),
+                _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
             )
         archs = parsed.archs
         if not any(_runs_on(m, t, target) for m, t in archs):
@@ -188,7 +231,7 @@ def _flashinfer_one(
                 "CUDA error: no kernel image is available for execution on the device",
                 f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} builds no target that runs on "
                 f"compute capability {cc}.",
-                _flashinfer_fixes(facts, version, target, cuda, home),
+                _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
             )
     else:
         norm = normalise_arch(rng, cc.major, cc.minor, cuda)
@@ -202,13 +245,19 @@ def _flashinfer_one(
                 )
             )
             warning = rng.warning.format(error=norm.raises, device_count="N")
+            nvcc = tk is not None and tk.status == "ok" and cuda
+            why = (
+                f"nvcc {cuda} is too old for FlashInfer {version}'s SM {cc.major}.x rule"
+                if nvcc
+                else f"{no_nvcc or 'no nvcc found'}; FlashInfer {version}'s SM {cc.major}.x "
+                f"rule, given CUDA {cuda or 'unknown'}, raises"
+            )
             return finding(
                 "fails",
                 f"RuntimeError: {rng.check_message}",
-                f"nvcc {cuda or '(none found)'} is too old for FlashInfer {version}'s SM "
-                f"{cc.major}.x rule ({norm.raises}); the error is swallowed at import "
+                f"{why} ({norm.raises}); the error is swallowed at import "
                 f"(logged: {warning!r}) and check_cuda_arch() then rejects the GPU.",
-                _flashinfer_fixes(facts, version, target, cuda, home),
+                _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
             )
         archs = ((cc.major, norm.minor_text or str(cc.minor)),)
         chain.append(
@@ -220,12 +269,12 @@ def _flashinfer_one(
         )
     # The JIT build: every target goes to nvcc as -gencode=arch=compute_X,code=sm_X.
     if tk is None or tk.status != "ok" or tk.version is None:
-        reason = "no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status}"
+        reason = no_nvcc or ("no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status}")
         return finding(
             "fails",
             None,
             f"FlashInfer must compile {', '.join(_target(*a) for a in archs)} but {reason}.",
-            _flashinfer_fixes(facts, version, target, None, home),
+            _flashinfer_fixes(facts, version, target, None, home, driver, no_nvcc),
         )
     built = []
     for major, minor_text in archs:
@@ -253,7 +302,7 @@ def _flashinfer_one(
                 kb.jit_rules().flashinfer.nvcc_unsupported_arch.format(target=tgt[8:]),
                 f"The arch set is fine but the JIT build fails: nvcc {tk.version} cannot "
                 f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
-                _flashinfer_fixes(facts, version, target, tk.version, home),
+                _flashinfer_fixes(facts, version, target, tk.version, home, driver, no_nvcc),
             )
     return finding(
         "ok",
