@@ -179,10 +179,13 @@ def test_stdin_and_usage_errors() -> None:
 
 
 def test_json_says_how_the_cause_is_known_and_what_would_decide_it() -> None:
-    # The SM 12.x wording exists only in flashinfer 0.6.7-0.7.0: that pins the cause.
+    # The SM 12.x wording exists only in flashinfer 0.6.7-0.7.0: that pins the cause; what is
+    # left to decide is which 12.x GPU it is (for the fixes), not the cause.
     log = CORPUS / "sglang-incident-flashinfer-0.6.8.log"
     code, d = _explain(str(log), "--log-only")
-    assert code == 1 and d["cause_status"] == "determined" and d["decide"] == []
+    assert code == 1 and d["cause_status"] == "determined"
+    assert "compute capability (which case's fixes apply)" in d["decide"][0]
+    assert not any("pip show" in item or "nvcc" in item for item in d["decide"])
     # The gate's message alone fits several releases and GPUs: conditional, with what decides it.
     message = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
     code, d = _explain("--message", message, "--log-only")

@@ -222,7 +222,11 @@ def test_log_only_gpu_gb10_on_sm_12x_offers_only_12_1_fixes() -> None:
         "SM 12.x requires CUDA >= 12.9.\n"
         "RuntimeError: FlashInfer requires GPUs with sm75 or higher\n"
     )
-    assert "12.0a" in _fixes(_explain(text))  # the log alone: a fix per 12.x GPU
+    # the log alone: the 12.x GPUs' own fixes as one case each, none as if that GPU were there
+    alone = _explain(text)
+    cases = {c.when.split(" (")[0]: " | ".join(c.fixes) for c in alone.cases}
+    assert "12.0a" in cases["if the GPU is 12.0"] and "12.1a" in cases["if the GPU is 12.1"]
+    assert "12.0a" not in _fixes(alone) and "12.1a" not in _fixes(alone)
     named = _fixes(_explain(text, ("GB10",)))
     assert "12.1a" in named and "12.0a" not in named and "<CC>" not in named
 

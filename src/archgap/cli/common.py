@@ -45,8 +45,9 @@ def inspected_python(args: argparse.Namespace) -> str:
     return getattr(args, "python", None) or "archgap's own interpreter"
 
 
-# The commands that inspect a Python environment (the default interpreter applies to them).
-LOCAL_ENVIRONMENT = ("scan", "gates", "trace", "explain", "probe", "fix")
+# The commands that inspect a Python environment (the default interpreter applies to them;
+# explain chooses its own from the log: orchestrate.explain_choice).
+LOCAL_ENVIRONMENT = ("scan", "gates", "trace", "probe", "fix")
 
 
 def is_remote(args: argparse.Namespace) -> bool:

@@ -7,9 +7,13 @@ memory or an NCCL failure, is named, with no architecture cause); 2 = usage or p
 input, unreadable file, bad --gpu, unreadable --env-from, an unreachable host or a missing
 interpreter there).
 
-Every fact of the examined environment comes from the probe, on this machine or on the target
-(--host/--container/--pod/--via): the Python environment, toolchains, GPUs and the raise sites the
-log points at in one request, then the trace of the state the raising condition reads.
+Without --python (or a target) the environment examined is the one the log's traceback names,
+where it exists on this machine and nobody but the caller or root can have put it there, else
+the active VIRTUAL_ENV or CONDA_PREFIX (not archgap's own), else the log alone; the first line
+says which and why. Every fact of the examined environment comes from the probe, on this machine
+or on the target (--host/--container/--pod/--via): the Python environment, toolchains, GPUs and
+the raise sites the log points at in one request, then the trace of the state the raising
+condition reads.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """``explain``: a log diagnosed, confirmed on the environment it came from (``Where``) by
-examining it through the probe."""
+examining it through the probe. Where the caller names no interpreter on this machine, the
+environment is chosen as a user expects (``explain_choice``: the one the log's traceback names,
+the active one, else the log alone), and the diagnosis says which and why."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from archgap.errors import ProbeError
+from archgap.errors import ProbeError, UsageError
+from archgap.orchestrate import explain_choice
 from archgap.orchestrate.shared import probe_facts, resolve
 from archgap.probe.facts import ProbeResponse
 from archgap.report.jsondoc import document
@@ -24,9 +28,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Where:
-    """The environment explain examines: ``python``'s (None: python3 there, or this
-    interpreter here) on ``target``, with a service's environment (``env_from``: a PID or an env
-    file there) instead of the shell's."""
+    """The environment explain examines: ``python``'s on ``target`` (None: python3 on a remote
+    target; here, the one the log names or the active one, never this interpreter: see
+    ``explain_choice``), with a service's environment (``env_from``: a PID or an env file there)
+    instead of the shell's."""
 
     python: str | None = None
     target: Target = LOCAL
@@ -51,11 +56,15 @@ def diagnose(
     skipped_lines: int = 0,
     gpus: Sequence[str] = (),
     where: Where | None = Where(),
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[Diagnosis, ParsedLog]:
     """The diagnosis of a log (``head``; of a log too long to read whole, its start and its end
     ``tail`` with ``skipped_lines`` between), confirmed on the environment ``where`` (None: the
-    log alone); and the log as parsed. ``UnknownGpu`` for a bad GPU name (before anything is
-    probed), ``ProbeError`` when the environment cannot be examined."""
+    log alone; no interpreter here: chosen from the log and ``environ``, the caller's
+    environment variables, by default this process's); and the log as parsed. ``UnknownGpu``
+    for a bad GPU name (before anything is probed), ``ProbeError`` when an environment the
+    caller named cannot be examined (one archgap chose is then left for the log alone, said
+    so), ``UsageError`` for ``env_from`` here with no interpreter to examine it with."""
     from archgap.analysis.explain.diagnosis import explain as diagnosis_of
     from archgap.analysis.explain.logparse import parse_log
     from archgap.kb.signatures import load_signatures
@@ -63,8 +72,45 @@ def diagnose(
     named = resolve(gpus)
     log = parse_log(head, tail, skipped_lines)
     signatures = load_signatures()
-    examined = _examine(where, log, signatures, named) if where is not None else None
-    return diagnosis_of(log, signatures, examined, named), log
+    chosen, why = _chosen(where, log, os.environ if environ is None else environ)
+    examined: Examined | None = None
+    sites: tuple[str, ...] = ()
+    executable = ""
+    if chosen is not None:
+        try:
+            examined, sites, executable = _examine(chosen, log, signatures, named)
+        except ProbeError as exc:
+            if not why:  # the caller's own choice: their error
+                raise
+            why = f"{chosen.python} could not be examined: {exc}"
+            chosen = None
+    diagnosis = diagnosis_of(log, signatures, examined, named)
+    notes = diagnosis.notes
+    if chosen is not None:
+        envs = explain_choice.named_environments(log)
+        note = explain_choice.mismatch(envs, sites, executable, here=chosen.target.is_local)
+        notes += (note,) if note else ()
+    return replace(diagnosis, environment_reason=why, notes=notes), log
+
+
+def _chosen(
+    where: Where | None, log: ParsedLog, environ: Mapping[str, str]
+) -> tuple[Where | None, str]:
+    """What to examine and why archgap chose it ("" where the caller chose: an interpreter, a
+    target, the log alone)."""
+    if where is None or where.python is not None or not where.target.is_local:
+        return where, ""
+    choice = explain_choice.choose(log, environ)
+    if where.env_from is not None:  # the service's environment, with which interpreter?
+        if choice.python is None:
+            raise UsageError(
+                f"--env-from {where.env_from}: no interpreter to examine it with ({choice.why}); "
+                "name one with --python"
+            )
+        return replace(where, python=choice.python), choice.why
+    if choice.python is None:
+        return None, choice.why
+    return replace(where, python=choice.python), choice.why
 
 
 def explain(
@@ -84,10 +130,10 @@ def _examine(
     log: ParsedLog,
     signatures: Sequence[Signature],
     named: tuple[GpuTarget, ...],
-) -> Examined:
+) -> tuple[Examined, tuple[str, ...], str]:
     """The examined environment's facts, all from the probe (here or on the target): the python
     environment, toolchains, GPUs and the raise sites first; then the trace of the state the
-    raising condition reads."""
+    raising condition reads. With its site-packages directories and its interpreter."""
     from archgap.analysis.explain.chain import Examined
     from archgap.analysis.explain.match import code_request, names_to_trace
     from archgap.analysis.scan import present_targets
@@ -121,7 +167,7 @@ def _examine(
     )
     present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
     place = "" if target.is_local else f" on {target.name}"
-    return Examined(
+    examined = Examined(
         description=f"{env.executable} (Python {env.python_version}){place}",
         env=dict(facts.env),
         env_source=facts.env_source or "shell",
@@ -131,3 +177,4 @@ def _examine(
         gpus=(*named, *present),
         problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
     )
+    return examined, tuple(env.site_packages), env.executable

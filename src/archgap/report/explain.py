@@ -43,7 +43,8 @@ _CAUSE_LABEL = {
 
 def next_step(diagnosis: Diagnosis) -> str:
     """What to do first, for the first lines: settle the fact that decides, else the first fix."""
-    if diagnosis.decide and diagnosis.cause_status in ("conditional", "undetermined"):
+    open_cause = diagnosis.cause_status in ("conditional", "undetermined")
+    if diagnosis.decide and (open_cause or (diagnosis.cases and not diagnosis.fixes)):
         return f"find out {diagnosis.decide[0]}"
     if diagnosis.fixes:
         return diagnosis.fixes[0].text
@@ -82,7 +83,8 @@ def _chain(diagnosis: Diagnosis) -> list[str]:
     label = _CAUSE_LABEL.get(diagnosis.cause_status, "")
     lines.append(f"\n[bold]root cause[/]{label} {escape(diagnosis.root_cause)}")
     for case in diagnosis.cases:  # a conditional cause: one bullet per case
-        lines.append(f"  - {escape(case.when)}: {escape(case.cause)}")
+        cause = f" {escape(case.cause)}" if case.cause else ""  # "": the cause is the same
+        lines.append(f"  - {escape(case.when)}:{cause}")
         lines += [f"      fix: {escape(text)}" for text in case.fixes]
     if diagnosis.decide:
         lines.append("\n[bold]what would decide it[/]")
@@ -99,11 +101,12 @@ def text(diagnosis: Diagnosis, origin: str, lines: int, note: str = "") -> list[
     """The text report (rich-markup lines): what was read and examined, then the error and its
     chain, or what the log states when no signature matched; ``note`` last (a log not read
     whole)."""
-    where = diagnosis.environment or "no environment (log only)"
+    where = escape(diagnosis.environment or "no environment (log only)")
+    if diagnosis.environment_reason:  # archgap chose it: say why
+        reason = escape(diagnosis.environment_reason)
+        where = f"{where[:-1]}; {reason})" if where.endswith(")") else f"{where} ({reason})"
     plural = "line" if lines == 1 else "lines"
-    out = [
-        f"[bold]archgap explain[/] {escape(origin)} ({lines} {plural}) — examined: {escape(where)}"
-    ]
+    out = [f"[bold]archgap explain[/] {escape(origin)} ({lines} {plural}) — examined: {where}"]
     if diagnosis.status == "not-architecture":
         out.append(
             f"\n[bold yellow]not an architecture gap[/] {escape(diagnosis.error)}  "

@@ -94,7 +94,11 @@ class Diagnosis:
     cause_status: str = ""
     decide: tuple[str, ...] = ()  # what would decide the cause, when it is not determined
     tool: str = ""  # which tool printed the error (nvcc, NVRTC, Triton's ptxas ...), if known
-    cases: tuple[CaseAnswer, ...] = ()  # a conditional cause, one case per value of the fact
+    # A conditional cause, one case per value of the fact; or, where the log names only the
+    # major ("SM 12.x"), the fixes of each GPU it may be, one case each.
+    cases: tuple[CaseAnswer, ...] = ()
+    # Why archgap chose what it examined when the caller named nothing ("" when they did).
+    environment_reason: str = ""
 
 
 def recognise(log: ParsedLog) -> Recognised:
@@ -179,7 +183,7 @@ def explain(
         chain.notes.extend(examined.problems)
     root_cause, cause_status = _root_cause(chain, focus, walked, judgement)
     decide = judgement.decide if cause_status in (causes_.CONDITIONAL, causes_.UNDETERMINED) else ()
-    fixes = _fixes(focus, log, examined, facts, gpus)
+    fixes, shared, gpu_cases = _fixes(focus, log, examined, facts, gpus)
     # Where the code was not walked, the rules decide from the log's facts (analysis.explain.rules)
     ruling = None if walked else _ruling(focus, log, gpus)
     cases = _signature_cases(judgement) if cause_status == causes_.CONDITIONAL else ()
@@ -194,6 +198,12 @@ def explain(
             CaseAnswer(c.when, c.cause, tuple(f.text for f in _suggestions(c.fixes, "")))
             for c in ruling.cases
         )
+    if ruling is None and gpu_cases and not cases:
+        # The log names the major only ("SM 12.x"): no fix is given as if the GPU were known;
+        # those that hold on every GPU of the major stay fixes, the others are one case per GPU
+        # (a cause's own cases keep the list, where each such fix says its GPU).
+        fixes, cases = shared, gpu_cases
+        decide += (f"the GPU's compute capability (which case's fixes apply): {causes_.HOW_CC}",)
     legend = causes_.placeholder_legend(f.text for f in fixes)
     if legend:  # the fixes need the GPU's capability, which the log does not state
         chain.notes.append(f"in the fixes, {legend}")
@@ -374,13 +384,24 @@ def _major_only(log: ParsedLog) -> tuple[ComputeCapability, ...]:
     return tuple(sorted(cc for cc in known if cc is not None and cc.major == 12))
 
 
+@dataclass(frozen=True)
+class _EngineFixes:
+    """The fix engine's fixes: all of them (a fix for one GPU of several says which), those that
+    hold on every GPU in question, and, where the log names only the major, one case per GPU of
+    it with the others."""
+
+    fixes: tuple[FixSuggestion, ...]
+    shared: tuple[FixSuggestion, ...]
+    cases: tuple[CaseAnswer, ...] = ()
+
+
 def _engine_fixes(
     focus: Focus,
     log: ParsedLog,
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],
     gpus: Sequence[GpuTarget],
-) -> tuple[FixSuggestion, ...] | None:
+) -> _EngineFixes | None:
     """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
     None when the error is not FlashInfer's, no exact GPU is known, or the log's evidence puts
     FlashInfer before 0.3.1 (no compilation context: the engine's rules do not apply)."""
@@ -393,6 +414,7 @@ def _engine_fixes(
     if causes_.holds("flashinfer", ">=0.3.1", facts) is False:
         return None
     fixes: list[Fix] = []
+    each: dict[ComputeCapability, Sequence[Fix]] = {}
     if examined is not None and examined.toolchains is not None and examined.gpus:
         findings = flashinfer_findings(examined.toolchains, examined.gpus)
         failing = [f for f in findings if f.status == "fails"]
@@ -418,7 +440,51 @@ def _engine_fixes(
     # Avoiding FlashInfer is the answer only when nothing else is (a GPU it does not support).
     fixes = [f for f in fixes if f.kind != AVOID] or fixes
     where = ", ".join(str(cc) for cc in ccs)
-    return _suggestions(fixes, f"archgap's fix engine for compute capability {where}")
+    source = f"archgap's fix engine for compute capability {where}"
+    everything = _suggestions(fixes, source)
+    if not per_gpu or len(each) < 2:
+        return _EngineFixes(everything, everything)
+    # The same fix on every GPU (its tradeoff may name each one's target) is a fix; the others
+    # are cases.
+    keyed = {cc: {_fix_key(f): f for f in found} for cc, found in each.items()}
+    first = next(iter(keyed.values()))
+    keys = [k for k in first if all(k in other for other in keyed.values())]
+    everywhere = [_joined([(cc, found[k]) for cc, found in keyed.items()]) for k in keys]
+    rest = {cc: [f for k, f in found.items() if k not in keys] for cc, found in keyed.items()}
+    if not any(rest.values()):
+        return _EngineFixes(everything, everything)
+    cases = tuple(
+        CaseAnswer(
+            f"if the GPU is {cc} ({_gpu_name(cc)})",
+            "" if own else "no fix of its own: only the fixes that hold on every GPU",
+            tuple(
+                f"[{s.kind}] {s.text}"
+                for s in _suggestions([f for f in own if f.kind != AVOID] or own, "")
+            ),
+        )
+        for cc, own in rest.items()
+    )
+    shared = _suggestions([f for f in everywhere if f.kind != AVOID], source)
+    return _EngineFixes(everything, shared, cases)
+
+
+def _fix_key(fix: Fix) -> tuple[str, str, str | None]:
+    return (fix.kind, fix.action, fix.command)
+
+
+def _joined(per_gpu: Sequence[tuple[ComputeCapability, Fix]]) -> Fix:
+    """One fix that every GPU shares, its tradeoff said for each GPU where they differ."""
+    fix = per_gpu[0][1]
+    if len({f.tradeoff for _, f in per_gpu}) == 1:
+        return fix
+    said = (f"on {cc}: {f.tradeoff.rstrip('.')}" for cc, f in per_gpu)
+    return replace(fix, tradeoff="; ".join(said) + ".")
+
+
+def _gpu_name(cc: ComputeCapability) -> str:
+    """A product of that compute capability, as a person knows it ("e.g. NVIDIA GB10 ...")."""
+    name = next((p.name for p in products() if p.compute_capability == str(cc)), "")
+    return f"e.g. {name}" if name else "no product known"
 
 
 def _older_wording(log: ParsedLog) -> bool:
@@ -431,8 +497,7 @@ def _older_wording(log: ParsedLog) -> bool:
 
 def _for_gpu(fix: Fix, cc: ComputeCapability) -> Fix:
     """A fix that holds for one compute capability only, said so ("on 12.1 (NVIDIA GB10 ...)")."""
-    name = next((p.name for p in products() if p.compute_capability == str(cc)), "")
-    return replace(fix, action=f"on a {cc} GPU (e.g. {name}): {fix.action}")
+    return replace(fix, action=f"on a {cc} GPU ({_gpu_name(cc)}): {fix.action}")
 
 
 def _fixes(
@@ -441,12 +506,22 @@ def _fixes(
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],
     gpus: Sequence[GpuTarget],
-) -> tuple[FixSuggestion, ...]:
+) -> tuple[tuple[FixSuggestion, ...], tuple[FixSuggestion, ...], tuple[CaseAnswer, ...]]:
+    """The fixes; those that hold on every GPU the log may mean; the others, one case per GPU
+    (only where the log names the major alone)."""
     # FlashInfer's fixes come from the fix engine scan uses (per exact GPU, version and nvcc);
     # the signatures' own fixes serve the other errors and a FlashInfer log with no GPU known.
     engine = _engine_fixes(focus, log, examined, facts, gpus)
     if engine is not None:
-        return engine
+        return engine.fixes, engine.shared, engine.cases
+    generic = _signature_fixes(focus, log, facts)
+    return generic, generic, ()
+
+
+def _signature_fixes(
+    focus: Focus, log: ParsedLog, facts: Mapping[str, causes_.Known]
+) -> tuple[FixSuggestion, ...]:
+    """The signatures' fixes: for the GPU where the log states it, else with a placeholder."""
     signature, root = focus.signature, focus.root_signature
     ccs = facts["cc"].exact if "cc" in facts else _arch_of(focus)
     majors = {int(cc.split(".")[0]) for cc in ccs}
