@@ -319,7 +319,7 @@ def _nhc_killed(tmp_path: Path) -> Path:
     return killed
 
 
-NHC_CASES = {
+NHC_CASES: dict[str, tuple[Callable[[Path], Path], tuple[str, ...], str]] = {
     "not-found-127": (lambda t: t / "nonexistent" / "archgap", (),
                       "check_archgap:  {bin} not found or not runnable."),
     "not-executable-126": (lambda t: shim(t, 0o644), (),
