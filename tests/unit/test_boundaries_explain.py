@@ -1,0 +1,119 @@
+"""Boundaries of explain's rules, each rule called with the facts a log states.
+
+Expectations from NVIDIA's tables, not from archgap's output (kb/toolkits.json holds them, with
+their sources): nvcc builds sm_120 from CUDA 12.8 on, sm_70 up to CUDA 12.9 (13.0 dropped
+sm_50-sm_72); PTX ISA 8.7 is first emitted by CUDA 12.8, 8.5 by 12.5; SASS sm_XY runs on X.Z for
+Z >= Y (so a build's own capability runs); a Tegra GPU (Orin 8.7) runs no desktop SASS;
+TensorRT 9.1 is the last release that builds SM 6.1 (TensorRT#3826), so 9.1 has not dropped it.
+A toolkit exactly at a target's first or last CUDA builds it: it is neither too old nor too new.
+"""
+
+from __future__ import annotations
+
+from archgap.analysis.explain.rules.capability import capability_gate
+from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, NVCC, LogFacts
+from archgap.analysis.explain.rules.nvrtc import cupy_compiles
+from archgap.analysis.explain.rules.ptx import _cuda_of_isa
+from archgap.analysis.explain.rules.tensorrt import tensorrt
+from archgap.analysis.explain.rules.toolkit import toolkit_target
+from archgap.analysis.explain.rules.torch_archs import torch_archs
+
+
+def facts(
+    cc: str,
+    toolkit: str | None = None,
+    torch_cuda: str | None = None,
+    tool: str = "",
+    tegra: bool = False,
+    **stated: str,
+) -> LogFacts:
+    said: dict[str, tuple[str, ...]] = {k: (v,) for k, v in stated.items()}
+    return LogFacts(tool, toolkit, (cc,), "", tegra, None, said, (), torch_cuda)
+
+
+# -- torch built with a CUDA, its arch list not logged (the target's first and last CUDA)
+
+
+def test_torch_built_with_exactly_a_targets_first_cuda_is_not_older() -> None:
+    at = torch_archs(facts("12.0", torch_cuda="12.8"))
+    assert at is not None and at.status == CONDITIONAL and "older than" not in at.cause
+    below = torch_archs(facts("12.0", torch_cuda="12.6"))
+    assert below is not None and below.status == DETERMINED
+    assert "CUDA 12.6, older than sm_120" in below.cause
+
+
+def test_torch_built_with_exactly_a_targets_last_cuda_has_not_dropped_it() -> None:
+    at = torch_archs(facts("7.0", torch_cuda="12.9"))
+    assert at is not None and at.status == CONDITIONAL
+    above = torch_archs(facts("7.0", torch_cuda="13.0"))
+    assert above is not None and above.status == DETERMINED
+    assert "built with CUDA 13.0" in above.cause and "12.9" in above.cause
+
+
+# -- torch's arch list logged
+
+
+def test_a_build_for_the_gpus_own_capability_is_no_gap() -> None:
+    ruling = torch_archs(facts("9.0", torch_archs="sm_90"))
+    assert ruling is not None and ruling.cause.startswith("no gap: this torch has sm_90 SASS")
+
+
+def test_a_tegra_gpu_is_not_served_by_desktop_sass_of_its_major() -> None:
+    ruling = torch_archs(facts("8.7", tegra=True, torch_archs="sm_80 sm_86"))
+    assert ruling is not None and not ruling.cause.startswith("no gap")
+
+
+def test_a_gpu_at_the_oldest_built_capability_is_not_older_than_it() -> None:
+    ruling = torch_archs(facts("8.7", tegra=True, torch_archs="sm_87 sm_90"))
+    assert ruling is not None and "older than the oldest" not in ruling.cause
+
+
+# -- a package's capability check ("compute capability >= X.Y")
+
+
+def test_a_gpu_exactly_at_a_packages_minimum_is_not_older() -> None:
+    error = "RuntimeError: this kernel requires compute capability >= 8.0"
+    at = capability_gate(error, facts("8.0", package="somepkg"))
+    assert at is not None and "the GPU is older" not in at.cause
+    below = capability_gate(error, facts("7.5", package="somepkg"))
+    assert below is not None and "needs compute capability >= 8.0; the GPU is older" in below.cause
+
+
+# -- a compiler rejecting a target
+
+
+def test_nvcc_exactly_at_a_targets_first_cuda_is_not_older() -> None:
+    error = "nvcc fatal   : Unsupported gpu architecture 'compute_120'"
+    at = toolkit_target(error, facts("12.0", toolkit="12.8", tool=NVCC), NVCC)
+    assert at is not None and "older than" not in at.cause
+    below = toolkit_target(error, facts("12.0", toolkit="12.6", tool=NVCC), NVCC)
+    assert below is not None and "nvcc is CUDA 12.6, older than sm_120" in below.cause
+
+
+def test_nvcc_exactly_at_a_targets_last_cuda_is_not_newer() -> None:
+    error = "nvcc fatal   : Unsupported gpu architecture 'compute_70'"
+    at = toolkit_target(error, facts("7.0", toolkit="12.9", tool=NVCC), NVCC)
+    assert at is not None and "newer than" not in at.cause
+    above = toolkit_target(error, facts("7.0", toolkit="13.0", tool=NVCC), NVCC)
+    assert above is not None and "nvcc is CUDA 13.0, newer than sm_70" in above.cause
+
+
+def test_cupys_nvrtc_exactly_at_the_first_cuda_for_the_gpu_builds_it() -> None:
+    at = cupy_compiles(facts("12.0", toolkit="12.8"))
+    assert at is not None and "the NVRTC of CUDA 12.8 builds it" in at.cause
+    below = cupy_compiles(facts("12.0", toolkit="12.6"))
+    assert below is not None and "needs an NVRTC from CUDA >= 12.8" in below.cause
+
+
+def test_the_toolkit_that_first_emits_a_ptx_isa() -> None:
+    first = _cuda_of_isa("8.7")
+    assert first is not None and first.cuda == "12.8"
+    at_85 = _cuda_of_isa("8.5")
+    assert at_85 is not None and at_85.cuda == "12.5"
+
+
+def test_tensorrts_last_release_for_a_gpu_has_not_dropped_it() -> None:
+    at = tensorrt(facts("6.1", tensorrt="9.1"))
+    assert at is not None and "dropped" not in at.cause
+    after = tensorrt(facts("6.1", tensorrt="10.0.1"))
+    assert after is not None and "dropped SM 6.1" in after.cause
