@@ -140,9 +140,11 @@ def fix(
     force: bool = False,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
+    driver: str | None = None,
 ) -> FixResult:
     """The fixes for the JIT gaps ``scan`` finds in the environment of ``python`` on ``target``
-    (``env_from``: the service's environment), as exact changes of ``env_file``, a drop-in of
+    (``env_from``: the service's environment; ``driver``: the NVIDIA driver to judge against
+    instead of the detected one), as exact changes of ``env_file``, a drop-in of
     the ``systemd`` unit, or export lines; with ``apply`` made (by default the variables of the
     kind the fix engine ranks first; ``only`` one kind) and checked by a new scan; ``undo``
     reverts archgap's changes newest first (``force``: over files edited since). Nothing is
@@ -164,8 +166,9 @@ def fix(
 
     def judged(environment: str | None) -> ScanReport:
         return scan(
-            python, gpus=gpus, target=target, env_from=environment, root=root, timeout=timeout
-        )
+            python, gpus=gpus, target=target, env_from=environment, root=root, timeout=timeout,
+            driver=driver,
+        )  # fmt: skip
 
     report = judged(env_from)
     fix_plan = plan(report, Destination(env_file, systemd, systemd_dir))

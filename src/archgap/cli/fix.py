@@ -37,6 +37,12 @@ OPTIONS = (
         "read the service's environment (a process id, an env file or `docker inspect` JSON) "
         "instead of the shell's; it is not written to: see --write-env-file"
     ),
+    opt.option(
+        "--driver",
+        metavar="VERSION",
+        help="judge against this NVIDIA driver (570.124.06) instead of the detected one: a "
+        "toolkit switch it cannot run (CUDA 13 needs >= 580) says so and is not first",
+    ),
     opt.flag("--apply", "make the changes (default: show)"),
     opt.option(
         "--only",
@@ -77,7 +83,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         python, gpus=args.gpu, target=target_from_args(args), env_from=args.env_from,
         env_file=args.env_file, systemd=args.systemd, systemd_dir=args.systemd_dir,
         state_dir=args.state_dir, apply=bool(args.apply), only=args.only, undo=bool(args.undo),
-        force=bool(args.force), root=args.root, timeout=args.timeout,
+        force=bool(args.force), root=args.root, timeout=args.timeout, driver=args.driver,
     )  # fmt: skip
     if out.json_mode:
         out.emit("fix", body(result))

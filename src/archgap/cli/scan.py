@@ -117,11 +117,9 @@ def _run(args: argparse.Namespace, out: Output) -> int:
 def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> ScanReport:
     from archgap.api import scan_archives
 
-    if not local or args.python or args.env_from:
-        raise UsageError(
-            "wheels and images are read here: not with --python, --env-from or a remote target"
-        )
+    if not local or args.python:
+        raise UsageError("wheels and images are read here: not with --python or a remote target")
     return scan_archives(
         args.archives, gpus=named, driver=args.driver, strict=args.strict,
-        options=opt.index_options(args),
+        options=opt.index_options(args), env_from=args.env_from, root=args.root,
     )  # fmt: skip

@@ -64,16 +64,21 @@ def scan_archives(
     driver: str | None = None,
     strict: bool = False,
     options: IndexOptions | None = None,
+    env_from: str | None = None,
+    root: str = "/",
 ) -> ScanReport:
     """Judge wheels and images before they are installed or deployed: wheel files, directories
     of them, URLs, requirements resolved from the user's indexes (``options``), container images
     (``oci:DIR[:TAG]``, ``docker-archive:FILE``, ``rootfs:DIR``; ``options.platform`` picks one
     of a multi-platform image). The same analysis as ``scan`` over the distributions and native
-    members read from them. A target that cannot be read is
-    a problem in the report; ``ProbeError`` when none could be read at all."""
+    members read from them; a JIT package (FlashInfer) is judged with this machine's toolchain
+    (``env_from``: a service's environment instead of the shell's; system paths read under
+    ``root``), ``unknown`` without one. A target that cannot be read is a problem in the
+    report; ``ProbeError`` when none could be read at all."""
     from archgap.archives.wheel import archive_facts
     from archgap.image.read import image_facts
     from archgap.index.options import IndexOptions
+    from archgap.orchestrate.archive_jit import any_jit_package, local_toolchain, with_jit
     from archgap.targets import mark_unverified, read_targets
 
     resolve(gpus)
@@ -85,7 +90,10 @@ def scan_archives(
         raise ProbeError("; ".join(problems) or "no wheel")
     facts = archive_facts(contents, "")
     facts = replace(facts, sections={**facts.sections, "images": image_facts(contents)})
-    return judge(facts, gpus, driver=driver, strict=strict)
+    report = judge(facts, gpus, driver=driver, strict=strict)
+    if not any_jit_package([d.name for c in contents for d in c.distributions]):
+        return report
+    return with_jit(report, *local_toolchain(env_from, root), driver)
 
 
 def report_from_facts(

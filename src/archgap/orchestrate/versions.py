@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from archgap.index.fetch import Fetched
     from archgap.index.options import IndexOptions
     from archgap.index.resolve import Candidate
+    from archgap.probe.facts import ToolchainFacts
 
 
 def versions(
@@ -42,6 +43,7 @@ def versions(
     from archgap.index.options import IndexOptions
     from archgap.index.resolve import ResolveError, candidates, indexes, parse_requirement
     from archgap.index.versions import install_line, variants
+    from archgap.orchestrate.archive_jit import any_jit_package, local_toolchain
 
     chosen = options or IndexOptions()
     urls = indexes(chosen.index_url, list(chosen.extra_index_urls))
@@ -53,6 +55,8 @@ def versions(
         raise UsageError(str(exc)) from None
     base = (requirement.name, targets, tuple(urls), chosen.python_version, chosen.platform)
     skipped: list[str] = []
+    # a JIT package is judged with the toolchain here, read once (not "some CUDA would do")
+    toolchain = local_toolchain() if any_jit_package([requirement.name]) else None
     with net.limits(chosen.timeout, chosen.max_download):  # the wheels' deadline, cap
         try:
             found = candidates(requirement, urls, chosen.python_version, chosen.platform, skipped)
@@ -65,7 +69,7 @@ def versions(
         for done, candidate in enumerate(listed):
             if progress:
                 progress(done, len(listed), f"{requirement.name} {candidate.version}")
-            result = _judge_variant(candidate, targets, driver, strict, fetched)
+            result = _judge_variant(candidate, targets, driver, strict, fetched, toolchain)
             judged.append(result)
             if each:
                 each(result)
@@ -86,12 +90,15 @@ def _judge_variant(
     driver: str | None,
     strict: bool,
     fetched: list[Fetched],
+    toolchain: tuple[ToolchainFacts | None, str] | None = None,
 ) -> VersionVerdict:
-    """One variant's wheel read (ranges where the server allows) and judged on every GPU."""
+    """One variant's wheel read (ranges where the server allows) and judged on every GPU; a
+    JIT package's with ``toolchain`` (the facts, or None and why not)."""
     from archgap.analysis.verdicts.verdicts import NO_KERNELS
     from archgap.analysis.versions import GpuVerdict, VersionVerdict, covers, variant_verdict
     from archgap.archives.wheel import archive_facts
     from archgap.index.versions import read_variant
+    from archgap.orchestrate.archive_jit import with_jit
 
     contents = read_variant(candidate.file, fetched)
     base = (str(candidate.version), candidate.index, candidate.file.filename, candidate.file.url)
@@ -102,6 +109,8 @@ def _judge_variant(
     report = judge(
         archive_facts([contents], ""), labels, matrix=False, driver=driver, strict=strict
     )
+    if toolchain is not None:
+        report = with_jit(report, *toolchain, driver)
     found: list[GpuVerdict] = []
     for gpu in report.gpus:
         rows = [p for p in report.packages if p.gpu == gpu.label]

@@ -326,7 +326,12 @@ def _environment_lines(report: ScanReport, python_source: str) -> list[str]:
         version = env.python_version or "?"
         return [f"[bold]Python[/] {e(env.executable)} ({version}){e(where(report))}{source}"]
     head, _, names = environment_label(report).partition(" ")
-    lines = [f"[bold]{head}[/] {e(names)} (not installed; no toolchain or JIT checks)"]
+    checks = (
+        "no toolchain or JIT checks"
+        if report.toolchains is None
+        else "JIT packages judged with the toolchain below"
+    )
+    lines = [f"[bold]{head}[/] {e(names)} (not installed; {checks})"]
     for image in report.images:
         for site in image.sites:
             lines.append(f"  Python {site.python_version} {e(site.path)} ({site.kind})")

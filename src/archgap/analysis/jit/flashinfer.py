@@ -67,6 +67,11 @@ def _flashinfer_fixes(
     return flashinfer_fixes(case)
 
 
+def _unusable(tk: Toolkit | None) -> str:
+    """Why the nvcc FlashInfer resolves gives no version: "no nvcc found", or its path and state."""
+    return "no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status} ({tk.reason})"
+
+
 def _no_nvcc(facts: ToolchainFacts, tk: Toolkit | None) -> str | None:
     """The CUDA_HOME (or CUDA_PATH) FlashInfer resolves when it holds no bin/nvcc ("CUDA_HOME=/x
     has no bin/nvcc (ptxas only): nothing can build there"); None otherwise. FlashInfer runs
@@ -249,7 +254,7 @@ def _flashinfer_one(
             why = (
                 f"nvcc {cuda} is too old for FlashInfer {version}'s SM {cc.major}.x rule"
                 if nvcc
-                else f"{no_nvcc or 'no nvcc found'}; FlashInfer {version}'s SM {cc.major}.x "
+                else f"{no_nvcc or _unusable(tk)}; FlashInfer {version}'s SM {cc.major}.x "
                 f"rule, given CUDA {cuda or 'unknown'}, raises"
             )
             return finding(
