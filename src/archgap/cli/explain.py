@@ -37,6 +37,12 @@ OPTIONS = (
         "file (KEY=VALUE lines) or `docker inspect` JSON"
     ),
     opt.flag("--log-only", "do not examine any environment; the log alone"),
+    opt.option(
+        "--driver",
+        metavar="VERSION",
+        help="the NVIDIA driver of the crashed host (570.124.06): a toolkit switch it cannot "
+        "run (CUDA 13 needs >= 580) says so and is not first",
+    ),
     opt.ENVIRONMENT,
     opt.output(),
     opt.TARGET,
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         where = Where(args.python, target, args.env_from, args.root, args.timeout)
         diagnosis, log = diagnose(
             text.head, tail=text.tail, skipped_lines=text.gap_lines, gpus=args.gpu,
-            where=None if args.log_only else where,
+            where=None if args.log_only else where, driver=args.driver,
         )  # fmt: skip
     if out.json_mode:
         skipped = {"bytes": text.skipped_bytes, "lines": text.skipped_lines}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from archgap.errors import ProbeError, UsageError
 from archgap.orchestrate import explain_choice
-from archgap.orchestrate.shared import probe_facts, resolve
+from archgap.orchestrate.shared import check_driver, probe_facts, resolve
 from archgap.probe.facts import ProbeResponse
 from archgap.report.jsondoc import document
 from archgap.request import explain_request, trace_request
@@ -57,6 +57,7 @@ def diagnose(
     gpus: Sequence[str] = (),
     where: Where | None = Where(),
     environ: Mapping[str, str] | None = None,
+    driver: str | None = None,
 ) -> tuple[Diagnosis, ParsedLog]:
     """The diagnosis of a log (``head``; of a log too long to read whole, its start and its end
     ``tail`` with ``skipped_lines`` between), confirmed on the environment ``where`` (None: the
@@ -64,12 +65,14 @@ def diagnose(
     environment variables, by default this process's); and the log as parsed. ``UnknownGpu``
     for a bad GPU name (before anything is probed), ``ProbeError`` when an environment the
     caller named cannot be examined (one archgap chose is then left for the log alone, said
-    so), ``UsageError`` for ``env_from`` here with no interpreter to examine it with."""
+    so), ``UsageError`` for ``env_from`` here with no interpreter to examine it with.
+    ``driver``: the NVIDIA driver to judge the examined environment's fixes against."""
     from archgap.analysis.explain.diagnosis import explain as diagnosis_of
     from archgap.analysis.explain.logparse import parse_log
     from archgap.kb.signatures import load_signatures
 
     named = resolve(gpus)
+    check_driver(driver)
     log = parse_log(head, tail, skipped_lines)
     signatures = load_signatures()
     chosen, why = _chosen(where, log, os.environ if environ is None else environ)
@@ -84,6 +87,8 @@ def diagnose(
                 raise
             why = f"{chosen.python} could not be examined: {exc}"
             chosen = None
+    if examined is not None and driver:
+        examined = replace(examined, driver=driver)
     diagnosis = diagnosis_of(log, signatures, examined, named)
     notes = diagnosis.notes
     if chosen is not None:

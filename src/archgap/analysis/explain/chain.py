@@ -56,6 +56,7 @@ class Examined:
     toolchains: ToolchainFacts | None = None
     gpus: tuple[GpuTarget, ...] = ()
     problems: tuple[str, ...] = ()  # probe sections that failed
+    driver: str | None = None  # the NVIDIA driver named (--driver): fixes it cannot run go last
 
 
 @dataclass(frozen=True)

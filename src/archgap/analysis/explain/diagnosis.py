@@ -416,7 +416,7 @@ def _engine_fixes(
     fixes: list[Fix] = []
     each: dict[ComputeCapability, Sequence[Fix]] = {}
     if examined is not None and examined.toolchains is not None and examined.gpus:
-        findings = flashinfer_findings(examined.toolchains, examined.gpus)
+        findings = flashinfer_findings(examined.toolchains, examined.gpus, examined.driver)
         failing = [f for f in findings if f.status == "fails"]
         if not failing:
             return None  # the examined environment does not fail: the signature's fixes stand
