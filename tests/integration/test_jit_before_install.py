@@ -264,3 +264,28 @@ def test_a_cuda_home_without_nvcc_is_named_and_gets_no_fix_that_keeps_it(
     # what is left moves the JIT to a toolkit with an nvcc (another home, or one to install)
     toolkit = [f for f in finding["fixes"] if f["kind"] == "toolkit"]
     assert toolkit and all(str(home) not in f["action"] for f in toolkit), finding["fixes"]
+
+
+def test_explain_ranks_a_toolkit_switch_by_the_driver_named(incident: Path, tmp_path: Path) -> None:
+    """The incident's log explained on its environment: with --driver 580 the switch to CUDA
+    13.0 is the first fix; with --driver 570 (CUDA 13.x needs >= 580) it says the driver must be
+    upgraded and comes after the fixes that keep the 12.8 toolkit."""
+    log = tmp_path / "sglang.log"
+    log.write_text(
+        "WARNING flashinfer: Failed to get device capability: SM 12.x requires CUDA >= 12.9.\n"
+        f"{SM75}\n"
+    )
+    python = str(incident / "venv" / "bin" / "python")
+    args = ["explain", str(log), "--python", python, "--gpu", "RTX PRO 6000"]
+    args += ["--root", str(incident / "sysroot"), "--json"]
+    env = {"CUDA_HOME": "/usr/local/cuda-12.8", "CUDA_PATH": ""}
+    first: dict[str, list[str]] = {}
+    for driver in ("580.65.06", "570.124.06"):
+        result = run_cli(*args, "--driver", driver, env=env)
+        fixes = [f["text"] for f in json_output(result, "explain")["explain"]["fixes"]]
+        first[driver] = fixes
+    assert first["580.65.06"][0].startswith("point CUDA_HOME at /usr/local/cuda-13.0")
+    fixes = first["570.124.06"]
+    assert fixes[0].startswith('export FLASHINFER_CUDA_ARCH_LIST="12.0a"'), fixes
+    (switch,) = [f for f in fixes if "/usr/local/cuda-13.0" in f]
+    assert switch.startswith("upgrade the NVIDIA driver (driver 570.124.06 cannot run CUDA 13.0)")
