@@ -104,7 +104,8 @@ def jit_verdict(package: str, version: str, gpu: GpuTarget) -> tuple[Verdict, st
     if rng is None:
         return (
             UNKNOWN,
-            f"{name} compiles its kernels at first use; archgap models its rules from 0.3.1",
+            f"{name} compiles its kernels at first use; archgap models its rules from "
+            f"{rules.first_modelled}",
         )
     for release in kb.toolkit_releases():
         target = normalised_target(rng, cc, release.cuda)

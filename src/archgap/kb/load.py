@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from archgap.kb import load_json
-from archgap.kb.toolchain import toolkit_release, version_tuple
+from archgap.kb.toolchain import driver_runs_runtime, toolkit_release, version_tuple
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,13 @@ class DriverJitRule:
     linker: str  # the library that links PTX without the driver's JIT: "libnvJitLink.so.{major}"
     what: str
     source: str
+
+    def extra_for(self, driver: str | None) -> str:
+        """What installs the package with its compiler for ``driver``: the extra of the newest
+        CUDA major in ``extras`` the driver runs (drivers.json), else of the oldest."""
+        majors = sorted(self.extras, key=int)
+        runs = [m for m in majors if driver and driver_runs_runtime(driver, f"{m}.0")[0]]
+        return self.extras[runs[-1] if runs else majors[0]]
 
 
 @cache

@@ -219,6 +219,22 @@ class FlashinferRules:
     avoid_options: str  # the serving frameworks' switches that keep FlashInfer off
     ranges: tuple[FlashinferRange, ...]
 
+    @property
+    def first_modelled(self) -> str:
+        """The oldest release whose rules jit.json models ("0.3.1"): before it, none apply."""
+        return min((r.low for r in self.ranges), key=lambda v: version_tuple(v) or ())
+
+    def major_raises(self) -> tuple[tuple[int, str], ...]:
+        """(major, message) of each release's rule that raises for a whole major instead of
+        building ("SM 12.x requires CUDA >= 12.9"): what a log naming only the major says."""
+        found = (
+            (step.major, step.raises)
+            for r in self.ranges
+            for step in r.normalise
+            if step.major is not None and step.raises
+        )
+        return tuple(dict.fromkeys(found))
+
 
 @dataclass(frozen=True)
 class VersionedArchs:

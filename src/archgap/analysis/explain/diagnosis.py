@@ -378,10 +378,18 @@ def _exact_gpus(
 def _major_only(log: ParsedLog) -> tuple[ComputeCapability, ...]:
     """When the log names only the major ("SM 12.x requires CUDA >= 12.9"): each compute
     capability of that major a product has (12.0, 12.1), so each gets its own fix."""
-    if not any("SM 12" in text for _, text in log.messages):
+    majors = _majors_named(log)
+    if not majors:
         return ()
     known = (ComputeCapability.parse(cc) for cc in known_capabilities())
-    return tuple(sorted(cc for cc in known if cc is not None and cc.major == 12))
+    return tuple(sorted(cc for cc in known if cc is not None and cc.major in majors))
+
+
+def _majors_named(log: ParsedLog) -> set[int]:
+    """The majors a log names as FlashInfer's per-major rules word them ("SM 12.x requires",
+    "SM 120 requires": kb/jit.json's raises, each of one major)."""
+    rules = toolchain_kb.jit_rules().flashinfer.major_raises()
+    return {m for m, _ in rules if any(f"SM {m}" in text for _, text in log.messages)}
 
 
 @dataclass(frozen=True)
@@ -404,14 +412,16 @@ def _engine_fixes(
 ) -> _EngineFixes | None:
     """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
     None when the error is not FlashInfer's, no exact GPU is known, or the log's evidence puts
-    FlashInfer before 0.3.1 (no compilation context: the engine's rules do not apply)."""
+    FlashInfer before the first release kb/jit.json models (0.3.1: no compilation context, the
+    engine's rules do not apply)."""
     ids = (focus.signature.id, focus.root_signature.id)
     ccs = _exact_gpus(log, gpus, focus)
     per_gpu = not ccs  # the log names no exact GPU: a fix per compute capability of the major
     ccs = ccs or _major_only(log)
     if not any(i.startswith("flashinfer") for i in ids) or not ccs:
         return None
-    if causes_.holds("flashinfer", ">=0.3.1", facts) is False:
+    modelled = toolchain_kb.jit_rules().flashinfer.first_modelled
+    if causes_.holds("flashinfer", f">={modelled}", facts) is False:
         return None
     fixes: list[Fix] = []
     each: dict[ComputeCapability, Sequence[Fix]] = {}
@@ -489,7 +499,7 @@ def _gpu_name(cc: ComputeCapability) -> str:
 
 def _older_wording(log: ParsedLog) -> bool:
     """The log's FlashInfer gate is worded as no modelled release words it ("requires sm75+",
-    0.2.x): the fix engine's rules (0.3.1 on) do not apply."""
+    0.2.x): the fix engine's rules (kb/jit.json's first modelled release on) do not apply."""
     known = {r.check_message.split(".")[0] for r in toolchain_kb.flashinfer_ranges()}
     gates = [t for _, t in log.messages if "FlashInfer requires" in t]
     return bool(gates) and not any(k in t for t in gates for k in known)
@@ -525,8 +535,8 @@ def _signature_fixes(
     signature, root = focus.signature, focus.root_signature
     ccs = facts["cc"].exact if "cc" in facts else _arch_of(focus)
     majors = {int(cc.split(".")[0]) for cc in ccs}
-    if not majors and any("SM 12" in t for _, t in log.messages):
-        majors.add(12)
+    if not majors:
+        majors |= _majors_named(log)
     # The explaining signature's fixes; the error's own only for kinds the first lacks.
     candidates = list(root.fixes)
     kinds = {f.kind for f in candidates}

@@ -122,7 +122,7 @@ def flashinfer_findings(
                     status="unknown",
                     error=None,
                     cause=f"flashinfer-python {pkg.version} picks architectures through torch; "
-                    "archgap models 0.3.1 and later.",
+                    f"archgap models {rules.first_modelled} and later.",
                     chain=tuple(base_chain),
                     fixes=(),
                     when=when,

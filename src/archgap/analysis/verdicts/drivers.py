@@ -250,12 +250,11 @@ def _driver_jit_gap(
     if found is None:
         if loader is None:
             return None  # the target's loader was not read: it may have it
-        major = "13" if driver and driver_runs_runtime(driver, "13.0")[0] else "12"
         return (
             f"{rule.compiler} ({rule.library}) is not installed",
             (f"{rule.library}: not in site-packages, a toolkit or the loader",),
             "it cannot compile a kernel on any GPU",
-            f"pip install '{rule.extras[major]}'",
+            f"pip install '{rule.extra_for(driver)}'",
         )
     version, where = found
     release = toolkit_release(version) if version else None
