@@ -71,7 +71,7 @@ def _cuda14_toolkit(data: Any) -> None:
 
 def _cuda14_drivers(data: Any) -> None:
     data["minor_version_compat"].insert(
-        0, {"runtime_major": 14, "driver_min": "650", "driver_max_excl": None, "source": SRC}
+        0, {"runtime_major": 14, "driver_min": "650", "source": SRC}
     )
 
 

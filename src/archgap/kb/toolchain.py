@@ -46,8 +46,7 @@ class ToolkitRelease:
 @dataclass(frozen=True)
 class MinorVersionCompat:
     runtime_major: int
-    driver_min: str
-    driver_max_excl: str | None
+    driver_min: str  # a newer driver runs it too (backward compatibility): no upper bound
     source: str
 
 
@@ -71,9 +70,7 @@ def toolkit_releases() -> tuple[ToolkitRelease, ...]:
 @cache
 def minor_version_compat() -> tuple[MinorVersionCompat, ...]:
     return tuple(
-        MinorVersionCompat(
-            e["runtime_major"], e["driver_min"], e.get("driver_max_excl"), e["source"]
-        )
+        MinorVersionCompat(e["runtime_major"], e["driver_min"], e["source"])
         for e in load_json("drivers.json")["minor_version_compat"]
     )
 
