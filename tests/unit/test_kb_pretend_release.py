@@ -202,3 +202,11 @@ def test_log_naming_a_new_major_from_data(pretend: None, monkeypatch: pytest.Mon
     )
     log = SimpleNamespace(messages=[(3, "RuntimeError: SM 13.x requires CUDA >= 14.0")])
     assert [str(cc) for cc in diagnosis._major_only(log)] == ["13.0"]  # type: ignore[arg-type]
+
+
+def test_install_names_for_cuda14_come_from_data(pretend: None) -> None:
+    """CuPy's wheel and torch's index for a CUDA, per their install pages (load.json)."""
+    names = kb_load.install_names()
+    assert names.cupy("14.0") == "cupy-cuda14x"
+    assert names.cupy("10.2") == "cupy-cuda102"  # one wheel per minor before CUDA 11
+    assert names.torch_index_of("14.0") == ("cu140", "https://download.pytorch.org/whl/cu140")

@@ -221,3 +221,41 @@ class WheelCudaMajor:
 def wheel_cuda_major() -> WheelCudaMajor:
     e = load_json("load.json")["wheel_cuda_major"]
     return WheelCudaMajor(re.compile(e["path"]), re.compile(e["name"]), e["what"], e["source"])
+
+
+@dataclass(frozen=True)
+class InstallNames:
+    """What a user installs for a CUDA version: CuPy's wheel, torch's index (load.json)."""
+
+    cupy_per_major_from: int  # CUDA major from which CuPy ships one wheel per major
+    cupy_per_major: str  # "cupy-cuda{major}x"
+    cupy_per_minor: str  # "cupy-cuda{xy}"
+    torch_index: str  # "cu{xy}"
+    torch_index_url: str  # "https://download.pytorch.org/whl/{index}"
+    source: str
+
+    def cupy(self, cuda: str | None) -> str:
+        """CuPy's wheel for a CUDA: ``cupy-cuda12x``; ``cupy-cuda102`` before per-major wheels."""
+        parts = version_tuple(cuda or "")
+        major = parts[0] if parts else 0
+        if major >= self.cupy_per_major_from:
+            return self.cupy_per_major.format(major=major)
+        return self.cupy_per_minor.format(xy=(cuda or "").replace(".", ""))
+
+    def torch_index_of(self, cuda: str) -> tuple[str, str]:
+        """(index name, its URL) of torch's wheels for a CUDA: ("cu128", "https://...")."""
+        index = self.torch_index.format(xy=cuda.replace(".", ""))
+        return index, self.torch_index_url.format(index=index)
+
+
+@cache
+def install_names() -> InstallNames:
+    e = load_json("load.json")["install_names"]
+    return InstallNames(
+        int(e["cupy_per_major_from"]),
+        e["cupy_per_major"],
+        e["cupy_per_minor"],
+        e["torch_index"],
+        e["torch_index_url"],
+        f"{e['cupy_source']}; {e['torch_index_source']}",
+    )

@@ -10,6 +10,7 @@ from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, 
 from archgap.analysis.explain.rules.words import gpu_words, major_of, release_after, version_of
 from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
 from archgap.kb import toolchain as kb
+from archgap.kb.load import install_names
 
 # The packages that compile with an NVRTC of their own choosing (the system's, or a wheel's).
 _NVRTC_USERS = frozenset(("cupy", "numba", "numba-cuda", "jax", "cuda-python", "warp-lang"))
@@ -93,8 +94,13 @@ def nvrtc_fix(newer: bool, target: str, last: str | None, first: str | None) -> 
 def _cupy_package(cuda: str | None) -> str:
     """CuPy's wheel for a CUDA: one per minor before CUDA 11 (cupy-cuda102), then one per major
     (cupy-cuda11x, cupy-cuda12x): https://docs.cupy.dev/en/stable/install.html"""
-    major = major_of(cuda)
-    return f"cupy-cuda{major}x" if major >= 11 else f"cupy-cuda{(cuda or '').replace('.', '')}"
+    return install_names().cupy(cuda)
+
+
+def _cupy_at_least(cuda: str) -> str:
+    """CuPy's wheel for CUDA >= ``cuda``: its per-major wheel, the first one where older."""
+    names = install_names()
+    return names.cupy_per_major.format(major=max(major_of(cuda), names.cupy_per_major_from))
 
 
 def cupy_compiles(facts: LogFacts) -> Ruling | None:
@@ -118,7 +124,7 @@ def cupy_compiles(facts: LogFacts) -> Ruling | None:
     )
     fix = Fix(
         f"use a CuPy release that supports compute capability {cc} (its compatibility matrix) "
-        f"built for CUDA >= {first} (cupy-cuda{max(major_of(first), 11)}x, with "
+        f"built for CUDA >= {first} ({_cupy_at_least(first)}, with "
         f"nvidia-cuda-nvrtc of that CUDA), and clear ~/.cupy/kernel_cache",
         "CuPy compiles with the NVRTC of its CUDA; a kernel cache built before stays stale",
         kind=UPGRADE,

@@ -8,6 +8,7 @@ from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, 
 from archgap.analysis.explain.rules.words import dropped_words, gpu_words, version_of
 from archgap.analysis.fixes.engine import UPGRADE, Fix
 from archgap.kb import toolchain as kb
+from archgap.kb.load import install_names
 
 
 def torch_archs(facts: LogFacts) -> Ruling | None:
@@ -48,14 +49,13 @@ def torch_archs(facts: LogFacts) -> Ruling | None:
     first = kb.first_toolkit_for(name)
     if first is None:
         return None
-    index = f"cu{first.replace('.', '')}"
+    index, url = install_names().torch_index_of(first)
     cause = (
         f"this torch was built for up to sm_{newest[0]}{newest[1]}, nothing of which runs on "
         f"{dot}{gpu}: {name} needs a torch built with CUDA >= {first}"
     )
     fix = Fix(
-        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: "
-        f"https://download.pytorch.org/whl/{index})",
+        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: {url})",
         "a torch release that has wheels for that CUDA",
         kind=UPGRADE,
     )
@@ -73,10 +73,9 @@ def _torch_cuda_build(cc: tuple[int, int], facts: LogFacts) -> Ruling | None:
     if span is None:
         return None
     first, last = span
-    index = f"cu{first.replace('.', '')}"
+    index, url = install_names().torch_index_of(first)
     newer = Fix(
-        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: "
-        f"https://download.pytorch.org/whl/{index})",
+        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: {url})",
         "a torch release that has wheels for that CUDA",
         kind=UPGRADE,
     )
