@@ -1,6 +1,10 @@
 """System.run: commands are argument vectors with a hard timeout; failures are values."""
 
+import os
+import signal
 from pathlib import Path
+
+import pytest
 
 from archgap.probe.environment.system import System, env_allowed
 from tests.hangs import Sleeper
@@ -42,3 +46,28 @@ def test_only_allowlisted_variables_are_read() -> None:
 def test_system_paths_go_through_the_root_prefix(tmp_path: Path) -> None:
     assert System.local(root=str(tmp_path)).path("/proc/x") == str(tmp_path / "proc" / "x")
     assert System.local().path("/proc/x") == "/proc/x"
+
+
+def test_a_timed_out_tree_is_stopped_whole_before_any_of_it_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A shell that waits on a child runs on the moment that child dies (`wait; touch marker`):
+    # killed one by one in a set's order, the child first, the shell could still act (a busy
+    # machine preempts the killer between two kills). SIGSTOP cannot be caught: once every process
+    # of the tree has it, none runs again, whatever order SIGKILL then comes in.
+    sent: list[tuple[int, int]] = []
+    real_kill = os.kill
+
+    def recording_kill(pid: int, sig: int) -> None:
+        sent.append((pid, sig))
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", recording_kill)
+    sleeper = Sleeper(tmp_path)
+    result = System.local().run(["sh", "-c", sleeper.shell()], timeout=1)
+    assert result.error == "timed out after 1 s"
+    sleeper.assert_cut_short()
+    kills = [i for i, (_pid, sig) in enumerate(sent) if sig == signal.SIGKILL]
+    stops = {pid for pid, sig in sent[: kills[0]] if sig == signal.SIGSTOP} if kills else set()
+    # every process the sleeper recorded (the shell and its sleep) was stopped before the first kill
+    assert kills and stops and set(sleeper.pids()) <= stops, sent

@@ -217,7 +217,11 @@ def sweep(root_pid: int, mark: str) -> int:
         found = descendants(root_pid) | {root_pid}
         if "=" in mark:
             found |= marked(mark)
-        for pid in found - killed - {os.getpid()}:
+        targets = found - killed - {os.getpid()}
+        for pid in targets:  # all stopped first: none runs on after another's death (a shell
+            with contextlib.suppress(OSError):  # whose `wait` returned when its child died)
+                os.kill(pid, signal.SIGSTOP)
+        for pid in targets:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
