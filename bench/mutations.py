@@ -522,6 +522,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rev = None if args.worktree else args.rev
+    if rev is not None:  # the commit itself: HEAD moves while others commit
+        rev = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", rev],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     chosen = [
         m
         for m in MUTATIONS
@@ -577,7 +584,10 @@ def main() -> int:
             print(f"survived: {r['id']}")
     if args.json:
         args.json.write_text(
-            json.dumps({"load_start": started, "load_end": ended, "results": results}, indent=1)
+            json.dumps(
+                {"rev": rev, "load_start": started, "load_end": ended, "results": results},
+                indent=1,
+            )
         )
     return 0
 
