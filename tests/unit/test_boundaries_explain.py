@@ -113,7 +113,11 @@ def test_the_toolkit_that_first_emits_a_ptx_isa() -> None:
 
 
 def test_tensorrts_last_release_for_a_gpu_has_not_dropped_it() -> None:
-    at = tensorrt(facts("6.1", tensorrt="9.1"))
-    assert at is not None and "dropped" not in at.cause
+    # 9.1 builds SM 6.1 by the table, so the support table explains nothing: neither "dropped"
+    # nor "predates" (the rule leaves the gate to its other causes)
+    assert tensorrt(facts("6.1", tensorrt="9.1")) is None
+    assert tensorrt(facts("8.9", tensorrt="8.5")) is None  # 8.5 is Ada's first release
+    before = tensorrt(facts("8.9", tensorrt="8.4"))
+    assert before is not None and "predates SM 8.9" in before.cause
     after = tensorrt(facts("6.1", tensorrt="10.0.1"))
     assert after is not None and "dropped SM 6.1" in after.cause

@@ -32,7 +32,10 @@ def tensorrt(facts: LogFacts) -> Ruling | None:
         return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (why,))
     have = kb.major_minor(version) if version else None
     last = kb.major_minor(known.last) if known.last else None
+    first_at = kb.major_minor(known.first) if known.first else None
     dropped = (have and last and have > last) or (not have and last and not known.first)
+    if have and not dropped and (first_at is None or have >= first_at) and not facts.tegra:
+        return None  # a release the table says builds the GPU: its SM gate has another cause
     if facts.tegra and not dropped:
         return _tensorrt_on_jetson(said, cc, gpu)
     if dropped:
