@@ -37,6 +37,7 @@ import pytest
 from archgap.probe.environment.service_env import system_with_env_from
 from archgap.probe.environment.system import System
 from archgap.probe.environment.toolkit import discover_toolchains
+from tests.hangs import alive
 from tests.helpers import json_output, run_cli
 from tests.toolkit_stubs import BANNERS, wait_for_exec
 
@@ -315,15 +316,6 @@ LEFT_BEHIND = {
         "'"
     ),
 }
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping (a zombie waiting for its new parent to reap it has ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 @pytest.fixture

@@ -166,10 +166,9 @@ def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin
     return fields, Sections(strtab, base, *columns)
 
 
-def cubin_has_text(buf: Any, base: int, end: int) -> Optional[bool]:
-    """Whether the cubin in ``buf[base:end]`` has a ``.text`` section (a kernel); None if unsure.
-
-    Quiet: a payload that is not a well-formed cubin is not this check's to report."""
+def _cubin_table(buf: Any, base: int, end: int) -> Optional[Tuple[int, int, int, int]]:
+    """(section table offset, entry count, entry size, names index) of a well-formed little-endian
+    64-bit CUDA cubin in ``buf[base:end]`` whose table lies inside it; None otherwise."""
     if end - base < ELF64_HEADER.size or buf[base : base + 4] != ELF_MAGIC:
         return None
     fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])
@@ -180,6 +179,17 @@ def cubin_has_text(buf: Any, base: int, end: int) -> Optional[bool]:
     table = base + shoff
     if shentsize != ELF64_SECTION.size or not shstrndx < shnum or table + shnum * 64 > end:
         return None
+    return table, shnum, shentsize, shstrndx
+
+
+def cubin_has_text(buf: Any, base: int, end: int) -> Optional[bool]:
+    """Whether the cubin in ``buf[base:end]`` has a ``.text`` section (a kernel); None if unsure.
+
+    Quiet: a payload that is not a well-formed cubin is not this check's to report."""
+    found = _cubin_table(buf, base, end)
+    if found is None:
+        return None
+    table, shnum, shentsize, shstrndx = found
     names_at = table + shstrndx * shentsize
     names = ELF64_SECTION.unpack(buf[names_at : names_at + shentsize])
     start, stop = base + names[4], base + names[4] + names[5]
@@ -194,16 +204,10 @@ def cubin_toolkit(buf: Any, base: int, end: int) -> Optional[str]:
     """The CUDA release ("13.0") that the ``.note.nv.tkinfo`` of the cubin in ``buf[base:end]``
     names; None when it has no such note or is not a well-formed cubin (quiet, like
     ``cubin_has_text``: the entry is reported by its header)."""
-    if end - base < ELF64_HEADER.size or buf[base : base + 4] != ELF_MAGIC:
+    found = _cubin_table(buf, base, end)
+    if found is None:
         return None
-    fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])
-    ident, machine = fields[0], fields[2]
-    shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
-    if ident[4] != 2 or ident[5] != 1 or machine != EM_CUDA:
-        return None
-    table = base + shoff
-    if shentsize != ELF64_SECTION.size or not shstrndx < shnum or table + shnum * 64 > end:
-        return None
+    table, shnum, shentsize, shstrndx = found
     if shnum > TKINFO_MAX_SECTIONS:
         return None  # no cubin ptxas writes has so many: not read (bounded copies)
     names_at = table + shstrndx * shentsize
