@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import jsonschema
+import pytest
 
 from archgap.report.jsondoc import schema
 
@@ -20,6 +21,32 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 CUDA_BIN = FIXTURES / "cuda" / "bin"
 DATA = ROOT / "tests" / ".data"
+TESTDATA = "run scripts/testdata"
+
+
+def missing_data(*names: str) -> str | None:
+    """Why tests/.data/NAME is not there to read (a skip reason that says ``run scripts/testdata``),
+    or None when scripts/testdata has finished installing every one (its ``.complete`` mark: a
+    download cut short is missing too)."""
+    absent = [name for name in names if not (DATA / name / ".complete").exists()]
+    return f"{TESTDATA} (tests/.data/{', '.join(absent)} missing)" if absent else None
+
+
+def need_data(*names: str) -> list[Path]:
+    """The test data ``tests/.data/NAME`` for each name, or the test skips with ``run
+    scripts/testdata``: the fast loop (``pytest tests/unit``) runs without the 2.4 GB of data.
+    Under ``CI=true`` a skip is a failure (tests/conftest.py), so CI still needs all of it."""
+    reason = missing_data(*names)
+    if reason:
+        pytest.skip(reason)
+    return [DATA / name for name in names]
+
+
+def needs_data(*names: str) -> pytest.MarkDecorator:
+    """``need_data`` as a mark, for a whole module or test (``pytestmark = needs_data(...)``).
+    Module-level code still runs without the data: it may name paths there, never read them."""
+    reason = missing_data(*names)
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
 def run_cli(

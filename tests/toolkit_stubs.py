@@ -10,10 +10,8 @@ import shutil
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.hangs import GUARD
-from tests.helpers import DATA, FIXTURES
+from tests.helpers import DATA, FIXTURES, need_data
 
 BANNERS = FIXTURES / "nvcc_banners"
 REAL_CUDA_13 = Path("/usr/local/cuda-13.0")
@@ -60,18 +58,19 @@ INCIDENT_VENV = "venv-flashinfer-python-0.6.8"
 def incident_copy(root: Path) -> Path:
     """The seed incident to change freely: a copy of the real flashinfer-python 0.6.8 venv at
     ``root/venv`` (tests/.data is never modified) beside a CUDA 12.8 nvcc banner at
-    ``root/cuda-12.8``; the test skips (fails under CI) where scripts/testdata has not
-    installed it."""
-    source = venv_python(INCIDENT_VENV).parent.parent
-    if not source.exists():
-        pytest.skip("scripts/testdata has not installed flashinfer-python 0.6.8")
+    ``root/cuda-12.8``; the test skips with ``run scripts/testdata`` (fails under CI) where
+    it is not installed."""
+    (source,) = need_data(INCIDENT_VENV)
     shutil.copytree(source, root / "venv", symlinks=True)
     banner_toolkit(root, "12.8")
     return root
 
 
 def site_packages(name: str) -> tuple[str, ...]:
-    return tuple(glob.glob(os.path.join(DATA, name, "lib", "python*", "site-packages")))
+    """The site-packages of the test venv ``tests/.data/NAME``; the test skips with ``run
+    scripts/testdata`` where it is not installed (``need_data``)."""
+    (venv,) = need_data(name)
+    return tuple(glob.glob(os.path.join(venv, "lib", "python*", "site-packages")))
 
 
 def wait_for_exec(pid: int) -> None:

@@ -22,7 +22,7 @@ from archgap.probe.binary.summary import Summary, binary_json, summarized
 from archgap.probe.collect import collect
 from archgap.probe.environment.system import System
 from archgap.probe.facts import BinaryFacts, ProbeResponse
-from tests.helpers import CUDA_BIN, DATA
+from tests.helpers import CUDA_BIN, need_data
 
 # Real NVIDIA wheels installed under tests/.data (the test command's setup).
 REAL_VENVS = ("nvidia-cuda-cupti-13.0.85", "nvidia-curand-10.4.0.35", "nvidia-cuda-runtime-13.0.96")
@@ -69,7 +69,7 @@ def test_rows_merged_as_entries_are_found_are_the_summary_of_every_entry() -> No
     # NVIDIA libraries: CUPTI's static archives and .rodata containers, cuRAND, the runtime.
     from archgap.probe.binary.binfiles import discover
 
-    trees = [CUDA_BIN, *(DATA / f"venv-{name}" for name in REAL_VENVS)]
+    trees = [CUDA_BIN, *need_data(*(f"venv-{name}" for name in REAL_VENVS))]
     paths = [path for path, ready in discover([str(t) for t in trees]) if ready is None]
     merged = {False: 0, True: 0}
     for path in paths:

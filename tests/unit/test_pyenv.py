@@ -14,7 +14,7 @@ from archgap.probe.environment.pyenv import (
     record_native_files,
 )
 from archgap.probe.environment.system import System
-from tests.helpers import CUDA_BIN, DATA, install_fake_distribution, make_venv
+from tests.helpers import CUDA_BIN, DATA, install_fake_distribution, make_venv, need_data
 
 
 @pytest.mark.parametrize(
@@ -145,6 +145,7 @@ def test_real_records_read_as_csv_reads_them() -> None:
     # (scripts/testdata) gives the first fields csv.reader gives, whole file at once.
     import csv
 
+    need_data("venv-flashinfer-python-0.6.8", "venv-nvidia-curand-10.4.0.35")
     records = sorted(DATA.glob("venv-*/lib/python3*/site-packages/*.dist-info/RECORD"))
     assert len(records) >= 10
     assert any(b"\r\n" in path.read_bytes() for path in records)
