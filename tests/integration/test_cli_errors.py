@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from archgap.cli import parse
-from tests.helpers import DATA, json_output, run_cli
+from tests.helpers import DATA, json_output, need_data, run_cli
 
 FLASHINFER = DATA / "venv-flashinfer-python-0.6.8" / "bin" / "python"
 
@@ -63,6 +63,7 @@ def test_unknown_gpu_suggests_close_names() -> None:
 
 
 def test_unknown_distribution_suggests_the_installed_name_and_python() -> None:
+    need_data(FLASHINFER.parent.parent.name)
     result = run_cli("gates", "flashinfer", "--python", str(FLASHINFER))
     assert result.returncode == 2
     assert "unknown distribution 'flashinfer' in the environment of" in result.stderr

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import CUDA_BIN, install_fake_distribution, json_output, make_venv, run_cli
+from tests.helpers import (
+    CUDA_BIN,
+    install_fake_distribution,
+    json_output,
+    make_venv,
+    need_data,
+    run_cli,
+)
 from tests.integration.test_fleet import screenshot
 from tests.toolkit_stubs import banner_toolkit, venv_python
 
@@ -28,8 +35,8 @@ def _probe(python: Path, env: dict[str, str] | None = None) -> dict[str, object]
 
 
 def test_fleet_of_1000_hosts_from_documents(tmp_path: Path) -> None:
+    need_data("venv-flashinfer-python-0.6.8")
     flashinfer = venv_python("venv-flashinfer-python-0.6.8")
-    assert flashinfer.exists(), "scripts/testdata installs the flashinfer venvs"
     good, old = tmp_path / "good", tmp_path / "old"
     install_fake_distribution(
         make_venv(good), "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}

@@ -18,12 +18,13 @@ import pytest
 
 from archgap.cli import main
 from archgap.report.jsondoc import schema
+from tests.helpers import need_data
 from tests.nvcc_build import NVCC, build_all
 from tests.toolkit_stubs import venv_python
 
 pytestmark = pytest.mark.skipif(not NVCC.exists(), reason=f"{NVCC} (nvcc 13.0) is not installed")
 
-VENV_068 = venv_python("venv-flashinfer-python-0.6.8")
+VENV_068 = venv_python("venv-flashinfer-python-0.6.8")  # the tests that scan it: need_data
 CUDA_13 = Path("/usr/local/cuda-13.0")
 
 
@@ -86,6 +87,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def scan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    need_data("venv-flashinfer-python-0.6.8")
     code = main(["scan", "--python", str(VENV_068), "--json", *args])
     doc: dict[str, Any] = json.loads(capsys.readouterr().out)
     jsonschema.validate(doc, schema("scan"))
@@ -175,6 +177,7 @@ def test_three_layouts_judged_from_their_binaries(
 
 
 def test_text_section(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    need_data("venv-flashinfer-python-0.6.8")
     main(["scan", "--python", str(VENV_068), "--gpu", "GB10"])
     text = capsys.readouterr().out
     assert "JIT caches (environment: shell, HOME " in text
@@ -228,6 +231,7 @@ def test_a_cache_on_nfs_shared_by_different_gpus(
 
 
 def test_remote_host_reports_its_own_users_cache(binaries: dict[str, Path]) -> None:
+    need_data("venv-flashinfer-python-0.6.8")
     # The sshd test host alpha gives its sessions their own HOME: the probe reads the cache there.
     import shutil
 

@@ -117,10 +117,10 @@ def test_a_local_wheel_loads_no_index_image_or_gpu_code() -> None:
     import subprocess
     import sys
 
-    from tests.helpers import DATA
+    from tests.helpers import need_data
 
-    wheel = next(iter((DATA / "wheels").glob("nvidia_cuda_runtime-*.whl")), None)
-    assert wheel is not None, "scripts/testdata downloads the wheels"
+    (wheels,) = need_data("wheels")
+    (wheel,) = wheels.glob("nvidia_cuda_runtime-*.whl")
     code = (
         "import io, sys, json, contextlib; from archgap.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(['kernels', sys.argv[1]])\n"

@@ -17,13 +17,13 @@ from archgap.analysis.verdicts.load import load_model
 from archgap.probe.collect import collect
 from archgap.probe.environment.system import System
 from archgap.probe.facts import Distribution, ProbeResponse, PythonEnvironment
-from tests.helpers import DATA
+from tests.helpers import DATA, need_data
 
 JAX = DATA / "venv-jax-cuda12-mismatch"
 
 
 def jax_facts() -> dict[str, Any]:
-    assert (JAX / ".complete").exists(), "scripts/testdata installs the jax-cuda12 pair"
+    need_data(JAX.name)
     python = str(JAX / "bin" / "python")
     request = {"python": {"python": python}, "binaries": {"of_python": True, "deep": False}}
     facts = collect(request, System.local(environ={"PATH": "/usr/bin:/bin"}))

@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import DATA, json_output, make_venv, run_cli
+from tests.helpers import DATA, json_output, make_venv, need_data, run_cli
 
 CUPY = "venv-cupy-cuda12x-14.2.0"
 CUPY_NVRTC_12_6 = "venv-cupy-cuda12x-nvrtc-12.6"
 
 
 def venv_python(venv: Path) -> str:
-    assert (venv / ".complete").exists(), f"scripts/testdata installs {venv.name}"
+    need_data(venv.name)
     return str(venv / "bin" / "python")
 
 

@@ -35,7 +35,7 @@ from archgap.probe.collect import collect
 from archgap.probe.environment import loader as loader_probe
 from archgap.probe.environment.system import System
 from archgap.probe.facts import ProbeResponse
-from tests.helpers import DATA
+from tests.helpers import DATA, need_data
 
 BIN = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "bin"
 BNB = DATA / "venv-bitsandbytes-0.50.2"
@@ -44,9 +44,9 @@ SYSTEM_LIBS = ("librt.so.1", "libpthread.so.0", "libdl.so.2", "libstdc++.so.6", 
 
 
 def bnb_file(name: str) -> Path:
-    found = sorted(BNB.glob(f"lib/python*/site-packages/bitsandbytes/{name}"))
-    assert found, "scripts/testdata installs bitsandbytes==0.50.2"
-    return found[0]
+    need_data(BNB.name)
+    (found,) = BNB.glob(f"lib/python*/site-packages/bitsandbytes/{name}")
+    return found
 
 
 def needs(path: Path) -> tuple[tuple[str, ...], ...]:
@@ -79,6 +79,7 @@ def loader_cache(tmp_path: Path) -> Path:
 def bnb_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The probe's facts of the bitsandbytes environment with BNB_CUDA_VERSION=130, on a
     machine whose loader knows only its trusted directories and that has no CUDA toolkit."""
+    need_data(BNB.name)
     monkeypatch.setattr(loader_probe, "LOADER_CACHE", str(loader_cache(tmp_path)))
     monkeypatch.setattr(loader_probe, "TOOLKITS", str(tmp_path / "no-toolkits"))
     python = str(BNB / "bin" / "python")
@@ -194,7 +195,7 @@ TORCHAO = DATA / "venv-torchao-0.18.0"
 @pytest.fixture
 def torchao_facts() -> dict[str, Any]:
     python = str(TORCHAO / "bin" / "python")
-    assert (TORCHAO / ".complete").exists(), "scripts/testdata installs torchao==0.18.0"
+    need_data(TORCHAO.name)
     request = {
         "python": {"python": python},
         "toolchains": {"python": python},
@@ -235,7 +236,7 @@ def test_a_cuda_13_wheel_with_a_static_runtime_needs_a_580_driver() -> None:
     # DT_NEEDED (readelf -d) names no libcudart: the runtime is linked in, and it is CUDA 13's.
     # Its content says so before its path does: its PTX is ISA 9.0 (cuobjdump --list-ptx),
     # which CUDA 13.0 introduced (the PTX ISA's release history).
-    venv = DATA / "venv-nvidia-curand-10.4.0.35"
+    (venv,) = need_data("venv-nvidia-curand-10.4.0.35")
     python = str(venv / "bin" / "python")
     request = {"python": {"python": python}, "binaries": {"of_python": True, "deep": False}}
     facts = json.loads(json.dumps(collect(request, System.local(environ={"PATH": "/bin"}))))

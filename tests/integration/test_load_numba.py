@@ -21,15 +21,14 @@ import pytest
 from archgap.analysis.verdicts.load import load_model
 from archgap.probe.environment.pyenv import installed_distributions
 from archgap.probe.facts import Distribution, LoaderFacts, PythonEnvironment
-from tests.helpers import DATA
+from tests.helpers import need_data
 
 NOTHING = LoaderFacts(("libc.so.6",), ("/etc/ld.so.cache",))
 
 
 def site(venv: str) -> str:
-    found = sorted((DATA / venv).glob("lib/python*/site-packages"))
-    assert found, f"scripts/testdata installs {venv}"
-    return str(found[0])
+    (found,) = need_data(venv)
+    return str(next(found.glob("lib/python*/site-packages")))
 
 
 def environment(*venvs: str, extra: tuple[Distribution, ...] = ()) -> PythonEnvironment:
