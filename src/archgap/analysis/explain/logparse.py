@@ -191,6 +191,7 @@ _MESSAGE_GATES = (
     "not compatible",
     "unsupported",
     "gpu-name",
+    "gpu-architecture",
     "unknown cuda arch",
     "mismatch",
     "flashattention",

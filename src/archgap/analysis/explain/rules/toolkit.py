@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from archgap.analysis.explain.rules.arch_token import not_an_arch
 from archgap.analysis.explain.rules.facts import (
     CONDITIONAL,
     DETERMINED,
@@ -48,6 +49,9 @@ def toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | None
     """A compiler rejected a target: the toolkit predates it, or is newer than a release that
     dropped it (kb/toolkits.json's targets per release). Triton's ptxas is the signature's."""
     tool = tool or facts.tool or PTXAS
+    token = not_an_arch(error, facts, tool)  # `compute_1.`, `native`: the build script's
+    if token is not None:
+        return token
     target = _target_of(error, facts)
     span = kb.toolkit_range_for(target.rstrip("af")) if target else None
     if target is None and tool == NVRTC:

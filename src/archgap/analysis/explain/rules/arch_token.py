@@ -1,0 +1,70 @@
+"""An arch token that is not an architecture: a compiler rejected `compute_1.`, `sm_`, `compute_`,
+`native` or `all`. No CUDA release has such a target, so no toolkit is too old or too new for it:
+the build script that derived the arch list (DeepSpeed's op_builder parsing TORCH_CUDA_ARCH_LIST or
+the GPU's capability, a Makefile's -arch=native) produced it. nvcc's documented values for
+--gpu-architecture are compute_XY / sm_XY (with an 'a' or 'f' suffix) and the special values
+`native` (CUDA 11.6+), `all` and `all-major` (CUDA 11.5+); ptxas's --gpu-name takes sm_XY only."""
+
+from __future__ import annotations
+
+import re
+
+from archgap.analysis.explain.rules.facts import DETERMINED, PTXAS, LogFacts, Ruling
+from archgap.analysis.explain.rules.words import gpu_words
+from archgap.analysis.fixes.engine import ENV, Fix
+
+NVCC_DOC = "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html#gpu-architecture-arch"
+# The special values nvcc takes for -arch, and the first CUDA that takes each (nvcc's option
+# reference; CUDA 11.5 and 11.6 release notes: "-arch=all|all-major", "-arch=native").
+SPECIAL = {"native": "11.6", "all": "11.5", "all-major": "11.5"}
+_QUOTED = re.compile(
+    r"(?:architecture|Value|gpu-name=?|gpu-architecture=?)\s*'?(?P<token>[^'\s]{0,24})'?", re.I
+)
+_ARCH = re.compile(r"(?:sm|compute|lto)_\d{2,3}[af]?")
+
+
+def arch_token(error: str) -> str | None:
+    """The token the compiler rejected when it is not an architecture name (None when it is one,
+    or when the message quotes none)."""
+    found = _QUOTED.search(error)
+    if not found:
+        return None
+    token = found.group("token")
+    if _ARCH.fullmatch(token):
+        return None
+    if token.lower() in SPECIAL or re.fullmatch(r"(?:sm|compute|lto)_\S*", token):
+        return token
+    return None
+
+
+def not_an_arch(error: str, facts: LogFacts, tool: str) -> Ruling | None:
+    """The ruling for a rejected token that names no architecture: the build script's arch
+    detection or parsing, never the toolkit's age."""
+    token = arch_token(error)
+    if token is None:
+        return None
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else "<CC>"
+    plain = cc.replace(".", "")
+    explicit = Fix(
+        f"set the arch list explicitly instead of letting the build derive it: "
+        f'TORCH_CUDA_ARCH_LIST="{cc}" (CMAKE_CUDA_ARCHITECTURES={plain}, '
+        f"-gencode arch=compute_{plain},code=sm_{plain})",
+        f"'{token}' is not an architecture: the build script's arch detection or parsing "
+        f"produced it (e.g. DeepSpeed's op_builder), and an explicit list bypasses it",
+        kind=ENV,
+    )
+    special = SPECIAL.get(token.lower())
+    if special:
+        where = "ptxas takes only sm_XY" if tool == PTXAS else f"nvcc takes it from CUDA {special}"
+        cause = (
+            f"the build passed '{token}' as the architecture, a special value, not a target "
+            f"({where}): the build script's arch selection, not the toolkit's support for the GPU"
+        )
+    else:
+        cause = (
+            f"'{token}' is not an architecture (no CUDA release has such a target): the build "
+            f"script's arch detection or parsing produced it (e.g. DeepSpeed's op_builder "
+            f"parsing TORCH_CUDA_ARCH_LIST or the GPU's capability), not the toolkit's age; "
+            f"a toolkit switch does not fix it"
+        )
+    return Ruling("arch-token", f"{cause}{gpu_words(facts)}", DETERMINED, (explicit,))
