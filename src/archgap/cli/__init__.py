@@ -4,6 +4,8 @@ Exit codes (documented in the README):
   0  no gap found
   1  a gap was found (a package cannot run on a GPU that is present or required)
   2  usage error, or the facts could not be collected
+  fix adds 3 (refused); explain its own 3 (an error it cannot explain) and 4 (a known error that
+  is not an architecture gap): Diagnosis.exit_code
 """
 
 from __future__ import annotations

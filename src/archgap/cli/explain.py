@@ -1,11 +1,11 @@
 """``archgap explain``: from an error log (file, stdin or a message) to the root cause and the fix.
 
-Exit codes: 1 = an architecture-gap error was recognised and explained; 0 = no known
-architecture-gap signature in the input (an error archgap does not know is printed as "unknown",
-with what it recognised; a known error that is not an architecture gap, such as CUDA out of
-memory or an NCCL failure, is named, with no architecture cause); 2 = usage or probe error (no
-input, unreadable file, bad --gpu, unreadable --env-from, an unreachable host or a missing
-interpreter there).
+Exit codes (``Diagnosis.exit_code``): 0 = no error in the input; 1 = an architecture-gap error
+was recognised and explained; 2 = usage or probe error (no input, unreadable file, bad --gpu,
+unreadable --env-from, an unreachable host or a missing interpreter there); 3 = an error archgap
+cannot explain, printed as "unknown" with what it recognised (a gap in a wording archgap does not
+know would otherwise exit 0 like a healthy log); 4 = a known error that is not an architecture
+gap, such as CUDA out of memory or an NCCL failure, named with no architecture cause.
 
 Without --python (or a target) the environment examined is the one the log's traceback names,
 where it exists on this machine and nobody but the caller or root can have put it there, else
@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_GAP, EXIT_OK, Output, target_from_args
+from archgap.cli.common import Output, target_from_args
 
 HELP = "explain a crash log: the chain of causes and the fixes"
 DESCRIPTION = (
@@ -68,4 +68,4 @@ def run(args: argparse.Namespace, out: Output) -> int:
         out.emit("explain", body)
     else:
         out.print_lines(rendering.text(diagnosis, origin, log.lines, text.note(log.lines)))
-    return EXIT_GAP if diagnosis.status == "diagnosed" else EXIT_OK
+    return diagnosis.exit_code

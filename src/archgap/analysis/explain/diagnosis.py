@@ -47,6 +47,9 @@ _PATH_KINDS = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cud
 
 # ---------------------------------------------------------------- outputs
 
+# ``Diagnosis.exit_code`` by status; "no-error" is 0.
+_EXIT_CODES = {"diagnosed": 1, "unknown": 3, "not-architecture": 4}
+
 
 @dataclass(frozen=True)
 class FixSuggestion:
@@ -99,6 +102,14 @@ class Diagnosis:
     cases: tuple[CaseAnswer, ...] = ()
     # Why archgap chose what it examined when the caller named nothing ("" when they did).
     environment_reason: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap explain``'s: 0 no error in the input; 1 an architecture gap explained;
+        3 an error archgap cannot explain (a wording it does not know: a gap may be missed, so
+        never the 0 of a healthy log); 4 a known error that is not an architecture gap (CUDA out
+        of memory, NCCL ...). 2 (usage, unreadable input, a probe failure) comes before any."""
+        return _EXIT_CODES.get(self.status, 0)
 
 
 def recognise(log: ParsedLog) -> Recognised:
