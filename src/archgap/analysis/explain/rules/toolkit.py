@@ -53,7 +53,7 @@ def toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | None
     if token is not None:
         return token
     target = _target_of(error, facts)
-    span = kb.toolkit_range_for(target.rstrip("af")) if target else None
+    span = _span(target) if target else None
     if target is None and tool == NVRTC:
         return nvrtc_without_gpu(facts)
     if tool == TRITON or target is None or span is None:
@@ -202,8 +202,14 @@ def _other_nvcc(target: str, have: str, first: str, last: str | None, facts: Log
     return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
 
 
+def _span(target: str) -> tuple[str, str | None] | None:
+    """The CUDA releases that build ``target``: its own entry where the table has one (sm_100f
+    arrives in CUDA 12.9, not with sm_100 in 12.8), else the plain target's."""
+    return kb.toolkit_range_for(target) or kb.toolkit_range_for(target.rstrip("af"))
+
+
 def _builds(cuda: str, target: str) -> bool:
-    span = kb.toolkit_range_for(target.rstrip("af"))
+    span = _span(target)
     return span is not None and version_of(span[0]) <= version_of(cuda) <= version_of(
         span[1] or cuda
     )
