@@ -144,3 +144,20 @@ def test_an_nvcc_12_8_is_older_than_a_family_target(target: str) -> None:
     )
     assert f"older than {target}" in d.root_cause and "CUDA >= 12.9" in d.root_cause
     assert "CUDA >= 12.9" in _fixes(d) and "12.8 nvcc first" not in _fixes(d)
+
+
+# ---------------------------------------------------------------- Triton's own version table
+
+# triton 3.4.0, triton/backends/nvidia/compiler.py:62 (ptx_get_version, after mapping majors
+# 12, 11 and 10): raise RuntimeError("Triton only support CUDA 10.0 or higher, but got CUDA
+# version: " + cuda_version). 3.5.0 adds "if major >= 13" (line 64) before the same raise.
+TRITON_34_RAISE = "Triton only support CUDA 10.0 or higher, but got CUDA version: "
+
+
+@pytest.mark.parametrize("cuda", ["13.0", "12.8"])
+def test_tritons_version_table_is_tritons_not_the_toolkits(cuda: str) -> None:
+    d = _explain(f"RuntimeError: {TRITON_34_RAISE}{cuda}")
+    assert d.signature == "triton-ptx-version-table"
+    assert "Triton" in d.root_cause and "toolkit itself is fine" in d.root_cause
+    assert any(f.kind == "upgrade" and "triton >= 3.5.0" in f.text for f in d.fixes)
+    assert all(f.kind != "toolkit" for f in d.fixes)

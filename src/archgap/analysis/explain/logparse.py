@@ -202,6 +202,7 @@ _MESSAGE_GATES = (
     "found gpu",
     "critical",
     "only supports",
+    "only support cuda",
     "nccl",
     "illegal",
     "misaligned",
