@@ -80,8 +80,9 @@ def test_explain_on_gb10_offers_the_gb10_fix() -> None:
 
 
 def test_flashinfer_074_builds_sm107_as_the_100f_family_target() -> None:
-    # 0.7.4 get_nvcc_flags_list: SM 10.7 ('7a') -> -gencode=arch=compute_100f,code=sm_100f when
-    # `nvcc --list-gpu-arch` lacks compute_107 (nvcc 13.0 does: sm_107 arrives in CUDA 13.4).
+    # 0.7.4 (as 0.7.1, compilation_context.py line 173) get_nvcc_flags_list: SM 10.7 ('7a') ->
+    # -gencode=arch=compute_100f,code=sm_100f when `nvcc --list-gpu-arch` lacks compute_107
+    # (nvcc 13.0 does: sm_107 arrives in CUDA 13.4); 0.6.8-0.6.15 have no SM 10.7 rule.
     from archgap.analysis.fixes.flashinfer_rules import build_target, normalise_arch
     from archgap.analysis.verdicts.compat import sass_runs_on
     from archgap.kb.toolchain import flashinfer_range
@@ -92,7 +93,8 @@ def test_flashinfer_074_builds_sm107_as_the_100f_family_target() -> None:
     assert norm.minor_text == "7a"
     assert build_target(rng, 10, "7a", "13.0") == "compute_100f"
     assert sass_runs_on(100, "f", cc("10.7"))  # the 10.x family: {10.0, 10.3, 10.7}
-    older = flashinfer_range("0.7.1")
+    assert flashinfer_range("0.7.1") == rng  # one rule from 0.7.1 on (tests/.data 0.7.1 source)
+    older = flashinfer_range("0.6.15")
     assert older is not None and build_target(older, 10, "7a", "13.0") == "compute_107a"
 
 

@@ -200,6 +200,7 @@ class FlashinferRange:
     source_checks: tuple[dict[str, str], ...]
     arch_list_verbatim: bool = False  # FLASHINFER_CUDA_ARCH_LIST entries used as written
     sm107_to_100f: bool = False  # SM 10.7 built as compute_100f when nvcc lacks compute_107a
+    sm107_not_all: str = ""  # the modules still built as compute_107a ("" when none)
 
 
 @dataclass(frozen=True)
@@ -378,6 +379,7 @@ def _flashinfer_range(r: dict[str, Any]) -> FlashinferRange:
         tuple(r.get("source_checks", ())),
         bool(r.get("arch_list_verbatim")),
         bool(r.get("sm107_to_100f")),
+        r.get("sm107_not_all", ""),
     )
 
 

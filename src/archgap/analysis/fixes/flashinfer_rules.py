@@ -42,8 +42,9 @@ def normalise_arch(rng: kb.FlashinferRange, major: int, minor: int, cuda: str | 
 
 
 def build_target(rng: kb.FlashinferRange, major: int, minor_text: str, cuda: str | None) -> str:
-    """The -gencode target FlashInfer emits for one (major, minor) of TARGET_CUDA_ARCHS: 0.7.4
-    builds SM 10.7 as compute_100f when the nvcc it calls cannot build compute_107a."""
+    """The -gencode target FlashInfer emits for one (major, minor) of TARGET_CUDA_ARCHS: from
+    0.7.1 every module builds SM 10.7 as compute_100f when the nvcc it calls cannot build
+    compute_107a; 0.6.16-0.7.0 the modules that opt in do (``rng.sm107_not_all``: the others)."""
     target = target_name(major, minor_text)
     lacks_107 = cuda is not None and not kb.toolkit_can_target(cuda, target)
     if rng.sm107_to_100f and target == "compute_107a" and lacks_107:

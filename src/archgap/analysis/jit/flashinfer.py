@@ -309,9 +309,12 @@ def _flashinfer_one(
                 f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
                 _flashinfer_fixes(facts, version, target, tk.version, home, driver, no_nvcc),
             )
+    not_all = ""
+    if rng.sm107_not_all and "compute_100f" in built and "compute_107a" not in built:
+        not_all = f" Not every module: {rng.sm107_not_all}, which nvcc {tk.version} cannot compile."
     return finding(
         "ok",
         None,
         f"flashinfer-python {version} on {target.label}: builds {', '.join(built)} with nvcc "
-        f"{tk.version} ({tk.tool_path}), which runs on {cc}.",
+        f"{tk.version} ({tk.tool_path}), which runs on {cc}.{not_all}",
     )
