@@ -23,6 +23,7 @@ from .fatcontainer import (
     ENTRY_HEADER,
     ENTRY_KINDS,
     MAX_ENTRY_HEADER,
+    walk_containers,
     walk_entries,
 )
 
@@ -41,6 +42,42 @@ FIRST = struct.Struct("<4sHHQHHIQ")
 # Zero bytes looked past for the next container's magic before searching: cuFFT pads its 24,000
 # containers in .ldata to 16 bytes; one search call each was a quarter of its deep read.
 PADDING_PEEK = 64
+
+
+def read_section(
+    reader: Reader,
+    name: str,
+    offset: int,
+    end: int,
+    limit: int,
+    member: Optional[str],
+    is_object: bool = False,
+    where: str = "",
+    shown: Optional[str] = None,
+) -> None:
+    """The device code of one section of a host image (ELF or PE) in ``[offset, end)``, the
+    image ending at ``limit``: the listed fatbin is walked as listed, the relocatable copy
+    (``__nv_relfatbin``) only in an object or a deep read, any other section searched. A
+    section past the image's end is read up to it (and said so); one read already through
+    another header is not read again. ``shown``: the name as the image spells it (a PE keeps 8
+    bytes of a section name), for the message."""
+    if end > limit:
+        reader.fail("%struncated: section %s ends 0x%x bytes past the end"
+                    % (where, shown or name, end - limit))  # fmt: skip
+        end = limit
+    if offset >= end or (offset, end) in reader.seen_regions:
+        return  # empty, or read already through another header
+    reader.seen_regions.add((offset, end))
+    if name == ".nv_fatbin":
+        walk_containers(reader, offset, end, name, True, member)
+    elif name == "__nv_relfatbin":
+        # cuobjdump lists the relocatable fatbins of objects, not of linked binaries.
+        if is_object or reader.deep:
+            walk_containers(reader, offset, end, name, is_object, member)
+    else:
+        search_section(reader, offset, end, name, member)
+    if end - offset >= READAHEAD_MIN:  # the pages of a big section, read: handed back
+        reader.release(offset - offset % mmap.PAGESIZE, end)
 
 
 def search_section(

@@ -8,12 +8,11 @@ dynamic linker's tables are never searched. An ELF image of e_machine 190 is a c
 
 from __future__ import annotations
 
-import mmap
 import struct
 from typing import Any, List, Literal, Optional, Tuple
 
 from .binreader import NotRecorded, Reader
-from .deepsearch import READAHEAD_MIN, SEARCH_MIN, search_section
+from .deepsearch import SEARCH_MIN, read_section
 from .elf import (
     EM_CUDA,
     SHF_EXECINSTR,
@@ -25,7 +24,6 @@ from .elf import (
     dynamic_needs,
     section_table,
 )
-from .fatcontainer import walk_containers
 
 # e_machine values of host CPUs (the ELF specification's registry, elf.h)
 MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
@@ -123,22 +121,5 @@ def read_elf(
         fatbin_section = name in (".nv_fatbin", "__nv_relfatbin")
         if not fatbin_section and name.startswith(NOT_DATA_PREFIXES):
             continue
-        if end > limit:
-            reader.fail(
-                "%struncated: section %s ends 0x%x bytes past the end" % (where, name, end - limit)
-            )
-            end = limit
-        if offset >= end or (offset, end) in reader.seen_regions:
-            continue  # empty, or read already through another header
-        reader.seen_regions.add((offset, end))
-        if name == ".nv_fatbin":
-            walk_containers(reader, offset, end, name, True, member)
-        elif name == "__nv_relfatbin":
-            # cuobjdump lists the relocatable fatbins of objects, not of linked binaries.
-            if is_object or deep:
-                walk_containers(reader, offset, end, name, is_object, member)
-        else:
-            search_section(reader, offset, end, name, member)
-        if end - offset >= READAHEAD_MIN:  # the pages of a big section, read: handed back
-            reader.release(offset - offset % mmap.PAGESIZE, end)
+        read_section(reader, name, offset, end, limit, member, is_object, where)
     return "elf"

@@ -24,13 +24,11 @@ name are bounded (``MAX_SECTIONS``, ``MAX_IMPORTS``, ``MAX_NAME``).
 from __future__ import annotations
 
 import bisect
-import mmap
 import struct
 from typing import Dict, List, Literal, Optional, Tuple
 
 from .binreader import NotRecorded, Reader
-from .deepsearch import READAHEAD_MIN, SEARCH_MIN, search_section
-from .fatcontainer import walk_containers
+from .deepsearch import SEARCH_MIN, read_section
 
 MZ_MAGIC = b"MZ"
 PE_SIGNATURE = b"PE\0\0"
@@ -81,24 +79,8 @@ def read_pe(reader: Reader) -> Literal["pe"]:
     if reader.deep:
         to_read += [s for s in sections if s[0] not in FATBIN_NAMES and _is_data(s)]
     for name, _, offset, raw, _, _ in to_read:
-        end = offset + raw
-        if end > reader.size:
-            reader.fail("truncated: section %s ends 0x%x bytes past the end"
-                        % (name, end - reader.size))  # fmt: skip
-            end = reader.size
-        if offset >= end or (offset, end) in reader.seen_regions:
-            continue  # empty, past the end, or read already through another header
-        reader.seen_regions.add((offset, end))
-        listed = FATBIN_NAMES.get(name)
-        if listed == ".nv_fatbin":
-            walk_containers(reader, offset, end, listed, True, None)
-        elif listed is not None:  # the relocatable copy: what a deep read looks at
-            if reader.deep:
-                walk_containers(reader, offset, end, listed, False, None)
-        else:
-            search_section(reader, offset, end, name, None)
-        if end - offset >= READAHEAD_MIN:  # the pages of a big section, read: handed back
-            reader.release(offset - offset % mmap.PAGESIZE, end)
+        read_section(reader, FATBIN_NAMES.get(name, name), offset, offset + raw, reader.size,
+                     None, shown=name)  # fmt: skip
     return "pe"
 
 
