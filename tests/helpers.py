@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -145,3 +146,16 @@ def tree_hashes(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
+
+
+def kernel_wheel(folder: Path, library: bytes) -> Path:
+    """A wheel holding one kernel library (kpkg/libk.so) and the dist-info pip writes."""
+    folder.mkdir()
+    path = folder / "kpkg-1.0-py3-none-linux_x86_64.whl"
+    info = "kpkg-1.0.dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("kpkg/libk.so", library)
+        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        zf.writestr(f"{info}/RECORD", f"kpkg/libk.so,,\n{info}/METADATA,,\n{info}/RECORD,,\n")
+    return path

@@ -17,7 +17,6 @@ import os
 import re
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import yaml
 
 from archgap.cli import main
 from archgap.report.jsondoc import schema
-from tests.helpers import ROOT
+from tests.helpers import ROOT, kernel_wheel
 from tests.nvcc_build import NVCC, build_all
 
 pytestmark = pytest.mark.skipif(not NVCC.exists(), reason=f"{NVCC} (nvcc 13.0) is not installed")
@@ -36,24 +35,11 @@ SM80 = ["-gencode", "arch=compute_80,code=sm_80"]
 SM80_PTX75 = [*SM80, "-gencode", "arch=compute_75,code=compute_75"]
 
 
-def wheel(folder: Path, library: bytes) -> Path:
-    """A wheel holding one kernel library (kpkg/libk.so) and the dist-info pip writes."""
-    folder.mkdir()
-    path = folder / "kpkg-1.0-py3-none-linux_x86_64.whl"
-    info = "kpkg-1.0.dist-info"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("kpkg/libk.so", library)
-        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
-        zf.writestr(f"{info}/RECORD", f"kpkg/libk.so,,\n{info}/METADATA,,\n{info}/RECORD,,\n")
-    return path
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     libs = build_all({"sm80": (SM80, ".so"), "sm80-ptx75": (SM80_PTX75, ".so")})
     root = tmp_path_factory.mktemp("claimed")
-    return {**libs, "wheel": wheel(root / "wheel", libs["sm80"].read_bytes())}
+    return {**libs, "wheel": kernel_wheel(root / "wheel", libs["sm80"].read_bytes())}
 
 
 def gate(

@@ -11,26 +11,11 @@ project's nvcc-built libcomp_default.so (build.sh: SASS sm_80 sm_120a, PTX compu
 from __future__ import annotations
 
 import json
-import zipfile
-from pathlib import Path
 
 import pytest
 
 from archgap.cli import main
-from tests.helpers import CUDA_BIN
-
-
-def wheel(folder: Path, library: bytes) -> str:
-    """A wheel holding one kernel library (kpkg/libk.so) and the dist-info pip writes."""
-    folder.mkdir()
-    path = folder / "kpkg-1.0-py3-none-linux_x86_64.whl"
-    info = "kpkg-1.0.dist-info"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("kpkg/libk.so", library)
-        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
-        zf.writestr(f"{info}/RECORD", f"kpkg/libk.so,,\n{info}/METADATA,,\n{info}/RECORD,,\n")
-    return str(path)
+from tests.helpers import CUDA_BIN, kernel_wheel
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +23,8 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("wheels")
     library = (CUDA_BIN / "libcomp_default.so").read_bytes()
     return {
-        "intact": wheel(root / "intact", library),
-        "truncated": wheel(root / "truncated", library[: len(library) // 2]),
+        "intact": str(kernel_wheel(root / "intact", library)),
+        "truncated": str(kernel_wheel(root / "truncated", library[: len(library) // 2])),
     }
 
 
