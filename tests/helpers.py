@@ -159,3 +159,14 @@ def kernel_wheel(folder: Path, library: bytes) -> Path:
         zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
         zf.writestr(f"{info}/RECORD", f"kpkg/libk.so,,\n{info}/METADATA,,\n{info}/RECORD,,\n")
     return path
+
+
+def good_and_old_venvs(base: Path) -> dict[str, Path]:
+    """Two environments' interpreters, each with one fake distribution: "good" holds
+    tests/fixtures/cuda's libmix.so (fakekernels 1.2.3), "old" its PTX-only libptxonly.so
+    (ptxkernels 0.1)."""
+    install_fake_distribution(make_venv(base / "good"), "fakekernels", "1.2.3",
+                              {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"})  # fmt: skip
+    install_fake_distribution(make_venv(base / "old"), "ptxkernels", "0.1",
+                              {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"})  # fmt: skip
+    return {"good": base / "good" / "bin" / "python", "old": base / "old" / "bin" / "python"}

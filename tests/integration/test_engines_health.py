@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv, run_cli
+from tests.helpers import (
+    good_and_old_venvs,
+    run_cli,
+)
 from tests.integration.test_remote_services import require
 from tests.toolkit_stubs import banner_toolkit, venv_python
 
@@ -26,16 +29,7 @@ CODES = ("gpu-missing", "no-kernel", "jit-fails", "probe-failed", "no-python", "
 
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("healthvenvs")
-    install_fake_distribution(
-        make_venv(base / "good"), "fakekernels", "1.2.3",
-        {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"},
-    )  # fmt: skip
-    install_fake_distribution(
-        make_venv(base / "old"), "ptxkernels", "0.1",
-        {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"},
-    )  # fmt: skip
-    return {"good": base / "good" / "bin" / "python", "old": base / "old" / "bin" / "python"}
+    return good_and_old_venvs(tmp_path_factory.mktemp("healthvenvs"))
 
 
 def health(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

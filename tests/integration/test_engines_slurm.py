@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv, run_cli
+from tests.helpers import (
+    good_and_old_venvs,
+    run_cli,
+)
 from tests.integration.test_remote_services import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +30,7 @@ NODE_CHECK = ROOT / "deploy" / "slurm" / "archgap-node-check"
 
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("slurmvenvs")
-    install_fake_distribution(make_venv(base / "good"), "fakekernels", "1.2.3",
-                              {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"})  # fmt: skip
-    install_fake_distribution(make_venv(base / "old"), "ptxkernels", "0.1",
-                              {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"})  # fmt: skip
-    return {"good": base / "good" / "bin" / "python", "old": base / "old" / "bin" / "python"}
+    return good_and_old_venvs(tmp_path_factory.mktemp("slurmvenvs"))
 
 
 @pytest.fixture

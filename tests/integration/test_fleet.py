@@ -20,7 +20,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from archgap.report import probe as probe_report
-from tests.helpers import CUDA_BIN, ROOT, install_fake_distribution, json_output, make_venv, run_cli
+from tests.helpers import (
+    ROOT,
+    good_and_old_venvs,
+    json_output,
+    run_cli,
+)
 from tests.integration.test_remote_services import closed_port, require, ssh_env
 
 ARTIFACTS = ROOT / "tests" / ".artifacts"
@@ -28,16 +33,7 @@ ARTIFACTS = ROOT / "tests" / ".artifacts"
 
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("fleetvenvs")
-    good = base / "good"
-    install_fake_distribution(
-        make_venv(good), "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}
-    )
-    old = base / "old"
-    install_fake_distribution(
-        make_venv(old), "ptxkernels", "0.1", {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"}
-    )
-    return {"good": good / "bin" / "python", "old": old / "bin" / "python"}
+    return good_and_old_venvs(tmp_path_factory.mktemp("fleetvenvs"))
 
 
 def fleet(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:

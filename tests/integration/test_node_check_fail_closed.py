@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.hangs import Sleeper, started
-from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv
+from tests.helpers import good_and_old_venvs
 from tests.integration.test_engines_nhc import CHECK as NHC_CHECK
 from tests.integration.test_engines_nhc import HARNESS, RECORDER
 from tests.integration.test_engines_slurm import hook, job, scontrol, state, wait_for
@@ -50,12 +50,7 @@ Cluster = tuple[dict[str, str], str, Path]
 
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("failclosed")
-    install_fake_distribution(make_venv(base / "good"), "fakekernels", "1.2.3",
-                              {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"})  # fmt: skip
-    install_fake_distribution(make_venv(base / "old"), "ptxkernels", "0.1",
-                              {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"})  # fmt: skip
-    return {"good": base / "good" / "bin" / "python", "old": base / "old" / "bin" / "python"}
+    return good_and_old_venvs(tmp_path_factory.mktemp("failclosed"))
 
 
 @pytest.fixture
