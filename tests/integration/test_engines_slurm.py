@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hangs import GUARD
 from tests.helpers import (
     good_and_old_venvs,
     run_cli,
@@ -33,6 +34,15 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return good_and_old_venvs(tmp_path_factory.mktemp("slurmvenvs"))
 
 
+def responding(env: dict[str, str], node: str) -> None:
+    """Wait until slurmctld hears from a node just resumed (NOT_RESPONDING for a moment);
+    GUARD is a hang guard, not a timing claim."""
+    deadline = time.monotonic() + GUARD
+    while "NOT_RESPONDING" in state(env, node)[0]:
+        assert time.monotonic() < deadline, f"{node} still NOT_RESPONDING after {GUARD:g} s"
+        time.sleep(0.5)
+
+
 @pytest.fixture
 def slurm(tmp_path: Path):  # type: ignore[no-untyped-def]
     """The test Slurm: (env, node, hooks); the node idle before and after, no hook left."""
@@ -40,9 +50,7 @@ def slurm(tmp_path: Path):  # type: ignore[no-untyped-def]
     env = {**os.environ, "SLURM_CONF": str(info["conf"])}
     node, hooks = str(info["node"]), Path(str(info["hooks"]))
     assert "DRAIN" not in state(env, node)[0]
-    deadline = time.monotonic() + 30  # a node just resumed is NOT_RESPONDING for a moment
-    while "NOT_RESPONDING" in state(env, node)[0] and time.monotonic() < deadline:
-        time.sleep(0.5)
+    responding(env, node)
     try:
         yield env, node, hooks
     finally:
@@ -129,9 +137,7 @@ def test_node_check_as_the_prolog(slurm: tuple[dict[str, str], str, Path], tmp_p
     flags, reason = state(env, node)
     assert "DRAIN" in flags and reason.startswith("archgap: unjudged: no-python: "), reason
     scontrol(env, "update", f"NodeName={node}", "State=RESUME")
-    deadline = time.monotonic() + 30  # a node just resumed is NOT_RESPONDING for a moment
-    while "NOT_RESPONDING" in state(env, node)[0] and time.monotonic() < deadline:
-        time.sleep(0.5)
+    responding(env, node)
     # A gap: the job is refused and the node drained with archgap's line as the reason.
     hook(
         hooks,

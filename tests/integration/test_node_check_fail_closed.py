@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,14 @@ from tests.hangs import Sleeper, started
 from tests.helpers import good_and_old_venvs
 from tests.integration.test_engines_nhc import CHECK as NHC_CHECK
 from tests.integration.test_engines_nhc import HARNESS, RECORDER
-from tests.integration.test_engines_slurm import hook, job, scontrol, state, wait_for
+from tests.integration.test_engines_slurm import (
+    hook,
+    job,
+    responding,
+    scontrol,
+    state,
+    wait_for,
+)
 from tests.integration.test_remote_services import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,9 +67,7 @@ def cluster() -> Iterator[Cluster]:
     node, hooks = str(info["node"]), Path(str(info["hooks"]))
     if "DRAIN" in state(env, node)[0]:  # left by a test that failed before its cleanup
         scontrol(env, "update", f"NodeName={node}", "State=RESUME")
-    deadline = time.monotonic() + 30  # a node just resumed is NOT_RESPONDING for a moment
-    while "NOT_RESPONDING" in state(env, node)[0] and time.monotonic() < deadline:
-        time.sleep(0.5)
+    responding(env, node)
     try:
         yield env, node, hooks
     finally:
