@@ -336,7 +336,7 @@ def _root_cause(
         return (
             f"The nvcc the package resolves ({chain.nvcc_line}) is older than the "
             f"{chain.required_cuda} it requires for this GPU{knob}: the arch detection raises, a "
-            f"bare `except` swallows it, and the empty arch set makes it reject the GPU "
+            f"broad `except Exception` swallows it, and the empty arch set makes it reject the GPU "
             f"({focus.signature.id})."
         ), "confirmed"
     if chain.contradicted:
