@@ -43,7 +43,8 @@ def _scan_text(out: Output, report: Any, view: View) -> None:
     from archgap.report.scan import text
     from archgap.report.table import text_lines
 
-    for block in text(report, view.detail, view.elapsed, out.python_source, out.quiet):
+    shown = text(report, view.detail, view.elapsed, out.python_source, out.quiet, out.verbosity > 0)
+    for block in shown:
         if isinstance(block, str):
             out.print(block)
         else:  # a table, fitted to the terminal (full rows in a pipe)

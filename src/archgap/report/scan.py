@@ -271,12 +271,20 @@ def _toolchains_body(facts: ToolchainFacts | None) -> dict[str, Any] | None:
 
 
 def text(
-    report: ScanReport, libs: bool, elapsed: float, python_source: str = "", quiet: bool = False
+    report: ScanReport,
+    libs: bool,
+    elapsed: float,
+    python_source: str = "",
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> list[str | Table]:
     """The text report: rich-markup lines, and the package (and with ``libs`` the library)
     table where they go (the CLI fits a table to the terminal). ``python_source``: why this
-    interpreter was inspected; ``quiet``: no problems listed."""
+    interpreter was inspected; ``quiet``: no problems listed. Without ``verbose`` (-v) it fits a
+    screen: a reason shared by several GPUs or packages is one line, a JIT failure's evidence is
+    folded (counted) under its fixes; ``verbose`` gives every finding and fact its own line."""
     from archgap.report.caches import cache_lines
+    from archgap.report.grouping import verdict_groups
 
     lines: list[str | Table] = [*_environment_lines(report, python_source)]
     facts = report.gpu_facts
@@ -298,14 +306,19 @@ def text(
     notes = [p for p in report.packages if p.verdict != "native" or p.notes]
     if notes:
         lines.append("\n[bold]Why[/]")
-        for p in notes:
+        for p in notes if verbose else ():
             style = VERDICT_STYLE.get(p.verdict, "default")
             lines.append(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
             lines += [f"    [dim]{e(note)}[/]" for note in p.notes]
-    lines += _platform_and_load_lines(report)
+        for g in () if verbose else verdict_groups(report, notes):
+            style = VERDICT_STYLE.get(g.verdict, "default")
+            where = e(g.where(len(report.gpus)))
+            lines.append(f"  {e(g.package)} {where}: [{style}]{g.verdict}[/] — {e(g.reason)}")
+            lines += [f"    [dim]{e(note)}[/]" for note in g.notes]
+    lines += _platform_and_load_lines(report, verbose)
     if report.toolchains is not None:
         lines += _toolkit_lines(report.toolchains)
-    lines += _jit_lines(report)
+    lines += _jit_lines(report, verbose)
     if report.caches is not None:
         lines.append("\n".join(cache_lines(report.caches)))
     gaps = gap_count(report)
@@ -338,15 +351,25 @@ def _environment_lines(report: ScanReport, python_source: str) -> list[str]:
     return lines
 
 
-def _platform_and_load_lines(report: ScanReport) -> list[str]:
-    """What stops the environment from running at all: the host's CPU, a broken load link."""
+def _platform_and_load_lines(report: ScanReport, verbose: bool = True) -> list[str]:
+    """What stops the environment from running at all: the host's CPU, a broken load link
+    (without ``verbose``, one entry for the packages a check fails alike, with one fix)."""
+    from archgap.report.grouping import load_groups
+
     lines = []
     if report.platform:
         lines.append("\n[bold]Host platform[/]")
         for f in report.platform:
             style = "bold red" if f.gates_exit_code else "magenta"
             lines.append(f"  [{style}]cannot run[/] on {e(f.gpu)}: {e(f.cause)}")
-    if report.load:
+    if report.load and not verbose:
+        lines.append("\n[bold]Will it load[/]")
+        for group in load_groups(report):
+            status = "cannot load:" if group.status == "fails" else "unknown whether it loads:"
+            style = "bold red" if group.gates else "magenta"
+            lines.append(f"  [{style}]{e(status)}[/] {e(group.cause)}")
+            lines.append(f"    [dim]fix: {e(group.fix)}[/]")
+    elif report.load:
         lines.append("\n[bold]Will it load[/]")
         for (status, cause, fix), link in zip(load_lines(report), report.load, strict=True):
             gates = link.gates_exit_code and link.status == "fails"
@@ -384,9 +407,10 @@ def _toolkit_lines(toolchains: ToolchainFacts) -> list[str]:
     return lines
 
 
-def _jit_lines(report: ScanReport) -> list[str]:
-    """What each JIT compiler will do: one line when it works, else its error, cause, chain of
-    facts (each with its source) and fixes (the fix engine's ranking)."""
+def _jit_lines(report: ScanReport, verbose: bool = True) -> list[str]:
+    """What each JIT compiler will do: one line when it works, else its error, cause, fixes (the
+    fix engine's ranking) and the chain of facts (each with its source; without ``verbose``
+    counted on one line)."""
     if not report.jit:
         return []
     lines = ["\n[bold]JIT compilers[/]"]
@@ -406,13 +430,20 @@ def _jit_lines(report: ScanReport) -> list[str]:
         if f.error:
             lines.append(f"    [bold]error:[/] {e(f.error)}")
         lines.append(f"    [bold]cause:[/] {e(f.cause)}")
-        lines += [f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]" for fact in f.chain]
         for fix in sorted(f.fixes, key=lambda x: numbers[(x.kind, x.action)]):
             lines.append(f"    [green]fix {numbers[(fix.kind, fix.action)]}:[/] {e(fix.action)}")
             if fix.command:
                 lines.append(f"           $ {e(fix.command)}")
             lines += [f"           {e(name)}={e(value)}" for name, value in fix.env]
             lines.append(f"           [dim]{e(fix.tradeoff)}[/]")
+        if verbose and f.chain:
+            lines.append("    [bold]evidence:[/]")
+            lines += [f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]" for fact in f.chain]
+        elif f.chain:
+            lines.append(
+                f"    [dim]evidence: {len(f.chain)} facts, each with where it was read "
+                "(installed source, nvcc, the knowledge base): -v shows them[/]"
+            )
     return lines
 
 
