@@ -100,6 +100,33 @@ def test_a_toolkit_newer_than_the_release_that_dropped_the_target(
     assert f"CUDA <= {last}" in _fixes(d) and f"remove {target}" in _fixes(d)
 
 
+def _value_not_defined(cuda: str, arch: str) -> Diagnosis:
+    """nvcc's other wording of the same refusal, printed for -arch=compute_XX (pycuda, Jittor:
+    https://github.com/Jittor/jittor/issues/252 is nvcc 10.1 asked for compute_86)."""
+    return _explain(
+        f"Cuda compilation tools, release {cuda}, V{cuda}.1\n"
+        f"nvcc fatal   : Value '{arch}' is not defined for option 'gpu-architecture'\n"
+    )
+
+
+@pytest.mark.parametrize(("target", "cuda"), TOO_OLD)
+def test_a_virtual_target_not_defined_for_an_older_toolkit(target: str, cuda: str) -> None:
+    d = _value_not_defined(cuda, target.replace("sm_", "compute_"))
+    assert d.signature == "nvcc-unsupported-gpu-arch" and d.cause_status == "determined"
+    assert f"older than {target}" in d.root_cause and "dropped" not in d.root_cause
+    assert f"CUDA >= {kb.first_toolkit_for(target)}" in _fixes(d)
+
+
+@pytest.mark.parametrize(("target", "cuda", "last"), TOO_NEW)
+def test_a_virtual_target_not_defined_for_a_newer_toolkit(
+    target: str, cuda: str, last: str
+) -> None:
+    d = _value_not_defined(cuda, target.replace("sm_", "compute_"))
+    assert d.signature == "nvcc-unsupported-gpu-arch" and d.cause_status == "determined"
+    assert f"newer than {target}" in d.root_cause and f"dropped {target}" in d.root_cause
+    assert f"CUDA <= {last}" in _fixes(d)
+
+
 def test_an_unknown_toolkit_is_the_fact_that_decides() -> None:
     # compute_70: too old before CUDA 9.0, dropped by 13.0; the log does not say which nvcc ran
     d = _explain("nvcc fatal   : Unsupported gpu architecture 'compute_70'\n")
