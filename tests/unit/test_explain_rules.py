@@ -445,6 +445,15 @@ def test_jetson_boards_by_their_own_names_and_with_a_typo() -> None:
     assert not parse_log("the author of thor\n").evidence_of("gpu")
 
 
+def test_nvccs_cubin_flag_is_not_a_gpu_named_with_a_typo() -> None:
+    # "--cubin" (nvcc's output type) is one edit from "Rubin": pycuda's command line names no GPU
+    # (https://github.com/zju3dv/NeuralRecon/issues/119); sm_86 needs CUDA 11.1 (its release notes)
+    assert mentioned_products("[command: nvcc --cubin -arch sm_86 kernel.cu]") == ()
+    d = _blind("neuralrecon-119-pycuda-nvcc110-sm86.log")
+    assert "older than sm_86" in d.root_cause and "CUDA >= 11.1" in _fixes(d)
+    assert "Rubin" not in d.root_cause and "sm_107" not in _fixes(d)
+
+
 def test_a_jetson_named_in_words_gets_the_jetpack_build() -> None:
     d = _blind("jetson-inference-812-agx-xavier.log")
     assert "sm_72" in d.root_cause and "JetPack" in _fixes(d)

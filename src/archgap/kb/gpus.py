@@ -266,6 +266,8 @@ def _letter_heads() -> frozenset[str]:
 
 
 TYPO_MIN_LETTERS = 5  # shorter words are too close to each other ("orin", "thor") to correct
+# CUDA's own words one edit from a name word: nvcc's "--cubin" is not a typo of "Rubin"
+NOT_TYPOS = frozenset(("cubin", "fatbin"))
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -287,7 +289,7 @@ def _one_edit(a: str, b: str) -> bool:
 @lru_cache(maxsize=1 << 16)  # a log repeats its words: each is looked up once
 def _spelled(word: str) -> str:
     """A name word as the table spells it: "axvier" -> "xavier" (one edit from exactly one)."""
-    if not word.isalpha() or len(word) < TYPO_MIN_LETTERS or word in _name_words():
+    if not word.isalpha() or len(word) < TYPO_MIN_LETTERS or word in _name_words() | NOT_TYPOS:
         return word
     close = [w for w in _name_words() if _one_edit(word, w)]
     return close[0] if len(close) == 1 else word
