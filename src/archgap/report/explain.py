@@ -42,13 +42,38 @@ _CAUSE_LABEL = {
 
 
 def next_step(diagnosis: Diagnosis) -> str:
-    """What to do first, for the first lines: settle the fact that decides, else the first fix."""
-    open_cause = diagnosis.cause_status in ("conditional", "undetermined")
-    if diagnosis.decide and (open_cause or (diagnosis.cases and not diagnosis.fixes)):
+    """What to do first, for the first lines: the first fix whenever what is still open cannot
+    change it; the fact that decides only when it would (``question_open``)."""
+    if diagnosis.decide and question_open(diagnosis):
         return f"find out {diagnosis.decide[0]}"
     if diagnosis.fixes:
         return diagnosis.fixes[0].text
     return "nothing to fix (see the root cause)" if diagnosis.root_cause else ""
+
+
+_PLACEHOLDERS = ("<CC>", "<SM>")  # a fix written for no known GPU (causes.placeholder_legend)
+
+
+def question_open(diagnosis: Diagnosis) -> bool:
+    """Whether the fact the diagnosis asks for (``decide``) changes what to do first: there is
+    no fix, the first fix needs the GPU filled in, or the cases (one per value of the fact) do
+    not all begin with the same fix. A case with no fix of its own takes the diagnosis' fixes.
+    Otherwise the log and the examined environment settle the first step, and the fact only
+    confirms it."""
+    if not diagnosis.fixes:
+        return True
+    first = diagnosis.fixes[0].text
+    if any(p in first for p in _PLACEHOLDERS):
+        return True
+    firsts = {_bare(case.fixes[0]) if case.fixes else first for case in diagnosis.cases}
+    return bool(firsts - {first})
+
+
+def _bare(fix: str) -> str:
+    """A case's fix without the kind some cases lead with ("[upgrade] install ...")."""
+    if fix.startswith("[") and "] " in fix:
+        return fix.split("] ", 1)[1]
+    return fix
 
 
 def _unrecognised(diagnosis: Diagnosis) -> list[str]:
