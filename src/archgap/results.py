@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts, GatesFacts, ProbeResponse, TraceFacts
     from archgap.report.gates import LeftOut as GatesLeftOut
+    from archgap.report.gates import Rejection as GatesRejection
     from archgap.report.trace import LeftOut as TraceLeftOut
     from archgap.transport.run import TransportFailure
 
@@ -47,6 +48,8 @@ class GatesResult:
 
     facts: GatesFacts
     left: GatesLeftOut
+    gpus: tuple[str, ...] = ()  # --gpu: only the gates that reject these ("H100 (9.0)")
+    rejections: tuple[GatesRejection, ...] = ()  # which gate rejects which GPU, and when
 
 
 @dataclass(frozen=True)

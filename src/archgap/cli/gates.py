@@ -28,6 +28,10 @@ OPTIONS = (
         "only these kinds (repeatable, comma-separated): capability-call, arch-list-call, "
         "device-properties-call, nvml-call, comparison, arch-env, raise, assert, warning",
     ),
+    opt.gpu_option(
+        "only the raises and asserts that reject this GPU: each gate's branch evaluated for its "
+        "compute capability (repeatable; not with --kind)"
+    ),
     opt.ALL_TREES,
     opt.ENVIRONMENT,
     opt.output(opt.TABLE_FORMATS),
@@ -42,8 +46,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     target = target_from_args(args)
     with out.step(f"probing {target.name}"):
         result = gates(
-            args.dists, paths=args.path, python=args.python, kinds=args.kind, target=target,
-            show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
+            args.dists, paths=args.path, python=args.python, kinds=args.kind, gpus=args.gpu,
+            target=target, show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
         )  # fmt: skip
     show(out, "gates", result, View(python=inspected_python(args)))
     return EXIT_OK

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from archgap.errors import ProbeError, UsageError
-from archgap.orchestrate.shared import check_paths, decoded
+from archgap.orchestrate.shared import check_paths, decoded, resolve
 from archgap.request import gates_request, trace_request
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
@@ -54,14 +54,18 @@ def gates(
     paths: Sequence[str] = (),
     python: str | None = None,
     kinds: Sequence[str] = (),
+    gpus: Sequence[str] = (),
     target: Target = LOCAL,
     show_all: bool = False,
     root: str = "/",
     timeout: float = DEFAULT_TIMEOUT,
 ) -> GatesResult:
     """Where packages detect or gate GPU architectures, in ``paths``, else in ``dists``, else
-    in all of site-packages; only ``kinds`` (all by default). ``UsageError`` for an unknown
-    kind or a path missing here, ``ProbeError`` when the source could not be searched."""
+    in all of site-packages; only ``kinds`` (all by default); with ``gpus``, only the raises and
+    asserts that reject one of them (the GPU's compute capability leads there: each gate's
+    branch evaluated for it). ``UsageError`` for an unknown kind, a path missing here or
+    ``kinds`` beside ``gpus``; ``UnknownGpu``; ``ProbeError`` when the source could not be
+    searched."""
     from archgap.probe.facts import GatesFacts
     from archgap.report import gates as shown
     from archgap.results import GatesResult
@@ -69,9 +73,17 @@ def gates(
     unknown = [k for k in kinds if k not in shown.KINDS]
     if unknown:
         raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
+    if gpus and kinds:
+        raise UsageError("--gpu lists the raises and asserts that reject the GPU: without --kind")
+    targets = resolve(gpus)
     check_paths(target, paths)
     request = gates_request(list(dists), list(paths), python)
     facts = decoded(GatesFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    return GatesResult(*shown.select(facts, tuple(kinds), show_all))
+    selected, left = shown.select(facts, tuple(kinds), show_all)
+    if not targets:
+        return GatesResult(selected, left)
+    rejecting, why = shown.against(selected, targets)
+    labels = tuple(f"{g.label} ({g.compute_capability})" for g in targets)
+    return GatesResult(rejecting, left, labels, why)

@@ -10,6 +10,7 @@ from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_pa
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
+    from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.probe.facts import GatesFacts, GatesTarget
     from archgap.results import GatesResult
 
@@ -55,6 +56,68 @@ def select(facts: GatesFacts, kinds: tuple[str, ...], show_all: bool) -> tuple[G
         targets.append(replace(target, functions=tuple(kept)))
     left = LeftOut(sum(counts.values()), functions_out, ranked(counts))
     return replace(facts, targets=tuple(targets)), left
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A raise or assert that the GPU's compute capability sends it to: ``certain`` when every
+    branch above it is decided by the compute capability, else ``unless`` names the tests that
+    are not (a CUDA version, a backend, an argument)."""
+
+    path: str
+    line: int
+    gpu: str  # "RTX PRO 6000 (12.0)"
+    certain: bool
+    unless: tuple[str, ...] = ()
+
+
+REJECTING = ("raise", "assert")
+
+
+def against(
+    facts: GatesFacts, gpus: tuple[GpuTarget, ...]
+) -> tuple[GatesFacts, tuple[Rejection, ...]]:
+    """The facts with only the gates that reject one of ``gpus`` (a raise the GPU's compute
+    capability leads to; an assert whose test it makes false), and why each does. A gate whose
+    branch the compute capability does not decide at all is not about the GPU: left out."""
+    from archgap.analysis.gpu_conditions import gpu_decided, reach, split_condition
+
+    found: list[Rejection] = []
+    targets: list[GatesTarget] = []
+    for target in facts.targets:
+        kept = []
+        for function in target.functions:
+            gates = []
+            for gate in function.gates:
+                if gate.kind not in REJECTING:
+                    continue
+                guards = split_condition(gate.condition)
+                if gate.kind == "assert":  # it fails when its test is false
+                    guards.append(("not", gate.detail))
+                hits = []
+                for gpu in gpus:
+                    if not gpu_decided(guards, gpu.compute_capability):
+                        continue
+                    reached, unless = reach(guards, gpu.compute_capability)
+                    if reached is not False:
+                        name = f"{gpu.label} ({gpu.compute_capability})"
+                        hits.append(
+                            Rejection(function.path, gate.line, name, bool(reached), tuple(unless))
+                        )
+                if hits:
+                    gates.append(gate)
+                    found += hits
+            if gates:
+                kept.append(replace(function, gates=tuple(gates)))
+        targets.append(replace(target, functions=tuple(kept)))
+    return replace(facts, targets=tuple(targets)), tuple(found)
+
+
+def rejection_text(rejection: Rejection) -> str:
+    """``rejects RTX PRO 6000 (12.0)``, or ``rejects H100 (9.0) when k_cache.dtype == ...``."""
+    if rejection.certain:
+        return f"rejects {rejection.gpu}"
+    return f"rejects {rejection.gpu} when {' and '.join(rejection.unless)}"
 
 
 def left_out_text(left: LeftOut) -> str:
@@ -129,10 +192,14 @@ def text(result: GatesResult) -> list[str]:
     from archgap.report.markup import escape, short_path
 
     lines = []
+    why: dict[tuple[str, int], list[str]] = {}
+    for rejection in result.rejections:
+        why.setdefault((rejection.path, rejection.line), []).append(rejection_text(rejection))
     for target in result.facts.targets:
         count = sum(len(f.gates) for f in target.functions)
+        what = f"gates that reject {', '.join(result.gpus)}" if result.gpus else "gates"
         lines.append(
-            f"[bold]{escape(target.label)}[/]: {count} gates in {len(target.functions)} functions "
+            f"[bold]{escape(target.label)}[/]: {count} {what} in {len(target.functions)} functions "
             f"[dim]({target.files_scanned} .py files, {target.candidate_files} read closely)[/]"
         )
         path = None
@@ -147,6 +214,8 @@ def text(result: GatesResult) -> list[str]:
                     f"      {gate.line:>5}  [magenta]{gate.kind}[/]  {escape(detail)}"
                     + (f"  [dim]when {escape(gate.condition)}[/]" if gate.condition else "")
                 )
+                for reason in why.get((function.path, gate.line), ()):
+                    lines.append(f"             [bold red]{escape(reason)}[/]")
     for problem in result.facts.problems:
         lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
     note = left_out_text(result.left)
