@@ -294,6 +294,26 @@ def test_no_kernel_image_names_the_package_and_the_gpu() -> None:
     assert "onnxruntime" in _fixes(d) and "<CC>" not in _fixes(d)
 
 
+@pytest.mark.parametrize(
+    ("name", "package", "switch"),
+    [
+        # https://github.com/ollama/ollama/issues/11270: ollama's ggml built without 61 (CMake)
+        ("ollama-11270-gtx1060-selfbuilt-no-sm61.log", "ggml", "CMAKE_CUDA_ARCHITECTURES=61"),
+        # https://github.com/OpenNMT/CTranslate2/issues/1765: a GTX 960M (5.0); CT2's own CMake
+        ("ctranslate2-1765-gtx960m-cc50.log", "ctranslate2", '-DCUDA_ARCH_LIST="5.0"'),
+        # https://github.com/apache/mxnet/issues/11052: MXNet built on a TX2 (6.2), config.mk
+        ("mxnet-11052-jetson-tx2-no-kernel.log", "mxnet", "arch=compute_62,code=sm_62"),
+    ],
+)
+def test_a_package_with_its_own_build_is_rebuilt_with_its_own_switch(
+    name: str, package: str, switch: str
+) -> None:
+    # torch's extension builder alone reads TORCH_CUDA_ARCH_LIST; these build with CMake or make
+    d = _blind(name)
+    assert d.root_cause.startswith(package) and switch in _fixes(d)
+    assert "TORCH_CUDA_ARCH_LIST" not in _fixes(d)
+
+
 def test_an_old_gpu_current_builds_dropped_needs_an_old_release() -> None:
     # https://github.com/NVIDIA/DeepLearningExamples/issues/695: GeForce GT 710 (Kepler 3.5)
     d = _blind("dle-695-gt710-no-kernel-image.log")

@@ -15,16 +15,35 @@ from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
 from archgap.kb import toolchain as kb
 
 # Packages whose own kernels a "no kernel image" names, most specific first.
-_PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy")
+_PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy", "ggml", "ctranslate2", "mxnet")
+# Packages built by their own CMake or make, not torch's extension builder (which alone reads
+# TORCH_CUDA_ARCH_LIST): the switch that sets their architectures. ggml: llama.cpp's
+# docs/build.md (-DCMAKE_CUDA_ARCHITECTURES); CTranslate2: its CMakeLists.txt CUDA_ARCH_LIST
+# (docs: installation, -DCUDA_ARCH_LIST); MXNet: make/config.mk CUDA_ARCH (apache/mxnet#11052).
+_OWN_BUILD = {
+    "ggml": "CMAKE_CUDA_ARCHITECTURES={sm}",
+    "ctranslate2": '-DCUDA_ARCH_LIST="{cc}"',
+    "mxnet": "CUDA_ARCH=-gencode arch=compute_{sm},code=sm_{sm}",
+}
+
+
+def _rebuild_switch(package: str | None, cc: str) -> str:
+    """How a build of ``package`` is told to target ``cc``."""
+    sm = cc.replace(".", "")
+    own = _OWN_BUILD.get(package or "")
+    if own is not None:
+        return own.format(sm=sm, cc=cc)
+    return f'CMAKE_CUDA_ARCHITECTURES={sm}, TORCH_CUDA_ARCH_LIST="{cc}"'
 
 
 def no_kernel_image(facts: LogFacts) -> Ruling | None:
     """A kernel with no image for the GPU: a Jetson needs its own builds, an old GPU current
     builds dropped needs an old release, any other GPU a build of that package with its SASS."""
-    package = next((p for p in _PACKAGES if p in facts.stated.get("package", ())), None)
+    named = {p.lower() for p in facts.stated.get("package", ())}
+    package = next((p for p in _PACKAGES if p in named), None)
     what = package or "the failing package"
     if facts.tegra:
-        return _jetson_build(what, facts)
+        return _jetson_build(what, facts, package)
     if len(facts.ccs) > 1:
         return _each_gpu("no-kernel-image", no_kernel_image, facts)
     if len(facts.ccs) != 1:
@@ -65,8 +84,7 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
             kind=UPGRADE,
         ),
         Fix(
-            f"when you build {what} yourself: rebuild it for {cc} (CMAKE_CUDA_ARCHITECTURES={sm}, "
-            f'TORCH_CUDA_ARCH_LIST="{cc}")',
+            f"when you build {what} yourself: rebuild it for {cc} ({_rebuild_switch(package, cc)})",
             "",
             kind=ENV,
         ),
@@ -118,11 +136,11 @@ def _each_gpu(
     return Ruling(rule, cause, CONDITIONAL, fixes, decide, tuple(cases))
 
 
-def _jetson_build(what: str, facts: LogFacts) -> Ruling:
+def _jetson_build(what: str, facts: LogFacts, package: str | None) -> Ruling:
     cc = facts.ccs[0] if len(facts.ccs) == 1 else None
     arch = f"sm_{cc.replace('.', '')}" if cc else "the board's architecture"
     build = (
-        f'TORCH_CUDA_ARCH_LIST="{cc}", CMAKE_CUDA_ARCHITECTURES={cc.replace(".", "")}'
+        _rebuild_switch(package, cc)
         if cc
         else "the board's compute capability (Orin 8.7, Xavier 7.2, Thor 11.0)"
     )
