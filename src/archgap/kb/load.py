@@ -259,3 +259,22 @@ def install_names() -> InstallNames:
         e["torch_index_url"],
         f"{e['cupy_source']}; {e['torch_index_source']}",
     )
+
+
+@dataclass(frozen=True)
+class DlopenRules:
+    """How a library's dlopen of a CUDA library by soname is searched for and judged."""
+
+    what: str
+    source: str
+    # package -> (sonames its GPU work needs, what uses them, source)
+    required: dict[str, tuple[frozenset[str], str, str]]
+
+
+@cache
+def dlopen_rules() -> DlopenRules:
+    e = load_json("load.json")["dlopen"]
+    required = {
+        r["package"]: (frozenset(r["sonames"]), r["what"], r["source"]) for r in e["required"]
+    }
+    return DlopenRules(e["what"], e["source"], required)

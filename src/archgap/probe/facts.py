@@ -120,6 +120,10 @@ class BinaryFacts:
     # oldest first: of the first cubin stored as is in each container (16 per file at most), and
     # of each bare cubin. () when none was read (compressed cubins, notes older than CUDA 12.8).
     toolkits: Tuple[str, ...] = ()
+    # What it may open at run time by name (probe.binary.dlnames): the lib*.so* strings of its
+    # read-only data when its dynamic symbol table imports dlopen; () when it does not import
+    # dlopen; None when not read (not a linked 64-bit host ELF, or its tables were not kept).
+    dlopens: Optional[Tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
    cache and trusted directories, LD_LIBRARY_PATH: probe.loader). A CUDA library that none of
    them gives is a gap, named with the package that ships it. (Not for a Windows DLL: its
    imports resolve by the DLL search order, which is not modelled; docs/commands/kernels.md.)
+   The CUDA libraries it opens at run time by soname (dlopen) are searched for as dlopen(3)
+   does for that library (``dlopen``).
 4. **The package loads this build**: a package that ships one build per CUDA version loads one
    of them by its documented rule (kb/load.json "loaders": bitsandbytes by torch's CUDA version
    or BNB_CUDA_VERSION); the others are shown as not loaded and decide nothing. A package
@@ -49,6 +51,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from archgap.analysis.verdicts.compat import GpuTarget, sass_compat
+from archgap.analysis.verdicts.dlopen import dlopened
 from archgap.analysis.verdicts.drivers import driver_cuda, driver_gpu, driver_jit
 from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
 from archgap.analysis.verdicts.loadcommon import base as _base
@@ -114,6 +117,7 @@ def load_model(
     # A Windows image's imports resolve by the DLL search order, not modelled: not checked here
     linux = [b for b in elves if b.format != "pe"]
     findings += _needed(env, linux, owner, loader, blocked, gating)
+    findings += dlopened(env, linux, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
     findings += _companions(env, blocked, gating)
     findings += driver_jit(env, loader, toolchains, driver, blocked, gating)

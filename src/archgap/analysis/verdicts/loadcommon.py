@@ -15,6 +15,7 @@ Check = Literal[
     "driver-gpu",
     "driver-cuda",
     "needed-library",
+    "dlopen-library",
     "picked-build",
     "extension-gate",
     "compiler",

@@ -135,6 +135,8 @@ class Reader:
         # a host ELF's DT_NEEDED names (None: not read) and RUNPATH (else RPATH) directories
         self.needed: Optional[Tuple[str, ...]] = None
         self.runpath: Tuple[str, ...] = ()
+        # a linked host ELF's lib*.so* read-only strings if it imports dlopen (probe.binary.dlnames)
+        self.dlopens: Optional[Tuple[str, ...]] = None
         # the CUDA releases the toolkit notes of its cubins name (fatcontainer, elf.cubin_at),
         # and how many listed cubins were looked at for one (TOOLKIT_READS at most)
         self.toolkits: Set[str] = set()

@@ -13,6 +13,7 @@ from typing import Any, List, Literal, Optional, Tuple
 
 from .binreader import NotRecorded, Reader
 from .deepsearch import SEARCH_MIN, read_section
+from .dlnames import dlopened_names
 from .elf import (
     EM_CUDA,
     SHF_EXECINSTR,
@@ -94,6 +95,11 @@ def _read_needs(reader: Reader, fields: Tuple[Any, ...]) -> None:
         reader.needed, reader.runpath = None, ()  # not kept, a damaged file): nothing claimed
 
 
+def _e_type(buf: Any) -> int:
+    """e_type of the little-endian ELF header at the start of ``buf``."""
+    return int(struct.unpack("<H", bytes(buf[16:18]))[0])
+
+
 def read_elf(
     reader: Reader, base: int, limit: int, member: Optional[str]
 ) -> Literal["elf", "cubin"]:
@@ -104,11 +110,17 @@ def read_elf(
         cubin_at(reader, base, limit, "", True, member, loose=True)
         return "cubin"
     deep = reader.deep
-    fields, sections = section_table(reader, base, limit, where, only_fatbin=not deep)
+    # a linked image's whole table (a few dozen sections): what it may dlopen is read too
+    linked = base == 0 and limit >= 64 and bytes(buf[4:6]) == b"\x02\x01"
+    linked = linked and _e_type(buf) in (ET_EXEC, ET_DYN)
+    only_fatbin = not deep and not linked
+    fields, sections = section_table(reader, base, limit, where, only_fatbin=only_fatbin)
     if fields is not None and reader.machine is None:
         reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
     if fields is not None and base == 0 and fields[1] in (ET_EXEC, ET_DYN):
         _read_needs(reader, fields)
+        if sections is not None and reader.needed is not None:
+            reader.dlopens = dlopened_names(reader, sections)
     if sections is None:
         return "elf"
     is_object = fields[1] == ET_REL

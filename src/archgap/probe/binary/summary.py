@@ -108,6 +108,8 @@ def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
     if facts.needed is not None:  # as JSON has them (tuples are lists there)
         data["needed"], data["runpath"] = list(facts.needed), list(facts.runpath)
     data["toolkits"] = list(facts.toolkits)
+    if facts.dlopens is not None:
+        data["dlopens"] = list(facts.dlopens)
     return data
 
 

@@ -1,0 +1,195 @@
+"""Check 3b of the load model: the CUDA libraries a library opens at run time by soname.
+
+A library that imports ``dlopen`` and keeps a CUDA library's soname in its read-only data
+(``BinaryFacts.dlopens``, probe.binary.dlnames; which sonames are CUDA libraries: kb/load.json
+"cuda_libraries") opens that library when it uses it (ctranslate2: ``libcublas.so.12``, at its
+first GEMM). dlopen searches for it as dlopen(3) says, for the calling library alone: its
+RPATH/RUNPATH (``$ORIGIN`` is its own directory), LD_LIBRARY_PATH, the loader's cache and the
+trusted directories (probe.loader) — not site-packages, where a wheel put it. A library of
+that soname another library of the process needs (DT_NEEDED) is found when that one was loaded
+first. Not found: a finding naming the soname and the package that ships it. The binary does
+not say whether the call is always made (cuFFT opens NVRTC only for LTO callbacks), so the
+finding is "unknown" (needed when used) and blocks nothing, unless the package documents that
+its GPU work needs the library (kb/load.json "dlopen" "required"): then it "fails" and blocks
+the library, as a DT_NEEDED library that is not found does (check 3).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
+from archgap.analysis.verdicts.loadcommon import base as _base
+from archgap.analysis.verdicts.loadcommon import block as _block
+from archgap.analysis.verdicts.loadcommon import names as _names
+from archgap.kb import load as kb
+from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment
+
+ORIGIN = ("$ORIGIN", "${ORIGIN}")
+
+
+def dlopened(
+    env: PythonEnvironment,
+    elves: Sequence[BinaryFacts],
+    owner: Mapping[str, str],
+    loader: LoaderFacts | None,
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> list[LoadFinding]:
+    """One finding per package, provider and status for the CUDA libraries its libraries may
+    open by soname that dlopen would not find for them."""
+    known = kb.cuda_libraries()
+    driver_libs, _ = kb.driver_libraries()
+    rules = kb.dlopen_rules()
+    files = {os.path.normpath(p) for d in env.distributions for p in d.native_files}
+    files.update(os.path.normpath(p) for p in env.unowned_native_files)
+    files.update(os.path.normpath(b.path) for b in elves)
+    # (package, provider, status) -> soname -> [(library, where it was looked for, its fix)]
+    missing: dict[tuple[str, str, Status], dict[str, list[tuple[BinaryFacts, str, str]]]] = {}
+    for binary in elves:
+        wanted = [n for n in binary.dlopens or () if n in known and n not in driver_libs
+                  and n not in (binary.needed or ()) and n != _base(binary.path)]  # fmt: skip
+        package = owner.get(binary.path, "")
+        found_families = {_family(n) for n in wanted if _resolves(binary, n, files, loader)}
+        for name in wanted:
+            if _family(name) in found_families:
+                continue  # one of the sonames it tries (libcudart.so.12 or .11.0) is there
+            where, fix, sure = _not_found(
+                binary, name, files, elves, loader, known[name].package, env.site_packages
+            )
+            required = rules.required.get(package)
+            status: Status = "fails" if sure and required and name in required[0] else "unknown"
+            key = (package, known[name].package, status)
+            missing.setdefault(key, {}).setdefault(name, []).append((binary, where, fix))
+    findings = []
+    for (package, _, status), names in sorted(missing.items()):
+        rows = [row for group in names.values() for row in group]
+        libs = sorted({b.path: b for b, _, _ in rows}.values(), key=lambda b: b.path)
+        listed = ", ".join(sorted(names))
+        required = rules.required.get(package)
+        chain = [f"{_names(libs)} opens {listed} at run time (dlopen)"]
+        if status == "fails" and required:
+            use = f"which {package} documents its GPU work needs"
+            chain.append(required[1])
+            source = f"{required[2]}; {rules.source}"
+            for name, group in names.items():
+                for binary, _, _ in group:
+                    _block(blocked, binary.path, f"it opens {name} at run time (dlopen), which "
+                           "the dynamic loader does not find for it")  # fmt: skip
+        else:
+            use = "needed when it uses it (the binary does not say whether every run does)"
+            source = rules.source
+        where = "; ".join(sorted({w for _, w, _ in rows}))
+        fix = "; ".join(sorted({f for _, _, f in rows}))
+        first = sorted(names)[0]
+        findings.append(
+            LoadFinding(
+                "dlopen-library",
+                status,
+                "",
+                package,
+                tuple(b.path for b in libs),
+                (*chain, where),
+                f"{_names(libs)} of {package or 'no distribution'} opens {listed} at run time "
+                f"by dlopen, {use}: {where} ('{first}: cannot open shared object file' "
+                "when it is used)",
+                fix,
+                source,
+                gating and status == "fails",
+            )
+        )
+    return findings
+
+
+def _family(soname: str) -> str:
+    """The library a soname is a version of: libcublas.so.12 -> libcublas."""
+    return soname.split(".so", 1)[0]
+
+
+def _search_dirs(binary: BinaryFacts) -> list[str]:
+    """The library's own RPATH/RUNPATH directories, ``$ORIGIN`` made its directory."""
+    here = os.path.dirname(binary.path)
+    found = []
+    for directory in binary.runpath:
+        for origin in ORIGIN:
+            directory = directory.replace(origin, here)
+        if directory.startswith("/"):
+            found.append(os.path.normpath(directory))
+    return found
+
+
+def _resolves(binary: BinaryFacts, name: str, files: set[str], loader: LoaderFacts | None) -> bool:
+    """Whether dlopen finds ``name`` for ``binary``: its RPATH/RUNPATH (files of the
+    environment, the toolkits' directories the loader section listed), else the loader's
+    names (LD_LIBRARY_PATH, the cache, the trusted directories)."""
+    listed = dict(loader.toolkit_dirs) if loader is not None else {}
+    for directory in _search_dirs(binary):
+        if os.path.join(directory, name) in files or name in listed.get(directory, ()):
+            return True
+    return loader is not None and name in loader.names
+
+
+def _where_found(dirs: Sequence[str]) -> str:
+    """Where dlopen looks for the caller, in words, for a fix."""
+    if dirs:
+        return (
+            f"in this library's RUNPATH ({', '.join(dirs)}), on LD_LIBRARY_PATH or in the "
+            "loader's cache, not elsewhere in site-packages"
+        )
+    return "on LD_LIBRARY_PATH or in the loader's cache, not in site-packages"
+
+
+def _unread(dirs: Sequence[str], env_dirs: Sequence[str], loader: LoaderFacts) -> list[str]:
+    """The search directories whose files are not known: not in the environment, not a
+    toolkit's the loader section listed (a /usr/local/cuda one it did not list does not
+    exist), not one the loader section read."""
+    listed = {d for d, _ in loader.toolkit_dirs} | set(loader.directories)
+    inside = tuple(d.rstrip("/") + "/" for d in env_dirs)
+    return [d for d in dirs if not (d + "/").startswith(inside) and d not in listed
+            and not d.startswith("/usr/local/cuda")]  # fmt: skip
+
+
+def _not_found(
+    binary: BinaryFacts,
+    name: str,
+    files: set[str],
+    elves: Sequence[BinaryFacts],
+    loader: LoaderFacts | None,
+    provider: str,
+    env_dirs: Sequence[str],
+) -> tuple[str, str, bool]:
+    """(where it was looked for, the fix, whether it is surely not found)."""
+    dirs = _search_dirs(binary)
+    runpath = f"its RPATH/RUNPATH {':'.join(binary.runpath)}" if binary.runpath else "no RUNPATH"
+    here = sorted(os.path.dirname(p) for p in files if os.path.basename(p) == name)
+    preload = sorted(_base(b.path) for b in elves if name in (b.needed or ()) and b is not binary)
+    if loader is None:
+        return (
+            f"not in the directories it names ({runpath}); the target's loader cache was not read",
+            f"scan with the target's loader facts, or put {name}'s directory on LD_LIBRARY_PATH",
+            False,
+        )
+    unread = _unread(dirs, env_dirs, loader)
+    searched = f"{runpath}, {', '.join(loader.directories)}"
+    if here and preload:
+        return (
+            f"dlopen does not search {here[0]} ({searched}); it is found there only when "
+            f"{', '.join(preload[:3])}, which needs it (DT_NEEDED), was loaded first",
+            f"import the package of {preload[0]} first, or add {here[0]} to LD_LIBRARY_PATH",
+            False,
+        )
+    if here:
+        return (
+            f"installed in {here[0]}, which dlopen does not search ({searched})",
+            f"add {here[0]} to LD_LIBRARY_PATH",
+            not unread,
+        )
+    return (
+        f"no installed package ships it and dlopen does not find it ({searched})",
+        f"pip install {provider}: dlopen finds it {_where_found(dirs)}",
+        not unread,
+    )
+
+
+__all__ = ["dlopened"]

@@ -1,0 +1,114 @@
+"""The libraries a host ELF image may open at run time by name: ``dlopen(3)`` with a soname.
+
+A library that opens another with ``dlopen("libcublas.so.12", ...)`` keeps that name as a
+NUL-terminated string in its read-only data and imports ``dlopen`` from libc (an undefined
+symbol of its dynamic symbol table); neither says more on its own (a string may be a message, a
+library may dlopen only plugins). This module reports the facts, the analysis decides which
+names matter (the CUDA libraries of kb/load.json): the ``lib*.so*`` names in the read-only data
+sections of an image that imports ``dlopen``; () for an image that does not import it. A name
+that follows a ``/`` is part of a path (dlopen of a path searches nothing) and is not reported.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import sys
+from typing import Any, List, Optional, Set, Tuple
+
+from .binreader import NotRecorded, Reader
+from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
+
+SHT_DYNSYM = 11
+SHF_WRITE = 0x1
+SHF_ALLOC = 0x2
+SHN_UNDEF = 0
+ELF64_SYM = struct.Struct("<IBBHQQ")  # st_name, st_info, st_other, st_shndx, st_value, st_size
+MAX_DYNSYM_BYTES = 64 << 20  # a symbol table read at most (libtorch_cuda.so: ~5 MiB)
+MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
+MAX_NAMES = 256  # names reported at most per image
+MAX_NAME = 200  # bytes of one name at most
+# the end of a soname: ".so", a version of up to four numbers, the string's NUL
+SONAME_END = re.compile(rb"\.so(?:\.[0-9]{1,6}){0,4}\x00")
+NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-.")
+# read-only sections that hold no strings a program passes to dlopen
+NOT_STRINGS = (b".nv_fatbin", b"__nv_relfatbin", b".eh_frame", b".gcc_except_table",
+               b".note", b".interp", b".gnu", b".dynstr", b".dynsym", b".rela", b".rel.",
+               b".hash")  # fmt: skip
+
+
+def dlopened_names(reader: Reader, sections: Sections) -> Optional[Tuple[str, ...]]:
+    """The ``lib*.so*`` names in the read-only data of the image at the start of ``reader`` if
+    its dynamic symbol table imports ``dlopen``, in the order found; () when it does not import
+    it; None when the tables or data could not be read (a streamed member keeps headers only)."""
+    try:
+        if not _imports(reader.buf, sections, b"dlopen"):
+            return ()
+        return _names(reader.buf, sections)
+    except (NotRecorded, TypeError, ValueError, struct.error):
+        return None
+
+
+def _imports(buf: Any, sections: Sections, symbol: bytes) -> bool:
+    """Whether an undefined symbol of the dynamic symbol table is called ``symbol``: its name's
+    offset in ``.dynstr`` is one where ``symbol`` and a NUL start (names may share a tail)."""
+    tables = [i for i, kind in enumerate(sections.types) if kind == SHT_DYNSYM]
+    strings = sections.named(b".dynstr")
+    if not tables or not strings:
+        return False
+    start, size = sections.offsets[strings[0]], sections.sizes[strings[0]]
+    wanted = symbol + b"\0"
+    spots: Set[int] = set()
+    at = buf.find(wanted, start, start + size)
+    while at >= 0:
+        spots.add(at - start)
+        at = buf.find(wanted, at + 1, start + size)
+    if not spots:
+        return False
+    offset = sections.offsets[tables[0]]
+    size = min(sections.sizes[tables[0]], MAX_DYNSYM_BYTES)
+    raw = bytes(buf[offset : offset + size - size % ELF64_SYM.size])
+    if sys.byteorder == "little":
+        names: List[int] = memoryview(raw).cast("I")[0::6].tolist()
+        shndx: List[int] = memoryview(raw).cast("H")[3::12].tolist()
+    else:
+        rows = list(ELF64_SYM.iter_unpack(raw))
+        names, shndx = [r[0] for r in rows], [r[3] for r in rows]
+    return any(n in spots and s == SHN_UNDEF for n, s in zip(names, shndx))
+
+
+def _names(buf: Any, sections: Sections) -> Tuple[str, ...]:
+    """The ``lib*.so*`` strings of the image's read-only data (allocated, neither written nor
+    executed), each once, not part of a path."""
+    found: List[str] = []
+    budget = MAX_DATA_BYTES
+    for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
+        if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
+            continue
+        if sections.name(i).encode("utf-8", "replace").startswith(NOT_STRINGS):
+            continue
+        start = sections.offsets[i]
+        end = start + min(sections.sizes[i], budget)
+        budget -= end - start
+        for match in SONAME_END.finditer(buf, start, end):
+            name = _name_before(buf, max(start, match.start() - MAX_NAME), match.end() - 1)
+            if name is not None and name not in found:
+                found.append(name)
+                if len(found) >= MAX_NAMES:
+                    return tuple(found)
+        if budget <= 0:
+            break
+    return tuple(found)
+
+
+def _name_before(buf: Any, floor: int, end: int) -> Optional[str]:
+    """The name that ends at ``end``: the bytes of soname characters before it, if they start
+    with ``lib`` and not after a ``/``."""
+    piece = bytes(buf[floor:end])
+    at = len(piece)
+    while at > 0 and piece[at - 1] in NAME_BYTES:
+        at -= 1
+    if at > 0 and piece[at - 1] == 0x2F:  # "/": a path
+        return None
+    name = piece[at:]
+    return name.decode("ascii") if name.startswith(b"lib") and len(name) > 6 else None

@@ -1,0 +1,114 @@
+"""Libraries opened at run time by dlopen, on the real ctranslate2 4.8.5 wheel (scripts/testdata).
+
+Expectations, from first principles:
+- `readelf -d` of ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5: RPATH $ORIGIN, NEEDED
+  libdl.so.2, librt.so.1, libpthread.so.0, libgomp-e985bcbb.so.1.0.0, libstdc++.so.6, libm.so.6,
+  libgcc_s.so.1, libc.so.6, ld-linux-x86-64.so.2: no CUDA library. `readelf --dyn-syms`: dlopen
+  is an undefined (UND) symbol, dlopen@GLIBC_2.2.5. `readelf -p .rodata`: "libcublas.so.12"
+  (and libnccl.so.2, libcuda.so.1, the MKL libraries). CTranslate2's src/cuda/cublas_stub.cc
+  dlopens libcublas.so.<major> on its first cuBLAS call and throws when it is not found.
+- dlopen(3): a name without a slash is searched in the caller's RPATH (no RUNPATH), then
+  LD_LIBRARY_PATH, its RUNPATH, /etc/ld.so.cache, /lib and /usr/lib; not in site-packages.
+- kb/load.json cuda_libraries: libcublas.so.12 is shipped by nvidia-cublas-cu12; libcuda.so.1 is
+  the driver's; libnccl.so.2 by nvidia-nccl-cu12 (multi-GPU collectives: needed when used).
+The stand-in libcublas.so.12 (an empty file) is the one thing that is not real: the probe only
+lists the names in LD_LIBRARY_PATH's directories, and a real cuBLAS wheel is 500 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archgap.analysis.scan import report_from_facts
+from archgap.probe.binary.fatbin import read_binary
+from archgap.probe.collect import collect
+from archgap.probe.environment import loader as loader_probe
+from archgap.probe.environment.system import System
+from archgap.probe.facts import ProbeResponse
+from tests.helpers import DATA, need_data
+
+CT2 = DATA / "venv-ctranslate2-4.8.5"
+
+
+def ct2_library() -> Path:
+    need_data(CT2.name)
+    (found,) = CT2.glob("lib/python*/site-packages/ctranslate2.libs/libctranslate2-*.so.*")
+    return found
+
+
+def test_the_probe_reads_what_the_library_may_dlopen() -> None:
+    facts = read_binary(str(ct2_library()))
+    assert facts.needed is not None and not any("cublas" in n for n in facts.needed)
+    assert facts.runpath == ("$ORIGIN",)
+    assert facts.dlopens is not None
+    assert {"libcublas.so.12", "libnccl.so.2", "libcuda.so.1"} <= set(facts.dlopens)
+    # its Python extension imports no dlopen: nothing read as what it opens
+    (ext,) = CT2.glob("lib/python*/site-packages/ctranslate2/_ext*.so")
+    assert read_binary(str(ext)).dlopens == ()
+
+
+def loader_cache(tmp_path: Path) -> Path:
+    """A real cache of the loader, written by ldconfig: the trusted directories only."""
+    ldconfig = shutil.which("ldconfig", path="/sbin:/usr/sbin")
+    assert ldconfig is not None, "ldconfig (libc-bin) is part of every Debian system"
+    (tmp_path / "ld.so.conf").write_text("")
+    cache = tmp_path / "ld.so.cache"
+    subprocess.run([ldconfig, "-C", str(cache), "-f", str(tmp_path / "ld.so.conf")], check=True)
+    return cache
+
+
+def ct2_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **environ: str) -> Any:
+    need_data(CT2.name)
+    monkeypatch.setattr(loader_probe, "LOADER_CACHE", str(loader_cache(tmp_path)))
+    monkeypatch.setattr(loader_probe, "TOOLKITS", str(tmp_path / "no-toolkits"))
+    python = str(CT2 / "bin" / "python")
+    request = {
+        "python": {"python": python},
+        "toolchains": {"python": python},
+        "binaries": {"of_python": True, "deep": False, "detail": False},
+        "loader": {},
+    }
+    facts = collect(request, System.local(environ={"PATH": "/usr/bin:/bin", **environ}))
+    sent: dict[str, Any] = json.loads(json.dumps(facts))  # as a remote probe sends them
+    return report_from_facts(ProbeResponse(**sent), ["H100"], driver="580.95.05")
+
+
+def test_cublas_the_loader_does_not_find_is_a_failing_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = ct2_facts(tmp_path, monkeypatch)
+    by_status = {f.status: f for f in report.load if f.check == "dlopen-library"}
+    failing = by_status["fails"]
+    assert failing.package == "ctranslate2" and "libcublas.so.12" in failing.cause
+    assert "at run time by dlopen" in failing.cause
+    assert failing.fix.startswith("pip install nvidia-cublas-cu12")
+    assert "LD_LIBRARY_PATH" in failing.fix and failing.gates_exit_code
+    assert [Path(p).name for p in failing.libraries] == [ct2_library().name]
+    # NCCL: opened for multi-GPU work only, which the binary does not say is every run
+    optional = by_status["unknown"]
+    assert "libnccl.so.2" in optional.cause and not optional.gates_exit_code
+    assert "needed when it uses it" in optional.cause
+    # libcuda.so.1 is the driver's; the MKL names are no CUDA libraries: no finding names them
+    assert not any("libcuda.so" in f.cause or "mkl" in f.cause for f in report.load)
+    (package,) = [p for p in report.packages if p.package == "ctranslate2"]
+    assert package.verdict != "native"
+    assert report.has_gap
+
+
+def test_cublas_on_ld_library_path_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = tmp_path / "cublas-lib"
+    lib.mkdir()
+    (lib / "libcublas.so.12").write_bytes(b"")  # stand-in: only its name is read
+    report = ct2_facts(tmp_path, monkeypatch, LD_LIBRARY_PATH=str(lib))
+    dlopen = [f for f in report.load if f.check == "dlopen-library"]
+    assert [f.status for f in dlopen] == ["unknown"]  # NCCL's alone, as above
+    assert "libcublas" not in dlopen[0].cause
+    assert not any(f.gates_exit_code for f in report.load)
