@@ -109,8 +109,8 @@ def test_a_cuda_13_build_needs_a_580_driver(bnb_facts: dict[str, Any]) -> None:
     assert {lib.role for n, lib in by_name.items() if n != picked.path.rsplit("/", 1)[-1]} == {
         "not loaded"
     }
-    assert picked.verdict == "none" and "CUDA 13" in picked.load
-    assert package.verdict == "none" and package.reason.startswith("nothing loads on 9.0")
+    assert picked.verdict == "blocked" and "CUDA 13" in picked.load
+    assert package.verdict == "blocked" and package.reason.startswith("nothing loads on 9.0")
     (driver,) = [f for f in report.load if f.check == "driver-cuda"]
     assert driver.status == "fails" and driver.package == "bitsandbytes"
     assert [p.rsplit("/", 1)[-1] for p in driver.libraries] == ["libbitsandbytes_cuda130.so"]
@@ -132,7 +132,7 @@ def test_needed_cuda_libraries_no_package_or_loader_gives_are_gaps(
     assert all(f.status == "fails" and f.gates_exit_code for f in missing.values())
     assert "libcublas.so.13, libcublasLt.so.13" in missing["pip install nvidia-cublas"].cause
     (package,) = report.packages
-    assert package.verdict == "none"
+    assert package.verdict == "blocked"  # its kernels run on 9.0 once those are installed
     assert report.has_gap
 
 
@@ -145,7 +145,7 @@ def test_a_driver_older_than_the_gpu_runs_nothing_there(bnb_facts: dict[str, Any
         assert "cuda-toolkit-driver-and-architecture-matrix" in finding.source
     for package in report.packages:
         if package.gpu in by_gpu:
-            assert package.verdict == "none" and "Blackwell's first driver" in package.reason
+            assert package.verdict == "blocked" and "Blackwell's first driver" in package.reason
 
 
 def test_a_driver_newer_than_the_last_branch_of_the_gpu(bnb_facts: dict[str, Any]) -> None:
@@ -244,6 +244,6 @@ def test_a_cuda_13_wheel_with_a_static_runtime_needs_a_580_driver() -> None:
     (finding,) = [f for f in old.load if f.check == "driver-cuda"]
     assert finding.package == "nvidia-curand"
     assert "needs driver >= 580 (CUDA 13: its PTX is ISA 9.0" in finding.cause
-    assert [p.verdict for p in old.packages] == ["none"]
+    assert [p.verdict for p in old.packages] == ["blocked"]  # its sm_90 SASS runs on 580
     new = judge(facts, ["H100"], "580.65.06")
     assert not new.load and [p.verdict for p in new.packages] == ["native"]

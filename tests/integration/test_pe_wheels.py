@@ -195,7 +195,7 @@ def test_kernels_on_a_dll_file(tmp_path: Path) -> None:
 
 def test_scan_judges_a_windows_wheel_per_gpu() -> None:
     """curand's CUDA 13 build holds sm_75 SASS: native on a T4 (7.5). It holds sm_121 SASS too,
-    but it is x86-64 and sm_121 systems (GB10) are aarch64 (kb/gpus.json host_cpu): none there,
+    but it is x86-64 and sm_121 systems (GB10) are aarch64 (kb/gpus.json host_cpu): blocked there,
     while bitsandbytes' win_arm64 build (ARM64, sm_121 SASS) is native. A driver below R580
     cannot run CUDA 13 (NVIDIA's minor-version compatibility table): curand's CUDA major is 13
     from its PTX ISA. The wheel is named as a Windows wheel judged on Linux."""
@@ -205,7 +205,7 @@ def test_scan_judges_a_windows_wheel_per_gpu() -> None:
     assert verdicts[("nvidia-curand", "sm_75")]["verdict"] == "native"
     x86 = verdicts[("nvidia-curand", "sm_121")]
     assert (
-        x86["verdict"] == "none" and "it is x86-64 and sm_121 systems are aarch64" in x86["reason"]
+        x86["verdict"] == "blocked" and "it is x86-64 and sm_121 systems are aarch64" in x86["reason"]
     )
     assert verdicts[("bitsandbytes", "sm_121")]["verdict"] == "native"
     assert {p["reason"] for p in doc["problems"] + arm["problems"]} >= {

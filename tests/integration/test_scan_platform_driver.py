@@ -72,7 +72,8 @@ def test_strict_makes_partial_a_gap() -> None:
 def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
     # libptxonly.so (build.sh: code=compute_80, nvcc 13.0) holds only PTX ISA 9.0. A 535 driver
     # (CUDA 12.2) JIT-compiles PTX up to ISA 8.2: "the provided PTX was compiled with an
-    # unsupported toolchain" -> none; a 580 driver (CUDA 13.0, ISA 9.0) compiles it -> jit.
+    # unsupported toolchain" -> blocked (a newer driver runs it); a 580 driver (CUDA 13.0, ISA
+    # 9.0) compiles it -> jit.
     from archgap.analysis.scan import report_from_facts
     from archgap.codec import encode
     from archgap.probe.binary.fatbin import read_binary
@@ -84,7 +85,7 @@ def test_named_driver_judges_the_ptx_isa_of_ptx_only_libraries() -> None:
     env = PythonEnvironment("/py", "3.11", ("/sp",), (dist,), ())
     facts = ProbeResponse(sections={"python": encode(env), "binaries": [encode(lib)]})
     old = report_from_facts(facts, ["H100"], driver="535.104.05")
-    assert [(p.verdict, p.package) for p in old.packages] == [("none", "pkg")]
+    assert [(p.verdict, p.package) for p in old.packages] == [("blocked", "pkg")]
     assert "unsupported toolchain" in old.packages[0].libraries[0].reason
     assert old.driver_source == "--driver" and old.has_gap
     new = report_from_facts(facts, ["H100"], driver="580.65.06")
@@ -111,7 +112,11 @@ def test_capabilities_only_arm_systems_have_make_an_x86_environment_fail() -> No
     assert sorted(f["gpu"] for f in doc["platform"]) == sorted(arm)
     assert {f["host_cpu"] for f in doc["platform"]} == {"aarch64"}
     verdicts = {p["gpu"]: p["verdict"] for p in doc["packages"]}
-    assert all(verdicts[cc] == "none" for cc in arm), verdicts
+    # x86-64 libcurand.so.10 holds SASS sm_75..sm_121 (cuobjdump --list-elf), sm_121 among it:
+    # it would run on GB10 (12.1) but for the host CPU -> blocked; desktop SASS never runs on an
+    # integrated GPU (Orin 8.7, Xavier 7.2, Thor 11.0: CUDA Programming Guide) -> none
+    assert verdicts == {**{cc: "none" for cc in arm if cc != "12.1"}, "12.1": "blocked",
+                        "9.0": "native", "12.0": "native"}, verdicts  # fmt: skip
     assert result.returncode == 1
     alone = run_cli("scan", "--python", str(CURAND), "--gpu", "8.7", "--driver", "580.65.06")
     assert "8.7 systems are aarch64" in alone.stdout and alone.returncode == 1

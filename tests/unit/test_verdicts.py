@@ -66,8 +66,10 @@ def test_older_gpu_gets_none_with_the_runtime_error() -> None:
 
 
 def test_driver_too_old_for_the_ptx_isa() -> None:
+    # compute_90 PTX JIT-compiles for 12.0; only the driver's PTX ISA stops it: a newer driver
+    # runs it, so it cannot load here (blocked), not "no kernels for this GPU" (none)
     verdict = library_verdict(TYPICAL, resolve_gpu("12.0"), driver_ptx_isa=(8, 8))
-    assert verdict.verdict == "none"
+    assert verdict.verdict == "blocked"
     assert "unsupported toolchain" in verdict.reason
 
 
@@ -82,8 +84,9 @@ def test_ptx_newer_than_the_driver_blames_the_driver_not_the_kernels() -> None:
     ptx = read_binary(str(Path(__file__).parents[1] / "fixtures/cuda/bin/libptxonly.so"))
     a100 = resolve_gpu("A100")
     verdict = library_verdict(ptx, a100, driver_ptx_isa=(8, 7))
-    assert verdict.verdict == "none" and "ISA 8.7" in verdict.load and "9.0" in verdict.load
+    assert verdict.verdict == "blocked" and "ISA 8.7" in verdict.load and "9.0" in verdict.load
     package = package_verdict("pkg", "1", a100, [verdict])
+    assert package.verdict == "blocked"
     assert package.reason.startswith("nothing loads on 8.0: the driver JIT-compiles PTX up to")
     # a driver that knows ISA 9.0 (CUDA 13): JIT at load, nothing broken
     assert library_verdict(ptx, a100, driver_ptx_isa=(9, 0)).load == ""

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from archgap.analysis.verdicts.verdicts import RANK, UNKNOWN
 from archgap.transport.fleet import UNREADABLE, HostInput
 
 if TYPE_CHECKING:
@@ -338,7 +339,7 @@ def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:
     return tuple(drift)
 
 
-VERDICT_ORDER = {"none": 0, "unknown": 1, "partial": 2, "jit": 3, "native": 4, "no-kernels": 5}
+VERDICT_ORDER = RANK  # worst first: none, blocked, unknown, partial, jit, native, no-kernels
 JIT_ORDER = {"fails": 0, "unknown": 1}
 
 
@@ -346,7 +347,9 @@ def kernel_cells(host: HostSummary, packages: Sequence[str]) -> tuple[str, ...]:
     """The worst kernel verdict of each package on any of the host's GPUs; "": not there."""
     worst: dict[str, str] = {}
     for c in host.coverage:
-        if VERDICT_ORDER.get(c.verdict, 1) < VERDICT_ORDER.get(worst.get(c.package, ""), 6):
+        unseen = len(VERDICT_ORDER)  # ranks after every verdict: the first one seen wins
+        rank = VERDICT_ORDER.get(c.verdict, VERDICT_ORDER[UNKNOWN])
+        if rank < VERDICT_ORDER.get(worst.get(c.package, ""), unseen):
             worst[c.package] = c.verdict
     return tuple(worst.get(p, "") for p in packages)
 

@@ -27,6 +27,7 @@ from archgap.analysis.verdicts.platform import (
     platform_findings,
 )
 from archgap.analysis.verdicts.verdicts import (
+    BLOCKED,
     JIT,
     KERNEL_LIBRARY,
     NATIVE,
@@ -124,11 +125,11 @@ class ScanReport:
 
 
 def fails(package: PackageVerdict, strict: bool) -> bool:
-    """A package fails a gating GPU when nothing in it runs there, or nothing could be read
-    (unknown proves nothing, as in the build gate); with ``strict`` (the meaning --strict has
-    everywhere) every kernel library must hold SASS for it: PTX only, a library with nothing
-    for it ('partial') or one that could not be read fail too."""
-    if package.verdict in (NONE, UNKNOWN):
+    """A package fails a gating GPU when nothing in it runs there (none, blocked), or nothing
+    could be read (unknown proves nothing, as in the build gate); with ``strict`` (the meaning
+    --strict has everywhere) every kernel library must hold SASS for it: PTX only, a library with
+    nothing for it or too little ('partial') or one that could not be read fail too."""
+    if package.verdict in (NONE, BLOCKED, UNKNOWN):
         return True
     kernels = (lib for lib in package.libraries if lib.role == KERNEL_LIBRARY)
     return strict and (

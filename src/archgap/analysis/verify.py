@@ -218,7 +218,7 @@ def _check(
         package=owner[0],
         version=owner[1],
         gpu_index=gpu_index,
-        predicted=predicted.verdict if predicted else UNKNOWN,
+        predicted=_observable(predicted) if predicted else UNKNOWN,
         prediction=predicted.reason if predicted else "no prediction for this file",
         deciding_entry=predicted.deciding_entry if predicted else None,
         observed=str(row.get("outcome") or UNKNOWN),
@@ -233,6 +233,17 @@ def _check(
         attempts=tuple(_attempt(a) for a in row.get("attempts") or () if isinstance(a, Mapping)),
         failures=tuple(_attempt(a) for a in row.get("failures") or () if isinstance(a, Mapping)),
     )
+
+
+def _observable(predicted: LibraryVerdict) -> str:
+    """The scan's verdict as the driver shows it when it loads the file: ``blocked`` (here only
+    PTX newer than the driver) loads nothing, and a library serving the GPU with a thin share of
+    its modules (``partial``) loads the entry that decided it, SASS natively, PTX by JIT."""
+    if predicted.verdict == "blocked":
+        return "none"
+    if predicted.verdict == "partial":
+        return "native" if " SASS " in f" {predicted.deciding_entry} " else "jit"
+    return predicted.verdict
 
 
 def _gpu(row: Mapping[str, Any]) -> VerifiedGpu:

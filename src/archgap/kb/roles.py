@@ -42,3 +42,17 @@ def kernel_less() -> RoleRule:
 
 def profiler_library(file_name: str) -> ProfilerLibrary | None:
     return next((p for p in profiler_libraries() if file_name.startswith(p.prefix)), None)
+
+
+@dataclass(frozen=True)
+class CoverageRule:
+    min_share: float  # a GPU served by fewer modules than this fraction of an even share is thin
+    what: str
+    source: str
+
+
+@cache
+def thin_coverage() -> CoverageRule:
+    """When a library covers a GPU with too few of its modules to be ``native`` there."""
+    rule = load_json("roles.json")["thin_coverage"]
+    return CoverageRule(float(rule["min_share"]), rule["what"], rule["source"])

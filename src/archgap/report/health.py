@@ -9,6 +9,10 @@ policies match them): never rename one, only add.
 exit 1 (the node cannot run this stack; a drain policy may act on it):
   ``gpu-missing``   a ``--require``'d GPU is not present
   ``no-kernel``     a package has no kernel that can run on a present or named GPU
+  ``blocked``       a package has kernels for such a GPU but cannot load there: the driver, a
+                    library, the platform or a companion is missing (verdict ``blocked``; these
+                    were ``no-kernel`` before the word existed); after ``no-kernel``, as
+                    ``blocked`` ranks after ``none`` (analysis/verdicts/verdicts.py RANK)
   ``jit-fails``     a JIT compiler (FlashInfer, Triton, torch extensions) will fail on such a GPU
   ``gpu-fault``     nvidia-smi is installed but hung or failed and no GPU answered (a GPU that
                     fell off the bus, a driver that is not loaded): the node cannot run GPU jobs
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 
 MAX_LINE = 200
 PREFIX = "archgap:"
-GAP_CODES = ("gpu-fault", "gpu-missing", "no-kernel", "jit-fails")
+GAP_CODES = ("gpu-fault", "gpu-missing", "no-kernel", "blocked", "jit-fails")
 ERROR_CODES = ("probe-failed", "no-python", "gpu-unknown", "no-gpu", "usage")
 
 
@@ -106,12 +110,14 @@ def health(report: ScanReport, missing_required: Sequence[str] = ()) -> Health:
         more = len(missing_required) - 1
         return Health("gpu-missing", reason_line("gpu-missing", missing_required[0], why, more), 1)
     by_label = {g.label: g for g in report.gpus}
-    gaps = sorted(report.gaps, key=lambda p: (p.package.lower(), p.gpu))
+    # no kernel (and unknown) first, then what cannot load: the order of the verdicts' RANK
+    gaps = sorted(report.gaps, key=lambda p: (p.verdict == "blocked", p.package.lower(), p.gpu))
     if gaps:
         first = gaps[0]
+        code = "blocked" if first.verdict == "blocked" else "no-kernel"
         subject = f"{first.package} {first.version} on {_gpu_name(by_label[first.gpu])}"
         extra = len(gaps) - 1 + len(report.jit_gaps)
-        return Health("no-kernel", reason_line("no-kernel", subject, first.reason, extra), 1)
+        return Health(code, reason_line(code, subject, first.reason, extra), 1)
     jit = sorted(report.jit_gaps, key=lambda f: (f.package.lower(), f.gpu or ""))
     if jit:
         f = jit[0]

@@ -24,6 +24,7 @@ COLOURS = {
     "jit": ("#d4a72c", "#1f2328"),
     "partial": ("#e16f24", "#ffffff"),
     "none": ("#cf222e", "#ffffff"),
+    "blocked": ("#a40e26", "#ffffff"),
     "unknown": ("#8250df", "#ffffff"),
     "ok": ("#1a7f37", "#ffffff"),
     "fails": ("#cf222e", "#ffffff"),
@@ -34,7 +35,8 @@ LEGEND = {
     "native": "native kernels",
     "jit": "PTX only (JIT at load)",
     "partial": "some libraries lack it",
-    "none": "cannot run",
+    "none": "no kernels for this GPU (another build)",
+    "blocked": "cannot load here (a driver, library, platform or companion missing)",
     "unknown": "unknown",
     "no-kernels": "no kernel library (archives, profilers, stubs)",
     "ok": "JIT builds",
@@ -45,7 +47,7 @@ PAGE = 50  # heat map rows (groups) per page
 HOSTS_SHOWN = 160  # characters of a group's host list shown before it is cut
 HEAT_HOSTS_SHOWN = 40  # the same in the heat map, where a row is one line
 # Heat-map columns in this order of their worst cell: gaps, then doubts, then the rest.
-COLUMN_RANK = {"none": 0, "fails": 0, "partial": 0, "unknown": 1}
+COLUMN_RANK = {"none": 0, "blocked": 0, "fails": 0, "partial": 0, "unknown": 1}
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1f2328}

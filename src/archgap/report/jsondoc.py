@@ -10,10 +10,12 @@ from archgap import __version__
 from archgap.codec import encode
 
 # The major on any incompatible change to a command's document, the minor on additions (1.1:
-# scan's "load" findings, a library's "load" and its "not loaded" role); each command has a
-# schema file archgap/schema/<command>.schema.json that the test suite validates every output
-# against.
-SCHEMA_VERSION = "1.1"
+# scan's "load" findings, a library's "load" and its "not loaded" role; 2.0: the verdict
+# "blocked", for what 1.x called "none" when a library has kernels for the GPU but cannot load
+# there, and a library's own "partial": a reader that took "none" for every gap would pass
+# those); each command has a schema file archgap/schema/<command>.schema.json that the test
+# suite validates every output against.
+SCHEMA_VERSION = "2.0"
 
 
 def document(command: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ Every label below is named ``feature.node.kubernetes.io/archgap.<...>``:
   archgap.ok=true|false                 only when judged: no gap on a present (or named) GPU
   archgap.health=ok|no-kernel|...       the health code (see report/health.py)
   archgap.gaps=N
-  archgap.<package>.sm_<XY>=<verdict>   per package x GPU: native, jit, partial, none, unknown
+  archgap.<package>.sm_<XY>=<verdict>   per package x GPU: native, jit, partial, none, blocked,
+                                        unknown
   archgap.<package>.jit.sm_<XY>=fails   per JIT finding that is not ok (fails, unknown)
 
 Names and values follow the Kubernetes label syntax (a name and a value of at most 63

@@ -77,7 +77,7 @@ def _families() -> dict[str, Family]:
             Family(
                 "archgap_package_verdict",
                 "1 per package and GPU; the verdict is a label "
-                "(native, jit, partial, none, unknown).",
+                "(native, jit, partial, none, blocked, unknown).",
             ),
             Family(
                 "archgap_jit_finding",

@@ -133,7 +133,7 @@ def summary(report: ScanReport, elapsed: float) -> str:
     counts: dict[str, int] = {}
     for p in report.packages:
         counts[p.verdict] = counts.get(p.verdict, 0) + 1
-    order = ("native", "jit", "partial", "none", "unknown")
+    order = ("native", "jit", "partial", "none", "blocked", "unknown")
     verdicts = ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v))
     packages = len({p.package for p in report.packages})
     gpus = ", ".join(

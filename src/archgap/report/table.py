@@ -254,6 +254,7 @@ VERDICT_STYLE = {
     "jit": "yellow",
     "partial": "dark_orange",
     "none": "bold red",
+    "blocked": "red",
     "unknown": "magenta",
     "no-kernels": "dim",
 }

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from archgap.analysis.verdicts.compat import GpuTarget
-from archgap.analysis.verdicts.verdicts import NATIVE, NONE, has_device_code, library_verdict
+from archgap.analysis.verdicts.verdicts import (
+    BLOCKED,
+    NATIVE,
+    NONE,
+    has_device_code,
+    library_verdict,
+)
 from archgap.codec import decode
 from archgap.kb.toolchain import major_minor, toolkit_releases
 from archgap.probe.facts import CacheEntry, CacheRoot, ProbeResponse, ToolchainFacts
@@ -146,10 +152,12 @@ def _gpu_flags(cache: str, verdicts: Sequence[EntryVerdict], targets: Sequence[s
             continue
         gpu = f"{v.gpu} ({v.compute_capability})"
         if cache == "torch_extensions":
-            severity = "error" if v.verdict == NONE else "warning"
+            severity = "error" if v.verdict in (NONE, BLOCKED) else "warning"
             effect = (
                 "'no kernel image is available'"
                 if v.verdict == NONE
+                else f"it cannot load: {v.reason}"
+                if v.verdict == BLOCKED
                 else "only PTX: the driver JIT-compiles it at load (slow start)"
             )
             message = f"built for {built}; torch loads it by name on any GPU: on {gpu} {effect}"

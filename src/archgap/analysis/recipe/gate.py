@@ -1,10 +1,11 @@
 """The CI gate of a build (``archgap kernels PATH... --require GPU``): pure.
 
-Every built kernel library must run on every required GPU: ``native`` passes, ``none`` fails,
-``jit`` (only PTX) fails with ``strict``; as in ``scan``, files of other roles (kernel-less stubs,
-device-link archives, profilers: verdicts.role_of) are not judged. A failure names the target
-the recipe for the required GPUs expects (recipe.py: the same rules), so the fix is the recipe's
-build line.
+Every built kernel library must run on every required GPU: ``native`` passes, ``none`` and
+``blocked`` (a wheel for another CPU) fail, ``jit`` (only PTX) and ``partial`` (a tiny fraction
+of its modules serve the GPU) fail with ``strict``; as in ``scan``, files of other roles
+(kernel-less stubs, device-link archives, profilers: verdicts.role_of) are not judged. A
+failure names the target the recipe for the required GPUs expects (recipe.py: the same rules),
+so the fix is the recipe's build line.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from archgap.analysis.recipe.recipe import recipe
 from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.analysis.verdicts.verdicts import (
+    BLOCKED,
     JIT,
     KERNEL_LIBRARY,
     NATIVE,
     NONE,
+    PARTIAL,
     has_device_code,
     library_verdict,
 )
@@ -53,8 +56,9 @@ class GateResult:
 
 
 def _fails(verdict: str, strict: bool) -> bool:
-    """none fails; only PTX fails when strict; unknown (unreadable) fails: nothing is proven."""
-    return verdict != NATIVE and (strict or verdict != JIT)
+    """none and blocked fail; only PTX or a thin share of the modules (partial) fail when strict;
+    unknown (unreadable) fails: nothing is proven."""
+    return verdict != NATIVE and (strict or verdict not in (JIT, PARTIAL))
 
 
 def check_build(
@@ -89,7 +93,7 @@ def check_build(
             if verdict.role != KERNEL_LIBRARY:
                 continue
             if binary.path in misplaced:
-                outcome, why = NONE, misplaced[binary.path]
+                outcome, why = BLOCKED, misplaced[binary.path]
             elif _fails(verdict.verdict, strict):
                 outcome, why = verdict.verdict, verdict.reason
             else:

@@ -7,21 +7,29 @@ objects whose kernels are loaded at run time) decide a package's verdict. *Devic
 profiling) are shown with their role and the reason, and never make a package ``partial``.
 
 Per library x GPU: ``native`` (SASS that loads on it), ``jit`` (only PTX the driver must compile
-at load), ``none`` (nothing can run: "no kernel image is available for execution on the device"),
-``unknown`` (the file could not be read, or NVIDIA does not document the case), ``no-kernels``.
+at load), ``partial`` (it serves the GPU with a tiny fraction of its modules: kb/roles.json
+"thin_coverage"), ``blocked`` (it has kernels for the GPU but cannot load there: a driver, a
+library, a platform or a companion is missing; the fix is to install that), ``none`` (it has
+nothing for the GPU: "no kernel image is available for execution on the device"; the fix is
+another build), ``unknown`` (the file could not be read, or NVIDIA does not document the case),
+``no-kernels``.
 What a library can load: its listed fatbin (``.nv_fatbin``, what cuobjdump lists and the runtime
 registers), and the containers outside it that a deep read finds in its data sections (cuFFT's
 ``.ldata``, cuBLASLt's ``.cask_resource``: the library loads them itself), unless their cubins
 are relocatable (``nvcc -rdc`` output, ELF type ET_REL: device-link inputs, as cuSPARSE's
 ``.rodata`` bundles for nvJitLink). The listed fatbin decides where it serves as well.
-Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU: packages
-ship arch-specific extras by design), ``jit``, ``none``, ``unknown``, ``no-kernels``.
+Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU or cannot
+load: packages ship arch-specific extras by design; or one serves it thinly), ``jit``,
+``blocked`` (nothing runs, and some library would once the missing piece is installed), ``none``
+(no library has anything for it), ``unknown``, ``no-kernels``. Worst first (``RANK``): none,
+blocked, unknown, partial, jit, native, no-kernels.
 
 A verdict is ``native`` (or ``jit``) only when the library would also load and run there
 (verdicts/load.py): a library that cannot load (the driver does not run the GPU or its CUDA,
-a needed library is missing, its PTX is newer than the driver) is ``none`` with ``load``
-naming the broken link; a build its package does not load (kb/load.json "loaders") is shown
-with the role "not loaded" and decides nothing.
+a needed library is missing, its PTX is newer than the driver, its CPU is not the host's) is
+``blocked`` with ``load`` naming the broken link, or ``none`` when it has nothing for the GPU
+anyway (``load`` still names the link); a build its package does not load (kb/load.json
+"loaders") is shown with the role "not loaded" and decides nothing.
 """
 
 from __future__ import annotations
@@ -45,14 +53,27 @@ if TYPE_CHECKING:
 from archgap.probe.binary.deep_plan import kernel_less, runtime_entries
 from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 
-Verdict = Literal["native", "jit", "none", "unknown", "partial", "no-kernels"]
+Verdict = Literal["native", "jit", "none", "blocked", "unknown", "partial", "no-kernels"]
 NATIVE: Final = "native"
 JIT: Final = "jit"
 NONE: Final = "none"
+BLOCKED: Final = "blocked"
 UNKNOWN: Final = "unknown"
 PARTIAL: Final = "partial"
 NO_KERNELS: Final = "no-kernels"
 UNOWNED = "(no distribution)"
+# Worst first, the one order every report sorts and ranks by: none (what is installed can never
+# run there: another build), blocked (it runs once the missing driver, library or companion is
+# installed), unknown (nothing proven), partial, jit, native, no-kernels (nothing to run).
+RANK: Final[dict[str, int]] = {
+    NONE: 0,
+    BLOCKED: 1,
+    UNKNOWN: 2,
+    PARTIAL: 3,
+    JIT: 4,
+    NATIVE: 5,
+    NO_KERNELS: 6,
+}
 KERNEL_LIBRARY, DEVICE_LINK_ARCHIVE, KERNEL_LESS, PROFILER, NOT_LOADED = (
     "kernel library",
     "device-link archive",
@@ -147,7 +168,7 @@ def _decide(
             "'the provided PTX was compiled with an unsupported toolchain' (a newer driver "
             "runs it)"
         )
-        return NONE, reason, name, link
+        return BLOCKED, reason, name, link
     note = "" if driver_ptx_isa is not None else f"; the driver must know PTX ISA {best.ptx_isa}"
     reason = f"no SASS for {cc}; {name} is JIT-compiled at load (slow first start{note})"
     return JIT, reason, name, ""
@@ -224,15 +245,18 @@ def _verdict(
     blocked = load.why_blocked(judged.path, gpu.label) if load is not None else ""
     if not blocked or judged.role != KERNEL_LIBRARY:
         return judged
-    reason = f"cannot load: {blocked}" + (
-        f" (its kernels: {judged.reason})" if judged.verdict != NONE else f"; {judged.reason}"
-    )
-    return replace(judged, verdict=NONE, reason=reason, load=blocked)
+    link = "; ".join(x for x in (blocked, judged.load) if x)
+    if judged.verdict == NONE:  # nothing for the GPU: another build, whatever else is missing
+        return replace(
+            judged, reason=f"{judged.reason}; it cannot load either: {blocked}", load=link
+        )
+    reason = f"cannot load: {blocked} (its kernels: {judged.reason})"
+    return replace(judged, verdict=BLOCKED, reason=reason, load=link)
 
 
 # How well a verdict serves: a hidden entry decides only where it serves better than the
 # listed fatbin (so a listed native cubin decides alone, as deep_plan relies on).
-_RANK: Final = {NATIVE: 3, JIT: 2, UNKNOWN: 1, NONE: 0}
+_RANK: Final = {NATIVE: 4, JIT: 3, UNKNOWN: 2, BLOCKED: 1, NONE: 0}
 
 
 def _tiers(
@@ -268,6 +292,9 @@ def _kernels_verdict(
             reason += _hidden_note(library)
         elif verdict != NATIVE:
             reason += _link_inputs(library.links, cc)
+        thin = _thin(loadable, cc) if verdict in (NATIVE, JIT) else ""
+        if thin:
+            verdict, reason = PARTIAL, f"{thin} ({reason})"
         return LibraryVerdict(
             binary.path, gpu.label, verdict, reason, entry, from_deep, role, why, link
         )
@@ -279,6 +306,30 @@ def _kernels_verdict(
         + _link_inputs(library.links, cc)
     )
     return LibraryVerdict(binary.path, gpu.label, NONE, reason, None, False, role, why)
+
+
+def _thin(entries: Sequence[KernelEntry], cc: ComputeCapability) -> str:
+    """Why the library serves ``cc`` with a tiny fraction of its modules (kb/roles.json
+    "thin_coverage"), or "". A module is a cubin or a PTX entry (a summary row counts the entries
+    it stands for); those that serve ``cc`` are SASS that runs on it and PTX it can JIT."""
+    counts: Counter[str] = Counter()
+    serving: Counter[str] = Counter()
+    for e in entries:
+        counts[e.target] += e.count
+        runs = sass_compat(e.arch, e.variant, cc).runs is True if e.kind == "sass" else None
+        if runs or (e.kind == "ptx" and ptx_jits_on(e.arch, e.variant, cc)):
+            serving[e.target] += e.count
+    total, served = sum(counts.values()), sum(serving.values())
+    share = total / len(counts) if counts else 0.0
+    if not served or served >= roles.thin_coverage().min_share * share:
+        return ""
+    order = sorted(serving, key=lambda t: (t.startswith("compute"), t))
+    which = ", ".join(f"{serving[t]} {t}" for t in order)
+    return (
+        f"only {served:,} of {total:,} modules serve {cc} ({which}; an even share of its "
+        f"{len(counts)} targets is {share:,.0f}): most of its kernels have nothing for it "
+        '-> "no kernel image is available for execution on the device" when one is called'
+    )
 
 
 def _hidden_note(library: _Library) -> str:
@@ -342,28 +393,40 @@ def _by_role(libraries: Sequence[LibraryVerdict]) -> str:
 
 
 def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple[Verdict, str]:
-    by_verdict: dict[Verdict, list[LibraryVerdict]] = {}
+    """A package runs where one of its libraries does; where none does, it is ``blocked`` when one
+    of them has kernels for the GPU and only cannot load (installing the missing piece makes it
+    run, at worst ``partial``), else ``none``."""
+    by_verdict: dict[str, list[LibraryVerdict]] = {}
     for lib in libraries:
         by_verdict.setdefault(lib.verdict, []).append(lib)
     decided = [lib for lib in libraries if lib.verdict != UNKNOWN]
-    none = by_verdict.get(NONE, [])
-    jit = by_verdict.get(JIT, [])
+    none, blocked = by_verdict.get(NONE, []), by_verdict.get(BLOCKED, [])
+    jit, thin = by_verdict.get(JIT, []), by_verdict.get(PARTIAL, [])
     unknown = by_verdict.get(UNKNOWN, [])
-    blocked = [lib for lib in none if lib.load]
     verdict: Verdict
     if not decided:
         verdict, reason = UNKNOWN, f"no library could be judged: {_names(unknown)}"
-    elif len(blocked) == len(decided):
-        links = sorted({link for lib in blocked for link in lib.load.split("; ")})
-        shown = "; ".join(links[:3]) + (f"; and {len(links) - 3} more" if len(links) > 3 else "")
-        verdict, reason = NONE, f"nothing loads on {cc}: {shown} ({_names(blocked)})"
-    elif len(none) == len(decided):
-        verdict, reason = NONE, f"no library has kernels for {cc}: {_names(none)}"
-    elif none:
-        verdict = PARTIAL
-        reason = f"{len(none)} of {len(decided)} libraries have nothing for {cc}: {_names(none)}"
+    elif len(none) + len(blocked) == len(decided):
         if blocked:
-            reason += f" ({len(blocked)} cannot load: {blocked[0].load})"
+            links = sorted({link for lib in blocked for link in lib.load.split("; ")})
+            more = f"; and {len(links) - 3} more" if len(links) > 3 else ""
+            verdict = BLOCKED
+            reason = f"nothing loads on {cc}: {'; '.join(links[:3])}{more} ({_names(blocked)})"
+            if none:
+                reason += f"; nothing for {cc} in {_names(none)} either"
+        else:
+            verdict, reason = NONE, f"no library has kernels for {cc}: {_names(none)}"
+    elif none or blocked:
+        verdict = PARTIAL
+        count = f"{len(none)} of {len(decided)} libraries"
+        parts = [f"{count} have nothing for {cc}: {_names(none)}"] if none else []
+        if blocked:
+            count = f"{len(blocked)} of {len(decided)} libraries"
+            parts.append(f"{count} cannot load: {blocked[0].load} ({_names(blocked)})")
+        reason = "; ".join(parts)
+    elif thin:
+        verdict = PARTIAL
+        reason = f"{_names(thin)} serves {cc} thinly: {thin[0].reason}"
     elif jit:
         verdict = JIT
         reason = f"PTX JIT only (no SASS for {cc}) in {_names(jit)}"
