@@ -39,7 +39,7 @@ ARCHGAP = str(Path(sys.executable).parent / "archgap")
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from archgap.archives.zipmembers import INFLATER, WORKERS  # noqa: E402
-from archgap.probe.environment.pyenv import NATIVE_NAME  # noqa: E402
+from archgap.probe.binary.names import NATIVE_NAME  # noqa: E402
 from tests.integration.test_kernels_cuobjdump import LINE  # noqa: E402
 from tests.loopback_index import NGINX, nginx_server  # noqa: E402
 

@@ -130,3 +130,20 @@ def test_padded_containers_in_a_data_section_stream_like_the_file(tmp_path: Path
     # k.fatbin holds 3 entries (test_fatbin_fixtures: sm_86 and sm_90a SASS, compute_75 PTX)
     assert len(in_blob) == 3 * 3
     assert facts(streamed(lib.read_bytes(), True, chunk=4099)) == facts(installed)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_kernel_answers_stand_in_for_payloads_not_kept(
+    deep: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No payload kept for the reader (``MAX_PAYLOADS`` 0): whether each small PTX or compressed
+    cubin holds a kernel was answered from its bytes as they went by (the LZ4 fixtures' stubs
+    and kernels), and every fixture still reads exactly like the file."""
+    monkeypatch.setattr(streamread, "MAX_PAYLOADS", 0)
+    looked = 0
+    for name in FIXTURES:
+        installed = read_binary(str(BIN / name), deep)
+        got = streamed((BIN / name).read_bytes(), deep, chunk=4099)
+        assert facts(got) == facts(installed), name
+        looked += sum(e.kernels is not None for e in got.entries if e.compression != "none")
+    assert looked  # libnokernel_lz4.so and libtiny_lz4.so: LZ4 cubins, looked at

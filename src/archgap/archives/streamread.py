@@ -14,9 +14,10 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
   of ``walk_containers`` and ``search_section`` are answered from these lists);
 - at each magic, the container header and the first entry header; along each container, every
   entry header (the chain ``walk_entries`` follows) and the 16 bytes after the container; for a
-  small uncompressed SASS payload, what ``cubin_has_text`` reads, and the whole payload of other
-  small SASS and PTX entries (``content.has_kernel``); with ``deep``, the first bytes of each
-  SASS payload not Zstandard-compressed (its ELF header: ``content.is_relocatable``);
+  small uncompressed SASS payload, what ``cubin_has_text`` reads; of other small SASS and PTX,
+  whether each holds a kernel (``content.has_kernel``, answered as it goes by: ``told_kernels``),
+  or its payload while ``MAX_PAYLOADS`` allows (one not kept is "not looked at"); with ``deep``,
+  the first bytes of each SASS payload not Zstandard-compressed (``content.is_relocatable``);
 - of each ELF image (the member, an archive's member, a payload cubin, a cubin candidate): its
   header, its section table when the stream reaches it, and its section-name table and (cubins)
   notes, which precede the table: they are taken from the last ``LOOKBEHIND`` bytes;
@@ -29,9 +30,10 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
   entry chain), the first non-zero byte at or after it.
 
 Memory is the lookbehind, the chunk being read, and the kept headers (a few bytes per entry,
-bounded by ``MAX_KEPT``); nothing is written anywhere. Where the reader asks for bytes that were
-not kept (a section that does not start with a container, a cubin whose names are more than
-``LOOKBEHIND`` bytes before its section table, headers past the bound), ``Kept`` raises
+bounded by ``MAX_KEPT``; payloads by ``MAX_PAYLOADS``, so that later headers, the section table
+above all, are still kept); nothing is written anywhere. Where the reader asks for bytes that
+were not kept (a section that does not start with a container, a cubin whose names are more
+than ``LOOKBEHIND`` bytes before its section table, headers past the bound), ``Kept`` raises
 ``NotRecorded``: the member is "unknown" with the offset, never a guess.
 """
 
@@ -50,7 +52,7 @@ from typing import IO, Any
 from archgap.probe.binary.ar import AR_MAGIC
 from archgap.probe.binary.binreader import ZERO_CHUNK, NotRecorded, Reader
 from archgap.probe.binary.bytesearch import searcher
-from archgap.probe.binary.content import PREFIX_STORED
+from archgap.probe.binary.content import PREFIX_STORED, has_kernel
 from archgap.probe.binary.deepsearch import PADDING_PEEK, SEARCH_MIN
 from archgap.probe.binary.elf import (
     CUBIN_IDENT,
@@ -71,6 +73,8 @@ from archgap.probe.binary.fatcontainer import (
     CONTAINER_MAGIC,
     ENTRY_HEADER,
     ENTRY_KINDS,
+    FLAG_ARCH_SPECIFIC,
+    FLAG_FAMILY,
     FLAG_LZ4,
     FLAG_ZSTD,
     KERNEL_CHECK_MAX,
@@ -82,6 +86,7 @@ CHUNK = 1 << 20  # bytes read from the stream at a time
 LOOKBEHIND = 16 << 20  # bytes kept behind the stream's position (names before a section table)
 MAX_WANT = 16 << 20  # a pending range keeps the window this much past LOOKBEHIND at most
 MAX_KEPT = 64 << 20  # bytes of kept headers and positions (with their bookkeeping) at most
+MAX_PAYLOADS = 16 << 20  # bytes of those that are entries' payloads kept for the reader at most
 PACK_MIN = 4096  # kept ranges larger than this are compressed (cubins' name tables)
 PIN_COST = 96  # bookkeeping bytes counted per kept range
 NOTE_MAX = 65536  # bytes of a cubin's note read (``cubin_at`` reads its ptxas command line)
@@ -92,6 +97,9 @@ NEED_MARKS = (b".so", b"$ORIGIN")  # what a needed name (libc.so.6) or a search 
 MARK_TAIL = len(b"$ORIGIN") - 1  # a mark may straddle two chunks
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
+# What ``want`` does with a range: keep it (past ``MAX_KEPT``: keeping stops), keep it while
+# ``MAX_PAYLOADS`` allows, or only hand it to its rule as it goes by.
+KEEP, OPTIONAL, LOOK = 0, 1, 2
 
 
 class Kept:
@@ -104,6 +112,7 @@ class Kept:
         self.size = collector.size
         self.needles = collector.needles
         self.lost_at = collector.lost_at  # from here on, not every position or header was kept
+        self.told_kernels = collector.told  # content.has_kernel's answers, found as they went by
         pins = collector.pins
         self.packed = sorted(collector.packed.items())  # (start, (length, zlib data))
         self.packed_starts = [start for start, _ in self.packed]
@@ -214,7 +223,11 @@ class Collector:
         self.nonzero: dict[int, int] = {}
         self.zeros_before: dict[int, int] = {}  # container magic -> zero bytes just before it
         self.waiting_zero: list[int] = []  # positions whose first non-zero byte is not seen yet
-        self.wants: list[tuple[int, int, int, Rule | None]] = []  # (end, order, start, rule)
+        # (end, order, start, rule, what is done with it: KEEP, OPTIONAL, LOOK)
+        self.wants: list[tuple[int, int, int, Rule | None, int]] = []
+        self.payloads = 0  # bytes of OPTIONAL ranges kept
+        self.told: dict[int, bool | None] = {}  # payload -> content.has_kernel's answer
+        self.with_kernels: set[tuple[str, int, int]] = set()  # (kind, arch, variant flags)
         self.order = 0
         self.followed: dict[int, int] = {}  # entry header -> the furthest end followed from it
         self.images: dict[int, bool] = {}  # ELF images whose section table is wanted
@@ -309,21 +322,26 @@ class Collector:
     def _lose(self, at: int) -> None:
         self.lost_at = min(self.lost_at, at)
 
-    def want(self, start: int, length: int, rule: Rule | None = None) -> None:
-        """Keep [start, start + length) (clipped to the member) and hand it to ``rule``."""
+    def want(self, start: int, length: int, rule: Rule | None = None, how: int = KEEP) -> None:
+        """Keep [start, start + length) (clipped to the member; ``how``: see ``KEEP``) and hand
+        it to ``rule``."""
         end = min(start + length, self.size)
         if start < 0 or start >= end or start >= self.lost_at:
             return
         self.order += 1
-        heapq.heappush(self.wants, (end, self.order, start, rule))
+        heapq.heappush(self.wants, (end, self.order, start, rule, how))
 
     def _serve(self) -> None:
         while self.wants and self.wants[0][0] <= self.pos:
-            end, _, start, rule = heapq.heappop(self.wants)
+            end, _, start, rule, how = heapq.heappop(self.wants)
             data = self._window_bytes(start, end)
             if data is None:  # passed before it was known to be needed, and out of the window
                 continue
-            if not self._keep(start, data):
+            if how == OPTIONAL:
+                # a payload past the budget is not kept, and the pass goes on keeping headers
+                if self.payloads + len(data) <= MAX_PAYLOADS and self._keep(start, data):
+                    self.payloads += len(data)
+            elif how == KEEP and not self._keep(start, data):
                 self._lose(start)
                 continue
             if rule is not None:
@@ -408,7 +426,7 @@ class Collector:
         if len(data) < ENTRY_HEADER.size or self.followed.get(pos, -1) >= end:
             return  # the member ends here, or this chain was followed to this end already
         self.followed[pos] = end
-        (kind, _, header_size, payload_size, compressed, _, _, _, _,
+        (kind, _, header_size, payload_size, compressed, _, _, _, arch,
          _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack(data[: ENTRY_HEADER.size])  # fmt: skip
         if kind not in ENTRY_KINDS or not ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER:
             return
@@ -421,8 +439,8 @@ class Collector:
         elif ENTRY_KINDS[kind] == "sass" and not packed:
             # cubin_has_text reads its header and tables
             self.want(payload, ELF64_HEADER.size, self._elf_rule(cuda_only=True))
-        else:  # content.has_kernel reads the whole payload
-            self.want(payload, compressed or payload_size)
+        else:  # content.has_kernel reads the whole payload: answered as it goes by
+            self._look_for_kernels(payload, payload_size, compressed, unpacked, kind, arch, flags)
         if self.deep and ENTRY_KINDS[kind] == "sass" and not flags & FLAG_ZSTD:
             # content.is_relocatable reads a deep container's cubin's ELF header (not Zstandard)
             self.want(payload, min(compressed or payload_size, PREFIX_STORED))
@@ -430,6 +448,28 @@ class Collector:
             self.want(following, ENTRY_HEADER.size, lambda at, got: self._entry(at, got, end))
         else:
             self.zero_query(following)
+
+    def _look_for_kernels(
+        self, at: int, size: int, packed: int, unpacked: int, code: int, arch: int, flags: int
+    ) -> None:
+        """Whether a small PTX or compressed SASS entry holds a kernel, from its bytes as they
+        go by (``told``) until one of its kind, target and variant does (``fatcontainer._kernels``
+        does not look at those again in a section); then its payload, while ``MAX_PAYLOADS``
+        allows. cuFFT 12.0's 8,646 such payloads took 57 MB packed, past ``MAX_KEPT`` before its
+        section table went by (the member was "unknown"); unpacking each costs ~2 ms."""
+        kind, stored = ENTRY_KINDS[code], packed or size
+        key = (kind, arch, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY))
+        if key in self.with_kernels:
+            return self.want(at, stored, None, OPTIONAL)
+        how = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else "none"
+        compression = "unknown" if packed and how == "none" else how  # as walk_entries names it
+
+        def tell(at: int, data: bytes) -> None:
+            self.told[at] = has_kernel(data, 0, len(data), unpacked, kind, compression)
+            if self.told[at]:
+                self.with_kernels.add(key)
+
+        self.want(at, stored, tell, LOOK)
 
     def _cubin_candidate(self, pos: int, data: bytes) -> None:
         """A cubin ident found with ``deep`` (``cubin_at``)."""
