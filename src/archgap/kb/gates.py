@@ -15,7 +15,16 @@ from typing import Any
 
 from archgap.kb import load_json
 
-RULES = ("minimum", "toolkit-minimum", "no-code-below", "family", "built-for", "driver-minimum")
+RULES = (
+    "minimum",
+    "toolkit-minimum",
+    "no-code-below",
+    "family",
+    "built-for",
+    "driver-minimum",
+    "toolkit-version",
+    "ptx-minimum",
+)
 PREFIX = "gate:"
 
 
@@ -48,6 +57,7 @@ class Gate:
     source: str
     accepts: tuple[str, ...] = ()  # family: the capabilities it runs on ("9.x", "10.0")
     instead: str = ""  # what the framework itself says to do instead ("--dtype=half")
+    project: str = ""  # the top-level project whose source prints it (see project_of)
 
     @property
     def signature_id(self) -> str:
@@ -72,6 +82,7 @@ def _gate(entry: dict[str, Any]) -> Gate:
             source=entry["source"],
             accepts=tuple(entry.get("accepts", ())),
             instead=entry.get("instead", ""),
+            project=project_of(entry),
         )
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise GateError(f"bad gate entry {entry.get('id', '?')}: {exc}") from exc
@@ -80,6 +91,18 @@ def _gate(entry: dict[str, Any]) -> Gate:
     if not gate.source.startswith("https://"):
         raise GateError(f"{gate.id}: source must be an https:// address")
     return gate
+
+
+def project_of(entry: dict[str, Any]) -> str:
+    """The top-level project whose released source prints the message: the entry's 'project'
+    where the framework names a part or a wrapper ("NVRTC (numba-cuda)" is numba-cuda's
+    message), else the framework without its parenthesis ("vLLM (vllm_flash_attn)" is vLLM's);
+    "" for a wording of the facts that no one project owns."""
+    if entry.get("project"):
+        return str(entry["project"])
+    if entry.get("framework") == "any":
+        return ""
+    return str(entry["framework"]).split(" (")[0].strip()
 
 
 @dataclass(frozen=True)
@@ -94,6 +117,7 @@ class Known:
     message: str  # as printed, facts as {placeholders}
     signature: str  # the signature id that recognises it ("gate:<id>" for a gate)
     source: str
+    project: str = ""  # the top-level project whose source prints it (see project_of)
 
 
 def _known(entry: dict[str, Any]) -> Known:
@@ -106,6 +130,7 @@ def _known(entry: dict[str, Any]) -> Known:
             message=entry["message"],
             signature=entry["signature"],
             source=entry["source"],
+            project=project_of(entry),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise GateError(f"bad known message {entry.get('message', '?')!r}: {exc}") from exc

@@ -15,7 +15,12 @@ numbering does:
   only, so a GPU whose major the list lacks needs a build that lists it (a toolkit that targets
   it), and one older than every entry needs an older build;
 - driver-minimum: a driver whose CUDA is older than the build's runs none of it: a newer driver,
-  or a build for the driver's CUDA.
+  or a build for the driver's CUDA;
+- toolkit-version: a build script that needs a newer CUDA toolkit (its own check of nvcc -V)
+  fails whatever the GPU: a newer toolkit (one that still targets the GPU), or a prebuilt wheel;
+- ptx-minimum: each target needs the PTX ISA version that introduced it (NVIDIA's PTX ISA
+  release notes; LLVM's own error names that minimum), so PTX asked for an older ISA cannot
+  name it: the caller's PTX version, not the GPU, is the gap.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
     who = _who(gate, facts)
     if gate.rule == "driver-minimum":
         return _driver_minimum(gate, who, got, facts)
+    if gate.rule == "toolkit-version":
+        return _toolkit_version(gate, who, got, facts)
+    if gate.rule == "ptx-minimum":
+        return _ptx_minimum(gate, who, got)
     cc = _cc(got) or (facts.ccs[0] if len(facts.ccs) == 1 else None)
     listed = _listed(got.get("list", ""))
     if gate.rule == "built-for":
@@ -55,7 +64,7 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
         return None  # the message's own facts say the GPU is not below it
     gpu = _gpu(facts, cc)
     if gate.rule == "toolkit-minimum":
-        return _toolkit_minimum(who, got.get("tool", ""), cc, need, gpu)
+        return _toolkit_minimum(gate, who, got.get("tool", ""), cc, need, gpu)
     if gate.rule == "no-code-below":
         cause = (
             f"{who}'s build carries no code for compute capability {cc} or below: the "
@@ -107,7 +116,9 @@ def _instead(gate: Gate) -> list[Fix]:
     return [Fix(gate.instead, f"{gate.framework}'s own advice ({gate.source})", kind=AVOID)]
 
 
-def _toolkit_minimum(who: str, tool: str, cc: str, need: str | None, gpu: str) -> Ruling:
+def _toolkit_minimum(
+    gate: Gate, who: str, tool: str, cc: str, need: str | None, gpu: str
+) -> Ruling:
     target = "sm_" + cc.replace(".", "")
     last = kb.last_toolkit_for(target)
     compiler = f"{who} {tool}".strip() if tool else who
@@ -117,6 +128,7 @@ def _toolkit_minimum(who: str, tool: str, cc: str, need: str | None, gpu: str) -
         + (f" (CUDA dropped {target} after {last})" if last else "")
     )
     fixes = (
+        *_instead(gate),
         Fix(
             f"use a CUDA toolkit (NVRTC/NVVM) that still builds {target}: CUDA {last} or older",
             "NVIDIA's toolkit release notes: the targets each release adds and drops",
@@ -260,6 +272,88 @@ def _driver_minimum(gate: Gate, who: str, got: dict[str, str], facts: LogFacts) 
         "the driver is older than the build, so no CUDA code of it runs"
     )
     return Ruling("driver-gate", cause, DETERMINED, fixes)
+
+
+def _toolkit_version(gate: Gate, who: str, got: dict[str, str], facts: LogFacts) -> Ruling | None:
+    """A build script's own check of the CUDA toolkit (nvcc -V) below its minimum: the GPU plays
+    no part, so the fix is a newer toolkit (still one that targets the GPU) or a prebuilt wheel."""
+    need = _cuda(got.get("need", "")) or _cuda(gate.need or "")
+    if need is None:
+        return None
+    stated = _cuda(facts.toolkit or "")
+    found = _cuda(got.get("found", "")) or (stated if stated != need else None)  # not its own
+    if found is not None and _key(found) >= _key(need):
+        return None  # the toolkit the log states is new enough: not this gap
+    have = f" (the log's nvcc is CUDA {found})" if found else ""
+    cause = (
+        f"{who}'s build needs a CUDA toolkit >= {need} and the nvcc it found is older{have}: "
+        "its setup checks nvcc -V before compiling anything, whatever the GPU"
+    )
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
+    last = kb.last_toolkit_for("sm_" + cc.replace(".", "")) if cc else None
+    upto = (
+        f", and no newer than CUDA {last}, the last that builds sm_{cc_int(cc)}"
+        if cc and last
+        else ""
+    )
+    fixes = (
+        Fix(
+            f"install CUDA {need} or newer{upto}; point CUDA_HOME at it so that nvcc -V reports it",
+            f"{who}'s own check ({gate.source})",
+            kind=TOOLKIT,
+        ),
+        Fix(
+            f"or install a prebuilt wheel of {who} for your torch and CUDA (no nvcc needed)",
+            "a wheel skips the build and its toolkit check",
+            kind=UPGRADE,
+        ),
+    )
+    return Ruling("toolkit-gate", cause, DETERMINED, fixes)
+
+
+def _ptx_minimum(gate: Gate, who: str, got: dict[str, str]) -> Ruling | None:
+    """PTX asked for an ISA older than the one that introduced the target."""
+    asked, cc = got.get("found"), _cc(got)
+    if not asked or cc is None:
+        return None
+    target = "sm_" + cc_int(cc)
+    need = got.get("need") or _first_isa(target)  # older LLVM words name no minimum
+    if need is None or _key(asked) >= _key(need):
+        return None
+    first = next((r for r in kb.toolkit_releases() if _key(r.ptx_isa) >= _key(need)), None)
+    ships = f" (CUDA {first.cuda}'s PTX ISA)" if first else ""
+    cause = (
+        f"{who} was asked for PTX ISA {asked}, but {target} exists only from PTX ISA {need}"
+        f"{ships}: PTX of an older ISA cannot name a newer target. The PTX version comes from the "
+        "program that drives the compiler (its own CUDA-to-PTX table), not from the GPU"
+    )
+    fixes = (
+        Fix(
+            f"upgrade the program that sets the PTX version (so that it asks for PTX ISA {need} "
+            f"or newer for {target}), or let the compiler choose its default",
+            f"{who}'s own advice ({gate.source})",
+            kind=UPGRADE,
+        ),
+        Fix(
+            f"whatever assembles it (ptxas, or the driver's JIT) must know PTX ISA {need}"
+            + (f": CUDA {first.cuda} or newer" if first else ""),
+            "NVIDIA's PTX ISA release notes: the ISA each toolkit writes",
+            kind=UPGRADE,
+        ),
+    )
+    return Ruling("ptx-gate", cause, DETERMINED, fixes)
+
+
+def _first_isa(target: str) -> str | None:
+    """The PTX ISA of the first toolkit that targets ``target`` (the ISA that introduced it)."""
+    first = kb.first_toolkit_for(target)
+    release = kb.toolkit_release(first) if first else None
+    return release.ptx_isa if release else None
+
+
+def cc_int(cc: str) -> str:
+    """ "12.0" -> "120", "10.7" -> "107"."""
+    return cc.replace(".", "")
 
 
 def _unknown_gpu(gate: Gate, who: str, need: str | None) -> Ruling | None:
