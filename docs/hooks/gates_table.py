@@ -20,25 +20,25 @@ def _where(file: str, line: int, source: str) -> str:
     return f"[`{_cell(at)}`]({url})" if at else f"[source]({url})"
 
 
-def _project(release: str) -> str:
-    """The project a release names ("vllm 0.34.0" -> "vllm", "cudf-cu12 24.12.0" -> "cudf")."""
-    return release.split()[0].lower().removesuffix("-cu12") if release else ""
-
-
 def table() -> str:
-    from archgap.kb.gates import load_gates, load_known
+    from archgap.kb.gates import Gate, Known, load_gates, load_known
 
     # a gate of framework "any" read from a release (Thrust's words, printed by every program
     # that links it) is a mined message too; one without a release is a wording of the facts
     gates = [g for g in load_gates() if g.framework != "any" or g.release]
     wordings = [g for g in load_gates() if g not in gates]
     known = load_known()
-    projects = {_project(r.release) for r in (*gates, *known)} - {""}
+    # a project: the top-level project whose released source prints the message (kb.gates
+    # project_of: "vLLM (vllm_flash_attn)" is vLLM's, "NVRTC (numba-cuda)" numba-cuda's)
+    mined: list[Gate | Known] = [*gates, *known]
+    projects = sorted({r.project for r in mined} - {""}, key=str.lower)
     lines = [
         f"**{len(gates) + len(known)} messages** mined from the released source of "
         f"**{len(projects)} projects**: {len(gates)} decided by a gate rule, {len(known)} "
         f"recognised by an existing signature; and {len(wordings)} wordings of the facts "
         "that no one framework owns.",
+        "",
+        "Projects: " + ", ".join(projects) + ".",
         "",
         "| framework | release | file:line | message | rule or signature |",
         "|---|---|---|---|---|",
