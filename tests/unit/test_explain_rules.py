@@ -314,6 +314,21 @@ def test_a_package_with_its_own_build_is_rebuilt_with_its_own_switch(
     assert "TORCH_CUDA_ARCH_LIST" not in _fixes(d)
 
 
+def test_ggmls_device_line_states_the_gpus_capability() -> None:
+    # ggml_cuda_init's format (llama.cpp ggml-cuda.cu): "  Device %d: %s, compute capability
+    # %d.%d, VMM: %s"; a GTX 1080 is 6.1 (NVIDIA's CUDA GPUs list)
+    d = _explain(
+        "  Device 0: NVIDIA GeForce GTX 1080, compute capability 6.1, VMM: yes\n"
+        "ggml_cuda_compute_forward: ADD failed\n"
+        "CUDA error: no kernel image is available for execution on the device\n"
+    )
+    assert "ggml was built without sm_61" in d.root_cause
+    assert "CMAKE_CUDA_ARCHITECTURES=61" in _fixes(d) and "<CC>" not in _fixes(d)
+    # the same words in a 940MX's older start-up line (https://github.com/ggml-org/ggml/issues/465)
+    d = _blind("ggml-465-940mx-cc50-archs-52-61.log")
+    assert "sm_50" in d.root_cause and "<CC>" not in _fixes(d)
+
+
 def test_an_old_gpu_current_builds_dropped_needs_an_old_release() -> None:
     # https://github.com/NVIDIA/DeepLearningExamples/issues/695: GeForce GT 710 (Kepler 3.5)
     d = _blind("dle-695-gt710-no-kernel-image.log")
