@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from archgap.analysis.recipe.gate import GateResult
+    from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.index.deps import Chosen
-    from archgap.probe.facts import BinaryFacts, GatesFacts, ProbeResponse, TraceFacts
+    from archgap.probe.facts import BinaryFacts, EnvVar, GatesFacts, ProbeResponse, TraceFacts
     from archgap.report.gates import LeftOut as GatesLeftOut
     from archgap.report.gates import Rejection as GatesRejection
     from archgap.report.trace import LeftOut as TraceLeftOut
@@ -59,6 +60,9 @@ class TraceResult:
 
     facts: TraceFacts
     left: TraceLeftOut
+    gpus: tuple[GpuTarget, ...] = ()  # --gpu: each write's branch evaluated for these
+    env: tuple[EnvVar, ...] | None = None  # --env-from: the service's (allowlisted) variables
+    env_source: str = ""  # where they were read ("/etc/sglang.env", "/proc/1234/environ")
 
 
 @dataclass(frozen=True)

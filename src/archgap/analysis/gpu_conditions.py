@@ -147,7 +147,7 @@ def reach(guards: list[tuple[str, str]], cc: ComputeCapability) -> tuple[bool | 
     for kind, test in guards:
         value = holds(test, cc) if kind in ("if", "else", "while", "not") else None
         if value is None:
-            undecided.append(test if kind in ("if", "while") else f"{kind} {test}".strip())
+            undecided.append(_undecided(kind, test))
             continue
         if value != (kind in ("if", "while")):
             return False, []
@@ -155,6 +155,18 @@ def reach(guards: list[tuple[str, str]], cc: ComputeCapability) -> tuple[bool | 
     if not decided:
         return None, undecided
     return (True, []) if not undecided else (None, undecided)
+
+
+def _undecided(kind: str, test: str) -> str:
+    """A guard the compute capability does not decide, as a condition to read."""
+    if kind in ("if", "while"):
+        return test
+    if kind in ("not", "else"):
+        return f"not ({test})" if " " in test.strip() else f"not {test}"
+    if kind == "for":
+        loop = test if test.startswith("for ") else f"for {test}"
+        return f"the loop `{loop}` reaches it"
+    return f"{kind} {test}".strip() if not test.startswith(kind) else test
 
 
 def gpu_decided(guards: list[tuple[str, str]], cc: ComputeCapability) -> bool:

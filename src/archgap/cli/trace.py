@@ -26,6 +26,11 @@ OPTIONS = (
         "paths", nargs="*", default=[], metavar="PATH", help="files or directories to search"
     ),
     opt.repeated("--dist", "DIST", "search only this installed distribution's files (repeatable)"),
+    opt.gpu_option("evaluate each write's branch for this GPU's compute capability (repeatable)"),
+    opt.env_from_option(
+        "the service's environment on the target: a process id (/proc/PID/environ), an env file "
+        "(KEY=VALUE lines) or `docker inspect` JSON: whether each variable feeding a write is set"
+    ),
     opt.ALL_TREES,
     opt.ENVIRONMENT,
     opt.output(opt.TABLE_FORMATS),
@@ -40,7 +45,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     target = target_from_args(args)
     with out.step(f"probing {target.name}"):
         result = trace(
-            args.name, paths=args.paths, dists=args.dist, python=args.python, target=target,
+            args.name, paths=args.paths, dists=args.dist, python=args.python, gpus=args.gpu,
+            env_from=args.env_from, target=target,
             show_all=bool(args.show_all), root=args.root, timeout=args.timeout,
         )  # fmt: skip
     show(out, "trace", result, View(python=inspected_python(args)))

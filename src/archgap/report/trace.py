@@ -12,7 +12,8 @@ from archgap.report.markup import escape, short_path
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
-    from archgap.probe.facts import Frame, Guard, Occurrence, TraceFacts
+    from archgap.analysis.verdicts.compat import GpuTarget
+    from archgap.probe.facts import EnvVar, Frame, Guard, Occurrence, TraceFacts
     from archgap.results import TraceResult
 
 
@@ -137,7 +138,14 @@ def text(result: TraceResult) -> list[str]:
     variables feeding it and the exceptions swallowed around it), the reads, what could not be
     read, what was left out."""
     lines: list[str] = []
-    _render(result.facts, lines)
+    context = _Context(result.gpus, result.env, result.env_source)
+    if result.env is not None:
+        lines.append(f"[bold]Environment[/] {escape(result.env_source)} (--env-from)")
+    _render(result.facts, lines, context)
+    writes = [o for o in result.facts.occurrences if o.kind == "write"]
+    if result.gpus and writes and not any(_on_gpus(o, context) for o in writes):
+        gpus = ", ".join(f"{g.label} ({g.compute_capability})" for g in result.gpus)
+        lines.append(f"[dim]no write's branch depends on the compute capability of {gpus}[/]")
     note = left_out_text(result.left)
     return lines + ([f"[dim]{escape(note)}[/]"] if note else [])
 
@@ -162,7 +170,49 @@ def guards_text(guards: tuple[Guard, ...]) -> str:
     return " › ".join(parts)
 
 
-def _render(facts: TraceFacts, lines: list[str]) -> None:
+@dataclass(frozen=True)
+class _Context:
+    """What --gpu and --env-from add: the GPUs each branch is evaluated for, the service's
+    environment each variable feeding a write is looked up in (None: not asked)."""
+
+    gpus: tuple[GpuTarget, ...] = ()
+    env: tuple[EnvVar, ...] | None = None
+    env_source: str = ""
+
+
+def _on_gpus(item: Occurrence, context: _Context) -> list[str]:
+    """Per GPU: whether the write's branch is taken on it (or on what else that depends)."""
+    from archgap.analysis.gpu_conditions import reach
+
+    guards = [(g.kind, g.condition) for g in item.branch]
+    out = []
+    for gpu in context.gpus:
+        reached, unless = reach(guards, gpu.compute_capability)
+        name = f"{gpu.label} ({gpu.compute_capability})"
+        if reached is True:
+            out.append(f"on {name}: taken")
+        elif reached is False:
+            out.append(f"on {name}: not taken")
+        elif len(unless) < len(guards):
+            out.append(f"on {name}: taken when {' and '.join(unless)}")
+    return out  # a branch the compute capability does not decide: nothing to say per GPU
+
+
+def _env_state(variable: str, context: _Context) -> str:
+    """Whether the service's environment sets ``variable`` ("" without --env-from)."""
+    from archgap.probe.environment.system import env_allowed
+
+    if context.env is None:
+        return ""
+    for var in context.env:
+        if var.name == variable:
+            return f"set in {context.env_source}: {variable}={var.value}"
+    if not env_allowed(variable):
+        return "not read: archgap reads only its allowlist of variables (never secrets)"
+    return f"not set in {context.env_source}"
+
+
+def _render(facts: TraceFacts, lines: list[str], context: _Context = _Context()) -> None:
     writes = [o for o in facts.occurrences if o.kind == "write"]
     reads = [o for o in facts.occurrences if o.kind == "read"]
     files = len({o.path for o in facts.occurrences})
@@ -174,7 +224,7 @@ def _render(facts: TraceFacts, lines: list[str]) -> None:
         lines.append("[dim]no occurrence as code[/]")
     if writes:
         lines.append("\n[bold]Writes[/] [dim](defining module first)[/]")
-        _render_group(writes, lines, with_flow=True)
+        _render_group(writes, lines, with_flow=True, context=context)
     if reads:
         lines.append("\n[bold]Reads[/]")
         _render_group(reads, lines, with_flow=False)
@@ -182,7 +232,9 @@ def _render(facts: TraceFacts, lines: list[str]) -> None:
         lines.append(f"[yellow]skipped[/] {escape(problem.subject)}: {escape(problem.reason)}")
 
 
-def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) -> None:
+def _render_group(
+    items: list[Occurrence], lines: list[str], with_flow: bool, context: _Context = _Context()
+) -> None:
     previous: Occurrence | None = None
     for item in items:
         if (
@@ -190,7 +242,7 @@ def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) ->
             and with_flow
             and ((item.path, item.function) != (previous.path, previous.function))
         ):
-            _render_flow(previous, lines)
+            _render_flow(previous, lines, context)
         if previous is None or item.path != previous.path:
             lines.append(f"  [cyan]{escape(short_path(item.path, item.module))}[/]")
         previous = item
@@ -200,6 +252,7 @@ def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) ->
         )
         if with_flow and item.branch:
             lines.append(f"           [dim]branch:[/] {escape(guards_text(item.branch))}")
+            lines += [f"             [bold]{escape(note)}[/]" for note in _on_gpus(item, context)]
         if with_flow:
             for swallow in item.swallowed:
                 lines.append(
@@ -220,7 +273,7 @@ def _render_group(items: list[Occurrence], lines: list[str], with_flow: bool) ->
                     calls = ", ".join(f"{c.call} ({c.line})" for c in swallow.external_calls)
                     lines.append(f"             and whatever these raise: {escape(calls)}")
     if with_flow and previous is not None:
-        _render_flow(previous, lines)
+        _render_flow(previous, lines, context)
 
 
 def _module_of(frames: tuple[Frame, ...]) -> str:
@@ -238,7 +291,7 @@ def _module_of(frames: tuple[Frame, ...]) -> str:
     return ""
 
 
-def _render_flow(item: Occurrence, lines: list[str]) -> None:
+def _render_flow(item: Occurrence, lines: list[str], context: _Context = _Context()) -> None:
     if not item.knobs:
         return
     lines.append(f"           [green]knobs feeding {escape(item.function)}:[/]")
@@ -250,3 +303,6 @@ def _render_flow(item: Occurrence, lines: list[str]) -> None:
             f"             [bold]{escape(knob.variable)}[/] [dim]{escape(knob.access)}[/] "
             f"in {escape(short_function(knob.call_path[-1]))} at {escape(where)}{suffix}"
         )
+        state = _env_state(knob.variable, context)
+        if state:
+            lines.append(f"               [bold]{escape(state)}[/]")
