@@ -79,6 +79,8 @@ class Ruling:
 def log_facts(log: ParsedLog, ccs: Sequence[str]) -> LogFacts:
     stated: dict[str, tuple[str, ...]] = {}
     for e in log.evidence:
+        if e.kind == "cuda_toolkit" and "Driver Version" in e.text:
+            continue  # nvidia-smi's "CUDA Version: 12.4" beside the driver is the driver's
         value = e.value.lower() if e.kind == "package" else e.value  # "CuPy", "onnxruntime"
         stated[e.kind] = (*stated.get(e.kind, ()), value)
     words = {w.lower() for w in stated.get("tool", ())}
