@@ -241,3 +241,22 @@ def test_the_table_counts_distinct_projects_of_released_sources() -> None:
     assert len(projects) >= 40
     # the CUDA toolkit's parts, each its own package: counted apart, said so in the docs
     assert {"ptxas", "NVRTC", "CUDA runtime"} <= projects
+
+
+def test_torch_1_13_old_gpu_warning_names_the_builds_lowest_target() -> None:
+    # torch 1.13.1 torch/cuda/__init__.py:117-119 warns when the GPU is below min(get_arch_list())
+    # and prints that minimum: a GTX 770 (3.0) under a build from sm_37 is older than every
+    # target; CUDA 11.0 removed sm_30 (its release notes), so the last toolkit for it is 10.2
+    text = (
+        "/usr/lib/python3/site-packages/torch/cuda/__init__.py:132: UserWarning: \n"
+        "    Found GPU0 NVIDIA GeForce GTX 770 which is of cuda capability 3.0.\n"
+        "    PyTorch no longer supports this GPU because it is too old.\n"
+        "    The minimum cuda capability supported by this library is 3.7.\n"
+    )
+    diagnosis = _explained(text)
+    assert diagnosis.signature == "torch-found-gpu-capability"
+    assert diagnosis.cause_status == "determined"  # the warning itself states the list's minimum
+    assert "older than the oldest architecture this torch was built for (sm_37)" in (
+        diagnosis.root_cause
+    )
+    assert "CUDA <= 10.2" in _fixes(diagnosis)
