@@ -109,12 +109,17 @@ def test_warp_lang_needs_the_r580_driver_its_metadata_names(driver: str, runs: b
     (warp_so,) = WARP.glob("lib/python*/site-packages/warp/bin/warp.so")
     assert b"libcudart.so" not in warp_so.read_bytes()  # its runtime is linked in
     doc, code, _ = scan(WARP / "bin" / "python", ["H100", "A100"], driver)
+    # installed --no-deps: its import needs numpy (warp/_src/types.py line 31, Requires-Dist:
+    # numpy), which is not there; that companion alone blocks it once the driver runs it
+    (companion,) = [f for f in doc["load"] if f["check"] == "companion"]
+    assert "No module named 'numpy'" in companion["cause"]
     verdicts = {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
-    want = "native" if runs else "blocked"  # its sm_80/sm_90 SASS runs once the driver does
-    assert verdicts == {("warp-lang", "H100"): want, ("warp-lang", "A100"): want}
+    assert verdicts == {("warp-lang", "H100"): "blocked", ("warp-lang", "A100"): "blocked"}
     findings = [f for f in doc["load"] if f["check"] == "driver-cuda"]
-    if runs:
-        assert findings == [] and code == 0
+    if runs:  # its sm_80/sm_90 SASS runs once the driver does: only the companion is missing
+        loads = {lib["load"] for p in doc["packages"] for lib in p["libraries"] if lib["load"]}
+        assert loads and all("numpy" in why and "driver" not in why for why in loads)
+        assert findings == [] and code == 1
         return
     (finding,) = findings
     assert finding["package"] == "warp-lang"

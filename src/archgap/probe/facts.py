@@ -136,6 +136,11 @@ class Distribution:
     native_files: Tuple[str, ...]  # absolute paths of shared libraries, cubins and fatbins
     # METADATA's Requires-Dist lines as written (PEP 508): the versions of its companions
     requires: Tuple[str, ...] = ()
+    # (module, "file:line") of each module its import needs (an import at module level of its
+    # own modules) that no site-packages directory and not the interpreter provides; read only
+    # when a Requires-Dist outside an extra names a distribution that is not installed
+    # (probe.environment.imports)
+    unresolved_imports: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
 5. **Its run-time compiler can target the GPU**: a package that compiles its kernels when they
    are first used (kb/load.json "compilers": CuPy with NVRTC) needs that compiler installed, and
    asks it for a target by its own rule, which the compiler must know and the GPU must run.
-6. **Its companions are the versions it was built with**: a ``Requires-Dist`` (PEP 508) on an
-   installed package that ships native files, which its installed version does not satisfy
-   (jax-cuda12-plugin 0.4.38 pins jax-cuda12-pjrt ==0.4.38), is a pair that does not load
-   together: the one check pip's ``pip check`` makes, here only for native companions.
+6. **Its companions are installed, at the versions it was built with** (``companions``): a
+   ``Requires-Dist`` (PEP 508) on an installed package that ships native files, which its
+   installed version does not satisfy (jax-cuda12-plugin 0.4.38 pins jax-cuda12-pjrt
+   ==0.4.38), is a pair that does not load together; one that is not installed, whose module
+   its import needs (spconv imports cumm at module level), is a ModuleNotFoundError.
 7. **The driver can JIT the PTX it is given**: a package whose compiler emits PTX that the driver
    compiles (kb/load.json "driver_jit": numba-cuda with NVVM) needs that compiler, and, without a
    linker that compiles the PTX itself (nvJitLink), a driver that knows the PTX ISA of its CUDA.
@@ -45,11 +46,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
+from archgap.analysis.verdicts.companions import companions
 from archgap.analysis.verdicts.compat import GpuTarget, sass_compat
 from archgap.analysis.verdicts.dlopen import dlopened
 from archgap.analysis.verdicts.drivers import driver_cuda, driver_gpu, driver_jit
@@ -68,10 +65,6 @@ from archgap.probe.facts import (
     ToolchainFacts,
 )
 
-PEP_508 = (
-    "PEP 508 and the core metadata's Requires-Dist "
-    "(https://packaging.python.org/en/latest/specifications/core-metadata/#requires-dist-multiple-use)"
-)
 LOADER_SEARCH = (
     "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
     "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
@@ -119,7 +112,7 @@ def load_model(
     findings += _needed(env, linux, owner, loader, blocked, gating)
     findings += dlopened(env, linux, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
-    findings += _companions(env, blocked, gating)
+    findings += companions(env, blocked, gating)
     findings += driver_jit(env, loader, toolchains, driver, blocked, gating)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
 
@@ -501,66 +494,6 @@ def _compiler_fix(rule: kb.CompilerRule, name: str, match: re.Match[str], need: 
         return f"pip install '{rule.wheels.get(major, rule.compiler)}>={need}'"
     build = name[: match.start(1)] + wanted + name[match.end(1) :]
     return f"pip install {build} {rule.wheels.get(wanted, rule.compiler)} (CUDA {wanted})"
-
-
-def _companions(
-    env: PythonEnvironment, blocked: dict[tuple[str, str], str], gating: bool
-) -> list[LoadFinding]:
-    """Check 6: one finding per installed native companion whose version a package's
-    Requires-Dist excludes. A requirement of an extra, or whose marker is false for the target's
-    Python, is not one (markers on the platform are those of this host: a Linux wheel's)."""
-    installed = {canonicalize_name(d.name): d for d in env.distributions}
-    marker_env = {"extra": "", "python_version": ".".join(env.python_version.split(".")[:2]),
-                  "python_full_version": env.python_version}  # fmt: skip
-    findings = []
-    for dist in env.distributions:
-        for line in dist.requires:
-            try:
-                req = Requirement(line)
-                if req.marker is not None and not req.marker.evaluate(marker_env):
-                    continue
-            except (InvalidRequirement, InvalidMarker, UndefinedComparison,
-                    UndefinedEnvironmentName):  # fmt: skip
-                continue  # not PEP 508: pip would refuse it too; nothing to compare
-            companion = installed.get(canonicalize_name(req.name))
-            if companion is None or not companion.native_files or not req.specifier:
-                continue
-            try:
-                have = Version(companion.version)
-            except InvalidVersion:
-                continue
-            if req.specifier.contains(have, prereleases=True):
-                continue
-            wanted = f"{companion.name}{req.specifier}"
-            why = (
-                f"{dist.name} {dist.version} requires {wanted}, and {companion.name} "
-                f"{companion.version} is installed"
-            )
-            libs = tuple(sorted(set(dist.native_files) | set(companion.native_files)))
-            for path in libs:
-                _block(blocked, path, why)
-            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
-            fix = f"pip install {companion.name}=={pins[0]}" if len(pins) == 1 else (
-                f"pip install '{wanted}'"
-            )  # fmt: skip
-            findings.append(
-                LoadFinding(
-                    "companion",
-                    "fails",
-                    "",
-                    dist.name,
-                    libs,
-                    (
-                        f"{dist.name} {dist.version}: Requires-Dist: {line} ({dist.dist_info})",
-                        f"{companion.name} {companion.version} ({companion.dist_info})",
-                    ),
-                    f"{why}: their native libraries are not built to load together",
-                    fix,
-                    PEP_508,
-                    gating,
-                )
-            )
-    return findings
 
 
 __all__ = ["LoadFinding", "LoadModel", "load_model"]

@@ -1,0 +1,168 @@
+"""Check 6 of the load model: a package's companions, installed and at the versions it needs.
+
+A ``Requires-Dist`` (PEP 508) that is not met is a package that does not load:
+- **out of range**: an installed companion that ships native files, whose version the
+  requirement's specifier excludes (jax-cuda12-plugin 0.4.38 pins jax-cuda12-pjrt ==0.4.38;
+  spconv-cu120 2.3.6 needs cumm-cu120 <0.5.0,>=0.4.5): their native libraries are not built to
+  load together (the one check ``pip check`` makes, here only for native companions);
+- **missing**: a companion that is not installed, whose module the package's import needs. The
+  need comes from the package's own source (``Distribution.unresolved_imports``: a module-level
+  import of a module nothing provides, probe.environment.imports), the requirement from its
+  METADATA; the two are joined by name (``cumm`` is ``cumm-cu120``'s, a hint): an import the
+  source does not make unconditionally (an optional dependency) or a requirement of an extra is
+  no finding.
+A requirement of an extra, or whose marker is false for the target's Python, is not one
+(markers on the platform are those of this host: a Linux wheel's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from archgap.analysis.verdicts.loadcommon import LoadFinding
+from archgap.analysis.verdicts.loadcommon import block as _block
+from archgap.probe.facts import Distribution, PythonEnvironment
+
+PEP_508 = (
+    "PEP 508 and the core metadata's Requires-Dist "
+    "(https://packaging.python.org/en/latest/specifications/core-metadata/#requires-dist-multiple-use)"
+)
+IMPORT_SYSTEM = (
+    "the import system (https://docs.python.org/3/reference/import.html#searching): a module "
+    "no finder on sys.path finds raises ModuleNotFoundError; a module-level import runs when "
+    "its module is imported"
+)
+
+
+def companions(
+    env: PythonEnvironment, blocked: dict[tuple[str, str], str], gating: bool
+) -> list[LoadFinding]:
+    """Check 6: one finding per package whose import needs a companion that is not installed
+    (``_missing``), and per installed native companion whose version a package's Requires-Dist
+    excludes (any PEP 440 specifier: ==0.4.38, <0.5.0,>=0.4.5)."""
+    installed: dict[str, Distribution] = {canonicalize_name(d.name): d for d in env.distributions}
+    findings = _missing(env, installed, blocked, gating)
+    for dist in env.distributions:
+        for line, req in _requirements(env, dist):
+            companion = installed.get(canonicalize_name(req.name))
+            if companion is None or not companion.native_files or not req.specifier:
+                continue
+            try:
+                have = Version(companion.version)
+            except InvalidVersion:
+                continue
+            if req.specifier.contains(have, prereleases=True):
+                continue
+            wanted = f"{companion.name}{req.specifier}"
+            why = (
+                f"{dist.name} {dist.version} requires {wanted}, and {companion.name} "
+                f"{companion.version} is installed"
+            )
+            libs = tuple(sorted(set(dist.native_files) | set(companion.native_files)))
+            for path in libs:
+                _block(blocked, path, why)
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            fix = f"pip install {companion.name}=={pins[0]}" if len(pins) == 1 else (
+                f"pip install '{wanted}'"
+            )  # fmt: skip
+            findings.append(
+                LoadFinding(
+                    "companion",
+                    "fails",
+                    "",
+                    dist.name,
+                    libs,
+                    (
+                        f"{dist.name} {dist.version}: Requires-Dist: {line} ({dist.dist_info})",
+                        f"{companion.name} {companion.version} ({companion.dist_info})",
+                    ),
+                    f"{why}: their native libraries are not built to load together",
+                    fix,
+                    PEP_508,
+                    gating,
+                )
+            )
+    return findings
+
+
+def _requirements(env: PythonEnvironment, dist: Distribution) -> Iterator[tuple[str, Requirement]]:
+    """(line, requirement) of each Requires-Dist of ``dist`` that holds in the target: not an
+    extra's, its marker true for the target's Python; lines that are not PEP 508 are skipped
+    (pip would refuse them too)."""
+    marker_env = {"extra": "", "python_version": ".".join(env.python_version.split(".")[:2]),
+                  "python_full_version": env.python_version}  # fmt: skip
+    for line in dist.requires:
+        try:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate(marker_env):
+                continue
+        except (InvalidRequirement, InvalidMarker, UndefinedComparison,
+                UndefinedEnvironmentName):  # fmt: skip
+            continue
+        yield line, req
+
+
+def _missing(
+    env: PythonEnvironment,
+    installed: Mapping[str, Distribution],
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> list[LoadFinding]:
+    """One finding per package whose import needs modules of companions that are not
+    installed: each unresolved import joined to the requirement of its name."""
+    findings = []
+    for dist in env.distributions:
+        if not dist.unresolved_imports:
+            continue
+        absent = [(line, req) for line, req in _requirements(env, dist)
+                  if canonicalize_name(req.name) not in installed]  # fmt: skip
+        needed = []  # (module, where, line, requirement)
+        for module, where in dist.unresolved_imports:
+            wanted = canonicalize_name(module)
+            for line, req in absent:
+                name = canonicalize_name(req.name)
+                if name == wanted or name.startswith(wanted + "-"):
+                    needed.append((module, where, line, req))
+                    break
+        if not needed:
+            continue
+        modules = ", ".join(f"{m} ({w})" for m, w, _, _ in needed)
+        wants = ", ".join(f"{r.name}{r.specifier}" for _, _, _, r in needed)
+        verb = "is" if len(needed) == 1 else "are"
+        why = f"its import needs {modules}, and {wants} {verb} not installed"
+        for path in dist.native_files:
+            _block(blocked, path, why)
+        first = needed[0][0]
+        findings.append(
+            LoadFinding(
+                "companion",
+                "fails",
+                "",
+                dist.name,
+                tuple(sorted(dist.native_files)),
+                (
+                    *(f"{dist.name} {dist.version}: {w}: import {m}" for m, w, _, _ in needed),
+                    *(
+                        f"Requires-Dist: {line} ({dist.dist_info}): not installed"
+                        for _, _, line, _ in needed
+                    ),
+                ),
+                f"{dist.name} {dist.version} cannot be imported: {why} "
+                f"(\"ModuleNotFoundError: No module named '{first}'\")",
+                "pip install "
+                + " ".join(
+                    f"'{r.name}{r.specifier}'" if r.specifier else r.name for _, _, _, r in needed
+                ),
+                f"{PEP_508}; {IMPORT_SYSTEM}",
+                gating,
+            )
+        )
+    return findings
+
+
+__all__ = ["PEP_508", "companions"]
