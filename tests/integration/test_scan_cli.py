@@ -50,8 +50,8 @@ def test_named_gpus(venv: Path) -> None:
     assert got[("fakekernels", "sm_120")] == "native"  # sm_120 and sm_120a SASS
     assert got[("fakekernels", "T4")] == "partial"  # libcomp_default has sm_80+ only
     # libcomp_default: no SASS runs on 12.1, its compute_90 PTX would be JIT-compiled; GB10 systems
-    # are aarch64 (kb/gpus.json) and these x86-64 libraries cannot load there at all
-    assert got[("fakekernels", "GB10")] == "none"
+    # are aarch64 (kb/gpus.json) and these x86-64 libraries cannot load there at all: blocked
+    assert got[("fakekernels", "GB10")] == "blocked"
     gb10 = next(p for p in doc["packages"] if p["package"] == "fakekernels" and p["gpu"] == "GB10")
     comp = next(lib for lib in gb10["libraries"] if lib["path"].endswith("libcomp_default.so"))
     assert "JIT-compiled" in comp["reason"]
