@@ -13,6 +13,7 @@ from typing import TypeVar
 from archgap.analysis.jit.caches import CacheReport, audit_caches
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.jit.findings import JitFinding
+from archgap.analysis.jit.runtime_compilers import runtime_compiler_findings
 from archgap.analysis.verdicts.compat import (
     ComputeCapability,
     GpuTarget,
@@ -239,6 +240,8 @@ def report_from_facts(
     jit: tuple[JitFinding, ...] = ()
     if toolchains is not None and targets:
         jit = tuple(jit_findings(toolchains, targets, version, source, env.executable or None))
+    if targets:  # compilers a package carries need no toolchain (wheels too)
+        jit += runtime_compiler_findings(env, binaries, targets, version, source)
     cache_data = facts.section("caches")
     caches = (
         audit_caches(cache_data, targets, toolchains, env.python_version)

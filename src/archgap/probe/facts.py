@@ -57,6 +57,18 @@ class ProbeResponse:
 
 
 @dataclass(frozen=True)
+class RuntimeCompiler:
+    """A compiler a library carries to make device code while it runs (probe.binary.rtcompilers)."""
+
+    kind: str  # "nvrtc" (static or bundled NVRTC) or "nvptx" (LLVM's NVPTX backend)
+    # the SM numbers of the targets its tables name (NVRTC: -arch=compute_XX; NVPTX: its
+    # processors), ascending
+    targets: Tuple[int, ...]
+    ptx_isa: Optional[str]  # NVPTX: the newest PTX ISA its feature table names ("7.5")
+    release: Optional[str]  # NVRTC: the CUDA release its banner names ("13.4")
+
+
+@dataclass(frozen=True)
 class Problem:
     """Something the probe could not read, and why (a failure kept as a value)."""
 
@@ -124,6 +136,9 @@ class BinaryFacts:
     # read-only data when its dynamic symbol table imports dlopen; () when it does not import
     # dlopen; None when not read (not a linked 64-bit host ELF, or its tables were not kept).
     dlopens: Optional[Tuple[str, ...]] = None
+    # The run-time compilers its read-only data carries (probe.binary.rtcompilers): () when
+    # none, None when not read (not a linked host ELF, or its bytes were not kept).
+    compilers: Optional[Tuple[RuntimeCompiler, ...]] = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from .elf import (
     dynamic_needs,
     section_table,
 )
+from .rtcompilers import runtime_compilers
 
 # e_machine values of host CPUs (the ELF specification's registry, elf.h)
 MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
@@ -121,6 +122,8 @@ def read_elf(
         _read_needs(reader, fields)
         if sections is not None and reader.needed is not None:
             reader.dlopens = dlopened_names(reader, sections)
+        if sections is not None:
+            reader.compilers = runtime_compilers(buf, sections)
     if sections is None:
         return "elf"
     is_object = fields[1] == ET_REL

@@ -1,0 +1,149 @@
+"""Packages that compile device code while they run with a compiler they carry (found by
+content: ``BinaryFacts.compilers``, probe.binary.rtcompilers): one JIT row per package and GPU.
+
+What the compiler can make comes from its own tables: the targets it names (NVRTC's
+``-arch=compute_XX`` list, the NVPTX backend's processors) and the PTX ISA it emits (NVRTC: its
+release's; NVPTX: the newest its feature table names). On a GPU:
+
+- among its targets: it compiles for the GPU's own target (``ok``);
+- older than its oldest target: it cannot compile for it (``fails``; NVRTC 13 has no target
+  below compute_75);
+- newer than a target it has: it can emit PTX for an older target, which the driver
+  JIT-compiles for the GPU if the driver knows that PTX ISA (kb/runtime_compilers.json
+  "ptx_jit": PTX forward compatibility). Whether the package asks for that older target is
+  the package's own rule (kb "packages": taichi caps its target at sm_86, warp compiles PTX for
+  compute_75 when NVRTC lacks the GPU's target); a package with no entry is ``unknown``;
+- a package with a compiler found but no entry gets ``unknown`` rows that say what was found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from archgap.analysis.fixes.engine import Fix
+from archgap.analysis.jit.findings import Fact, JitFinding, JitStatus, gpu_finding
+from archgap.analysis.verdicts.compat import GpuTarget
+from archgap.kb import runtime_compilers as kb
+from archgap.kb.toolchain import max_ptx_isa_for_driver, toolkit_release
+from archgap.probe.facts import BinaryFacts, PythonEnvironment, RuntimeCompiler
+
+WHEN = "when it first compiles a kernel for the GPU"
+NAMES = {"nvrtc": "NVRTC", "nvptx": "LLVM NVPTX backend"}
+
+
+def runtime_compiler_findings(
+    env: PythonEnvironment,
+    binaries: Sequence[BinaryFacts],
+    targets: Sequence[GpuTarget],
+    driver_version: str | None = None,
+    driver_source: str = "nvidia-smi",
+) -> tuple[JitFinding, ...]:
+    """A row per package that carries a run-time compiler, and per GPU judged."""
+    by_path = {b.path: b for b in binaries if b.compilers}
+    found: list[JitFinding] = []
+    for dist in env.distributions:
+        carried = [(p, c) for p in dist.native_files if p in by_path
+                   for c in by_path[p].compilers or ()]  # fmt: skip
+        if not carried or any(dist.name.startswith(p) for p, _ in kb.no_row()):
+            continue
+        model = kb.package_compilers().get(dist.name)
+        chosen = [pc for pc in carried if model is None or pc[1].kind == model.compiler]
+        if not chosen and model is not None:
+            kinds = ", ".join(sorted({NAMES[c.kind] for _, c in carried}))
+            for target in targets:
+                found.append(_row(dist.name, dist.version, target, "unknown",
+                                  f"{dist.name} compiles with {NAMES[model.compiler]}, which is "
+                                  f"not among what it carries ({kinds})", [], []))  # fmt: skip
+            continue
+        path, compiler = chosen[0]
+        judge = (path, compiler, model, driver_version, driver_source)
+        found.extend(_judge(dist.name, dist.version, target, *judge) for target in targets)
+    return tuple(found)
+
+
+def _judge(
+    package: str,
+    version: str,
+    target: GpuTarget,
+    path: str,
+    compiler: RuntimeCompiler,
+    model: kb.PackageCompiler | None,
+    driver: str | None,
+    driver_source: str,
+) -> JitFinding:
+    cc = target.compute_capability
+    gpu = cc.major * 10 + cc.minor
+    name, isa = _describe(compiler)
+    chain = [Fact(f"{name} in {path.rsplit('/', 1)[-1]}: {_span(compiler.targets)}", path)]
+    if model is None:
+        span = _span(compiler.targets)
+        cause = f"{package} carries {name} ({span}); how it picks its target is not modelled"
+        return _row(package, version, target, "unknown", cause, chain, [])
+    chain.append(Fact(f"{package}: {model.newer_gpu}", model.source))
+    if not compiler.targets:
+        return _row(package, version, target, "unknown",
+                    f"the targets of its {name} could not be read", chain, [])  # fmt: skip
+    if gpu in compiler.targets:
+        cause = f"{package} on {target.label}: its {name} compiles for sm_{gpu} itself"
+        return _row(package, version, target, "ok", cause, chain, [])
+    older = [t for t in compiler.targets if t < gpu]
+    if not older:
+        cause = (
+            f"its {name} has no target at or below sm_{gpu} (oldest compute_{compiler.targets[0]})"
+        )
+        fix = Fix(
+            f"use a build of {package} whose compiler still targets sm_{gpu}",
+            "an older release",
+            kind="upgrade",
+        )
+        return _row(package, version, target, "fails", cause, chain, [fix])
+    rule = kb.ptx_jit_rule()
+    chain.append(Fact(rule.rule, rule.source))
+    have = max_ptx_isa_for_driver(driver) if driver else None
+    via = (
+        f"PTX for an older target (compute_{max(older)} at most), JIT-compiled by the driver"
+        f" for {cc.major}.{cc.minor}"
+    )
+    if have is not None and isa is not None and _isa(have) < _isa(isa):
+        chain.append(Fact(f"driver {driver} JITs PTX ISA <= {have}", driver_source))
+        status: JitStatus = "fails" if compiler.kind == "nvrtc" else "unknown"
+        cause = f"{via}, but its {name} emits PTX ISA {isa}"
+        if status == "unknown":
+            cause = f"{via}; it emits PTX ISA up to {isa}, driver {driver} JITs <= {have}"
+        fix = Fix("install a driver that JITs PTX ISA " + isa, "a driver upgrade", kind="upgrade")
+        return _row(package, version, target, status, cause, chain, [fix])
+    if have is None and isa is not None:
+        via += f" (a driver that knows PTX ISA {isa})"
+    return _row(package, version, target, "ok", f"{package} on {target.label}: {via}", chain, [])
+
+
+def _describe(compiler: RuntimeCompiler) -> tuple[str, str | None]:
+    """(its name, the PTX ISA it emits at most)."""
+    if compiler.kind == "nvrtc":
+        release = toolkit_release(compiler.release) if compiler.release else None
+        name = f"NVRTC {compiler.release}" if compiler.release else "NVRTC"
+        return name, release.ptx_isa if release else None
+    return f"LLVM NVPTX backend (PTX ISA up to {compiler.ptx_isa})", compiler.ptx_isa
+
+
+def _span(targets: tuple[int, ...]) -> str:
+    return f"targets sm_{targets[0]} ... sm_{targets[-1]}" if targets else "no target read"
+
+
+def _isa(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def _row(
+    package: str,
+    version: str,
+    target: GpuTarget,
+    status: JitStatus,
+    cause: str,
+    chain: Sequence[Fact],
+    fixes: Sequence[Fix],
+) -> JitFinding:
+    return gpu_finding(package, version, target, status, None, cause, chain, fixes, WHEN)
+
+
+__all__ = ["runtime_compiler_findings"]

@@ -1,0 +1,97 @@
+"""Run-time compilers a host ELF image carries, told by its read-only data (not by its name).
+
+A package that compiles device code while it runs keeps its compiler's tables as strings:
+
+- NVRTC (statically linked, as warp-lang's ``warp.so``, or a bundled ``libnvrtc.so.N``) writes
+  its diagnostics as ``nvrtc: error: ...`` and keeps the ``-arch=compute_XX`` option of each
+  target it compiles for (its builtin list: ``compute_75`` ... ``compute_121f`` in NVRTC 13.x);
+  the toolkit's banner ``Cuda compilation tools, release X.Y`` says which release it is.
+- LLVM's NVPTX backend (taichi's ``taichi_python.so``) keeps its target triple
+  ``nvptx64-nvidia-cuda`` and its subtarget tables, one description per processor and per PTX
+  ISA feature: ``Target SM 8.6`` (``Target SM 86`` in newer LLVM), ``Use PTX version 7.5``
+  (``Use PTX version 75``): the newest target it can emit and the newest PTX ISA.
+  (NVIDIA's NVVM inside NVRTC is LLVM-based and carries the same tables: where NVRTC is
+  found, the image's compiler is NVRTC.)
+
+kb/runtime_compilers.json holds these markers with their sources (a unit test holds the two
+equal: this module travels without the kb). Only allocated read-only sections are searched, at
+most ``MAX_DATA_BYTES`` per image; an image whose bytes were not kept (a streamed wheel member)
+is not read: None.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import Any, List, Optional, Tuple
+
+from ..facts import RuntimeCompiler
+from .binreader import NotRecorded
+from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
+
+SHF_WRITE, SHF_ALLOC = 0x1, 0x2
+MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
+NVRTC_MARK = b"nvrtc: error: "
+NVPTX_MARK = b"nvptx64-nvidia-cuda\x00"
+NVRTC_ARCH = re.compile(rb"\x00-arch=compute_(\d{2,3})([af]?)\x00")
+NVPTX_SM = re.compile(rb"\x00Target SM (\d{1,2})\.?(\d)\x00")
+NVPTX_PTX = re.compile(rb"\x00Use PTX version (\d{1,2})\.?(\d)\x00")
+RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,3})\.(\d{1,3})")
+# read-only sections that hold no compiler tables
+NOT_DATA = (b".nv_fatbin", b"__nv_relfatbin", b".eh_frame", b".gcc_except_table", b".note",
+            b".interp", b".gnu", b".dynstr", b".dynsym", b".rela", b".rel.", b".hash")  # fmt: skip
+
+
+def runtime_compilers(buf: Any, sections: Sections) -> Optional[Tuple[RuntimeCompiler, ...]]:
+    """The run-time compilers in the read-only data of the image at the start of ``buf``: ()
+    when none; None when its bytes were not kept."""
+    try:
+        regions = _regions(sections)
+        if any(_find(buf, NVRTC_MARK, s, e) for s, e in regions):
+            return (_nvrtc(buf, regions),)
+        if any(_find(buf, NVPTX_MARK, s, e) for s, e in regions):
+            return (_nvptx(buf, regions),)
+    except (NotRecorded, TypeError, ValueError, struct.error):
+        return None
+    return ()
+
+
+def _regions(sections: Sections) -> List[Tuple[int, int]]:
+    regions: List[Tuple[int, int]] = []
+    budget = MAX_DATA_BYTES
+    for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
+        if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
+            continue
+        if sections.name(i).encode("utf-8", "replace").startswith(NOT_DATA) or budget <= 0:
+            continue
+        size = min(sections.sizes[i], budget)
+        budget -= size
+        regions.append((sections.offsets[i], sections.offsets[i] + size))
+    return regions
+
+
+def _find(buf: Any, needle: bytes, start: int, end: int) -> bool:
+    return bool(buf.find(needle, start, end) >= 0)
+
+
+def _all(buf: Any, pattern: Any, regions: List[Tuple[int, int]]) -> List[Any]:
+    found: List[Any] = []
+    for start, end in regions:
+        found.extend(m.groups() for m in pattern.finditer(buf, max(0, start - 1), end))
+    return found
+
+
+def _nvrtc(buf: Any, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
+    targets = sorted({int(arch) for arch, _ in _all(buf, NVRTC_ARCH, regions)})
+    releases = sorted({(int(a), int(b)) for a, b in _all(buf, RELEASE, regions)})
+    release = "%d.%d" % releases[-1] if releases else None
+    return RuntimeCompiler("nvrtc", tuple(targets), None, release)
+
+
+def _nvptx(buf: Any, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
+    targets = sorted({int(a) * 10 + int(b) for a, b in _all(buf, NVPTX_SM, regions)})
+    isas = sorted({(int(a), int(b)) for a, b in _all(buf, NVPTX_PTX, regions)})
+    return RuntimeCompiler("nvptx", tuple(targets), "%d.%d" % isas[-1] if isas else None, None)
+
+
+__all__ = ["runtime_compilers"]
