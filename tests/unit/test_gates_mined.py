@@ -39,6 +39,9 @@ MINED_MINIMUM = {
     "modelopt-nvfp4-attention": ("8.6", "8.9"),
     "fla-cp-ampere": ("7.5", "8.0"),
     "quack-allgather-sm90": ("8.9", "9.0"),  # an RTX 4090 below Hopper
+    "deepspeed-inference-pascal": ("5.2", "6.0"),  # a GTX 980 (Maxwell)
+    "deepspeed-fp-quantizer-ampere": ("7.5", "8.0"),
+    "nccl-gin-volta": ("6.1", "7.0"),  # GIN on a GTX 1080
 }
 # a build script's own CUDA toolkit minimum: (the minimum, an nvcc release below it)
 TOOLKIT_VERSION = {
