@@ -94,3 +94,18 @@ def test_an_import_joined_to_the_requirement_of_its_name_is_a_finding() -> None:
     # an installed requirement is not missing
     cumm = Distribution("cumm-cu120", "0.4.11", "/sp/cumm.dist-info", ("/sp/cumm/x.so",))
     assert findings(dist(("cumm-cu120 (<0.5.0,>=0.4.5)",), imports), cumm) == []
+
+
+def test_links_and_hostile_sources_are_not_read(tmp_path: Path) -> None:
+    # the trust model: inspected files are data; a module that is a symbolic link out of the
+    # environment is not followed, and source the parser cannot take is skipped, not raised
+    outside = tmp_path / "outside.py"
+    outside.write_text("import secret_module\n")
+    dist = site(tmp_path, {
+        "pkg/__init__.py": "from . import linked, deep, broken\nimport after\n",
+        "pkg/deep.py": "x = " + "(" * 100_000 + ")" * 100_000 + "\n",
+        "pkg/broken.py": "def (\n",
+    })  # fmt: skip
+    (tmp_path / "site-packages" / "pkg" / "linked.py").symlink_to(outside)
+    found = unresolved_imports(dist.dist_info, (str(tmp_path / "site-packages"),))
+    assert found == (("after", "pkg/__init__.py:2"),)

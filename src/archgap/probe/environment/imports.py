@@ -166,11 +166,11 @@ def _unconditional_imports(path: str, module: str, budget: List[int]) -> List[Tu
     """(absolute module name, line) of each import at module level of the file ``path`` (the
     module ``module``); for ``from X import a`` also X.a (a may be a submodule)."""
     try:
-        data, more = read_regular(path, MAX_SOURCE_BYTES)
+        data, more = read_regular(path, MAX_SOURCE_BYTES, follow=False)
         budget[0] -= len(data)
         tree = ast.parse(data) if not more else None
-    except (OSError, SyntaxError, ValueError):
-        return []
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return []  # a link, an unreadable or hostile file: nothing read from it
     if tree is None:
         return []
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
