@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import ROOT, json_output, need_data, run_cli
+from tests.helpers import CUDA_BIN, ROOT, json_output, need_data, run_cli
 
 OLD, NEW = "570.124.06", "580.65.06"  # R570 runs CUDA up to 12.8, R580 CUDA 13.0 (Table 2)
 
@@ -147,3 +147,24 @@ def test_a_library_serving_a_gpu_with_one_module_in_a_thousand_is_partial(tmp_pa
     gate = run_cli("kernels", str(wheel), "--require", "T4", "--strict", "--json")
     failures = json_output(gate, "kernels")["require"]["failures"]
     assert gate.returncode == 1 and [f["verdict"] for f in failures] == ["partial"]
+
+
+def test_the_build_gate_calls_a_wheel_for_another_cpu_blocked(tmp_path: Path) -> None:
+    """libmix.so (tests/fixtures/cuda/build.sh) is an x86-64 ELF with sm_75 SASS: it runs on a T4
+    (7.5). In a wheel named for aarch64, pip installs it on aarch64 hosts, where an x86-64 library
+    cannot load (the ELF machine is not the host's): blocked, not none; the same library in a
+    wheel named for x86-64 passes."""
+    library = (CUDA_BIN / "libmix.so").read_bytes()
+    assert int.from_bytes(library[18:20], "little") == 62  # e_machine: EM_X86_64
+    verdicts = {}
+    for tag in ("manylinux2014_aarch64", "manylinux2014_x86_64"):
+        wheel = tmp_path / f"kpkg-1.0-py3-none-{tag}.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr("kpkg/libk.so", library)
+            zf.writestr("kpkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: kpkg\n"
+                        "Version: 1.0\n")  # fmt: skip
+            zf.writestr("kpkg-1.0.dist-info/RECORD", "kpkg/libk.so,,\n")
+        result = run_cli("kernels", str(wheel), "--require", "T4", "--json")
+        gate = json_output(result, "kernels")["require"]
+        verdicts[tag] = (result.returncode, [f["verdict"] for f in gate["failures"]])
+    assert verdicts == {"manylinux2014_aarch64": (1, ["blocked"]), "manylinux2014_x86_64": (0, [])}
