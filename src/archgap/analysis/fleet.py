@@ -302,19 +302,48 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
     )
 
 
+# What identifies a host or a device rather than what it runs: left out of the judge-once key.
+# The envelope's name, section timings and collection time; each GPU's UUID, serial, PCI bus id
+# and minor number (the probe records the UUID; the others are named for documents from other
+# collectors). Nothing the verdicts read is among them (a GPU is judged by its name and compute
+# capability; tests/unit/test_fleet_judge_once.py holds this).
+NOT_DECIDING = frozenset(("host", "seconds", "collected_at"))
+GPU_IDENTIFIERS = frozenset(("uuid", "serial", "pci_bus_id", "bus_id", "minor_number"))
+
+
+def verdict_key(facts: ProbeResponse) -> str:
+    """The digest of the facts that decide a host's verdicts: two hosts with the same key get
+    the same summary but for their names."""
+    from dataclasses import fields
+
+    sections = facts.sections
+    gpu = sections.get("gpu")
+    if isinstance(gpu, dict) and isinstance(gpu.get("gpus"), list):
+        gpus = [
+            {k: v for k, v in g.items() if k not in GPU_IDENTIFIERS} if isinstance(g, dict) else g
+            for g in gpu["gpus"]
+        ]
+        sections = {**sections, "gpu": {**gpu, "gpus": gpus}}
+    same = [
+        sections if f.name == "sections" else getattr(facts, f.name)
+        for f in fields(facts)
+        if f.name not in NOT_DECIDING
+    ]
+    return hashlib.sha256(json.dumps(same, default=str).encode()).hexdigest()
+
+
 def _summarise_once(
     name: str,
     facts: ProbeResponse,
     named_gpus: Sequence[str],
     judged: dict[str, HostSummary],
 ) -> HostSummary:
-    """``summarise_host``, once per distinct set of facts: a fleet is mostly copies of a few
-    machines, and hosts whose facts differ only in their name and in how long each section took
-    get the same summary."""
-    from dataclasses import fields, replace
+    """``summarise_host``, once per distinct set of deciding facts (``verdict_key``): a fleet is
+    mostly copies of a few machines, and hosts that differ only in their names, their GPUs'
+    UUIDs and how long each section took get the same summary."""
+    from dataclasses import replace
 
-    same = [getattr(facts, f.name) for f in fields(facts) if f.name not in ("host", "seconds")]
-    key = hashlib.sha256(json.dumps(same, default=str).encode()).hexdigest()
+    key = verdict_key(facts)
     summary = judged.get(key)
     if summary is None:
         summary = judged[key] = summarise_host(name, facts, named_gpus)
