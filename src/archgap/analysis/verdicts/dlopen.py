@@ -55,6 +55,8 @@ def dlopened(
         for name in wanted:
             if _family(name) in found_families:
                 continue  # one of the sonames it tries (libcudart.so.12 or .11.0) is there
+            if _loaded_beside(binary, name, files, elves):
+                continue
             where, fix, sure = _not_found(
                 binary, name, files, elves, loader, known[name].package, env.site_packages
             )
@@ -100,6 +102,20 @@ def dlopened(
             )
         )
     return findings
+
+
+def _loaded_beside(
+    binary: BinaryFacts, name: str, files: set[str], elves: Sequence[BinaryFacts]
+) -> bool:
+    """Whether a library of the environment needs (DT_NEEDED) both ``binary`` and ``name``,
+    which it ships: loading that one loads ``name`` with ``binary``, before ``binary`` runs (as
+    torch's libtorch_cuda.so loads cuDNN and cuBLAS). A library ``binary`` is loaded without is
+    then still the case ``_not_found`` names."""
+    own = _base(binary.path)
+    shipped = any(os.path.basename(p) == name for p in files)
+    return shipped and any(
+        own in (b.needed or ()) and name in (b.needed or ()) for b in elves if b is not binary
+    )
 
 
 def _family(soname: str) -> str:

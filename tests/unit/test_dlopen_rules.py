@@ -148,3 +148,12 @@ def test_names_that_are_no_cuda_library_or_the_drivers_or_its_own_needed_are_not
     caller = lib(CALLER, ("libcuda.so.1", "libmkl_def.so.2", "libcublas.so.12"),
                  needed=("libc.so.6", "libcublas.so.12"))  # fmt: skip
     assert dlopen_findings(caller)[0] == []
+
+
+def test_a_library_loaded_as_a_dependency_beside_the_one_it_opens() -> None:
+    # torch's libtorch_cuda.so needs cuDNN and cuBLAS (DT_NEEDED): cuDNN, loaded by it, finds
+    # the cuBLAS it opens already loaded (dlopen(3): the same object handle is returned)
+    cudnn = lib(f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", ("libcublas.so.12",), ("$ORIGIN",))
+    torch = lib(TORCH, (), ("$ORIGIN/../../nvidia/cudnn/lib", "$ORIGIN/../../nvidia/cublas/lib"),
+                ("libcudnn.so.9", "libcublas.so.12"))  # fmt: skip
+    assert dlopen_findings(cudnn, package="somepkg", others=(torch,), shipped=(CUBLAS,))[0] == []
