@@ -57,6 +57,7 @@ OWN_TESTS = {
     "warp-cuda13-sm75",
     "llvm-nvptx-ptx-version-for-target",
     "paddle-cc-not-supported",  # an older gate no case met until this test asked
+    "any-requires-got",
 }
 
 
@@ -263,3 +264,37 @@ def test_torch_1_13_old_gpu_warning_names_the_builds_lowest_target() -> None:
         diagnosis.root_cause
     )
     assert "CUDA <= 10.2" in _fixes(diagnosis)
+
+
+# ---------------------------------------------------------------- facts in any wording
+
+
+@pytest.mark.parametrize(
+    ("text", "need", "cc"),
+    [
+        ("RuntimeError: kernel requires sm_80 but the device is sm_75", "8.0", "7.5"),
+        ("RuntimeError: this op needs compute capability 8.0, found 7.5", "8.0", "7.5"),
+        ("AssertionError: requires compute capability >= 9.0, got 8.9", "9.0", "8.9"),
+    ],
+)
+def test_a_required_and_a_found_capability_in_any_wording(text: str, need: str, cc: str) -> None:
+    # whoever prints it, a GPU below the stated requirement is below it (NVIDIA's numbering)
+    diagnosis = _explained(text)
+    assert diagnosis.signature == "gate:any-requires-got"
+    assert f"needs compute capability >= {need}; the GPU ({cc}) is older" in diagnosis.root_cause
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RuntimeError: requires CUDA 12.8, got 12.4",  # a CUDA version, not a capability
+        "RuntimeError: requires compute capability 7.0 but found 12 GB free",  # memory
+    ],
+)
+def test_other_numbers_are_not_a_capability(text: str) -> None:
+    assert _explained(text).signature != "gate:any-requires-got"
+
+
+def test_a_found_capability_at_or_above_the_requirement_is_not_below_it() -> None:
+    diagnosis = _explained("AssertionError: requires compute capability >= 8.0, got 8.6")
+    assert "is older" not in diagnosis.root_cause
