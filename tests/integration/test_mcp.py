@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from archgap import api
+from archgap.mcp.tools import listed_schema
 from archgap.report.jsondoc import schema
 from tests.helpers import FIXTURES, run_cli, tree_hashes
 from tests.integration.test_remote_services import require, services
@@ -145,11 +147,14 @@ def _fix_arguments(service: dict[str, Path]) -> dict[str, Any]:
 
 
 def _document(result: Any, command: str) -> dict[str, Any]:
-    """The structured result, which is also the JSON text, of a successful call."""
+    """The structured result of a successful call, sent once: beside it one line of text, the
+    summary (this client speaks a revision with structured results: no JSON text copy)."""
     assert not result.is_error, result.content
     doc: dict[str, Any] = result.structured_content
     assert doc["command"] == command and doc["schema_version"]
-    assert json.loads(result.content[1].text) == doc
+    (line,) = [c.text for c in result.content]
+    assert line.startswith("archgap ") and "\n" not in line and len(line) < 1000
+    jsonschema.validate(doc, schema(command))  # the schema file itself, prose and all
     return doc
 
 
@@ -176,11 +181,13 @@ def _check_schemas(tools: dict[str, Any]) -> None:
         # (explain's Where, fleet's FleetSource) or a way of naming the target.
         assert "root" not in properties and "progress" not in properties, name
         assert tool.input_schema["additionalProperties"] is False, name
-        assert tool.output_schema == schema(command), name
+        # the schema file's constraints, without its prose (a fifth of the tool list)
+        assert tool.output_schema == listed_schema(command), name
+        assert "description" not in tool.output_schema, name
         assert tool.annotations.read_only_hint is (name not in CHANGING), name
         if "target" in keywords:
             assert properties >= TARGETS, name
-        plain = properties - TARGETS - {"python", "env_from", "timeout", "documents"}
+        plain = properties - TARGETS - {"python", "env_from", "timeout", "documents", "detail"}
         assert plain <= keywords, (name, plain - keywords)
         # What the tool itself decides is not an input: fix plans, fix_apply applies.
         assert not properties & {"apply", "undo"}, name
@@ -259,6 +266,7 @@ def test_scan_over_ssh_reads_the_remote_environment() -> None:
         # alpha's sessions have CUDA_HOME at a 12.8 toolkit (scripts/services); this server's has
         # none, so the gap can only come from the remote environment.
         arguments = {"host": "alpha", "python": str(FLASHINFER_068), "gpus": ["RTX PRO 6000"]}
+        arguments["detail"] = "gaps"  # with each finding's chain of facts
         finding = _flashinfer_failure(_document(remote.call("scan", arguments), "scan"))
     sources = {c["what"]: c["source"] for c in finding["chain"]}
     assert sources[f"CUDA_HOME={ssh['hosts']['alpha']['env']['CUDA_HOME']}"].startswith("env")
@@ -450,3 +458,31 @@ def test_without_the_sdk_the_command_says_which_extra_to_install() -> None:
     )
     assert result.returncode == 2 and result.stdout == ""
     assert "pip install 'archgap[mcp]'" in result.stderr
+
+
+JAX = venv_python("venv-jax-cuda12-mismatch")  # jax-cuda12-plugin 0.4.38, jax-cuda12-pjrt 0.4.36
+
+
+def test_scan_detail_levels_and_a_summary_that_counts_packages_and_gpus(client: Client) -> None:
+    """Two distributions with native code judged on two GPUs: the summary line counts 2
+    packages and 2 GPUs (not 4 "packages"), names the GPUs, and is the same at every detail;
+    the summary document is the smallest and still follows the scan schema."""
+    _needs(JAX)
+    sizes, lines = {}, set()
+    for level in ("summary", "gaps", "full"):
+        arguments = {"python": str(JAX), "gpus": ["H100", "RTX PRO 6000"], "detail": level}
+        result = client.call("scan", arguments)
+        doc = _document(result, "scan")
+        sizes[level] = len(json.dumps(doc))
+        lines.add(result.content[0].text)
+        assert {p["package"] for p in doc["packages"]} <= {"jax-cuda12-plugin", "jax-cuda12-pjrt"}
+        if level == "full":
+            assert len(doc["packages"]) == 4  # one verdict per package and GPU
+    (line,) = lines
+    assert "2 package(s) with device code on 2 GPU(s) (H100, RTX PRO 6000)" in line, line
+    assert " on None" not in line and "4 package(s)" not in line
+    assert sizes["summary"] < sizes["gaps"] <= sizes["full"], sizes
+    assert sizes["summary"] < 8000, sizes  # a few KB (measured 3,784 here)
+    default = client.call("scan", {"python": str(JAX), "gpus": ["H100", "RTX PRO 6000"]})
+    assert len(json.dumps(_document(default, "scan"))) == sizes["summary"]
+    assert "detail" in _error(client.call("scan", {"python": str(JAX), "detail": "all"}))

@@ -34,3 +34,21 @@ def test_a_document_outside_its_schema_is_refused_with_where() -> None:
     broken = FixResult(gap=True, actions=({"kind": "env", "colour": "red"},))
     with pytest.raises(DocumentError, match="fix document does not follow its schema at actions/0"):
         document(FIX, broken, {}, 0.1)
+
+
+def test_results_are_sent_once_and_as_text_too_only_to_older_clients() -> None:
+    """MCP 2025-06-18 brought structured results; it asks for the JSON as text too "for
+    backwards compatibility": a client of an earlier revision gets it, a newer one the
+    structured document once, beside the one-line summary."""
+    import json
+
+    from archgap.mcp.server import STRUCTURED_SINCE, Toolbox, result_of
+
+    toolbox = Toolbox()
+    arguments = {"names": ["H100"]}
+    new = result_of(toolbox, "gpus", arguments, lambda *a: None, protocol_version=STRUCTURED_SINCE)
+    (line,) = [c.text for c in new.content]
+    assert line.startswith("archgap gpus: 1 GPU(s): ") and line.endswith(" 9.0 (Hopper)")
+    assert new.structured_content["gpus"][0]["compute_capability"] == "9.0"
+    old = result_of(toolbox, "gpus", arguments, lambda *a: None, protocol_version="2025-03-26")
+    assert len(old.content) == 2 and json.loads(old.content[1].text) == old.structured_content

@@ -35,7 +35,8 @@ from archgap.mcp.tools import (
     READ_ONLY,
     ToolSpec,
     document,
-    output_schema,
+    listed_schema,
+    shown,
     summary,
 )
 from archgap.mcp.trust import Policy, root_paths
@@ -76,7 +77,7 @@ class Toolbox:
                 name=name,
                 description=tool.spec.purpose,
                 input_schema=tool.derived.schema,
-                output_schema=output_schema(tool.spec.command),
+                output_schema=listed_schema(tool.spec.command),
                 annotations=_annotations(tool, self.policy),
             )
             for name, tool in self.tools.items()
@@ -142,6 +143,13 @@ def one_line(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {text}"
 
 
+# The first MCP revision with structured tool results (structuredContent, outputSchema). Its
+# text says a tool returning structured content SHOULD also send it serialized as text "for
+# backwards compatibility": for clients of earlier revisions only, which get it; a client that
+# speaks this revision or later gets the document once, structured, with a one-line text.
+STRUCTURED_SINCE = "2025-06-18"
+
+
 def result_of(
     toolbox: Toolbox,
     name: str,
@@ -149,26 +157,29 @@ def result_of(
     tell: Tell,
     redact_host: str | None = None,
     roots: Sequence[str] | None = None,
+    protocol_version: str = STRUCTURED_SINCE,
 ) -> Any:
     """The call's result, or its failure as a tool error (never raised to the SDK); with
-    ``redact_host`` (``--redact``) user names in home paths and that host name hidden."""
+    ``redact_host`` (``--redact``) user names in home paths and that host name hidden. The
+    document at the call's ``detail`` is sent once, as structured content, beside its summary
+    line (and as JSON text too for a client of a revision before ``STRUCTURED_SINCE``)."""
     spec = toolbox.tools[name].spec if name in toolbox.tools else None
     try:
-        doc = toolbox.call(name, arguments, tell, roots)
+        full = toolbox.call(name, arguments, tell, roots)
+        assert spec is not None
+        line = summary(spec, full)  # counted on the whole document
+        doc = shown(spec, full, arguments)
     except Exception as exc:  # a tool error for the assistant to read, and the server goes on
         text = f"archgap {name}: {one_line(exc)}"
         text = text if redact_host is None else redact(text, redact_host)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
-    assert spec is not None
     if redact_host is not None:  # in every string of the document (paths hold no quotes)
         doc = json.loads(redact(json.dumps(doc), redact_host))
-    return types.CallToolResult(
-        content=[
-            types.TextContent(text=summary(spec, doc)),
-            types.TextContent(text=json.dumps(doc)),
-        ],
-        structured_content=doc,
-    )
+        line = redact(line, redact_host)
+    content: list[types.ContentBlock] = [types.TextContent(text=line)]
+    if protocol_version < STRUCTURED_SINCE:  # dates: compared as text
+        content.append(types.TextContent(text=json.dumps(doc)))
+    return types.CallToolResult(content=content, structured_content=doc)
 
 
 class ClientRoots:
@@ -226,8 +237,9 @@ def build_server(
         declared = await roots.current(ctx)
         async with one_at_a_time:
             result: types.CallToolResult = await anyio.to_thread.run_sync(
-                result_of, toolbox, params.name, params.arguments or {}, tell, host, declared
-            )
+                result_of, toolbox, params.name, params.arguments or {}, tell, host, declared,
+                ctx.session.protocol_version,
+            )  # fmt: skip
         return result
 
     async def initialized(ctx: ServerRequestContext[Any], params: Any) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import jsonschema
 
+from archgap.mcp import detail
 from archgap.mcp.schema import Derived, derive, narrowed
 
 # The same names mean the same thing in every tool: described once.
@@ -93,9 +94,17 @@ class ToolSpec:
         return self.document or self.name
 
     def derived(self, function: Callable[..., Any], allow_via: Sequence[str] = ()) -> Derived:
-        """The tool's input; ``via`` only with the prefixes the server allows, else absent."""
+        """The tool's input; ``via`` only with the prefixes the server allows, else absent;
+        ``detail`` where the command's report has something to leave out (mcp.detail)."""
         derived = derive(function, self.omit | frozenset(self.fixed), PROGRESS, DESCRIBED)
-        return narrowed(derived, "via", allow_via, VIA_ALLOWED)
+        derived = narrowed(derived, "via", allow_via, VIA_ALLOWED)
+        if not detail.offered(self.command):
+            return derived
+        level = {"type": "string", "enum": list(detail.LEVELS), "default": detail.DEFAULT}
+        properties = {**derived.schema["properties"], "detail": level}
+        properties["detail"] = {"description": detail.DESCRIPTION, **level}
+        schema = {**derived.schema, "properties": properties}
+        return replace(derived, schema=schema, properties=derived.properties | {"detail"})
 
 
 READ_ONLY = (
@@ -232,6 +241,16 @@ def document(
     return doc
 
 
+def shown(spec: ToolSpec, doc: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The document at the call's ``detail`` (mcp.detail), checked against the schema again."""
+    level = str(arguments.get("detail") or detail.DEFAULT)
+    out = detail.reduced(spec.command, doc, level)
+    problem = jsonschema.exceptions.best_match(_output_validator(spec.command).iter_errors(out))
+    if problem is not None:
+        raise DocumentError(f"the {spec.command} document at detail {level}: {problem.message}")
+    return out
+
+
 def _rendered(
     command: str, result: Any, arguments: Mapping[str, Any], seconds: float
 ) -> dict[str, Any]:
@@ -254,6 +273,32 @@ def output_schema(command: str) -> dict[str, Any]:
     return loaded
 
 
+# Words for a reader, not constraints: the listed output schemas leave them out (they are in
+# the schema files and docs/json.md), about a fifth of the tool list.
+_PROSE = frozenset({"description", "$comment", "title", "examples"})
+_NAMES = frozenset({"properties", "patternProperties", "$defs"})  # maps of names to schemas
+
+
+def _without_prose(node: Any, names: bool = False) -> Any:
+    if isinstance(node, dict):
+        return {
+            key: _without_prose(value, key in _NAMES and not names)
+            for key, value in node.items()
+            if names or key not in _PROSE
+        }
+    if isinstance(node, list):
+        return [_without_prose(item) for item in node]
+    return node
+
+
+@cache
+def listed_schema(command: str) -> dict[str, Any]:
+    """The command's output schema as the tool list gives it: the same constraints as the
+    schema file, without its prose (a property named ``description`` stays)."""
+    stripped: dict[str, Any] = _without_prose(output_schema(command))
+    return stripped
+
+
 @cache
 def _output_validator(command: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(output_schema(command))
@@ -271,12 +316,25 @@ def _scan(doc: Mapping[str, Any]) -> str:
         executable = python.get("executable")
         why = [p.get("reason") for p in doc.get("problems") or [] if p.get("subject") == executable]
         return f"no environment read at {executable}: {'; '.join(why) or 'no site-packages'}"
-    packages = doc.get("packages") or []
+    verdicts = doc.get("packages") or []  # one entry per package and GPU
+    gpus = [g.get("label") for g in doc.get("gpus") or []]
     failing = [f for f in doc.get("jit") or [] if f.get("status") == "fails"]
     head = "gap found" if doc.get("gap") else "no gap"
-    line = f"{head} ({len(packages)} package(s) with device code judged)"
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.get("verdict", "?")] = counts.get(v.get("verdict", "?"), 0) + 1
+    judged = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+    packages = len({v.get("package") for v in verdicts})
+    line = (
+        f"{head}: {packages} package(s) with device code on {len(gpus)} GPU(s) "
+        f"({', '.join(str(g) for g in gpus)})"
+        + (f", verdicts (package x GPU): {judged}" if judged else "")
+        + (f"; {len(failing)} JIT failure(s)" if failing else "")
+    )
     for f in failing[:1]:
-        line += f"; {f.get('package')} {f.get('version')} on {f.get('gpu')}: {f.get('error')}"
+        where = f" on {f['gpu']}" if f.get("gpu") else ""
+        what = f.get("error") or f.get("cause")
+        line += f"; {f.get('package')} {f.get('version')}{where}: {what}"
     return line
 
 
