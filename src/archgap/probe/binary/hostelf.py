@@ -123,7 +123,7 @@ def read_elf(
         if sections is not None and reader.needed is not None:
             reader.dlopens = dlopened_names(reader, sections)
         if sections is not None:
-            reader.compilers = runtime_compilers(buf, sections)
+            reader.compilers = runtime_compilers(reader, sections)
     if sections is None:
         return "elf"
     is_object = fields[1] == ET_REL

@@ -15,42 +15,67 @@ A package that compiles device code while it runs keeps its compiler's tables as
 
 kb/runtime_compilers.json holds these markers with their sources (a unit test holds the two
 equal: this module travels without the kb). Only allocated read-only sections are searched, at
-most ``MAX_DATA_BYTES`` per image; an image whose bytes were not kept (a streamed wheel member)
-is not read: None.
+most ``MAX_DATA_BYTES`` per image, with ``memmem`` (bytesearch), and their pages are handed
+back after (binreader.release); an image whose bytes were not kept (a streamed wheel member)
+is not read: None. Cost: the two marks are looked for in every linked image's read-only data
+(on the 187 libraries, 2.35 GiB, of tests/.data: ~0.3 s more than a plain read's ~0.6 s,
+mostly the libraries that carry a compiler).
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import re
 import struct
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Set, Tuple
 
 from ..facts import RuntimeCompiler
-from .binreader import NotRecorded
+from .binreader import NotRecorded, Reader
+from .bytesearch import searcher
 from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
 
 SHF_WRITE, SHF_ALLOC = 0x1, 0x2
 MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
+MAX_HITS = 4096  # table strings read at most per pattern and image
+MATCH_MAX = 64  # bytes one table string is matched in
 NVRTC_MARK = b"nvrtc: error: "
 NVPTX_MARK = b"nvptx64-nvidia-cuda\x00"
 NVRTC_ARCH = re.compile(rb"\x00-arch=compute_(\d{2,3})([af]?)\x00")
 NVPTX_SM = re.compile(rb"\x00Target SM (\d{1,2})\.?(\d)\x00")
 NVPTX_PTX = re.compile(rb"\x00Use PTX version (\d{1,2})\.?(\d)\x00")
 RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,3})\.(\d{1,3})")
+# where each pattern starts: searched for with memmem, the pattern matched there
+LITERALS = {
+    NVRTC_ARCH: b"\0-arch=compute_",
+    NVPTX_SM: b"\0Target SM ",
+    NVPTX_PTX: b"\0Use PTX version ",
+    RELEASE: b"Cuda compilation tools, release ",
+}
 # read-only sections that hold no compiler tables
 NOT_DATA = (b".nv_fatbin", b"__nv_relfatbin", b".eh_frame", b".gcc_except_table", b".note",
             b".interp", b".gnu", b".dynstr", b".dynsym", b".rela", b".rel.", b".hash")  # fmt: skip
 
 
-def runtime_compilers(buf: Any, sections: Sections) -> Optional[Tuple[RuntimeCompiler, ...]]:
-    """The run-time compilers in the read-only data of the image at the start of ``buf``: ()
-    when none; None when its bytes were not kept."""
+def runtime_compilers(reader: Reader, sections: Sections) -> Optional[Tuple[RuntimeCompiler, ...]]:
+    """The run-time compilers in the read-only data of the image at the start of ``reader``:
+    () when none; None when its bytes were not kept."""
+    buf = reader.buf
     try:
         regions = _regions(sections)
-        if any(_find(buf, NVRTC_MARK, s, e) for s, e in regions):
-            return (_nvrtc(buf, regions),)
-        if any(_find(buf, NVPTX_MARK, s, e) for s, e in regions):
-            return (_nvptx(buf, regions),)
+        marks: Set[bytes] = set()
+        for start, end in regions:
+            if hasattr(buf, "madvise"):  # read front to back: read-ahead, as search_section
+                aligned = start - start % mmap.PAGESIZE
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
+            with searcher(buf, start, end) as (find, _):
+                marks.update(m for m in (NVRTC_MARK, NVPTX_MARK) if find(m, start, end) >= 0)
+            reader.release(start - start % mmap.PAGESIZE, end)  # the page cache keeps them
+        if NVRTC_MARK in marks:
+            return (_nvrtc(reader, regions),)
+        if NVPTX_MARK in marks:
+            return (_nvptx(reader, regions),)
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
     return ()
@@ -70,27 +95,34 @@ def _regions(sections: Sections) -> List[Tuple[int, int]]:
     return regions
 
 
-def _find(buf: Any, needle: bytes, start: int, end: int) -> bool:
-    return bool(buf.find(needle, start, end) >= 0)
-
-
-def _all(buf: Any, pattern: Any, regions: List[Tuple[int, int]]) -> List[Any]:
+def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[Any]:
+    """The groups of each match of ``pattern``, found by its literal start with ``memmem`` and
+    matched there (a regular expression over all of a 30 MB .rodata costs ~0.1 s)."""
+    literal, buf = LITERALS[pattern], reader.buf
     found: List[Any] = []
     for start, end in regions:
-        found.extend(m.groups() for m in pattern.finditer(buf, max(0, start - 1), end))
+        start = max(0, start - 1)
+        with searcher(buf, start, end) as (find, _):
+            at = find(literal, start, end)
+            while at >= 0 and len(found) < MAX_HITS:
+                match = pattern.match(buf, at, min(end, at + MATCH_MAX))
+                if match:
+                    found.append(match.groups())
+                at = find(literal, at + 1, end)
+        reader.release(start - start % mmap.PAGESIZE, end)
     return found
 
 
-def _nvrtc(buf: Any, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
-    targets = sorted({int(arch) for arch, _ in _all(buf, NVRTC_ARCH, regions)})
-    releases = sorted({(int(a), int(b)) for a, b in _all(buf, RELEASE, regions)})
+def _nvrtc(reader: Reader, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
+    targets = sorted({int(arch) for arch, _ in _all(reader, NVRTC_ARCH, regions)})
+    releases = sorted({(int(a), int(b)) for a, b in _all(reader, RELEASE, regions)})
     release = "%d.%d" % releases[-1] if releases else None
     return RuntimeCompiler("nvrtc", tuple(targets), None, release)
 
 
-def _nvptx(buf: Any, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
-    targets = sorted({int(a) * 10 + int(b) for a, b in _all(buf, NVPTX_SM, regions)})
-    isas = sorted({(int(a), int(b)) for a, b in _all(buf, NVPTX_PTX, regions)})
+def _nvptx(reader: Reader, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
+    targets = sorted({int(a) * 10 + int(b) for a, b in _all(reader, NVPTX_SM, regions)})
+    isas = sorted({(int(a), int(b)) for a, b in _all(reader, NVPTX_PTX, regions)})
     return RuntimeCompiler("nvptx", tuple(targets), "%d.%d" % isas[-1] if isas else None, None)
 
 
