@@ -45,6 +45,7 @@ from archgap.analysis.verdicts.compat import (
     is_integrated,
     ptx_jits_on,
     sass_compat,
+    target_name,
 )
 from archgap.kb import roles
 
@@ -215,6 +216,7 @@ class _Library(NamedTuple):
     listed: list[KernelEntry]  # those of the listed fatbin (what the runtime registers)
     hidden: list[KernelEntry]  # those of containers cuobjdump does not list, loadable as they are
     links: list[KernelEntry]  # unlisted relocatable device code: device-link inputs
+    modules: tuple[tuple[str, int, str, int], ...]  # (kind, arch, variant, count) it can load
 
 
 def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
@@ -224,7 +226,11 @@ def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
     listed = [e for e in real if e.listed]
     hidden = [e for e in real if not e.listed and e.relocatable is not True]
     links = [e for e in real if not e.listed and e.relocatable is True]
-    return _Library(binary, role, why, entries, real, listed, hidden, links)
+    modules: Counter[tuple[str, int, str]] = Counter()
+    for e in listed + hidden:  # a summary row counts the entries it stands for
+        modules[(e.kind, e.arch, e.variant)] += e.count
+    counted = tuple((kind, arch, variant, n) for (kind, arch, variant), n in modules.items())
+    return _Library(binary, role, why, entries, real, listed, hidden, links, counted)
 
 
 def library_verdict(
@@ -292,7 +298,7 @@ def _kernels_verdict(
             reason += _hidden_note(library)
         elif verdict != NATIVE:
             reason += _link_inputs(library.links, cc)
-        thin = _thin(loadable, cc) if verdict in (NATIVE, JIT) else ""
+        thin = _thin(library.modules, cc) if verdict in (NATIVE, JIT) else ""
         if thin:
             verdict, reason = PARTIAL, f"{thin} ({reason})"
         return LibraryVerdict(
@@ -308,26 +314,28 @@ def _kernels_verdict(
     return LibraryVerdict(binary.path, gpu.label, NONE, reason, None, False, role, why)
 
 
-def _thin(entries: Sequence[KernelEntry], cc: ComputeCapability) -> str:
+def _thin(modules: Sequence[tuple[str, int, str, int]], cc: ComputeCapability) -> str:
     """Why the library serves ``cc`` with a tiny fraction of its modules (kb/roles.json
-    "thin_coverage"), or "". A module is a cubin or a PTX entry (a summary row counts the entries
-    it stands for); those that serve ``cc`` are SASS that runs on it and PTX it can JIT."""
-    counts: Counter[str] = Counter()
-    serving: Counter[str] = Counter()
-    for e in entries:
-        counts[e.target] += e.count
-        runs = sass_compat(e.arch, e.variant, cc).runs is True if e.kind == "sass" else None
-        if runs or (e.kind == "ptx" and ptx_jits_on(e.arch, e.variant, cc)):
-            serving[e.target] += e.count
-    total, served = sum(counts.values()), sum(serving.values())
-    share = total / len(counts) if counts else 0.0
+    "thin_coverage"), or "". A module is a cubin or a PTX entry it can load; those that serve
+    ``cc`` are SASS that runs on it and PTX it can JIT."""
+    if len(modules) < 2:  # one target: all of it or nothing
+        return ""
+    total = sum(n for *_, n in modules)
+    share = total / len(modules)
+    serving = {
+        target_name(kind, arch, variant): n
+        for kind, arch, variant, n in modules
+        if (sass_compat(arch, variant, cc).runs is True if kind == "sass" else False)
+        or (kind == "ptx" and ptx_jits_on(arch, variant, cc))
+    }
+    served = sum(serving.values())
     if not served or served >= roles.thin_coverage().min_share * share:
         return ""
     order = sorted(serving, key=lambda t: (t.startswith("compute"), t))
     which = ", ".join(f"{serving[t]} {t}" for t in order)
     return (
         f"only {served:,} of {total:,} modules serve {cc} ({which}; an even share of its "
-        f"{len(counts)} targets is {share:,.0f}): most of its kernels have nothing for it "
+        f"{len(modules)} targets is {share:,.0f}): most of its kernels have nothing for it "
         '-> "no kernel image is available for execution on the device" when one is called'
     )
 
