@@ -461,11 +461,11 @@ def test_images_of_different_cpus_judged_together_each_get_their_own_platform_fi
         "systems are aarch64"
     )
     # k_sm120f.cubin: family SASS sm_120f runs on 12.0 and 12.1 (GB10), but only the arm64
-    # image runs on a GB10 host: the others' packages cannot load there
+    # image runs on a GB10 host: the others' packages cannot load there (blocked)
     verdicts = {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
     assert verdicts == {
-        ("on-amd64", "GB10"): "none",
-        ("on-ppc64le", "GB10"): "none",
+        ("on-amd64", "GB10"): "blocked",
+        ("on-ppc64le", "GB10"): "blocked",
         ("on-arm64", "GB10"): "native",
         **{(f"on-{arch}", "RTX PRO 6000"): "native" for arch in images},
     }
