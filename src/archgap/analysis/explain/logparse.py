@@ -2,12 +2,12 @@
 
 Pure: text in, a frozen ``ParsedLog`` out. Real logs are hostile: ANSI colours, timestamps, rank
 prefixes (``[2026-11-28 10:00:01 TP3]``, ``(EngineCore_0 pid=9492)``), eight workers writing the
-same
-traceback at once, megabytes of unrelated output, single lines of megabytes, JSON records holding
-a whole traceback. A JSON record is read as the lines it holds, and a longer line than
-``LINE_LIMIT`` by its first and last ``MAX_LINE`` characters (``logrecords``) before any regex
-sees it; every regex is anchored or starts on a literal, and cheap substring tests gate the rest,
-so time is linear in the input.
+same traceback at once, megabytes of unrelated output, single lines of megabytes, JSON records
+holding a whole traceback, messages wrapped by a terminal or an editor. A JSON record is read as
+the lines it holds, a longer line than ``LINE_LIMIT`` by its first and last ``MAX_LINE``
+characters (``logrecords``), and a wrapped message as one line (``logwrap``) before any regex
+sees it; every regex is anchored or starts on a literal, and cheap substring tests gate the
+rest, so time is linear in the input.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 from archgap.analysis.explain.logevidence import Evidence, any_literal, collect_evidence
@@ -26,6 +26,7 @@ from archgap.analysis.explain.logrecords import (
     may_hold_records,
 )
 from archgap.analysis.explain.logrecords import MAX_LINE as MAX_LINE  # the length of a line's ends
+from archgap.analysis.explain.logwrap import MIN_WRAPPED, Unwrapped
 from archgap.kb.evidence import evidence_patterns
 from archgap.kb.gpus import may_mention
 
@@ -408,8 +409,18 @@ def parse_log(text: str, tail: str = "", skipped_lines: int = 0) -> ParsedLog:
         later = enumerate(split_lines(tail), start=len(head) + skipped_lines + 1)
         numbered = itertools.chain(numbered, later)
     if may_hold_records(text) or may_hold_records(tail):
-        numbered = expand_records(numbered)
-    return parse_lines(numbered)
+        numbered = expand_records(numbered, lambda raw: _quiet_kind(raw) == _LOUD)
+    if not _may_wrap(head) and not (tail and _may_wrap(split_lines(tail))):
+        return parse_lines(numbered)  # no line long enough to be wrapped (a flood of short ones)
+    lines = Unwrapped(numbered)
+    parsed = parse_lines(lines)
+    return replace(parsed, lines=max(parsed.lines, lines.last))
+
+
+def _may_wrap(lines: list[str]) -> bool:
+    """Whether any line is long enough to have been wrapped (``logwrap``): in C, at a few ns a
+    line, so that a flood of short lines does not pay for looking."""
+    return max(map(len, lines), default=0) >= MIN_WRAPPED
 
 
 def parse_lines(numbered_lines: Iterable[tuple[int, str]]) -> ParsedLog:

@@ -8,7 +8,10 @@ Pure. Two shapes hide what a plain log shows:
   object, alone or after a timestamp (and a container runtime's ``stderr F``), is read as the
   lines of its string fields: every string holding a newline, split at its newlines, and the
   message-like fields (``MESSAGE_KEYS``) as one line each, in the record's order, all numbered
-  with the record's line.
+  with the record's line. A record on one line with no newline in it (vLLM's or ray's JSON
+  logging, ``kubectl logs`` of a JSON logger: ``{"level": "error", "msg": "CUDA error: ..."}``)
+  is read by its message fields alone, its escapes undone, when the caller's ``wanted`` says the
+  line may say something (a cheap test on the raw line: most records of a flood are not parsed).
 - An **over-long line** (a record too long to parse, a progress bar, a minified blob ending in the
   error) is kept by its two ends, ``MAX_LINE`` characters each: errors come last.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 MAX_LINE = 4096  # of a longer line its first and its last MAX_LINE characters are read
 CUT_MARK = " [...] "  # between them
@@ -53,14 +56,21 @@ def clip_line(raw: str) -> str:
 
 
 def may_hold_records(text: str) -> bool:
-    """Whether a text can hold a JSON record with an escaped newline (cheap, on the whole)."""
-    return "\\n" in text and "{" in text
+    """Whether a text can hold a JSON record (cheap, on the whole)."""
+    return '{"' in text
 
 
-def expand_records(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    """The numbered lines, each JSON record among them replaced by its lines (same number)."""
+def expand_records(
+    numbered: Iterable[tuple[int, str]], wanted: Callable[[str], bool] = lambda raw: True
+) -> Iterator[tuple[int, str]]:
+    """The numbered lines, each JSON record among them replaced by its lines (same number): one
+    with an escaped newline always, one on one line when ``wanted`` (see the module)."""
     for number, raw in numbered:
-        lines = record_lines(raw) if "\\n" in raw else None
+        lines = None
+        if "\\n" in raw:
+            lines = record_lines(raw)
+        elif '{"' in raw[:_PREFIX_MAX] and raw.rstrip().endswith("}") and wanted(raw):
+            lines = record_lines(raw, one_line=True)
         if lines is None:
             yield number, raw
         else:
@@ -68,9 +78,10 @@ def expand_records(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, s
                 yield number, line
 
 
-def record_lines(raw: str) -> list[str] | None:
+def record_lines(raw: str, one_line: bool = False) -> list[str] | None:
     """The lines a JSON log record holds (see the module), or None when ``raw`` is not one
-    (or holds no newline: then it reads as it is)."""
+    (or holds no newline and ``one_line`` is not asked for, or no message field: then it reads
+    as it is)."""
     brace = raw.find("{", 0, _PREFIX_MAX)
     if brace < 0 or len(raw) > MAX_RECORD or not raw.rstrip().endswith("}"):
         return None
@@ -94,7 +105,7 @@ def record_lines(raw: str) -> list[str] | None:
             lines.append(value)
         if len(lines) >= MAX_RECORD_LINES:
             break
-    return lines[:MAX_RECORD_LINES] if multiline else None
+    return lines[:MAX_RECORD_LINES] if (multiline or one_line) and lines else None
 
 
 def _strings(value: object, key: str, depth: int) -> Iterator[tuple[str, str]]:
