@@ -1,10 +1,11 @@
 """Benchmark: archgap against invariants from outside it, on the newest releases of GPU packages.
 
-Installs (pip --no-deps --no-compile, --upgrade) into a cache venv outside the repository
-(default ~/.cache/archgap-ecosystem, reused between runs) every nvidia-* library that the newest
-torch of each CUDA flavour (cu126, cu128, cu130) pins -- read from the torch wheels' METADATA by
-range reads through archgap's index code -- and the serving, training and data packages of
-bench/ecosystem.json. Then checks, for every ELF library in that environment:
+Installs (pip --no-deps --no-compile, --upgrade) into two cache venvs outside the repository
+(default ~/.cache/archgap-ecosystem/{cu12,cu13}, reused between runs) every nvidia-* library that
+the newest torch of each CUDA flavour (cu126, cu128, cu130) pins -- read from the torch wheels'
+METADATA by range reads through archgap's index code -- and the serving, training and data
+packages of bench/ecosystem.json (CUDA 12 builds with the cu12 pins, CUDA 13 builds with the cu13
+ones: the two builds of a package install the same paths). Then checks, for every ELF library:
 
   listing     `archgap kernels --json` lists (names and order) what cuobjdump --list-elf and
               --list-ptx list; where cuobjdump cannot read a file, what this file's own fatbin
@@ -249,7 +250,7 @@ def install(venv: Path, names: list[str], offline: bool) -> tuple[dict[str, str]
         subprocess.run(["python3.11", "-m", "venv", "--without-pip", str(venv)], check=True)
     downloaded, problems = 0, []
     # the newest releases, whatever a machine-wide pip constraint caps
-    env = {**os.environ, "PIP_CONSTRAINT": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {**os.environ, "PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     for name in names if not offline else []:
         argv = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
                 "--upgrade", "--no-deps", "--no-compile", "--no-cache-dir", "--progress-bar",
@@ -270,15 +271,19 @@ def install(venv: Path, names: list[str], offline: bool) -> tuple[dict[str, str]
     return versions, downloaded, problems
 
 
-def owners(site: Path) -> dict[str, str]:
-    """The installed package that owns each file (its RECORD), by resolved path."""
+def owners(site: Path, problems: list[str]) -> dict[str, str]:
+    """The installed package that owns each library (its RECORD), by resolved path; a path two
+    packages install is a problem of the environment (the later install overwrote it)."""
     owned: dict[str, str] = {}
-    for record in site.glob("*.dist-info/RECORD"):
+    for record in sorted(site.glob("*.dist-info/RECORD")):
         name = record.parent.name.split("-")[0].replace("_", "-").lower()
         for line in record.read_text(errors="replace").splitlines():
             rel = line.split(",", 1)[0]
-            if ".so" in rel or rel.endswith(".pyd"):
-                owned[str((site / rel).resolve())] = name
+            if re.search(r"\.so(\.|$)", rel):
+                real = str((site / rel).resolve())
+                if owned.get(real, name) != name:
+                    problems.append(f"{real} is installed by {owned[real]} and {name}")
+                owned[real] = name
     return owned
 
 
@@ -503,7 +508,6 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="exit 0 on violations")
     args = parser.parse_args()
     started = time.perf_counter()
-    venv = args.cache / "venv"
     args.cache.mkdir(parents=True, exist_ok=True)
 
     pins_file = args.cache / "torch-pins.json"
@@ -515,26 +519,48 @@ def main() -> int:
     for flavour, version in releases.items():
         print(f"torch {version} ({flavour}) pins {len(pins[flavour])}: {' '.join(pins[flavour])}")
     nvidia = sorted({n for names in pins.values() for n in names})
-    wanted = [*nvidia, *DATA["packages"]["names"]]
-    print(f"installing {len(wanted)} packages into {venv} (newest, --no-deps)", flush=True)
-    versions, downloaded, problems = install(venv, wanted, args.offline)
-    site = sorted(venv.glob("lib/python*/site-packages"))[0]
-    installed = sum(p.stat().st_size for p in site.rglob("*") if p.is_file() and not p.is_symlink())
+    worlds: dict[str, Any] = DATA["packages"]["worlds"]
+    wanted: dict[str, list[str]] = {}
+    for world, spec in worlds.items():
+        pinned = {n for flavour in spec["torch_flavours"] for n in pins.get(flavour, [])}
+        wanted[world] = [*sorted(pinned), *spec["names"]]
+    downloaded, problems, versions, sites = 0, [], {}, {}
+    for world, names in wanted.items():
+        venv = args.cache / world
+        print(f"{world}: {len(names)} packages into {venv} (newest, --no-deps)", flush=True)
+        found, got, failed = install(venv, names, args.offline)
+        downloaded += got
+        problems += failed
+        versions.update({f"{world}:{k}": v for k, v in found.items()})
+        sites[world] = sorted(venv.glob("lib/python*/site-packages"))[0]
+    installed = sum(
+        p.stat().st_size
+        for site in sites.values()
+        for p in site.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    )
     install_s = time.perf_counter() - started
+    for key, version in sorted(versions.items()):
+        print(f"  {key} {version}")
 
-    libs = libraries(site)
-    env = Env(libs, owners(site), {str(Path(p).resolve()): walk(p) for p in libs}, set())
+    libs = [lib for site in sites.values() for lib in libraries(site)]
+    conflicts: list[str] = []
+    owned = {k: v for site in sites.values() for k, v in owners(site, conflicts).items()}
+    env = Env(libs, owned, {str(Path(p).resolve()): walk(p) for p in libs}, set())
     env.cuda13_pins = set(pins.get("cu130", []))
     print(
         f"{len(versions)} packages installed, {len(libs)} ELF libraries, {len(env.with_code)} with "
         f"device code (the bench's walk)",
         flush=True,
     )
+    for line in conflicts:
+        print(f"  bench: {line}")
     violations = [f"install: {p}" for p in problems]
     violations += check_listing(env, find_cuobjdump())
-    python = venv / "bin" / "python"
-    env.new = verdicts(python, list(GPUS.values()), DATA["cuda13"]["above"])
-    env.old = verdicts(python, list(GPUS.values()), DATA["cuda13"]["below"])
+    for world in wanted:
+        python = args.cache / world / "bin" / "python"
+        env.new.update(verdicts(python, list(GPUS.values()), DATA["cuda13"]["above"]))
+        env.old.update(verdicts(python, list(GPUS.values()), DATA["cuda13"]["below"]))
     violations += check_documented(env)
     violations += check_cuda13(env)
     violations += check_covered(env)
@@ -547,8 +573,8 @@ def main() -> int:
         print("  " + line)
     flavours = ", ".join(f"{k} {v}" for k, v in releases.items())
     print(
-        f"\npackages: {len(wanted)} asked, {len(versions)} installed; torch {flavours}; "
-        f"{len(nvidia)} nvidia-* pinned"
+        f"\npackages: {sum(map(len, wanted.values()))} asked, {len(versions)} installed (in "
+        f"{len(wanted)} environments); torch {flavours}; {len(nvidia)} nvidia-* pinned"
     )
     c = env.checked
     print(
