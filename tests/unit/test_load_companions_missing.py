@@ -109,3 +109,11 @@ def test_links_and_hostile_sources_are_not_read(tmp_path: Path) -> None:
     (tmp_path / "site-packages" / "pkg" / "linked.py").symlink_to(outside)
     found = unresolved_imports(dist.dist_info, (str(tmp_path / "site-packages"),))
     assert found == (("after", "pkg/__init__.py:2"),)
+
+
+def test_a_line_of_a_string_that_reads_like_an_import_is_none(tmp_path: Path) -> None:
+    dist = site(
+        tmp_path, {"pkg/__init__.py": '"""Usage:\n\nimport in_a_docstring\n"""\nimport real\n'}
+    )
+    found = unresolved_imports(dist.dist_info, (str(tmp_path / "site-packages"),))
+    assert found == (("real", "pkg/__init__.py:5"),)

@@ -4,7 +4,7 @@ imports unconditionally when it is imported, which nothing in the environment pr
 ``import spconv`` runs spconv/__init__.py, whose module-level ``from .core import ...`` runs
 spconv/core.py, whose module-level ``from cumm.gemm.main import ...`` raises
 ``ModuleNotFoundError: No module named 'cumm'`` when no site-packages directory holds ``cumm``.
-Read with ``ast`` (never imported): the statements at module level of the distribution's own
+Read as text (never imported): the statements at module level of the distribution's own
 top-level modules (RECORD's first path components), following its own modules that they import
 the same way. An import inside a function, a class, ``if``, ``try`` (an optional dependency,
 ``except ImportError``) or ``with`` is not unconditional and is not followed. A module is
@@ -16,12 +16,13 @@ that is not installed: anything else its import needs is installed, or not asked
 
 from __future__ import annotations
 
-import ast
 import csv
+import io
 import os
 import re
 import sys
 import sysconfig
+import tokenize
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -104,7 +105,7 @@ def unresolved_imports(
                 if top in found or len(found) >= MAX_FOUND:
                     continue
                 names = _may_provide(top, left) if left is not None else {top}
-                if names and not provided.has(top):
+                if names and not provided.has(top) and _at_module_level(path, line):
                     found[top] = "%s:%d" % (os.path.relpath(path, site), line)
                     if left is not None:
                         left.difference_update(names)
@@ -162,40 +163,72 @@ def _source(site: str, module: str) -> Optional[str]:
     return None
 
 
+# An import statement at module level starts a line (a statement in a block is indented). The
+# walk reads these lines alone (ast.parse of every module cost 0.3 s on CuPy); a line inside a
+# string can look like one, so an import reported as missing is confirmed by the tokenizer.
+IMPORT_LINE = re.compile(
+    rb"^(?:import[ \t]+([^\n#;]+)|from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t(]+([^\n#;)]*))", re.M
+)
+
+
 def _unconditional_imports(path: str, module: str, budget: List[int]) -> List[Tuple[str, int]]:
-    """(absolute module name, line) of each import at module level of the file ``path`` (the
-    module ``module``); for ``from X import a`` also X.a (a may be a submodule)."""
+    """(absolute module name, line) of each import statement that starts a line of the file
+    ``path`` (the module ``module``); for ``from X import a`` also X.a (a may be a submodule).
+    Names continued on the next line (``from . import (\n a,``) are not read."""
     try:
         data, more = read_regular(path, MAX_SOURCE_BYTES, follow=False)
-        budget[0] -= len(data)
-        tree = ast.parse(data) if not more else None
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return []  # a link, an unreadable or hostile file: nothing read from it
-    if tree is None:
+    except OSError:
+        return []  # a link, an unreadable file: nothing read from it
+    budget[0] -= len(data)
+    if more:
         return []
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     found: List[Tuple[str, int]] = []
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.module == "__future__":
+    line, counted = 1, 0
+    for match in IMPORT_LINE.finditer(data):
+        line += data.count(b"\n", counted, match.start())
+        counted = match.start()
+        plain, dots, name, names = (g.decode("utf-8", "replace") if g is not None else None
+                                    for g in match.groups())  # fmt: skip
+        if plain is not None:
+            found += [(n.split()[0], line) for n in plain.split(",") if n.split()]
+            continue
+        level = len(dots or "")
+        if name == "__future__":
+            continue
+        if level:
+            parts = package.split(".") if package else []
+            if level - 1 > len(parts):
                 continue
-            if node.level:
-                parts = package.split(".") if package else []
-                if node.level - 1 > len(parts):
-                    continue
-                stem = parts[: len(parts) - (node.level - 1)]
-                target = ".".join(stem + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not target:
-                continue
-            found.append((target, node.lineno))
-            found += [("%s.%s" % (target, a.name), node.lineno) for a in node.names
-                      if a.name != "*"]  # fmt: skip
+            stem = parts[: len(parts) - (level - 1)]
+            target = ".".join(stem + ([name] if name else []))
+        else:
+            target = name or ""
+        if not target:
+            continue
+        found.append((target, line))
+        found += [("%s.%s" % (target, n.split()[0]), line) for n in (names or "").split(",")
+                  if n.split() and n.split()[0] != "*"]  # fmt: skip
     # a submodule X.a that does not exist is an attribute: only X itself must be provided
     return found
+
+
+def _at_module_level(path: str, line: int) -> bool:
+    """Whether an import statement at module level of ``path`` starts at ``line``: its first
+    token, at column 0 (a statement of a block is indented), not inside a string. Tokenized
+    only up to that line (imports are near the top; parsing all of warp's types.py took 0.26 s)."""
+    try:
+        data, _ = read_regular(path, MAX_SOURCE_BYTES, follow=False)
+        for token in tokenize.tokenize(io.BytesIO(data).readline):
+            if token.start[0] > line:
+                return False
+            if token.type == tokenize.STRING and token.start[0] < line <= token.end[0]:
+                return False  # a line of a string that reads like an import
+            if token.start == (line, 0):
+                return token.type == tokenize.NAME and token.string in ("import", "from")
+    except (OSError, SyntaxError, ValueError, tokenize.TokenError, RecursionError, MemoryError):
+        return False  # a link, an unreadable or hostile file: nothing claimed from it
+    return False
 
 
 class _Provided:
