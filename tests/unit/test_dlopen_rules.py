@@ -157,3 +157,16 @@ def test_a_library_loaded_as_a_dependency_beside_the_one_it_opens() -> None:
     torch = lib(TORCH, (), ("$ORIGIN/../../nvidia/cudnn/lib", "$ORIGIN/../../nvidia/cublas/lib"),
                 ("libcudnn.so.9", "libcublas.so.12"))  # fmt: skip
     assert dlopen_findings(cudnn, package="somepkg", others=(torch,), shipped=(CUBLAS,))[0] == []
+
+
+def test_a_truncated_library_reads_what_is_there_and_never_raises(tmp_path: Path) -> None:
+    # bad input is a value: each cut of the library still gives a row, its dlopen names read
+    # or None, and names only from the bytes present
+    data = build(tmp_path, "user", USER).read_bytes()
+    for cut in range(64, len(data), max(1, len(data) // 97)):
+        short = tmp_path / "short.so"
+        short.write_bytes(data[:cut])
+        facts = read_binary(str(short))
+        assert facts.dlopens is None or set(facts.dlopens) <= {
+            "libcublas.so.12", "libcudnn.so.9", "libfoo.so"
+        }  # fmt: skip
