@@ -133,8 +133,9 @@ def _missing(
             continue
         modules = ", ".join(f"{m} ({w})" for m, w, _, _ in needed)
         wants = ", ".join(f"{r.name}{r.specifier}" for _, _, _, r in needed)
-        verb = "is" if len(needed) == 1 else "are"
-        why = f"its import needs {modules}, and {wants} {verb} not installed"
+        what = ("the package that provides it", "is") if len(needed) == 1 else (
+            "the packages that provide them", "are")  # fmt: skip
+        why = f"its import needs {modules}, and {what[0]} ({wants}) {what[1]} not installed"
         for path in dist.native_files:
             _block(blocked, path, why)
         first = needed[0][0]
