@@ -173,13 +173,16 @@ def explain(
         FROM_LOG,
     )
     if explaining is not None:
+        built = f", the build of {focus.built} failed" if focus.built else ""
         chain.add(
-            f"Earlier in the log: {explaining.text}",
+            f"Earlier in the log{built}: {explaining.text}"
+            + (" (the cause: the error above is what that build left)" if built else ""),
             "",
             "",
             f"log line {explaining.line}" + _workers_note(explaining),
             FROM_LOG,
         )
+    _add_later(chain, focus)
     walked = examined is not None and walk_code(chain, log, focus, examined)
     facts = causes_.version_facts(log, _texts(log), load_version_marks(), gpus)
     judgement = causes_.judge(focus.root_signature.causes, facts)
@@ -242,6 +245,28 @@ def explain(
         tool=rules.log_facts(log, ()).tool,
         cases=cases,
     )
+
+
+def _add_later(chain: Chain, focus: Focus) -> None:
+    """The error the log ends with after the build failure, that no signature knows: a step
+    when it is of the package whose build failed (what the build left), else a note."""
+    later = focus.later
+    if later is None:
+        return
+    if later.connected:
+        chain.add(
+            f"Then, in {later.package}: {later.text} (what the failed build left: fix the "
+            "build, and this error goes with it)",
+            "",
+            "",
+            f"log line {later.line}",
+            FROM_LOG,
+        )
+    else:
+        chain.notes.append(
+            f"the log ends with another error (line {later.line}: {later.text}); archgap does "
+            "not know it, and the log does not tie it to the failed build"
+        )
 
 
 def _signature_cases(judgement: causes_.Judgement) -> tuple[CaseAnswer, ...]:

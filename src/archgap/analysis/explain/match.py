@@ -1,13 +1,18 @@
 """Which known errors a crash log shows, and what to ask the probe about them.
 
 Pure: a parsed log and the signatures in; the signatures it matches (``match_signatures``), the
-error it ends with and the match that explains it (``Focus``), and the two requests for the probe:
+error it ends with and the match that explains it (``Focus``): the cause its signature names, or
+a build that failed earlier in the same package (a compiler's error, ``BUILD_TOOLS``: the JIT
+build of FlashInfer that nvcc refused, and the run-time error it left); and the error the log
+ends with after that build when no signature knows it (``Later``). And the two requests for the
+probe:
 ``code_request`` (the raise sites to read) and ``names_to_trace`` (the state the raising condition
 depends on). ``raise_site`` maps the log's raise onto the installed code the probe read.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +72,29 @@ def match_signatures(log: ParsedLog, signatures: Sequence[Signature]) -> tuple[S
     return tuple(sorted(found.values(), key=lambda m: (not m.in_traceback, m.line)))
 
 
+# Signatures' projects that are compilers: their errors are a build that failed (at install or
+# in a JIT), and an error of the same package later in the log is what that build left.
+BUILD_TOOLS = frozenset(("nvcc", "ptxas", "nvrtc"))
+# A package a path names: its site-packages directory, or its cache (FlashInfer's JIT builds in
+# ~/.cache/flashinfer, torch's extensions in ~/.cache/torch_extensions).
+_PACKAGE_PATH = re.compile(
+    r"(?:site-packages|dist-packages|\.cache)[/\\](?P<name>[A-Za-z_][\w-]{0,60})[/\\]"
+)
+_NOT_PACKAGES = frozenset(("torch_extensions", "pip", "huggingface", "__pycache__"))
+_BUILD_BLOCK = 30  # lines before a compiler's error that belong to its build (the command run)
+
+
+@dataclass(frozen=True)
+class Later:
+    """The error the log ends with, raised after the build failure the diagnosis is about, that
+    no signature knows; ``connected``: it is of the package whose build failed."""
+
+    text: str
+    line: int
+    connected: bool
+    package: str  # the package both name ("" when not connected)
+
+
 @dataclass(frozen=True)
 class Focus:
     """The error the log ends with, the match that explains it, and the frames that raised it."""
@@ -78,6 +106,8 @@ class Focus:
     root_signature: Signature
     frames: tuple[TracebackFrame, ...]
     by_id: Mapping[str, Signature]
+    later: Later | None = None  # the unknown error the log ends with, after the build failure
+    built: str = ""  # the package an earlier build failure and the error share (explaining)
 
 
 def focus_of(log: ParsedLog, signatures: Sequence[Signature]) -> Focus | None:
@@ -87,9 +117,81 @@ def focus_of(log: ParsedLog, signatures: Sequence[Signature]) -> Focus | None:
     by_id = {s.id: s for s in signatures}
     primary = _primary(matches, by_id)
     explaining = _explaining(primary, matches, by_id)
+    built = ""
+    if explaining is None:
+        explaining, built = _failed_build(log, primary, matches, by_id)
     root = by_id[(explaining or primary).signature]
     frames = _error_frames(log, primary)
-    return Focus(matches, primary, by_id[primary.signature], explaining, root, frames, by_id)
+    later = _later_error(log, explaining or primary, by_id)
+    return Focus(
+        matches, primary, by_id[primary.signature], explaining, root, frames, by_id, later, built
+    )
+
+
+def _is_build(match: SignatureMatch, by_id: Mapping[str, Signature]) -> bool:
+    signature = by_id[match.signature]
+    return signature.project in BUILD_TOOLS and signature.architecture
+
+
+def packages_at(log: ParsedLog, match_line: int, text: str) -> frozenset[str]:
+    """The packages an error at ``match_line`` belongs to: those its traceback's frames run in
+    and the paths of its message name; for an error on a line of its own (a build's output),
+    the paths of the lines of its build before it (the command that failed) and of the
+    traceback just before it (``RuntimeError: Ninja build failed. Ninja output:``)."""
+    names: list[str] = []
+    texts = [text]
+    tracebacks = [tb for tb in log.tracebacks if tb.first_line == match_line]
+    if not tracebacks:  # a build's output: its command, and the traceback that printed it
+        texts += [t for n, t in log.messages if match_line - _BUILD_BLOCK <= n <= match_line]
+        near = [tb for tb in log.tracebacks if match_line - _BUILD_BLOCK <= tb.first_line]
+        tracebacks = [tb for tb in near if tb.first_line < match_line][-1:]
+    for tb in tracebacks:
+        texts += [tb.message, *(f.file for f in tb.frames)]
+    for chunk in texts:
+        names += [m.group("name") for m in _PACKAGE_PATH.finditer(chunk)]
+    return frozenset(n for n in names if n not in _NOT_PACKAGES)
+
+
+def _failed_build(
+    log: ParsedLog,
+    primary: SignatureMatch,
+    matches: tuple[SignatureMatch, ...],
+    by_id: Mapping[str, Signature],
+) -> tuple[SignatureMatch | None, str]:
+    """A compiler's error earlier in the log, in the package the run-time error the log ends
+    with is raised in: the build that failed, and the package (the later error is what it
+    left, not a second cause)."""
+    if _is_build(primary, by_id) or not primary.in_traceback:
+        return None, ""
+    own = packages_at(log, primary.line, primary.text)
+    if not own:
+        return None, ""
+    for match in sorted(matches, key=lambda m: -m.line):
+        if match.line < primary.line and _is_build(match, by_id):
+            shared = own & packages_at(log, match.line, match.text)
+            if shared:
+                return match, sorted(shared)[0]
+    return None, ""
+
+
+def _later_error(
+    log: ParsedLog, cause: SignatureMatch, by_id: Mapping[str, Signature]
+) -> Later | None:
+    """The last traceback, begun after a build failure (``cause``), whose exception no
+    signature matched: the error the log ends with, connected to the build when both name
+    the same package."""
+    if not _is_build(cause, by_id) or not log.tracebacks:
+        return None
+    last = log.tracebacks[-1]
+    if last.first_line <= cause.line:
+        return None
+    text = " ".join(f"{last.exception_type}: {last.message}".split())
+    if any(s.search(text) for s in by_id.values()):
+        return None  # a known error of its own: the matches hold it
+    shared = sorted(
+        packages_at(log, last.first_line, text) & packages_at(log, cause.line, cause.text)
+    )
+    return Later(text, last.first_line, bool(shared), shared[0] if shared else "")
 
 
 def _primary(matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]) -> SignatureMatch:
