@@ -6,6 +6,8 @@ Expectations from what the artifacts hold and NVIDIA's rules, not from archgap's
   and all of it fits 40 lines. The facts behind the cause are folded into one line that counts
   them, and -v lists each (among them the raise at flashinfer/compilation_context.py:56 of the
   installed 0.6.8 source: ``raise RuntimeError("SM 12.x requires CUDA >= 12.9")``).
+- explain of the seed log (tests/fixtures/explain_corpus) with that environment: the chain of
+  causes one line a step without -v, each step's code line and source with it, in 40 lines.
 - cupy-cuda12x 14.2.0 installed without NVRTC (nvidia-cuda-nvrtc-cu12 is not in the venv): its
   NVRTC-linked modules load on no GPU, so the same reason holds on every GPU named: one line
   naming the number of GPUs; -v gives one line per GPU.
@@ -21,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import need_data, run_cli
+from tests.helpers import FIXTURES, need_data, run_cli
 from tests.toolkit_stubs import banner_toolkit, venv_python
 
+SEED_LOG = FIXTURES / "explain_corpus" / "sglang-incident-flashinfer-0.6.8.log"
 NINE = ["T4", "A100", "A10", "L40S", "H100", "B200", "B300", "RTX PRO 6000", "GB10"]
 
 
@@ -103,3 +106,40 @@ def test_one_driver_failure_shared_by_two_packages_is_one_entry(verbose: bool) -
         assert "2 packages (nvidia-cuda-runtime, nvidia-curand): needs driver >= 580" in cannot[0]
         assert "driver 575.57.08 does not run CUDA 13" in cannot[0]
         assert "a build of each package" in fixes[0]
+
+
+def _explain(tmp_path: Path, *extra: str) -> list[str]:
+    need_data("venv-flashinfer-python-0.6.8")
+    cuda = banner_toolkit(tmp_path / "tk", "12.8")
+    python = venv_python("venv-flashinfer-python-0.6.8")
+    result = run_cli(
+        "explain", str(SEED_LOG), "--python", str(python), "--gpu", "RTX PRO 6000", *extra,
+        env={"CUDA_HOME": str(cuda), "COLUMNS": "100", "TERM": "dumb"},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # an architecture gap explained
+    return result.stdout.splitlines()
+
+
+def test_the_story_explain_fits_40_lines_and_says_everything_with_v(tmp_path: Path) -> None:
+    """The seed log with the environment it crashed in: the chain's steps one line each (the
+    fix first, on the ``next:`` line), the code and source of each step with -v, among them the
+    raise at flashinfer/jit/core.py:108 of the released 0.6.8 source."""
+    short = _explain(tmp_path)
+    assert len(short) <= 40, "\n".join(short)
+    assert short[1].startswith("next: ")  # the first fix before anything else
+    chain = _chain(short)
+    assert chain[1].strip().startswith("source: log line ")  # where the error is in the log
+    steps = [line for line in chain if re.match(r"^ {0,2}\d{1,2}\. ", line)]
+    assert len(chain) == len(steps) + 2 and len(steps) >= 2  # one line each, but for that
+    assert chain[-1].strip().startswith("(-v: ")  # the folded part is said, not dropped
+    full = _explain(tmp_path, "-v")
+    sources = [line for line in _chain(full) if line.strip().startswith("source: ")]
+    assert len(sources) == len(steps)  # every step's source, with -v
+    assert '     raise RuntimeError("FlashInfer requires GPUs with sm75 or higher")' in full
+
+
+def _chain(lines: list[str]) -> list[str]:
+    """The lines of the chain section (after ``chain``, up to the blank line)."""
+    start = lines.index("chain") + 1
+    end = lines.index("", start)
+    return lines[start:end]

@@ -67,5 +67,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         body = rendering.body(diagnosis, origin, log.lines, log.truncated_lines, skipped)
         out.emit("explain", body)
     else:
-        out.print_lines(rendering.text(diagnosis, origin, log.lines, text.note(log.lines)))
+        shown = rendering.text(
+            diagnosis, origin, log.lines, text.note(log.lines), out.verbosity > 0
+        )
+        out.print_lines(shown)
     return diagnosis.exit_code

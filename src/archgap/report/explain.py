@@ -95,16 +95,20 @@ def _unrecognised(diagnosis: Diagnosis) -> list[str]:
     return lines
 
 
-def _chain(diagnosis: Diagnosis) -> list[str]:
-    """A diagnosed error: the chain of causes, the root cause (each case of a conditional one),
-    what would decide it, and the fixes."""
+def _chain(diagnosis: Diagnosis, verbose: bool = True) -> list[str]:
+    """A diagnosed error: the chain of causes (without ``verbose``, one line a step: the code
+    line and the source of each are folded, but for the error's own place in the log), the root
+    cause (each case of a conditional one), what would decide it, and the fixes."""
     lines = ["\n[bold]chain[/]"]
     for number, step in enumerate(diagnosis.steps, start=1):
         location = f" [bold]{escape(step.location)}[/]" if step.location else ""
         lines.append(f" {number:>2}. {escape(step.text)}{location}  {_STATUS_LABEL[step.status]}")
-        if step.fact:
+        if step.fact and verbose:
             lines.append(f"     [dim]{escape(step.fact)}[/]")
-        lines.append(f"     [dim]source: {escape(step.source)}[/]")
+        if verbose or number == 1:
+            lines.append(f"     [dim]source: {escape(step.source)}[/]")
+    if diagnosis.steps and not verbose:
+        lines.append("     [dim](-v: each step's line of code or log and where it was read)[/]")
     label = _CAUSE_LABEL.get(diagnosis.cause_status, "")
     lines.append(f"\n[bold]root cause[/]{label} {escape(diagnosis.root_cause)}")
     for case in diagnosis.cases:  # a conditional cause: one bullet per case
@@ -122,10 +126,13 @@ def _chain(diagnosis: Diagnosis) -> list[str]:
     return lines
 
 
-def text(diagnosis: Diagnosis, origin: str, lines: int, note: str = "") -> list[str]:
+def text(
+    diagnosis: Diagnosis, origin: str, lines: int, note: str = "", verbose: bool = True
+) -> list[str]:
     """The text report (rich-markup lines): what was read and examined, then the error and its
     chain, or what the log states when no signature matched; ``note`` last (a log not read
-    whole)."""
+    whole). Without ``verbose`` (-v) each step of the chain is one line, so the story fits a
+    screen."""
     where = escape(diagnosis.environment or "no environment (log only)")
     if diagnosis.environment_reason:  # archgap chose it: say why
         reason = escape(diagnosis.environment_reason)
@@ -150,7 +157,7 @@ def text(diagnosis: Diagnosis, origin: str, lines: int, note: str = "") -> list[
         if diagnosis.tool:
             out.append(f"  raised by {escape(diagnosis.tool)}")
         out += [f"\n[bold yellow]note[/] {escape(n)}" for n in diagnosis.notes]
-        out += _chain(diagnosis)
+        out += _chain(diagnosis, verbose)
     if note:
         out.append(f"\n[bold yellow]note[/] {escape(note)}")
     return out
