@@ -77,6 +77,74 @@ def covers(verdict: str, strict: bool) -> bool:
     return verdict in (NATIVE, JIT) or (verdict == PARTIAL and not strict)
 
 
+@dataclass(frozen=True)
+class Exclusion:
+    """One version of a constraints file (``versions --constraints``): ``pkg!=VERSION`` when
+    ``excluded``, else only a comment saying why it is kept although a build of it fails."""
+
+    version: str  # as the index lists it: "3.0", "3.0+cu130"
+    excluded: bool
+    why: str  # one line
+
+
+def fails(variant: VersionVerdict, strict: bool) -> bool:
+    """The variant was read and has nothing for at least one GPU (none, blocked, no-kernels,
+    partial with ``strict``); unknown on a GPU decides nothing."""
+    return variant.problem is None and any(
+        g.verdict != UNKNOWN and not covers(g.verdict, strict) for g in variant.verdicts
+    )
+
+
+def _failing(variant: VersionVerdict, strict: bool) -> str:
+    wrong = (g for g in variant.verdicts if g.verdict != UNKNOWN and not covers(g.verdict, strict))
+    return "; ".join(f"{g.gpu} ({g.compute_capability}) {g.verdict}: {g.reason}" for g in wrong)
+
+
+def _public(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def exclusions(report: VersionsReport) -> tuple[Exclusion, ...]:
+    """What a pip/uv constraints file can exclude, newest first: each version whose every build
+    on the indexes was read and fails a GPU. A specifier names a version, not an index nor a
+    file, and PEP 440 matches ``!=3.0`` against the public part of 3.0+cu130 too: a version
+    that one index's build fails and another's covers, or a public version with a local
+    variant that covers, cannot be excluded (``excluded`` False, and why). A variant no GPU
+    verdict decided (unread, unknown) is left alone."""
+    found: list[Exclusion] = []
+    judged = report.versions
+    for version in dict.fromkeys(v.version for v in judged):
+        builds = [v for v in judged if v.version == version]
+        failing = [v for v in builds if fails(v, report.strict)]
+        if not failing:
+            continue
+        first = failing[0]
+        why = f"{first.wheel}: {_failing(first, report.strict)}"
+        others = [v for v in builds if v not in failing]
+        if others:
+            found.append(Exclusion(version, False, f"{why}; but the build on {others[0].index} "
+                                   f"({others[0].wheel}) {_state(others[0])}: a constraint cannot "
+                                   "tell the two apart (install it by URL)"))  # fmt: skip
+            continue
+        local = [
+            v for v in judged
+            if v.version != version and "+" not in version and _public(v.version) == version
+            and not fails(v, report.strict)
+        ]  # fmt: skip
+        if local:
+            found.append(Exclusion(version, False, f"{why}; but !={version} would also exclude "
+                                   f"{local[0].version}, which {_state(local[0])}"))  # fmt: skip
+            continue
+        found.append(Exclusion(version, True, why))
+    return tuple(found)
+
+
+def _state(variant: VersionVerdict) -> str:
+    if variant.covers:
+        return "covers the GPUs"
+    return f"could not be judged ({variant.problem or 'unknown'})"
+
+
 def variant_verdict(
     package: str, version: str, gpu: GpuTarget, verdict: Verdict, reason: str
 ) -> tuple[Verdict, str]:

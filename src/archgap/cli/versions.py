@@ -46,6 +46,13 @@ OPTIONS = (
         help="judge PTX against this NVIDIA driver (580.65.06): the PTX ISA it can JIT",
     ),
     opt.flag("--strict", "a 'partial' variant does not cover the GPU"),
+    opt.option(
+        "--constraints",
+        metavar="FILE",
+        help="also write a constraints file for pip and uv (pip install -c FILE, uv pip install -c "
+        "FILE): "
+        "NAME!=VERSION for each version read that has nothing for a GPU, with why after '#'",
+    ),
     opt.Group(opt.INDEXES, title="where and for what (pip's index settings apply)"),
     opt.output(opt.TABLE_FORMATS),
 )
@@ -73,6 +80,21 @@ def run(args: argparse.Namespace, out: Output) -> int:
         )  # fmt: skip
     elapsed = time.monotonic() - started
     show(out, "versions", report, View(elapsed=elapsed, first=args.first))
+    if args.constraints:
+        _write_constraints(args.constraints, report, args.first, out)
     if report.winner is not None:
         return EXIT_OK
     return EXIT_GAP if report.judged else EXIT_ERROR
+
+
+def _write_constraints(path: str, report: Any, first: bool, out: Output) -> None:
+    """The constraints file, only when a variant was judged: a file that excludes nothing
+    because nothing could be read would look like a clean bill (fail closed)."""
+    from archgap.cli.engines import write_atomic
+    from archgap.errors import UsageError
+    from archgap.report.versions import constraints
+
+    if not report.judged:
+        raise UsageError(f"--constraints {path}: no variant could be judged; nothing written")
+    write_atomic(path, constraints(report, first), "--constraints")
+    out.note(f"constraints written to {path}")

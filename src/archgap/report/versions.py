@@ -146,6 +146,38 @@ def body(report: VersionsReport, first: bool, seconds: float) -> dict[str, Any]:
     }
 
 
+def constraints(report: VersionsReport, first: bool) -> str:
+    """A pip (``-c FILE``) / uv (``--constraint FILE``) constraints file: ``NAME!=VERSION`` for
+    each version whose every build fails a GPU, with why after ``#``; a version that cannot be
+    excluded as a comment (analysis.versions.exclusions)."""
+    from archgap.analysis.versions import exclusions
+
+    mode = " (strict: partial fails)" if report.strict else ""
+    lines = [
+        f"# archgap versions {report.package} --gpu {','.join(g.label for g in report.gpus)}"
+        f"{mode}: constraints for pip -c FILE / uv pip -c FILE",
+        f"# GPUs: {gpu_names(report)}",
+        *(f"# {line}" for line in indexes(report)),
+        "# excluded: every version whose builds were read and have nothing for a GPU (none, "
+        "blocked, no-kernels)",
+    ]
+    if report.winner is None:
+        lines.append(f"# no variant read covers {gpu_names(report)}: a resolver finds none")
+    elif first and len(report.versions) < report.listed:
+        lines.append(f"# older than {report.winner.version}: not read (--first), not constrained")
+    for found in exclusions(report):
+        why = _one_line(found.why)
+        if found.excluded:
+            lines.append(f"{report.package}!={found.version}  # {why}")
+        else:
+            lines.append(f"# kept {report.package} {found.version}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _version(v: VersionVerdict) -> dict[str, Any]:
     return {
         "version": v.version,
