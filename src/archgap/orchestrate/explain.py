@@ -81,7 +81,10 @@ def diagnose(
     executable = ""
     if chosen is not None:
         try:
-            examined, sites, executable = _examine(chosen, log, signatures, named)
+            # this machine's GPUs are the log's only where the caller or the log named the
+            # environment; not in an active environment archgap fell back to
+            own = not why or why == explain_choice.LOG_NAMES
+            examined, sites, executable = _examine(chosen, log, signatures, named, own)
         except ProbeError as exc:
             if not why:  # the caller's own choice: their error
                 raise
@@ -135,10 +138,13 @@ def _examine(
     log: ParsedLog,
     signatures: Sequence[Signature],
     named: tuple[GpuTarget, ...],
+    own_gpus: bool = True,
 ) -> tuple[Examined, tuple[str, ...], str]:
     """The examined environment's facts, all from the probe (here or on the target): the python
     environment, toolchains, GPUs and the raise sites first; then the trace of the state the
-    raising condition reads. With its site-packages directories and its interpreter."""
+    raising condition reads. With its site-packages directories and its interpreter. The GPUs
+    present there are the GPUs in question only with ``own_gpus`` (no fix for a GPU neither the
+    log nor the caller named: a problem says which were left out)."""
     from archgap.analysis.explain.chain import Examined
     from archgap.analysis.explain.match import code_request, names_to_trace
     from archgap.analysis.scan import present_targets
@@ -171,6 +177,15 @@ def _examine(
         decode(ToolchainFacts, sections["toolchains"]) if sections.get("toolchains") else None
     )
     present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
+    left_out: tuple[str, ...] = ()
+    if present and not own_gpus:
+        shown = ", ".join(dict.fromkeys(f"{g.label} ({g.compute_capability})" for g in present))
+        left_out = (
+            f"the GPUs here ({shown}) are not taken as the log's: archgap chose this "
+            "environment, and neither the log nor the command names it; name the GPU with "
+            "--gpu, or the environment with --python",
+        )
+        present = ()
     place = "" if target.is_local else f" on {target.name}"
     examined = Examined(
         description=f"{env.executable} (Python {env.python_version}){place}",
@@ -180,6 +195,6 @@ def _examine(
         traces=tuple(traces),
         toolchains=toolchains,
         gpus=(*named, *present),
-        problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()),
+        problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()) + left_out,
     )
     return examined, tuple(env.site_packages), env.executable
