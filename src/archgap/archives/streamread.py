@@ -6,7 +6,8 @@ layer's library) is read once, front to back, as it is decompressed. The file re
 random access, above all an ELF image's section table, which sits at the end of the file after
 the sections it describes. So the pass keeps, as the bytes go by, every byte that reader can
 ask for, and the reader then runs unchanged over what was kept (``Kept``), where every offset is
-the member's own; each finding is attributed to its section exactly as in an installed file.
+the member's own (``archives.kept``); each finding is attributed to its section exactly as in an
+installed file.
 
 What is kept (``Collector``), found as the bytes go by, each rule following headers forward:
 
@@ -25,6 +26,8 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
   bytes before that section go by (where its string table is), each string that may be a needed
   name or a search path (it holds ``.so`` or ``$ORIGIN``) from its start: what
   ``elf.dynamic_needs`` reads (a name that holds neither is not kept: its needs are unknown);
+- of a library, its section-name table also where it lies more than ``LOOKBEHIND`` before the
+  section table (``NAMES_MARK``: the table holds its own section's name);
 - an archive's member headers (a forward chain) and its long-name table;
 - for each position where the reader may ask whether a range is zero (after each container and
   entry chain), the first non-zero byte at or after it.
@@ -39,10 +42,8 @@ than ``LOOKBEHIND`` bytes before its section table, headers past the bound), ``K
 
 from __future__ import annotations
 
-import bisect
 import collections
 import heapq
-import re
 import struct
 import zlib
 from array import array
@@ -50,7 +51,6 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from archgap.probe.binary.ar import AR_MAGIC
-from archgap.probe.binary.binreader import ZERO_CHUNK, NotRecorded, Reader
 from archgap.probe.binary.bytesearch import searcher
 from archgap.probe.binary.content import PREFIX_STORED, has_kernel
 from archgap.probe.binary.deepsearch import PADDING_PEEK, SEARCH_MIN
@@ -82,6 +82,8 @@ from archgap.probe.binary.fatcontainer import (
 )
 from archgap.probe.facts import BinaryFacts
 
+from .kept import NONZERO, Kept, KeptReader
+
 CHUNK = 1 << 20  # bytes read from the stream at a time
 LOOKBEHIND = 16 << 20  # bytes kept behind the stream's position (names before a section table)
 MAX_WANT = 16 << 20  # a pending range keeps the window this much past LOOKBEHIND at most
@@ -92,115 +94,19 @@ PIN_COST = 96  # bookkeeping bytes counted per kept range
 NOTE_MAX = 65536  # bytes of a cubin's note read (``cubin_at`` reads its ptxas command line)
 MAX_NAMES = 64 << 20  # bytes of a section-name table read (as ``elf.section_table``)
 SHT_NOTE = 7
-NONZERO = re.compile(rb"[^\0]")
 NEED_MARKS = (b".so", b"$ORIGIN")  # what a needed name (libc.so.6) or a search path holds
 MARK_TAIL = len(b"$ORIGIN") - 1  # a mark may straddle two chunks
+# A section-name table holds the name of its own section: where a library's is, it is kept
+# (NAMES_SPAN bytes each side, the last NAMES_KEPT places), for when it lies further than
+# LOOKBEHIND before the section table (taichi_python.so: 27 MB of .symtab/.strtab between).
+NAMES_MARK = b"\0.shstrtab"  # (a needle that ends in a rare pair of bytes: memmem's skip)
+NAMES_SPAN = 64 << 10
+NAMES_KEPT = 8
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
 # What ``want`` does with a range: keep it (past ``MAX_KEPT``: keeping stops), keep it while
 # ``MAX_PAYLOADS`` allows, or only hand it to its rule as it goes by.
 KEEP, OPTIONAL, LOOK = 0, 1, 2
-
-
-class Kept:
-    """The bytes a stream pass kept, read like the member's bytes (offsets are the member's).
-
-    Slices of kept ranges are bytes; searches for the container magic and the cubin ident are
-    answered from the positions found; anything else raises ``NotRecorded``."""
-
-    def __init__(self, collector: Collector) -> None:
-        self.size = collector.size
-        self.needles = collector.needles
-        self.lost_at = collector.lost_at  # from here on, not every position or header was kept
-        self.told_kernels = collector.told  # content.has_kernel's answers, found as they went by
-        pins = collector.pins
-        self.packed = sorted(collector.packed.items())  # (start, (length, zlib data))
-        self.packed_starts = [start for start, _ in self.packed]
-        self.unpacked: tuple[int, bytes] = (-1, b"")  # the last packed block read
-        self.starts: list[int] = []
-        self.blocks: list[bytes] = []
-        for start in sorted(pins):
-            block = pins[start]
-            if self.starts and start <= self.starts[-1] + len(self.blocks[-1]):
-                last = self.blocks[-1]
-                keep = start + len(block) - self.starts[-1] - len(last)
-                if keep > 0:
-                    self.blocks[-1] = last + block[len(block) - keep :]
-            else:
-                self.starts.append(start)
-                self.blocks.append(block)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            start = min(index.start or 0, self.size)
-            stop = self.size if index.stop is None else min(index.stop, self.size)
-            return self.read(start, max(start, stop))
-        return self.read(index, index + 1)[0]
-
-    def read(self, start: int, stop: int) -> bytes:
-        if start == stop:
-            return b""
-        i = bisect.bisect_right(self.starts, start) - 1
-        if i >= 0 and stop <= self.starts[i] + len(self.blocks[i]):
-            at = start - self.starts[i]
-            return self.blocks[i][at : at + stop - start]
-        i = bisect.bisect_right(self.packed_starts, start) - 1
-        if i >= 0 and stop <= self.packed_starts[i] + self.packed[i][1][0]:
-            if self.unpacked[0] != i:
-                self.unpacked = (i, zlib.decompress(self.packed[i][1][1]))
-            at = start - self.packed_starts[i]
-            return self.unpacked[1][at : at + stop - start]
-        raise NotRecorded(
-            f"streamed: bytes 0x{start:x}-0x{stop:x} were not kept as the member went by"
-        )
-
-    def find(self, needle: bytes, start: int, end: int | None = None) -> int:
-        end = self.size if end is None else min(end, self.size)
-        positions = self.needles.get(needle)
-        if positions is None:
-            block = self.read(start, end)  # a search inside kept bytes
-            found = block.find(needle)
-            return start + found if found >= 0 else -1
-        i = bisect.bisect_left(positions, start)
-        if i < len(positions) and positions[i] + len(needle) <= end:
-            return int(positions[i])
-        if end > self.lost_at:
-            raise NotRecorded(f"streamed: positions past 0x{self.lost_at:x} were not kept")
-        return -1
-
-
-class KeptReader(Reader):
-    """A ``Reader`` over ``Kept`` bytes: whether a range is zero comes from the first non-zero
-    byte the stream saw after each position that can be asked about."""
-
-    def __init__(self, kept: Kept, deep: bool, collector: Collector) -> None:
-        super().__init__(kept, kept.size, deep)
-        self.nonzero = collector.nonzero
-        self.zeros_before = collector.zeros_before
-
-    def padded_magic(self, pos: int, stop: int, magic: bytes) -> int:
-        """The first magic in [pos, stop), if the zero bytes the stream saw before it reach
-        back to ``pos``."""
-        found = self.buf.find(magic, pos, stop)
-        return found if found >= 0 and self.zeros_before.get(found, 0) >= found - pos else -1
-
-    def is_zero(self, start: int, end: int) -> bool:
-        first = self.nonzero.get(start)
-        if first is None:
-            block = self.buf[start:end]
-            match = NONZERO.search(block)
-            first = start + match.start() if match else end
-        pos = start
-        while pos < end:  # the work the file reader spends: its chunks, up to the non-zero one
-            chunk = min(end, pos + ZERO_CHUNK)
-            self.spend((chunk - pos) >> 10)
-            if first < chunk:
-                return False
-            pos = chunk
-        return True
 
 
 class Collector:
@@ -228,6 +134,7 @@ class Collector:
         self.payloads = 0  # bytes of OPTIONAL ranges kept
         self.told: dict[int, bool | None] = {}  # payload -> content.has_kernel's answer
         self.with_kernels: set[tuple[str, int, int]] = set()  # (kind, arch, variant flags)
+        self.names: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=NAMES_KEPT)
         self.order = 0
         self.followed: dict[int, int] = {}  # entry header -> the furthest end followed from it
         self.images: dict[int, bool] = {}  # ELF images whose section table is wanted
@@ -262,6 +169,8 @@ class Collector:
             self.window_bytes -= len(self.window.popleft()[1])
 
     def finish(self) -> None:
+        for start, data in self.names:
+            self._keep(start, data)
         for pos in self.waiting_zero:  # nothing but zeros after it
             self.nonzero[pos] = self.size
         self.waiting_zero = []
@@ -269,7 +178,7 @@ class Collector:
     def _find_needles(self, start: int, data: bytes) -> None:
         joined = self.tail + data
         base = start - len(self.tail)
-        self.tail = joined[-(len(CUBIN_IDENT) - 1) :]
+        self.tail = joined[-(len(NAMES_MARK) - 1) :]
         with searcher(joined, 0, len(joined)) as (find, _):  # memmem: ~3x bytes.find
             for needle, positions in self.needles.items():
                 # a needle found in the tail kept from the last chunk was counted then
@@ -283,6 +192,8 @@ class Collector:
                     if needle == CONTAINER_MAGIC:
                         self._note_padding(base + at)
                         self.want(base + at, SEARCH_MIN, self._container)
+                    elif needle == NAMES_MARK:
+                        self._names_mark(base + at)
                     else:
                         self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
                     at = find(needle, at + 1, len(joined))
@@ -310,6 +221,12 @@ class Collector:
             return  # longer than a name is read, or its start is gone: not a name to keep
         first = pos - len(before) + nul + 1
         self.want(first, pos - first + MAX_NEED_NAME)
+
+    def _names_mark(self, pos: int) -> None:
+        """The bytes around it, held as they are until the pass ends; only the last
+        ``NAMES_KEPT`` (a library's own table comes after its cubins') are then kept."""
+        start = max(0, pos - NAMES_SPAN)
+        self.want(start, 2 * NAMES_SPAN, lambda at, got: self.names.append((at, got)), LOOK)
 
     def _note_padding(self, magic: int) -> None:
         """The zero bytes just before a container magic, up to ``PADDING_PEEK`` (the deep
@@ -489,6 +406,8 @@ class Collector:
         fields = struct.unpack(order + layout.format[1:], data[: layout.size])
         machine, shoff, entry, count = fields[2], fields[6], fields[11], fields[12]
         cuda = data[4] == 2 and data[5] == 1 and machine == EM_CUDA
+        if base == 0 and not cuda and not cuda_only:  # the member is a library: its names
+            self.needles.setdefault(NAMES_MARK, array("q"))
         if not cuda and not cuda_only and data[4:6] == b"\x02\x01" and base not in self.images:
             phoff, phentsize, phnum = fields[5], fields[9], fields[10]
             if phentsize == ELF64_PROGRAM.size and phnum:  # what dynamic_needs reads

@@ -9,7 +9,7 @@ reports them).
 The readers take bytes from ``reader.buf`` by slicing it and search it with its ``find`` (or
 ``bytesearch.searcher``, which falls back to ``find``), never through the buffer protocol
 (``struct.unpack_from``, ``memoryview``): a streamed member's ``buf`` is the headers kept as it
-went by (``archives.streamread.Kept``), which answers exactly those (tests/unit/test_streamread.py).
+went by (``archives.kept.Kept``), which answers exactly those (tests/unit/test_streamread.py).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def has_kernel(
 ) -> Optional[bool]:  # kind: "sass" or "ptx"
     """Whether the entry whose payload is ``buf[payload : payload + stored]`` holds a kernel;
     None when its compression cannot be unpacked here or its bytes were not kept (a streamed
-    member). A streamed member's bytes (``archives.streamread.Kept``) carry the answers
+    member). A streamed member's bytes (``archives.kept.Kept``) carry the answers
     found as its payloads went by (``told_kernels``), in place of the payloads."""
     told = getattr(buf, "told_kernels", None)
     if told is not None and payload in told:
