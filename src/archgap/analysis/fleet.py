@@ -71,6 +71,10 @@ class HostSummary:
     problems: tuple[str, ...]
     fingerprint: str
     jit_findings: tuple[JitStatus, ...] = ()
+    collected_at: str | None = None  # when its facts were collected (UTC ISO 8601), if known
+    # Why its facts are not live, "" when they are: a --from document older than --stale-after,
+    # or one without a collection time. Its verdicts are then the last known, not the present.
+    stale: str = ""
 
     def field(self, name: str) -> tuple[str, ...]:
         if name == "coverage":
@@ -134,10 +138,17 @@ class FleetReport:
         return tuple(h.name for h in self.hosts if h.gaps)
 
     @property
+    def stale_hosts(self) -> tuple[HostSummary, ...]:
+        """Hosts whose facts are not live (``HostSummary.stale``)."""
+        return tuple(h for h in self.hosts if h.stale)
+
+    @property
     def exit_code(self) -> int:
-        """1 when any host has a gap (a GPU fault included), else 2 when any host could not be
-        read or reached, else 0: an unreachable host never hides the hosts with a gap."""
-        return 1 if self.gap_hosts else 2 if self.unreachable else 0
+        """1 when any host has a gap (a GPU fault included; a stale host's last known gap too),
+        else 2 when any host could not be read or reached or its facts are stale, else 0: an
+        unreachable host never hides the hosts with a gap, and an old document never passes for
+        a healthy host."""
+        return 1 if self.gap_hosts else 2 if self.unreachable or self.stale_hosts else 0
 
     def hosts_by(self, what: str) -> dict[str, list[str]]:
         """Each distinct gap (``what="gaps"``) or problem (``"problems"``) with its hosts."""
@@ -262,11 +273,18 @@ def _with_fingerprint(summary: HostSummary) -> HostSummary:
     return replace(summary, fingerprint=digest)
 
 
-def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> FleetReport:
+def fleet_report(
+    hosts: Iterable[HostInput],
+    named_gpus: Sequence[str] = (),
+    stale_after: float | None = None,
+    now: float | None = None,
+) -> FleetReport:
     """Group hosts with identical fingerprints and show what differs between the groups.
 
     ``hosts`` is consumed one at a time and only each host's summary is kept, so a generator of
-    hosts keeps the memory of a fleet of any size at about one host's facts."""
+    hosts keeps the memory of a fleet of any size at about one host's facts. ``stale_after``
+    (seconds; documents read, not hosts probed now): a host whose facts were collected longer
+    ago than that before ``now`` (Unix time), or at a time the document does not say, is stale."""
     summaries: list[HostSummary] = []
     unreachable: list[Unreachable] = []
     judged: dict[str, HostSummary] = {}
@@ -277,7 +295,8 @@ def fleet_report(hosts: Iterable[HostInput], named_gpus: Sequence[str] = ()) -> 
             )
             continue
         try:
-            summaries.append(_summarise_once(host.name, host.facts, named_gpus, judged))
+            summary = _summarise_once(host.name, host.facts, named_gpus, judged)
+            summaries.append(_dated(summary, host.facts.collected_at, stale_after, now))
         except (RecursionError, ValueError, TypeError, AttributeError, KeyError) as exc:
             why = f"{type(exc).__name__}: {exc}"  # one bad document, not a failed report
             unreachable.append(Unreachable(host.name, UNREADABLE, why, ""))
@@ -349,6 +368,64 @@ def _summarise_once(
         summary = judged[key] = summarise_host(name, facts, named_gpus)
         return summary
     return replace(summary, name=name, hostname=facts.host or name)
+
+
+def _dated(
+    summary: HostSummary, collected_at: str | None, stale_after: float | None, now: float | None
+) -> HostSummary:
+    """The summary with its collection time, and why it is stale (see ``staleness``)."""
+    from dataclasses import replace
+
+    stale = "" if stale_after is None else staleness(collected_at, stale_after, now)
+    if collected_at == summary.collected_at and stale == summary.stale:
+        return summary
+    return replace(summary, collected_at=collected_at, stale=stale)
+
+
+def staleness(collected_at: str | None, stale_after: float, now: float | None = None) -> str:
+    """Why facts collected at ``collected_at`` (ISO 8601) are not live at ``now`` (Unix time;
+    None: the clock), "" when they are: collected more than ``stale_after`` seconds before, or
+    at a time the document does not say (an archgap before collection times) or says wrongly."""
+    import time
+
+    if not isinstance(collected_at, str) or not collected_at:
+        return "collection time unknown (a document from an archgap that does not record it)"
+    when = collected_time(collected_at)
+    if when is None:
+        return f"collection time unknown (not ISO 8601: {collected_at[:40]!r})"
+    age = (time.time() if now is None else now) - when
+    if age > stale_after:
+        return f"collected {collected_at}, {duration(age)} ago (over {duration(stale_after)})"
+    return ""
+
+
+def collected_time(collected_at: str | None) -> float | None:
+    """A collection time (ISO 8601; without a zone: UTC, as the probe writes it) in Unix time,
+    or None when there is none or it cannot be read."""
+    from datetime import datetime, timezone
+
+    if not isinstance(collected_at, str) or not collected_at:
+        return None
+    try:
+        when = datetime.fromisoformat(collected_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def duration(seconds: float) -> str:
+    """``2h``, ``3h 12m``, ``2d 4h``, ``90s``: a coarse age for a person."""
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d"] if days else []
+    parts += [f"{hours}h"] if hours else []
+    parts += [f"{minutes}m"] if minutes and not days else []
+    parts += [f"{secs}s"] if secs and not (days or hours) else []
+    return " ".join(parts) or "0s"
 
 
 def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:

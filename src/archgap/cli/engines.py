@@ -25,6 +25,26 @@ PROMETHEUS = opt.option(
     help="also write metrics in node_exporter's textfile format, atomically "
     "(e.g. /var/lib/node_exporter/textfile/archgap.prom)",
 )
+PROMETHEUS_LABEL = opt.option(
+    "--prometheus-label",
+    action="append",
+    default=[],
+    metavar="K=V",
+    help="with --prometheus: a label on every series (repeatable); environment=NAME replaces "
+    "the judged interpreter's path, so several archgap files on one node never collide",
+)
+
+
+def prometheus_labels(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The --prometheus-label pairs, checked (a usage error, before anything is probed)."""
+    from archgap.report.prometheus import parse_labels
+
+    try:
+        return parse_labels(args.prometheus_label)
+    except ValueError as exc:
+        raise UsageError(f"--prometheus-label: {exc}") from None
+
+
 # scan's options for the engines that run cluster nodes.
 CLUSTER_ENGINES = opt.Group(
     (
@@ -39,6 +59,7 @@ CLUSTER_ENGINES = opt.Group(
             "reason on a gap; resume it when OK and archgap drained it",
         ),
         PROMETHEUS,
+        PROMETHEUS_LABEL,
         opt.option(
             "--nfd",
             metavar="FILE",
@@ -64,6 +85,7 @@ def check_scan_options(args: argparse.Namespace) -> None:
         raise UsageError("--drain needs --health (the drain reason is the health line)")
     if args.health and getattr(args, "format", "text") != "text":
         raise UsageError("--health prints one line: it does not combine with --json/--format")
+    prometheus_labels(args)
     if args.drain and not os.environ.get("SLURMD_NODENAME"):
         raise UsageError("--drain: SLURMD_NODENAME is not set (run it from Slurm: a Prolog, the "
                          "HealthCheckProgram, a job step)")  # fmt: skip
@@ -84,7 +106,9 @@ def write_scan_files(args: argparse.Namespace, report: ScanReport | None, second
     if args.prometheus:
         from archgap.report.prometheus import scan_metrics
 
-        write_atomic(args.prometheus, scan_metrics(report, time.time(), seconds), "--prometheus")
+        labels, python = prometheus_labels(args), getattr(args, "python", None) or ""
+        text = scan_metrics(report, time.time(), seconds, labels, python)
+        write_atomic(args.prometheus, text, "--prometheus")
     if args.nfd:
         from archgap.report.health import failure, health, missing_gpus
         from archgap.report.nfd import feature_file

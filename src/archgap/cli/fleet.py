@@ -14,8 +14,8 @@ import time
 from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
-from archgap.cli.common import Output
-from archgap.cli.engines import PROMETHEUS
+from archgap.cli.common import Output, UsageError
+from archgap.cli.engines import PROMETHEUS, PROMETHEUS_LABEL, prometheus_labels
 from archgap.request import DEFAULT_SECTIONS
 from archgap.transport.target import DEFAULT_PYTHON
 
@@ -58,8 +58,17 @@ OPTIONS = (
     opt.option("--jobs", type=int, default=32, metavar="N", help="hosts at a time"),
     opt.timeouts(),
     opt.sections_option(DEFAULT_SECTIONS, "the sections every host collects, comma-separated"),
+    opt.option(
+        "--stale-after",
+        metavar="DURATION",
+        default="2h",
+        help="with --from: a document collected longer ago than this (90m, 2h, 1d, or seconds) "
+        "is stale: its host's verdicts are shown as the last known, not live, and the exit code "
+        "is at least 2 (default 2h: two runs of an hourly timer missed)",
+    ),
     opt.option("--html", metavar="FILE", help="also write a self-contained HTML page"),
     PROMETHEUS,
+    PROMETHEUS_LABEL,
     opt.option("srun_args", nargs="*", metavar="-- SRUN_ARGS", help=argparse.SUPPRESS),
     opt.output(opt.SUMMARY_FORMATS),
 )
@@ -76,7 +85,10 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
         args.hostfile,
     )  # fmt: skip
     sections = tuple(args.sections)
-    options = FleetOptions(sections, args.python, args.jobs, args.timeout, args.connect_timeout)
+    options = FleetOptions(
+        sections, args.python, args.jobs, args.timeout, args.connect_timeout,
+        parse_duration(args.stale_after, "--stale-after"),
+    )  # fmt: skip
     ray = f"probing the Ray cluster {args.ray}"
     waiting = out.status(ray) if source.ray else contextlib.nullcontext()
     progress = out.counter("probing hosts") if source.by_ssh else contextlib.nullcontext(None)
@@ -84,10 +96,24 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
         return fleet_run(source, gpus=named, options=options, tell=tell)
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``90m``, ``2h``, ``1d``, ``45s`` or plain seconds, as seconds; a usage error otherwise."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text or "")
+    if match is None or float(match.group(1)) <= 0:
+        raise UsageError(f"{option} {text!r}: expected a duration such as 90m, 2h, 1d or 3600")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
     from archgap.report.fleet import headline
     from archgap.report.formats import View, show
 
+    labels = prometheus_labels(args)  # a bad --prometheus-label before anything is probed
     fleet = _fleet_run(args, out, args.gpu)
     report, elapsed = fleet.report, fleet.elapsed
     title = headline(report, elapsed, fleet.documents)
@@ -100,6 +126,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         from archgap.cli.engines import write_atomic
         from archgap.report.prometheus import fleet_metrics
 
-        write_atomic(args.prometheus, fleet_metrics(report, time.time(), elapsed), "--prometheus")
+        text = fleet_metrics(report, time.time(), elapsed, labels)
+        write_atomic(args.prometheus, text, "--prometheus")
     show(out, "fleet", fleet, View(html=args.html or ""))
     return report.exit_code

@@ -74,7 +74,9 @@ def fleet_run(
                     shares.extend(cache_shares(host.name, host.facts))
             yield host
 
-    report = fleet_report(counted(), gpus)
+    # Facts read from documents may be old; hosts probed now are live.
+    stale_after = (options or transport_fleet.FleetOptions()).stale_after
+    report = fleet_report(counted(), gpus, stale_after if source.documents else None)
     documents = inputs[0] if source.documents else None
     return FleetRun(report, shared_caches(shares), time.monotonic() - started, documents)
 

@@ -57,6 +57,9 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         "sections": {},
         "errors": {},
         "seconds": {},  # what each section took on the target (reading, not analysis)
+        # When the facts were collected (UTC, ISO 8601): how `fleet --from` tells a document
+        # a node pushed an hour ago from one whose timer stopped a month ago.
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     binaries = request.get("binaries")
     deferred = binaries.get("of_python") if isinstance(binaries, dict) else None

@@ -50,6 +50,9 @@ class ProbeResponse:
     sections: Dict[str, Any] = field(default_factory=dict)  # section name -> its JSON data
     errors: Dict[str, str] = field(default_factory=dict)  # section name -> why it failed
     seconds: Dict[str, float] = field(default_factory=dict)  # what each section took there
+    # When the facts were collected there, UTC ISO 8601 ("2026-12-06T07:43:30Z"); None in a
+    # document from an archgap that did not record it
+    collected_at: Optional[str] = None
 
     def section(self, name: str) -> Any:
         """A section's JSON data, None when it was not asked for or failed."""

@@ -22,9 +22,11 @@ def headline(report: FleetReport, elapsed: float, documents: int | None) -> str:
     groups = f"{len(report.groups)} group(s) of identical hosts"
     if documents is None:
         return f"{answered}/{answered + failed} hosts answered in {elapsed:.1f} s · {groups}"
+    stale = len(report.stale_hosts)
     return (
-        f"{documents} document(s) read in {elapsed:.1f} s: {answered} with facts, "
-        f"{failed} without · {groups}"
+        f"{documents} document(s) read in {elapsed:.1f} s: {answered} with facts"
+        + (f" ({stale} stale)" if stale else "")
+        + f", {failed} without · {groups}"
     )
 
 
@@ -98,6 +100,7 @@ def text(
             )
         lines += [f"  [yellow]JIT[/]       {escape(line)}" for line in s.jit]
     lines += _drift(report) + _gaps(report)
+    lines += _stale(report)
     if report.unreachable:
         lines.append("\n[bold red]Not probed[/]")
         for u in report.unreachable:
@@ -111,6 +114,24 @@ def text(
         for cache in shared:
             lines.append(f"  {escape(cache.message)} ({escape(cache.filesystem)})")
             lines.append(f"    hosts: {escape(', '.join(cache.hosts))}")
+    return lines
+
+
+def _stale(report: FleetReport, limit: int = 20) -> list[str]:
+    """Hosts whose facts are not live: those without a collection time in one line, the others
+    one line each with when (the oldest first, ``limit`` of them; --json lists every host)."""
+    if not report.stale_hosts:
+        return []
+    lines = ["\n[bold yellow]Stale[/] (the verdicts shown for them are the last known, not live)"]
+    by_reason: dict[str, list[str]] = {}
+    for host in report.stale_hosts:
+        by_reason.setdefault(host.stale, []).append(host.name)
+    unknown = [(why, names) for why, names in by_reason.items() if not why.startswith("collected")]
+    dated = sorted((why, names) for why, names in by_reason.items() if why.startswith("collected"))
+    for why, names in unknown + dated[:limit]:
+        lines.append(f"  {escape(_hostlist(names))}: [yellow]stale[/] {escape(why)}")
+    if len(dated) > limit:
+        lines.append(f"  … {len(dated) - limit} more stale document(s) (--json lists them)")
     return lines
 
 
@@ -151,10 +172,15 @@ def _gaps(report: FleetReport) -> list[str]:
     """Each distinct gap once, with the hosts that have it."""
     lines = []
     by_gap = report.hosts_by("gaps")
+    stale = {h.name for h in report.stale_hosts}
     if by_gap:
         lines.append("\n[bold red]Gaps[/]")
         for gap, names in by_gap.items():
-            lines.append(f"  {escape(_hostlist(names))} ({len(names)}): {escape(gap)}")
+            old = [n for n in names if n in stale]
+            note = f", {len(old)} stale: {_hostlist(old, 80)}" if old else ""
+            lines.append(
+                f"  {escape(_hostlist(names))} ({len(names)}{escape(note)}): {escape(gap)}"
+            )
     for problem, names in list(report.hosts_by("problems").items())[:20]:
         lines.append(f"[magenta]![/] {escape(_hostlist(names))}: {escape(problem)}")
     return lines

@@ -21,7 +21,7 @@ def hosts_table(report: FleetReport) -> Table:
             Cell(", ".join(h.gpus) or "none"),
             Cell(h.driver or "none"),
             Cell(h.python),
-            Cell(str(len(h.gaps))),
+            Cell(f"{len(h.gaps)} (stale)" if h.stale else str(len(h.gaps))),
         )
         for h in report.hosts
     ]

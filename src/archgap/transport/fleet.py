@@ -96,17 +96,24 @@ class FleetSource:
         return bool(self.hosts or self.hostfile)
 
 
+# A pushed document older than this is stale (fleet --stale-after): two runs of an hourly timer
+# (a systemd timer, a cron job, a DaemonSet's --interval 3600) missed, not one late.
+DEFAULT_STALE_AFTER = 7200.0
+
+
 @dataclass(frozen=True)
 class FleetOptions:
     """How the hosts are probed: the probe sections, the interpreter to inspect (None: python3
     there, or a hostfile's per host; on Ray each node's worker interpreter), hosts at a time
-    and the time limits."""
+    and the time limits; ``stale_after``: how old (seconds) a document read may be and still
+    count as the host's present state."""
 
     sections: tuple[str, ...] = DEFAULT_SECTIONS
     python: str | None = None
     jobs: int = 32
     timeout: float = DEFAULT_TIMEOUT
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    stale_after: float = DEFAULT_STALE_AFTER
 
 
 def hostfile_hosts(path: str) -> list[tuple[str, str | None]]:
@@ -239,14 +246,13 @@ def read_documents(paths: Sequence[str]) -> Iterator[HostInput]:
     one file at a time.
 
     One ``HostInput`` per document read (a file without one counts as one, a failure); a path
-    that does not exist raises ``FleetInputError``."""
+    that does not exist raises ``FleetInputError``. In a directory only documents are read
+    (``DOCUMENT_SUFFIXES``); a file named is read whatever its name."""
     files: list[Path] = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            # Dot files are documents still being written (`probe --out`, a copy tool's
-            # temporary): the finished one is renamed into place.
-            files += sorted(p for p in path.rglob("*") if p.is_file() and p.name[0] != ".")
+            files += sorted(p for p in path.rglob("*") if _is_document(p))
         elif path.is_file():
             files.append(path)
         else:
@@ -264,6 +270,19 @@ def read_documents(paths: Sequence[str]) -> Iterator[HostInput]:
             yield HostInput(str(file), None, *_not_json(text))
         for doc in docs:
             yield _host_from_document(doc, file)
+
+
+# What `probe --out` writes (HOST.json) and JSON Lines of many; not an editor's backup
+# (HOST.json~, HOST.json.bak, #HOST.json#), a copy tool's partial file or anything else.
+DOCUMENT_SUFFIXES = (".json", ".jsonl")
+
+
+def _is_document(path: Path) -> bool:
+    """A file in a --from directory that is a document: a .json or .jsonl file, not a dot file
+    (a document still being written by `probe --out` or a copy tool: the finished one is
+    renamed into place)."""
+    name = path.name
+    return name[0] != "." and name.endswith(DOCUMENT_SUFFIXES) and path.is_file()
 
 
 def _host_from_document(doc: Any, file: Path) -> HostInput:
