@@ -126,13 +126,14 @@ READ_ONLY = (
         "trace",
         "trace",
         "Where a variable or attribute (TARGET_CUDA_ARCHS, ...) is written and read in installed "
-        "Python source: the writes that decide its value.",
+        "Python source: the writes that decide its value (with gpus, whether each write's "
+        "branch is taken on them; with env_from, which feeding variables the service sets).",
     ),
     ToolSpec(
         "gates",
         "gates",
         "Where installed packages detect or gate GPU architectures (capability checks, arch "
-        "lists, raises).",
+        "lists, raises); with gpus, only the raises and asserts that reject those GPUs.",
     ),
     ToolSpec(
         "kernels",
