@@ -59,7 +59,8 @@ OPTIONS = (
     opt.STRICT,
     opt.RESOLVING,
     opt.REGISTRY,
-    opt.output(opt.TABLE_FORMATS),
+    # sarif (code scanning) and github (workflow commands: annotations) for a CI gate
+    opt.output((*opt.TABLE_FORMATS, "sarif", "github")),
     opt.TARGET,
     opt.option("--python", help="the interpreter that runs the probe on a remote target"),
 )

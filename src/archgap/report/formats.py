@@ -60,6 +60,16 @@ def _kernels_markdown(out: Output, result: Any, view: View) -> None:
         emit_text(gate, out)
 
 
+def _kernels_github(out: Output, result: Any, view: View) -> None:
+    """kernels --format github: annotations, then the text report where no command runs."""
+    from archgap.report.console import plain_text
+    from archgap.report.kernels import text
+    from archgap.report.kernels_ci import github
+
+    lines = text(result, view.detail, False)
+    _write(github(result, [plain_text(line) or line for line in lines]))
+
+
 def _versions_text(out: Output, report: Any, view: View) -> None:
     from archgap.report.versions import text
 
@@ -119,6 +129,12 @@ def _env(out: Output, view: View) -> list[str]:
     return [f"[bold]Python[/] {escape(view.python)} [dim]({escape(out.python_source)})[/]"]
 
 
+def _version() -> str:
+    from archgap import __version__
+
+    return __version__
+
+
 def _module(name: str) -> Any:
     import importlib
 
@@ -137,6 +153,10 @@ PRINTERS: dict[str, dict[str, Printer]] = {
         "json": _document("kernels"),
         "markdown": _kernels_markdown,
         "csv": lambda out, r, view: _write(_module("kernels").csv_of(r, view.detail)),
+        "sarif": lambda out, r, view: _write(
+            _module("jsondoc").dumps(_module("kernels_ci").sarif(r, _version())) + "\n"
+        ),
+        "github": _kernels_github,
         "text": lambda out, r, view: emit_text(
             _module("kernels").text(r, view.detail, out.colour), out
         ),
