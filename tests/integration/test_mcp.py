@@ -390,9 +390,10 @@ def test_gates_finds_the_check_that_rejects_the_gpu(client: Client) -> None:
     _needs(FLASHINFER_068)
     (site,) = FLASHINFER_068.parent.parent.glob("lib/python*/site-packages")
     core = site / "flashinfer" / "jit" / "core.py"
-    doc = _document(
-        client.call("gates", {"python": str(FLASHINFER_068), "paths": [str(core)]}), "gates"
-    )
+    result = client.call("gates", {"python": str(FLASHINFER_068), "paths": [str(core)]})
+    doc = _document(result, "gates")
+    shown = sum(len(f["gates"]) for t in doc["gates"]["targets"] for f in t["functions"])
+    assert result.content[0].text.startswith(f"archgap gates: {shown} gate(s) in ")  # counted
     (check,) = [
         f
         for t in doc["gates"]["targets"]
@@ -402,6 +403,12 @@ def test_gates_finds_the_check_that_rejects_the_gpu(client: Client) -> None:
     # core.py:108, read by hand: raise RuntimeError("FlashInfer requires GPUs with sm75 or higher")
     raises = [(g["line"], g["message"]) for g in check["gates"] if g["kind"] == "raise"]
     assert raises == [(108, SM75.removeprefix("RuntimeError: "))]
+    # With gpus, only what the GPU's compute capability leads to: line 108 sits under `if not
+    # eligible:`, which the arch set decides, not the GPU; the other raise (291) sits under `if
+    # os.environ.get("FLASHINFER_DISABLE_JIT"):` (290): no GPU in either.
+    arguments = {"python": str(FLASHINFER_068), "paths": [str(core)], "gpus": ["T4"]}
+    rejecting = _document(client.call("gates", arguments), "gates")
+    assert not [f for t in rejecting["gates"]["targets"] for f in t["functions"]]
 
 
 def test_fix_plans_the_change_and_modifies_nothing(

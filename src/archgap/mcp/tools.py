@@ -345,10 +345,6 @@ def _explain(doc: Mapping[str, Any]) -> str:
     return f"{found.get('status', '?')}: {cause}"
 
 
-def _counted(key: str, noun: str) -> Callable[[Mapping[str, Any]], str]:
-    return lambda doc: f"{len(doc.get(key) or [])} {noun}"
-
-
 def _kernels(doc: Mapping[str, Any]) -> str:
     """Files read and those among them that carry device code (the summary's own counts: a
     file without any entry is read, not one with device code)."""
@@ -373,6 +369,14 @@ def _trace(doc: Mapping[str, Any]) -> str:
         f"{found.get('name')}: {kinds.count('write')} write(s), {kinds.count('read')} read(s) "
         f"in {len(found.get('defining_files') or [])} defining file(s)"
     )
+
+
+def _gates(doc: Mapping[str, Any]) -> str:
+    """The gates shown, counted over every target and function (not the keys of the body)."""
+    targets = (doc.get("gates") or {}).get("targets") or []
+    functions = [f for t in targets for f in t.get("functions") or []]
+    gates = sum(len(f.get("gates") or []) for f in functions)
+    return f"{gates} gate(s) in {len(functions)} function(s)"
 
 
 def _fleet(doc: Mapping[str, Any]) -> str:
@@ -449,7 +453,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "scan": _scan,
     "explain": _explain,
     "trace": _trace,
-    "gates": _counted("gates", "gate(s)"),
+    "gates": _gates,
     "kernels": _kernels,
     "versions": _versions,
     "recipe": _recipe,
