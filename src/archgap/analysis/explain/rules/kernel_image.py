@@ -12,6 +12,7 @@ from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, 
 from archgap.analysis.explain.rules.nvrtc import cupy_compiles
 from archgap.analysis.explain.rules.words import gpu_words, release_after
 from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+from archgap.analysis.verdicts.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
 
 # Packages whose own kernels a "no kernel image" names, most specific first.
@@ -100,9 +101,11 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
 
 def _sass_that_runs(cc: str) -> list[str]:
     """The plain SASS targets a desktop GPU runs, oldest first: sm_XY for X.Z with Z >= Y, within
-    its major (12.1 runs sm_120 and sm_121), among the targets some toolkit builds."""
+    its major (12.1 runs sm_120 and sm_121), never a Tegra one (Orin's sm_87 on an 8.9), among
+    the targets some toolkit builds."""
     major, minor = kb.major_minor(cc) or (0, 0)
-    own = [f"sm_{major}{m}" for m in range(minor + 1)]
+    gpu = ComputeCapability(major, minor)  # compat's rule: a Tegra minor (8.7) runs on no other
+    own = [f"sm_{major}{m}" for m in range(minor + 1) if sass_runs_on(major * 10 + m, "", gpu)]
     return [t for t in own if kb.first_toolkit_for(t)] or [f"sm_{major}{minor}"]
 
 
