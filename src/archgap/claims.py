@@ -28,7 +28,7 @@ import re
 import shlex
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archgap.errors import UsageError
 
@@ -90,12 +90,31 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class VariantClaims:
+    """What one PEP 817 variant wheel declares (read by archgap.variant_claims): its label, its
+    ``nvidia :: sm_arch`` values and the claims they make."""
+
+    wheel: str  # the wheel's path as given
+    label: str
+    values: tuple[str, ...]  # "90_real", "120_virtual"
+    claims: tuple[Claim, ...]
+
+    @property
+    def source(self) -> str:
+        values = ", ".join(self.values)
+        name = os.path.basename(self.wheel)
+        return f"{name} variant {self.label} (variant.json: nvidia :: sm_arch :: {values})"
+
+
+@dataclass(frozen=True)
 class Claims:
     """What a build claims, and where that was read: ``source`` names the variable or file."""
 
     source: str  # "TORCH_CUDA_ARCH_LIST (environment)", "build/CMakeCache.txt (CMAKE_...)"
     value: str  # the text as given, shortened
     claims: tuple[Claim, ...]
+    # the PEP 817 variant wheels among the paths: each wheel's own declaration (variant_claims)
+    variants: tuple[VariantClaims, ...] = ()
 
     def describe(self) -> str:
         return f"{self.source}: {self.value}" if self.value else self.source
@@ -404,11 +423,19 @@ def _from_config(passed: list[str]) -> Claims | None:
 CLAIMED = "claimed"
 
 
+def asks_claimed(require: Sequence[str]) -> bool:
+    return any(r.strip().lower() == CLAIMED for r in require)
+
+
 def requested(
-    require: Sequence[str], claims_from: str | None = None, config: bool = True
+    require: Sequence[str],
+    claims_from: str | None = None,
+    config: bool = True,
+    variants: Sequence[VariantClaims] = (),
 ) -> Claims | None:
     """The claims ``--require claimed`` asks for (None when it is not asked for). ``claimed``
-    stands alone: GPUs are a gate of their own (another run)."""
+    stands alone: GPUs are a gate of their own (another run). The ``variants`` (PEP 817 variant
+    wheels among the paths) add their own declarations; they alone are enough to check."""
     asked = [r for r in require if r.strip().lower() == CLAIMED]
     if not asked:
         if claims_from:
@@ -419,4 +446,10 @@ def requested(
             "--require claimed checks what the build claims; name GPUs in another run "
             "(or list them in [tool.archgap] require and run --require claimed)"
         )
-    return discover(claims_from, config=config)[0]
+    try:
+        found = discover(claims_from, config=config)[0]
+    except UsageError:
+        if claims_from or not variants:
+            raise
+        found = Claims("", "", ())
+    return replace(found, variants=tuple(variants))

@@ -47,7 +47,8 @@ OPTIONS = (
         "CI gate for a build: exit 1 when a library with device code has nothing that runs on "
         "this GPU (12.0, sm_120, H100, GB10); repeatable, comma-separated. 'claimed': each "
         "architecture the build claims (TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, "
-        "CMakeCache.txt, compile_commands.json, [tool.archgap] require: the first found)"
+        "CMakeCache.txt, compile_commands.json, [tool.archgap] require: the first found), and "
+        "what each PEP 817 variant wheel's variant.json declares (nvidia :: sm_arch) for itself"
     ),
     opt.option(
         "--claims-from",

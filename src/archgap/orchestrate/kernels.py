@@ -78,10 +78,13 @@ def kernels(
     may say)."""
     import time
 
-    from archgap.claims import requested
+    from archgap.claims import asks_claimed, requested
     from archgap.results import KernelsResult
+    from archgap.variant_claims import variant_claims
 
-    claims = requested(require, claims_from, config)  # --require claimed: the build's claims
+    # --require claimed: the build's claims, and what variant wheels among the paths declare
+    variants = variant_claims(paths) if asks_claimed(require) else ()
+    claims = requested(require, claims_from, config, variants)
     if claims is not None:
         from archgap.analysis.recipe.claimed import judged_names
 

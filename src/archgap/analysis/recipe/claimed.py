@@ -14,6 +14,7 @@ No file with device code at all fails every claim.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -54,8 +55,15 @@ def claimed_gpus(claim: Claim) -> tuple[GpuTarget, ...]:
 
 
 def judged_names(claims: Claims) -> list[str]:
-    """The GPUs (names or compute capabilities) the claims make the gate judge."""
-    return list(dict.fromkeys(g.label for c in claims.claims for g in claimed_gpus(c)))
+    """The GPUs (names or compute capabilities) the claims make the gate judge (a variant
+    wheel's declaration too)."""
+    every = [*claims.claims, *(c for v in claims.variants for c in v.claims)]
+    return list(dict.fromkeys(g.label for c in every for g in claimed_gpus(c)))
+
+
+def _in_wheel(binary: BinaryFacts, wheel: str) -> bool:
+    head, sep, _ = binary.path.partition(".whl/")
+    return bool(sep) and os.path.normpath(head + ".whl") == os.path.normpath(wheel)
 
 
 def _ptx_only(binary: BinaryFacts) -> BinaryFacts:
@@ -95,38 +103,75 @@ def _misplaced(libraries: Sequence[BinaryFacts]) -> dict[str, str]:
 def check_claims(
     binaries: Iterable[BinaryFacts], claims: Claims, strict: bool = False
 ) -> GateResult:
-    """Every kernel library against every claimed target."""
+    """Every kernel library against every claimed target; each PEP 817 variant wheel's
+    libraries against what its variant.json declares too (a declared architecture its kernels
+    do not serve fails, as does a variant wheel with no device code)."""
     libraries = [b for b in binaries if has_device_code(b)]
     # as in scan, only kernel libraries count: a kernel-less stub has nothing to load
     kernel_libraries = [b for b in libraries if role_of(b)[0] == KERNEL_LIBRARY]
     misplaced = _misplaced(kernel_libraries)
-    failures: list[GateFailure] = []
-    labels: list[str] = []
-    every: dict[str, GpuTarget] = {}
-    for claim in claims.claims:
-        for gpu in claimed_gpus(claim):
-            every.setdefault(str(gpu.compute_capability), gpu)
-            cc = str(gpu.compute_capability)
-            labels.append(claim.target if claim.kind == GPU else f"{claim.target} ({cc})")
-            expected = (claim.target,)
-            if not libraries:
-                why = "no file with device code in the given paths"
-                failures.append(GateFailure("", gpu.label, cc, NONE, why, expected, claim.target))
-            for binary in kernel_libraries:
-                gap = (NONE, misplaced[binary.path]) if binary.path in misplaced else None
-                gap = gap or _gap(binary, claim, gpu, strict)
-                if gap is not None:
-                    failures.append(
-                        GateFailure(binary.path, gpu.label, cc, *gap, expected, claim.target)
-                    )
-    wanted = recipe(list(every.values()))
+    found = _Found(strict, misplaced)
+    found.check(claims.claims, kernel_libraries, bool(libraries), "", "the given paths")
+    for variant in claims.variants:
+        own = [b for b in kernel_libraries if _in_wheel(b, variant.wheel)]
+        has_code = any(_in_wheel(b, variant.wheel) for b in libraries)
+        found.check(variant.claims, own, has_code, f" (variant {variant.label})", variant.wheel)
+    wanted = recipe(list(found.every.values()))
+    targets = [c.target for c in claims.claims]
+    targets += [f"{c.target} (variant {v.label})" for v in claims.variants for c in v.claims]
+    sources = [claims.describe()] if claims.source else []
     return GateResult(
-        tuple(dict.fromkeys(labels)),
+        tuple(dict.fromkeys(found.labels)),
         strict,
         len(libraries),
-        tuple(failures),
+        tuple(found.failures),
         wanted.spellings["TORCH_CUDA_ARCH_LIST"],
         wanted.spellings["nvcc"],
-        tuple(c.target for c in claims.claims),
-        claims.describe(),
+        tuple(targets),
+        "; ".join([*sources, *(v.source for v in claims.variants)]),
     )
+
+
+class _Found:
+    """The failures, labels and GPUs of the claims checked so far."""
+
+    def __init__(self, strict: bool, misplaced: dict[str, str]) -> None:
+        self.strict = strict
+        self.misplaced = misplaced
+        self.failures: list[GateFailure] = []
+        self.labels: list[str] = []
+        self.every: dict[str, GpuTarget] = {}
+
+    def check(
+        self,
+        claims: Sequence[Claim],
+        libraries: Sequence[BinaryFacts],
+        has_code: bool,
+        suffix: str,
+        where: str,
+    ) -> None:
+        """``claims`` on ``libraries`` (``has_code``: some file there has device code; the
+        ``suffix`` names a variant's claims; ``where`` the paths they come from)."""
+        for claim in claims:
+            for gpu in claimed_gpus(claim):
+                self.every.setdefault(str(gpu.compute_capability), gpu)
+                cc = str(gpu.compute_capability)
+                label = claim.target if claim.kind == GPU else f"{claim.target} ({cc})"
+                self.labels.append(label + suffix)
+                expected, target = (claim.target,), claim.target + suffix
+                if not has_code:
+                    why = f"no file with device code in {where}"
+                    path = "" if where == "the given paths" else where
+                    self.failures.append(
+                        GateFailure(path, gpu.label, cc, NONE, why, expected, target)
+                    )
+                for binary in libraries:
+                    gap = (
+                        (NONE, self.misplaced[binary.path])
+                        if binary.path in self.misplaced
+                        else _gap(binary, claim, gpu, self.strict)
+                    )
+                    if gap is not None:
+                        self.failures.append(
+                            GateFailure(binary.path, gpu.label, cc, *gap, expected, target)
+                        )
