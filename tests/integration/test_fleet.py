@@ -117,11 +117,12 @@ def test_fleet_from_files_of_other_engines(venvs: dict[str, Path], tmp_path: Pat
         [sys.executable, "-I", str(tmp_path / "archgap-probe.py")],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    (inbox / "pdsh.out").write_text(f"node7: {ran.stdout.strip()}\n")
+    # A directory is read for its documents (*.json, *.jsonl) only; another file is named.
+    (tmp_path / "pdsh.out").write_text(f"node7: {ran.stdout.strip()}\n")
     # 3. A host that failed, as archgap probe reported it.
     failed = run_cli("probe", "--host", f"127.0.0.1:{closed_port()}", env=ssh_env())
     (inbox / "dead.json").write_text(failed.stdout)
-    code, doc = fleet("--from", str(inbox), "--gpu", "T4")
+    code, doc = fleet("--from", str(inbox), "--from", str(tmp_path / "pdsh.out"), "--gpu", "T4")
     assert code == 1  # node7 has no kernel for a T4; the dead host does not hide it
     names = sorted(h["name"] for h in doc["hosts"])
     assert names == ["h06", "node7"]

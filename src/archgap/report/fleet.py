@@ -105,6 +105,7 @@ def text(
         lines.append("\n[bold red]Not probed[/]")
         for u in report.unreachable:
             lines.append(f"  {escape(u.name)}: [red]{u.kind}[/] {escape(u.message)}")
+            lines += [f"    stderr: {escape(line)}" for line in _stderr_tail(u.stderr, u.message)]
     if html:
         import os
 
@@ -115,6 +116,16 @@ def text(
             lines.append(f"  {escape(cache.message)} ({escape(cache.filesystem)})")
             lines.append(f"    hosts: {escape(', '.join(cache.hosts))}")
     return lines
+
+
+def _stderr_tail(stderr: str, message: str, lines: int = 3) -> list[str]:
+    """The last lines of what a host's probe (or the engine: srun, ssh) wrote on stderr, the
+    reason a failure often gives only there (srun's 'execve(): python3: No such file or
+    directory' under --export=NONE); none that the message already says. --json has it whole."""
+    from archgap.report.visible import one_line
+
+    tail = [one_line(line)[:200] for line in stderr.splitlines() if line.strip()][-lines:]
+    return [line for line in tail if line.strip() not in message]
 
 
 def _stale(report: FleetReport, limit: int = 20) -> list[str]:

@@ -1,8 +1,10 @@
 """The probe on every node of a Slurm allocation: one ``srun`` step, one task per node.
 
-``srun --ntasks-per-node=1 --input=all --label [ARGS] PYTHON -I -S -``: srun hands the
-same stdin (the bootstrap and the request) to every task and labels each output line with its task
-number, so the answer of each node is read back from its own lines.
+``srun --ntasks-per-node=1 --input=all --label --verbose [ARGS] PYTHON -I -S -``: srun hands
+the same stdin (the bootstrap and the request) to every task and labels each output line with its
+task number, so the answer of each node is read back from its own lines; its verbose lines say
+which node runs which task ("launching StepId=7.0 on host gpu017, 1 tasks: 3"), so each host is
+named by its Slurm NodeName, not by what the machine calls itself.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ UNLABELLED_LIMIT = STDERR_LIMIT  # srun's own messages (not from a task)
 # for resources"): the job it made, cancelled if srun does not end on SIGTERM.
 _QUEUED = re.compile(rb"\bjob (\d+) queued and waiting for resources")
 CANCEL_GRACE = 5.0  # how long srun has to revoke its allocation after SIGTERM
+# srun --verbose's line for each node it starts tasks on (src/srun/launch.c, slurm_step_launch):
+# the node's NodeName and its task ids ("0", "0-3", "0,4").
+_LAUNCHING = re.compile(rb"^srun: (?:\S+: )*launching \S+ on host (\S+), \d+ tasks?: ([\d,-]+)\s*$")
+# srun --verbose's other lines (its options, plugins, task notifications): not a reason.
+_VERBOSE = re.compile(rb"^srun: (?!error:|fatal:|Force Terminated|Job \d+ step creation)")
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class SlurmResult:
 
 
 def srun_argv(srun_args: list[str], python: str) -> list[str]:
-    head = ["srun", "--ntasks-per-node=1", "--input=all", "--label", "--kill-on-bad-exit=0"]
+    head = ["srun", "--ntasks-per-node=1", "--input=all", "--label", "--kill-on-bad-exit=0", "-v"]
     return [*head, *srun_args, *remote_argv(check_python(python))]
 
 
@@ -113,6 +120,22 @@ class TaskLines:
         if marks:
             lines = [*lines[: marks[-1]], "".join(lines[marks[-1] :])]
         return "\n".join(lines)
+
+
+def task_nodes(unlabelled: list[bytes]) -> dict[int, str]:
+    """Each task's node (its Slurm NodeName) from srun --verbose's launch lines."""
+    nodes: dict[int, str] = {}
+    for line in unlabelled:
+        match = _LAUNCHING.match(line)
+        if match is None:
+            continue
+        node = match.group(1).decode("utf-8", "replace").rstrip(",")
+        for part in match.group(2).decode().split(","):
+            first, _, last = part.partition("-")
+            if first.isdigit() and (not last or last.isdigit()):
+                for task in range(int(first), int(last or first) + 1):
+                    nodes[task] = node
+    return nodes
 
 
 def split_labelled(text: str) -> dict[int, str]:
@@ -201,7 +224,9 @@ def run_probe_slurm(
     argv = srun_argv(srun_args, python)
     payload = stdin_payload(probe_input(fill_python(request, python)))
     code, outs, errs, error = stream_srun(argv, payload, timeout)
-    unlabelled = b"\n".join(errs.unlabelled).decode("utf-8", "replace")
+    nodes = task_nodes(errs.unlabelled)
+    said = [line for line in errs.unlabelled if not _VERBOSE.match(line)]
+    unlabelled = b"\n".join(said).decode("utf-8", "replace")
     if error == "timeout":
         why = f"srun gave no answer within {timeout:g} s"
         return SlurmResult((), TransportFailure(TIMEOUT, why, tail(unlabelled)))
@@ -209,16 +234,17 @@ def run_probe_slurm(
         return SlurmResult((), TransportFailure(TRANSPORT_MISSING, error or "srun could not start"))
     tasks: list[tuple[str, ProbeResponse | TransportFailure]] = []
     for task in sorted(set(outs.sizes) | set(errs.sizes)):
+        name = nodes.get(task) or f"task {task}"  # the NodeName srun started it on
         if task in outs.over:
-            why = f"task {task} answered more than {outs.limit} bytes"
-            tasks.append((f"task {task}", TransportFailure(PROBE_FAILED, why)))
+            why = f"{name} answered more than {outs.limit} bytes"
+            tasks.append((name, TransportFailure(PROBE_FAILED, why)))
             continue
-        target = Target("via", f"task {task}", ("srun",), python)
+        target = Target("via", name, ("srun",), python)
         result = classify_probe(target, 0, outs.text(task), errs.text(task))
         if isinstance(result, ProbeResponse):
-            tasks.append((result.host or f"task {task}", result))
+            tasks.append((nodes.get(task) or result.host or name, result))
         else:
-            tasks.append((f"task {task}", result))
+            tasks.append((name, result))
     if not tasks:
         out = b"\n".join(outs.unlabelled).decode("utf-8", "replace")
         failure = classify(Target("via", "srun", ("srun",), python), code or 1, out, unlabelled)
