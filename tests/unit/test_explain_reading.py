@@ -21,6 +21,7 @@ import pytest
 
 from archgap.analysis.explain.diagnosis import Diagnosis, explain
 from archgap.analysis.explain.logparse import parse_log
+from archgap.analysis.explain.logwrap import Unwrapped
 from archgap.kb.signatures import load_signatures
 from archgap.report.explain import next_step
 from tests.helpers import need_data
@@ -109,6 +110,21 @@ def test_lines_that_are_not_wrapped_stay_apart() -> None:
     assert tb.frames[0].code.endswith("argument_two_long)")
     assert tb.exception_type == "RuntimeError"
     assert tb.message == "CUDA error: no kernel image is available for execution on the device"
+
+
+def test_a_line_that_only_lacks_a_full_stop_is_not_wrapped() -> None:
+    # torch's own two lines (c10/cuda/CUDAException.cpp's error and its note), the first
+    # without a full stop, and two records of docker compose: no width explains a cut there
+    text = (
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+        'vllm-1  | ERROR 11-18 18:07:28 engine.py:366]   File "/usr/local/lib/python3.12/dist-'
+        'packages/vllm/worker/worker.py", line 493, in raise_if_cache_size_invalid\n'
+        'vllm-1  | ERROR 11-18 18:07:28 engine.py:366]     raise ValueError("No available")\n'
+    )
+    lines = [t for _, t in Unwrapped(enumerate(text.split("\n"), start=1)) if t]
+    assert len(lines) == 4
 
 
 # ---------------------------------------------------------------- JSON records

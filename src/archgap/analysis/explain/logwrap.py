@@ -13,6 +13,9 @@ line with the lines that continue it, numbered as the first:
 - the next line has text and starts no record of its own: no traceback, frame, exception
   (``RuntimeError:``), caret line, log prefix (a timestamp, a level, a rank, a worker), quote
   compiler's line (``ptxas ...``, ``nvcc fatal``) or label (``FAILED:``, ``Note:``);
+- a width explains the cut (``TERMINAL_WIDTHS``): the first line is exactly that wide, or it
+  fits within it and the next line's first word would not have (a line that merely ends without
+  a full stop, ``...on the device`` then ``CUDA kernel errors might be ...``, is not wrapped);
 - the joiner: none where the first line is exactly a terminal's width (``TERMINAL_WIDTHS``) and
   the rest goes on inside a word (a letter that is not a capital, a digit, ``_``): the width cut
   the text, every character kept; else a space (either side has one at the cut, or an editor
@@ -32,26 +35,27 @@ from archgap.analysis.explain.logrecords import LINE_LIMIT
 MIN_WRAPPED = 60  # a shorter line was not wrapped (terminals are 80 columns or wider) ...
 MAX_WRAPPED = 512  # ... nor a longer one (no terminal or editor wraps that wide)
 MAX_JOINED = 8  # physical lines joined into one
-# The widths a terminal's hard wrap is recognised at: the default 80 columns and the usual
-# wider settings. A line of exactly this length was cut by the width, not at a word.
-TERMINAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
+# The widths a wrap is recognised at: a terminal's default 80 columns and the usual wider
+# settings, an editor's 79. A line of exactly this length may have been cut inside a word.
+TERMINAL_WIDTHS = frozenset((79, 80, 100, 120, 132, 160, 200))
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]")
 # A line ending so is complete: a sentence, or a quoted or bracketed item (a pasted message).
-_SENTENCE_END = (".", "!", "?", ":", ";", "`", "'", '"', ")", "]", "}")
+_SENTENCE_END = (".", "!", "?", ":", ";", "`", "'", '"', ")", "]", "}", "|")
 _FRAME = re.compile(r'\s*File "[^"]{1,1000}", line \d')
 # What starts a record of its own (so it continues nothing): tracebacks and their lines, an
 # exception or a warning's type, carets, a prefix ``logparse.strip_line`` peels (a bracket, a
-# parenthesis, a quote, a timestamp, a level word, glog's I0102), a list item.
+# parenthesis, a quote, a timestamp, a level word, glog's I0102), a list item, a Windows path
+# (the command after ninja's FAILED:); indented or not.
 _RECORD_START = re.compile(
-    r"\s*(?:Traceback \(|File \"|During handling|The above exception|[~^]+\s*$)"
-    r"|[\[(>{<#*|+-]"
+    r"[\[(>{<#*|+-]"  # at the line's start only: an indented "(8.0) - (12.0)" goes on
+    r"|\s*(?:Traceback \(|File \"|During handling|The above exception|[~^]+\s*$|[A-Za-z]:[\\/]"
     r"|\d{4}-\d{2}-\d{2}|\d{2}-\d{2} \d{2}:"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTE|HINT)\b"
     r"|[IWEF]\d{4} "
     r"|[A-Za-z_][\w.]{0,120}(?:Error|Exception|Warning|Interrupt|Exit|Failure)\b"
     r"|[\w.-]{1,40} ?(?:fatal|error|warning)\s*:"
     r"|[A-Z][\w-]{0,30}:(?:\s|$)"
-    r"|(?:ptxas|nvcc|nvlink|nvrtc|fatbinary|cicc|ninja|cmake|make|gcc|g\+\+|c\+\+|ld|collect2)\b",
+    r"|(?:ptxas|nvcc|nvlink|nvrtc|fatbinary|cicc|ninja|cmake|make|gcc|g\+\+|c\+\+|ld|collect2)\b)",
 )
 
 
@@ -73,10 +77,31 @@ def _continues(line: str) -> bool:
     return bool(text.strip()) and not _RECORD_START.match(text)
 
 
+def _in_word(last_piece: str, rest: str) -> bool:
+    """Whether a terminal's width cut a word: the line is exactly a width and the rest goes on
+    inside a word (a letter that is not a capital, a digit, ``_``)."""
+    width = len(_visible(last_piece).rstrip("\r"))
+    start = rest[:1]
+    return width in TERMINAL_WIDTHS and (start.isalnum() or start == "_") and not start.isupper()
+
+
+def _wrapped_at(last_piece: str, rest: str) -> bool:
+    """Whether ``rest`` is where a width wrapped ``last_piece``: a terminal's cut inside a word,
+    or a wrap at a space: for some width the line fits and the next line's first word would
+    not have (an editor fills a line up to its width). A line that begins as the one before
+    does (``vllm-1  |`` of docker compose, a repeated ``ptxas``) is the next record."""
+    if _in_word(last_piece, rest):
+        return True
+    first, word = _visible(last_piece).split(maxsplit=1)[0], _visible(rest).split(maxsplit=1)[0]
+    if word == first:
+        return False
+    width = len(_visible(last_piece).rstrip())
+    return any(width <= w < width + 1 + len(word) for w in TERMINAL_WIDTHS)
+
+
 def _joined(first: str, last_piece: str, rest: str) -> str:
     """``first`` (whose last physical line is ``last_piece``) and ``rest`` as one line."""
-    width = len(_visible(last_piece).rstrip("\r"))
-    if width in TERMINAL_WIDTHS and rest[:1].isalnum() and not rest[:1].isupper():
+    if _in_word(last_piece, rest):
         return first + rest  # a terminal's hard wrap inside a word: every character kept
     return first.rstrip() + " " + rest.strip()
 
@@ -108,6 +133,7 @@ class Unwrapped:
                         and number == start + pieces
                         and len(text) + len(raw) <= LINE_LIMIT
                         and _continues(raw)
+                        and _wrapped_at(last_piece, raw)
                     ):
                         text = _joined(text, last_piece, raw)
                         last_piece, pieces = raw, pieces + 1
