@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -54,7 +55,7 @@ class JitStatus:
     cause: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per host: 50,000 of them, __dict__ is most of each
 class HostSummary:
     name: str  # as addressed (host alias, user@host:port, slurm node)
     hostname: str  # what the host calls itself
@@ -348,7 +349,13 @@ def verdict_key(facts: ProbeResponse) -> str:
         for f in fields(facts)
         if f.name not in NOT_DECIDING
     ]
-    return hashlib.sha256(json.dumps(same, default=str).encode()).hexdigest()
+    try:
+        # marshal's version 2 (no shared references) writes equal JSON data as equal bytes, at
+        # a third of json.dumps' cost; a value it cannot write (never in decoded JSON) falls back.
+        data = marshal.dumps(same, 2)
+    except ValueError:
+        data = json.dumps(same, default=str).encode()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _summarise_once(

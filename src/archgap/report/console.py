@@ -100,7 +100,12 @@ class Output:
     def emit(self, command: str, body: dict[str, Any]) -> None:
         from archgap.report.jsondoc import document, dumps
 
-        sys.stdout.write(dumps(document(command, body)) + "\n")
+        text = dumps(document(command, body))
+        # In pieces, and without a copy for the newline: a 50,000-host fleet document is about
+        # 100 MB, and one write would hold it twice more (with "\n", then encoded).
+        for start in range(0, len(text), 1 << 20):
+            sys.stdout.write(text[start : start + (1 << 20)])
+        sys.stdout.write("\n")
 
     def error(self, message: str) -> None:
         """A failure on one line on stderr; with --json also an error document on stdout."""
