@@ -44,26 +44,45 @@ def local_binaries(
     remote = [p for p in paths if is_image(p, rootfs=False) or is_index_target(p)]
     found: list[BinaryFacts] = []
     if remote:  # the index, wheel and image readers (and urllib) are imported only for these
-        from archgap.targets import read_targets
-        from archgap.targets import unverified as unchecked
-
-        contents, fetched = read_targets(remote, options, deep=deep, resolved=resolved)
-        found = [b for c in contents for b in _archive_binaries(c)]
-        if unverified is not None:
-            unverified.extend(unchecked(contents, fetched))
+        found = _remote_binaries(remote, deep, options, resolved, unverified)
     paths = [p for p in paths if p not in remote]
     holding = [p for p in paths if _holds_archives(p)]
     if holding:
-        from archgap.archives.wheel import wheel_files
-        from archgap.index.conda import read_archive
-        from archgap.probe.facts import BinaryFacts
-
-        skipped: list[tuple[str, str]] = []  # links out of a directory named: not followed
-        for path in wheel_files(holding, ARCHIVES, skipped):
-            found.extend(_archive_binaries(read_archive(path, deep=deep)))
-        found.extend(BinaryFacts(p, 0, "unreadable", (), False, why) for p, why in skipped)
+        found.extend(_held_archive_binaries(holding, deep))
     rest = [p for p in paths if not p.endswith(ARCHIVES) or not os.path.isfile(p)]
     return found + (_read_files(rest, deep, progress, detail) if rest else [])
+
+
+def _remote_binaries(
+    remote: list[str],
+    deep: bool,
+    options: IndexOptions | None,
+    resolved: list[Chosen] | None,
+    unverified: list[str] | None,
+) -> list[BinaryFacts]:
+    """The binaries of images, wheel URLs and requirements (see ``local_binaries``)."""
+    from archgap.targets import read_targets
+    from archgap.targets import unverified as unchecked
+
+    contents, fetched = read_targets(remote, options, deep=deep, resolved=resolved)
+    found = [b for c in contents for b in _archive_binaries(c)]
+    if unverified is not None:
+        unverified.extend(unchecked(contents, fetched))
+    return found
+
+
+def _held_archive_binaries(holding: list[str], deep: bool) -> list[BinaryFacts]:
+    """The binaries of the wheels and conda packages named or in the directories named."""
+    from archgap.archives.wheel import wheel_files
+    from archgap.index.conda import read_archive
+    from archgap.probe.facts import BinaryFacts
+
+    found: list[BinaryFacts] = []
+    skipped: list[tuple[str, str]] = []  # links out of a directory named: not followed
+    for path in wheel_files(holding, ARCHIVES, skipped):
+        found.extend(_archive_binaries(read_archive(path, deep=deep)))
+    found.extend(BinaryFacts(p, 0, "unreadable", (), False, why) for p, why in skipped)
+    return found
 
 
 def is_index_target(path: str) -> bool:

@@ -180,6 +180,28 @@ def _actions_for(
 def plan(report: ScanReport, dest: Destination) -> Plan:
     """The actions for every failing JIT finding of ``report``, with the variables merged into
     one edit of ``dest`` (one env change for eight GPUs' findings, not eight)."""
+    actions = _merged_actions(report)
+    engine = ranked(fix for g in report.jit_gaps for fix in g.fixes)
+    variables = [f.kind for f in engine if f.kind in (ENV, TOOLKIT)]
+    shell = dest.env_file is None and dest.systemd_unit is None
+    joined: list[Action] = []
+    exports: list[str] = []
+    reload: str | None = None
+    notes: list[str] = []
+    for kind in dict.fromkeys(variables):  # the engine's order: the first kind is the default
+        group = [a for a in actions if a.kind == kind]
+        action, lines, reload, dropped = _joined(kind, group, dest, shell, bool(joined))
+        notes += dropped
+        exports += [] if joined else lines
+        joined.append(action)
+    rest = [a for a in actions if a.kind not in (ENV, TOOLKIT)]
+    ordered = sorted((*joined, *rest), key=lambda a: min(a.numbers, default=1 << 30))
+    return Plan(tuple(ordered), tuple(exports), reload, tuple(dict.fromkeys(notes)))
+
+
+def _merged_actions(report: ScanReport) -> list[Action]:
+    """The actions of every failing JIT finding, one per (kind, action) with the removals of
+    each finding that asks for it."""
     actions: list[Action] = []
     numbers = numbering(fix for g in report.jit_gaps for fix in g.fixes)
     for finding in report.jit_gaps:
@@ -191,33 +213,26 @@ def plan(report: ScanReport, dest: Destination) -> Plan:
                 actions.append(action)
             else:
                 actions[actions.index(same)] = _with_removes(same, action.removes)
-    engine = ranked(fix for g in report.jit_gaps for fix in g.fixes)
-    variables = [f.kind for f in engine if f.kind in (ENV, TOOLKIT)]
-    shell = dest.env_file is None and dest.systemd_unit is None
-    joined: list[Action] = []
-    exports: list[str] = []
-    reload: str | None = None
-    notes: list[str] = []
-    for kind in dict.fromkeys(variables):  # the engine's order: the first kind is the default
-        group = [a for a in actions if a.kind == kind]
-        pairs, dropped = _resolve([p for a in group for p in a.env], shell)
-        pairs = _merge(pairs)
-        edit, lines, reload = _env_edit(dest, pairs)
-        notes += dropped
-        exports += [] if joined else lines
-        removes = tuple(dict.fromkeys(r for a in group for r in a.removes))
-        text = "; ".join(a.action for a in group)
-        numbered = tuple(sorted({n for a in group for n in a.numbers}))
-        note = _toolkit_note(pairs) if kind == TOOLKIT and not shell else ""
-        joined.append(
-            Action(
-                kind, text, removes, tuple(pairs), edit, needs_only=bool(joined), note=note,
-                numbers=numbered,
-            )
-        )  # fmt: skip
-    rest = [a for a in actions if a.kind not in (ENV, TOOLKIT)]
-    ordered = sorted((*joined, *rest), key=lambda a: min(a.numbers, default=1 << 30))
-    return Plan(tuple(ordered), tuple(exports), reload, tuple(dict.fromkeys(notes)))
+    return actions
+
+
+def _joined(
+    kind: str, group: list[Action], dest: Destination, shell: bool, needs_only: bool
+) -> tuple[Action, list[str], str | None, list[str]]:
+    """The one action that sets the variables of every action in ``group`` (of ``kind``) in
+    ``dest``: (it, its export lines, the reload command, what was dropped and why)."""
+    pairs, dropped = _resolve([p for a in group for p in a.env], shell)
+    pairs = _merge(pairs)
+    edit, lines, reload = _env_edit(dest, pairs)
+    removes = tuple(dict.fromkeys(r for a in group for r in a.removes))
+    text = "; ".join(a.action for a in group)
+    numbered = tuple(sorted({n for a in group for n in a.numbers}))
+    note = _toolkit_note(pairs) if kind == TOOLKIT and not shell else ""
+    action = Action(
+        kind, text, removes, tuple(pairs), edit, needs_only=needs_only, note=note,
+        numbers=numbered,
+    )  # fmt: skip
+    return action, lines, reload, dropped
 
 
 def _toolkit_note(pairs: Sequence[tuple[str, str]]) -> str:

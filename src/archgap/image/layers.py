@@ -110,7 +110,7 @@ class FileTree:
         ``create`` (as unpacking a layer makes a member's parents), else ``LinkError``."""
         hops = 0
         done: list[tuple[str, _Node]] = []
-        todo = [p for p in path.split("/") if p][::-1]
+        todo = _reversed_parts(path)
         while todo:
             part = todo.pop()
             if part == "." or (part == ".." and not done):
@@ -118,12 +118,7 @@ class FileTree:
             if part == "..":
                 done.pop()
                 continue
-            node = done[-1][1] if done else self._root
-            child = node.children.get(part)
-            if child is None:
-                if create is None:
-                    raise NotInImage(f"{_joined(done, part)}: not in the image")
-                child = node.children[part] = _Node(Entry(create, DIR, 0))
+            child = self._child(done, part, create)
             entry = child.entry
             assert entry is not None
             if entry.kind == SYMLINK:
@@ -132,12 +127,23 @@ class FileTree:
                     raise LinkError(f"{path}: more than {MAX_LINK_HOPS} symlinks (a loop)")
                 if entry.link.startswith("/"):
                     done = []
-                todo.extend([p for p in entry.link.split("/") if p][::-1])
+                todo.extend(_reversed_parts(entry.link))
             elif todo and entry.kind != DIR:
                 raise LinkError(f"{_joined(done, part)}: not a directory ({entry.kind})")
             else:
                 done.append((part, child))
         return [name for name, _ in done], done[-1][1] if done else self._root
+
+    def _child(self, done: list[tuple[str, _Node]], part: str, create: int | None) -> _Node:
+        """The node ``part`` names in the directory ``done`` ends at; a directory made for
+        layer ``create`` where it is missing, else ``NotInImage``."""
+        node = done[-1][1] if done else self._root
+        child = node.children.get(part)
+        if child is None:
+            if create is None:
+                raise NotInImage(f"{_joined(done, part)}: not in the image")
+            child = node.children[part] = _Node(Entry(create, DIR, 0))
+        return child
 
     def _directory(self, path: str, create: int | None) -> tuple[str, _Node]:
         """The directory ``path`` names (symlinks followed), as (its real path, its node)."""
@@ -243,6 +249,11 @@ class FileTree:
         names, node = self._follow(path)
         assert node.entry is not None
         return "/" + "/".join(names), node.entry
+
+
+def _reversed_parts(path: str) -> list[str]:
+    """The names of ``path``'s components, last first (a stack to pop from)."""
+    return [p for p in path.split("/") if p][::-1]
 
 
 def _joined(done: list[tuple[str, _Node]], part: str) -> str:

@@ -76,19 +76,24 @@ class Reference:
         return f"docker://{self.host}/{self.repository}{tag}{digest}"
 
 
+def _split_host(name: str) -> tuple[str, str]:
+    """(registry host, repository path) of a reference's name: the first component is a host
+    when it has a dot or a port or is localhost (Docker's rule), else the name is Docker Hub's."""
+    first, slash, rest = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        host, path = first, rest
+    else:
+        host, path = DOCKER_HUB, name
+    return (DOCKER_HUB if host in _HUB_ALIASES else host), path
+
+
 def parse_reference(text: str) -> Reference:
     """``docker://REF`` (or REF alone) as a ``Reference``; raises ``BadReference``."""
     ref = text.removeprefix("docker://")
     name, _, digest = ref.partition("@")
     if digest and not _DIGEST.fullmatch(digest):
         raise BadReference(f"{text}: {digest!r} is not a digest (ALGORITHM:HEX)")
-    first, slash, rest = name.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        host, path = first, rest
-    else:
-        host, path = DOCKER_HUB, name
-    if host in _HUB_ALIASES:
-        host = DOCKER_HUB
+    host, path = _split_host(name)
     tag = None
     last_slash = path.rfind("/")
     colon = path.rfind(":")

@@ -289,12 +289,18 @@ def candidates(
     allowed = set(requirement.specifier.filter({c.version for c in found}))
     found = [c for c in found if c.version in allowed]
     if not found:
-        where = f"{len(index_urls)} index(es)"
-        why = "; ".join(problems) if problems and not seen else f"{seen} files listed"
-        python = f"Python {python_version}" if python_version else "this Python"
-        target = f"{python} on {platform or 'this platform'}"
-        raise ResolveError(f"no wheel for {target} in {where} ({why})")
+        raise _no_wheel(len(index_urls), seen, problems, python_version, platform)
     return found
+
+
+def _no_wheel(
+    indexes: int, seen: int, problems: list[str], python_version: str | None, platform: str | None
+) -> ResolveError:
+    """Why no wheel fits: the indexes' problems when none listed a file, else the count."""
+    why = "; ".join(problems) if problems and not seen else f"{seen} files listed"
+    python = f"Python {python_version}" if python_version else "this Python"
+    target = f"{python} on {platform or 'this platform'}"
+    return ResolveError(f"no wheel for {target} in {indexes} index(es) ({why})")
 
 
 def resolve(

@@ -66,7 +66,13 @@ def plan_lines(body: dict[str, Any]) -> list[str]:
         if body["actions"]:
             lines.append(f"\nDry run: nothing was changed. {apply_says(body)}")
         return lines
-    lines += [f"[dim]{_e(r)}[/]" for r in applied["recovered"]]
+    return lines + _applied_lines(applied, body["verified"] or [])
+
+
+def _applied_lines(applied: dict[str, Any], verified: list[dict[str, Any]]) -> list[str]:
+    """What applying the plan did: the files changed, the upgrades run, the journal, and each
+    finding checked again."""
+    lines = [f"[dim]{_e(r)}[/]" for r in applied["recovered"]]
     if applied["error"]:
         lines.append(f"\n[bold magenta]refused:[/] {_e(applied['error'])}")
         return lines
@@ -79,7 +85,7 @@ def plan_lines(body: dict[str, Any]) -> list[str]:
         lines.append(
             f"[dim]journal: {_e(applied.get('state_dir') or '')} (archgap fix --undo reverts)[/]"
         )
-    for v in body["verified"] or []:
+    for v in verified:
         style = {"gone": "green", "remains": "bold red"}.get(v["status"], "magenta")
         lines.append(f"[{style}]{v['status']}[/]: {_e(v['finding'])} [dim]({_e(v['why'])})[/]")
     return lines

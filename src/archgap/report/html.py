@@ -13,7 +13,7 @@ hosts are listed once per distinct reason with the hosts that share it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
@@ -97,7 +97,7 @@ def _hosts(names: tuple[str, ...] | list[str], shown: int = HOSTS_SHOWN) -> str:
 
 
 def _heatmap(report: Any) -> list[str]:
-    from archgap.analysis.fleet import coverage_matrix, jit_cells, jit_packages, kernel_cells
+    from archgap.analysis.fleet import coverage_matrix, jit_packages
 
     packages, _ = coverage_matrix(report)
     jit = jit_packages(report)
@@ -106,7 +106,26 @@ def _heatmap(report: Any) -> list[str]:
             '<p class="meta" id="heatmap">No host reported packages with CUDA device code or a '
             "JIT finding for a present or named GPU.</p>"
         ]
-    # Every column's cells (one per group) and their tooltips, kernels then JIT.
+    columns = _heat_columns(report, packages, jit)
+    head = ["<tr><th>group</th><th>hosts</th><th>GPUs</th>"]
+    head += [
+        f'<th class="p j" title="JIT compiler">{escape(p)} (JIT)</th>'
+        if is_jit
+        else f'<th class="p">{escape(p)}</th>'
+        for p, is_jit, _, _ in columns
+    ]
+    head.append("</tr>")
+    return ['<div id="heatmap">', *_paged(head, _heat_rows(report, columns)), "</div>"]
+
+
+_Column = tuple[str, bool, list[str], list[str]]  # package, JIT, a cell and a tooltip per group
+
+
+def _heat_columns(report: Any, packages: Sequence[str], jit: Sequence[str]) -> list[_Column]:
+    """Every column's cells (one per group) and their tooltips, kernels then JIT, the worst
+    first."""
+    from archgap.analysis.fleet import jit_cells, kernel_cells
+
     groups = [g.summary for g in report.groups]
     kernels = [kernel_cells(g, packages) for g in groups]
     columns = [
@@ -119,15 +138,12 @@ def _heatmap(report: Any) -> list[str]:
         for i, p in enumerate(jit)
     ]
     columns.sort(key=lambda c: min((COLUMN_RANK.get(v, 2) for v in c[2]), default=2))
+    return columns
+
+
+def _heat_rows(report: Any, columns: list[_Column]) -> list[str]:
+    """A row per group, then one per reason hosts were not probed."""
     letters = report.group_letters
-    head = ["<tr><th>group</th><th>hosts</th><th>GPUs</th>"]
-    head += [
-        f'<th class="p j" title="JIT compiler">{escape(p)} (JIT)</th>'
-        if is_jit
-        else f'<th class="p">{escape(p)}</th>'
-        for p, is_jit, _, _ in columns
-    ]
-    head.append("</tr>")
     rows = []
     for index, group in enumerate(report.groups):
         row = [
@@ -145,7 +161,12 @@ def _heatmap(report: Any) -> list[str]:
             f'<td class="failed" colspan="{1 + len(columns)}" title="{escape(hosts[0].message)}">'
             f"not probed: {escape(kind)}</td></tr>"
         )
-    parts = ['<div id="heatmap">']
+    return rows
+
+
+def _paged(head: list[str], rows: list[str]) -> list[str]:
+    """The table, or over PAGE rows one table per page, each folded but the first."""
+    parts: list[str] = []
     for start in range(0, len(rows), PAGE):
         table = ['<table class="heat">', *head, *rows[start : start + PAGE], "</table>"]
         if len(rows) <= PAGE:
@@ -156,7 +177,6 @@ def _heatmap(report: Any) -> list[str]:
         summary = f"groups {start + 1}–{last} of {len(rows)}"
         parts.append(f"<details{is_open}><summary>{summary}</summary>")
         parts += [*table, "</details>"]
-    parts.append("</div>")
     return parts
 
 

@@ -128,14 +128,20 @@ def split_columns(
     return [list(range(keys)) + part for part in parts]
 
 
+def _too_narrow(table: Table, widths: list[int], width: int | None) -> bool:
+    """Whether the key columns and the widest other one do not fit on a line of ``width``."""
+    if width is None or len(widths) <= table.keys:
+        return False
+    keys = sum(widths[: table.keys]) + len(GAP) * table.keys + len(table.indent)
+    return keys + max(widths[table.keys :]) > width
+
+
 def text_lines(table: Table, width: int | None = None, styled: bool = False) -> list[str]:
     """The table as aligned lines (rich markup when ``styled``); split to fit ``width``, or one
     record per row when even the key columns and one more do not fit."""
     widths = _widths(table)
-    if width is not None and len(widths) > table.keys:
-        keys = sum(widths[: table.keys]) + len(GAP) * table.keys + len(table.indent)
-        if keys + max(widths[table.keys :]) > width:
-            return record_lines(table, styled, width)
+    if _too_narrow(table, widths, width):
+        return record_lines(table, styled, width)
     lines: list[str] = []
     for n, part in enumerate(split_columns(widths, table.keys, width, len(table.indent))):
         if n:

@@ -13,7 +13,7 @@ from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_
 
 if TYPE_CHECKING:
     from archgap.analysis.verdicts.compat import GpuTarget
-    from archgap.probe.facts import EnvVar, Frame, Guard, Occurrence, TraceFacts
+    from archgap.probe.facts import EnvVar, Frame, Guard, Occurrence, Swallow, TraceFacts
     from archgap.results import TraceResult
 
 
@@ -255,25 +255,32 @@ def _render_group(
             lines += [f"             [bold]{escape(note)}[/]" for note in _on_gpus(item, context)]
         if with_flow:
             for swallow in item.swallowed:
-                lines.append(
-                    f"           [red]swallowed:[/] {escape(swallow.handler)} "
-                    f"[dim](line {swallow.except_line}, try at {swallow.try_line})[/] "
-                    f"→ {escape(swallow.action)}"
-                )
-                for raiser in swallow.raisers:
-                    via = " → ".join(short_function(f) for f in raiser.call_path)
-                    call_line = raiser.call_path[0].line if raiser.call_path else raiser.line
-                    lines.append(
-                        f"             hides {escape(raiser.exception)}"
-                        f"({escape(repr(raiser.message))}) raised at "
-                        f"{escape(short_path(raiser.path, _module_of(raiser.call_path)))}:"
-                        f"{raiser.line}, reached from line {call_line} via {escape(via)}"
-                    )
-                if swallow.external_calls:
-                    calls = ", ".join(f"{c.call} ({c.line})" for c in swallow.external_calls)
-                    lines.append(f"             and whatever these raise: {escape(calls)}")
+                lines += _swallow_lines(swallow)
     if with_flow and previous is not None:
         _render_flow(previous, lines, context)
+
+
+def _swallow_lines(swallow: Swallow) -> list[str]:
+    """An except clause that swallows the gate's exception: where, what it hides and from
+    where it is raised, and the calls it also covers."""
+    lines = [
+        f"           [red]swallowed:[/] {escape(swallow.handler)} "
+        f"[dim](line {swallow.except_line}, try at {swallow.try_line})[/] "
+        f"→ {escape(swallow.action)}"
+    ]
+    for raiser in swallow.raisers:
+        via = " → ".join(short_function(f) for f in raiser.call_path)
+        call_line = raiser.call_path[0].line if raiser.call_path else raiser.line
+        lines.append(
+            f"             hides {escape(raiser.exception)}"
+            f"({escape(repr(raiser.message))}) raised at "
+            f"{escape(short_path(raiser.path, _module_of(raiser.call_path)))}:"
+            f"{raiser.line}, reached from line {call_line} via {escape(via)}"
+        )
+    if swallow.external_calls:
+        calls = ", ".join(f"{c.call} ({c.line})" for c in swallow.external_calls)
+        lines.append(f"             and whatever these raise: {escape(calls)}")
+    return lines
 
 
 def _module_of(frames: tuple[Frame, ...]) -> str:

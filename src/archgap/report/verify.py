@@ -12,7 +12,7 @@ from archgap.report.markup import escape
 from archgap.report.table import VERDICT_STYLE
 
 if TYPE_CHECKING:
-    from archgap.analysis.verify import Check, Disagreement, VerifyReport
+    from archgap.analysis.verify import Attempt, Check, Disagreement, VerifyReport
     from archgap.probe.facts import BinaryFacts
 
 
@@ -116,6 +116,18 @@ def _entries_text(binary: BinaryFacts | None) -> str:
     return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in targets.items())
 
 
+def _attempt_lines(attempts: tuple[Attempt, ...]) -> list[str]:
+    """Each image the driver was given, what it did, and the first line of each of its logs."""
+    lines = []
+    for attempt in attempts:
+        result = "loaded" if attempt.ok else f"{attempt.error or 'not loaded'}"
+        lines.append(f"  - {attempt.image}: {result}")
+        for log in (attempt.error_log, attempt.info_log):
+            if log:
+                lines.append(f"    `{log.splitlines()[0][:300]}`")
+    return lines
+
+
 def bug_report(bug: Disagreement, report: VerifyReport) -> str:
     """A Markdown issue body: what archgap predicted, what the driver did, and on what."""
     from archgap import __version__
@@ -143,11 +155,6 @@ def bug_report(bug: Disagreement, report: VerifyReport) -> str:
         f"- scan's rule: {check.prediction}",
         f"- driver: {check.observation}",
     ]
-    for attempt in check.attempts + check.failures:
-        result = "loaded" if attempt.ok else f"{attempt.error or 'not loaded'}"
-        lines.append(f"  - {attempt.image}: {result}")
-        for log in (attempt.error_log, attempt.info_log):
-            if log:
-                lines.append(f"    `{log.splitlines()[0][:300]}`")
+    lines += _attempt_lines(check.attempts + check.failures)
     lines += ["", f"Reproduce: `archgap verify {check.path} --gpu-index {check.gpu_index} --json`"]
     return "\n".join(lines)

@@ -155,7 +155,6 @@ def _walk_directory(
     stack: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = [(top, (top_key,))]
     while stack:
         directory, ancestors = stack.pop()
-        device = ancestors[-1][0]
         try:
             with os.scandir(directory) as scan:
                 items = list(scan)
@@ -164,36 +163,59 @@ def _walk_directory(
             continue
         subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]] = []
         for item in _worth_a_look(items):
-            candidate = NATIVE_NAME.search(item.name) is not None  # read whatever its mode
-            try:
-                link = item.is_symlink()
-                outside = _link_out(root, item.path) if link else None
-                if outside is not None:  # a stat of the target, never an open or a listing
-                    if candidate or item.is_dir():
-                        yield item.path, _row(item.path, outside)
-                    continue
-                if item.is_dir():
-                    key = _identity(item, link, device)
-                    if key in ancestors:
-                        yield (
-                            item.path,
-                            _row(item.path, "symlink loop (a directory that contains it)"),
-                        )
-                    elif key not in seen_dirs:
-                        seen_dirs.add(key)
-                        subdirs.append((item.path, (*ancestors, key)))
-                    continue
-                if item.is_file():
-                    file_key = _file_key(item, candidate, link, device)
-                    if file_key is not None and file_key not in seen_files:
-                        seen_files.add(file_key)
-                        yield item.path, None
-                elif candidate and link:
-                    os.stat(item.path)  # raises with the reason: dangling link or a loop
-            except OSError as exc:
-                if candidate or item.is_dir(follow_symlinks=False):
-                    yield item.path, _row(item.path, open_error(item.path, exc))
+            yield from _look(item, root, ancestors, seen_files, seen_dirs, subdirs)
         stack.extend(reversed(subdirs))
+
+
+def _look(
+    item: os.DirEntry,  # type: ignore[type-arg]
+    root: str,
+    ancestors: Tuple[Tuple[int, int], ...],
+    seen_files: Set[Tuple[int, int]],
+    seen_dirs: Set[Tuple[int, int]],
+    subdirs: List[Tuple[str, Tuple[Tuple[int, int], ...]]],
+) -> Iterator[Discovered]:
+    """What one directory entry yields: a file to read, a problem row, or (a directory) a
+    frame added to ``subdirs``."""
+    device = ancestors[-1][0]
+    candidate = NATIVE_NAME.search(item.name) is not None  # read whatever its mode
+    try:
+        link = item.is_symlink()
+        outside = _link_out(root, item.path) if link else None
+        if outside is not None:  # a stat of the target, never an open or a listing
+            if candidate or item.is_dir():
+                yield item.path, _row(item.path, outside)
+            return
+        if item.is_dir():
+            key = _identity(item, link, device)
+            if key in ancestors:
+                yield item.path, _row(item.path, "symlink loop (a directory that contains it)")
+            elif key not in seen_dirs:
+                seen_dirs.add(key)
+                subdirs.append((item.path, (*ancestors, key)))
+            return
+        yield from _file(item, candidate, link, device, seen_files)
+    except OSError as exc:
+        if candidate or item.is_dir(follow_symlinks=False):
+            yield item.path, _row(item.path, open_error(item.path, exc))
+
+
+def _file(
+    item: os.DirEntry,  # type: ignore[type-arg]
+    candidate: bool,
+    link: bool,
+    device: int,
+    seen_files: Set[Tuple[int, int]],
+) -> Iterator[Discovered]:
+    """A file entry to read, once per file; a link to nothing named like a library raises
+    OSError with the reason."""
+    if item.is_file():
+        file_key = _file_key(item, candidate, link, device)
+        if file_key is not None and file_key not in seen_files:
+            seen_files.add(file_key)
+            yield item.path, None
+    elif candidate and link:
+        os.stat(item.path)  # raises with the reason: dangling link or a loop
 
 
 def walk_binaries(

@@ -97,38 +97,33 @@ class Sections:
         return [i for i, name in enumerate(self.names) if name in spots] if spots else []
 
 
-def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin: bool) -> Any:
-    """The ELF header fields and the section table of the image in [base, limit).
-
-    Returns (fields, sections); sections is None when there are none or, with
-    ``only_fatbin``, when no section name mentions a fatbin (the common case for objects in
-    static archives with thousands of sections: only the name table is read then)."""
+def _elf_header(reader: Reader, base: int, limit: int, where: str) -> Any:
+    """(fields, little-endian, wide, section entry struct) of the ELF header at ``base``; None
+    (reported) when it is truncated or of an unknown class or byte order."""
     buf = reader.buf
     if base + 52 > limit:
         reader.fail("%struncated ELF header" % where)
-        return None, None
+        return None
     elf_class, data = buf[base + 4], buf[base + 5]
     if elf_class not in (1, 2) or data not in (1, 2):
         reader.fail("%sunknown ELF class or byte order" % where)
-        return None, None
+        return None
     order = "<" if data == 1 else ">"
     wide = elf_class == 2
     header = struct.Struct(order + (ELF64_HEADER if wide else ELF32_HEADER).format[1:])
     entry = struct.Struct(order + (ELF64_SECTION if wide else ELF32_SECTION).format[1:])
     if base + header.size > limit:
         reader.fail("%struncated ELF header" % where)
-        return None, None
-    fields = header.unpack(buf[base : base + header.size])
-    shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
-    if shoff == 0:
-        return fields, None
-    if shentsize != entry.size:
-        reader.fail("%sunexpected section header size %d" % (where, shentsize))
-        return fields, None
-    table = base + shoff
-    if table + shentsize > limit:
-        reader.fail("%struncated: the section headers are past the end" % where)
-        return fields, None
+        return None
+    return header.unpack(buf[base : base + header.size]), order == "<", wide, entry
+
+
+def _section_count(
+    reader: Reader, table: int, limit: int, where: str, fields: Tuple[Any, ...], entry: Any
+) -> Tuple[int, int]:
+    """(section count, names index) of the table at ``table``, the count cut to the headers
+    present and to MAX_SECTIONS (each cut reported)."""
+    buf, shentsize, shnum, shstrndx = reader.buf, fields[11], fields[12], fields[13]
     if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: real values in section 0
         first = entry.unpack(buf[table : table + entry.size])
         shnum = shnum or first[5]
@@ -141,29 +136,60 @@ def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin
     if shnum > MAX_SECTIONS:
         reader.fail("%s%d section headers: the first %d are read" % (where, shnum, MAX_SECTIONS))
         shnum = MAX_SECTIONS
-    strtab = b""
-    if shstrndx < shnum:
-        names_at = table + shstrndx * shentsize
-        names_header = entry.unpack(buf[names_at : names_at + entry.size])
-        names_start = base + names_header[4]
-        names_end = min(names_start + names_header[5], limit, names_start + (64 << 20))
-        if names_start < names_end:
-            strtab = bytes(buf[names_start:names_end])
-    if only_fatbin and b"fatbin\0" not in strtab:
-        return fields, None
-    reader.spend(shnum)
-    raw = bytes(buf[table : table + shnum * shentsize])
-    if wide and order == "<" and sys.byteorder == "little":
+    return shnum, shstrndx
+
+
+def _section_names(buf: Any, base: int, limit: int, names_at: int, entry: Any) -> bytes:
+    """The section-name string table whose header is at ``names_at`` (64 MiB at most)."""
+    names_header = entry.unpack(buf[names_at : names_at + entry.size])
+    names_start = base + names_header[4]
+    names_end = min(names_start + names_header[5], limit, names_start + (64 << 20))
+    return bytes(buf[names_start:names_end]) if names_start < names_end else b""
+
+
+def _section_columns(raw: bytes, native: bool, entry: Any, shnum: int) -> Tuple[List[int], ...]:
+    """(names, types, flags, offsets, sizes) of the section headers in ``raw``."""
+    if native:
         # Columns straight out of the table: one C-level pass instead of a tuple per section.
         words = memoryview(raw).cast("I")
         quads = memoryview(raw).cast("Q")
-        columns = (words[0::16].tolist(), words[1::16].tolist(), quads[1::8].tolist(),
-                   quads[3::8].tolist(), quads[4::8].tolist())  # fmt: skip
-    else:
-        rows = [entry.unpack_from(raw, i * shentsize) for i in range(shnum)]
-        columns = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                   [r[4] for r in rows], [r[5] for r in rows])  # fmt: skip
-    return fields, Sections(strtab, base, *columns)
+        return (words[0::16].tolist(), words[1::16].tolist(), quads[1::8].tolist(),
+                quads[3::8].tolist(), quads[4::8].tolist())  # fmt: skip
+    rows = [entry.unpack_from(raw, i * entry.size) for i in range(shnum)]
+    return ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+            [r[4] for r in rows], [r[5] for r in rows])  # fmt: skip
+
+
+def section_table(reader: Reader, base: int, limit: int, where: str, only_fatbin: bool) -> Any:
+    """The ELF header fields and the section table of the image in [base, limit).
+
+    Returns (fields, sections); sections is None when there are none or, with
+    ``only_fatbin``, when no section name mentions a fatbin (the common case for objects in
+    static archives with thousands of sections: only the name table is read then)."""
+    header = _elf_header(reader, base, limit, where)
+    if header is None:
+        return None, None
+    fields, little, wide, entry = header
+    shoff, shentsize = fields[6], fields[11]
+    if shoff == 0:
+        return fields, None
+    if shentsize != entry.size:
+        reader.fail("%sunexpected section header size %d" % (where, shentsize))
+        return fields, None
+    table = base + shoff
+    if table + shentsize > limit:
+        reader.fail("%struncated: the section headers are past the end" % where)
+        return fields, None
+    shnum, shstrndx = _section_count(reader, table, limit, where, fields, entry)
+    strtab = b""
+    if shstrndx < shnum:
+        strtab = _section_names(reader.buf, base, limit, table + shstrndx * shentsize, entry)
+    if only_fatbin and b"fatbin\0" not in strtab:
+        return fields, None
+    reader.spend(shnum)
+    raw = bytes(reader.buf[table : table + shnum * shentsize])
+    native = wide and little and sys.byteorder == "little"
+    return fields, Sections(strtab, base, *_section_columns(raw, native, entry, shnum))
 
 
 def _cubin_table(buf: Any, base: int, end: int) -> Optional[Tuple[int, int, int, int]]:
@@ -247,25 +273,15 @@ def plausible_cubin(reader: Reader, base: int, fields: Tuple[Any, ...]) -> bool:
     return True
 
 
-def cubin_at(
-    reader: Reader,
-    base: int,
-    limit: int,
-    section: str,
-    listed: bool,
-    member: Optional[str],
-    loose: bool = False,
-) -> int:
-    """One bare cubin at ``base``; returns where it ends (``base`` when it is not a cubin)."""
-    buf = reader.buf
-    if base in reader.seen_cubins:  # found before, through another section header
-        return reader.seen_cubins[base]
+def _cubin_fields(reader: Reader, base: int, limit: int, loose: bool) -> Optional[Tuple[Any, ...]]:
+    """The ELF header fields of a cubin at ``base``; None when it is not one (reported when
+    ``loose``: a file named as a cubin, not one found by searching)."""
     if base + ELF64_HEADER.size > limit:
         if loose:
             reader.fail("truncated cubin header")
-        return base
-    fields = ELF64_HEADER.unpack(buf[base : base + ELF64_HEADER.size])
-    ident, machine, e_flags = fields[0], fields[2], fields[7]
+        return None
+    fields = ELF64_HEADER.unpack(reader.buf[base : base + ELF64_HEADER.size])
+    ident, machine = fields[0], fields[2]
     shoff, ehsize, shentsize, shnum = fields[6], fields[8], fields[11], fields[12]
     valid = (
         ident[4] == 2
@@ -277,27 +293,34 @@ def cubin_at(
     if not valid or (not loose and (shnum == 0 or base + shoff + shnum * shentsize > limit)):
         if loose:
             reader.fail("not a 64-bit little-endian cubin")
-        return base
+        return None
     if not loose and not plausible_cubin(reader, base, fields):
-        return base
+        return None
+    return fields
+
+
+def _cubin_sections(
+    reader: Reader, base: int, limit: int, fields: Tuple[Any, ...], loose: bool
+) -> Tuple[int, Optional[bool], bool, List[Tuple[int, int]]]:
+    """(end, has kernels, has debug info, (offset, size) of each .note.nv.tkinfo) of a cubin:
+    it ends after its last section with contents or its last table."""
+    shoff, shentsize, shnum = fields[6], fields[11], fields[12]
     phoff, phentsize, phnum = fields[5], fields[9], fields[10]
     end = max(base + shoff + shnum * shentsize, base + phoff + phnum * phentsize)
     sections = section_table(reader, base, limit, "", only_fatbin=False)[1] if shoff else None
-    kernels: Optional[bool] = None
-    debug = False
-    notes: List[Tuple[int, int]] = []  # (offset, size) of each .note.nv.tkinfo
-    if sections is not None and sections.names:
-        if not loose:
-            kept = zip(sections.types, sections.offsets, sections.sizes)
-            end = max([end] + [offset + size for sh_type, offset, size in kept
-                               if sh_type != SHT_NOBITS])  # fmt: skip
-        kernels = sections.any_starting(b".text")
-        debug = bool(sections.named(b".debug_info"))
-        notes = [(sections.offsets[i], sections.sizes[i])
-                 for i in sections.named(b".note.nv.tkinfo")]  # fmt: skip
-    end = limit if loose else end  # a loose cubin is the whole file
-    if end > limit:
-        return base
+    if sections is None or not sections.names:
+        return end, None, False, []
+    if not loose:
+        kept = zip(sections.types, sections.offsets, sections.sizes)
+        end = max([end] + [offset + size for sh_type, offset, size in kept
+                           if sh_type != SHT_NOBITS])  # fmt: skip
+    notes = [(sections.offsets[i], sections.sizes[i])
+             for i in sections.named(b".note.nv.tkinfo")]  # fmt: skip
+    return end, sections.any_starting(b".text"), bool(sections.named(b".debug_info")), notes
+
+
+def _cubin_arch(ident: bytes, e_flags: int) -> Tuple[int, Variant]:
+    """The SM and the 'a' variant that a cubin's ``e_flags`` say."""
     # The SM sits in bits 8-15 of e_flags from ELF ABI version 8 (OSABI 0x41) on, with 0x8
     # (EF_CUDA_ACCELERATORS in LLVM's BinaryFormat/ELF.h) for an arch-specific ('a') build:
     # nvasm sets it where ptxas records the target in .note.nv.tkinfo instead (flashinfer-cubin's
@@ -307,17 +330,48 @@ def cubin_at(
     new_layout = ident[7] == 0x41 or ident[8] >= 8
     arch = (e_flags >> 8) & 0xFF if new_layout else e_flags & 0xFF
     accelerated = e_flags & (0x8 if new_layout else 0x800)
-    variant: Variant = "a" if accelerated and arch >= 90 else ""
+    return arch, "a" if accelerated and arch >= 90 else ""
+
+
+def _read_notes(
+    reader: Reader, notes: List[Tuple[int, int]], limit: int, arch: int, variant: Variant
+) -> Variant:
+    """The variant the cubin's toolkit notes record for ``arch`` (``variant`` if none does);
+    the toolkit each names is added to ``reader.toolkits``."""
     for offset, size in notes:
         if offset + size <= limit:
             # ptxas records its command line here: the only place a cubin keeps 'f'.
-            note = buf[offset : offset + min(size, 65536)]
+            note = reader.buf[offset : offset + min(size, 65536)]
             match = TKINFO_ARCH.search(note)
             if match and int(match.group(1)) == arch:
                 variant = as_variant(match.group(2).decode())  # the pattern takes [af]?
             release = TKINFO_RELEASE.search(note)
             if release:
                 reader.toolkits.add("%d.%d" % (int(release.group(1)), int(release.group(2))))
+    return variant
+
+
+def cubin_at(
+    reader: Reader,
+    base: int,
+    limit: int,
+    section: str,
+    listed: bool,
+    member: Optional[str],
+    loose: bool = False,
+) -> int:
+    """One bare cubin at ``base``; returns where it ends (``base`` when it is not a cubin)."""
+    if base in reader.seen_cubins:  # found before, through another section header
+        return reader.seen_cubins[base]
+    fields = _cubin_fields(reader, base, limit, loose)
+    if fields is None:
+        return base
+    end, kernels, debug, notes = _cubin_sections(reader, base, limit, fields, loose)
+    end = limit if loose else end  # a loose cubin is the whole file
+    if end > limit:
+        return base
+    arch, variant = _cubin_arch(fields[0], fields[7])
+    variant = _read_notes(reader, notes, limit, arch, variant)
     size = end - base
     # A bare cubin a deep search found: relocatable (ET_REL, a device-link input) or linked.
     e_type = fields[1]
@@ -337,16 +391,15 @@ ELF64_PROGRAM = struct.Struct("<IIQQQQQQ")
 ELF64_DYN = struct.Struct("<qQ")
 
 
-def dynamic_needs(buf: Any, size: int, fields: Tuple[Any, ...]) -> Tuple[Tuple[str, ...], ...]:
-    """(DT_NEEDED names, RUNPATH or else RPATH directories) of the 64-bit little-endian host
-    ELF image at the start of ``buf`` whose header is ``fields``: what the dynamic loader must
-    find for it (ld.so(8)); ((), ()) for an image without a dynamic section. Raises what slicing
-    raises (a streamed member's ``NotRecorded``) and ValueError for tables past the end."""
+def _segments(
+    buf: Any, size: int, fields: Tuple[Any, ...]
+) -> Tuple[List[Tuple[int, int, int]], Optional[Tuple[int, int]]]:
+    """((vaddr, offset, filesz) of each PT_LOAD, (offset, filesz) of PT_DYNAMIC or None)."""
     phoff, phentsize, phnum = fields[5], fields[9], fields[10]
     if phentsize != ELF64_PROGRAM.size or phoff + phnum * phentsize > size:
         raise ValueError("program headers past the end")
     table = bytes(buf[phoff : phoff + phnum * phentsize])
-    loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    loads: List[Tuple[int, int, int]] = []
     dynamic: Optional[Tuple[int, int]] = None
     for i in range(phnum):
         kind, _, offset, vaddr, _, filesz, _, _ = ELF64_PROGRAM.unpack_from(table, i * phentsize)
@@ -354,8 +407,11 @@ def dynamic_needs(buf: Any, size: int, fields: Tuple[Any, ...]) -> Tuple[Tuple[s
             loads.append((vaddr, offset, filesz))
         elif kind == PT_DYNAMIC:
             dynamic = (offset, filesz)
-    if dynamic is None:
-        return (), ()
+    return loads, dynamic
+
+
+def _dynamic_tags(buf: Any, size: int, dynamic: Tuple[int, int]) -> List[Tuple[int, int]]:
+    """(tag, value) of each dynamic entry before DT_NULL (MAX_DYNAMIC at most)."""
     offset, length = dynamic[0], min(dynamic[1], MAX_DYNAMIC * ELF64_DYN.size)
     if offset + length > size:
         raise ValueError("dynamic section past the end")
@@ -366,23 +422,40 @@ def dynamic_needs(buf: Any, size: int, fields: Tuple[Any, ...]) -> Tuple[Tuple[s
         if tag == DT_NULL:
             break
         tags.append((tag, value))
-    strtab = next((v for t, v in tags if t == DT_STRTAB), None)
+    return tags
+
+
+def _file_offset(loads: List[Tuple[int, int, int]], address: Optional[int]) -> Optional[int]:
+    """The file offset of ``address``: that of the PT_LOAD segment holding it."""
+    if address is None:
+        return None
+    return next((o + address - v for v, o, n in loads if v <= address < v + n), None)
+
+
+def dynamic_needs(buf: Any, size: int, fields: Tuple[Any, ...]) -> Tuple[Tuple[str, ...], ...]:
+    """(DT_NEEDED names, RUNPATH or else RPATH directories) of the 64-bit little-endian host
+    ELF image at the start of ``buf`` whose header is ``fields``: what the dynamic loader must
+    find for it (ld.so(8)); ((), ()) for an image without a dynamic section. Raises what slicing
+    raises (a streamed member's ``NotRecorded``) and ValueError for tables past the end."""
+    loads, dynamic = _segments(buf, size, fields)
+    if dynamic is None:
+        return (), ()
+    tags = _dynamic_tags(buf, size, dynamic)
     strsz = next((v for t, v in tags if t == DT_STRSZ), 0)
     # DT_STRTAB is an address: the file offset is that of the PT_LOAD segment holding it
-    start = next(
-        (o + strtab - v for v, o, n in loads if strtab is not None and v <= strtab < v + n), None
-    )
+    start = _file_offset(loads, next((v for t, v in tags if t == DT_STRTAB), None))
     if start is None or start + strsz > size:
         raise ValueError("dynamic string table not in the file")
 
-    def text(at: int) -> str:
+    def texts(kind: int) -> List[str]:
         # each string read on its own: a streamed member keeps these, not the whole table
-        piece = bytes(buf[start + at : start + min(strsz, at + MAX_NEED_NAME)])
-        stop = piece.find(b"\0")
-        return piece[: stop if stop >= 0 else len(piece)].decode("utf-8", "replace")
+        found = []
+        for at in (v for t, v in tags if t == kind and v < strsz):
+            piece = bytes(buf[start + at : start + min(strsz, at + MAX_NEED_NAME)])
+            stop = piece.find(b"\0")
+            found.append(piece[: stop if stop >= 0 else len(piece)].decode("utf-8", "replace"))
+        return found
 
-    needed = tuple(text(v) for t, v in tags if t == DT_NEEDED and v < strsz)
     # RPATH is ignored when RUNPATH is present (ld.so(8))
-    paths = [text(v) for t, v in tags if t == DT_RUNPATH and v < strsz]
-    paths = paths or [text(v) for t, v in tags if t == DT_RPATH and v < strsz]
-    return needed, tuple(d for p in paths for d in p.split(":") if d)
+    paths = texts(DT_RUNPATH) or texts(DT_RPATH)
+    return tuple(texts(DT_NEEDED)), tuple(d for p in paths for d in p.split(":") if d)

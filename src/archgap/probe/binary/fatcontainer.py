@@ -131,48 +131,28 @@ def _walk_entries(
          _, _, flags, _, uncompressed) = ENTRY_HEADER.unpack(head)  # fmt: skip
         kind = ENTRY_KINDS.get(kind_code)
         payload = pos + header_size
-        if (
-            kind is None
-            or not ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER
-            or payload + payload_size > end
-        ):
-            if kind_code == 0 and reader.is_zero(pos, end):
-                return  # padding after the last entry
-            reader.fail("%s: invalid entry header at 0x%x" % (label, pos))
+        if kind is None or not _header_fits(header_size, payload + payload_size, end):
+            _invalid_header(reader, kind_code, pos, end, label)
             return
-        if flags & FLAG_ZSTD:
-            compression = "zstd"
-        elif flags & FLAG_LZ4:
-            compression = "lz4"
-        else:
-            compression = "unknown" if compressed_size else "none"
-        stored = compressed_size if compressed_size else payload_size
+        compression = _compression(flags, compressed_size)
+        stored, unpacked = _sizes(payload_size, compressed_size, uncompressed)
         impossible = _impossible_sizes(payload_size, compressed_size, uncompressed)
         if impossible:
             reader.fail("%s: invalid entry at 0x%x: %s" % (label, pos, impossible))
             pos = payload + payload_size
             continue
         reader.seen_entries.add(pos)
-        unpacked = uncompressed if compressed_size and uncompressed else stored
         kernels = None
         if unpacked <= KERNEL_CHECK_MAX and kind != "ltoir":  # only these can be nvlink's stubs
             same = (kind, arch, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY), section, listed, member)
             kernels = _kernels(reader, payload, stored, unpacked, kind, compression, same)
-        if flags & FLAG_ARCH_SPECIFIC:
-            variant = "a"
-        elif flags & FLAG_FAMILY:
-            variant = "f"
-        else:
-            variant = ""
-        if not noted and kind == "sass" and compression == "none":
-            noted = _toolkit_note(reader, payload, stored)
-        if relocatable is not None and kind == "sass" and relocatable[0] is None:
-            relocatable[0] = _relocatable(reader, payload, stored, unpacked, compression)
+        if kind == "sass":
+            noted = _sass_entry(reader, noted, relocatable, payload, stored, unpacked, compression)
         # KernelEntry's fields in order, positional: a call with keywords costs twice as much.
         found(
             kind,
             arch,
-            variant,
+            _variant(flags),
             "%d.%d" % (major, minor) if kind == "ptx" else None,
             compression,
             stored,
@@ -188,6 +168,58 @@ def _walk_entries(
         pos = payload + payload_size
     if pos < end and not reader.is_zero(pos, end):
         reader.fail("%s: truncated entry header at 0x%x" % (label, pos))
+
+
+def _invalid_header(reader: Reader, kind_code: int, pos: int, end: int, label: str) -> None:
+    """Report the entry header at ``pos`` as invalid, unless it and the rest are zeros (the
+    padding after the last entry)."""
+    if not (kind_code == 0 and reader.is_zero(pos, end)):
+        reader.fail("%s: invalid entry header at 0x%x" % (label, pos))
+
+
+def _sizes(payload_size: int, compressed_size: int, uncompressed: int) -> Tuple[int, int]:
+    """(bytes stored, bytes unpacked) of an entry."""
+    stored = compressed_size if compressed_size else payload_size
+    return stored, uncompressed if compressed_size and uncompressed else stored
+
+
+def _variant(flags: int) -> str:
+    """The variant an entry's flags name: 'a' (arch-specific), 'f' (family) or ''."""
+    return "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
+
+
+def _header_fits(header_size: int, payload_end: int, end: int) -> bool:
+    """Whether an entry header of a known kind is one: its size in bounds, its payload inside
+    the container."""
+    return ENTRY_HEADER.size <= header_size <= MAX_ENTRY_HEADER and payload_end <= end
+
+
+def _compression(flags: int, compressed_size: int) -> str:
+    """The compression an entry's flags name ("unknown": compressed, by neither flag)."""
+    if flags & FLAG_ZSTD:
+        return "zstd"
+    if flags & FLAG_LZ4:
+        return "lz4"
+    return "unknown" if compressed_size else "none"
+
+
+def _sass_entry(
+    reader: Reader,
+    noted: bool,
+    relocatable: Optional[List[Optional[bool]]],
+    payload: int,
+    stored: int,
+    unpacked: int,
+    compression: str,
+) -> bool:
+    """What a SASS entry tells of its container: the toolkit its note names (read from the
+    first uncompressed cubin, unless ``noted``) and, when ``relocatable`` asks and is not yet
+    told, whether it is a relocatable object. Returns whether a cubin's note was looked at."""
+    if not noted and compression == "none":
+        noted = _toolkit_note(reader, payload, stored)
+    if relocatable is not None and relocatable[0] is None:
+        relocatable[0] = _relocatable(reader, payload, stored, unpacked, compression)
+    return noted
 
 
 def _kernels(

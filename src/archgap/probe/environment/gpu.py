@@ -206,28 +206,22 @@ def cuda_version_text(version: int) -> str:
     return "%d.%d" % (version // 1000, (version % 1000) // 10)
 
 
-def parse_nvml_answer(text: str, library: str) -> Tuple[Optional[GpuFacts], List[Problem]]:
-    """The JSON the NVML child printed: facts when NVML initialised, and the problems met."""
-    try:
-        answer = json.loads(text)
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        return None, [Problem("nvml", "unexpected answer from the query: %r" % text[:200])]
+def _nvml_failure(answer: Dict[str, Any], library: str) -> Optional[Problem]:
+    """Why NVML gave no facts: its library did not load or did not initialise; None if it did."""
     if "load_error" in answer:
         if library == NVML_LIBRARY:
-            return None, [Problem("nvml", "%s not found" % NVML_LIBRARY)]
-        return None, [Problem("nvml", "cannot load %s: %s" % (library, answer["load_error"]))]
+            return Problem("nvml", "%s not found" % NVML_LIBRARY)
+        return Problem("nvml", "cannot load %s: %s" % (library, answer["load_error"]))
     for key in ("init_error", "error"):
         if key in answer:
-            return None, [Problem("nvml", "%s: %s" % (library, answer[key]))]
-    problems = [
-        Problem("nvml %s" % item[0], str(item[1]))
-        for item in answer.get("problems") or []
-        if isinstance(item, list) and len(item) == 2
-    ]
+            return Problem("nvml", "%s: %s" % (library, answer[key]))
+    return None
+
+
+def _nvml_gpus(rows: List[Any], problems: List[Problem]) -> List[Gpu]:
+    """The GPUs of the NVML child's rows; a row it cannot read is a problem."""
     gpus: List[Gpu] = []
-    for row in answer.get("gpus") or []:
+    for row in rows:
         try:
             cc = row["cc"]
             capability = "%d.%d" % (cc[0], cc[1]) if cc else ""
@@ -236,6 +230,26 @@ def parse_nvml_answer(text: str, library: str) -> Tuple[Optional[GpuFacts], List
             )
         except (KeyError, TypeError, ValueError, IndexError):
             problems.append(Problem("nvml", "unexpected GPU row: %r" % (row,)))
+    return gpus
+
+
+def parse_nvml_answer(text: str, library: str) -> Tuple[Optional[GpuFacts], List[Problem]]:
+    """The JSON the NVML child printed: facts when NVML initialised, and the problems met."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return None, [Problem("nvml", "unexpected answer from the query: %r" % text[:200])]
+    failure = _nvml_failure(answer, library)
+    if failure is not None:
+        return None, [failure]
+    problems = [
+        Problem("nvml %s" % item[0], str(item[1]))
+        for item in answer.get("problems") or []
+        if isinstance(item, list) and len(item) == 2
+    ]
+    gpus = _nvml_gpus(answer.get("gpus") or [], problems)
     driver = answer.get("driver")
     cuda = answer.get("cuda")
     return (

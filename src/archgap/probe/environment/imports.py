@@ -93,6 +93,16 @@ def unresolved_imports(
     budget = [MAX_TOTAL_BYTES]
     left = set(wanted) if wanted is not None else None
 
+    def external(top: str, path: str, line: int) -> None:
+        # an import of another distribution's module: missing if no directory provides it
+        if top in found or len(found) >= MAX_FOUND:
+            return
+        names = _may_provide(top, left) if left is not None else {top}
+        if names and not provided.has(top) and _at_module_level(path, line):
+            found[top] = "%s:%d" % (os.path.relpath(path, site), line)
+            if left is not None:
+                left.difference_update(names)
+
     def run(module: str, depth: int) -> None:
         path = _source(site, module)
         if path is None or len(seen) >= MAX_MODULES or depth > MAX_DEPTH or budget[0] <= 0:
@@ -102,13 +112,7 @@ def unresolved_imports(
         for name, line in _unconditional_imports(path, module, budget):
             top = name.split(".")[0]
             if top not in own:
-                if top in found or len(found) >= MAX_FOUND:
-                    continue
-                names = _may_provide(top, left) if left is not None else {top}
-                if names and not provided.has(top) and _at_module_level(path, line):
-                    found[top] = "%s:%d" % (os.path.relpath(path, site), line)
-                    if left is not None:
-                        left.difference_update(names)
+                external(top, path, line)
                 continue
             for candidate in _own_candidates(name):
                 if candidate not in seen:
@@ -171,6 +175,26 @@ IMPORT_LINE = re.compile(
 )
 
 
+def _from_target(package: str, dots: str, name: str) -> Optional[str]:
+    """The absolute module of ``from <dots><name> import``, in ``package``; None for
+    ``__future__``, a relative import above the top package, or no name at all."""
+    if name == "__future__":
+        return None
+    level = len(dots)
+    if not level:
+        return name or None
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts):
+        return None
+    stem = parts[: len(parts) - (level - 1)]
+    return ".".join(stem + ([name] if name else [])) or None
+
+
+def _imported_names(names: str) -> List[str]:
+    """The names ``from X import a, b as c`` imports (a, b), not ``*``."""
+    return [n.split()[0] for n in names.split(",") if n.split() and n.split()[0] != "*"]
+
+
 def _unconditional_imports(path: str, module: str, budget: List[int]) -> List[Tuple[str, int]]:
     """(absolute module name, line) of each import statement that starts a line of the file
     ``path`` (the module ``module``); for ``from X import a`` also X.a (a may be a submodule).
@@ -193,22 +217,10 @@ def _unconditional_imports(path: str, module: str, budget: List[int]) -> List[Tu
         if plain is not None:
             found += [(n.split()[0], line) for n in plain.split(",") if n.split()]
             continue
-        level = len(dots or "")
-        if name == "__future__":
-            continue
-        if level:
-            parts = package.split(".") if package else []
-            if level - 1 > len(parts):
-                continue
-            stem = parts[: len(parts) - (level - 1)]
-            target = ".".join(stem + ([name] if name else []))
-        else:
-            target = name or ""
-        if not target:
-            continue
-        found.append((target, line))
-        found += [("%s.%s" % (target, n.split()[0]), line) for n in (names or "").split(",")
-                  if n.split() and n.split()[0] != "*"]  # fmt: skip
+        target = _from_target(package, dots or "", name or "")
+        if target:
+            found.append((target, line))
+            found += [("%s.%s" % (target, n), line) for n in _imported_names(names or "")]
     # a submodule X.a that does not exist is an attribute: only X itself must be provided
     return found
 

@@ -243,30 +243,51 @@ def cache_roots(system: System) -> List[Tuple[str, str, str]]:
     home = system.getenv("HOME") or (
         os.path.expanduser("~") if system.env_source == "shell" else ""
     )
-    xdg = system.getenv("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home else "")
-    roots: List[Tuple[str, str, str]] = []
+    roots = (
+        _flashinfer_root(system, home),
+        _torch_root(system, home),
+        _triton_root(system, home),
+        _cupy_root(system, home),
+    )
+    return [root for root in roots if root is not None]
+
+
+def _flashinfer_root(system: System, home: str) -> Optional[Tuple[str, str, str]]:
     base = system.getenv("FLASHINFER_WORKSPACE_BASE")
-    if base or home:
-        found = "FLASHINFER_WORKSPACE_BASE" if base else "HOME"
-        roots.append(("flashinfer", os.path.join(base or home, ".cache", "flashinfer"), found))
+    if not (base or home):
+        return None
+    found = "FLASHINFER_WORKSPACE_BASE" if base else "HOME"
+    return ("flashinfer", os.path.join(base or home, ".cache", "flashinfer"), found)
+
+
+def _torch_root(system: System, home: str) -> Optional[Tuple[str, str, str]]:
+    xdg = system.getenv("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home else "")
     torch = system.getenv("TORCH_EXTENSIONS_DIR")
     if torch:
-        roots.append(("torch_extensions", torch, "TORCH_EXTENSIONS_DIR"))
-    elif xdg:
-        found = "XDG_CACHE_HOME" if system.getenv("XDG_CACHE_HOME") else "HOME"
-        roots.append(("torch_extensions", os.path.join(xdg, "torch_extensions"), found))
+        return ("torch_extensions", torch, "TORCH_EXTENSIONS_DIR")
+    if not xdg:
+        return None
+    found = "XDG_CACHE_HOME" if system.getenv("XDG_CACHE_HOME") else "HOME"
+    return ("torch_extensions", os.path.join(xdg, "torch_extensions"), found)
+
+
+def _triton_root(system: System, home: str) -> Optional[Tuple[str, str, str]]:
     triton = system.getenv("TRITON_CACHE_DIR")
     triton_home = system.getenv("TRITON_HOME") or home
     if triton:
-        roots.append(("triton", triton, "TRITON_CACHE_DIR"))
-    elif triton_home:
-        found = "TRITON_HOME" if system.getenv("TRITON_HOME") else "HOME"
-        roots.append(("triton", os.path.join(triton_home, ".triton", "cache"), found))
+        return ("triton", triton, "TRITON_CACHE_DIR")
+    if not triton_home:
+        return None
+    found = "TRITON_HOME" if system.getenv("TRITON_HOME") else "HOME"
+    return ("triton", os.path.join(triton_home, ".triton", "cache"), found)
+
+
+def _cupy_root(system: System, home: str) -> Optional[Tuple[str, str, str]]:
     cupy = system.getenv("CUPY_CACHE_DIR")
-    if cupy or home:
-        found = "CUPY_CACHE_DIR" if cupy else "HOME"
-        roots.append(("cupy", cupy or os.path.join(home, ".cupy", "kernel_cache"), found))
-    return roots
+    if not (cupy or home):
+        return None
+    found = "CUPY_CACHE_DIR" if cupy else "HOME"
+    return ("cupy", cupy or os.path.join(home, ".cupy", "kernel_cache"), found)
 
 
 def _read_root(

@@ -15,7 +15,7 @@ import sys
 import sysconfig
 import threading
 from dataclasses import asdict
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..binary.names import NATIVE_LAST, is_native_file
 from ..facts import Distribution, Problem, PythonEnvironment
@@ -239,6 +239,14 @@ def record_names(data: bytes, more: bool, problems: List[str]) -> List[str]:
         # is what comes before the first comma, as the loop below finds it, 5x faster.
         names.extend(name for name in (line.partition(",")[0] for line in lines) if name)
         return names
+    names.extend(_csv_names(lines, bad))
+    return names
+
+
+def _csv_names(lines: List[str], bad: Callable[[str], None]) -> List[str]:
+    """The first field of each RECORD line, read as csv reads it; a line csv cannot read or
+    whose field is not a file name is told to ``bad``."""
+    names: List[str] = []
     for number, line in enumerate(lines, 1):
         plain = line[:-1] if line.endswith("\r") else line  # csv ends a row at "\r" too
         if len(plain) <= _CSV_FIELD_LIMIT and not _CSV_SPECIAL.search(plain):

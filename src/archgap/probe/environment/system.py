@@ -272,13 +272,7 @@ def communicate(
     sizes: Dict[int, int] = {}
     pending = memoryview(stdin)
     with selectors.DefaultSelector() as selector:
-        if proc.stdin is not None:
-            os.set_blocking(proc.stdin.fileno(), False)
-            selector.register(proc.stdin, selectors.EVENT_WRITE)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                selector.register(pipe, selectors.EVENT_READ)
-                kept[pipe.fileno()], sizes[pipe.fileno()] = [], 0
+        _register(selector, proc, kept, sizes)
         out_fd = proc.stdout.fileno() if proc.stdout is not None else -1
         stopped: Optional[str] = None
         while selector.get_map() and stopped is None:
@@ -291,24 +285,58 @@ def communicate(
                     pending = _feed(key.fd, pending)
                     chunk = b"" if not pending else b"more"
                 else:
-                    chunk = os.read(key.fd, 1 << 16)
-                    sizes[key.fd] += len(chunk)
-                    if key.fd == out_fd or sizes[key.fd] <= STDERR_LIMIT:
-                        kept[key.fd].append(chunk)
+                    chunk = _read(key.fd, kept, sizes, out_fd)
                 if not chunk:
-                    selector.unregister(key.fileobj)
-                    if key.fileobj is proc.stdin:
-                        proc.stdin.close()
+                    _unregister(selector, key, proc)
                 elif key.fd == out_fd and sizes[out_fd] > limit:
                     stopped = "output over %d bytes" % limit
     out = b"".join(kept.get(out_fd, []))
     err = b"".join(kept[proc.stderr.fileno()]) if proc.stderr is not None else b""
-    if stopped is None:
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            stopped = "timeout"
-    return out, err, stopped
+    return out, err, stopped or _wait(proc, deadline)
+
+
+def _register(
+    selector: selectors.BaseSelector,
+    proc: subprocess.Popen[bytes],
+    kept: Dict[int, List[bytes]],
+    sizes: Dict[int, int],
+) -> None:
+    """Watch the command's stdin (made non-blocking) for writing, its stdout and stderr for
+    reading (each with no bytes kept yet)."""
+    if proc.stdin is not None:
+        os.set_blocking(proc.stdin.fileno(), False)
+        selector.register(proc.stdin, selectors.EVENT_WRITE)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            selector.register(pipe, selectors.EVENT_READ)
+            kept[pipe.fileno()], sizes[pipe.fileno()] = [], 0
+
+
+def _unregister(
+    selector: selectors.BaseSelector, key: selectors.SelectorKey, proc: subprocess.Popen[bytes]
+) -> None:
+    """Stop watching a pipe that is done: stdin all fed (then closed), or an output at EOF."""
+    selector.unregister(key.fileobj)
+    if key.fileobj is proc.stdin:
+        proc.stdin.close()
+
+
+def _read(fd: int, kept: Dict[int, List[bytes]], sizes: Dict[int, int], out_fd: int) -> bytes:
+    """A chunk of what ``fd`` holds, counted and kept (stderr's only up to STDERR_LIMIT)."""
+    chunk = os.read(fd, 1 << 16)
+    sizes[fd] += len(chunk)
+    if fd == out_fd or sizes[fd] <= STDERR_LIMIT:
+        kept[fd].append(chunk)
+    return chunk
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float) -> Optional[str]:
+    """Wait for the command to exit until ``deadline``: None, or "timeout"."""
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return None
 
 
 def stop_process_group(
@@ -569,10 +597,7 @@ class System:
             reap_leftovers(proc.pid, mark)
         out = stdout.decode("utf-8", "replace")
         err = stderr.decode("utf-8", "replace")
-        error = None if proc.returncode == 0 else "exited with status %d" % proc.returncode
-        if proc.returncode < 0:
-            error = "killed by signal %d" % -proc.returncode
-        return CommandResult(args, proc.returncode, out, err, error)
+        return CommandResult(args, proc.returncode, out, err, _exit_error(proc.returncode))
 
     def _child_env(self) -> Dict[str, str]:
         # Tools see the target environment's variables; LANG=C keeps their output parseable.
@@ -580,6 +605,13 @@ class System:
         env.update(self.environ)
         env["LC_ALL"] = "C"
         return env
+
+
+def _exit_error(returncode: int) -> Optional[str]:
+    """Why a command's exit is a failure (None for status 0)."""
+    if returncode < 0:
+        return "killed by signal %d" % -returncode
+    return None if returncode == 0 else "exited with status %d" % returncode
 
 
 def _which(program: str, path: str) -> str:

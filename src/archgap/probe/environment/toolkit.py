@@ -36,7 +36,7 @@ from ..facts import (
     TorchBuild,
 )
 from .pyenv import canonical_name, dist_infos, interpreter_paths, read_metadata, record_files
-from .system import System, read_regular
+from .system import CommandResult, System, read_regular
 
 # "Cuda compilation tools, release 12.8, V12.8.93" (nvcc and ptxas print the same line).
 _RELEASE_RE = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
@@ -208,28 +208,33 @@ class _ToolRunner:
                 source = "the release line in %s" % source
             return "ok", found[0], found[1], found[2], source
         result = self.system.run([local, "--version"], timeout=self.timeout, vet=True)
-        if result.error is not None and result.error.startswith("not run: "):
-            why = "%s; no version.json, version.txt or release line in it gives its version"
-            return "untrusted", None, None, why % result.error, how
-        if result.error is not None and result.returncode is None:
-            status = "timeout" if result.error.startswith("timed out") else "broken"
-            return status, None, None, "%s: %s" % (how, result.error), how
-        if result.returncode != 0:
-            code = result.returncode or 0
-            what = "killed by signal %d" % -code if code < 0 else "exited with status %d" % code
-            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
-            return (
-                "broken",
-                None,
-                None,
-                "%s %s%s" % (how, what, (": " + detail[0][:200]) if detail else ""),
-                how,
-            )
-        parsed = parse_release(result.stdout + "\n" + result.stderr)
-        if parsed is None:
-            first = (result.stdout.strip().splitlines() or [""])[0][:200]
-            return "broken", None, None, "%s printed no release line: %r" % (how, first), how
-        return "ok", parsed[0], parsed[1], parsed[2], how
+        return _version_answer(result, how)
+
+
+def _version_answer(result: CommandResult, how: str) -> Version:
+    """What ``TOOL --version`` said: its release, or why it gave none."""
+    if result.error is not None and result.error.startswith("not run: "):
+        why = "%s; no version.json, version.txt or release line in it gives its version"
+        return "untrusted", None, None, why % result.error, how
+    if result.error is not None and result.returncode is None:
+        status = "timeout" if result.error.startswith("timed out") else "broken"
+        return status, None, None, "%s: %s" % (how, result.error), how
+    if result.returncode != 0:
+        code = result.returncode or 0
+        what = "killed by signal %d" % -code if code < 0 else "exited with status %d" % code
+        detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+        return (
+            "broken",
+            None,
+            None,
+            "%s %s%s" % (how, what, (": " + detail[0][:200]) if detail else ""),
+            how,
+        )
+    parsed = parse_release(result.stdout + "\n" + result.stderr)
+    if parsed is None:
+        first = (result.stdout.strip().splitlines() or [""])[0][:200]
+        return "broken", None, None, "%s printed no release line: %r" % (how, first), how
+    return "ok", parsed[0], parsed[1], parsed[2], how
 
 
 def _toolkit(
