@@ -21,9 +21,11 @@ knows its PTX ISA; a compiler cannot emit code for a target older than its oldes
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
+from archgap.archives.wheel import read_wheel
 from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import RuntimeCompiler
 from tests.helpers import json_output, need_data, run_cli
@@ -101,3 +103,23 @@ def test_a_compiler_without_a_model_is_unknown_with_what_was_found() -> None:
     row = rows["jax-cuda12-pjrt@H100"]
     assert row["status"] == "unknown"
     assert "LLVM NVPTX backend" in row["cause"] and "not modelled" in row["cause"]
+
+
+def test_a_streamed_wheel_member_names_its_compiler(tmp_path: Path) -> None:
+    """warp.so (298 MB) in a wheel is read as it streams by: the places of NVRTC's marks are
+    kept, its tables are not, so warp-lang's row says the targets could not be read (unknown),
+    never ok or fails, where the installed package's rows are judged."""
+    warp = site("venv-warp-lang-1.19.0")
+    member = "warp/bin/warp.so"
+    wheel = tmp_path / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl"
+    info = "warp_lang-1.19.0.dist-info"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        zf.write(warp / member, member)
+        zf.write(warp / info / "METADATA", f"{info}/METADATA")
+        zf.writestr(f"{info}/RECORD", f"{member},,\n{info}/METADATA,,\n{info}/RECORD,,\n")
+    (lib,) = read_wheel(str(wheel), deep=False).binaries
+    assert lib.compilers == (RuntimeCompiler("nvrtc", (), None, None),)
+    result = run_cli("scan", str(wheel), "--gpu", "A100", "--driver", "580.65.06", "--json")
+    (row,) = json_output(result, "scan")["jit"]
+    assert (row["package"], row["status"]) == ("warp-lang", "unknown")
+    assert "could not be read" in row["cause"]

@@ -80,6 +80,7 @@ from archgap.probe.binary.fatcontainer import (
     KERNEL_CHECK_MAX,
     MAX_ENTRY_HEADER,
 )
+from archgap.probe.binary.rtcompilers import NVPTX_MARK, NVRTC_MARK
 from archgap.probe.facts import BinaryFacts
 
 from .kept import NONZERO, Kept, KeptReader
@@ -102,6 +103,7 @@ MARK_TAIL = len(b"$ORIGIN") - 1  # a mark may straddle two chunks
 NAMES_MARK = b"\0.shstrtab"  # (a needle that ends in a rare pair of bytes: memmem's skip)
 NAMES_SPAN = 64 << 10
 NAMES_KEPT = 8
+COMPILER_MARKS = (NVRTC_MARK, NVPTX_MARK)  # a run-time compiler's (probe.binary.rtcompilers)
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
 # What ``want`` does with a range: keep it (past ``MAX_KEPT``: keeping stops), keep it while
@@ -119,6 +121,7 @@ class Collector:
         self.window: collections.deque[tuple[int, bytes]] = collections.deque()  # the lookbehind
         self.window_bytes = 0
         self.tail = b""  # the last bytes seen: a needle may straddle two chunks
+        self.tail_length = len(CUBIN_IDENT) - 1
         self.pins: dict[int, bytes] = {}
         self.packed: dict[int, tuple[int, bytes]] = {}  # large ranges, compressed: names tables
         self.kept = 0
@@ -178,7 +181,7 @@ class Collector:
     def _find_needles(self, start: int, data: bytes) -> None:
         joined = self.tail + data
         base = start - len(self.tail)
-        self.tail = joined[-(len(NAMES_MARK) - 1) :]
+        self.tail = joined[-self.tail_length :]
         with searcher(joined, 0, len(joined)) as (find, _):  # memmem: ~3x bytes.find
             for needle, positions in self.needles.items():
                 # a needle found in the tail kept from the last chunk was counted then
@@ -194,7 +197,7 @@ class Collector:
                         self.want(base + at, SEARCH_MIN, self._container)
                     elif needle == NAMES_MARK:
                         self._names_mark(base + at)
-                    else:
+                    elif needle not in COMPILER_MARKS:  # (their positions answer rtcompilers)
                         self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
                     at = find(needle, at + 1, len(joined))
 
@@ -406,8 +409,10 @@ class Collector:
         fields = struct.unpack(order + layout.format[1:], data[: layout.size])
         machine, shoff, entry, count = fields[2], fields[6], fields[11], fields[12]
         cuda = data[4] == 2 and data[5] == 1 and machine == EM_CUDA
-        if base == 0 and not cuda and not cuda_only:  # the member is a library: its names
-            self.needles.setdefault(NAMES_MARK, array("q"))
+        if base == 0 and not cuda and not cuda_only:  # a library: its names, its compilers
+            for needle in (NAMES_MARK, *COMPILER_MARKS):
+                self.needles.setdefault(needle, array("q"))
+            self.tail_length = max(len(n) for n in self.needles) - 1
         if not cuda and not cuda_only and data[4:6] == b"\x02\x01" and base not in self.images:
             phoff, phentsize, phnum = fields[5], fields[9], fields[10]
             if phentsize == ELF64_PROGRAM.size and phnum:  # what dynamic_needs reads

@@ -16,10 +16,11 @@ A package that compiles device code while it runs keeps its compiler's tables as
 kb/runtime_compilers.json holds these markers with their sources (a unit test holds the two
 equal: this module travels without the kb). Only allocated read-only sections are searched, at
 most ``MAX_DATA_BYTES`` per image, with ``memmem`` (bytesearch), and their pages are handed
-back after (binreader.release); an image whose bytes were not kept (a streamed wheel member)
-is not read: None. Cost: the two marks are looked for in every linked image's read-only data
-(on the 187 libraries, 2.35 GiB, of tests/.data, warm: 0.37-0.52 s against 0.23-0.37 s
-without the search, three rounds at load 7; most of it in the libraries that carry one).
+back after (binreader.release). Of a streamed wheel member only the marks' places are kept
+(archives.streamread): the compiler is named, its tables are not read. Cost: the two marks are
+looked for in every linked image's read-only data (on the 187 libraries, 2.35 GiB, of
+tests/.data, warm: 0.37-0.52 s against 0.23-0.37 s without the search, three rounds at load 7;
+most of it in the libraries that carry one).
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[A
     for start, end in regions:
         start = max(0, start - 1)
         with searcher(buf, start, end) as (find, _):
-            at = find(literal, start, end)
+            try:
+                at = find(literal, start, end)
+            except NotRecorded:  # a streamed member keeps the marks, not the tables
+                return found
             while at >= 0 and len(found) < MAX_HITS:
                 match = pattern.match(buf, at, min(end, at + MATCH_MAX))
                 if match:
