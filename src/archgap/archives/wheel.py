@@ -47,6 +47,7 @@ from archgap.probe.facts import BinaryFacts, Distribution, ProbeResponse, Proble
 from .limits import Inflated, InflationLimit
 from .platform import windows_wheel_note
 from .streamread import read_streamed
+from .windows import with_dll_search
 from .zipmembers import MemberStream, direct, native_head, read_members
 
 # Members up to this size are read in memory; larger ones as they stream by (``streamread``).
@@ -159,6 +160,7 @@ def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
     )
     found.binaries.extend(row if row is not None else next(read) for row in rows)
     native = [b.format for b in found.binaries if b.format not in ("other", "unreadable")]
+    with_dll_search(zf, infos, found.label, found.distributions, native)
     note = windows_wheel_note(found.label, native)
     if note is not None:
         found.problems.append(Problem(found.label, note))

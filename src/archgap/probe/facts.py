@@ -159,6 +159,11 @@ class Distribution:
     # when a Requires-Dist outside an extra names a distribution that is not installed
     # (probe.environment.imports)
     unresolved_imports: Tuple[Tuple[str, str], ...] = ()
+    # Windows: the directories its own modules add to the DLL search path (os.add_dll_directory,
+    # delvewheel's patch; "*" of a glob kept), and "file:line" of each addition whose directory
+    # depends on more than the package's place (probe.environment.dlldirs)
+    dll_directories: Tuple[str, ...] = ()
+    dll_directories_unread: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

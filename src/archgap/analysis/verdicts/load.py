@@ -13,8 +13,8 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
 3. **Its needed libraries resolve**: each ``DT_NEEDED`` name is a library the driver installs,
    a file an installed package ships, or one the target's dynamic loader finds by name (its
    cache and trusted directories, LD_LIBRARY_PATH: probe.loader). A CUDA library that none of
-   them gives is a gap, named with the package that ships it. (Not for a Windows DLL: its
-   imports resolve by the DLL search order, which is not modelled; docs/commands/kernels.md.)
+   them gives is a gap, named with the package that ships it. A Windows DLL's imports are
+   searched for by the DLL search order of a Python process instead (``dllsearch``).
    The CUDA libraries it opens at run time by soname (dlopen) are searched for as dlopen(3)
    does for that library (``dlopen``).
 4. **The package loads this build**: a package that ships one build per CUDA version loads one
@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 from archgap.analysis.verdicts.companions import companions
 from archgap.analysis.verdicts.compat import GpuTarget, sass_compat
+from archgap.analysis.verdicts.dllsearch import dll_search
 from archgap.analysis.verdicts.dlopen import dlopened
 from archgap.analysis.verdicts.drivers import driver_cuda, driver_gpu, driver_jit
 from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
@@ -107,9 +108,10 @@ def load_model(
     elves = [b for b in binaries if b.needed is not None and b.path not in not_loaded]
     if driver:
         findings += driver_cuda(elves, owner, driver, driver_source, blocked, gating)
-    # A Windows image's imports resolve by the DLL search order, not modelled: not checked here
+    # A Windows image's imports resolve by the DLL search order (dllsearch), not ld.so's
     linux = [b for b in elves if b.format != "pe"]
     findings += _needed(env, linux, owner, loader, blocked, gating)
+    findings += dll_search(env, [b for b in elves if b.format == "pe"], owner, blocked, gating)
     findings += dlopened(env, linux, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
     findings += companions(env, blocked, gating)
