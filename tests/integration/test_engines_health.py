@@ -155,11 +155,12 @@ def test_scan_prometheus_textfile(venvs: dict[str, Path], tmp_path: Path) -> Non
     assert [p.name for p in out.iterdir()] == ["archgap.prom"]  # no temporary file left
     families = _families(prom.read_text())
     verdicts = families["archgap_package_verdict"]
+    env = {"environment": str(venvs["old"])}  # every series: the interpreter judged
     assert verdicts == [
-        ({"package": "ptxkernels", "version": "0.1", "gpu": "7.5", "verdict": "none"}, 1.0)
+        ({"package": "ptxkernels", "version": "0.1", "gpu": "7.5", "verdict": "none", **env}, 1.0)
     ]
-    assert families["archgap_gaps"] == [({}, 1.0)]
-    assert families["archgap_scan_success"] == [({}, 1.0)]
+    assert families["archgap_gaps"] == [(env, 1.0)]
+    assert families["archgap_scan_success"] == [(env, 1.0)]
     ((_, when),) = families["archgap_scan_timestamp_seconds"]
     assert abs(when - prom.stat().st_mtime) < 60
     # A scan that could not collect facts still writes the file: success 0, no verdicts.
@@ -167,5 +168,6 @@ def test_scan_prometheus_textfile(venvs: dict[str, Path], tmp_path: Path) -> Non
                      "--prometheus", str(prom))  # fmt: skip
     assert failed.returncode == 2
     families = _families(prom.read_text())
-    assert families["archgap_scan_success"] == [({}, 0.0)]
+    # Nothing judged: the interpreter asked for names the environment.
+    assert families["archgap_scan_success"] == [({"environment": "/nonexistent/python"}, 0.0)]
     assert families["archgap_package_verdict"] == []
