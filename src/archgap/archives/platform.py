@@ -20,6 +20,9 @@ ELF_MACHINE.update({"arm": "arm", "386": "x86"})
 _WHEEL_TAG_ARCH = re.compile(r"_(x86_64|aarch64|ppc64le|s390x)$")
 # A Windows wheel's platform tag (PEP 425: the wheel file name's last tag, "." separating more)
 _WINDOWS_TAG = re.compile(r"-((?:win32|win_amd64|win_arm64)(?:\.[a-z0-9_]+)*)\.whl$")
+# A Linux wheel's platform tag (PEP 600 manylinux_X_Y_ARCH, its legacy aliases, PEP 656
+# musllinux, plain linux_ARCH), the first of a compressed tag set
+_LINUX_TAG = re.compile(r"-((?:manylinux|musllinux|linux)[a-z0-9_]*)(?:\.[a-z0-9_]+)*\.whl$")
 
 
 @dataclass(frozen=True)
@@ -68,19 +71,50 @@ def host_platform() -> Platform:
     return Platform(host.system().lower() or "linux", _OCI_ARCH.get(machine, machine))
 
 
-def windows_wheel_note(label: str, formats: Sequence[str]) -> str | None:
-    """What to say when a Windows wheel is judged on another system: its device code is read
-    (the same fatbins, the same verdicts) but it cannot be installed here. A wheel is Windows'
-    by its platform tag (``win_amd64``, ``win_arm64``, ``win32``) or, without one, by its native
-    members all being PE images ("pe"). None on a Windows host, or for another wheel."""
-    system = host.system() or "Linux"
-    if system == "Windows":
+def _wheel_system(label: str, formats: Sequence[str]) -> tuple[str, str] | None:
+    """(system, its platform tag or "") of a wheel: Windows' by its tag (``win_amd64``,
+    ``win_arm64``, ``win32``), Linux' by its tag (``manylinux_*``, ``musllinux_*``,
+    ``linux_*``), else by its native members all being PE images or all ELF; None for a wheel
+    that says neither."""
+    windows = _WINDOWS_TAG.search(label)
+    if windows:
+        return "Windows", windows.group(1)
+    linux = _LINUX_TAG.search(label)
+    if linux:
+        return "Linux", linux.group(1)
+    if formats and all(f == "pe" for f in formats):
+        return "Windows", ""
+    if formats and all(f == "elf" for f in formats):
+        return "Linux", ""
+    return None
+
+
+def foreign_wheel_note(label: str, formats: Sequence[str], system: str = "") -> str | None:
+    """What to say when a wheel of another system is judged here (``system``: this host's,
+    ``platform.system()``): its device code is read (the same fatbins, the same verdicts) but
+    it cannot be installed here. A Windows wheel on Linux, a Linux wheel on Windows. None for a
+    wheel of this system or of none."""
+    here = system or host.system() or "Linux"
+    found = _wheel_system(label, formats)
+    if found is None or found[0] == here:
         return None
-    tag = _WINDOWS_TAG.search(label)
-    if tag is None and not (formats and all(f == "pe" for f in formats)):
-        return None
-    named = f" ({tag.group(1)})" if tag else ""
+    named = f" ({found[1]})" if found[1] else ""
     return (
-        f"a Windows wheel{named}: judged for its device code; it cannot be installed on this "
-        f"{system} host"
+        f"a {found[0]} wheel{named}: judged for its device code; it cannot be installed on this "
+        f"{here} host"
+    )
+
+
+def install_note(platform_tag: str | None, system: str = "") -> str | None:
+    """What a pip line for wheels chosen for ``platform_tag`` (``--platform win_amd64``) does
+    on this host (``system``) when the tag is another system's: pip there chooses the wheel
+    of this host's platform, which was not the one judged. None when the tag is this system's
+    or names none."""
+    here = system or host.system() or "Linux"
+    found = _wheel_system(f"x-{platform_tag}.whl", ()) if platform_tag else None
+    if found is None or found[0] == here:
+        return None
+    return (
+        f"run it on a {found[0]} machine: there it installs the {platform_tag} wheel judged; on "
+        f"this {here} host pip would choose another wheel of that version"
     )

@@ -45,7 +45,7 @@ from archgap.probe.environment.pyenv import (
 from archgap.probe.facts import BinaryFacts, Distribution, ProbeResponse, Problem, PythonEnvironment
 
 from .limits import Inflated, InflationLimit
-from .platform import windows_wheel_note
+from .platform import foreign_wheel_note
 from .streamread import read_streamed
 from .windows import with_dll_search
 from .zipmembers import MemberStream, direct, native_head, read_members
@@ -161,7 +161,7 @@ def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
     found.binaries.extend(row if row is not None else next(read) for row in rows)
     native = [b.format for b in found.binaries if b.format not in ("other", "unreadable")]
     with_dll_search(zf, infos, found.label, found.distributions, native)
-    note = windows_wheel_note(found.label, native)
+    note = foreign_wheel_note(found.label, native)
     if note is not None:
         found.problems.append(Problem(found.label, note))
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from archgap.analysis.versions import VersionsReport, VersionVerdict
+from archgap.archives.platform import install_note
 from archgap.report.markup import escape
 from archgap.report.table import (
     VERDICT_STYLE,
@@ -87,6 +88,9 @@ def conclusion(report: VersionsReport) -> list[str]:
         f"(index {index_label(report, winner.index)}; {walked})",
         f"  $ {report.install}",
     ]
+    note = install_note(report.platform)  # --platform win_amd64 on Linux, and the reverse
+    if note:
+        lines.append(f"  ({note})")
     return lines
 
 
