@@ -53,22 +53,27 @@ def test_kubernetes_names_are_checked_as_kubernetes_takes_them() -> None:
         ({"runtime_class": "Nvidia"}, "--runtime-class 'Nvidia'"),
         ({"node_selector": "gpu"}, "--node-selector 'gpu' is not a label KEY=VALUE"),
         ({"interval": 30}, "--interval must be at least 60 seconds"),
+        ({"metrics": "pushgateway"}, "--metrics 'pushgateway'"),
     ]
     for keywords, message in cases:
         with pytest.raises(UsageError, match=message):
-            api.k8s_manifest(**keywords)
-    with pytest.raises(UsageError, match="--mode nfd needs --image"):
-        api.k8s_manifest("nfd")
+            api.k8s_manifest(image="registry.local/serving:1", **keywords)
+    # No default image: an image without the serving environment judges nothing (all "ok").
+    for mode in ("probe", "nfd"):
+        with pytest.raises(UsageError, match=f"--mode {mode} needs --image or --from-workload"):
+            api.k8s_manifest(mode)
 
 
 def test_the_probe_manifest_defaults() -> None:
-    # GPU Feature Discovery labels GPU nodes nvidia.com/gpu.present=true; the probe runs in
-    # python:3.12-slim, whose own interpreter (python3) is the one inspected.
-    objects = api.k8s_manifest()
+    # GPU Feature Discovery labels GPU nodes nvidia.com/gpu.present=true; the probe runs in the
+    # image named, whose own interpreter (python3) is the one inspected; namespace archgap-probe.
+    objects = api.k8s_manifest(image="registry.local/serving:1")
     (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    assert daemonset["metadata"]["namespace"] == "archgap-probe"
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert pod["containers"][0]["image"] == "python:3.12-slim"
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["containers"][0]["image"] == "registry.local/serving:1"
     assert "; python3 -c 'import gzip; exec(" in pod["containers"][0]["command"][-1]
 
 
