@@ -11,12 +11,14 @@ A toolkit exactly at a target's first or last CUDA builds it: it is neither too 
 from __future__ import annotations
 
 from archgap.analysis.explain.rules.capability import capability_gate
-from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, NVCC, LogFacts
+from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, NVCC, PTXAS, LogFacts
+from archgap.analysis.explain.rules.kernel_image import no_kernel_image
 from archgap.analysis.explain.rules.nvrtc import cupy_compiles
 from archgap.analysis.explain.rules.ptx import _cuda_of_isa
 from archgap.analysis.explain.rules.tensorrt import tensorrt
 from archgap.analysis.explain.rules.toolkit import toolkit_target
 from archgap.analysis.explain.rules.torch_archs import torch_archs
+from archgap.kb import toolchain as kb
 
 
 def facts(
@@ -121,3 +123,52 @@ def test_tensorrts_last_release_for_a_gpu_has_not_dropped_it() -> None:
     assert before is not None and "predates SM 8.9" in before.cause
     after = tensorrt(facts("6.1", tensorrt="10.0.1"))
     assert after is not None and "dropped SM 6.1" in after.cause
+
+
+# -- a target long dropped (kb/toolkits.json "long_dropped": its last toolkit older than CUDA
+# 12.0). CUDA 12.0's release notes removed Kepler (sm_35, sm_37): their last toolkit is 11.8;
+# CUDA 13.0 removed sm_50-sm_72: their last toolkit is 12.9, newer than the threshold.
+
+
+def test_long_dropped_is_a_last_toolkit_older_than_the_threshold() -> None:
+    assert kb.long_dropped("11.8")  # just below 12.0
+    assert not kb.long_dropped("12.0")  # at it: not older
+    assert not kb.long_dropped("12.9")  # above it
+    assert not kb.long_dropped(None)  # not dropped at all
+
+
+def test_a_kepler_gpu_is_one_current_builds_leave_out() -> None:
+    ruling = no_kernel_image(facts("3.7"))
+    assert ruling is not None and ruling.status == DETERMINED
+    assert ruling.cause == (
+        "the failing package no longer ships sm_37 (the GPU: 3.7): CUDA 12.0 dropped it (the "
+        "last toolkit that builds it is 11.8), so current builds leave it out"
+    )
+    assert "built with CUDA <= 11.8 that still ships sm_37" in ruling.fixes[0].action
+
+
+def test_a_maxwell_gpu_still_gets_a_build_that_contains_its_sass() -> None:
+    # sm_50's last toolkit is 12.9, not older than 12.0: a build with sm_50 is the fix
+    ruling = no_kernel_image(facts("5.0"))
+    assert ruling is not None and ruling.status == CONDITIONAL
+    assert "no longer ships" not in ruling.cause
+    assert ruling.fixes[0].action.startswith("install a build of the failing package that "
+                                             "contains sm_50")  # fmt: skip
+
+
+def test_ptxas_rejecting_a_long_dropped_target_is_newer_than_its_last_toolkit() -> None:
+    error = "ptxas fatal   : Value 'sm_37' is not defined for option 'gpu-name'"
+    ruling = toolkit_target(error, facts("9.0", tool=PTXAS), PTXAS)
+    assert ruling is not None and ruling.status == CONDITIONAL and not ruling.cases
+    assert ruling.cause.startswith(
+        "CUDA 12.0 dropped sm_37 (the last toolkit that builds it is 11.8); the ptxas in use is "
+        "newer than that"
+    )
+
+
+def test_ptxas_rejecting_a_target_dropped_by_13_0_is_either_too_new_or_too_old() -> None:
+    # sm_50: built by CUDA 8.0 (the table's first release) to 12.9; the log names no toolkit
+    error = "ptxas fatal   : Value 'sm_50' is not defined for option 'gpu-name'"
+    ruling = toolkit_target(error, facts("9.0", tool=PTXAS), PTXAS)
+    assert ruling is not None and ruling.status == CONDITIONAL
+    assert [c.when for c in ruling.cases] == ["if ptxas is CUDA > 12.9", "if ptxas is CUDA < 8.0"]

@@ -210,3 +210,58 @@ def test_install_names_for_cuda14_come_from_data(pretend: None) -> None:
     assert names.cupy("14.0") == "cupy-cuda14x"
     assert names.cupy("10.2") == "cupy-cuda102"  # one wheel per minor before CUDA 11
     assert names.torch_index_of("14.0") == ("cu140", "https://download.pytorch.org/whl/cu140")
+
+
+# --- the pretend CUDA 14 moves the "long dropped" threshold and renumbers a GPU -------------
+
+
+def _long_dropped_13(data: Any) -> None:
+    _cuda14_toolkit(data)
+    data["long_dropped"]["before"] = "13.0"
+
+
+def _pretend_renumbered(data: Any) -> None:
+    _pretend_gpu(data)
+    data["gpus"][-1].update({"compute_capability": "13.2", "host_cpu": "aarch64"})
+    data["renumbered"].append(
+        {"old": "13.1", "new": "13.2", "toolkit": "14.0", "source": SRC, "undocumented": ""}
+    )
+
+
+def test_long_dropped_threshold_comes_from_data(
+    pretend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the threshold at CUDA 13.0 (toolkits.json "long_dropped"), Maxwell's sm_52, whose
+    last toolkit is 12.9, is one current builds leave out; Turing's sm_75, dropped by the
+    pretend 14.0 after 13.5, is not."""
+    from archgap.analysis.explain.rules.facts import LogFacts
+    from archgap.analysis.explain.rules.kernel_image import no_kernel_image
+
+    _amend(monkeypatch, {"toolkits.json": _long_dropped_13})
+    maxwell = no_kernel_image(LogFacts("", None, ("5.2",), "", False, None, {}, (), None))
+    assert maxwell is not None and "no longer ships sm_52" in maxwell.cause
+    assert "CUDA 13.0 dropped it (the last toolkit that builds it is 12.9)" in maxwell.cause
+    turing = no_kernel_image(LogFacts("", None, ("7.5",), "", False, None, {}, (), None))
+    assert turing is not None and "no longer ships" not in turing.cause
+
+
+def test_the_release_that_dropped_an_extension_target_comes_from_data(pretend: None) -> None:
+    """TORCH_CUDA_ARCH_LIST's 7.5 with the pretend nvcc 14.0 (which dropped sm_75): the toolkit
+    fix names the release that dropped it, from toolkits.json."""
+    from archgap.analysis.jit.torch_ext import ArchEntry, drop_or_toolkit_fixes
+
+    fixes = drop_or_toolkit_fixes([ArchEntry("7.5", 75, "", False)], "14.0")
+    toolkit = [f for f in fixes if f.kind == "toolkit"]
+    assert toolkit and toolkit[0].action.startswith("build with CUDA <= 13.5")
+    assert "CUDA 14.0 dropped compute_75" in toolkit[0].tradeoff
+
+
+def test_a_renumbered_capability_names_its_release_from_data(
+    pretend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from archgap.analysis.verdicts.compat import capability_host_cpu
+
+    _amend(monkeypatch, {"gpus.json": _pretend_renumbered})
+    host, why = capability_host_cpu(ComputeCapability(13, 1))
+    assert host == "aarch64"
+    assert "compute capability 13.2 (13.1 before CUDA 14.0) is only NVIDIA Pretend 13" in why

@@ -131,6 +131,27 @@ def toolkit_range_for(target: str) -> tuple[str, str | None] | None:
     return None if first is None else (first, last_toolkit_for(target))
 
 
+def dropped_in(target: str) -> str | None:
+    """The CUDA release that dropped ``target`` (the one after its last toolkit: 13.0 for
+    compute_70); None while the newest known toolkit still builds it."""
+    last = last_toolkit_for(target)
+    releases = [r.cuda for r in toolkit_releases()]
+    return releases[releases.index(last) + 1] if last in releases[:-1] else None
+
+
+@cache
+def long_dropped_before() -> tuple[int, int]:
+    """toolkits.json "long_dropped": a target whose last toolkit is older than this release is
+    long dropped (CUDA 12.0: Kepler's sm_35/sm_37 and older)."""
+    return major_minor(load_json("toolkits.json")["long_dropped"]["before"]) or (0, 0)
+
+
+def long_dropped(last: str | None) -> bool:
+    """Whether a target whose last toolkit is ``last`` (None: not dropped) is long dropped:
+    current toolkits and builds are taken as leaving it out (toolkits.json "long_dropped")."""
+    return last is not None and (major_minor(last) or (0, 0)) < long_dropped_before()
+
+
 def driver_cuda_version(driver_version: str) -> str | None:
     """The newest CUDA whose GA minimum Linux driver ``driver_version`` meets."""
     have = version_tuple(driver_version)

@@ -296,11 +296,13 @@ def _driver_cap(driver: str | None) -> str:
 
 
 def _toolkit_need(cc: ComputeCapability, rng: kb.FlashinferRange) -> tuple[str, str] | None:
-    """(target, "CUDA >= X.Y" or "CUDA <= X.Y") with which ``rng``'s rules build for ``cc``."""
-    default = f"{cc.minor}a" if cc.major >= 9 else str(cc.minor)
-    target = target_name(
-        cc.major, normalise_arch(rng, cc.major, cc.minor, "99.9").minor_text or default
-    )
+    """(target, "CUDA >= X.Y" or "CUDA <= X.Y") with which ``rng``'s rules build for ``cc``: the
+    target its normalisation (kb/jit.json) gives with the newest CUDA; None when that raises
+    whatever the CUDA (no toolkit builds it)."""
+    minor_text = normalise_arch(rng, cc.major, cc.minor, "99.9").minor_text
+    if minor_text is None:
+        return None
+    target = target_name(cc.major, minor_text)
     limit = toolkit_limit(target)
     span = kb.toolkit_range_for(target)
     needs = [n[0] for step in rng.normalise if step.major == cc.major for n in step.needs]

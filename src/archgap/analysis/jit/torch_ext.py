@@ -101,11 +101,16 @@ def drop_or_toolkit_fixes(bad: Sequence[ArchEntry], nvcc: str) -> tuple[Fix, ...
         )
     ]
     if limits:
+        dropped: dict[str, list[str]] = {}  # the release that dropped each (kb/toolkits.json)
+        for e in bad:
+            if (cuda := kb.dropped_in(e.target)) is not None:
+                dropped.setdefault(cuda, []).append(e.target)
+        said = "; ".join(f"CUDA {c} dropped {', '.join(t)}" for c, t in sorted(dropped.items()))
         fixes.append(
             Fix(
                 f"build with {' and '.join(limits)} (point CUDA_HOME at such a toolkit)",
-                "Newer toolkits dropped these architectures (CUDA 13.0: sm_50-sm_72); the "
-                "toolkit's major must still match torch's CUDA major.",
+                (f"Newer toolkits dropped these architectures ({said}); the " if said else "The ")
+                + "toolkit's major must still match torch's CUDA major.",
                 kind="toolkit",
             )
         )

@@ -147,14 +147,15 @@ def capability_host_cpu(cc: ComputeCapability) -> tuple[str | None, str]:
     capability has (8.7 is only Jetson Orin, 12.1 only GB10: aarch64). A number renamed since
     (Thor's 10.1, 11.0 from CUDA 13.0) is judged by what it became. (None, "") when the
     products disagree (9.0: H100 on x86-64 hosts, GH200 on Grace) or none is known."""
-    number = next((r.new for r in renumbered() if r.old == str(cc)), str(cc))
+    renamed_by = next((r for r in renumbered() if r.old == str(cc)), None)
+    number = renamed_by.new if renamed_by is not None else str(cc)
     same = [p for p in products() if p.compute_capability == number]
     hosts = {p.host_cpu for p in same}
     host = hosts.pop() if len(hosts) == 1 else None
     if host is None:
         return None, ""
     names = ", ".join(p.name for p in same[:3]) + (" …" if len(same) > 3 else "")
-    renamed = f" ({cc} before CUDA 13.0)" if number != str(cc) else ""
+    renamed = f" ({cc} before CUDA {renamed_by.toolkit})" if renamed_by is not None else ""
     return host, f"kb/gpus.json: compute capability {number}{renamed} is only {names}, {host}"
 
 

@@ -41,14 +41,13 @@ from archgap.analysis.explain.rules.kernel_image import no_kernel_image
 from archgap.analysis.explain.rules.nvrtc import cupy_compiles
 from archgap.analysis.explain.rules.ptx import ptx_isa
 from archgap.analysis.explain.rules.tensorrt import tensorrt
-from archgap.analysis.explain.rules.toolkit import LONG_DROPPED, toolkit_target
+from archgap.analysis.explain.rules.toolkit import toolkit_target
 from archgap.analysis.explain.rules.torch_archs import torch_archs
 
 __all__ = [
     "CONDITIONAL",
     "DETERMINED",
     "DRIVER",
-    "LONG_DROPPED",
     "NVCC",
     "NVRTC",
     "PTXAS",

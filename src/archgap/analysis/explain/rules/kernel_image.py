@@ -55,7 +55,7 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
     sm = cc.replace(".", "")
     gpu = gpu_words(facts)
     last = kb.last_toolkit_for(f"sm_{sm}")
-    if last is not None and (kb.major_minor(cc) or (0, 0)) < (5, 0):
+    if last is not None and kb.long_dropped(last):  # kb/toolkits.json "long_dropped"
         return Ruling(
             "no-kernel-image",
             f"{what} no longer ships sm_{sm}{gpu}: CUDA {release_after(last)} dropped it (the last "

@@ -25,10 +25,6 @@ from archgap.analysis.fixes.engine import ENV, TOOLKIT, Fix, toolkit_limit
 from archgap.kb import toolchain as kb
 from archgap.kb.gpus import Renumbered, renumbered
 
-# Targets whose last toolkit is older than this are taken as dropped when the log does not say
-# which toolkit ran (the answer stays conditional on the toolkit's version): a toolkit that old
-# is rarely the one a report runs.
-LONG_DROPPED = (12, 0)
 _TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3}[af]?)\b")
 
 
@@ -72,8 +68,9 @@ def toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | None
         return _other_ptxas(target, stack, facts)
     elif tool == NVCC and have and _builds(have, target):
         return _other_nvcc(target, have, first, last, facts)
-    elif last and version_of(last) < LONG_DROPPED:
-        # a target no toolkit of the last years builds: the one in use most likely dropped it
+    elif kb.long_dropped(last):
+        # a target no toolkit of the last years builds (kb/toolkits.json "long_dropped"): the one
+        # in use most likely dropped it (the answer stays conditional on the toolkit's version)
         cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
     elif last:  # a toolkit too old or too new both reject it: the toolkit's version decides
         newer_fixes = _target_fixes(tool, target, first, last, True, facts)
