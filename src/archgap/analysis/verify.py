@@ -18,6 +18,7 @@ from archgap.analysis.verdicts.verdicts import (
     UNKNOWN,
     UNOWNED,
     LibraryVerdict,
+    PackageBinaries,
     group_by_package,
     verdicts_for,
 )
@@ -230,8 +231,8 @@ def _check(
         functions=_number(row.get("functions"), int),
         seconds=float(row.get("seconds") or 0.0),
         jit_ms=_number(row.get("jit_ms"), float),
-        attempts=tuple(_attempt(a) for a in row.get("attempts") or () if isinstance(a, Mapping)),
-        failures=tuple(_attempt(a) for a in row.get("failures") or () if isinstance(a, Mapping)),
+        attempts=_attempts(row.get("attempts")),
+        failures=_attempts(row.get("failures")),
     )
 
 
@@ -257,6 +258,32 @@ def _gpu(row: Mapping[str, Any]) -> VerifiedGpu:
     )
 
 
+def _predictions(
+    groups: Sequence[PackageBinaries], gpu: VerifiedGpu, isa: str | None
+) -> dict[str, LibraryVerdict]:
+    """The scan's verdict on the GPU for each library path (none for an unknown capability)."""
+    cc = ComputeCapability.parse(gpu.compute_capability)
+    predicted: dict[str, LibraryVerdict] = {}
+    if cc is not None:
+        target = GpuTarget(f"GPU {gpu.index}", cc, "present", "CUDA driver API")
+        for package in verdicts_for(groups, [target], major_minor(isa) if isa else None):
+            predicted.update((lib.path, lib) for lib in package.libraries)
+    return predicted
+
+
+def _disagreements(checks: Sequence[Check]) -> tuple[Disagreement, ...]:
+    """The settled checks where the driver did other than the scan predicted."""
+    return tuple(
+        Disagreement(c.path, c.gpu_index, c.predicted, c.observed)
+        for c in checks
+        if c.settled and not c.agrees
+    )
+
+
+def _attempts(rows: Any) -> tuple[Attempt, ...]:
+    return tuple(_attempt(a) for a in rows or () if isinstance(a, Mapping))
+
+
 def compare(
     section: Mapping[str, Any],
     binaries: Sequence[BinaryFacts],
@@ -275,12 +302,7 @@ def compare(
     for row in section.get("gpus") or ():
         gpu = _gpu(row)
         gpus.append(gpu)
-        cc = ComputeCapability.parse(gpu.compute_capability)
-        predicted: dict[str, LibraryVerdict] = {}
-        if cc is not None:
-            target = GpuTarget(f"GPU {gpu.index}", cc, "present", "CUDA driver API")
-            for package in verdicts_for(groups, [target], major_minor(isa) if isa else None):
-                predicted.update((lib.path, lib) for lib in package.libraries)
+        predicted = _predictions(groups, gpu, isa)
         for lib in row.get("libraries") or ():
             path = str(lib.get("path"))
             owner = owners.get(path, (UNOWNED, ""))
@@ -297,11 +319,7 @@ def compare(
         problems=tuple(
             (str(p[0]), str(p[1])) for p in section.get("problems") or () if len(p) == 2
         ),
-        disagreements=tuple(
-            Disagreement(c.path, c.gpu_index, c.predicted, c.observed)
-            for c in checks
-            if c.settled and not c.agrees
-        ),
+        disagreements=_disagreements(checks),
         binaries=tuple(binaries),
     )
     return report

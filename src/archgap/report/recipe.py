@@ -64,18 +64,25 @@ def text_lines(result: Recipe) -> list[str]:
         lines.append(f"  {escape(shown)}" if value else f"  [dim]{key}: nothing to build[/]")
     lines.append("  [dim](FLASHINFER_CUDA_ARCH_LIST: FlashInfer's kernels take the a/f targets)[/]")
     lines += ["", "[bold]proof[/] the verdict of a library built from exactly these targets"]
-    for p in result.gpus:
-        style = "green" if p.verdict == "native" else "red"
-        gpu = f"{escape(p.gpu)} ({p.compute_capability})"
-        lines.append(f"  {gpu}  [{style}]{p.verdict}[/]  {escape(p.reason)}")
-        if p.note:
-            lines.append(f"    [red]{escape(p.note)}[/]")
+    lines += _proof_lines(result)
     lines += ["", "[bold]a / f / plain[/]"]
     lines += [f"  {escape(n)}" for n in result.notes]
     other = "plain" if result.arch_specific else "--arch-specific"
     lines.append(f"  with {other}: {' '.join(result.alternative)}")
     require = " ".join(f"--require {_quoted(p)}" for p in result.gpus)
     lines += ["", f"check the build: archgap kernels BUILD_OUTPUT {escape(require)}"]
+    return lines
+
+
+def _proof_lines(result: Recipe) -> list[str]:
+    """Each GPU's verdict on the recipe's build, and why the toolkit could not do better."""
+    lines = []
+    for p in result.gpus:
+        style = "green" if p.verdict == "native" else "red"
+        gpu = f"{escape(p.gpu)} ({p.compute_capability})"
+        lines.append(f"  {gpu}  [{style}]{p.verdict}[/]  {escape(p.reason)}")
+        if p.note:
+            lines.append(f"    [red]{escape(p.note)}[/]")
     return lines
 
 

@@ -468,6 +468,23 @@ def _torch_supported_arches(
     return tuple(names), named, path
 
 
+def _read_lines(path: str) -> Tuple[Optional[List[str]], Optional[str]]:
+    """(the lines of the file's first 2,000,000 characters, None) or (None, why not)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(2000000).splitlines(), None
+    except OSError as exc:
+        return None, "cannot read: %s" % (exc.strerror or exc)
+
+
+def _first_line_with(lines: List[str], needle: str) -> Optional[int]:
+    """The number of the first line holding ``needle`` (from 1), or None."""
+    for number, line in enumerate(lines, 1):
+        if needle in line:
+            return number
+    return None
+
+
 def _source_checks(site_packages: Tuple[str, ...], checks: Any) -> List[SourceCheck]:
     """Look for each requested needle in the installed file (first site dir that has it)."""
     results: List[SourceCheck] = []
@@ -488,18 +505,9 @@ def _source_checks(site_packages: Tuple[str, ...], checks: Any) -> List[SourceCh
             continue  # the package is not installed here: nothing to confirm
         path = os.path.join(sites[0], rel)
         if path not in texts:
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    texts[path] = (f.read(2000000).splitlines(), None)
-            except OSError as exc:
-                texts[path] = (None, "cannot read: %s" % (exc.strerror or exc))
+            texts[path] = _read_lines(path)
         lines, error = texts[path]
-        line_no: Optional[int] = None
-        if lines is not None:
-            for number, line in enumerate(lines, 1):
-                if needle in line:
-                    line_no = number
-                    break
+        line_no = _first_line_with(lines or [], needle)
         digest = None
         if check.get("hash") == "sha256" and lines is not None:
             if path not in hashes:
