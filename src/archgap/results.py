@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archgap.errors import EXIT_ERROR, EXIT_GAP, EXIT_OK
+
 if TYPE_CHECKING:
     from archgap.analysis.recipe.gate import GateResult
     from archgap.analysis.verdicts.compat import GpuTarget
@@ -76,6 +78,13 @@ class ProbeResult:
     failure: TransportFailure | None = None
     required: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap probe``'s: 2 no facts (``failure``), 1 a required GPU is missing, else 0."""
+        if self.failure is not None:
+            return EXIT_ERROR
+        return EXIT_GAP if self.missing else EXIT_OK
 
 
 @dataclass(frozen=True)

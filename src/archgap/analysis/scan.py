@@ -40,6 +40,7 @@ from archgap.analysis.verdicts.verdicts import (
     verdicts_for,
 )
 from archgap.codec import decode, prepare
+from archgap.errors import EXIT_GAP, EXIT_OK
 from archgap.image.facts import ImageFacts
 from archgap.kb.gpus import identify
 from archgap.kb.toolchain import max_ptx_isa_for_driver
@@ -97,6 +98,11 @@ class ScanReport:
     def has_gap(self) -> bool:
         """Whether the run fails: a package or a JIT build cannot work on a gating GPU."""
         return bool(self.gaps or self.jit_gaps or self.platform_gaps or self.load_gaps)
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap scan``'s: 1 when the run fails on a gating GPU (``has_gap``), else 0."""
+        return EXIT_GAP if self.has_gap else EXIT_OK
 
     @property
     def load_gaps(self) -> tuple[LoadFinding, ...]:
@@ -206,6 +212,24 @@ def _section(facts: ProbeResponse, name: str, cls: type[T]) -> T | None:
     return None if data is None else decode(cls, data)
 
 
+def _jit(
+    env: PythonEnvironment,
+    binaries: tuple[BinaryFacts, ...],
+    targets: tuple[GpuTarget, ...],
+    toolchains: ToolchainFacts | None,
+    version: str | None,
+    source: str,
+) -> tuple[JitFinding, ...]:
+    """What the JIT compilers will do for each GPU: the toolchain's, then those a package
+    carries (which need no toolchain: wheels too)."""
+    if not targets:
+        return ()
+    jit: tuple[JitFinding, ...] = ()
+    if toolchains is not None:
+        jit = tuple(jit_findings(toolchains, targets, version, source, env.executable or None))
+    return jit + tuple(runtime_compiler_findings(env, binaries, targets, version, source))
+
+
 def report_from_facts(
     facts: ProbeResponse,
     gpus: Sequence[str] = (),
@@ -227,9 +251,9 @@ def report_from_facts(
     binaries = tuple(decode(BinaryFacts, b) for b in found)
     toolchains = _section(facts, "toolchains", ToolchainFacts)
     targets = choose_targets(gpu_facts, gpus) if matrix or gpus or gpu_facts.gpus else ()
-    version, source = gpu_facts.driver_version, gpu_facts.source
-    if driver:
-        version, source = driver, "--driver"
+    version, source = (
+        (driver, "--driver") if driver else (gpu_facts.driver_version, gpu_facts.source)
+    )
     isa = max_ptx_isa_for_driver(version) if version else None
     loader = _section(facts, "loader", LoaderFacts)
     load = load_model(env, binaries, targets, version, source, loader, toolchains)
@@ -237,11 +261,7 @@ def report_from_facts(
     off_platform = platform_blocked(binaries, targets, facts.platform, images)
     load = replace(load, blocked={**load.blocked, **off_platform})
     packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa), load)
-    jit: tuple[JitFinding, ...] = ()
-    if toolchains is not None and targets:
-        jit = tuple(jit_findings(toolchains, targets, version, source, env.executable or None))
-    if targets:  # compilers a package carries need no toolchain (wheels too)
-        jit += runtime_compiler_findings(env, binaries, targets, version, source)
+    jit = _jit(env, binaries, targets, toolchains, version, source)
     cache_data = facts.section("caches")
     caches = (
         audit_caches(cache_data, targets, toolchains, env.python_version)

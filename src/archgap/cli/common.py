@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from archgap.errors import EXIT_ERROR as EXIT_ERROR  # decided by each command's result
+from archgap.errors import EXIT_GAP as EXIT_GAP
+from archgap.errors import EXIT_OK as EXIT_OK
 from archgap.errors import UsageError as UsageError  # one class for the api and the cli
 from archgap.report.console import Output as Output
 from archgap.report.console import emit_text as emit_text
@@ -13,10 +16,6 @@ from archgap.transport.target import DEFAULT_CONNECT_TIMEOUT
 
 if TYPE_CHECKING:
     from archgap.transport.target import Target
-
-EXIT_OK = 0
-EXIT_GAP = 1
-EXIT_ERROR = 2
 
 
 def choose_python(args: argparse.Namespace) -> None:

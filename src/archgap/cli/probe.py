@@ -17,8 +17,6 @@ from typing import Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
-    EXIT_ERROR,
-    EXIT_GAP,
     EXIT_OK,
     Output,
     UsageError,
@@ -90,8 +88,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if result.failure is not None:
         # one line; the document on stdout carries the tool's whole stderr
         sys.stderr.write(f"archgap: {one_line(describe(result.failure))}\n")
-        return EXIT_ERROR
-    if result.missing:
+    elif result.missing:
         sys.stderr.write(f"archgap: required GPU not present: {', '.join(result.missing)}\n")
-        return EXIT_GAP
-    return EXIT_OK
+    return result.exit_code

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_GAP, EXIT_OK, Output
+from archgap.cli.common import Output
 
 HELP = "the build targets for a set of GPUs (TORCH_CUDA_ARCH_LIST, CMake, nvcc ...)"
 DESCRIPTION = (
@@ -52,4 +52,4 @@ def run(args: argparse.Namespace, out: Output) -> int:
         arch_specific=bool(args.arch_specific), ptx=bool(args.ptx),
     )  # fmt: skip
     show(out, "recipe", result)
-    return EXIT_OK if result.complete else EXIT_GAP
+    return result.exit_code

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
-    EXIT_GAP,
-    EXIT_OK,
     Output,
     UsageError,
     target_from_args,
@@ -111,7 +109,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     from archgap.report.formats import View, show
 
     show(out, "scan", report, View(detail=args.libs, elapsed=elapsed))
-    return EXIT_GAP if report.has_gap else EXIT_OK
+    return report.exit_code
 
 
 def _scan_archives(args: argparse.Namespace, named: list[str], local: bool) -> ScanReport:

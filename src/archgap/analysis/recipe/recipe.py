@@ -27,6 +27,7 @@ from archgap.analysis.verdicts.compat import (
     target_name,
 )
 from archgap.analysis.verdicts.verdicts import NATIVE, library_verdict
+from archgap.errors import EXIT_GAP, EXIT_OK
 from archgap.kb.gpus import integrated, renumbered
 from archgap.kb.toolchain import (
     first_toolkit_for,
@@ -83,6 +84,11 @@ class Recipe:
     @property
     def complete(self) -> bool:
         return all(p.verdict == NATIVE for p in self.gpus)
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap recipe``'s: 0 when its build runs natively on every GPU, else 1."""
+        return EXIT_OK if self.complete else EXIT_GAP
 
 
 def _sass_candidates(toolkit: str, variants: tuple[str, ...]) -> list[tuple[int, str]]:
