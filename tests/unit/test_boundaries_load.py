@@ -26,6 +26,7 @@ from archgap.probe.facts import (
     Distribution,
     EnvVar,
     KernelEntry,
+    LoaderFacts,
     PythonEnvironment,
     ToolchainFacts,
     TorchBuild,
@@ -122,3 +123,32 @@ def test_the_build_bitsandbytes_loads(
     wanted: tuple[int, int], overridden: bool, picked: tuple[int, int] | None
 ) -> None:
     assert _select(BUILDS, wanted, overridden) == picked
+
+
+# -- a DT_NEEDED library not found. ld.so(8): a library's DT_RUNPATH directories are searched
+# before the cache and the trusted directories. The loader's names were read and lack
+# libcublas.so.12: not found, unless the library's RUNPATH names a directory nobody read (it may
+# be there: unknown, blocking nothing). A /usr/local/cuda directory the loader section did not
+# list does not exist.
+
+
+def needed_status(runpath: tuple[str, ...]) -> list[tuple[str, str]]:
+    lib = BinaryFacts(
+        "/sp/pkg/libk.so", 1, "elf", (ptx("8.7"),), False, needed=("libcublas.so.12",),
+        runpath=runpath,
+    )  # fmt: skip
+    dist = Distribution("pkg", "1.0", "/sp/pkg-1.0.dist-info", (lib.path,))
+    environment = PythonEnvironment("python", "3.11", ("/sp",), (dist,), ())
+    loader = LoaderFacts(("libc.so.6",), ("/etc/ld.so.cache",))
+    model = load_model(environment, [lib], [resolve_gpu("H100")], None, "", loader)
+    found = [f for f in model.findings if f.check == "needed-library"]
+    return [(f.status, ", ".join(f.libraries)) for f in found]
+
+
+def test_a_library_the_loader_does_not_find_fails() -> None:
+    assert needed_status(()) == [("fails", "/sp/pkg/libk.so")]
+    assert needed_status(("/usr/local/cuda-12.8/lib64",)) == [("fails", "/sp/pkg/libk.so")]
+
+
+def test_a_library_whose_runpath_names_an_unread_directory_is_unknown() -> None:
+    assert needed_status(("/opt/mytoolkit/lib64",)) == [("unknown", "/sp/pkg/libk.so")]
