@@ -220,10 +220,81 @@ def run_probe_slurm(
     python: str = "python3",
     timeout: float = 300.0,
 ) -> SlurmResult:
-    """Run the probe once per node with srun and read one facts document per node."""
+    """Run the probe once per node with srun and read one facts document per node.
+
+    One node that Slurm cannot start the probe on (its Prolog fails: the node drains and the
+    whole step fails) never hides the others: that node is reported with srun's reason, and the
+    step is run again on the allocation's other nodes (``--nodes=K --nodelist=...`` after the
+    caller's options), as often as another node fails, within ``timeout`` in all."""
+    deadline = time.monotonic() + timeout
+    done: list[tuple[str, ProbeResponse | TransportFailure]] = []  # nodes that failed to start
+    args = list(srun_args)  # or answered in a step that another node's failure ended
+    while True:
+        left_s = deadline - time.monotonic()
+        result, nodes, failed = _probe_step(args, request, python, left_s, timeout)
+        if not failed or not nodes:
+            break
+        done += [(node, TransportFailure(PROBE_FAILED, f"Slurm: {why}", line))
+                 for node, (why, line) in failed.items()]  # fmt: skip
+        answered = [(n, r) for n, r in result.tasks if isinstance(r, ProbeResponse)]
+        done += answered
+        seen = {name for name, _ in done}
+        left = [node for node in nodes if node not in seen]
+        if not left or deadline - time.monotonic() <= 0:
+            return SlurmResult(tuple(done))
+        args = [*srun_args, f"--nodes={len(left)}", f"--nodelist={','.join(left)}"]
+    if not done:
+        return result
+    if result.error is not None:
+        return SlurmResult((*done, ("slurm", result.error)))
+    return SlurmResult((*done, *result.tasks))
+
+
+# srun --verbose: the nodes of the job it runs the step in ("jobid 7: nodes(3):`n[1-3]', ...").
+_JOB_NODES = re.compile(rb"^srun: jobid \d+: nodes\(\d+\):`([^']+)'")
+# srun's error for a node it could not start tasks on ("Task launch for StepId=7.0 failed on
+# node n2: Job prolog failed").
+_LAUNCH_FAILED = re.compile(rb"^srun: error: Task launch for \S+ failed on node ([^:\s]+): (.+)$")
+
+
+def _probe_step(
+    srun_args: list[str], request: dict[str, Any], python: str, left_s: float, timeout: float
+) -> tuple[SlurmResult, list[str], dict[str, tuple[str, str]]]:
+    """One srun step given ``left_s`` seconds (of ``timeout`` in all): its result, the nodes of
+    its job (NodeNames) and the nodes srun could not start a task on, with the reason and
+    srun's line."""
     argv = srun_argv(srun_args, python)
     payload = stdin_payload(probe_input(fill_python(request, python)))
-    code, outs, errs, error = stream_srun(argv, payload, timeout)
+    code, outs, errs, error = stream_srun(argv, payload, max(left_s, 0.1))
+    job_nodes: list[str] = []
+    failed: dict[str, tuple[str, str]] = {}
+    for line in errs.unlabelled:
+        listed, refused = _JOB_NODES.match(line), _LAUNCH_FAILED.match(line)
+        if listed is not None:
+            job_nodes = expand_hostlist(listed.group(1).decode("utf-8", "replace"))
+        elif refused is not None:
+            node, why = (g.decode("utf-8", "replace") for g in refused.groups())
+            failed[node] = (why, line.decode("utf-8", "replace"))
+    return _read_step(code, outs, errs, error, python, timeout), job_nodes, failed
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """Slurm's hostlist (``n[1-3,7],login``) as node names, by ``scontrol show hostnames`` (no
+    controller call); [] when it cannot."""
+    code, out, _err, error = run_command(["scontrol", "show", "hostnames", hostlist], b"", 20.0)
+    return out.split() if error is None and code == 0 else []
+
+
+def _read_step(
+    code: int | None,
+    outs: TaskLines,
+    errs: TaskLines,
+    error: str | None,
+    python: str,
+    timeout: float,
+) -> SlurmResult:
+    """Each task's facts (or failure) of one srun step, named by its node; or the step's
+    failure."""
     nodes = task_nodes(errs.unlabelled)
     said = [line for line in errs.unlabelled if not _VERBOSE.match(line)]
     unlabelled = b"\n".join(said).decode("utf-8", "replace")

@@ -1,0 +1,146 @@
+"""fleet --slurm: one unhealthy node never hides the others (issue 40 item 2), on a real
+three-node Slurm on loopback: a slurmctld and three slurmd (``slurmd -N n1`` ...: one machine,
+three NodeNames, each slurmd on its own port) beside the services' Slurm, sharing its munged.
+
+The rule (slurm.conf(5), Prolog): a Prolog that exits non-zero drains its node, and srun's step
+fails on every node ("Task launch for StepId=N.0 failed on node n2: Job prolog failed"), so one
+bad node took the whole allocation: `fleet --slurm -- -N3` reported 0 hosts. Now that node is
+reported with srun's reason, and the others answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.hangs import GUARD
+from tests.helpers import json_output, run_cli
+from tests.integration.test_remote_services import require
+
+NODES = ("n1", "n2", "n3")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _states(env: dict[str, str]) -> dict[str, str]:
+    done = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=env, capture_output=True,
+                          text=True, timeout=30, check=False)  # fmt: skip
+    return dict(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+    """(environment with SLURM_CONF, hooks directory): hooks/prolog-NODE runs as NODE's Prolog."""
+    services = require("slurm")
+    munge = re.search(r"AuthInfo=socket=(\S+)", Path(services["conf"]).read_text())
+    assert munge, "the services' slurm.conf names no munge socket"
+    d = tmp_path_factory.mktemp("slurm3")
+    (d / "state").mkdir()
+    hooks = d / "hooks"
+    hooks.mkdir()
+    prolog = d / "prolog"
+    prolog.write_text(f'#!/bin/sh\n[ -x "{hooks}/prolog-$SLURMD_NODENAME" ] && '
+                      f'exec "{hooks}/prolog-$SLURMD_NODENAME"\nexit 0\n')  # fmt: skip
+    prolog.chmod(0o755)
+    host = socket.gethostname().split(".")[0]
+    ctl = _free_port()
+    nodes = "\n".join(
+        f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs=1 "
+        "State=UNKNOWN"
+        for n in NODES
+    )
+    conf = d / "slurm.conf"
+    conf.write_text(f"""ClusterName=archgap3
+SlurmctldHost={host}(127.0.0.1)
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge.group(1)}
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={ctl}
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool-%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+PlugStackConfig=/dev/null
+Prolog={prolog}
+{nodes}
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+""")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    daemons = [subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]  # fmt: skip
+    daemons += [
+        subprocess.Popen(
+            ["slurmd", "-D", "-N", n, "-f", str(conf)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for n in NODES
+    ]
+    try:
+        deadline = time.monotonic() + GUARD  # a hang guard, not a timing claim
+        while _states(env) != {n: "idle" for n in NODES}:
+            assert time.monotonic() < deadline, f"three idle nodes: {_states(env)}"
+            time.sleep(0.5)
+        yield {"SLURM_CONF": str(conf)}, hooks
+    finally:
+        for daemon in daemons:
+            daemon.send_signal(signal.SIGTERM)
+        for daemon in daemons:
+            try:
+                daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+
+
+def test_a_node_whose_prolog_fails_does_not_hide_the_others(
+    cluster: tuple[dict[str, str], Path],
+) -> None:
+    env, hooks = cluster
+    bad = hooks / "prolog-n2"
+    bad.write_text("#!/bin/sh\nexit 1\n")
+    bad.chmod(0o755)
+    try:
+        result = run_cli("fleet", "--slurm", "--json", "--python", sys.executable, "--", "-N3",
+                         env=env, timeout=300)  # fmt: skip
+        doc = json_output(result, "fleet")
+        assert sorted(h["name"] for h in doc["hosts"]) == ["n1", "n3"], result.stdout
+        (refused,) = doc["unreachable"]
+        assert refused["name"] == "n2" and refused["message"] == "Slurm: Job prolog failed"
+        assert "failed on node n2: Job prolog failed" in refused["stderr"]
+        assert result.returncode == 2  # no gap; a node not probed
+        # Slurm drained it for its failed Prolog: what an operator sees in sinfo -R too.
+        assert _states({**os.environ, **env})["n2"] in ("drained", "draining")
+    finally:
+        bad.unlink()
+        subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"],
+                       env={**os.environ, **env}, timeout=30, check=False)  # fmt: skip
