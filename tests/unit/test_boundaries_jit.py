@@ -16,9 +16,20 @@ import pytest
 
 from archgap.analysis.fixes.engine import flashinfer_supports, normalised_target
 from archgap.analysis.jit.compilers import jit_findings
+from archgap.analysis.jit.runtime_compilers import runtime_compiler_findings
+from archgap.analysis.jit.torch_ext import parse_arch_list, serves
 from archgap.analysis.verdicts.compat import ComputeCapability, resolve_gpu
 from archgap.kb import toolchain as kb
-from archgap.probe.facts import InstalledPackage, ToolchainFacts, Toolkit
+from archgap.probe.facts import (
+    BinaryFacts,
+    Distribution,
+    InstalledPackage,
+    PythonEnvironment,
+    RuntimeCompiler,
+    ToolchainFacts,
+    Toolkit,
+    TorchBuild,
+)
 
 
 def bundled(tool: str, version: str) -> Toolkit:
@@ -61,3 +72,39 @@ def test_flashinfer_builds_sm_12_0_with_exactly_the_cuda_it_needs() -> None:
     assert normalised_target(rng, ComputeCapability(12, 0), "12.9") == "compute_120f"
     assert normalised_target(rng, ComputeCapability(12, 0), "12.8") is None
     assert normalised_target(rng, ComputeCapability(9, 0), "12.8") == "compute_90a"
+
+
+# -- run-time compilers (analysis/jit/runtime_compilers.py). CUDA C++ Programming Guide,
+# "Application Compatibility": PTX is JIT-compiled by the driver when the driver knows its PTX
+# ISA; NVRTC emits its release's ISA (NVRTC 13.0: PTX ISA 9.0), and driver 580.65.06 is CUDA
+# 13.0's GA minimum, so it JIT-compiles ISA 9.0 itself; 575.51.03 (CUDA 12.9) knows ISA 8.8.
+
+
+def rtc_row(driver: str) -> tuple[str, str]:
+    lib = "/site/warp/lib.so"
+    dist = Distribution("warp-lang", "1.0", "/d", (lib,))
+    env = PythonEnvironment("/py", "3.11", ("/site",), (dist,), ())
+    nvrtc_130 = RuntimeCompiler("nvrtc", (75, 80, 86, 90, 100, 120), None, "13.0")
+    binaries = (BinaryFacts(lib, 1, "elf", (), False, compilers=(nvrtc_130,)),)
+    (row,) = runtime_compiler_findings(env, binaries, [resolve_gpu("8.9")], driver, "--driver")
+    return row.status, row.cause
+
+
+def test_a_driver_that_knows_exactly_the_compilers_ptx_isa_jits_it() -> None:
+    status, cause = rtc_row("580.65.06")  # 8.9 is not NVRTC's target: PTX for compute_86
+    assert status == "ok" and "compute_86" in cause
+    status, cause = rtc_row("575.51.03")
+    assert status == "fails" and "emits PTX ISA 9.0" in cause
+
+
+# -- TORCH_CUDA_ARCH_LIST's family entries (a torch whose table names them). CUDA C++
+# Programming Guide, family-specific features: compute_100f PTX runs on the members of its
+# family (10.0, 10.3), not on a later major, where plain compute_100 PTX JIT-compiles on 12.0.
+
+
+def test_an_f_entry_of_the_arch_list_is_family_specific() -> None:
+    build = TorchBuild("2.99.0+cu130", "13.0", "/t/version.py", ("10.0", "10.0f"), "/t/x.py", ())
+    family, plain = parse_arch_list("10.0f+PTX;10.0+PTX", build).entries
+    assert (family.variant, family.target, plain.target) == ("f", "compute_100f", "compute_100")
+    assert serves(family, resolve_gpu("10.3")) and not serves(family, resolve_gpu("12.0"))
+    assert serves(plain, resolve_gpu("12.0"))
