@@ -54,21 +54,33 @@ def python_files(
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    name = entry.name
-                    try:
-                        if name.endswith(".py"):
-                            why = _link_out(inside, entry.path) if entry.is_symlink() else None
-                            if why:
-                                problems.append(Problem(entry.path, why))
-                            elif entry.is_file():
-                                files.append(entry.path)
-                        elif entry.is_dir(follow_symlinks=False) and name != "__pycache__":
-                            stack.append((entry.path, inside))
-                    except OSError:
-                        continue  # vanished while listing
+                    _take(entry, inside, files, problems, stack)
         except OSError as exc:
             problems.append(Problem(directory, "cannot list: %s" % (exc.strerror or exc)))
     return files, problems
+
+
+def _take(
+    entry: os.DirEntry[str],
+    inside: Sequence[str],
+    files: List[str],
+    problems: List[Problem],
+    stack: List[Tuple[str, Sequence[str]]],
+) -> None:
+    """One directory entry of the walk: a .py file to read (a link out of the tree a
+    problem), a directory to walk (not __pycache__, not through a link)."""
+    name = entry.name
+    try:
+        if name.endswith(".py"):
+            why = _link_out(inside, entry.path) if entry.is_symlink() else None
+            if why:
+                problems.append(Problem(entry.path, why))
+            elif entry.is_file():
+                files.append(entry.path)
+        elif entry.is_dir(follow_symlinks=False) and name != "__pycache__":
+            stack.append((entry.path, inside))
+    except OSError:
+        pass  # vanished while listing
 
 
 def _link_out(roots: Sequence[str], path: str) -> Optional[str]:
@@ -207,13 +219,7 @@ def _scan(
             size = readv(fd, buffers)
             data: Optional[bytes] = None
             if size == _READ_BUFFER:  # a large file: read the rest
-                chunks = [bytes(buffer)]
-                while True:
-                    chunk = os.read(fd, _READ_BUFFER)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                data = b"".join(chunks)
+                data = _with_rest(fd, bytes(buffer))
         except OSError as exc:
             problems.append(Problem(path, "cannot read: %s" % (exc.strerror or exc)))
             continue
@@ -227,6 +233,16 @@ def _scan(
         elif any(needle in data for needle in needles):
             found.append((path, data))
     return found, problems
+
+
+def _with_rest(fd: int, start: bytes) -> bytes:
+    """``start`` and the rest of the file open at ``fd``, read to its end."""
+    chunks = [start]
+    while True:
+        chunk = os.read(fd, _READ_BUFFER)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def _not_read(info: os.stat_result) -> str:

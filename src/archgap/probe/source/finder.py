@@ -288,15 +288,7 @@ class Finder:
                 self.expr(node.value, ctx)
             return
         if isinstance(node, ast.Subscript):
-            subform = "del" if form == "del" else "subscript-assign"
-            if self.m.node(node.value):  # NAME[k] = v mutates NAME
-                self.record("write", subform, self._line(node.value), ctx)
-                self.handled.add(id(node.value))
-            if string_value(node.slice) == self.m.name:  # d["NAME"] = v writes the key
-                self.record("write", subform, node.lineno, ctx)
-                self.handled.add(id(_unwrap(node.slice)))
-            self.expr(node.value, ctx)
-            self.expr(node.slice, ctx)
+            self._subscript_target(node, form, ctx)
             return
         if isinstance(node, ast.Attribute):
             if self.m.node(node.value):  # NAME.attr = v mutates NAME
@@ -306,6 +298,18 @@ class Finder:
             self.expr(node.value, ctx)
             return
         self.expr(node, ctx)
+
+    def _subscript_target(self, node: ast.Subscript, form: str, ctx: Tuple[Any, ...]) -> None:
+        """``X[k] = v`` (or ``del X[k]``): a write of NAME when X is it or k is its string."""
+        subform = "del" if form == "del" else "subscript-assign"
+        if self.m.node(node.value):  # NAME[k] = v mutates NAME
+            self.record("write", subform, self._line(node.value), ctx)
+            self.handled.add(id(node.value))
+        if string_value(node.slice) == self.m.name:  # d["NAME"] = v writes the key
+            self.record("write", subform, node.lineno, ctx)
+            self.handled.add(id(_unwrap(node.slice)))
+        self.expr(node.value, ctx)
+        self.expr(node.slice, ctx)
 
     def expr(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
         stack = [node]
@@ -329,17 +333,23 @@ class Finder:
                 self.arguments(node.args, ctx)
                 stack.append(node.body)
                 continue
-            elif isinstance(node, (ast.Name, ast.Attribute)) and self.m.node(node):
-                form = "name" if isinstance(node, ast.Name) else "attribute"
-                self.record("read", form, self._line(node), ctx)
-            elif isinstance(node, ast.Subscript) and string_value(node.slice) == self.m.name:
-                self.record("read", "key", node.lineno, ctx)
-                self.handled.add(id(_unwrap(node.slice)))
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                self.string(node, ctx)
-            elif isinstance(node, ast.keyword) and node.arg == self.m.last:
-                self.record("read", "keyword", self._line(node.value), ctx)
+            else:
+                self._read(node, ctx)
             stack.extend(ast.iter_child_nodes(node))
+
+    def _read(self, node: ast.AST, ctx: Tuple[Any, ...]) -> None:
+        """A read of the name itself: the name or attribute, its string key, a string that
+        mentions it, or a keyword argument of its last part."""
+        if isinstance(node, (ast.Name, ast.Attribute)) and self.m.node(node):
+            form = "name" if isinstance(node, ast.Name) else "attribute"
+            self.record("read", form, self._line(node), ctx)
+        elif isinstance(node, ast.Subscript) and string_value(node.slice) == self.m.name:
+            self.record("read", "key", node.lineno, ctx)
+            self.handled.add(id(_unwrap(node.slice)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.string(node, ctx)
+        elif isinstance(node, ast.keyword) and node.arg == self.m.last:
+            self.record("read", "keyword", self._line(node.value), ctx)
 
     def call(self, node: ast.Call, ctx: Tuple[Any, ...]) -> None:
         func = node.func

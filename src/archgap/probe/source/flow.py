@@ -125,25 +125,31 @@ def env_reads(node: ast.AST, walk: bool = True) -> List[Tuple[str, str, ast.AST]
     ``node`` itself when ``walk`` is false)."""
     found: List[Tuple[str, str, ast.AST]] = []
     for sub in ast.walk(node) if walk else (node,):
-        if isinstance(sub, ast.Subscript) and dotted(sub.value) in _ENV_MAPPINGS:
-            key = string_value(sub.slice)
-            if key is not None:
-                found.append((key, "os.environ[...]", sub))
-        elif isinstance(sub, ast.Call) and sub.args:
-            access = _ENV_GETTERS.get(dotted(sub.func) or "")
-            key = string_value(sub.args[0])
-            if access and key is not None:
-                found.append((key, access, sub))
-        elif (
-            isinstance(sub, ast.Compare)
-            and len(sub.ops) == 1
-            and isinstance(sub.ops[0], (ast.In, ast.NotIn))
-            and dotted(sub.comparators[0]) in _ENV_MAPPINGS
-        ):
-            key = string_value(sub.left)
-            if key is not None:
-                found.append((key, "in os.environ", sub))
+        read = _env_read(sub)
+        if read is not None:
+            found.append((read[0], read[1], sub))
     return found
+
+
+def _env_read(sub: ast.AST) -> Optional[Tuple[str, str]]:
+    """(variable, access) when ``sub`` itself reads a literal variable: os.environ[...], a
+    getter (os.getenv, os.environ.get), or ``"X" in os.environ``."""
+    if isinstance(sub, ast.Subscript) and dotted(sub.value) in _ENV_MAPPINGS:
+        key = string_value(sub.slice)
+        return None if key is None else (key, "os.environ[...]")
+    if isinstance(sub, ast.Call) and sub.args:
+        access = _ENV_GETTERS.get(dotted(sub.func) or "")
+        key = string_value(sub.args[0])
+        return (key, access) if access and key is not None else None
+    if (
+        isinstance(sub, ast.Compare)
+        and len(sub.ops) == 1
+        and isinstance(sub.ops[0], (ast.In, ast.NotIn))
+        and dotted(sub.comparators[0]) in _ENV_MAPPINGS
+    ):
+        key = string_value(sub.left)
+        return None if key is None else (key, "in os.environ")
+    return None
 
 
 def handler_names(node: ast.Try) -> Set[str]:
@@ -336,12 +342,7 @@ class Program:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             base, attr = func.value.id, func.attr
             if base in ("self", "cls") and "." in qualname:
-                owner = qualname.rsplit(".", 1)[0]
-                while owner:
-                    if owner + "." + attr in info.defs:
-                        return _callable(info, owner + "." + attr)
-                    owner = owner.rsplit(".", 1)[0] if "." in owner else ""
-                return None
+                return _method(info, qualname, attr)
             if base in info.defs and base + "." + attr in info.defs:
                 return _callable(info, base + "." + attr)
             binding = local_imports.get(base) or info.imports.get(base)
@@ -350,6 +351,19 @@ class Program:
                 module = module if name is None else module + "." + name
                 return self.lookup(info, module, attr)
         return None
+
+
+def _method(
+    info: ModuleInfo, qualname: str, attr: str
+) -> Optional[Tuple[ModuleInfo, str, ast.AST]]:
+    """``self.attr`` / ``cls.attr`` called in ``qualname``: the method of the innermost
+    enclosing class of this module that defines it."""
+    owner = qualname.rsplit(".", 1)[0]
+    while owner:
+        if owner + "." + attr in info.defs:
+            return _callable(info, owner + "." + attr)
+        owner = owner.rsplit(".", 1)[0] if "." in owner else ""
+    return None
 
 
 def _callable(info: ModuleInfo, qualname: str) -> Optional[Tuple[ModuleInfo, str, ast.AST]]:

@@ -130,7 +130,13 @@ class SourceFile:
         start = index
         while start > 0 and not _starts_statement(lines[start]):
             start -= 1
-        # Decorators belong to their def/class: walk up over them (and their continuation lines).
+        start = self._decorated_from(start)
+        return start, self._block_end(start, index)
+
+    def _decorated_from(self, start: int) -> int:
+        """Where the statement at ``start`` begins with its decorators: they belong to their
+        def/class (walked up over, with their continuation lines)."""
+        lines = self.lines
         probe = start - 1
         while probe >= 0:
             line = lines[probe]
@@ -146,8 +152,13 @@ class SourceFile:
             elif line.strip() and not line.lstrip().startswith("#"):
                 break
             probe -= 1
+        return start
+
+    def _block_end(self, start: int, index: int) -> int:
+        """The end of the statement at ``start`` that holds line ``index``: the next statement,
+        or for a hit on a decorator the end of the decorated def/class."""
+        lines = self.lines
         end = index + 1
-        # A hit on a decorator: the block goes on to the end of the decorated def/class.
         in_decorators = lines[start].startswith("@") and not any(
             _is_def(line) for line in lines[start : index + 1]
         )
@@ -161,7 +172,7 @@ class SourceFile:
                 elif not line.startswith("@"):
                     break
             end += 1
-        return start, end
+        return end
 
     def enclosing_function(
         self, index: int, allow_top: bool = False
@@ -307,19 +318,19 @@ class SourceFile:
             statement = self.body_statement(index) if statements else None
             if statement is not None:
                 start, end, scope, def_line = statement
-                tree = self.parse_range(start, end, indented=True)
-                if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
+                body = self._indented_body(start, end)
+                if body is not None:
                     covered[start:end] = b"\1" * (end - start)
-                    pieces.append((tree.body[0].body, scope, def_line))
+                    pieces.append((body, scope, def_line))
                     continue
             function = self.enclosing_function(index)
             # A continuation line's indentation can mislead the search: the def must hold the hit.
             if function is not None and function[0] <= index < function[1]:
                 start, end, scope = function
-                tree = self.parse_range(start, end, indented=True)
-                if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
+                body = self._indented_body(start, end)
+                if body is not None:
                     covered[start:end] = b"\1" * (end - start)
-                    pieces.append((tree.body[0].body, scope, 0))
+                    pieces.append((body, scope, 0))
                     continue
             start, end = self.enclosing_block(index)
             tree = self.parse_range(start, end, indented=False)
@@ -330,6 +341,14 @@ class SourceFile:
             module, error = self.module()
             return ([(module.body, (), 0)] if module is not None else []), error
         return pieces, ""
+
+    def _indented_body(self, start: int, end: int) -> Optional[List[ast.stmt]]:
+        """The statements of the indented lines [start, end) parsed on their own (under the
+        ``if 1:`` header ``parse_range`` puts above them); None when they do not parse."""
+        tree = self.parse_range(start, end, indented=True)
+        if tree is not None and tree.body and isinstance(tree.body[0], ast.If):
+            return tree.body[0].body
+        return None
 
     def parse_range(self, start: int, end: int, indented: bool) -> Optional[ast.Module]:
         """Lines [start, end) parsed at their place in the file (line numbers as in the file).
