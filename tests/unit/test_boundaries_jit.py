@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from archgap.analysis.fixes.engine import flashinfer_supports, normalised_target
+from archgap.analysis.fixes.flashinfer_rules import build_target
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.jit.runtime_compilers import runtime_compiler_findings
 from archgap.analysis.jit.torch_ext import parse_arch_list, serves
@@ -108,3 +109,15 @@ def test_an_f_entry_of_the_arch_list_is_family_specific() -> None:
     assert (family.variant, family.target, plain.target) == ("f", "compute_100f", "compute_100")
     assert serves(family, resolve_gpu("10.3")) and not serves(family, resolve_gpu("12.0"))
     assert serves(plain, resolve_gpu("12.0"))
+
+
+# -- flashinfer 0.7.1+ get_nvcc_flags_list: SM 10.7 ("7a") is built as compute_100f only when the
+# nvcc it calls does not list compute_107 (_nvcc_supports_sm107); CUDA 13.4 is the first nvcc
+# with sm_107 (kb/toolkits.json), 13.3 the last without.
+
+
+def test_flashinfer_builds_sm_107_itself_with_an_nvcc_that_has_it() -> None:
+    rng = kb.flashinfer_range("0.7.4")
+    assert rng is not None
+    assert build_target(rng, 10, "7a", "13.4") == "compute_107a"
+    assert build_target(rng, 10, "7a", "13.3") == "compute_100f"
