@@ -301,7 +301,7 @@ def test_ctranslate2_scan_per_gpu() -> None:
     assert rows == {"8.9": "native", "12.0": "jit", "5.0": "none"}
     assert dll_findings(doc) == []
     (dist,) = read_wheel(str(CT2)).distributions
-    assert f"{CT2}/ctranslate2" in dist.dll_directories
+    assert f"{CT2}/ctranslate2" in (dist.dll_directories or ())
 
 
 # --- the platform named: a Windows wheel on Linux, a Linux wheel on Windows --------------------

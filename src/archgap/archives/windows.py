@@ -1,9 +1,10 @@
 """What the DLL search order needs of a Windows wheel (analysis.verdicts.dllsearch): the
 directories its own modules add to the DLL search path, and the distributions it requires.
 
-Read only for a wheel with PE members: its METADATA's ``Requires-Dist`` lines, and the modules
-directly inside each top-level package (``torch/__init__.py``, ``cupy/_environment.py``) that
-name ``add_dll_directory`` (probe.environment.dlldirs reads the calls). A module deeper down is
+Read only for a wheel with PE members or no native member (pure Python): its METADATA's
+``Requires-Dist`` lines, and the modules directly inside each top-level package
+(``torch/__init__.py``, ``cupy/_environment.py``) that name ``add_dll_directory``
+(probe.environment.dlldirs reads the calls). A module deeper down is
 not read; more modules than ``MAX_MODULES`` or bytes than ``MAX_BYTES`` leave a place "not read",
 so that what they might add is "unknown", never "absent".
 """
@@ -32,8 +33,9 @@ def with_dll_search(
     formats: Sequence[str],
 ) -> None:
     """The wheel's distribution with its Requires-Dist and the DLL directories its modules add,
-    when the wheel has PE images (``formats``); any other wheel's as it is."""
-    if "pe" in formats and distributions:
+    when the wheel has PE images (``formats``) or no native file (pure Python, whose code may
+    add another package's folder); a Linux wheel's as it is (not read: None)."""
+    if distributions and ("pe" in formats or not distributions[0].native_files):
         distributions[0] = _read(zf, infos, label, distributions[0])
 
 

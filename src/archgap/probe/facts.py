@@ -160,9 +160,10 @@ class Distribution:
     # (probe.environment.imports)
     unresolved_imports: Tuple[Tuple[str, str], ...] = ()
     # Windows: the directories its own modules add to the DLL search path (os.add_dll_directory,
-    # delvewheel's patch; "*" of a glob kept), and "file:line" of each addition whose directory
-    # depends on more than the package's place (probe.environment.dlldirs)
-    dll_directories: Tuple[str, ...] = ()
+    # delvewheel's patch; "*" of a glob kept; None: its modules were not read), and "file:line"
+    # of each addition whose directory depends on more than the package's place
+    # (probe.environment.dlldirs)
+    dll_directories: Optional[Tuple[str, ...]] = None
     dll_directories_unread: Tuple[str, ...] = ()
 
 

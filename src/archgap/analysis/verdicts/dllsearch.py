@@ -68,14 +68,17 @@ def dll_search(
         package = owner.get(image.path, "")
         dist = installed.get(canonicalize_name(package)) if package else None
         required, absent = _required(dist, installed)
-        unread = [u for x in required for u in x.dll_directories_unread]
+        unread = [f"the directory added at {u} was not read"
+                  for x in required for u in x.dll_directories_unread]  # fmt: skip
+        unread += [f"what {x.name} adds to the DLL search path was not read (its modules)"
+                   for x in required if x.dll_directories is None]  # fmt: skip
         status: Status = "unknown" if absent or unread or dist is None else "fails"
         for name, elsewhere in _not_found(image, required, folders):
             missing.setdefault((package, status), {}).setdefault(name, []).append(
                 (image, elsewhere)
             )
             notes[package] = [f"{a} (Requires-Dist) was not judged" for a in absent]
-            notes[package] += [f"the directory added at {u} was not read" for u in unread]
+            notes[package] += unread
     return [
         _finding(package, status, names, notes.get(package, []), blocked, gating)
         for (package, status), names in sorted(missing.items())
@@ -92,7 +95,7 @@ def _not_found(
     if not cuda and not has_device_code(image):
         return []
     searched = [_norm(posixpath.dirname(image.path))]
-    searched += [_norm(d) for x in required for d in x.dll_directories]
+    searched += [_norm(d) for x in required for d in x.dll_directories or ()]
     return [
         (name, sorted(d for d, names in folders.items() if name.lower() in names))
         for name in cuda

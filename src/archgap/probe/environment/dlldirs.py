@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 MODULE = "\0module"  # the value of __name__: the package's own name
 MAX_VALUES = 64  # directories one expression may stand for
 MAX_DEPTH = 24  # names followed through one another at most
+MAX_STEPS = 4096  # expressions evaluated per call at most (a = a + a ... doubles at each name)
 REGISTER = ("add_dll_directory", "AddDllDirectory")
 # calls whose value is their (first) argument's, or a path operation on it
 PATH_CALLS = ("abspath", "realpath", "normpath", "str", "fspath", "Path", "PurePath",
@@ -129,10 +130,12 @@ class _Evaluator:
         self.init_file = init_file
         self.package = posixpath.dirname(init_file)
         self.names = names
+        self.steps = 0
 
     def value(self, node: ast.expr, depth: int) -> Values:
         """The values ``node`` may have (one for a path, several for a list)."""
-        if depth > MAX_DEPTH:
+        self.steps += 1
+        if depth > MAX_DEPTH or self.steps > MAX_STEPS:
             return [], True
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return [node.value], False
