@@ -303,19 +303,8 @@ def _read_step(
         return SlurmResult((), TransportFailure(TIMEOUT, why, tail(unlabelled)))
     if error is not None or code is None:
         return SlurmResult((), TransportFailure(TRANSPORT_MISSING, error or "srun could not start"))
-    tasks: list[tuple[str, ProbeResponse | TransportFailure]] = []
-    for task in sorted(set(outs.sizes) | set(errs.sizes)):
-        name = nodes.get(task) or f"task {task}"  # the NodeName srun started it on
-        if task in outs.over:
-            why = f"{name} answered more than {outs.limit} bytes"
-            tasks.append((name, TransportFailure(PROBE_FAILED, why)))
-            continue
-        target = Target("via", name, ("srun",), python)
-        result = classify_probe(target, 0, outs.text(task), errs.text(task))
-        if isinstance(result, ProbeResponse):
-            tasks.append((nodes.get(task) or result.host or name, result))
-        else:
-            tasks.append((name, result))
+    tasks = [_task_answer(task, nodes, outs, errs, python)
+             for task in sorted(set(outs.sizes) | set(errs.sizes))]  # fmt: skip
     if not tasks:
         out = b"\n".join(outs.unlabelled).decode("utf-8", "replace")
         failure = classify(Target("via", "srun", ("srun",), python), code or 1, out, unlabelled)
@@ -325,6 +314,21 @@ def _read_step(
             )
         return SlurmResult((), failure)
     return SlurmResult(tuple(tasks))
+
+
+def _task_answer(
+    task: int, nodes: dict[int, str], outs: TaskLines, errs: TaskLines, python: str
+) -> tuple[str, ProbeResponse | TransportFailure]:
+    """One task's facts or failure, under the NodeName srun started it on."""
+    name = nodes.get(task) or f"task {task}"
+    if task in outs.over:
+        why = f"{name} answered more than {outs.limit} bytes"
+        return name, TransportFailure(PROBE_FAILED, why)
+    target = Target("via", name, ("srun",), python)
+    result = classify_probe(target, 0, outs.text(task), errs.text(task))
+    if isinstance(result, ProbeResponse):
+        return nodes.get(task) or result.host or name, result
+    return name, result
 
 
 # --- draining a node (archgap scan --health --drain) ----------------------------------------
