@@ -28,7 +28,7 @@ from archgap.index.fetch import Fetched, cache_dir
 from archgap.index.resolve import PYPI, Candidate, IndexFile
 from archgap.probe.facts import BinaryFacts, Distribution, Problem
 
-READ_FORMAT = 1  # bumped when what is read of a wheel changes: older entries are read again
+READ_FORMAT = 2  # bumped when what is read of a wheel changes: older entries are read again
 
 
 def variants(found: Sequence[Candidate], index_urls: Sequence[str]) -> list[Candidate]:
