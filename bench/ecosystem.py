@@ -384,6 +384,7 @@ class Env:
     new: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     old: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     checked: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def with_code(self) -> list[str]:
@@ -411,6 +412,8 @@ def check_listing(env: Env, cuobjdump: Path | None) -> list[str]:
         if cuobjdump and (w.entries or mine["sass"] or mine["ptx"]):
             theirs = cuobjdump_lists(cuobjdump, path)
         oracle = "cuobjdump" if theirs is not None else "walk"
+        if theirs is None and cuobjdump and (w.entries or mine["sass"] or mine["ptx"]):
+            env.notes.append(f"cuobjdump cannot read {real}: the walk is the oracle there")
         env.checked[oracle] += 1
         if theirs is None:
             theirs = walked
@@ -523,7 +526,7 @@ def main() -> int:
     wanted: dict[str, list[str]] = {}
     for world, spec in worlds.items():
         pinned = {n for flavour in spec["torch_flavours"] for n in pins.get(flavour, [])}
-        wanted[world] = [*sorted(pinned), *spec["names"]]
+        wanted[world] = list(dict.fromkeys([*sorted(pinned), *spec["names"]]))
     downloaded, problems, versions, sites = 0, [], {}, {}
     for world, names in wanted.items():
         venv = args.cache / world
@@ -571,6 +574,8 @@ def main() -> int:
     print(f"\n{len(violations)} violation(s):")
     for line in violations:
         print("  " + line)
+    for line in env.notes:
+        print("  note: " + line)
     flavours = ", ".join(f"{k} {v}" for k, v in releases.items())
     print(
         f"\npackages: {sum(map(len, wanted.values()))} asked, {len(versions)} installed (in "
