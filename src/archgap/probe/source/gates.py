@@ -14,7 +14,7 @@ import bisect
 import gc
 import re
 from dataclasses import asdict
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..environment.system import System
 from ..facts import Gate, GateFunction, GatesFacts, GatesTarget, Guard, Problem
@@ -193,14 +193,27 @@ class _GateFinder:
             self.body(node.orelse, names, guards, def_line)
             return
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            try_node: ast.Try = node  # type: ignore[assignment]
-            self.body(try_node.body, names, guards, def_line)
-            for handler in try_node.handlers:
-                text = self.src.segment(handler.type) if handler.type is not None else ""
-                guard = Guard("except", text, handler.lineno)
-                self.body(handler.body, names, (*guards, guard), def_line)
-            self.body(try_node.orelse + try_node.finalbody, names, guards, def_line)
+            self._try(node, scope)  # type: ignore[arg-type]
             return
+        self._raise_or_assert(node, scope)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self.stmt(child, scope)
+            else:
+                self.expr(child, scope)
+
+    def _try(self, node: ast.Try, scope: Tuple[Any, ...]) -> None:
+        """A try (or try*): its body, each handler under an ``except`` guard, the rest."""
+        names, guards, def_line = scope
+        self.body(node.body, names, guards, def_line)
+        for handler in node.handlers:
+            text = self.src.segment(handler.type) if handler.type is not None else ""
+            guard = Guard("except", text, handler.lineno)
+            self.body(handler.body, names, (*guards, guard), def_line)
+        self.body(node.orelse + node.finalbody, names, guards, def_line)
+
+    def _raise_or_assert(self, node: ast.stmt, scope: Tuple[Any, ...]) -> None:
+        """A raise or an assert whose message speaks of architectures: a gate."""
         if isinstance(node, ast.Raise) and node.exc is not None:
             exception, message = raise_parts(node, self.src)
             if ARCH_MESSAGE.search(message):
@@ -209,11 +222,6 @@ class _GateFinder:
             message = self._message(node.msg)
             if ARCH_MESSAGE.search(message):
                 self.add(scope, "assert", node.lineno, self.src.segment(node.test), message)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                self.stmt(child, scope)
-            else:
-                self.expr(child, scope)
 
     def _message(self, node: ast.AST) -> str:
         text = string_value(node)
@@ -254,16 +262,27 @@ class _GateFinder:
                 return False
             if isinstance(operand, ast.Call) and dotted(operand.func) == "len":
                 return False  # a count of archs, not an arch number
-            for sub in ast.walk(operand):
-                if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
-                    return False  # divisibility (a % b == 0): a shape check
-                word = sub.id if isinstance(sub, ast.Name) else getattr(sub, "attr", None)
-                words = set(word.lower().split("_")) if isinstance(word, str) else set()
-                if words & _ARCH_WORDS and not words & _SHAPE_WORDS:
-                    mentions_arch = True
+            mentions = _mentions_arch(operand)
+            if mentions is None:
+                return False  # divisibility (a % b == 0): a shape check
+            mentions_arch = mentions_arch or mentions
             if _is_number(operand):
                 numeric = True
         return mentions_arch and numeric
+
+
+def _mentions_arch(operand: ast.AST) -> Optional[bool]:
+    """Whether a name in ``operand`` speaks of an architecture (not of a shape); None when it
+    holds a modulo (a divisibility test is a shape check)."""
+    mentions = False
+    for sub in ast.walk(operand):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
+            return None
+        word = sub.id if isinstance(sub, ast.Name) else getattr(sub, "attr", None)
+        words = set(word.lower().split("_")) if isinstance(word, str) else set()
+        if words & _ARCH_WORDS and not words & _SHAPE_WORDS:
+            mentions = True
+    return mentions
 
 
 def _trigger_lines(text: str) -> List[int]:
