@@ -49,6 +49,13 @@ SOURCES = opt.one_of(
 OPTIONS = (
     SOURCES,
     opt.option(
+        "--runtime-env",
+        metavar="JSON|@FILE",
+        default=None,
+        help="with --ray: the job's runtime_env (env_vars, pip/uv/conda, py_executable), which "
+        "the probe runs in on every node instead of the raylet's environment",
+    ),
+    opt.option(
         "--python",
         metavar="PATH",
         default=None,
@@ -82,7 +89,7 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
     hosts = tuple((h, None) for h in args.hosts or ())
     source = FleetSource(
         hosts, bool(args.slurm), tuple(args.srun_args), args.ray, tuple(args.from_paths or ()),
-        args.hostfile,
+        args.hostfile, args.runtime_env,
     )  # fmt: skip
     sections = tuple(args.sections)
     options = FleetOptions(

@@ -86,10 +86,32 @@ class FleetSource:
     ray: str | None = None
     documents: tuple[str, ...] = ()
     hostfile: str | None = None
+    ray_runtime_env: str | None = None  # a Ray job's runtime_env, JSON: the probe runs in it
 
     def __post_init__(self) -> None:
         if self.srun_args and not self.slurm:
             raise FleetInputError("arguments after -- are srun options: use them with --slurm")
+        if self.ray_runtime_env is not None:
+            self.runtime_env()
+
+    def runtime_env(self) -> dict[str, Any] | None:
+        """``ray_runtime_env`` parsed (a JSON object, or ``@FILE`` holding one); None without."""
+        text = self.ray_runtime_env
+        if text is None:
+            return None
+        if not self.ray:
+            raise FleetInputError("--runtime-env is a Ray job's: use it with --ray")
+        try:
+            if text.startswith("@"):
+                text = Path(text[1:]).read_text(encoding="utf-8")
+            value = json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise FleetInputError(
+                f"--runtime-env: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
+        if not isinstance(value, dict):
+            raise FleetInputError("--runtime-env: expected a JSON object (a Ray runtime_env)")
+        return value
 
     @property
     def by_ssh(self) -> bool:
@@ -153,7 +175,7 @@ def collect_hosts(
         from archgap.transport.ray_fleet import run_probe_ray
 
         address = None if source.ray == "auto" else source.ray
-        ray = run_probe_ray(address, request, options.python, options.timeout)
+        ray = run_probe_ray(address, request, options.python, options.timeout, source.runtime_env())
         yield from _engine_inputs(ray.error, ray.nodes, f"ray {source.ray}")
     else:
         listed = hostfile_hosts(source.hostfile) if source.hostfile else []

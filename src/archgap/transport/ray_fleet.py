@@ -3,13 +3,19 @@
 One task per node, pinned to it (``NodeAffinitySchedulingStrategy``, not soft) and claiming no
 CPU, so a busy cluster still answers. The task (``ray_task``, shipped by value: the workers need
 nothing of archgap) runs the same stdin bootstrap as ssh or srun, by default with the worker's
-own interpreter (the environment the cluster's jobs run in). Needs ``pip install 'archgap[ray]'``
-on the machine that runs the fleet, with the cluster's Python minor version (a Ray rule).
+own interpreter. Needs ``pip install 'archgap[ray]'`` on the machine that runs the fleet, with the
+cluster's Python minor version (a Ray rule).
+
+A job does not run in the raylet's environment but in its ``runtime_env``: its ``env_vars`` are
+set in its workers, and its ``pip``/``uv``/``conda`` environment or ``py_executable`` is the
+interpreter they run. ``fleet --ray --runtime-env JSON`` gives the probe task that same
+``runtime_env`` (Ray builds it on each node as for the job), so the worker interpreter and the
+variables judged are the job's; each document's ``env_source`` names the runtime_env.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from archgap.probe.facts import ProbeResponse
@@ -85,21 +91,44 @@ def _connect(address: str | None) -> Any:
     return ray
 
 
+def runtime_env_source(runtime_env: dict[str, Any]) -> str:
+    """How a document names the environment judged: the runtime_env's fields (values of
+    env_vars left out: only the allowlisted ones are reported, in the facts' env)."""
+    parts = []
+    for key, value in sorted(runtime_env.items()):
+        if key == "env_vars" and isinstance(value, dict):
+            parts.append(f"env_vars: {', '.join(sorted(map(str, value)))}")
+        elif isinstance(value, str):
+            parts.append(f"{key}: {value}")
+        else:
+            parts.append(key)
+    return f"ray runtime_env ({'; '.join(parts)})"
+
+
 def run_probe_ray(
-    address: str | None, request: dict[str, Any], python: str | None, timeout: float
+    address: str | None,
+    request: dict[str, Any],
+    python: str | None,
+    timeout: float,
+    runtime_env: dict[str, Any] | None = None,
 ) -> RayResult:
-    """Probe every alive node once; ``python`` None: each worker's own interpreter."""
+    """Probe every alive node once, in the job's ``runtime_env`` where given; ``python`` None:
+    each worker's own interpreter (the runtime_env's, if it names one)."""
     ray = _connect(address)
     if isinstance(ray, TransportFailure):
         return RayResult((), ray)
     try:
-        return _probe_nodes(ray, request, python, timeout)
+        return _probe_nodes(ray, request, python, timeout, runtime_env)
     finally:
         ray.shutdown()
 
 
 def _probe_nodes(
-    ray: Any, request: dict[str, Any], python: str | None, timeout: float
+    ray: Any,
+    request: dict[str, Any],
+    python: str | None,
+    timeout: float,
+    runtime_env: dict[str, Any] | None,
 ) -> RayResult:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -110,9 +139,10 @@ def _probe_nodes(
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     payload = stdin_payload(probe_input(fill_python(request, python or ray_task.WORKER_PYTHON)))
     loader_args = remote_argv("python")[1:]
+    extra = {"runtime_env": runtime_env} if runtime_env else {}
     refs = [
         task.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False), **extra
         ).remote(python, loader_args, payload, timeout)
         for n in nodes
     ]
@@ -132,6 +162,9 @@ def _probe_nodes(
         target = Target("via", name, ("ray",), executable)
         if code is None:
             results.append((name, TransportFailure(TIMEOUT, f"{name}: {err}")))
-        else:
-            results.append((name, classify_probe(target, code, out, err)))
+            continue
+        answer = classify_probe(target, code, out, err)
+        if runtime_env and isinstance(answer, ProbeResponse):
+            answer = replace(answer, env_source=runtime_env_source(runtime_env))
+        results.append((name, answer))
     return RayResult(tuple(results))
