@@ -101,6 +101,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "fixes": (
         "tests/unit/test_fixes.py",
+        "tests/unit/test_kb_pretend_release.py",
         "tests/unit/test_jit_rules.py",
         "tests/integration/test_explain_incident.py",
     ),

@@ -215,8 +215,7 @@ def test_install_names_for_cuda14_come_from_data(pretend: None) -> None:
 # --- the pretend CUDA 14 moves the "long dropped" threshold and renumbers a GPU -------------
 
 
-def _long_dropped_13(data: Any) -> None:
-    _cuda14_toolkit(data)
+def _long_dropped_13(data: Any) -> None:  # over the 'pretend' fixture's toolkits.json
     data["long_dropped"]["before"] = "13.0"
 
 
@@ -265,3 +264,33 @@ def test_a_renumbered_capability_names_its_release_from_data(
     host, why = capability_host_cpu(ComputeCapability(13, 1))
     assert host == "aarch64"
     assert "compute capability 13.2 (13.1 before CUDA 14.0) is only NVIDIA Pretend 13" in why
+
+
+def _cuda14_family_only(data: Any) -> None:
+    data["toolkits"].append(
+        {
+            "cuda": "14.0",
+            "targets_added": ["sm_130", "sm_130f"],  # a family target and no 'a' one
+            "targets_dropped": [],
+            "ptx_isa": "10.0",
+            "min_driver_linux": "650.10.01",
+            "source": SRC,
+        }
+    )
+
+
+def test_the_arch_list_fix_offers_the_family_target_an_nvcc_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FlashInfer 0.7.4 builds 13.0 as 13.0a (jit.json: 'a' from major 10); a pretend nvcc 14.0
+    with sm_130f and no sm_130a cannot build that, and FLASHINFER_CUDA_ARCH_LIST is used
+    verbatim: 13.0f, which runs on 13.0 itself (its own family), is the fix."""
+    _amend(monkeypatch, {"toolkits.json": _cuda14_family_only})  # not over the 'pretend' one
+    try:
+        case = engine.FlashinferCase("0.7.4", ComputeCapability(13, 0), "14.0")
+        fixes = engine.flashinfer_fixes(case)
+    finally:
+        monkeypatch.undo()
+        _clear_caches()
+    assert fixes[0].env == (("FLASHINFER_CUDA_ARCH_LIST", "13.0f"),)
+    assert "nvcc 14.0 can build compute_130f" in fixes[0].action
