@@ -98,3 +98,12 @@ def test_a_malformed_line_is_one_clear_error(tmp_path: Path) -> None:
     root, listed = _checkout(tmp_path, "", "sixteen src/archgap/m.py::big\n")
     with pytest.raises(SystemExit, match=r"allowed.txt:1: expected 'SCORE path::name'"):
         _run(root, listed)
+
+
+def test_tighten_lowers_and_drops_but_never_adds(tmp_path: Path) -> None:
+    # big: 16 ifs (17), listed at 20; split: 14 ifs (15), listed at 18; new: 15 ifs (16), unlisted.
+    source = _ifs("big", 16) + _ifs("split", 14) + _ifs("new", 15)
+    listed_text = "# kept\n20 src/archgap/m.py::big\n18 src/archgap/m.py::split\n"
+    root, listed = _checkout(tmp_path, source, listed_text)
+    assert _gate().main(["--root", str(root), "--allowed", str(listed), "--tighten"]) == 1
+    assert listed.read_text() == "# kept\n17 src/archgap/m.py::big\n"  # 'new' still fails
