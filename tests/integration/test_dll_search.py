@@ -100,21 +100,39 @@ def test_delvewheel_patch_adds_the_libs_folder_beside_the_package() -> None:
     assert (found, unread) == (["W/demo_win.libs"], [])
 
 
-def test_torch_shape_adds_torch_lib_and_says_what_it_cannot_read() -> None:
-    """The shape of torch's ``_load_dll_libraries`` (torch/__init__.py, 2.x): ``th_dll_path =
-    os.path.join(os.path.dirname(__file__), "lib")``, the environment's Library/bin, filtered
-    by ``os.path.exists`` in a comprehension, then ``for dll_path in dll_paths:
-    os.add_dll_directory(dll_path)``."""
-    source = """
+TORCH_2 = """
 import os, sys
 def _load_dll_libraries():
     py_dll_path = os.path.join(sys.exec_prefix, "Library", "bin")
     th_dll_path = os.path.join(os.path.dirname(__file__), "lib")
     dll_paths = [p for p in (th_dll_path, py_dll_path) if os.path.exists(p)]
+    cuda_path = os.path.join(os.getenv("CUDA_PATH_V12_8", "C:/CUDA"), "bin")
+    dll_paths.extend(p for p in (cuda_path,) if os.path.exists(p))
     for dll_path in dll_paths:
         os.add_dll_directory(dll_path)
 """
-    assert registered_directories(source, "W/torch/__init__.py") == (["W/torch/lib"], [8])
+TORCH_1 = """
+import os, sys
+if sys.platform == "win32":
+    py_dll_path = os.path.join(sys.exec_prefix, "Library", "bin")
+    th_dll_path = os.path.join(os.path.dirname(__file__), "lib")
+    dll_paths = list(filter(os.path.exists, [th_dll_path, py_dll_path]))
+    for dll_path in dll_paths:
+        if sys.version_info >= (3, 8):
+            os.add_dll_directory(dll_path)
+"""
+
+
+@pytest.mark.parametrize("source", [TORCH_2, TORCH_1], ids=["2.x", "1.x"])
+def test_torch_shape_adds_torch_lib_and_says_what_it_cannot_read(source: str) -> None:
+    """The shapes of torch's Windows block in torch/__init__.py: 2.x's ``_load_dll_libraries``
+    (``th_dll_path = os.path.join(os.path.dirname(__file__), "lib")``, the environment's
+    Library/bin filtered by ``os.path.exists`` in a comprehension, CUDA_PATH_Vxx's bin added by
+    ``.extend``, then ``for dll_path in dll_paths: os.add_dll_directory(dll_path)``), and 1.x's
+    ``list(filter(os.path.exists, [...]))``: torch/lib is read, the rest depends on the
+    environment (that call is not all read)."""
+    found = registered_directories(source, "W/torch/__init__.py")
+    assert found == (["W/torch/lib"], lines_with(source, "os.add_dll_directory("))
 
 
 # --- the load rule on wheels: real DLLs, their real import tables ------------------------------

@@ -36,7 +36,7 @@ REGISTER = ("add_dll_directory", "AddDllDirectory")
 PATH_CALLS = ("abspath", "realpath", "normpath", "str", "fspath", "Path", "PurePath",
               "PureWindowsPath", "WindowsPath", "resolve", "absolute")  # fmt: skip
 
-SAME_VALUE = (*PATH_CALLS, "glob", "sorted")
+SAME_VALUE = (*PATH_CALLS, "glob", "sorted", "list", "tuple", "filter")
 Values = Tuple[List[str], bool]  # (the values found, whether some part was not read)
 
 
@@ -212,6 +212,8 @@ class _Evaluator:
             args = [func.value, *args] if name == "joinpath" or not args else args
         if name in ("join", "joinpath"):
             return self._join(args, depth)
+        if name == "filter" and len(args) == 2:  # filter(os.path.exists, [...]) only narrows
+            args = args[1:]
         if len(args) != 1:
             return [], True
         values, partial = self.value(args[0], depth + 1)
@@ -219,7 +221,7 @@ class _Evaluator:
             return [posixpath.dirname(v) for v in values if v != MODULE], partial
         if name == "files":  # importlib.resources.files(the package)
             return ([self.package], partial) if values == [MODULE] else ([], True)
-        # glob keeps its pattern ("*"); sorted, str, Path, abspath ... their argument
+        # glob keeps its pattern ("*"); sorted, list, str, Path, abspath ... their argument
         return (values, partial) if name in SAME_VALUE else ([], True)
 
     def _join(self, parts: Sequence[ast.expr], depth: int) -> Values:
