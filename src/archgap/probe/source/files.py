@@ -61,7 +61,7 @@ def python_files(
 
 
 def _take(
-    entry: os.DirEntry[str],
+    entry: os.DirEntry,  # type: ignore[type-arg]
     inside: Sequence[str],
     files: List[str],
     problems: List[Problem],
