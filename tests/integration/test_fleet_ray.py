@@ -8,6 +8,7 @@ libmix.so has SASS sm_75 ... sm_120: native on a T4 (7.5), so no gap on either n
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -125,3 +126,49 @@ def test_fleet_ray_without_a_cluster_is_an_unreachable_host() -> None:
     doc = json_output(result, "fleet")
     assert result.returncode == 2
     assert [u["kind"] for u in doc["unreachable"]] == ["unreachable"]
+
+
+def test_fleet_ray_judges_the_jobs_runtime_env(ray_cluster: str, tmp_path: Path) -> None:
+    """A Ray job runs in its runtime_env (Ray docs, "Environment Dependencies"): env_vars set in
+    its workers, py_executable the interpreter they run. The raylet's environment (this test's
+    venv, no TORCH_CUDA_ARCH_LIST) is not the job's. The job's interpreter here is a venv that
+    can start a Ray worker (a .pth to the directory ray is installed in) and holds fakekernels."""
+    import ray
+
+    venv = tmp_path / "job"
+    site = make_venv(venv)
+    install_fake_distribution(
+        site, "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}
+    )
+    (site / "ray_base.pth").write_text(f"{Path(ray.__file__).parents[1]}\n")
+    job_python = venv / "bin" / "python"
+    runtime_env = {"env_vars": {"TORCH_CUDA_ARCH_LIST": "12.0"}, "py_executable": str(job_python)}
+    env_file = tmp_path / "runtime_env.json"
+    env_file.write_text(json.dumps(runtime_env))
+    deadline = time.monotonic() + 60
+    while True:
+        result = run_cli("fleet", "--ray", ray_cluster, "--runtime-env", f"@{env_file}",
+                         "--json", "--sections", "gpu,python", timeout=300)  # fmt: skip
+        doc = json_output(result, "fleet")
+        if len(doc["hosts"]) + len(doc["unreachable"]) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    hosts = doc["hosts"]
+    assert len(hosts) == 2 and not doc["unreachable"], doc["unreachable"]
+    for host in hosts:
+        assert host["env"] == ["TORCH_CUDA_ARCH_LIST=12.0"], host["env"]
+        assert Path(host["python"].split(" ", 1)[1]) == job_python, host["python"]
+        assert "fakekernels==1.2.3" in host["packages"]
+    # The same cluster without it: the raylet's own environment, none of the job's.
+    result = run_cli("fleet", "--ray", ray_cluster, "--json", "--sections", "gpu,python",
+                     timeout=180)  # fmt: skip
+    for host in json_output(result, "fleet")["hosts"]:
+        assert host["env"] != ["TORCH_CUDA_ARCH_LIST=12.0"]
+        assert "fakekernels==1.2.3" not in host["packages"]
+    # A runtime_env Ray cannot build is each node's failure, never the raylet's env judged.
+    broken = json.dumps({"py_executable": str(tmp_path / "missing" / "python")})
+    result = run_cli("fleet", "--ray", ray_cluster, "--runtime-env", broken, "--json",
+                     "--sections", "gpu", "--timeout", "15", timeout=300)  # fmt: skip
+    doc = json_output(result, "fleet")
+    assert result.returncode == 2 and not doc["hosts"], doc["hosts"]
+    assert len(doc["unreachable"]) == 2
