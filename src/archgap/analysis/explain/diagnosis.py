@@ -30,6 +30,7 @@ from archgap.analysis.explain.chain import (
 from archgap.analysis.explain.gates import gate_ruling
 from archgap.analysis.explain.logparse import ParsedLog
 from archgap.analysis.explain.match import Focus, SignatureMatch, focus_of, site_relative
+from archgap.analysis.explain.rules.arch_token import build_targets
 from archgap.analysis.fixes.engine import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
 from archgap.analysis.jit.flashinfer import flashinfer_findings
 from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget
@@ -278,7 +279,7 @@ def _signature_cases(judgement: causes_.Judgement) -> tuple[CaseAnswer, ...]:
 
 
 def _ruling(focus: Focus, log: ParsedLog, gpus: Sequence[GpuTarget]) -> rules.Ruling | None:
-    facts = rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus))
+    facts = rules.log_facts(log, causes_.gpu_capabilities(log, gpus) or _arch_of(focus, log))
     for signature in dict.fromkeys((focus.root_signature, focus.signature)):
         gate = gate_of(signature.id)
         ruling = (
@@ -341,14 +342,17 @@ def _workers_note(match: SignatureMatch) -> str:
     return f", {times + ' ' if times else ''}from {shown}"
 
 
-def _arch_of(focus: Focus) -> tuple[str, ...]:
+def _arch_of(focus: Focus, log: ParsedLog) -> tuple[str, ...]:
     """The GPU's capability from the error itself ("Value 'sm_121a' is not defined" -> 12.1), for
-    signatures whose ``arch`` names the GPU; () otherwise."""
+    signatures whose ``arch`` names the GPU; () otherwise, and () when a build command in the
+    log names that arch with nvcc's flags (-arch sm_30: a target of the build, not the GPU)."""
     if not focus.signature.arch_is_gpu:
         return ()
     found = focus.signature.search(focus.primary.text)
     arch = found.groupdict().get("arch") if found else None
     cc = causes_.dotted(arch) if arch else None
+    if cc and cc.replace(".", "") in build_targets(t for _, t in log.messages):
+        return ()
     return (cc,) if cc else ()
 
 
@@ -406,7 +410,7 @@ def _exact_gpus(
 ) -> tuple[ComputeCapability, ...]:
     """The exact compute capabilities of the GPU in question: the examined or named GPUs, else
     the GPU the log states or names (not a build's arch list), else the target the error names."""
-    dotted = causes_.gpu_capabilities(log, gpus) or _arch_of(focus)
+    dotted = causes_.gpu_capabilities(log, gpus) or _arch_of(focus, log)
     found = (ComputeCapability.parse(cc) for cc in dotted)
     return tuple(dict.fromkeys(cc for cc in found if cc is not None))
 
@@ -569,7 +573,7 @@ def _signature_fixes(
 ) -> tuple[FixSuggestion, ...]:
     """The signatures' fixes: for the GPU where the log states it, else with a placeholder."""
     signature, root = focus.signature, focus.root_signature
-    ccs = facts["cc"].exact if "cc" in facts else _arch_of(focus)
+    ccs = facts["cc"].exact if "cc" in facts else _arch_of(focus, log)
     majors = {int(cc.split(".")[0]) for cc in ccs}
     if not majors:
         majors |= _majors_named(log)

@@ -8,6 +8,7 @@ the GPU's capability, a Makefile's -arch=native) produced it. nvcc's documented 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from archgap.analysis.explain.rules.facts import DETERMINED, PTXAS, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import gpu_words
@@ -68,3 +69,27 @@ def not_an_arch(error: str, facts: LogFacts, tool: str) -> Ruling | None:
             f"a toolkit switch does not fix it"
         )
     return Ruling("arch-token", f"{cause}{gpu_words(facts)}", DETERMINED, (explicit,))
+
+
+# nvcc's own flags that name a target of the build (nvcc's option reference: -arch /
+# --gpu-architecture, -code / --gpu-code, -gencode / --generate-code arch=...,code=...).
+_BUILD_FLAG = re.compile(
+    r"(?:--?(?:gpu-architecture|arch|gpu-code|code)[= ]|arch=|code=)\s*"
+    r"['\"\[]?(?:sm|compute)_(?P<sm>\d{2,3})[af]?\b",
+    re.I,
+)
+# Builds that target the GPU they run on (their flags are the GPU's own): FlashInfer's JIT in
+# ~/.cache/flashinfer, torch's extensions in ~/.cache/torch_extensions, Triton's compiles.
+_JIT_BUILD = re.compile(r"(?i)[/\\]\.cache[/\\]|torch_extensions|flashinfer|triton")
+
+
+def build_targets(lines: Iterable[str]) -> frozenset[str]:
+    """The targets ("30", "120") a build command in the log names with nvcc's flags, except in a
+    command of a JIT that builds for the GPU it runs on: a target of the build, which says
+    nothing of the GPU (a build script for sm_30 runs on any machine)."""
+    return frozenset(
+        m.group("sm")
+        for line in lines
+        if not _JIT_BUILD.search(line)
+        for m in _BUILD_FLAG.finditer(line)
+    )
