@@ -18,11 +18,18 @@ INSTALL_TIMEOUT = 900  # pip install from the package index; a hang is a failure
 
 
 def tracked_files() -> list[str]:
-    """The checkout's tracked files (``git ls-files``), as they are in the working tree."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode()
-    return sorted(name for name in listed.split("\0") if name and (ROOT / name).is_file())
+    """The checkout's tracked files (``git ls-files``), as they are in the working tree. In an
+    unpacked sdist (no .git), the files the sdist was made of: its SOURCES.txt, less what
+    setuptools generated there."""
+    if (ROOT / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+        ).stdout.decode()
+        names = listed.split("\0")
+    else:
+        sources = ROOT / "src" / "archgap.egg-info" / "SOURCES.txt"
+        names = [n for n in sources.read_text().splitlines() if "archgap.egg-info/" not in n]
+    return sorted(name for name in names if name and (ROOT / name).is_file())
 
 
 def tracked_copy(dest: Path) -> Path:
