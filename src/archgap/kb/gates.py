@@ -24,6 +24,7 @@ RULES = (
     "driver-minimum",
     "toolkit-version",
     "ptx-minimum",
+    "build-list-minimum",
 )
 PREFIX = "gate:"
 
@@ -39,6 +40,16 @@ class Older:
     serves_from: str  # the lowest capability it served: "6.0"
     release: str
     source: str
+
+
+@dataclass(frozen=True)
+class Build:
+    """One of the libraries a release ships, the architectures it carries (read from its device
+    code) and the switch that loads it."""
+
+    libraries: str
+    archs: str  # "60 70 75 80 86 89 90"
+    switch: str
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class Gate:
     accepts: tuple[str, ...] = ()  # family: the capabilities it runs on ("9.x", "10.0")
     instead: str = ""  # what the framework itself says to do instead ("--dtype=half")
     project: str = ""  # the top-level project whose source prints it (see project_of)
+    builds: tuple[Build, ...] = ()  # built-for without a list: the libraries the release ships
 
     @property
     def signature_id(self) -> str:
@@ -83,6 +95,9 @@ def _gate(entry: dict[str, Any]) -> Gate:
             accepts=tuple(entry.get("accepts", ())),
             instead=entry.get("instead", ""),
             project=project_of(entry),
+            builds=tuple(
+                Build(b["libraries"], b["archs"], b["switch"]) for b in entry.get("builds", ())
+            ),
         )
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise GateError(f"bad gate entry {entry.get('id', '?')}: {exc}") from exc

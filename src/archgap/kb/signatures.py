@@ -283,13 +283,28 @@ def gate_signatures() -> tuple[Signature, ...]:
             project=gate.framework,
             keywords=gate.keywords,
             patterns=(gate.pattern,),
-            meaning=f"{gate.framework}'s check on the GPU's compute capability ({gate.rule})",
-            causes=(Cause("the GPU's compute capability is outside what it serves", gate.source),),
+            meaning=f"{gate.framework}'s check on {_checked(gate.rule)} ({gate.rule})",
+            causes=(Cause(f"{_outside(gate.rule)} is outside what it serves", gate.source),),
             raise_sites=(),
             fixes=(),
             source=gate.source,
         )
         for gate in load_gates()
+    )
+
+
+def _checked(rule: str) -> str:
+    """What a gate of ``rule`` checks: the GPU, or (build-list-minimum) the build's arch list."""
+    return (
+        "its build's arch list" if rule == "build-list-minimum" else "the GPU's compute capability"
+    )
+
+
+def _outside(rule: str) -> str:
+    return (
+        "a target of the build's arch list"
+        if rule == "build-list-minimum"
+        else "the GPU's compute capability"
     )
 
 

@@ -20,16 +20,19 @@ numbering does:
   fails whatever the GPU: a newer toolkit (one that still targets the GPU), or a prebuilt wheel;
 - ptx-minimum: each target needs the PTX ISA version that introduced it (NVIDIA's PTX ISA
   release notes; LLVM's own error names that minimum), so PTX asked for an older ISA cannot
-  name it: the caller's PTX version, not the GPU, is the gap.
+  name it: the caller's PTX version, not the GPU, is the gap;
+- build-list-minimum: a build's configure step checks its own arch list (OpenCV's CUDA_ARCH_BIN)
+  against a minimum: targets below it are a build setting to remove, whatever the GPU.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from archgap.analysis.explain.causes import HOW_CC, dotted
 from archgap.analysis.explain.rules import CONDITIONAL, DETERMINED, LogFacts, Ruling, raiser
-from archgap.analysis.fixes.engine import AVOID, TOOLKIT, UPGRADE, Fix
+from archgap.analysis.fixes.engine import AVOID, ENV, TOOLKIT, UPGRADE, Fix
 from archgap.kb import toolchain as kb
 from archgap.kb.gates import Gate
 
@@ -45,12 +48,11 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
         return None
     got = {k: v for k, v in found.groupdict().items() if v}
     who = _who(gate, facts)
-    if gate.rule == "driver-minimum":
-        return _driver_minimum(gate, who, got, facts)
-    if gate.rule == "toolkit-version":
-        return _toolkit_version(gate, who, got, facts)
     if gate.rule == "ptx-minimum":
         return _ptx_minimum(gate, who, got)
+    of_versions = _VERSION_RULES.get(gate.rule)  # rules the GPU plays no part in
+    if of_versions is not None:
+        return of_versions(gate, who, got, facts)
     cc = _cc(got) or (facts.ccs[0] if len(facts.ccs) == 1 else None)
     listed = _listed(got.get("list", ""))
     if gate.rule == "built-for":
@@ -195,6 +197,8 @@ def _built_for(
     gate: Gate, who: str, cc: str | None, listed: list[str], facts: LogFacts
 ) -> Ruling | None:
     """A build's architecture list against the GPU, by NVIDIA's binary compatibility rule."""
+    if not listed and gate.builds:
+        return _shipped(gate, who, cc, facts)
     built = " ".join(listed)
     if cc is None:
         if not listed:
@@ -238,6 +242,54 @@ def _built_for(
     if gate.older is not None and _key(cc) >= _key(gate.older.serves_from):
         fixes.insert(0, Fix(f"install {gate.older.release}", gate.older.source, kind=UPGRADE))
     return Ruling("framework-gate", cause, DETERMINED, tuple(fixes))
+
+
+def _shipped(gate: Gate, who: str, cc: str | None, facts: LogFacts) -> Ruling | None:
+    """A message without the build's list, of a release whose libraries' lists are known: which
+    of them runs on the GPU (SASS for sm_XY runs on X.Z with Z >= Y), and its switch."""
+    shipped = "; ".join(f"{b.libraries}: {' '.join(_listed(b.archs))}" for b in gate.builds)
+    if cc is None:
+        cause = f"{who}'s libraries ({gate.release}) are built for: {shipped}; the log does not "
+        decide = (f"the GPU's compute capability: {HOW_CC}",)
+        return Ruling("framework-gate", cause + "say the GPU's", CONDITIONAL, (), decide)
+    runs = [b for b in gate.builds if any(_sass_runs(t, cc) for t in _listed(b.archs))]
+    target, gpu = "sm_" + cc_int(cc), _gpu(facts, cc)
+    if len(runs) == len(gate.builds):  # every library of that release runs on this GPU
+        cause = (
+            f"every library of {gate.release} has code for the GPU{gpu}; an older release of "
+            f"{who}, or a build of one's own, may lack {target}"
+        )
+        decide = (
+            f"the {who} version (`pip show {who}`), and the arch list of a build of one's own",
+        )
+        upgrade = Fix(
+            f"install {gate.release} or newer", f"its libraries carry {target}", kind=UPGRADE
+        )
+        return Ruling("framework-gate", cause, CONDITIONAL, (upgrade,), decide)
+    if not runs:
+        cause = f"no library of {who} ({gate.release}) has code for the GPU{gpu}: {shipped}"
+        fixes: tuple[Fix, ...] = (
+            Fix(
+                f"run without {who} on this GPU (another quantization backend, or the CPU)",
+                f"none of {gate.release}'s libraries carries {target}",
+                kind=AVOID,
+            ),
+        )
+        return Ruling("framework-gate", cause, DETERMINED, fixes)
+    cause = (
+        f"{who} loaded a library without code for the GPU{gpu}: in {gate.release} only "
+        f"{', '.join(b.libraries for b in runs)} carry {target} or an older minor of it ({shipped})"
+    )
+    fixes = tuple(
+        Fix(
+            f"load {b.libraries}: {b.switch} (it picks the library of torch's CUDA otherwise), "
+            f"or install a torch built with that CUDA",
+            f"{gate.release}'s libraries as read ({gate.source})",
+            kind=ENV,
+        )
+        for b in runs
+    )
+    return Ruling("framework-gate", cause, DETERMINED, fixes)
 
 
 def _driver_minimum(gate: Gate, who: str, got: dict[str, str], facts: LogFacts) -> Ruling | None:
@@ -342,6 +394,47 @@ def _ptx_minimum(gate: Gate, who: str, got: dict[str, str]) -> Ruling | None:
         ),
     )
     return Ruling("ptx-gate", cause, DETERMINED, fixes)
+
+
+def _build_list_minimum(
+    gate: Gate, who: str, got: dict[str, str], facts: LogFacts
+) -> Ruling | None:
+    """A configure step that rejects its own arch list: the list names targets below the
+    minimum, a setting of the build; the GPU decides only which list to give instead."""
+    need = _need(got) or gate.need
+    if need is None:
+        return None
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
+    cause = (
+        f"{who}'s build configuration lists architectures below compute capability {need} "
+        f"(CUDA_ARCH_BIN), and its configure step refuses any target under that minimum: the "
+        "build's own arch list, not the GPU, stops it"
+    )
+    keep = (
+        f"-D CUDA_ARCH_BIN={cc} for the GPU{_gpu(facts, cc)}"
+        if cc and _key(cc) >= _key(need)
+        else f"e.g. -D CUDA_ARCH_BIN=<your GPU's compute capability, {need} or newer>"
+    )
+    fixes = [
+        Fix(
+            f"remove the architectures below {need} from CUDA_ARCH_BIN (and CUDA_ARCH_PTX): {keep}",
+            f"{who}'s own check ({gate.source})",
+            kind=ENV,
+        ),
+        *_instead(gate),
+    ]
+    if cc and _key(cc) < _key(need):  # no arch list makes that part run on this GPU
+        cause += f"; the GPU{_gpu(facts, cc)} is itself below {need}, so it needs the other way"
+        fixes = fixes[1:] or fixes
+    return Ruling("build-gate", cause, DETERMINED, tuple(fixes))
+
+
+# The rules decided by versions or by the build's own list, not by the GPU's capability.
+_VERSION_RULES: dict[str, Callable[[Gate, str, dict[str, str], LogFacts], Ruling | None]] = {
+    "driver-minimum": _driver_minimum,
+    "toolkit-version": _toolkit_version,
+    "build-list-minimum": _build_list_minimum,
+}
 
 
 def _first_isa(target: str) -> str | None:

@@ -115,7 +115,7 @@ def focus_of(log: ParsedLog, signatures: Sequence[Signature]) -> Focus | None:
     if not matches:
         return None
     by_id = {s.id: s for s in signatures}
-    primary = _primary(matches, by_id)
+    primary = _primary(matches, by_id, log)
     explaining = _explaining(primary, matches, by_id)
     built = ""
     if explaining is None:
@@ -138,18 +138,24 @@ def packages_at(log: ParsedLog, match_line: int, text: str) -> frozenset[str]:
     and the paths of its message name; for an error on a line of its own (a build's output),
     the paths of the lines of its build before it (the command that failed) and of the
     traceback just before it (``RuntimeError: Ninja build failed. Ninja output:``)."""
-    names: list[str] = []
     texts = [text]
     tracebacks = [tb for tb in log.tracebacks if tb.first_line == match_line]
     if not tracebacks:  # a build's output: its command, and the traceback that printed it
-        texts += [t for n, t in log.messages if match_line - _BUILD_BLOCK <= n <= match_line]
+        texts += _lines_before(log, match_line)
         near = [tb for tb in log.tracebacks if match_line - _BUILD_BLOCK <= tb.first_line]
         tracebacks = [tb for tb in near if tb.first_line < match_line][-1:]
     for tb in tracebacks:
         texts += [tb.message, *(f.file for f in tb.frames)]
-    for chunk in texts:
-        names += [m.group("name") for m in _PACKAGE_PATH.finditer(chunk)]
+    names = [m.group("name") for chunk in texts for m in _PACKAGE_PATH.finditer(chunk)]
     return frozenset(n for n in names if n not in _NOT_PACKAGES)
+
+
+def _lines_before(log: ParsedLog, match_line: int) -> list[str]:
+    """The lines of the build block before ``match_line``: its messages, and frames pasted
+    without a traceback's header (site_file evidence)."""
+    lines = [t for n, t in log.messages if match_line - _BUILD_BLOCK <= n <= match_line]
+    pasted = log.evidence_of("site_file")
+    return lines + [e.text for e in pasted if match_line - _BUILD_BLOCK <= e.line <= match_line]
 
 
 def _failed_build(
@@ -194,16 +200,32 @@ def _later_error(
     return Later(text, last.first_line, bool(shared), shared[0] if shared else "")
 
 
-def _primary(matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature]) -> SignatureMatch:
+def _primary(
+    matches: tuple[SignatureMatch, ...], by_id: Mapping[str, Signature], log: ParsedLog
+) -> SignatureMatch:
     """The error the log ends with: the last traceback's match, else the last non-secondary
     architecture match, else the last non-secondary one (a warning about NCCL after a ptxas
-    failure does not hide the failure)."""
+    failure does not hide the failure). Two signatures on the same line: the one whose project
+    the error's frames or paths name (bitsandbytes' own message over the generic 'no kernel
+    image' in it), else the first known."""
     in_tb = [m for m in matches if m.in_traceback]
-    if in_tb:
-        return max(in_tb, key=lambda m: m.line)
     primary = [m for m in matches if not by_id[m.signature].secondary]
     arch = [m for m in primary if by_id[m.signature].architecture]
-    return max(arch or primary or list(matches), key=lambda m: m.line)
+    pool = in_tb or arch or primary or list(matches)
+    last = max(m.line for m in pool)
+    return _named_first([m for m in pool if m.line == last], by_id, log)
+
+
+def _named_first(
+    tied: list[SignatureMatch], by_id: Mapping[str, Signature], log: ParsedLog
+) -> SignatureMatch:
+    """Of matches on one line, the one whose project the line's frames or paths name."""
+    if len(tied) > 1:
+        named = packages_at(log, tied[0].line, tied[0].text)
+        for match in tied:
+            if by_id[match.signature].project.lower() in named:
+                return match
+    return tied[0]
 
 
 def _explaining(

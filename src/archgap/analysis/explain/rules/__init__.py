@@ -13,8 +13,9 @@ None and the signature's own knowledge answers.
 
 One module per rule family: ``toolkit`` (a compiler rejected a target), ``nvrtc``, ``ptx`` (PTX
 ISA), ``tensorrt``, ``torch_archs`` (torch's arch list), ``kernel_image`` (no kernel image) and
-``capability`` (a package's own gate); ``facts`` holds what they read and answer, ``words`` what
-they all say. ``decide`` picks the rule by the signature's id (``RULES``).
+``capability`` (a package's own gate), ``cudnn`` (cuDNN's ARCH_MISMATCH); ``facts`` holds what
+they read and answer, ``words`` what they all say. ``decide`` picks the rule by the signature's
+id (``RULES``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from archgap.analysis.explain.rules.capability import capability_gate, raiser
+from archgap.analysis.explain.rules.cudnn import cudnn_arch_mismatch
 from archgap.analysis.explain.rules.facts import (
     CONDITIONAL,
     DETERMINED,
@@ -97,6 +99,7 @@ RULES: dict[str, Rule] = {
     "cuda-no-kernel-image": _of_facts(no_kernel_image),
     "cuda-device-kernel-image-invalid": _cupy_kernel_image,
     "capability-gate": capability_gate,
+    "cudnn-status-arch-mismatch": _of_facts(cudnn_arch_mismatch),
 }
 
 

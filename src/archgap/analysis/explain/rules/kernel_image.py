@@ -16,7 +16,7 @@ from archgap.analysis.verdicts.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
 
 # Packages whose own kernels a "no kernel image" names, most specific first.
-_PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy", "ggml", "ctranslate2", "mxnet")
+_PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy", "ggml", "ctranslate2", "mxnet", "bellperson")
 # Packages built by their own CMake or make, not torch's extension builder (which alone reads
 # TORCH_CUDA_ARCH_LIST): the switch that sets their architectures. ggml: llama.cpp's
 # docs/build.md (-DCMAKE_CUDA_ARCHITECTURES); CTranslate2: its CMakeLists.txt CUDA_ARCH_LIST
@@ -25,6 +25,20 @@ _OWN_BUILD = {
     "ggml": "CMAKE_CUDA_ARCHITECTURES={sm}",
     "ctranslate2": '-DCUDA_ARCH_LIST="{cc}"',
     "mxnet": "CUDA_ARCH=-gencode arch=compute_{sm},code=sm_{sm}",
+    "bellperson": "BELLMAN_CUDA_NVCC_ARGS='--fatbin --gpu-architecture=sm_{sm} "
+    "--generate-code=arch=compute_{sm},code=sm_{sm}'",
+}
+# Packages whose released source states the oldest GPU they support: (that capability, the
+# switch to their CPU path, where).
+# bellperson: README.md at v0.27.0, "Requirements: NVIDIA (Turing or newer)", BELLMAN_NO_GPU and
+# BELLMAN_CUDA_NVCC_ARGS (https://github.com/filecoin-project/bellperson/tree/v0.27.0).
+_MINIMUM = {
+    "bellperson": (
+        "7.5",
+        "BELLMAN_NO_GPU=1, its switch to the CPU path",
+        "bellperson's README (v0.27.0): 'NVIDIA (Turing or newer)'; "
+        "https://github.com/filecoin-project/bellperson/blob/v0.27.0/README.md",
+    )
 }
 
 
@@ -54,6 +68,9 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
     cc = facts.ccs[0]
     sm = cc.replace(".", "")
     gpu = gpu_words(facts)
+    below = _below_minimum(package, cc, gpu)
+    if below is not None:
+        return below
     last = kb.last_toolkit_for(f"sm_{sm}")
     if last is not None and kb.long_dropped(last):  # kb/toolkits.json "long_dropped"
         return Ruling(
@@ -96,6 +113,28 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
         DETERMINED if package else CONDITIONAL,
         tuple(fixes),
         () if package else ("which package's kernel failed: the traceback's frames",),
+    )
+
+
+def _below_minimum(package: str | None, cc: str, gpu: str) -> Ruling | None:
+    """A GPU older than the oldest its package's released source says it supports: no build of
+    it is meant to run there."""
+    need, switch, source = _MINIMUM.get(package or "", ("", "", ""))
+    if not need or (kb.major_minor(cc) or (0, 0)) >= (kb.major_minor(need) or (0, 0)):
+        return None
+    return Ruling(
+        "no-kernel-image",
+        f"{package} supports compute capability {need} and newer only, and the GPU is "
+        f"older{gpu}: its kernels are not built for it",
+        DETERMINED,
+        (
+            Fix(
+                f"run {package} without the GPU on this machine ({switch}), or on a GPU with "
+                f"compute capability {need} or newer",
+                source,
+                kind=ENV,
+            ),
+        ),
     )
 
 

@@ -1,0 +1,54 @@
+"""cuDNN's CUDNN_STATUS_ARCH_MISMATCH: cuDNN documents it only as an architecture mismatch of the
+GPU and the call, which leaves two causes apart; the answer names both and what decides between
+them, never one of them alone."""
+
+from __future__ import annotations
+
+from archgap.analysis.explain.rules.facts import CONDITIONAL, Case, LogFacts, Ruling
+from archgap.analysis.explain.rules.words import gpu_words
+from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+
+SUPPORT_MATRIX = (
+    "https://docs.nvidia.com/deeplearning/cudnn/backend/latest/reference/support-matrix.html"
+)
+
+
+def cudnn_arch_mismatch(facts: LogFacts) -> Ruling:
+    """Either this cuDNN has no kernels for the GPU, or the function called needs a newer GPU:
+    whether the cuDNN release's support matrix lists the GPU's compute capability decides."""
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
+    gpu = f"compute capability {cc}" if cc else "the GPU's compute capability"
+    release = Fix(
+        f"use a cuDNN release whose support matrix lists {gpu} (the cuDNN the framework "
+        "bundles: its nvidia-cudnn wheel, or a framework build for another CUDA)",
+        f"cuDNN's support matrix: {SUPPORT_MATRIX}",
+        kind=UPGRADE,
+    )
+    call = Fix(
+        "use a data type or algorithm of that call the GPU has (e.g. FP16/FP32 instead of "
+        "FP8/BF16), or run that operation without cuDNN (torch.backends.cudnn.enabled = False)",
+        "the GPU is supported; the call needs a newer architecture",
+        kind=ENV,
+    )
+    cases = (
+        Case(
+            f"if this cuDNN release's support matrix does not list {gpu}",
+            f"this cuDNN has no kernels for the GPU{gpu_words(facts)}",
+            (release,),
+        ),
+        Case(
+            f"if it lists {gpu}",
+            "the function called needs a feature of a newer architecture than the GPU's",
+            (call,),
+        ),
+    )
+    cause = (
+        "cuDNN reports an architecture mismatch of the GPU and the call "
+        f"(CUDNN_STATUS_ARCH_MISMATCH){gpu_words(facts)}: either this cuDNN release has no "
+        "kernels for the GPU, or the function called needs a newer GPU"
+    )
+    decide = (
+        "the cuDNN version (torch.backends.cudnn.version(), or the nvidia-cudnn wheel) against "
+        f"its support matrix ({SUPPORT_MATRIX}), and {gpu}",
+    )
+    return Ruling("cudnn-arch", cause, CONDITIONAL, (release, call), decide, cases)
