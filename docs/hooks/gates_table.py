@@ -62,7 +62,8 @@ def table() -> str:
         )
     lines += [
         "",
-        "Facts in any wording (a line that carries a required and a current capability):",
+        "Facts in any wording (a line that carries a required capability, or a build's list, "
+        "and the current one):",
         "",
         "| id | example | rule |",
         "|---|---|---|",
