@@ -205,15 +205,9 @@ class _Evaluator:
         return self.value(generators[0].iter, depth + 1)  # a filter only narrows
 
     def _call(self, node: ast.Call, depth: int) -> Values:
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        args = list(node.args)
-        if isinstance(func, ast.Attribute) and (name == "joinpath" or name in PATH_CALLS):
-            args = [func.value, *args] if name == "joinpath" or not args else args
+        name, args = _arguments(node)
         if name in ("join", "joinpath"):
             return self._join(args, depth)
-        if name == "filter" and len(args) == 2:  # filter(os.path.exists, [...]) only narrows
-            args = args[1:]
         if len(args) != 1:
             return [], True
         values, partial = self.value(args[0], depth + 1)
@@ -237,6 +231,20 @@ class _Evaluator:
             values = [posixpath.join(v, f) if v else f for v in values for f in found]
             values = values[:MAX_VALUES]
         return values, partial
+
+
+def _arguments(node: ast.Call) -> Tuple[str, List[ast.expr]]:
+    """(the called name, the arguments that make its value): a method's object first
+    (``Path(x).joinpath("lib")``, ``Path(x).resolve()``), ``filter``'s iterable alone (the
+    predicate only narrows)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    args = list(node.args)
+    if isinstance(func, ast.Attribute) and (name == "joinpath" or name in PATH_CALLS):
+        args = [func.value, *args] if name == "joinpath" or not args else args
+    if name == "filter" and len(args) == 2:
+        args = args[1:]
+    return name, args
 
 
 def _dotted(node: ast.expr) -> Optional[str]:
