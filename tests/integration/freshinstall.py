@@ -41,31 +41,26 @@ def tracked_copy(dest: Path) -> Path:
     return dest
 
 
-class Venv:
-    """A virtual environment made with ``python -m venv``, and a shell activated in it."""
+class Shell:
+    """A shell as a newcomer's: the caller's environment (pip's configuration, HOME for its cache)
+    with ``bin`` first on PATH, then only the system's directories (never the virtual
+    environment the tests run in), plus ``extra`` variables."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, bin_dir: Path, path: tuple[Path, ...] = (), **extra: str) -> None:
+        self.bin = bin_dir
         self.path = path
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
-        config = (path / "pyvenv.cfg").read_text()
-        assert "include-system-site-packages = false" in config, config
-
-    @property
-    def bin(self) -> Path:
-        return self.path / "bin"
+        self.extra = extra
 
     def environment(self) -> dict[str, str]:
-        """The caller's environment (pip's configuration, HOME for its cache) as ``source
-        venv/bin/activate`` leaves it: the venv first on PATH, then only the system's
-        directories (not the virtual environment the tests run in)."""
         env = {
             key: value
             for key, value in os.environ.items()
             if key not in _LEAKS and not key.startswith("COVERAGE")
         }
-        env["PATH"] = f"{self.bin}:/usr/local/bin:/usr/bin:/bin"
-        env["VIRTUAL_ENV"] = str(self.path)
-        return env
+        env["PATH"] = ":".join(
+            [str(self.bin), *map(str, self.path), "/usr/local/bin:/usr/bin:/bin"]
+        )
+        return {**env, **self.extra}
 
     def shell(self, command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         """``command`` as typed into that shell: bash, stdout and stderr together."""
@@ -78,3 +73,32 @@ class Venv:
             text=True,
             timeout=INSTALL_TIMEOUT,
         )
+
+
+class Venv(Shell):
+    """A virtual environment made with ``python -m venv``, and a shell activated in it (as
+    ``source venv/bin/activate`` leaves it)."""
+
+    def __init__(self, path: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+        config = (path / "pyvenv.cfg").read_text()
+        assert "include-system-site-packages = false" in config, config
+        super().__init__(path / "bin", VIRTUAL_ENV=str(path))
+        self.prefix = path
+
+
+def pipx_shell(home: Path) -> Shell:
+    """A shell with pipx (the test extras' own, alone in a directory on PATH) whose home and
+    application directory are under ``home``; the applications' directory first on PATH, as
+    ``pipx ensurepath`` leaves it."""
+    tools = home / "tools"
+    tools.mkdir(parents=True)
+    (tools / "pipx").symlink_to(Path(sys.executable).parent / "pipx")
+    bin_dir = home / "bin"
+    return Shell(
+        bin_dir,
+        (tools,),
+        PIPX_HOME=str(home / "pipx"),
+        PIPX_BIN_DIR=str(bin_dir),
+        PIPX_MAN_DIR=str(home / "man"),
+    )

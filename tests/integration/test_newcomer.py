@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 
 from tests.docs.examples import Sandbox, matches, steps
 from tests.helpers import ROOT
-from tests.integration.freshinstall import Venv, tracked_copy
+from tests.integration.freshinstall import Shell, Venv, pipx_shell, tracked_copy
 
 README = ROOT / "README.md"
 VENV_HINT = "in a virtual environment:"
@@ -41,16 +41,15 @@ def section(heading: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def venv_install_command() -> str:
-    """The Install section's first command as a newcomer in a virtual environment runs it: the
-    first line is ``pipx install .  # or, in a virtual environment: pip install .``."""
+def install_commands() -> dict[str, str]:
+    """The Install section's first line, ``pipx install .  # or, in a virtual environment: pip
+    install .``, as its two commands: with pipx, and in a virtual environment."""
     language, text = section("Install")[0]
     assert language == "sh", language
     first = text.splitlines()[0]
     command, _, comment = first.partition("#")
-    assert command.split()[:2] == ["pipx", "install"], first
     assert VENV_HINT in comment, f"the README no longer says what to run in a venv: {first!r}"
-    return comment.split(VENV_HINT, 1)[1].strip()
+    return {"pipx": command.strip(), "venv": comment.split(VENV_HINT, 1)[1].strip()}
 
 
 def exit_code_meanings() -> dict[int, str]:
@@ -63,52 +62,56 @@ def exit_code_meanings() -> dict[int, str]:
 
 
 class NewcomerSandbox(Sandbox):
-    """The examples' sandbox, with the fresh venv's archgap on PATH instead of this one's."""
+    """The examples' sandbox, run in the newcomer's shell: its archgap on PATH, not this one's."""
 
-    def __init__(self, root: Path, venv: Venv) -> None:
+    def __init__(self, root: Path, shell: Shell) -> None:
         super().__init__(root)
-        self.venv = venv
+        self.shell = shell
 
     def environment(self) -> dict[str, str]:
-        env = super().environment()
-        env["PATH"] = f"{self.venv.bin}:/usr/local/bin:/usr/bin:/bin"
-        env["VIRTUAL_ENV"] = str(self.venv.path)
-        return {k: v for k, v in env.items() if not k.startswith("COVERAGE")}
+        env = {k: v for k, v in super().environment().items() if not k.startswith("COVERAGE")}
+        return {**env, "PATH": self.shell.environment()["PATH"], **self.shell.extra}
 
 
 @dataclass(frozen=True)
 class Newcomer:
     checkout: Path
-    venv: Venv
+    shell: Shell
     command: str
     install_output: str
     install_status: int
 
 
-@pytest.fixture(scope="module")
-def newcomer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Newcomer]:
-    home = tmp_path_factory.mktemp("newcomer")
+@pytest.fixture(scope="module", params=["venv", "pipx"])
+def newcomer(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Newcomer]:
+    """The README's install, each way it gives, in a copy of the tracked files."""
+    home = tmp_path_factory.mktemp(f"newcomer-{request.param}")
     checkout = tracked_copy(home / "archgap")
-    venv = Venv(home / "venv")
-    command = venv_install_command()
-    done = venv.shell(command, cwd=checkout)
-    yield Newcomer(checkout, venv, command, done.stdout, done.returncode)
+    shell = Venv(home / "venv") if request.param == "venv" else pipx_shell(home)
+    command = install_commands()[request.param]
+    done = shell.shell(command, cwd=checkout)
+    yield Newcomer(checkout, shell, command, done.stdout, done.returncode)
 
 
 def test_the_install_command_installs_archgap(newcomer: Newcomer) -> None:
-    assert newcomer.command == "pip install .", newcomer.command
+    assert newcomer.command in {"pip install .", "pipx install ."}, newcomer.command
     assert newcomer.install_status == 0, newcomer.install_output[-4000:]
-    # A real install (a built wheel unpacked into the venv), not a link back to the checkout.
-    where = newcomer.venv.shell(
-        "python -c 'import archgap, sys; print(archgap.__file__); print(sys.prefix)'",
+    found = newcomer.shell.shell("command -v archgap", cwd=newcomer.checkout)
+    assert found.stdout.strip() == str(newcomer.shell.bin / "archgap"), found.stdout
+    # A real install (a built wheel unpacked into its own environment, no system site packages),
+    # not a link back to the checkout, and not the environment the tests run in.
+    python = Path(found.stdout.strip()).resolve().parent / "python"
+    where = newcomer.shell.shell(
+        f"'{python}' -c 'import archgap, sys; print(archgap.__file__, sys.prefix)'",
         cwd=newcomer.checkout,
     )
     module, prefix = where.stdout.split()
-    assert Path(prefix) == newcomer.venv.path
-    assert Path(module).is_relative_to(newcomer.venv.path / "lib"), module
-    assert Path(sys.prefix) != newcomer.venv.path
-    found = newcomer.venv.shell("command -v archgap", cwd=newcomer.checkout)
-    assert found.stdout.strip() == str(newcomer.venv.bin / "archgap"), found.stdout
+    assert Path(module).is_relative_to(Path(prefix) / "lib"), module
+    assert Path(prefix) != Path(sys.prefix) and not Path(prefix).is_relative_to(newcomer.checkout)
+    config = (Path(prefix) / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = false" in config, config
 
 
 def test_the_quick_start_prints_what_the_readme_shows(
@@ -118,7 +121,7 @@ def test_the_quick_start_prints_what_the_readme_shows(
     blocks = section("Quick start")
     sessions = [text for language, text in blocks if language == "console"]
     assert sessions, f"no console session under '## Quick start': {[b[0] for b in blocks]}"
-    sandbox = NewcomerSandbox(tmp_path_factory.mktemp("quickstart"), newcomer.venv)
+    sandbox = NewcomerSandbox(tmp_path_factory.mktemp("quickstart"), newcomer.shell)
     meanings = exit_code_meanings()
     for session in sessions:
         for step in steps(session):
