@@ -409,21 +409,27 @@ class Collector:
         fields = struct.unpack(order + layout.format[1:], data[: layout.size])
         machine, shoff, entry, count = fields[2], fields[6], fields[11], fields[12]
         cuda = data[4] == 2 and data[5] == 1 and machine == EM_CUDA
-        if base == 0 and not cuda and not cuda_only:  # a library: its names, its compilers
-            for needle in (NAMES_MARK, *COMPILER_MARKS):
-                self.needles.setdefault(needle, array("q"))
-            self.tail_length = max(len(n) for n in self.needles) - 1
-        if not cuda and not cuda_only and data[4:6] == b"\x02\x01" and base not in self.images:
-            phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-            if phentsize == ELF64_PROGRAM.size and phnum:  # what dynamic_needs reads
-                rule = lambda at, got: self._segments(base, got)  # noqa: E731
-                self.want(base + phoff, phentsize * phnum, rule)
+        if not cuda and not cuda_only:
+            self._library(base, data, fields)
         if (cuda_only and not cuda) or not shoff or entry not in (40, 64) or base in self.images:
             return
         self.images[base] = True
         table = base + shoff
         rule = lambda at, got: self._table(base, at, got, order, fields, cuda)  # noqa: E731
         self.want(table, entry * min(count or 1, MAX_SECTIONS), rule)
+
+    def _library(self, base: int, data: bytes, fields: Any) -> None:
+        """A host library's header: its names and compilers are searched for as the stream goes
+        by (the outermost image only), and its program headers give its dynamic section."""
+        if base == 0:
+            for needle in (NAMES_MARK, *COMPILER_MARKS):
+                self.needles.setdefault(needle, array("q"))
+            self.tail_length = max(len(n) for n in self.needles) - 1
+        if data[4:6] == b"\x02\x01" and base not in self.images:
+            phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+            if phentsize == ELF64_PROGRAM.size and phnum:  # what dynamic_needs reads
+                rule = lambda at, got: self._segments(base, got)  # noqa: E731
+                self.want(base + phoff, phentsize * phnum, rule)
 
     def _segments(self, base: int, data: bytes) -> None:
         """A library's program headers: its dynamic section is kept, and so are the strings
