@@ -142,6 +142,11 @@ class BinaryFacts:
     # The run-time compilers its read-only data carries (probe.binary.rtcompilers): () when
     # none, None when not read (not a linked host ELF, or its bytes were not kept).
     compilers: Optional[Tuple[RuntimeCompiler, ...]] = None
+    # The newest CUDA release a toolkit banner ('Cuda compilation tools, release 13.4, ...') in
+    # its read-only data names (probe.binary.banner): "" when none does, None when not read
+    # (not a linked host ELF, its cubins' notes already name a release: ``toolkits``, or its
+    # bytes were not kept).
+    cuda_release: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@
 2. **The driver runs the library's CUDA**: a library of CUDA major N needs a driver that runs
    CUDA N.x (minor-version compatibility's floor, NVIDIA's Table 2: CUDA 13 needs >= 580). Its
    major is read from its content first (``cuda_majors``): the highest PTX ISA it carries, the
-   toolkit its cubins' notes name, then the CUDA runtime its ``DT_NEEDED`` names, then the
-   wheel's path or name.
+   toolkit its cubins' notes name, the newest toolkit banner of its read-only data (a static
+   runtime's or NVRTC's, the notes of cubins kept in data: CUPTI), then the CUDA runtime its
+   ``DT_NEEDED`` names, then the wheel's path or name.
 7. **The driver can JIT the PTX it is given** by a package whose compiler emits PTX.
 
 Pure: facts in, findings out.
@@ -47,6 +48,10 @@ from archgap.probe.facts import (
 TKINFO_SOURCE = (
     "the cubin's .note.nv.tkinfo, where ptxas and nvlink write their banner ('Cuda compilation "
     "tools, release X.Y') (docs/reference/fatbin-format.md)"
+)
+BANNER_SOURCE = (
+    "the CUDA toolkit's banner 'Cuda compilation tools, release X.Y, VX.Y.Z', which its tools "
+    "write into cubin notes and its static libraries keep as a string (probe/binary/banner.py)"
 )
 
 
@@ -104,9 +109,10 @@ def driver_gpu(
 
 def cuda_majors(binary: BinaryFacts, package: str) -> dict[int, tuple[str, str]]:
     """The CUDA majors of the library -> (what says so, its source), the first that says each:
-    its content (the highest PTX ISA of its PTX, the toolkit its cubins' notes name: a CUDA 13
-    build with its runtime linked statically needs no libcudart.so.13), then a ``DT_NEEDED``
-    name of that major, then for NVIDIA's own wheels the wheel's path or name."""
+    its content (the highest PTX ISA of its PTX, the toolkit its cubins' notes name, the
+    newest toolkit banner in its read-only data: a CUDA 13 build with its runtime linked
+    statically needs no libcudart.so.13), then a ``DT_NEEDED`` name of that major, then for
+    NVIDIA's own wheels the wheel's path or name."""
     majors: dict[int, tuple[str, str]] = {}
     isas = [e.ptx_isa for e in binary.entries if e.kind == "ptx" and e.ptx_isa]
     isa = max(isas, key=lambda v: version_tuple(v) or (), default=None)
@@ -121,6 +127,10 @@ def cuda_majors(binary: BinaryFacts, package: str) -> dict[int, tuple[str, str]]
         if built.split(".")[0].isdigit():
             said = f"its cubins' toolkit note says 'Cuda compilation tools, release {built}'"
             majors.setdefault(_major(built), (said, TKINFO_SOURCE))
+    banner = binary.cuda_release
+    if banner and banner.split(".")[0].isdigit():
+        said = f"its read-only data holds the banner 'Cuda compilation tools, release {banner}'"
+        majors.setdefault(_major(banner), (said, BANNER_SOURCE))
     known = kb.cuda_libraries()
     for name in binary.needed or ():
         entry = known.get(name)

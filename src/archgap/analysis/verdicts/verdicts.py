@@ -249,7 +249,7 @@ def _verdict(
     """The library's verdict from its kernels, then from whether it loads (``load``)."""
     judged = _kernels_verdict(library, gpu, driver_ptx_isa)
     blocked = load.why_blocked(judged.path, gpu.label) if load is not None else ""
-    if not blocked or judged.role != KERNEL_LIBRARY:
+    if not blocked or judged.role not in (KERNEL_LIBRARY, PROFILER):  # what a process loads
         return judged
     link = "; ".join(x for x in (blocked, judged.load) if x)
     if judged.verdict == NONE:  # nothing for the GPU: another build, whatever else is missing

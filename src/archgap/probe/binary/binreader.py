@@ -138,6 +138,7 @@ class Reader:
         # a linked host ELF's lib*.so* read-only strings if it imports dlopen (probe.binary.dlnames)
         self.dlopens: Optional[Tuple[str, ...]] = None
         self.compilers: Optional[Tuple[Any, ...]] = None  # probe.binary.rtcompilers
+        self.cuda_release: Optional[str] = None  # probe.binary.banner
         # the CUDA releases the toolkit notes of its cubins name (fatcontainer, elf.cubin_at),
         # and how many listed cubins were looked at for one (TOOLKIT_READS at most)
         self.toolkits: Set[str] = set()

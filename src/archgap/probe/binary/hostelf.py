@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any, List, Literal, Optional, Tuple
 
+from .banner import cuda_release
 from .binreader import NotRecorded, Reader
 from .deepsearch import SEARCH_MIN, read_section
 from .dlnames import dlopened_names
@@ -137,4 +138,6 @@ def read_elf(
         if not fatbin_section and name.startswith(NOT_DATA_PREFIXES):
             continue
         read_section(reader, name, offset, end, limit, member, is_object, where)
+    if linked and not reader.toolkits:  # its cubins' notes, where read, name the release
+        reader.cuda_release = cuda_release(reader, sections)
     return "elf"

@@ -1,0 +1,75 @@
+"""The CUDA release a host ELF image was built with, told by the toolkit's banner in its data.
+
+NVIDIA's tools write ``Cuda compilation tools, release X.Y, VX.Y.Z`` into what they make: ptxas
+and nvlink into each cubin's ``.note.nv.tkinfo``, and the toolkit's static libraries keep it as
+a string (the statically linked NVRTC of warp-lang 1.19.0's ``warp.so``: ``..., release 13.4,
+V13.4.92, Build cuda_13.4.r1``). So a library that carries no device code a reader can walk
+still says its CUDA: CUPTI 13 (``libcupti.so.13``, ``libcheckpoint.so``) keeps its cubins in
+``.rodata`` and ``.data`` with notes ``release 13.3`` and ``13.5``; DALI's
+``libdali_kernels.so`` (nvidia-dali-cuda130 2.4.0) compresses its listed cubins, while the
+relocatable cubins of its ``__nv_relfatbin`` say ``release 13.4``. The newest release named
+decides (the CUDA major a driver must run: analysis/verdicts/drivers.py).
+
+Only allocated read-only data is searched (as probe.binary.rtcompilers: not code, not writable
+data, not ``.nv_fatbin``, whose cubins' notes ``elf.py`` reads and whose size is the bulk of a
+kernel library), at most ``MAX_DATA_BYTES`` per image and ``MAX_HITS`` banners, with ``memmem``
+(bytesearch); pages are handed back after (binreader.release). Cost on the 187 libraries
+(2.35 GiB) of tests/.data: see docs/load-model.md, check 2.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+from typing import List, Optional, Tuple
+
+from .binreader import NotRecorded, Reader
+from .bytesearch import searcher
+from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
+
+SHF_WRITE, SHF_ALLOC = 0x1, 0x2
+MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
+MAX_HITS = 256  # banners read at most per image (CUPTI 13.5 holds 38 in .rodata)
+LITERAL = b"Cuda compilation tools, release "
+RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,3})\.(\d{1,3}),")
+# read-only sections that hold no banner, or whose cubins are read by elf.py
+NOT_DATA = (b".nv_fatbin", b".eh_frame", b".gcc_except_table", b".note", b".interp", b".gnu",
+            b".dynstr", b".dynsym", b".rela", b".rel.", b".hash")  # fmt: skip
+
+
+def cuda_release(reader: Reader, sections: Sections) -> Optional[str]:
+    """The newest CUDA release ("13.4") a toolkit banner in the image's read-only data names;
+    "" when none does; None when its bytes were not kept (a streamed wheel member)."""
+    buf = reader.buf
+    found: List[Tuple[int, int]] = []
+    try:
+        for start, end in _regions(sections):
+            with searcher(buf, start, end) as (find, _):
+                at = find(LITERAL, start, end)
+                while at >= 0 and len(found) < MAX_HITS:
+                    match = RELEASE.match(buf, at, min(end, at + len(LITERAL) + 8))
+                    if match:
+                        found.append((int(match.group(1)), int(match.group(2))))
+                    at = find(LITERAL, at + len(LITERAL), end)
+            reader.release(start - start % mmap.PAGESIZE, end)  # the page cache keeps them
+    except (NotRecorded, TypeError, ValueError, struct.error):
+        return None
+    return "%d.%d" % max(found) if found else ""
+
+
+def _regions(sections: Sections) -> List[Tuple[int, int]]:
+    regions: List[Tuple[int, int]] = []
+    budget = MAX_DATA_BYTES
+    for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
+        if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
+            continue
+        if sections.name(i).encode("utf-8", "replace").startswith(NOT_DATA) or budget <= 0:
+            continue
+        size = min(sections.sizes[i], budget)
+        budget -= size
+        regions.append((sections.offsets[i], sections.offsets[i] + size))
+    return regions
+
+
+__all__ = ["cuda_release"]
