@@ -17,24 +17,18 @@ import sys
 from typing import Any, List, Optional, Set, Tuple
 
 from .binreader import NotRecorded, Reader
-from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
+from .elf import Sections
+from .rodata import read_only_regions, readahead
 
 SHT_DYNSYM = 11
-SHF_WRITE = 0x1
-SHF_ALLOC = 0x2
 SHN_UNDEF = 0
 ELF64_SYM = struct.Struct("<IBBHQQ")  # st_name, st_info, st_other, st_shndx, st_value, st_size
 MAX_DYNSYM_BYTES = 64 << 20  # a symbol table read at most (libtorch_cuda.so: ~5 MiB)
-MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
 MAX_NAMES = 256  # names reported at most per image
 MAX_NAME = 200  # bytes of one name at most
 # the end of a soname: ".so", a version of up to four numbers, the string's NUL
 SONAME_END = re.compile(rb"\.so(?:\.[0-9]{1,6}){0,4}\x00")
 NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-.")
-# read-only sections that hold no strings a program passes to dlopen
-NOT_STRINGS = (b".nv_fatbin", b"__nv_relfatbin", b".eh_frame", b".gcc_except_table",
-               b".note", b".interp", b".gnu", b".dynstr", b".dynsym", b".rela", b".rel.",
-               b".hash")  # fmt: skip
 
 
 def dlopened_names(reader: Reader, sections: Sections) -> Optional[Tuple[str, ...]]:
@@ -78,26 +72,18 @@ def _imports(buf: Any, sections: Sections, symbol: bytes) -> bool:
 
 
 def _names(buf: Any, sections: Sections) -> Tuple[str, ...]:
-    """The ``lib*.so*`` strings of the image's read-only data (allocated, neither written nor
-    executed), each once, not part of a path."""
+    """The ``lib*.so*`` strings of the image's read-only data (probe.binary.rodata), each
+    once, not part of a path. The pages stay mapped for probe.binary.rtcompilers, which reads
+    the same ranges next and hands them back."""
     found: List[str] = []
-    budget = MAX_DATA_BYTES
-    for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
-        if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
-            continue
-        if sections.name(i).encode("utf-8", "replace").startswith(NOT_STRINGS):
-            continue
-        start = sections.offsets[i]
-        end = start + min(sections.sizes[i], budget)
-        budget -= end - start
+    for start, end in read_only_regions(sections):
+        readahead(buf, start, end)
         for match in SONAME_END.finditer(buf, start, end):
             name = _name_before(buf, max(start, match.start() - MAX_NAME), match.end() - 1)
             if name is not None and name not in found:
                 found.append(name)
                 if len(found) >= MAX_NAMES:
                     return tuple(found)
-        if budget <= 0:
-            break
     return tuple(found)
 
 
