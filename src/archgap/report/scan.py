@@ -103,11 +103,14 @@ def findings(report: ScanReport) -> list[str]:
     return lines
 
 
+_LOAD_STATUS = {"fails": "cannot load:", "note": "loads, note:"}  # else unknown
+
+
 def load_lines(report: ScanReport) -> list[tuple[str, str, str]]:
     """Each broken link of the load model: (what it means, the cause, the fix)."""
     lines = []
     for f in report.load:
-        status = "cannot load:" if f.status == "fails" else "unknown whether it loads:"
+        status = _LOAD_STATUS.get(f.status, "unknown whether it loads:")
         where = f" on {f.gpu}" if f.gpu else ""
         lines.append((status, f"{f.cause}{where}", f"{f.fix} ({f.source})"))
     return lines
@@ -365,7 +368,7 @@ def _platform_and_load_lines(report: ScanReport, verbose: bool = True) -> list[s
     if report.load and not verbose:
         lines.append("\n[bold]Will it load[/]")
         for group in load_groups(report):
-            status = "cannot load:" if group.status == "fails" else "unknown whether it loads:"
+            status = _LOAD_STATUS.get(group.status, "unknown whether it loads:")
             style = "bold red" if group.gates else "magenta"
             lines.append(f"  [{style}]{e(status)}[/] {e(group.cause)}")
             lines.append(f"    [dim]fix: {e(group.fix)}[/]")

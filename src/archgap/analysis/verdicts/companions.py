@@ -4,7 +4,14 @@ A ``Requires-Dist`` (PEP 508) that is not met is a package that does not load:
 - **out of range**: an installed companion that ships native files, whose version the
   requirement's specifier excludes (jax-cuda12-plugin 0.4.38 pins jax-cuda12-pjrt ==0.4.38;
   spconv-cu120 2.3.6 needs cumm-cu120 <0.5.0,>=0.4.5): their native libraries are not built to
-  load together (the one check ``pip check`` makes, here only for native companions);
+  load together (the one check ``pip check`` makes, here only for native companions). Unless
+  the requirer's libraries bind to the companion's by a versioned soname (``_soname_bound``:
+  torch 2.15.0's ``libtorch_cuda.so`` needs ``libcudnn.so.9``, which nvidia-cudnn-cu13 9.28.1.4
+  ships, while torch pins 9.26.0.51): the dynamic loader binds by that name, and a soname
+  keeps its ABI within its major (cuDNN: a minor release runs what was built against the same
+  or an earlier minor). That is pip check's mismatch, said as a ``note`` that blocks nothing
+  (``unknown`` when the installed companion is older than the pin: built against a newer minor,
+  the requirer may bind symbols the older one lacks);
 - **missing**: a companion that is not installed, whose module the package's import needs. The
   need comes from the package's own source (``Distribution.unresolved_imports``: a module-level
   import of a module nothing provides, probe.environment.imports), the requirement from its
@@ -17,21 +24,31 @@ A requirement of an extra, or whose marker is false for the target's Python, is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from archgap.analysis.verdicts.loadcommon import LoadFinding
+from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
+from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
-from archgap.probe.facts import Distribution, PythonEnvironment
+from archgap.probe.facts import BinaryFacts, Distribution, PythonEnvironment
 
 PEP_508 = (
     "PEP 508 and the core metadata's Requires-Dist "
     "(https://packaging.python.org/en/latest/specifications/core-metadata/#requires-dist-multiple-use)"
 )
+SONAME_ABI = (
+    "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is bound to "
+    "the file of that name, whatever its release; cuDNN's API compatibility (https://docs.nvidia."
+    "com/deeplearning/cudnn/latest/developer/forward-compatibility.html): minor releases are "
+    "binary backward-compatible with applications built against the same or an earlier minor, "
+    "not across majors (the soname's number)"
+)
+VERSIONED_SONAME = re.compile(r"\.so\.\d+")  # libcudnn.so.9, libnccl.so.2; not libtorch.so
 IMPORT_SYSTEM = (
     "the import system (https://docs.python.org/3/reference/import.html#searching): a module "
     "no finder on sys.path finds raises ModuleNotFoundError; a module-level import runs when "
@@ -40,12 +57,17 @@ IMPORT_SYSTEM = (
 
 
 def companions(
-    env: PythonEnvironment, blocked: dict[tuple[str, str], str], gating: bool
+    env: PythonEnvironment,
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+    binaries: Sequence[BinaryFacts] = (),
 ) -> list[LoadFinding]:
     """Check 6: one finding per package whose import needs a companion that is not installed
     (``_missing``), and per installed native companion whose version a package's Requires-Dist
-    excludes (any PEP 440 specifier: ==0.4.38, <0.5.0,>=0.4.5)."""
+    excludes (any PEP 440 specifier: ==0.4.38, <0.5.0,>=0.4.5): a ``note`` where the requirer's
+    libraries bind to the companion's by versioned soname (``binaries``: their DT_NEEDED)."""
     installed: dict[str, Distribution] = {canonicalize_name(d.name): d for d in env.distributions}
+    needed = {b.path: b.needed for b in binaries}
     findings = _missing(env, installed, blocked, gating)
     for dist in env.distributions:
         for line, req in _requirements(env, dist):
@@ -63,13 +85,17 @@ def companions(
                 f"{dist.name} {dist.version} requires {wanted}, and {companion.name} "
                 f"{companion.version} is installed"
             )
-            libs = tuple(sorted(set(dist.native_files) | set(companion.native_files)))
-            for path in libs:
-                _block(blocked, path, why)
             pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
             fix = f"pip install {companion.name}=={pins[0]}" if len(pins) == 1 else (
                 f"pip install '{wanted}'"
             )  # fmt: skip
+            links = _soname_bound(dist, companion, needed)
+            if links:
+                findings.append(_soname_note(dist, companion, req, line, links, why, fix))
+                continue
+            libs = tuple(sorted(set(dist.native_files) | set(companion.native_files)))
+            for path in libs:
+                _block(blocked, path, why)
             findings.append(
                 LoadFinding(
                     "companion",
@@ -88,6 +114,76 @@ def companions(
                 )
             )
     return findings
+
+
+def _soname_bound(
+    dist: Distribution, companion: Distribution, needed: Mapping[str, tuple[str, ...] | None]
+) -> list[str]:
+    """The versioned sonames (``libcudnn.so.9``) by which the requirer's libraries bind to files
+    the companion ships; [] when none does, or when a requirer's library was not read (its
+    DT_NEEDED unknown: no soname link can be shown)."""
+    shipped = {_base(p) for p in companion.native_files}
+    links: set[str] = set()
+    for path in dist.native_files:
+        names = needed.get(path)
+        if names is None and ".so" not in _base(path):
+            continue  # not a shared library (a cubin, a .a): binds nothing by name
+        if names is None:
+            return []  # a library whose DT_NEEDED was not read
+        links.update(n for n in names if n in shipped and VERSIONED_SONAME.search(n))
+    return sorted(links)
+
+
+def _soname_note(
+    dist: Distribution,
+    companion: Distribution,
+    req: Requirement,
+    line: str,
+    links: list[str],
+    why: str,
+    fix: str,
+) -> LoadFinding:
+    """pip check's mismatch where the loader binds by soname: it loads; ``unknown`` when the
+    companion is older than every version the requirement allows from below."""
+    have = Version(companion.version)
+    floors = [Version(s.version) for s in req.specifier
+              if s.operator in ("==", "===", ">=", ">", "~=") and "*" not in s.version]  # fmt: skip
+    older = any(have < floor for floor in floors)
+    bound = ", ".join(links)
+    status: Status
+    if older:
+        status, what = (
+            "unknown",
+            (
+                f"{companion.name} {companion.version} is older than the release it was built "
+                "against, and NVIDIA's libraries are binary compatible only with what was built "
+                "against the same or an earlier minor: it may need symbols this one lacks"
+            ),
+        )
+    else:
+        status, what = (
+            "note",
+            (
+                f"its libraries load {bound} of {companion.name} {companion.version} by soname, "
+                "which keeps its ABI within its major: it loads (pip check reports the pin)"
+            ),
+        )
+    return LoadFinding(
+        "companion",
+        status,
+        "",
+        dist.name,
+        tuple(sorted(dist.native_files)),
+        (
+            f"{dist.name} {dist.version}: Requires-Dist: {line} ({dist.dist_info})",
+            f"{dist.name}'s libraries need {bound} (DT_NEEDED)",
+            f"{companion.name} {companion.version} ships {bound} ({companion.dist_info})",
+        ),
+        f"{why}: {what}",
+        f"{fix} (to match the pin; not needed to load)" if not older else fix,
+        f"{PEP_508}; {SONAME_ABI}",
+        False,
+    )
 
 
 def _requirements(env: PythonEnvironment, dist: Distribution) -> Iterator[tuple[str, Requirement]]:

@@ -114,7 +114,7 @@ def load_model(
     findings += dll_search(env, [b for b in elves if b.format == "pe"], owner, blocked, gating)
     findings += dlopened(env, linux, owner, loader, blocked, gating)
     findings += _compilers(env, loader, toolchains, targets, blocked)
-    findings += companions(env, blocked, gating)
+    findings += companions(env, blocked, gating, binaries)
     findings += driver_jit(env, loader, toolchains, driver, blocked, gating)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
 

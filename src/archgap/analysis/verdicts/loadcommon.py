@@ -22,7 +22,9 @@ Check = Literal[
     "companion",
     "driver-jit",
 ]
-Status = Literal["fails", "unknown"]
+# "fails": it cannot load; "unknown": a fact that would decide is missing; "note": it loads,
+# something worth saying is off (a companion pin the loader does not hold it to: companions)
+Status = Literal["fails", "unknown", "note"]
 
 
 @dataclass(frozen=True)
