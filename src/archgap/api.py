@@ -22,6 +22,7 @@ from archgap.orchestrate.explain import Where, diagnose, explain
 from archgap.orchestrate.fleet import FleetRun, fleet, fleet_run
 from archgap.orchestrate.gpus import gpus
 from archgap.orchestrate.kernels import kernel_files, kernels
+from archgap.orchestrate.matrix import matrix
 from archgap.orchestrate.probe import k8s_manifest, probe, probe_script
 from archgap.orchestrate.recipe import recipe
 from archgap.orchestrate.scan import report_from_facts, scan, scan_archives
@@ -67,6 +68,7 @@ __all__ = [
     "k8s_manifest",
     "kernel_files",
     "kernels",
+    "matrix",
     "probe",
     "probe_script",
     "recipe",

@@ -27,6 +27,7 @@ from archgap.errors import ProbeError
 COMMANDS = (
     "scan",
     "versions",
+    "matrix",
     "kernels",
     "explain",
     "probe",
