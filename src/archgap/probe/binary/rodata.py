@@ -1,12 +1,20 @@
 """The read-only data of a linked host ELF image: where its strings are searched for.
 
 probe.binary.dlnames (the sonames it may ``dlopen``) and probe.binary.rtcompilers (a run-time
-compiler's marks) search the same bytes: each allocated section that is neither written nor
-executed, without the fatbins (device code: ``elf.py`` reads their cubins' notes) and the
-dynamic linker's tables, ``MAX_DATA_BYTES`` per image at most. The image's mapping is
-``MADV_RANDOM`` (probe.binary.fatbin: a header read maps one page); a range searched front to
-back gets the kernel's read-ahead and fault-around back first (``readahead``), and its pages are
-handed back once after the last search (binreader.release; the page cache keeps them).
+compiler's marks) search the same bytes: the sections a compiler puts string literals in, as
+the linker names them — ``.rodata`` (GCC and Clang emit literals to ``.rodata.str*`` and
+``.rodata.*``; the default linker scripts of GNU ld, gold and lld gather those into ``.rodata``)
+and ``.lrodata`` (x86-64 medium and large code models: cuFFT 12.0 keeps its ``libnvrtc.so.13``
+there) — allocated, neither written nor executed, ``MAX_DATA_BYTES`` per image at most. A
+section the program names itself holds the data it put there (cuBLASLt's and cuSPARSELt's
+``.cask_resource``: fatbin containers and their tables, 200 of the 619 MB of read-only data in
+torch 2.14.1+cu130's site-packages); on that environment and every ELF file of tests/.data
+(52,328 files) the names and compilers found are the same as over all read-only data.
+
+The image's mapping is ``MADV_RANDOM`` (probe.binary.fatbin: a header read maps one page); a
+range searched front to back gets the kernel's read-ahead and fault-around back first
+(``readahead``), and its pages are handed back once after the last search
+(binreader.release; the page cache keeps them).
 """
 
 from __future__ import annotations
@@ -19,9 +27,7 @@ from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
 
 SHF_WRITE, SHF_ALLOC = 0x1, 0x2
 MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
-# read-only sections that hold no strings a program passes to dlopen, nor compiler tables
-NOT_DATA = (b".nv_fatbin", b"__nv_relfatbin", b".eh_frame", b".gcc_except_table", b".note",
-            b".interp", b".gnu", b".dynstr", b".dynsym", b".rela", b".rel.", b".hash")  # fmt: skip
+STRING_SECTIONS = (".rodata", ".lrodata")  # the linker's names of the literals' sections
 
 
 def read_only_regions(sections: Sections) -> List[Tuple[int, int]]:
@@ -31,7 +37,7 @@ def read_only_regions(sections: Sections) -> List[Tuple[int, int]]:
     for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
         if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
             continue
-        if sections.name(i).encode("utf-8", "replace").startswith(NOT_DATA) or budget <= 0:
+        if budget <= 0 or not sections.name(i).startswith(STRING_SECTIONS):
             continue
         size = min(sections.sizes[i], budget)
         budget -= size
@@ -48,4 +54,4 @@ def readahead(buf: Any, start: int, end: int) -> None:
             buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
 
 
-__all__ = ["MAX_DATA_BYTES", "NOT_DATA", "read_only_regions", "readahead"]
+__all__ = ["MAX_DATA_BYTES", "STRING_SECTIONS", "read_only_regions", "readahead"]
