@@ -21,6 +21,7 @@ from archgap.errors import ProbeError, UsageError
 from archgap.orchestrate.explain import Where, diagnose, explain
 from archgap.orchestrate.fleet import FleetRun, fleet, fleet_run
 from archgap.orchestrate.gpus import gpus
+from archgap.orchestrate.health import node_health
 from archgap.orchestrate.kernels import kernel_files, kernels
 from archgap.orchestrate.matrix import matrix
 from archgap.orchestrate.probe import k8s_manifest, probe, probe_script
@@ -39,7 +40,14 @@ if TYPE_CHECKING:
     from archgap.analysis.fixplan import Action, Plan
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
-    from archgap.results import FixResult, GatesResult, KernelsResult, ProbeResult, TraceResult
+    from archgap.results import (
+        FixResult,
+        GatesResult,
+        KernelsResult,
+        NodeHealth,
+        ProbeResult,
+        TraceResult,
+    )
     from archgap.transport.fleet import FleetOptions, FleetSource
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
     "FleetSource",
     "GatesResult",
     "KernelsResult",
+    "NodeHealth",
     "ProbeError",
     "ProbeResponse",
     "ProbeResult",
@@ -69,6 +78,7 @@ __all__ = [
     "kernel_files",
     "kernels",
     "matrix",
+    "node_health",
     "probe",
     "probe_script",
     "recipe",
@@ -91,6 +101,7 @@ _LATER = {
     "FixResult": "archgap.results",
     "GatesResult": "archgap.results",
     "KernelsResult": "archgap.results",
+    "NodeHealth": "archgap.results",
     "ProbeResult": "archgap.results",
     "TraceResult": "archgap.results",
 }

@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from archgap.report.trace import LeftOut as TraceLeftOut
     from archgap.transport.run import TransportFailure
 
-__all__ = ["FixResult", "GatesResult", "KernelsResult", "ProbeResult", "TraceResult"]
+__all__ = [
+    "FixResult",
+    "GatesResult",
+    "KernelsResult",
+    "NodeHealth",
+    "NodeVerdict",
+    "ProbeResult",
+    "TraceResult",
+]
 
 
 @dataclass(frozen=True)
@@ -119,3 +127,54 @@ class FixResult:
             return 3
         verified = self.verified or ()
         return 0 if verified and all(v["status"] == "gone" for v in verified) else 1
+
+
+# A node's health codes are a contract (drain policies match them): never rename one, only add.
+# What each means: archgap.orchestrate.health, which decides them.
+GAP_CODES = ("gpu-fault", "gpu-missing", "no-kernel", "blocked", "jit-fails")  # exit 1
+ERROR_CODES = ("probe-failed", "no-python", "gpu-unknown", "no-gpu", "usage")  # exit 2
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One package on one gating GPU (by compute capability): a kernel verdict (native, jit,
+    partial, none, blocked, unknown) or the worst JIT status that is not ok (fails, unknown)."""
+
+    package: str
+    compute_capability: str  # "12.0"
+    value: str
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """Whether this node can run this stack, as a health check (Slurm, NHC, a readiness probe),
+    a drain policy and Node Feature Discovery see it: ``code`` "ok", the first reason it cannot
+    (one of GAP_CODES) or why archgap could not judge (ERROR_CODES); what the reason is about
+    (``subject``: "torch 2.8.0 on 12.0 (NVIDIA H100)"), ``why``, how many ``more`` reasons
+    there are. When judged: the ``gaps`` on present or named GPUs, each package's ``verdicts``
+    and its ``jit`` statuses that are not ok, per gating GPU."""
+
+    code: str
+    subject: str = ""
+    why: str = ""
+    more: int = 0
+    gaps: int = 0
+    verdicts: tuple[NodeVerdict, ...] = ()
+    jit: tuple[NodeVerdict, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap scan --health``'s: 0 OK, 1 a gap (GAP_CODES), 2 could not judge."""
+        if self.code == "ok":
+            return EXIT_OK
+        return EXIT_GAP if self.code in GAP_CODES else EXIT_ERROR
+
+    @property
+    def judged(self) -> bool:
+        """Whether archgap could judge the node (OK or a gap)."""
+        return self.exit_code != EXIT_ERROR
+
+    @property
+    def drains(self) -> bool:
+        """Whether a drain policy should take the node out: a gap, never a failure to judge."""
+        return self.exit_code == EXIT_GAP

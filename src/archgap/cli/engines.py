@@ -15,8 +15,7 @@ from archgap.cli import options as opt
 from archgap.cli.common import UsageError
 
 if TYPE_CHECKING:
-    from archgap.analysis.scan import ScanReport
-    from archgap.report.health import Health
+    from archgap.api import NodeHealth, ScanReport
 
 
 PROMETHEUS = opt.option(
@@ -101,7 +100,21 @@ def write_atomic(path: str, text: str, option: str) -> None:
         raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
 
 
-def write_scan_files(args: argparse.Namespace, report: ScanReport | None, seconds: float) -> None:
+def node_health(args: argparse.Namespace, report: ScanReport | None) -> NodeHealth | None:
+    """The node's health as the API judges it, when --health or --nfd asks for it (``report``
+    None: the facts could not be collected)."""
+    if not (args.health or args.nfd):
+        return None
+    from archgap.api import NodeHealth, node_health
+
+    if report is None:
+        return NodeHealth("probe-failed", why="the facts could not be collected")
+    return node_health(report, require=args.require)
+
+
+def write_scan_files(
+    args: argparse.Namespace, report: ScanReport | None, seconds: float, health: NodeHealth | None
+) -> None:
     """``--prometheus`` and ``--nfd`` files of a scan (``report`` None: the scan failed)."""
     if args.prometheus:
         from archgap.report.prometheus import scan_metrics
@@ -109,32 +122,35 @@ def write_scan_files(args: argparse.Namespace, report: ScanReport | None, second
         labels, python = prometheus_labels(args), getattr(args, "python", None) or ""
         text = scan_metrics(report, time.time(), seconds, labels, python)
         write_atomic(args.prometheus, text, "--prometheus")
-    if args.nfd:
-        from archgap.report.health import failure, health, missing_gpus
+    if args.nfd and health is not None:
         from archgap.report.nfd import feature_file
 
-        judged = (
-            health(report, missing_gpus(report, args.require))
-            if report is not None
-            else failure("probe-failed", "the facts could not be collected")
-        )
-        text = feature_file(report, judged, time.time(), args.nfd_expiry)
+        text = feature_file(health, time.time(), args.nfd_expiry)
         write_atomic(args.nfd, text, "--nfd")
 
 
-def finish_health(args: argparse.Namespace, result: Health) -> int:
+def finish_health(args: argparse.Namespace, result: NodeHealth) -> int:
     """Print the health line; with --drain, drain the node on a gap (or resume our drain)."""
-    sys.stdout.write(result.line + "\n")
+    from archgap.report.health import PREFIX, line
+
+    text = line(result)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
-    if not args.drain:
+    if not args.drain or not result.judged:  # could not judge: no reason to drain or resume
         return result.exit_code
-    from archgap.report.health import PREFIX
     from archgap.transport.slurm import sync_drain
 
     node = os.environ["SLURMD_NODENAME"]
-    if result.exit_code == 2:
-        return 2  # could not judge: neither a reason to drain nor to resume
-    problem = sync_drain(node, result.line if result.drains else None, PREFIX, os.environ)
+    problem = sync_drain(node, text if result.drains else None, PREFIX, os.environ)
     if problem:  # the exit code still says what was found: a Prolog that fails drains the node
         sys.stderr.write(f"archgap: could not drain or resume {node}: {problem}\n")
     return result.exit_code
+
+
+def failed_health(args: argparse.Namespace, exc: UsageError) -> int:
+    """A scan that ended in an error, as the health check's one line (on stdout, for the
+    scheduler's log): ``probe-failed`` when the facts could not be collected, else ``usage``."""
+    from archgap.api import NodeHealth
+
+    code = "probe-failed" if str(exc).startswith("probe:") else "usage"
+    return finish_health(args, NodeHealth(code, why=str(exc).removeprefix("probe: ")))

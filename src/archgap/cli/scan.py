@@ -15,7 +15,7 @@ from archgap.cli.common import (
 from archgap.cli.engines import CLUSTER_ENGINES
 
 if TYPE_CHECKING:
-    from archgap.analysis.scan import ScanReport
+    from archgap.api import ScanReport
 
 
 HELP = "verdict per package x GPU from the kernels in every native library"
@@ -59,19 +59,17 @@ OPTIONS = (
 def run(args: argparse.Namespace, out: Output) -> int:
     if not args.health:
         return _run(args, out)
-    from archgap.cli.engines import finish_health
-    from archgap.report.health import failure
+    from archgap.cli.engines import failed_health
 
     try:
         return _run(args, out)
-    except UsageError as exc:  # the health check's one line, on stdout, for the scheduler's log
-        code = "probe-failed" if str(exc).startswith("probe:") else "usage"
-        return finish_health(args, failure(code, str(exc).removeprefix("probe: ")))
+    except UsageError as exc:
+        return failed_health(args, exc)
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
     from archgap.api import ProbeError, scan
-    from archgap.cli.engines import check_scan_options, write_scan_files
+    from archgap.cli.engines import check_scan_options, node_health, write_scan_files
 
     check_scan_options(args)
     named = [*args.gpu, *args.require]
@@ -95,15 +93,15 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                     root=args.root, timeout=args.timeout, **options,
                 )  # fmt: skip
     except ProbeError as exc:
-        write_scan_files(args, None, time.monotonic() - started)
+        write_scan_files(args, None, time.monotonic() - started, node_health(args, None))
         raise UsageError(f"probe: {exc}") from exc
     elapsed = time.monotonic() - started
-    write_scan_files(args, report, elapsed)
-    if args.health:
+    health = node_health(args, report)
+    write_scan_files(args, report, elapsed, health)
+    if args.health and health is not None:
         from archgap.cli.engines import finish_health
-        from archgap.report.health import health, missing_gpus
 
-        return finish_health(args, health(report, missing_gpus(report, args.require)))
+        return finish_health(args, health)
     if report.unread:  # errors first: one line, not a report of an empty environment
         raise UsageError(report.unread)
     from archgap.report.formats import View, show

@@ -9,7 +9,7 @@ Every label below is named ``feature.node.kubernetes.io/archgap.<...>``:
   archgap.state=ok|gap|unknown          the judgement; unknown: archgap could not judge (no
                                         interpreter, no GPU visible, ...): then no archgap.ok
   archgap.ok=true|false                 only when judged: no gap on a present (or named) GPU
-  archgap.health=ok|no-kernel|...       the health code (see report/health.py)
+  archgap.health=ok|no-kernel|...       the health code (see orchestrate/health.py)
   archgap.gaps=N
   archgap.<package>.sm_<XY>=<verdict>   per package x GPU: native, jit, partial, none, blocked,
                                         unknown
@@ -17,7 +17,8 @@ Every label below is named ``feature.node.kubernetes.io/archgap.<...>``:
 
 Names and values follow the Kubernetes label syntax (a name and a value of at most 63
 characters, alphanumerics with ``-_.`` inside); a package name that would not fit is cut and
-given a short hash so that two packages never share a label. Pure.
+given a short hash so that two packages never share a label. Renders ``results.NodeHealth``
+(decided by ``orchestrate.health``) only.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from archgap.analysis.scan import ScanReport
-    from archgap.report.health import Health
+    from archgap.results import NodeHealth
 
 MAX_NAME = 63
 NAMESPACE = "feature.node.kubernetes.io/"
@@ -53,15 +53,19 @@ def _sm(compute_capability: str) -> str:
     return "sm_" + compute_capability.replace(".", "")
 
 
-def feature_file(report: ScanReport | None, health: Health, now: float, expires_in: float) -> str:
+def feature_file(health: NodeHealth, now: float, expires_in: float) -> str:
     """The feature file for this node: present GPUs, and named ones (``--gpu``/``--require``);
-    ``report`` None: the facts could not be collected (only the state and the health code)."""
+    a node that could not be judged has only the state and the health code."""
     labels: dict[str, str] = {f"{PREFIX}state": STATES[health.exit_code]}
-    if health.exit_code != 2:
+    if health.judged:
         labels[f"{PREFIX}ok"] = "true" if health.exit_code == 0 else "false"
     labels[f"{PREFIX}health"] = health.code
-    if report is not None and health.exit_code != 2:  # no counts or verdicts unless judged
-        labels.update(_report_labels(report))
+    if health.judged:  # no counts or verdicts unless judged
+        labels[f"{PREFIX}gaps"] = str(health.gaps)
+        for v in health.verdicts:
+            labels[_name(v.package, _sm(v.compute_capability))] = v.value
+        for v in health.jit:
+            labels[_name(v.package, "jit." + _sm(v.compute_capability))] = v.value
     expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + expires_in))
     header = (
         "# archgap scan: kernel and JIT verdicts for this node's GPUs (archgap scan --nfd)\n"
@@ -70,21 +74,3 @@ def feature_file(report: ScanReport | None, health: Health, now: float, expires_
     return header + "".join(
         f"{NAMESPACE}{k}={v}\n" for k, v in labels.items() if LABEL_VALUE.fullmatch(v)
     )
-
-
-def _report_labels(report: ScanReport) -> dict[str, str]:
-    labels = {f"{PREFIX}gaps": str(len(report.gaps) + len(report.jit_gaps))}
-    gating = {g.label: str(g.compute_capability) for g in report.gpus if g.gates_exit_code}
-    for p in sorted(report.packages, key=lambda p: (p.package.lower(), p.gpu)):
-        if p.gpu in gating:
-            labels[_name(p.package, _sm(gating[p.gpu]))] = p.verdict
-    order = {"fails": 0, "unknown": 1}
-    for f in report.jit:
-        if f.status == "ok":
-            continue
-        ccs = [gating[f.gpu]] if f.gpu in gating else sorted(set(gating.values()))
-        for cc in ccs:
-            key = _name(f.package, "jit." + _sm(cc))
-            if order.get(f.status, 2) < order.get(labels.get(key, ""), 2):
-                labels[key] = f.status
-    return labels
