@@ -190,7 +190,8 @@ def test_a_rerun_fetches_no_wheel_and_a_new_release_only_its_own(
 ) -> None:
     """A cell is computed once per wheel sha256: the second run (with an empty archgap cache, so
     only the site's matrix-cache.json can answer) asks nginx for no wheel and gives the same
-    cells; after a release 4.0 is published, the third asks for 4.0's wheel only."""
+    cells; after a release 4.0 is published, the third asks for 4.0's wheel only; a damaged
+    cache file is no error: every wheel is read again."""
     site = tmp_path / "site"
     _, first = matrix(served, site, "demo-kernels")
     asked = served.wheels_asked()
@@ -208,6 +209,13 @@ def test_a_rerun_fetches_no_wheel_and_a_new_release_only_its_own(
     assert third["wheels_read"] == 1
     # 4.0 holds libdebug (sm_80 SASS only): none / native / none
     assert cells(third, "demo-kernels")["4.0"] == ["none", "native", "none"]
+    # a damaged cache answers nothing: every wheel is read again, the same cells
+    (site / "matrix-cache.json").write_text('{"format": [1, "x"], "wheels": 7')
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache4"))
+    _, fourth = matrix(served, site, "demo-kernels")
+    assert fourth["wheels_read"] == 6 and cells(fourth, "demo-kernels") == cells(
+        third, "demo-kernels"
+    )
 
 
 class _Dom(HTMLParser):

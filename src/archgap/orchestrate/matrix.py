@@ -116,18 +116,11 @@ def _variant(
 ) -> Variant:
     """One wheel's cells: from the cache when it holds them all for this sha256, else the wheel
     read (``index.versions.read_variant``) and judged on the GPUs the cache lacks."""
-    from archgap.analysis.matrix import Cell, Variant
-    from archgap.codec import DecodeError, decode
+    from archgap.analysis.matrix import Variant
 
     file = candidate.file
-    digest = (file.sha256 or "").lower()
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        digest = ""  # no sha256 names the bytes: read on every run, never kept
-    entry = kept.get(digest, {}) if digest else {}
-    cells: dict[str, Cell] = {}
-    for key, doc in entry.get("cells", {}).items():
-        with contextlib.suppress(DecodeError, TypeError, ValueError):
-            cells[key] = decode(Cell, doc)
+    digest = _digest(file.sha256)
+    cells = _kept_cells(kept.get(digest) if digest else None)
     base = (str(candidate.version), candidate.index, file.filename, file.url, digest or None)
     missing = [g for g in targets if _key(g) not in cells]
     if not missing:
@@ -141,6 +134,27 @@ def _variant(
 
         kept[digest] = {"wheel": file.filename, "cells": {k: encode(c) for k, c in cells.items()}}
     return Variant(*base, tuple(cells[_key(g)] for g in targets))
+
+
+def _digest(sha256: str | None) -> str:
+    """The index's sha256 of the wheel, or "" when it gives none that names the bytes (the
+    wheel is then read on every run, and never kept)."""
+    digest = (sha256 or "").lower()
+    ok = len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+    return digest if ok else ""
+
+
+def _kept_cells(entry: Any) -> dict[str, Cell]:
+    """The cells the cache holds for a wheel, by GPU; one that does not decode is judged again."""
+    from archgap.analysis.matrix import Cell
+    from archgap.codec import DecodeError, decode
+
+    cells: dict[str, Cell] = {}
+    found = entry.get("cells") if isinstance(entry, dict) else None
+    for key, doc in (found if isinstance(found, dict) else {}).items():
+        with contextlib.suppress(DecodeError, TypeError, ValueError):
+            cells[key] = decode(Cell, doc)
+    return cells
 
 
 def _judge(
