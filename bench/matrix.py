@@ -4,7 +4,7 @@ site's cache.
 
 For each package, the first run (an empty archgap cache, an empty --out folder) prints the
 releases and variants judged, the bytes fetched against the full size of the wheels read (what
-downloading them would take), the wall time and the verdicts per GPU; then the rerun of each
+downloading them would take), the wall time and the verdicts per GPU; then its rerun
 (another empty archgap cache: only DIR/matrix-cache.json can answer) prints its bytes fetched
 (the index pages, which say which releases exist, are not counted: only wheels) and time; then
 the totals and the load average (this machine is shared: the times move with it).
@@ -89,7 +89,7 @@ def main() -> int:
     print(f"site: {args.out}; GPUs {', '.join(args.gpu or GPUS)}; last {args.versions} releases",
           flush=True)  # fmt: skip
     totals = {"first": [0, 0, 0.0], "rerun": [0, 0, 0.0]}
-    for package in args.packages:
+    for package in args.packages:  # each package's rerun right after it: figures as they come
         with tempfile.TemporaryDirectory() as cache:
             doc, seconds = run(package, args, cache)
         fetched, size = doc.get("bytes_fetched", 0), doc.get("wheel_bytes", 0)
@@ -98,14 +98,13 @@ def main() -> int:
         totals["first"][2] += seconds
         print(f"{package}: {mb(fetched)} fetched of {mb(size)} ({doc.get('wheels_read', 0)} "
               f"wheels) in {seconds:.1f} s; {describe(doc)}", flush=True)  # fmt: skip
-    for package in args.packages:
         with tempfile.TemporaryDirectory() as cache:
             doc, seconds = run(package, args, cache)
         totals["rerun"][0] += doc.get("bytes_fetched", 0)
         totals["rerun"][2] += seconds
         fetched, read = mb(doc.get("bytes_fetched", 0)), doc.get("wheels_read", 0)
-        print(f"rerun {package}: {fetched} fetched, {read} wheels read, in {seconds:.1f} s",
-              flush=True)  # fmt: skip
+        print(f"  rerun from the cache: {fetched} fetched, {read} wheels read, in {seconds:.1f} s "
+              f"(load {os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
     first, rerun = totals["first"], totals["rerun"]
     print(f"first run: {mb(int(first[0]))} fetched of {mb(int(first[1]))} of wheels "
           f"({100 * first[0] / max(first[1], 1):.1f} %) in {first[2]:.1f} s; rerun from the cache: "

@@ -62,8 +62,10 @@ def matrix(
     done: list[PackageMatrix] = []
     with net.limits(chosen.timeout, chosen.max_download):
         for requirement in requirements:
+            before = len(kept), sum(len(e.get("cells", ())) for e in kept.values())
             done.append(_package(requirement, targets, urls, chosen, versions, kept, progress))
-            _store_cache(cache, stamp, kept)  # after each package: an interrupted run keeps it
+            if (len(kept), sum(len(e.get("cells", ())) for e in kept.values())) != before:
+                _store_cache(cache, stamp, kept)  # after each package: an interrupted run keeps it
     return MatrixReport(
         targets, tuple(urls), chosen.python_version, chosen.platform, versions, tuple(done)
     )
