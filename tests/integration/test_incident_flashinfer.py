@@ -6,6 +6,7 @@ the released files (compilation_context.py / jit/core.py), and nvcc's target tab
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -13,6 +14,12 @@ from typing import Any
 
 import pytest
 
+from archgap.analysis.jit.findings import JitFinding
+from archgap.analysis.scan import ScanReport, report_from_facts
+from archgap.probe.collect import collect
+from archgap.probe.environment.system import System
+from archgap.probe.facts import ProbeResponse
+from archgap.request import DEFAULT_SECTIONS, probe_request
 from tests.helpers import json_output, run_cli
 from tests.toolkit_stubs import (
     REAL_CUDA_13,
@@ -45,6 +52,23 @@ def scan(
     doc = json_output(result, "scan")
     jit = [f for f in doc["jit"] if f["package"] == "flashinfer-python"]
     return result.returncode, jit, doc
+
+
+# What the probe reports as its platform (os.uname: sysname, release, machine) on an aarch64
+# host, as a GB10's (DGX Spark: a 20-core Arm CPU) own probe sends it.
+ARM_HOST = "Linux 6.11.0-1016-nvidia aarch64"
+
+
+def scan_on_arm(version: str, gpu: str, env: dict[str, str]) -> tuple[ScanReport, list[JitFinding]]:
+    """The environment's facts as the probe collects them (the shell ``env``), judged as the
+    probe of an aarch64 host would send them: FlashInfer's wheel is pure Python, so its rules
+    for a GB10 are judged where a GB10 runs them (on this x86-64 machine they are blocked)."""
+    request = probe_request(DEFAULT_SECTIONS, str(flashinfer(version)))
+    facts = json.loads(json.dumps(collect(request, System.local(environ={**os.environ, **env}))))
+    assert facts["platform"].split()[-1] == "x86_64" and not facts["sections"]["binaries"]
+    facts["platform"] = ARM_HOST
+    report = report_from_facts(ProbeResponse(**facts), [gpu])
+    return report, [f for f in report.jit if f.package == "flashinfer-python"]
 
 
 def needs_13(version: str) -> None:
@@ -93,13 +117,13 @@ def test_0_7_1_accepts_12_8_and_rejects_12_6(tmp_path: Path) -> None:
 
 
 def test_gb10(tmp_path: Path) -> None:
-    home = banner_toolkit(tmp_path, "12.8")
-    _, (old,), _ = scan("0.6.8", "GB10", home)
-    assert old["error"] == SM75_0_6 and old["compute_capability"] == "12.1"
-    _, (new,), _ = scan("0.7.1", "GB10", home)
-    assert new["error"] == SM75_0_7 and "SM 12.1+ requires CUDA >= 12.9" in new["cause"]
+    home = {"CUDA_HOME": str(banner_toolkit(tmp_path, "12.8"))}
+    _, (old,) = scan_on_arm("0.6.8", "GB10", home)
+    assert old.error == SM75_0_6 and old.compute_capability == "12.1"
+    _, (new,) = scan_on_arm("0.7.1", "GB10", home)
+    assert new.error == SM75_0_7 and "SM 12.1+ requires CUDA >= 12.9" in new.cause
     # 12.1a needs nvcc 12.9: no FLASHINFER_CUDA_ARCH_LIST fix exists with nvcc 12.8.
-    assert not any("FLASHINFER_CUDA_ARCH_LIST" in f["action"] for f in new["fixes"])
+    assert new.fixes and not any("FLASHINFER_CUDA_ARCH_LIST" in f.action for f in new.fixes)
 
 
 def test_b300_arch_set_fine_but_nvcc_12_8_cannot_build_compute_103a(tmp_path: Path) -> None:
@@ -184,19 +208,21 @@ def test_rules_per_release_read_off_each_wheel(tmp_path: Path) -> None:
     0.6.7 normalises every SM 12.x to compute_120f on CUDA >= 12.9 (its docstring: "This covers
     both SM 12.0 and SM 12.1"); 0.6.8 keeps the minor (12.1 -> compute_121a); 0.5.0-0.6.6 add
     FLASHINFER_CUDA_ARCH_LIST entries as written (no suffix appended, no version check)."""
-    nvcc_129 = banner_toolkit(tmp_path, "12.9")
+    nvcc_129 = {"CUDA_HOME": str(banner_toolkit(tmp_path, "12.9"))}
     nvcc_128 = banner_toolkit(tmp_path, "12.8")
-    _, (v067,), _ = scan("0.6.7", "GB10", nvcc_129)
-    assert v067["status"] == "ok" and "builds compute_120f with nvcc 12.9" in v067["cause"]
-    _, (v068,), _ = scan("0.6.8", "GB10", nvcc_129)
-    assert v068["status"] == "ok" and "builds compute_121a with nvcc 12.9" in v068["cause"]
+    _, (v067,) = scan_on_arm("0.6.7", "GB10", nvcc_129)
+    assert v067.status == "ok" and "builds compute_120f with nvcc 12.9" in v067.cause
+    _, (v068,) = scan_on_arm("0.6.8", "GB10", nvcc_129)
+    assert v068.status == "ok" and "builds compute_121a with nvcc 12.9" in v068.cause
     shell = {"CUDA_HOME": str(nvcc_128), "FLASHINFER_CUDA_ARCH_LIST": "12.0"}
-    code, (v066,), _ = scan("0.6.6", "GB10", nvcc_128, shell=shell)
+    _, (v066,) = scan_on_arm("0.6.6", "GB10", shell)
     # compute_120 (plain) SASS runs on 12.1 and nvcc 12.8 builds it
-    assert v066["status"] == "ok" and "builds compute_120 with nvcc 12.8" in v066["cause"]
-    code, (v068_list,), _ = scan("0.6.8", "GB10", nvcc_128, shell=shell)
+    assert v066.status == "ok" and "builds compute_120 with nvcc 12.8" in v066.cause
+    report, (v068_list,) = scan_on_arm("0.6.8", "GB10", shell)
     # 0.6.8 normalises the unsuffixed entry like a detected GPU: it raises at import
-    assert code == 1 and v068_list["error"] == "RuntimeError: SM 12.x requires CUDA >= 12.9"
+    assert (
+        report.exit_code == 1 and v068_list.error == "RuntimeError: SM 12.x requires CUDA >= 12.9"
+    )
 
 
 def test_gpu_below_sm75_is_unsupported_whatever_the_toolkit(tmp_path: Path) -> None:

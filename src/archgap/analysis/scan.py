@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from archgap.analysis.jit.caches import CacheReport, audit_caches
 from archgap.analysis.jit.compilers import jit_findings
-from archgap.analysis.jit.findings import JitFinding
+from archgap.analysis.jit.findings import JitFinding, blocked_on
 from archgap.analysis.jit.runtime_compilers import runtime_compiler_findings
 from archgap.analysis.verdicts.compat import (
     ComputeCapability,
@@ -24,6 +24,7 @@ from archgap.analysis.verdicts.load import LoadFinding, load_model
 from archgap.analysis.verdicts.platform import (
     PlatformFinding,
     image_mismatches,
+    jit_blocked,
     platform_blocked,
     platform_findings,
 )
@@ -81,8 +82,9 @@ class ScanReport:
 
     @property
     def jit_gaps(self) -> tuple[JitFinding, ...]:
-        """JIT findings that fail for a GPU that is present or was named."""
-        return tuple(f for f in self.jit if f.status == "fails" and f.gates_exit_code)
+        """JIT findings that fail for a GPU that is present or was named, or cannot run there
+        at all (blocked: the environment is of another CPU than its systems)."""
+        return tuple(f for f in self.jit if f.status in ("fails", "blocked") and f.gates_exit_code)
 
     @property
     def unread(self) -> str | None:
@@ -262,6 +264,7 @@ def report_from_facts(
     load = replace(load, blocked={**load.blocked, **off_platform})
     packages = verdicts_for(group_by_package(env, binaries), targets, _isa_tuple(isa), load)
     jit = _jit(env, binaries, targets, toolchains, version, source)
+    jit = blocked_on(jit, jit_blocked(binaries, targets, facts.platform, images))
     cache_data = facts.section("caches")
     caches = (
         audit_caches(cache_data, targets, toolchains, env.python_version)

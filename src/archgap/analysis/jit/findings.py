@@ -13,8 +13,8 @@ found on the machine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from archgap.analysis.fixes.engine import Fix
@@ -23,7 +23,8 @@ from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import SourceCheck, ToolchainFacts, Toolkit, TorchBuild
 
-JitStatus = Literal["ok", "fails", "unknown"]
+# blocked: the environment cannot run on that GPU's systems (analysis.verdicts.platform)
+JitStatus = Literal["ok", "fails", "unknown", "blocked"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,19 @@ def driver_finding(
         fixes=tuple(fixes),
         when=when,
         gates_exit_code=gates_exit_code,
+    )
+
+
+def blocked_on(findings: Sequence[JitFinding], causes: Mapping[str, str]) -> tuple[JitFinding, ...]:
+    """The findings, each for a GPU in ``causes`` (GPU label -> why the environment cannot run
+    on its systems: ``analysis.verdicts.platform.jit_blocked``) made ``blocked`` with that
+    cause: no error predicted and no fix, since no JIT of this environment runs there. Findings
+    for every GPU (a CUDA runtime the driver cannot run) are kept."""
+    return tuple(
+        replace(f, status="blocked", error=None, cause=causes[f.gpu], fixes=())
+        if f.gpu is not None and f.gpu in causes
+        else f
+        for f in findings
     )
 
 

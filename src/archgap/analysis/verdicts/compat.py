@@ -223,5 +223,7 @@ def matrix_targets() -> tuple[GpuTarget, ...]:
     for entry in default_matrix():
         cc = ComputeCapability.parse(entry.compute_capability)
         assert cc is not None
-        targets.append(GpuTarget(entry.label, cc, "matrix", "kb/gpus.json default_matrix"))
+        source = "kb/gpus.json default_matrix"
+        # the host CPU as for a named capability: GB10 (12.1) systems are aarch64
+        targets.append(GpuTarget(entry.label, cc, "matrix", source, *capability_host_cpu(cc)))
     return tuple(targets)

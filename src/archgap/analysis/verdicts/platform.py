@@ -132,14 +132,20 @@ def _mismatches(
 ) -> Iterator[tuple[_Subject, GpuTarget, str, str]]:
     """(what is judged, the GPU, its host CPU, where that comes from) for each GPU whose host
     CPU differs from the CPU of what is judged."""
-    here = cpu_of_uname(platform)
     for subject in _subjects(binaries, images):
         for target in targets:
-            host, source = target.host_cpu, target.host_cpu_source
-            if host is None and target.role == "present" and here:
-                host, source = here, f"the probed machine ({platform})"
+            host, source = _host(target, platform)
             if host is not None and host != subject.cpu:
                 yield subject, target, host, source
+
+
+def _host(target: GpuTarget, platform: str | None) -> tuple[str | None, str]:
+    """The CPU of the GPU's systems and where that comes from: the named product's (kb), else
+    for a present GPU the probed machine's."""
+    here = cpu_of_uname(platform)
+    if target.host_cpu is None and target.role == "present" and here:
+        return here, f"the probed machine ({platform})"
+    return target.host_cpu, target.host_cpu_source
 
 
 def platform_findings(
@@ -178,6 +184,37 @@ def platform_blocked(
         # a file of the host's own CPU among them (a stray) is left to its own verdict
         mine = (b.path for b in subject.files if b.machine != host)
         blocked.update({(path, target.label): why for path in mine})
+    return blocked
+
+
+def jit_blocked(
+    binaries: Sequence[BinaryFacts],
+    targets: Sequence[GpuTarget],
+    platform: str | None,
+    images: Sequence[ImageFacts] = (),
+) -> dict[str, str]:
+    """GPU label -> why no JIT compiler of what is judged can run on that GPU's systems: a JIT
+    build runs in the environment, with its interpreter and the toolkit it finds, so an
+    environment of one CPU says nothing of what a JIT does on a host of another. What is judged
+    is each image and the native files of no image, as for the packages; an environment with
+    no native files (pure Python: FlashInfer) runs on the CPU of the machine its interpreter ran
+    the probe on. A GPU is blocked only when nothing judged is of its host's CPU."""
+    subjects = _subjects(binaries, images)
+    here = cpu_of_uname(platform)
+    if not subjects and here:
+        what = f"this environment runs on {here} (its interpreter, on the probed {platform})"
+        subjects = [_Subject("", here, what, _FILES_FIX)]
+    blocked = {}
+    for target in targets:
+        host, source = _host(target, platform)
+        if host is None or not subjects or any(s.cpu == host for s in subjects):
+            continue
+        what = "; ".join(s.what for s in subjects)
+        blocked[target.label] = (
+            f"{what}, and {target.label} systems are {host} ({source}): neither it nor the "
+            f"toolkit its JIT compilers use can run there, so what they would do is not judged; "
+            f"judge the {host} environment that will run there"
+        )
     return blocked
 
 
