@@ -10,12 +10,10 @@ from archgap.errors import EXIT_ERROR, EXIT_GAP, EXIT_OK
 
 if TYPE_CHECKING:
     from archgap.analysis.recipe.gate import GateResult
+    from archgap.analysis.source_shown import GateRejection, GatesLeftOut, TraceLeftOut
     from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.index.deps import Chosen
     from archgap.probe.facts import BinaryFacts, EnvVar, GatesFacts, ProbeResponse, TraceFacts
-    from archgap.report.gates import LeftOut as GatesLeftOut
-    from archgap.report.gates import Rejection as GatesRejection
-    from archgap.report.trace import LeftOut as TraceLeftOut
     from archgap.transport.run import TransportFailure
 
 __all__ = [
@@ -60,7 +58,7 @@ class GatesResult:
     facts: GatesFacts
     left: GatesLeftOut
     gpus: tuple[str, ...] = ()  # --gpu: only the gates that reject these ("H100 (9.0)")
-    rejections: tuple[GatesRejection, ...] = ()  # which gate rejects which GPU, and when
+    rejections: tuple[GateRejection, ...] = ()  # which gate rejects which GPU, and when
 
 
 @dataclass(frozen=True)

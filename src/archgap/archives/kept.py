@@ -7,14 +7,34 @@ from __future__ import annotations
 import bisect
 import re
 import zlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from archgap.probe.binary.binreader import ZERO_CHUNK, NotRecorded, Reader
 
-if TYPE_CHECKING:
-    from .streamread import Collector
-
 NONZERO = re.compile(rb"[^\0]")
+
+
+class Collector(Protocol):
+    """What a stream pass (``streamread.Collector``) kept, as ``Kept`` and ``KeptReader`` read
+    it (a protocol, so that this module does not import the one that imports it)."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def needles(self) -> Mapping[bytes, Any]: ...  # needle -> array("q") of its positions
+    @property
+    def lost_at(self) -> int: ...
+    @property
+    def told(self) -> Mapping[int, bool | None]: ...
+    @property
+    def pins(self) -> Mapping[int, bytes]: ...
+    @property
+    def packed(self) -> Mapping[int, tuple[int, bytes]]: ...
+    @property
+    def nonzero(self) -> Mapping[int, int]: ...
+    @property
+    def zeros_before(self) -> Mapping[int, int]: ...
 
 
 class Kept:

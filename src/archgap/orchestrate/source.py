@@ -36,9 +36,9 @@ def trace(
     variables feeding the writes are looked up in that environment. ``UsageError`` for a name
     that cannot be traced or a path missing here, ``UnknownGpu``, ``ProbeError`` when the source
     could not be searched or ``env_from`` read."""
+    from archgap.analysis import source_shown as shown
     from archgap.probe.facts import TraceFacts
     from archgap.probe.source.trace import valid_name
-    from archgap.report import trace as shown
     from archgap.results import TraceResult
 
     if not valid_name(name):
@@ -52,7 +52,7 @@ def trace(
     facts = decoded(TraceFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    selected, left = shown.select(facts, show_all)
+    selected, left = shown.select_trace(facts, show_all)
     env, source = _service_env(env_from, target, root, timeout) if env_from else (None, "")
     return TraceResult(selected, left, targets, env, source)
 
@@ -94,13 +94,13 @@ def gates(
     branch evaluated for it). ``UsageError`` for an unknown kind, a path missing here or
     ``kinds`` beside ``gpus``; ``UnknownGpu``; ``ProbeError`` when the source could not be
     searched."""
+    from archgap.analysis import source_shown as shown
     from archgap.probe.facts import GatesFacts
-    from archgap.report import gates as shown
     from archgap.results import GatesResult
 
-    unknown = [k for k in kinds if k not in shown.KINDS]
+    unknown = [k for k in kinds if k not in shown.GATE_KINDS]
     if unknown:
-        raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.KINDS)}")
+        raise UsageError(f"--kind {', '.join(unknown)}: choose from {', '.join(shown.GATE_KINDS)}")
     if gpus and kinds:
         raise UsageError("--gpu lists the raises and asserts that reject the GPU: without --kind")
     targets = resolve(gpus)
@@ -109,9 +109,9 @@ def gates(
     facts = decoded(GatesFacts, target, request, timeout, root)
     if facts.error:
         raise ProbeError(facts.error)
-    selected, left = shown.select(facts, tuple(kinds), show_all)
+    selected, left = shown.select_gates(facts, tuple(kinds), show_all)
     if not targets:
         return GatesResult(selected, left)
-    rejecting, why = shown.against(selected, targets)
+    rejecting, why = shown.rejecting(selected, targets)
     labels = tuple(f"{g.label} ({g.compute_capability})" for g in targets)
     return GatesResult(rejecting, left, labels, why)

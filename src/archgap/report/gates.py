@@ -3,124 +3,25 @@ asked kinds (--kind), with what was left out counted per tree."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
+from archgap.analysis.trees import left_out_sentence, relative_path
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
-    from archgap.analysis.verdicts.compat import GpuTarget
-    from archgap.probe.facts import GatesFacts, GatesTarget
+    from archgap.analysis.source_shown import GateRejection, GatesLeftOut
+    from archgap.probe.facts import GatesFacts
     from archgap.results import GatesResult
 
-KINDS = (
-    "capability-call",
-    "arch-list-call",
-    "device-properties-call",
-    "nvml-call",
-    "comparison",
-    "arch-env",
-    "raise",
-    "assert",
-    "warning",
-)
 
-
-@dataclass(frozen=True)
-class LeftOut:
-    """Gates not shown because their file is in a vendored, example or test tree."""
-
-    gates: int
-    functions: int
-    trees: tuple[tuple[str, str, int], ...]  # (kind, tree path, gates), most gates first
-
-
-def select(facts: GatesFacts, kinds: tuple[str, ...], show_all: bool) -> tuple[GatesFacts, LeftOut]:
-    """The facts with only the gates to show, and the count of those left out as aside."""
-    counts: dict[tuple[str, str], int] = {}
-    functions_out = 0
-    targets: list[GatesTarget] = []
-    for target in facts.targets:
-        kept = []
-        for function in target.functions:
-            gates = tuple(g for g in function.gates if not kinds or g.kind in kinds)
-            if not gates:
-                continue
-            tree = None if show_all else aside(relative_path(function.path, target.label))
-            if tree is not None:
-                counts[tree] = counts.get(tree, 0) + len(gates)
-                functions_out += 1
-                continue
-            kept.append(replace(function, gates=gates))
-        targets.append(replace(target, functions=tuple(kept)))
-    left = LeftOut(sum(counts.values()), functions_out, ranked(counts))
-    return replace(facts, targets=tuple(targets)), left
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A raise or assert that the GPU's compute capability sends it to: ``certain`` when every
-    branch above it is decided by the compute capability, else ``unless`` names the tests that
-    are not (a CUDA version, a backend, an argument)."""
-
-    path: str
-    line: int
-    gpu: str  # "RTX PRO 6000 (12.0)"
-    certain: bool
-    unless: tuple[str, ...] = ()
-
-
-REJECTING = ("raise", "assert")
-
-
-def against(
-    facts: GatesFacts, gpus: tuple[GpuTarget, ...]
-) -> tuple[GatesFacts, tuple[Rejection, ...]]:
-    """The facts with only the gates that reject one of ``gpus`` (a raise the GPU's compute
-    capability leads to; an assert whose test it makes false), and why each does. A gate whose
-    branch the compute capability does not decide at all is not about the GPU: left out."""
-    from archgap.analysis.gpu_conditions import gpu_decided, reach, split_condition
-
-    found: list[Rejection] = []
-    targets: list[GatesTarget] = []
-    for target in facts.targets:
-        kept = []
-        for function in target.functions:
-            gates = []
-            for gate in function.gates:
-                if gate.kind not in REJECTING:
-                    continue
-                guards = split_condition(gate.condition)
-                if gate.kind == "assert":  # it fails when its test is false
-                    guards.append(("not", gate.detail))
-                hits = []
-                for gpu in gpus:
-                    if not gpu_decided(guards, gpu.compute_capability):
-                        continue
-                    reached, unless = reach(guards, gpu.compute_capability)
-                    if reached is not False:
-                        name = f"{gpu.label} ({gpu.compute_capability})"
-                        hits.append(
-                            Rejection(function.path, gate.line, name, bool(reached), tuple(unless))
-                        )
-                if hits:
-                    gates.append(gate)
-                    found += hits
-            if gates:
-                kept.append(replace(function, gates=tuple(gates)))
-        targets.append(replace(target, functions=tuple(kept)))
-    return replace(facts, targets=tuple(targets)), tuple(found)
-
-
-def rejection_text(rejection: Rejection) -> str:
+def rejection_text(rejection: GateRejection) -> str:
     """``rejects RTX PRO 6000 (12.0)``, or ``rejects H100 (9.0) when k_cache.dtype == ...``."""
     if rejection.certain:
         return f"rejects {rejection.gpu}"
     return f"rejects {rejection.gpu} when {' and '.join(rejection.unless)}"
 
 
-def left_out_text(left: LeftOut) -> str:
+def left_out_text(left: GatesLeftOut) -> str:
     """One sentence: how many gates were left out, from which trees ("" when none)."""
     return left_out_sentence(left.gates, f"gates in {left.functions} functions", left.trees)
 
@@ -156,7 +57,7 @@ def table(facts: GatesFacts) -> Table:
     return Table(columns, tuple(rows), keys=0)
 
 
-def markdown(facts: GatesFacts, left: LeftOut) -> str:
+def markdown(facts: GatesFacts, left: GatesLeftOut) -> str:
     from archgap import __version__
 
     lines = ["### archgap gates", "", f"archgap {__version__}", "", *markdown_lines(table(facts))]

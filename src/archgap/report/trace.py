@@ -4,44 +4,21 @@ with what was left out counted per tree."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from archgap.analysis.trees import aside, left_out_sentence, ranked, relative_path
+from archgap.analysis.trees import left_out_sentence, relative_path
 from archgap.report.markup import escape, short_path
 from archgap.report.table import Cell, Column, Table, markdown_escape, markdown_lines
 
 if TYPE_CHECKING:
+    from archgap.analysis.source_shown import TraceLeftOut
     from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.probe.facts import EnvVar, Frame, Guard, Occurrence, Swallow, TraceFacts
     from archgap.results import TraceResult
 
 
-@dataclass(frozen=True)
-class LeftOut:
-    occurrences: int
-    files: int
-    trees: tuple[tuple[str, str, int], ...]  # (kind, tree path, occurrences), most first
-
-
-def select(facts: TraceFacts, show_all: bool) -> tuple[TraceFacts, LeftOut]:
-    """The facts without the occurrences in aside trees (all of them with ``show_all``)."""
-    root = facts.roots[0] if len(facts.roots) == 1 else ""
-    counts: dict[tuple[str, str], int] = {}
-    files: set[str] = set()
-    kept = []
-    for occurrence in facts.occurrences:
-        tree = None if show_all else aside(relative_path(occurrence.path, root))
-        if tree is None:
-            kept.append(occurrence)
-        else:
-            counts[tree] = counts.get(tree, 0) + 1
-            files.add(occurrence.path)
-    left = LeftOut(sum(counts.values()), len(files), ranked(counts))
-    return replace(facts, occurrences=tuple(kept)), left
-
-
-def left_out_text(left: LeftOut) -> str:
+def left_out_text(left: TraceLeftOut) -> str:
     return left_out_sentence(left.occurrences, f"occurrences in {left.files} files", left.trees)
 
 
@@ -92,7 +69,7 @@ def findings(facts: TraceFacts) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def markdown(facts: TraceFacts, left: LeftOut) -> str:
+def markdown(facts: TraceFacts, left: TraceLeftOut) -> str:
     from archgap import __version__
 
     writes = sum(o.kind == "write" for o in facts.occurrences)

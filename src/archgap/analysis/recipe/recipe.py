@@ -19,12 +19,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from archgap.analysis.recipe.target import Target
 from archgap.analysis.verdicts.compat import (
     ComputeCapability,
     GpuTarget,
     ptx_jits_on,
     sass_runs_on,
-    target_name,
 )
 from archgap.analysis.verdicts.verdicts import NATIVE, library_verdict
 from archgap.errors import EXIT_GAP, EXIT_OK
@@ -40,21 +40,6 @@ from archgap.probe.facts import BinaryFacts, EntryKind, KernelEntry, ProbeRespon
 
 _SM = re.compile(r"^sm_(\d{2,3})([af]?)$")
 VARIANT_RANK = {"a": 2, "f": 1, "": 0}  # between targets covering as many GPUs: features first
-
-
-@dataclass(frozen=True)
-class Target:
-    kind: EntryKind  # "sass" or "ptx"
-    arch: int
-    variant: str  # "", "a", "f"
-    runs_on: tuple[str, ...]  # labels of the GPUs of the set it runs on (PTX: JIT-compiles for)
-    min_toolkit: str | None  # the first CUDA whose nvcc accepts it
-    last_toolkit: str | None  # the last CUDA that accepts it, when a newer one dropped it
-    why: str
-
-    @property
-    def name(self) -> str:
-        return target_name(self.kind, self.arch, self.variant)
 
 
 @dataclass(frozen=True)

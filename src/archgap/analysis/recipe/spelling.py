@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget, sass_runs_on
 
 if TYPE_CHECKING:
-    from archgap.analysis.recipe.recipe import Target
+    from archgap.analysis.recipe.target import Target
 
 FLASHINFER_MIN_SM = 75  # "FlashInfer requires GPUs with sm75 or higher" (stack_gates.md)
 
