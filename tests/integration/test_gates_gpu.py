@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from archgap import api
-from archgap.report import gates as gates_report
+from archgap.analysis import source_shown
 from tests.helpers import need_data, run_cli
 from tests.toolkit_stubs import venv_python
 
@@ -119,4 +119,4 @@ def test_without_gpu_every_gate_is_kept(package: Path) -> None:
     assert result.gpus == () and result.rejections == ()
     kinds = {g.kind for t in result.facts.targets for f in t.functions for g in f.gates}
     assert {"raise", "capability-call"} <= kinds
-    assert gates_report.REJECTING == ("raise", "assert")
+    assert source_shown.REJECTING == ("raise", "assert")
