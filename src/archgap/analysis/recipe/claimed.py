@@ -3,7 +3,8 @@
 Each claimed target is a promise about the GPUs the build serves, checked on every kernel library
 (as ``--require GPU``: files of other roles are not judged) with NVIDIA's rules (verdicts/compat):
 - SASS ``sm_XY`` claims compute capability X.Y: the library must run there natively, or through
-  PTX the driver JIT-compiles (not with ``strict``) — what ``--require X.Y`` judges. ``sm_XYf``
+  PTX the driver JIT-compiles, or serve it with a thin share of its modules (``partial``; neither
+  with ``strict``) — what ``--require X.Y`` judges (gate.gate_fails). ``sm_XYf``
   claims each member of its family from X.Y; ``sm_XYa`` X.Y alone.
 - PTX ``compute_XY`` claims forward compatibility: the library must carry PTX that JIT-compiles
   for X.Y (``compute_XY`` or an older virtual architecture; ``a``/``f`` PTX only where its SASS
@@ -18,7 +19,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from archgap.analysis.recipe.gate import GateFailure, GateResult
+from archgap.analysis.recipe.gate import GateFailure, GateResult, gate_fails
 from archgap.analysis.recipe.recipe import recipe
 from archgap.analysis.verdicts.compat import (
     ComputeCapability,
@@ -29,7 +30,6 @@ from archgap.analysis.verdicts.compat import (
 from archgap.analysis.verdicts.verdicts import (
     JIT,
     KERNEL_LIBRARY,
-    NATIVE,
     NONE,
     UNKNOWN,
     has_device_code,
@@ -86,7 +86,7 @@ def _gap(binary: BinaryFacts, claim: Claim, gpu: GpuTarget, strict: bool) -> tup
     if claim.kind == PTX:
         return _ptx_gap(binary, gpu)
     verdict = library_verdict(binary, gpu)
-    if verdict.verdict == NATIVE or (verdict.verdict == JIT and not strict):
+    if not gate_fails(verdict.verdict, strict):  # as --require X.Y: partial fails when strict
         return None
     return verdict.verdict, verdict.reason
 

@@ -55,9 +55,10 @@ class GateResult:
         return not self.failures
 
 
-def _fails(verdict: str, strict: bool) -> bool:
+def gate_fails(verdict: str, strict: bool) -> bool:
     """none and blocked fail; only PTX or a thin share of the modules (partial) fail when strict;
-    unknown (unreadable) fails: nothing is proven."""
+    unknown (unreadable) fails: nothing is proven. The one rule of both gates (--require GPU,
+    and a claimed SASS target: claimed.py)."""
     return verdict != NATIVE and (strict or verdict not in (JIT, PARTIAL))
 
 
@@ -94,7 +95,7 @@ def check_build(
                 continue
             if binary.path in misplaced:
                 outcome, why = BLOCKED, misplaced[binary.path]
-            elif _fails(verdict.verdict, strict):
+            elif gate_fails(verdict.verdict, strict):
                 outcome, why = verdict.verdict, verdict.reason
             else:
                 continue
