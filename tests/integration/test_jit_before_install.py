@@ -108,6 +108,11 @@ def test_a_requirement_of_a_jit_package_fails_with_the_nvcc_here(
     assert cells(doc) == {("flashinfer-python", "RTX PRO 6000"): "jit"}
     (finding,) = doc["jit"]
     assert finding["status"] == "ok" and "compute_120f" in finding["cause"]
+    # no nvcc at all (no CUDA_HOME, none on PATH or in the tree): unknown, with why, and a gap
+    code, doc = scan(toolkits / "empty", *args)
+    assert code == 1 and cells(doc) == {("flashinfer-python", "RTX PRO 6000"): "unknown"}, doc
+    (reason,) = [p["reason"] for p in doc["packages"]]
+    assert "no nvcc to judge against" in reason and "CUDA >= 12.9" in reason
 
 
 @needs_wheels
