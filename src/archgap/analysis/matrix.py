@@ -12,10 +12,12 @@ with ``archgap scan WHEEL --gpu GPU``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from archgap.analysis.fixes.engine import normalised_target
 from archgap.analysis.verdicts.compat import GpuTarget
+from archgap.analysis.verdicts.platform import ANY_GPU, PlatformFinding
 from archgap.analysis.verdicts.verdicts import (
     BLOCKED,
     JIT,
@@ -50,6 +52,7 @@ class Variant:
     cells: tuple[Cell, ...]  # one per GPU; empty when the wheel could not be read
     problem: str | None = None  # why it could not be read
     cached: bool = False  # its cells came from the matrix cache (nothing fetched)
+    platform: str | None = None  # the platform tag it was chosen for (None: this machine's)
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class MatrixReport:
     gpus: tuple[GpuTarget, ...]
     indexes: tuple[str, ...]
     python_version: str | None
-    platform: str | None
+    platforms: tuple[str | None, ...]  # each platform's wheels are variants (None: this one's)
     versions: int  # releases per package
     packages: tuple[PackageMatrix, ...]
 
@@ -135,11 +138,24 @@ def cell(
     return Cell(gpu.label, str(gpu.compute_capability), verdict, reason, entry, member, needs)
 
 
+def on_platform(found: Cell, findings: Sequence[PlatformFinding]) -> Cell:
+    """The cell, ``blocked`` when what is judged cannot run on the GPU's systems at all: a wheel
+    whose native files are for another CPU than its file name says (pip installs it by the
+    name), or for another CPU than the GPU's host (``analysis.verdicts.platform``); the entry
+    that would have served it stays as the evidence."""
+    finding = next((f for f in findings if f.gpu in (ANY_GPU, found.gpu)), None)
+    if finding is None:
+        return found
+    return replace(found, verdict=BLOCKED, reason=finding.cause, needs=None)
+
+
 def releases(versions: list[str], count: int) -> list[str]:
-    """The newest ``count`` public versions (``3.0+cu130`` is a variant of 3.0), in the order
-    given (newest first)."""
+    """The newest ``count`` public versions (``3.0+cu130`` is a variant of 3.0) of ``versions``
+    (newest first)."""
+    from packaging.version import Version
+
     found: list[str] = []
-    for version in versions:
+    for version in sorted(versions, key=Version, reverse=True):
         public = version.split("+", 1)[0]
         if public not in found:
             found.append(public)

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 
 from archgap.cli import options as opt
 from archgap.cli.common import EXIT_ERROR, EXIT_OK, Output
@@ -46,7 +47,18 @@ OPTIONS = (
         help="the releases per package, newest first (default 5; each with all its variants)",
     ),
     opt.option("--out", metavar="DIR", required=True, help="the folder the site is written to"),
-    opt.Group(opt.INDEXES, title="where and for what (pip's index settings apply)"),
+    opt.Group(
+        (
+            *(o for o in opt.INDEXES if "--platform" not in o.names),
+            opt.listed(
+                "--platform",
+                "TAG",
+                "choose wheels for this platform tag (manylinux_2_28_aarch64); repeatable, "
+                "comma-separated: each platform's wheels are variants (default: this machine's)",
+            ),
+        ),
+        title="where and for what (pip's index settings apply)",
+    ),
     opt.output(),
 )
 
@@ -68,7 +80,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     with out.counter("judging") as tell:
         report = matrix(
             args.packages, gpus=args.gpu, versions=args.versions,
-            options=opt.index_options(args), cache=os.path.join(folder, CACHE), progress=tell,
+            options=replace(opt.index_options(args), platform=None), platforms=args.platform,
+            cache=os.path.join(folder, CACHE), progress=tell,
         )  # fmt: skip
     elapsed = time.monotonic() - started
     doc = rendering.body(report, elapsed)

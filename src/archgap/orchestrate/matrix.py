@@ -31,6 +31,7 @@ def matrix(
     versions: int = 5,
     options: IndexOptions | None = None,
     cache: str | None = None,
+    platforms: Sequence[str] = (),
     progress: Callable[[int, int, str], None] | None = None,
 ) -> MatrixReport:
     """For each of ``packages`` (names, or requirements that narrow the versions) its newest
@@ -39,7 +40,9 @@ def matrix(
     judged on every GPU of ``gpus`` from its wheel (ranges where the server allows). A cell is
     computed once per wheel sha256: ``cache`` (a JSON file) keeps them, and a rerun reads only
     wheels it does not hold. A JIT package's wheel is judged by its JIT model, not by this
-    machine's toolkits (a matrix says the same wherever it is built). Raises ``UsageError`` for
+    machine's toolkits (a matrix says the same wherever it is built). ``platforms`` (wheel
+    platform tags; default ``options.platform``) each choose their wheels: a wheel per platform is
+    a variant (the same file for two platforms is judged once). Raises ``UsageError`` for
     an unknown GPU name, a PACKAGE that is not a requirement or ``versions`` below 1; an index or
     a wheel that fails is a problem in the report."""
     from archgap import __version__
@@ -59,15 +62,17 @@ def matrix(
         raise UsageError(str(exc)) from None
     stamp = [CACHE_FORMAT, __version__]
     kept = _load_cache(cache, stamp)
+    chosen_platforms = tuple(platforms) or (chosen.platform,)
     done: list[PackageMatrix] = []
     with net.limits(chosen.timeout, chosen.max_download):
         for requirement in requirements:
             before = len(kept), sum(len(e.get("cells", ())) for e in kept.values())
-            done.append(_package(requirement, targets, urls, chosen, versions, kept, progress))
+            done.append(_package(requirement, targets, urls, chosen, chosen_platforms, versions,
+                                 kept, progress))  # fmt: skip
             if (len(kept), sum(len(e.get("cells", ())) for e in kept.values())) != before:
                 _store_cache(cache, stamp, kept)  # after each package: an interrupted run keeps it
     return MatrixReport(
-        targets, tuple(urls), chosen.python_version, chosen.platform, versions, tuple(done)
+        targets, tuple(urls), chosen.python_version, chosen_platforms, versions, tuple(done)
     )
 
 
@@ -76,6 +81,7 @@ def _package(
     targets: tuple[GpuTarget, ...],
     urls: list[str],
     options: IndexOptions,
+    platforms: tuple[str | None, ...],
     count: int,
     kept: dict[str, Any],
     progress: Callable[[int, int, str], None] | None,
@@ -86,21 +92,30 @@ def _package(
 
     skipped: list[str] = []
     name = requirement.name
-    try:
-        found = candidates(requirement, urls, options.python_version, options.platform, skipped)
-    except ResolveError as exc:
-        return PackageMatrix(name, (), (), str(exc), tuple(skipped))
-    listed = variants(found, urls)
-    shown = releases([str(c.version) for c in listed], count)
-    chosen = [c for c in listed if str(c.version).split("+", 1)[0] in shown]
+    listed: list[tuple[str | None, Candidate]] = []
+    problems = []
+    for platform in platforms:
+        try:
+            found = candidates(requirement, urls, options.python_version, platform, skipped)
+        except ResolveError as exc:
+            problems.append(str(exc))
+            continue
+        listed += [(platform, c) for c in variants(found, urls)]
+    if not listed:
+        return PackageMatrix(name, (), (), "; ".join(problems), tuple(dict.fromkeys(skipped)))
+    shown = releases([str(c.version) for _, c in listed], count)
+    # newest first, then platform and index order (the listing's order on a tie)
+    order = {v: i for i, v in enumerate(shown)}
+    chosen = [(p, c) for p, c in listed if str(c.version).split("+", 1)[0] in order]
+    chosen.sort(key=lambda pc: order[str(pc[1].version).split("+", 1)[0]])
     fetched: list[Fetched] = []
     judged = []
-    for done, candidate in enumerate(chosen):
+    for done, (platform, candidate) in enumerate(chosen):
         if progress:
             progress(done, len(chosen), f"{name} {candidate.version}")
-        judged.append(_variant(name, candidate, targets, kept, fetched))
+        judged.append(_variant(name, candidate, targets, kept, fetched, platform))
     return PackageMatrix(
-        name, tuple(shown), tuple(judged), None, tuple(skipped),
+        name, tuple(shown), tuple(judged), None, tuple(dict.fromkeys([*skipped, *problems])),
         sum(f.bytes_fetched for f in fetched), sum(f.size for f in fetched),
     )  # fmt: skip
 
@@ -115,6 +130,7 @@ def _variant(
     targets: tuple[GpuTarget, ...],
     kept: dict[str, Any],
     fetched: list[Fetched],
+    platform: str | None = None,
 ) -> Variant:
     """One wheel's cells: from the cache when it holds them all for this sha256, else the wheel
     read (``index.versions.read_variant``) and judged on the GPUs the cache lacks."""
@@ -126,16 +142,16 @@ def _variant(
     base = (str(candidate.version), candidate.index, file.filename, file.url, digest or None)
     missing = [g for g in targets if _key(g) not in cells]
     if not missing:
-        return Variant(*base, tuple(cells[_key(g)] for g in targets), cached=True)
+        return Variant(*base, tuple(cells[_key(g)] for g in targets), None, True, platform)
     new, problem = _judge(package, candidate, missing, fetched)
     if problem is not None:
-        return Variant(*base, (), problem)
+        return Variant(*base, (), problem, platform=platform)
     cells.update(zip((_key(g) for g in missing), new, strict=True))
     if digest:
         from archgap.codec import encode
 
         kept[digest] = {"wheel": file.filename, "cells": {k: encode(c) for k, c in cells.items()}}
-    return Variant(*base, tuple(cells[_key(g)] for g in targets))
+    return Variant(*base, tuple(cells[_key(g)] for g in targets), platform=platform)
 
 
 def _digest(sha256: str | None) -> str:
@@ -164,7 +180,7 @@ def _judge(
 ) -> tuple[list[Cell], str | None]:
     """The wheel read and judged on ``gpus`` as ``versions`` judges it (``variant_verdict``),
     each cell with its deciding library; or why it could not be read."""
-    from archgap.analysis.matrix import cell
+    from archgap.analysis.matrix import cell, on_platform
     from archgap.analysis.verdicts.verdicts import NO_KERNELS
     from archgap.analysis.versions import variant_verdict
     from archgap.archives.wheel import archive_facts
@@ -185,7 +201,8 @@ def _judge(
         )
         verdict, reason = variant_verdict(name, version, gpu, verdict, reason)
         libraries = row.libraries if row else ()
-        cells.append(cell(name, version, gpu, verdict, reason, libraries, contents.label))
+        found = cell(name, version, gpu, verdict, reason, libraries, contents.label)
+        cells.append(on_platform(found, report.platform))
     return cells, None
 
 

@@ -56,7 +56,7 @@ def body(report: MatrixReport, seconds: float) -> dict[str, Any]:
             ],
             "indexes": list(report.indexes),
             "python_version": report.python_version,
-            "platform": report.platform,
+            "platforms": list(report.platforms),
             "versions": report.versions,
             "packages": [_package_doc(p) for p in report.packages],
             "wheels_read": report.wheels_read,
@@ -84,6 +84,7 @@ def _package_doc(package: PackageMatrix) -> dict[str, Any]:
                 "wheel": v.wheel,
                 "url": v.url,
                 "sha256": v.sha256,
+                "platform": v.platform,
                 "cached": v.cached,
                 "problem": v.problem,
                 "cells": [
@@ -179,12 +180,16 @@ def package_page(report: MatrixReport, package: PackageMatrix) -> str:
     if package.problem:
         parts.append(f"<p>{escape(package.problem)}</p>\n")
     parts += [f'<p class="meta">{escape(p)}</p>\n' for p in package.index_problems]
+    several = len(report.platforms) > 1  # then a column says which platform chose the wheel
     parts.append("<table id=\"matrix\"><thead><tr><th>release</th><th>variant</th>"
-                 f"<th>index</th>{_gpu_header(report)}</tr></thead><tbody>\n")  # fmt: skip
+                 + ("<th>platform</th>" if several else "")
+                 + f"<th>index</th>{_gpu_header(report)}</tr></thead><tbody>\n")  # fmt: skip
     for row, variant in enumerate(package.variants):
         parts.append(
             f'<tr class="release"><td>{escape(variant.version.split("+", 1)[0])}</td>'
-            f"<td>{escape(_label(variant))}</td><td>{escape(variant.index)}</td>"
+            f"<td>{escape(_label(variant))}</td>"
+            + (f"<td>{escape(variant.platform or 'this machine')}</td>" if several else "")
+            + f"<td>{escape(variant.index)}</td>"
         )
         if variant.problem is not None:
             parts.append(f"<td colspan=\"{len(report.gpus)}\" class=\"v\" style=\""

@@ -306,3 +306,36 @@ def test_the_page_in_a_browser(served: Served, tmp_path: Path) -> None:
     assert (width, height) == (1000, 700)
     # nine coloured cells of at least 72 px x 20 px each, besides the text
     assert coloured > 9 * 72 * 20, coloured
+
+
+def test_each_platform_chooses_its_wheels(served: Served, tmp_path: Path) -> None:
+    """--platform twice: the x86-64 wheels and the aarch64 ones are variants of a release. The
+    aarch64 wheel of 3.0 holds the x86-64 libcomp_default.so (its ELF machine says so): pip
+    installs a wheel by its file name's tags, on aarch64 machines, where x86-64 code cannot
+    load: blocked on every GPU, though its SASS would fit the 8.6 (index/wheeltags.py's rule)."""
+    wheel = make_wheel(served.build / "main", "demo-kernels", "3.0",
+                       {"demo/libcomp_default.so": CUDA_BIN / "libcomp_default.so"},
+                       tag="py3-none-manylinux_2_17_aarch64")  # fmt: skip
+    served.projects["demo-kernels"].append(Listing(wheel))
+    for kind in ("simple", "json"):
+        shutil.rmtree(served.root / "main" / kind)
+        write_index(served.root, "main", served.projects, kind)
+    code, doc = matrix(served, tmp_path / "site", "demo-kernels", "--versions", "1",
+                       "--platform", "manylinux_2_28_aarch64")  # fmt: skip
+    assert code == 0
+    # in the order given (this one before TARGET's), each platform's variants in that order
+    assert doc["platforms"] == ["manylinux_2_28_aarch64", "manylinux_2_28_x86_64"]
+    (package,) = doc["packages"]
+    rows = [
+        (v["version"], v["platform"].removeprefix("manylinux_2_28_"),
+         [c["verdict"] for c in v["cells"]])
+        for v in package["variants"]
+    ]  # fmt: skip
+    assert rows == [
+        ("3.0", "aarch64", ["blocked", "blocked", "blocked"]),
+        ("3.0+cu130", "x86_64", ["none", "native", "none"]),
+        ("3.0+cpu", "x86_64", ["no-kernels", "no-kernels", "no-kernels"]),
+        ("3.0", "x86_64", ["none", "native", "native"]),
+    ]
+    page = (tmp_path / "site" / "demo-kernels.html").read_text()
+    assert "<th>platform</th>" in page and "manylinux_2_28_aarch64" in page
