@@ -49,6 +49,14 @@ class KernelsResult:
         """Files that could not be read completely (the run exits 2)."""
         return sum(1 for f in self.files if f.error or f.format == "unreadable")
 
+    @property
+    def exit_code(self) -> int:
+        """``archgap kernels``': 2 a file could not be read completely (or names nothing here),
+        1 the --require gate fails, else 0."""
+        if self.unreadable:
+            return EXIT_ERROR
+        return EXIT_GAP if self.gate is not None and not self.gate.passed else EXIT_OK
+
 
 @dataclass(frozen=True)
 class GatesResult:

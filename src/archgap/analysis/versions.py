@@ -26,6 +26,7 @@ from archgap.analysis.verdicts.verdicts import (
     UNKNOWN,
     Verdict,
 )
+from archgap.errors import EXIT_ERROR, EXIT_GAP, EXIT_OK
 from archgap.kb import toolchain as kb
 
 
@@ -71,6 +72,14 @@ class VersionsReport:
     @property
     def judged(self) -> int:
         return sum(1 for v in self.versions if v.judged)
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap versions``': 0 a variant covers every GPU (``winner``), 1 none does of
+        those judged, 2 none could be judged (nothing listed, or every variant unknown)."""
+        if self.winner is not None:
+            return EXIT_OK
+        return EXIT_GAP if self.judged else EXIT_ERROR
 
 
 def covers(verdict: str, strict: bool) -> bool:

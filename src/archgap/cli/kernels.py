@@ -13,9 +13,6 @@ from typing import Any
 
 from archgap.cli import options as opt
 from archgap.cli.common import (
-    EXIT_ERROR,
-    EXIT_GAP,
-    EXIT_OK,
     Output,
     target_from_args,
 )
@@ -89,6 +86,4 @@ def run(args: Any, out: Output) -> int:
     if result.missing and not out.json_mode:  # the document lists them as unreadable rows
         out.error(f"no such file or directory: {', '.join(result.missing)}")
     show(out, "kernels", result, View(detail=show_all))
-    if result.unreadable:
-        return EXIT_ERROR
-    return EXIT_GAP if result.gate is not None and not result.gate.passed else EXIT_OK
+    return result.exit_code

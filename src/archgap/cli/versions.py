@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from archgap.cli import options as opt
-from archgap.cli.common import EXIT_ERROR, EXIT_GAP, EXIT_OK, Output
+from archgap.cli.common import Output
 
 HELP = (
     "which released version or variant (+cu130, another index) of a package covers a GPU, and "
@@ -82,9 +82,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     show(out, "versions", report, View(elapsed=elapsed, first=args.first))
     if args.constraints:
         _write_constraints(args.constraints, report, args.first, out)
-    if report.winner is not None:
-        return EXIT_OK
-    return EXIT_GAP if report.judged else EXIT_ERROR
+    return report.exit_code
 
 
 def _write_constraints(path: str, report: Any, first: bool, out: Output) -> None:
