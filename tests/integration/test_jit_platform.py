@@ -132,3 +132,22 @@ def test_which_environment_cpu_blocks_the_jit(
     assert set(got) == ({"GB10"} if blocked else set()), got  # H100: no host CPU fixed
     if blocked:
         assert "GB10 systems are aarch64" in got["GB10"]
+
+
+def test_a_fleet_naming_gb10_shows_the_jit_blocked_in_its_documents(tmp_path: Path) -> None:
+    """fleet --gpu GB10 over an x86-64 host's probe document: its JIT coverage and findings say
+    blocked, in a document its schema accepts (json_output validates it)."""
+    need_data(FLASHINFER)
+    env = {"CUDA_HOME": str(banner_toolkit(tmp_path, "12.8")), "CUDA_PATH": ""}
+    probe = run_cli("probe", "--python", str(venv_python(FLASHINFER)), env=env)
+    assert probe.returncode == 0, probe.stderr
+    document = tmp_path / "host.json"
+    document.write_text(probe.stdout)
+    result = run_cli("fleet", "--from", str(document), "--gpu", "GB10", "--json")
+    doc = json_output(result, "fleet")
+    assert result.returncode == 1
+    assert [row["statuses"] for row in doc["jit_coverage"]["rows"]] == [["blocked"]]
+    ((finding,),) = [host["jit_findings"] for host in doc["hosts"]]
+    assert (finding["package"], finding["gpu"], finding["status"]) == (
+        "flashinfer-python", "12.1", "blocked",
+    )  # fmt: skip

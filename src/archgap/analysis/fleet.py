@@ -453,7 +453,7 @@ def drift_between(groups: Sequence[HostGroup]) -> tuple[Drift, ...]:
 
 
 VERDICT_ORDER = RANK  # worst first: none, blocked, unknown, partial, jit, native, no-kernels
-JIT_ORDER = {"fails": 0, "unknown": 1}
+JIT_ORDER = {"fails": 0, "blocked": 0, "unknown": 1}
 
 
 def kernel_cells(host: HostSummary, packages: Sequence[str]) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from archgap.analysis.verdicts.compat import GpuTarget
 
 # The JIT statuses that are not ok, worst first (a package's label on a GPU is its worst).
-_JIT_ORDER = {"fails": 0, "unknown": 1}
+_JIT_ORDER = {"fails": 0, "blocked": 0, "unknown": 1}
 
 
 def node_health(report: ScanReport, *, require: Sequence[str] = ()) -> NodeHealth:
