@@ -117,11 +117,13 @@ def _head(title: str) -> str:
 
 
 def _gpu_header(report: MatrixReport) -> str:
-    return "".join(
-        f'<th>{escape(g.label)}<br><span class="meta">{escape(str(g.compute_capability))}'
-        "</span></th>"
-        for g in report.gpus
-    )
+    """A column per GPU: its name, and its compute capability when the name is not one."""
+    cells = []
+    for g in report.gpus:
+        cc = str(g.compute_capability)
+        below = "" if g.label == cc else f'<br><span class="meta">{escape(cc)}</span>'
+        cells.append(f"<th>{escape(g.label)}{below}</th>")
+    return "".join(cells)
 
 
 def index_page(report: MatrixReport) -> str:
@@ -155,11 +157,11 @@ def index_page(report: MatrixReport) -> str:
 
 
 def _legend() -> str:
-    items = "".join(
-        f'<td class="v" style="{_colour(k)}">{escape(k)}</td><td>{escape(LEGEND[k])}</td>'
+    rows = "".join(
+        f'<tr><td class="v" style="{_colour(k)}">{escape(k)}</td><td>{escape(LEGEND[k])}</td></tr>'
         for k in ("native", "jit", "partial", "blocked", "none", "unknown", "no-kernels")
     )
-    return f"<h2>Legend</h2><table><tr>{items}</tr></table>\n"
+    return f"<h2>Legend</h2><table>{rows}</table>\n"
 
 
 def _colour(verdict: str) -> str:
