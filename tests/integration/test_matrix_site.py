@@ -145,8 +145,12 @@ def test_each_cell_is_what_the_wheel_holds_by_nvidias_rules(served: Served, tmp_
     first with sm_120); 0.6.18 asks for CUDA >= 12.9 (raise 'SM 12.x requires CUDA >= 12.9')
     and builds compute_120f, a family target nvcc has from 12.9: both jit, the toolchain
     named."""
-    code, doc = matrix(served, tmp_path / "site", "demo-kernels", "flashinfer-python")
+    code, doc = matrix(
+        served, tmp_path / "site", "demo-kernels", "flashinfer-python", "Demo_Kernels"
+    )
     assert code == 0
+    # Demo_Kernels is demo-kernels (PEP 503 names): one page, the first given
+    assert [p["package"] for p in doc["packages"]] == ["demo-kernels", "flashinfer-python"]
     assert cells(doc, "demo-kernels") == {
         "3.0+cu130": ["none", "native", "none"],
         "3.0+cpu": ["no-kernels", "no-kernels", "no-kernels"],

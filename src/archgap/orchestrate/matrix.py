@@ -45,6 +45,8 @@ def matrix(
     a variant (the same file for two platforms is judged once). Raises ``UsageError`` for
     an unknown GPU name, a PACKAGE that is not a requirement or ``versions`` below 1; an index or
     a wheel that fails is a problem in the report."""
+    from packaging.utils import canonicalize_name
+
     from archgap import __version__
     from archgap.analysis.matrix import MatrixReport
     from archgap.index import net
@@ -57,9 +59,12 @@ def matrix(
     urls = indexes(chosen.index_url, list(chosen.extra_index_urls))
     targets = resolve(gpus)
     try:
-        requirements = [parse_requirement(p) for p in packages]
+        parsed = [parse_requirement(p) for p in packages]
     except ResolveError as exc:
         raise UsageError(str(exc)) from None
+    # one page per project: Foo_Bar and foo-bar are one (PEP 503), the first given kept
+    firsts = {canonicalize_name(r.name): r for r in reversed(parsed)}.values()
+    requirements = [r for r in parsed if any(r is f for f in firsts)]
     stamp = [CACHE_FORMAT, __version__]
     kept = _load_cache(cache, stamp)
     chosen_platforms = tuple(platforms) or (chosen.platform,)
