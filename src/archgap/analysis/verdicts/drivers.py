@@ -113,6 +113,27 @@ def cuda_majors(binary: BinaryFacts, package: str) -> dict[int, tuple[str, str]]
     newest toolkit banner in its read-only data: a CUDA 13 build with its runtime linked
     statically needs no libcudart.so.13), then a ``DT_NEEDED`` name of that major, then for
     NVIDIA's own wheels the wheel's path or name."""
+    majors = _content_majors(binary)
+    known = kb.cuda_libraries()
+    for name in binary.needed or ():
+        entry = known.get(name)
+        if entry is not None and entry.cuda_major is not None:
+            majors.setdefault(entry.cuda_major, (f"it needs {name}", entry.source))
+    wheel = kb.wheel_cuda_major()
+    match = wheel.path.search(binary.path)
+    if match:
+        majors.setdefault(
+            int(match.group(1)), (f"it is in nvidia/cu{match.group(1)}/", wheel.source)
+        )
+    match = wheel.name.match(package)
+    if match:
+        majors.setdefault(int(match.group(1)), (f"it is of {package}", wheel.source))
+    return majors
+
+
+def _content_majors(binary: BinaryFacts) -> dict[int, tuple[str, str]]:
+    """What the library's content says of its CUDA major, the first that says each: the
+    highest PTX ISA, its cubins' toolkit notes, the banner in its read-only data."""
     majors: dict[int, tuple[str, str]] = {}
     isas = [e.ptx_isa for e in binary.entries if e.kind == "ptx" and e.ptx_isa]
     isa = max(isas, key=lambda v: version_tuple(v) or (), default=None)
@@ -131,20 +152,6 @@ def cuda_majors(binary: BinaryFacts, package: str) -> dict[int, tuple[str, str]]
     if banner and banner.split(".")[0].isdigit():
         said = f"its read-only data holds the banner 'Cuda compilation tools, release {banner}'"
         majors.setdefault(_major(banner), (said, BANNER_SOURCE))
-    known = kb.cuda_libraries()
-    for name in binary.needed or ():
-        entry = known.get(name)
-        if entry is not None and entry.cuda_major is not None:
-            majors.setdefault(entry.cuda_major, (f"it needs {name}", entry.source))
-    wheel = kb.wheel_cuda_major()
-    match = wheel.path.search(binary.path)
-    if match:
-        majors.setdefault(
-            int(match.group(1)), (f"it is in nvidia/cu{match.group(1)}/", wheel.source)
-        )
-    match = wheel.name.match(package)
-    if match:
-        majors.setdefault(int(match.group(1)), (f"it is of {package}", wheel.source))
     return majors
 
 

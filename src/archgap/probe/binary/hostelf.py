@@ -102,6 +102,15 @@ def _e_type(buf: Any) -> int:
     return int(struct.unpack("<H", bytes(buf[16:18]))[0])
 
 
+def _read_library(reader: Reader, fields: Tuple[Any, ...], sections: Optional[Sections]) -> None:
+    """A linked library's own facts: what it needs, what it may dlopen, its run-time compilers."""
+    _read_needs(reader, fields)
+    if sections is not None and reader.needed is not None:
+        reader.dlopens = dlopened_names(reader, sections)
+    if sections is not None:
+        reader.compilers = runtime_compilers(reader, sections)
+
+
 def read_elf(
     reader: Reader, base: int, limit: int, member: Optional[str]
 ) -> Literal["elf", "cubin"]:
@@ -120,11 +129,7 @@ def read_elf(
     if fields is not None and reader.machine is None:
         reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
     if fields is not None and base == 0 and fields[1] in (ET_EXEC, ET_DYN):
-        _read_needs(reader, fields)
-        if sections is not None and reader.needed is not None:
-            reader.dlopens = dlopened_names(reader, sections)
-        if sections is not None:
-            reader.compilers = runtime_compilers(reader, sections)
+        _read_library(reader, fields, sections)
     if sections is None:
         return "elf"
     is_object = fields[1] == ET_REL
