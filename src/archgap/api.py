@@ -21,7 +21,7 @@ from archgap.errors import ProbeError, UsageError
 from archgap.orchestrate.explain import Where, diagnose, explain
 from archgap.orchestrate.fleet import FleetRun, fleet, fleet_run
 from archgap.orchestrate.gpus import gpus
-from archgap.orchestrate.health import node_health
+from archgap.orchestrate.health import health, node_health
 from archgap.orchestrate.kernels import kernel_files, kernels
 from archgap.orchestrate.matrix import matrix
 from archgap.orchestrate.probe import k8s_manifest, probe, probe_script
@@ -74,6 +74,7 @@ __all__ = [
     "fleet_run",
     "gates",
     "gpus",
+    "health",
     "k8s_manifest",
     "kernel_files",
     "kernels",

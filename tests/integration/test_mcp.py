@@ -48,8 +48,8 @@ SM75 = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
 TARGETS = {"host", "container", "pod"}
 # Every command an assistant may ask; the tools that change the target only with --allow-fix.
 READ_ONLY = {
-    "scan", "explain", "trace", "gates", "kernels", "versions", "recipe", "gpus", "probe",
-    "fleet", "fix",
+    "scan", "health", "explain", "trace", "gates", "kernels", "versions", "recipe", "gpus",
+    "probe", "fleet", "fix",
 }  # fmt: skip
 CHANGING = {"fix_apply", "fix_undo"}
 
@@ -243,6 +243,23 @@ def test_scan_of_flashinfer_0_6_8_with_nvcc_12_8_finds_the_gap(client: Client) -
     result = client.call("scan", arguments)
     _flashinfer_failure(_document(result, "scan"))
     assert result.content[0].text.startswith("archgap scan: gap found")
+
+
+def test_health_is_the_node_check_scan_health_makes(client: Client) -> None:
+    # The same judgement as scan --health (api.health -> NodeHealth): FlashInfer 0.6.8's SM 12.x
+    # rule needs CUDA >= 12.9 and the server's nvcc is 12.8, so its JIT fails on an RTX PRO 6000
+    # (12.0): a gap, exit 1, a reason a drain policy may act on.
+    _needs(FLASHINFER_068)
+    arguments = {"python": str(FLASHINFER_068), "gpus": ["RTX PRO 6000"]}
+    result = client.call("health", arguments)
+    doc = _document(result, "health")
+    assert (doc["code"], doc["exit_code"], doc["drains"]) == ("jit-fails", 1, True)
+    assert doc["line"].startswith("archgap: jit-fails: flashinfer-python 0.6.8 on 12.0"), doc
+    assert {"package": "flashinfer-python", "compute_capability": "12.0", "value": "fails"} in (
+        doc["jit"]
+    )
+    assert result.content[0].text.startswith("archgap health: archgap: jit-fails: ")
+    assert "unknown GPU" in _error(client.call("health", {"gpus": ["RTX 9999"]}))
 
 
 def test_scan_reports_progress_as_native_files_are_read(client: Client) -> None:

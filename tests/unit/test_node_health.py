@@ -140,3 +140,34 @@ def test_a_run_that_failed_is_its_code_with_exit_2() -> None:
         health = NodeHealth(code, why="x")
         assert health.exit_code == 2 and not health.drains
         assert line(health) == f"archgap: {code}: x"
+
+
+def test_health_in_one_call_makes_facts_that_cannot_be_collected_a_value() -> None:
+    # The service's environment file does not exist: no facts, so nothing judged (exit 2, never
+    # a drain), returned as the probe-failed code, not raised.
+    health = api.health(gpus=["H100"], env_from="/nonexistent/sglang.env")
+    assert (health.code, health.exit_code, health.drains) == ("probe-failed", 2, False)
+    assert health.why.startswith("--env-from /nonexistent/sglang.env: ")
+    assert line(health).startswith("archgap: probe-failed: --env-from /nonexistent/sglang.env")
+
+
+def test_the_document_follows_its_schema_and_carries_the_line() -> None:
+    import jsonschema
+
+    from archgap.report.health import document
+    from archgap.report.jsondoc import schema
+
+    judged = api.node_health(_report(_package("torch", "none")))
+    doc = document(judged)
+    jsonschema.validate(doc, schema("health"))
+    assert (doc["command"], doc["code"], doc["exit_code"], doc["gaps"]) == (
+        "health",
+        "no-kernel",
+        1,
+        1,
+    )
+    assert doc["line"] == line(judged)
+    assert doc["verdicts"] == [{"package": "torch", "compute_capability": "9.0", "value": "none"}]
+    unjudged = document(NodeHealth("no-gpu", why="no GPU found and none named"))
+    jsonschema.validate(unjudged, schema("health"))
+    assert unjudged["gaps"] is None and unjudged["verdicts"] == [] and not unjudged["judged"]

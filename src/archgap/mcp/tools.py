@@ -116,6 +116,14 @@ READ_ONLY = (
         "the architecture; gaps with their chain of causes and fixes.",
     ),
     ToolSpec(
+        "health",
+        "health",
+        "Can this node run the stack, as a Slurm/NHC health check or a drain policy sees it: OK "
+        "or the first reason it cannot (a stable code: gpu-fault, gpu-missing, no-kernel, "
+        "blocked, jit-fails; exit 1), or why it could not be judged (exit 2); with require, the "
+        "GPUs the node must have.",
+    ),
+    ToolSpec(
         "explain",
         "explain",
         "Explain a crash log: the architecture-gap error in it, the chain of causes (confirmed on "
@@ -339,6 +347,10 @@ def _scan(doc: Mapping[str, Any]) -> str:
     return line
 
 
+def _health(doc: Mapping[str, Any]) -> str:
+    return f"{doc.get('line')} (exit {doc.get('exit_code')})"
+
+
 def _explain(doc: Mapping[str, Any]) -> str:
     found = doc.get("explain") or {}
     cause = found.get("root_cause") or found.get("error") or "no architecture-gap error found"
@@ -451,6 +463,7 @@ def _done(doc: Mapping[str, Any]) -> str:
 
 _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "scan": _scan,
+    "health": _health,
     "explain": _explain,
     "trace": _trace,
     "gates": _gates,

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from archgap.analysis.gpu_fault import gpu_fault
+from archgap.errors import ProbeError
 from archgap.results import NodeHealth, NodeVerdict
+from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
@@ -37,6 +39,34 @@ if TYPE_CHECKING:
 
 # The JIT statuses that are not ok, worst first (a package's label on a GPU is its worst).
 _JIT_ORDER = {"fails": 0, "blocked": 0, "unknown": 1}
+
+
+def health(
+    python: str | None = None,
+    *,
+    gpus: Sequence[str] = (),
+    require: Sequence[str] = (),
+    target: Target = LOCAL,
+    env_from: str | None = None,
+    root: str = "/",
+    timeout: float = DEFAULT_TIMEOUT,
+    driver: str | None = None,
+    strict: bool = False,
+) -> NodeHealth:
+    """``scan --health`` in one call (the MCP tool): the environment scanned on the GPUs
+    ``gpus`` and ``require`` name (and those present), then judged by ``node_health``; facts that
+    could not be collected are ``probe-failed`` (a value, not an exception). ``UnknownGpu`` for
+    a GPU name no table knows."""
+    from archgap.orchestrate.scan import scan
+
+    try:
+        report = scan(
+            python, gpus=[*gpus, *require], target=target, env_from=env_from, root=root,
+            timeout=timeout, driver=driver, strict=strict,
+        )  # fmt: skip
+    except ProbeError as exc:
+        return failed("probe-failed", str(exc))
+    return node_health(report, require=require)
 
 
 def node_health(report: ScanReport, *, require: Sequence[str] = ()) -> NodeHealth:

@@ -10,7 +10,8 @@ single quote ends the quoting and the rest is shell syntax. Renders only.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from archgap.results import NodeHealth
@@ -46,3 +47,23 @@ def line(health: NodeHealth) -> str:
     if health.code == "ok":
         return "OK"
     return reason_line(health.code, health.subject, health.why, health.more)
+
+
+def document(health: NodeHealth) -> dict[str, Any]:
+    """The health as a JSON document (schema/health.schema.json): what the MCP tool returns."""
+    from archgap.report.jsondoc import document as envelope
+
+    body = {
+        "code": health.code,
+        "line": line(health),
+        "exit_code": health.exit_code,
+        "drains": health.drains,
+        "judged": health.judged,
+        "subject": health.subject,
+        "why": health.why,
+        "more": health.more,
+        "gaps": health.gaps if health.judged else None,
+        "verdicts": [asdict(v) for v in health.verdicts] if health.judged else [],
+        "jit": [asdict(v) for v in health.jit] if health.judged else [],
+    }
+    return envelope("health", body)
