@@ -29,6 +29,7 @@ from typing import List, Optional, Tuple
 from .binreader import NotRecorded, Reader
 from .bytesearch import searcher
 from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
+from .rodata import pieces
 
 SHF_WRITE, SHF_ALLOC = 0x1, 0x2
 MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
@@ -46,15 +47,15 @@ def cuda_release(reader: Reader, sections: Sections) -> Optional[str]:
     buf = reader.buf
     found: List[Tuple[int, int]] = []
     try:
-        for start, end in _regions(sections):
+        for _, start, stop, end in pieces(_regions(sections)):
             with searcher(buf, start, end) as (find, _):
                 at = find(LITERAL, start, end)
-                while at >= 0 and len(found) < MAX_HITS:
+                while 0 <= at < stop and len(found) < MAX_HITS:
                     match = RELEASE.match(buf, at, min(end, at + len(LITERAL) + 8))
                     if match:
                         found.append((int(match.group(1)), int(match.group(2))))
                     at = find(LITERAL, at + len(LITERAL), end)
-            reader.release(start - start % mmap.PAGESIZE, end)  # the page cache keeps them
+            reader.release(start - start % mmap.PAGESIZE, stop)  # the page cache keeps them
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
     return "%d.%d" % max(found) if found else ""

@@ -11,6 +11,7 @@ that follows a ``/`` is part of a path (dlopen of a path searches nothing) and i
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 import sys
@@ -18,7 +19,7 @@ from typing import Any, List, Optional, Set, Tuple
 
 from .binreader import NotRecorded, Reader
 from .elf import Sections
-from .rodata import read_only_regions, readahead
+from .rodata import pieces, read_only_regions, readahead
 
 SHT_DYNSYM = 11
 SHN_UNDEF = 0
@@ -38,7 +39,7 @@ def dlopened_names(reader: Reader, sections: Sections) -> Optional[Tuple[str, ..
     try:
         if not _imports(reader.buf, sections, b"dlopen"):
             return ()
-        return _names(reader.buf, sections)
+        return _names(reader, sections)
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
 
@@ -71,19 +72,22 @@ def _imports(buf: Any, sections: Sections, symbol: bytes) -> bool:
     return any(n in spots and s == SHN_UNDEF for n, s in zip(names, shndx))
 
 
-def _names(buf: Any, sections: Sections) -> Tuple[str, ...]:
+def _names(reader: Reader, sections: Sections) -> Tuple[str, ...]:
     """The ``lib*.so*`` strings of the image's read-only data (probe.binary.rodata), each
-    once, not part of a path. The pages stay mapped for probe.binary.rtcompilers, which reads
-    the same ranges next and hands them back."""
+    once, not part of a path; each piece's pages handed back after it is read."""
     found: List[str] = []
-    for start, end in read_only_regions(sections):
+    buf = reader.buf
+    for first, start, stop, end in pieces(read_only_regions(sections)):
         readahead(buf, start, end)
         for match in SONAME_END.finditer(buf, start, end):
-            name = _name_before(buf, max(start, match.start() - MAX_NAME), match.end() - 1)
+            if match.start() >= stop:  # the next piece's
+                break
+            name = _name_before(buf, max(first, match.start() - MAX_NAME), match.end() - 1)
             if name is not None and name not in found:
                 found.append(name)
                 if len(found) >= MAX_NAMES:
                     return tuple(found)
+        reader.release(start - start % mmap.PAGESIZE, stop)
     return tuple(found)
 
 

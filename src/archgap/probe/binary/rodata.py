@@ -13,21 +13,24 @@ torch 2.14.1+cu130's site-packages); on that environment and every ELF file of t
 
 The image's mapping is ``MADV_RANDOM`` (probe.binary.fatbin: a header read maps one page); a
 range searched front to back gets the kernel's read-ahead and fault-around back first
-(``readahead``), and its pages are handed back once after the last search
-(binreader.release; the page cache keeps them).
+(``readahead``). Each search walks the ranges in ``pieces`` of ``PIECE`` bytes and hands each
+piece's pages back before the next (binreader.release; the page cache keeps them): a section
+that claims a gigabyte (a hole in a sparse file) never holds more than a piece mapped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import mmap
-from typing import Any, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
 from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
 
 SHF_WRITE, SHF_ALLOC = 0x1, 0x2
 MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
 STRING_SECTIONS = (".rodata", ".lrodata")  # the linker's names of the literals' sections
+PIECE = 16 << 20  # bytes of a range searched (and so mapped) at once
+OVERLAP = 4096  # bytes past a piece a string that starts in it may run on
 
 
 def read_only_regions(sections: Sections) -> List[Tuple[int, int]]:
@@ -45,6 +48,18 @@ def read_only_regions(sections: Sections) -> List[Tuple[int, int]]:
     return regions
 
 
+def pieces(regions: List[Tuple[int, int]]) -> Iterator[Tuple[int, int, int, int]]:
+    """Each region in pieces: (region start, piece start, piece stop, end), where a string
+    that starts in [piece start, piece stop) is read up to ``end`` (``OVERLAP`` past the stop,
+    within the region); the next piece begins at the stop."""
+    for first, last in regions:
+        at = first
+        while at < last:
+            stop = min(last, at + PIECE)
+            yield first, at, stop, min(last, stop + OVERLAP)
+            at = stop
+
+
 def readahead(buf: Any, start: int, end: int) -> None:
     """Undo the mapping's ``MADV_RANDOM`` on [start, end), which is read front to back: one
     fault maps many pages (page by page, the faults of ~600 MB cost ~0.2 s of CPU)."""
@@ -54,4 +69,4 @@ def readahead(buf: Any, start: int, end: int) -> None:
             buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
 
 
-__all__ = ["MAX_DATA_BYTES", "STRING_SECTIONS", "read_only_regions", "readahead"]
+__all__ = ["MAX_DATA_BYTES", "PIECE", "STRING_SECTIONS", "pieces", "read_only_regions", "readahead"]

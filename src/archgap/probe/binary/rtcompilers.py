@@ -36,7 +36,7 @@ from ..facts import RuntimeCompiler
 from .binreader import NotRecorded, Reader
 from .bytesearch import searcher
 from .elf import Sections
-from .rodata import read_only_regions, readahead
+from .rodata import pieces, read_only_regions, readahead
 
 MAX_HITS = 4096  # table strings read at most per pattern and image
 MATCH_MAX = 64  # bytes one table string is matched in
@@ -62,28 +62,28 @@ def runtime_compilers(reader: Reader, sections: Sections) -> Optional[Tuple[Runt
         regions = read_only_regions(sections)
         # NVRTC carries NVVM, whose target triple is NVPTX's: its mark is looked for only in an
         # image that has the triple (one pass over the data of every other image, not two)
-        if not _holds(reader, NVPTX_MARK, regions, release=True):
+        if not _holds(reader, NVPTX_MARK, regions):
             return ()
-        if _holds(reader, NVRTC_MARK, regions, release=False):
+        if _holds(reader, NVRTC_MARK, regions):
             return (_nvrtc(reader, regions),)
         return (_nvptx(reader, regions),)
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
 
 
-def _holds(reader: Reader, mark: bytes, regions: List[Tuple[int, int]], release: bool) -> bool:
+def _holds(reader: Reader, mark: bytes, regions: List[Tuple[int, int]]) -> bool:
     """Whether ``mark`` lies in one of ``regions``, read front to back (read-ahead, as
-    search_section); with ``release`` each region's pages are handed back after (the page
-    cache keeps them), also those probe.binary.dlnames mapped before."""
-    buf, found = reader.buf, False
-    for start, end in regions:
-        if not found:
-            readahead(buf, start, end)
-            with searcher(buf, start, end) as (find, _):
-                found = find(mark, start, end) >= 0
-        if release:
-            reader.release(start - start % mmap.PAGESIZE, end)
-    return found
+    search_section) piece by piece, each piece's pages handed back after (the page cache
+    keeps them)."""
+    buf = reader.buf
+    for _, start, stop, end in pieces(regions):
+        readahead(buf, start, end)
+        with searcher(buf, start, end) as (find, _):
+            found = 0 <= find(mark, start, end) < stop
+        reader.release(start - start % mmap.PAGESIZE, stop)
+        if found:
+            return True
+    return False
 
 
 def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[Any]:
@@ -91,19 +91,20 @@ def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[A
     matched there (a regular expression over all of a 30 MB .rodata costs ~0.1 s)."""
     literal, buf = LITERALS[pattern], reader.buf
     found: List[Any] = []
-    for start, end in regions:
-        start = max(0, start - 1)
+    for first, start, stop, end in pieces(regions):
+        if start == first:  # a table string's NUL may be the byte before the section
+            start = max(0, start - 1)
         with searcher(buf, start, end) as (find, _):
             try:
                 at = find(literal, start, end)
             except NotRecorded:  # a streamed member keeps the marks, not the tables
                 return found
-            while at >= 0 and len(found) < MAX_HITS:
+            while 0 <= at < stop and len(found) < MAX_HITS:
                 match = pattern.match(buf, at, min(end, at + MATCH_MAX))
                 if match:
                     found.append(match.groups())
                 at = find(literal, at + 1, end)
-        reader.release(start - start % mmap.PAGESIZE, end)
+        reader.release(start - start % mmap.PAGESIZE, stop)
     return found
 
 
