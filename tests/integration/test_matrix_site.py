@@ -343,3 +343,29 @@ def test_each_platform_chooses_its_wheels(served: Served, tmp_path: Path) -> Non
     ]
     page = (tmp_path / "site" / "demo-kernels.html").read_text()
     assert "<th>platform</th>" in page and "manylinux_2_28_aarch64" in page
+
+
+def test_a_wheel_read_with_a_problem_is_read_again(
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 5.0 whose file name says x86_64 and whose WHEEL file says aarch64 (a problem of the
+    wheel, index/wheeltags.tag_problems): what such a read saw is not kept, so the rerun asks
+    for that wheel again, and for no other."""
+    built = make_wheel(tmp_path, "demo-kernels", "5.0", {"demo/libmix.so": CUDA_BIN / "libmix.so"},
+                       tag="py3-none-manylinux_2_17_aarch64")  # fmt: skip
+    misnamed = served.build / "main" / "demo_kernels-5.0-py3-none-manylinux_2_17_x86_64.whl"
+    built.rename(misnamed)
+    served.projects["demo-kernels"].append(Listing(misnamed))
+    for kind in ("simple", "json"):
+        shutil.rmtree(served.root / "main" / kind)
+        write_index(served.root, "main", served.projects, kind)
+    site = tmp_path / "site"
+    _, first = matrix(served, site, "demo-kernels", "--versions", "1")
+    assert [v["version"] for v in first["packages"][0]["variants"]] == ["5.0"]
+    asked = served.wheels_asked()
+    assert set(asked) == {misnamed.name}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache2"))
+    _, second = matrix(served, site, "demo-kernels", "--versions", "1")
+    again = served.wheels_asked()[len(asked) :]
+    assert again and set(again) == {misnamed.name}
+    assert second["wheels_read"] == 1

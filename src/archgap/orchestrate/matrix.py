@@ -148,11 +148,11 @@ def _variant(
     missing = [g for g in targets if _key(g) not in cells]
     if not missing:
         return Variant(*base, tuple(cells[_key(g)] for g in targets), None, True, platform)
-    new, problem = _judge(package, candidate, missing, fetched)
+    new, problem, clean = _judge(package, candidate, missing, fetched)
     if problem is not None:
         return Variant(*base, (), problem, platform=platform)
     cells.update(zip((_key(g) for g in missing), new, strict=True))
-    if digest:
+    if digest and clean:  # what a read that met a problem saw may differ next time: not kept
         from archgap.codec import encode
 
         kept[digest] = {"wheel": file.filename, "cells": {k: encode(c) for k, c in cells.items()}}
@@ -182,9 +182,10 @@ def _kept_cells(entry: Any) -> dict[str, Cell]:
 
 def _judge(
     package: str, candidate: Candidate, gpus: list[GpuTarget], fetched: list[Fetched]
-) -> tuple[list[Cell], str | None]:
+) -> tuple[list[Cell], str | None, bool]:
     """The wheel read and judged on ``gpus`` as ``versions`` judges it (``variant_verdict``),
-    each cell with its deciding library; or why it could not be read."""
+    each cell with its deciding library; or why it could not be read; and whether the read met
+    no problem (a member cut short, a request that failed)."""
     from archgap.analysis.matrix import cell, on_platform
     from archgap.analysis.verdicts.verdicts import NO_KERNELS
     from archgap.analysis.versions import variant_verdict
@@ -193,7 +194,7 @@ def _judge(
 
     contents = read_variant(candidate.file, fetched)
     if not contents.distributions:
-        return [], "; ".join(p.reason for p in contents.problems) or "not a wheel"
+        return [], "; ".join(p.reason for p in contents.problems) or "not a wheel", False
     report = judge(archive_facts([contents], ""), [g.label for g in gpus], matrix=False)
     name = contents.distributions[0].name
     version = str(candidate.version)
@@ -208,7 +209,8 @@ def _judge(
         libraries = row.libraries if row else ()
         found = cell(name, version, gpu, verdict, reason, libraries, contents.label)
         cells.append(on_platform(found, report.platform))
-    return cells, None
+    clean = not contents.problems and not any(b.error for b in contents.binaries)
+    return cells, None, clean
 
 
 def _load_cache(path: str | None, stamp: list[Any]) -> dict[str, Any]:
