@@ -179,7 +179,9 @@ READ_ONLY = (
         "fleet",
         "Compare the hosts of a fleet from probe documents (files or directories of `archgap "
         "probe` output): drift, coverage, gaps per host.",
-        omit=frozenset({"hosts", "hostfile", "slurm", "srun_args", "ray", "options"}),
+        omit=frozenset(
+            {"hosts", "hostfile", "slurm", "srun_args", "ray", "ray_runtime_env", "options"}
+        ),
         open_world=False,
     ),
     ToolSpec(
