@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from archgap.probe.environment.envvars import REDACTED
 from archgap.probe.environment.service_env import system_with_env_from
-from archgap.probe.environment.system import REDACTED, System
+from archgap.probe.environment.system import System
 from tests.helpers import run_cli
 from tests.toolkit_stubs import wait_for_exec
 from tests.unit.test_hardening_binaries import within

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from archgap.probe.environment.system import System, env_allowed
+from archgap.probe.environment.envvars import env_allowed
+from archgap.probe.environment.system import System
 from tests.hangs import Sleeper
 
 

@@ -25,7 +25,7 @@ from archgap.analysis.fixes.engine import ENV, PATCH, TOOLKIT, UPGRADE, Fix, num
 from archgap.analysis.jit.findings import JitFinding
 from archgap.analysis.scan import ScanReport
 from archgap.kb import load_json
-from archgap.probe.environment.system import REDACTED
+from archgap.probe.environment.envvars import REDACTED
 
 KINDS = (ENV, TOOLKIT, UPGRADE, PATCH)
 DROPIN_NAME = "50-archgap.conf"

@@ -76,7 +76,7 @@ from archgap.image.source import (
 )
 from archgap.index import net
 from archgap.index.fetch import FetchError, PartialFile, cache_dir
-from archgap.probe.environment.system import hide_url_password
+from archgap.probe.environment.envvars import hide_url_password
 
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 CHUNK = 1 << 20

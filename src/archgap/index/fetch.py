@@ -34,7 +34,7 @@ from types import FrameType
 from typing import IO, Any
 
 from archgap.index import net
-from archgap.probe.environment.system import hide_url_password
+from archgap.probe.environment.envvars import hide_url_password
 
 READ_AHEAD = 1 << 20  # bytes fetched at least per range request
 MIN_RANGE = 64 << 10  # a 206 answer shorter than this (and than asked) is a short answer

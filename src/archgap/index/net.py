@@ -6,7 +6,7 @@ one deadline, one byte cap, credentials as pip sends them, and URLs that never s
   index lists on the same host get them too (pip's ``MultiDomainBasicAuth``); else ``~/.netrc``
   (``$NETRC``) for the host, as pip (through requests) reads it. The header is never forwarded
   to another origin on a redirect.
-* **Redaction**: ``hide_url_password`` (``archgap.probe.environment.system``: the probe's diffs
+* **Redaction**: ``hide_url_password`` (``archgap.probe.environment.envvars``: the probe's diffs
   hide URL passwords by the same rule, pip's ``redact_auth_from_url``) owns it. ``admit`` is the
   way in: a URL given by the user or listed by an index is remembered with its credentials and
   handed back redacted, so the password is in no label, message, JSON document or cache name. A URL
@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from archgap.probe.environment.system import URL_MASK, hide_url_password
+from archgap.probe.environment.envvars import URL_MASK, hide_url_password
 
 DEFAULT_TIMEOUT = 60.0
 MAX_PAGE_BYTES = 32 << 20  # an index page, PEP 658 metadata, a token or manifest answer

@@ -25,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from archgap.index import net
-from archgap.probe.environment.system import hide_url_password
+from archgap.probe.environment.envvars import hide_url_password
 
 PYPI = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"  # noqa: E501

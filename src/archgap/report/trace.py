@@ -177,7 +177,7 @@ def _on_gpus(item: Occurrence, context: _Context) -> list[str]:
 
 def _env_state(variable: str, context: _Context) -> str:
     """Whether the service's environment sets ``variable`` ("" without --env-from)."""
-    from archgap.probe.environment.system import env_allowed
+    from archgap.probe.environment.envvars import env_allowed
 
     if context.env is None:
         return ""

@@ -20,7 +20,7 @@ import difflib
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..environment.system import REDACTED, hide_url_password, shown_value
+from ..environment.envvars import REDACTED, hide_url_password, shown_value
 from .fixfiles import Refused, sha256
 
 ENV_LINE = re.compile(r"^(\s*(?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$")

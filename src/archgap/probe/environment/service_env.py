@@ -4,7 +4,7 @@ A server's ``CUDA_HOME``, ``PATH`` and ``FLASHINFER_*`` come from its unit file 
 from the shell archgap runs in. ``PID`` reads ``/proc/PID/environ`` (through the system's root
 prefix); ``FILE`` is an env file (``KEY=VALUE`` lines, ``export KEY=VALUE``, comments, quotes) or
 the JSON of ``docker inspect`` (``Config.Env``). Only allowlisted variables are kept
-(``system.allowlisted``): tokens and secrets are never read into the facts.
+(``envvars.allowlisted``): tokens and secrets are never read into the facts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import os
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
-from .system import System, allowlisted, read_regular
+from .envvars import allowlisted
+from .system import System, read_regular
 
 MAX_ENV_BYTES = 64 << 20  # an env file, a `docker inspect` document or a /proc/PID/environ
 
