@@ -11,7 +11,7 @@ from pathlib import Path
 
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.verdicts.compat import resolve_gpu
-from archgap.probe.environment.toolkit import _torch_supported_arches
+from archgap.probe.environment.torchbuild import torch_supported_arches as _torch_supported_arches
 from archgap.probe.facts import EnvVar, TorchBuild
 from tests.unit.test_jit_rules import facts
 

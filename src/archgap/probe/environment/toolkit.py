@@ -33,10 +33,10 @@ from ..facts import (
     SourceCheck,
     ToolchainFacts,
     Toolkit,
-    TorchBuild,
 )
 from .pyenv import canonical_name, dist_infos, interpreter_paths, read_metadata, record_files
 from .system import CommandResult, System, read_regular
+from .torchbuild import torch_build
 
 # "Cuda compilation tools, release 12.8, V12.8.93" (nvcc and ptxas print the same line).
 _RELEASE_RE = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
@@ -47,11 +47,6 @@ CARRIED_SCAN_LIMIT = 256 << 20  # bytes of a binary scanned for its line (nvcc 1
 _VERSION_TXT_RE = re.compile(r"CUDA Version (\d+\.\d+)((?:\.\d+)*)")
 _DOTTED_RE = re.compile(r"^(\d+\.\d+)(\.\d+){0,3}$")
 Version = Tuple[str, Optional[str], Optional[str], Optional[str], str]
-_TORCH_VERSION_RE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
-_TORCH_CUDA_RE = re.compile(r"""^cuda\s*(?::[^=]*)?=\s*(?:['"]([^'"]*)['"]|None)""", re.M)
-_TORCH_ARCHES_RE = re.compile(r"supported_arches\s*=\s*\[([^\]]*)\]")
-_TORCH_NAMED_RE = re.compile(r"named_arches\s*=\s*collections\.OrderedDict\(\[(.*?)\]\)", re.S)
-_TORCH_NAMED_PAIR_RE = re.compile(r"""\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['"]\s*\)""")
 
 # Distributions whose version is a CUDA toolkit component version (nvcc 12.8.93, cudart 12.8.57).
 TOOLKIT_WHEEL_PREFIXES = ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc")
@@ -424,50 +419,6 @@ def _triton_toolkits(
     return found
 
 
-def _torch_build(site_packages: Iterable[str], problems: List[Problem]) -> Optional[TorchBuild]:
-    for site in site_packages:
-        path = os.path.join(site, "torch", "version.py")
-        if not os.path.isfile(path):
-            continue
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read(65536)
-        except OSError as exc:
-            problems.append(Problem(path, "unreadable: %s" % (exc.strerror or exc)))
-            return None
-        version = _TORCH_VERSION_RE.search(text)
-        cuda = _TORCH_CUDA_RE.search(text)
-        arches, named, arches_file = _torch_supported_arches(site)
-        return TorchBuild(
-            version.group(1) if version else None,
-            cuda.group(1) if cuda else None,
-            path,
-            arches,
-            arches_file,
-            named,
-        )
-    return None
-
-
-def _torch_supported_arches(
-    site: str,
-) -> Tuple[Optional[Tuple[str, ...]], Optional[Tuple[Tuple[str, str], ...]], Optional[str]]:
-    """cpp_extension's ``supported_arches`` and ``named_arches`` (None where not found)."""
-    path = os.path.join(site, "torch", "utils", "cpp_extension.py")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(4000000)
-    except OSError:
-        return None, None, None
-    match = _TORCH_ARCHES_RE.search(text)
-    named_match = _TORCH_NAMED_RE.search(text)
-    named = tuple(_TORCH_NAMED_PAIR_RE.findall(named_match.group(1))) if named_match else None
-    if not match:
-        return None, named, path
-    names = re.findall(r"""['"]([^'"]+)['"]""", match.group(1))
-    return tuple(names), named, path
-
-
 def _read_lines(path: str) -> Tuple[Optional[List[str]], Optional[str]]:
     """(the lines of the file's first 2,000,000 characters, None) or (None, why not)."""
     try:
@@ -570,7 +521,7 @@ def discover_toolchains(
         which_nvcc=which_nvcc,
         toolkits=tuple(toolkits),
         packages=packages,
-        torch=_torch_build(site_packages, problems),
+        torch=torch_build(site_packages, problems),
         source_checks=tuple(_source_checks(site_packages, source_checks)),
         site_packages=site_packages,
         problems=tuple(problems),
