@@ -206,6 +206,9 @@ def close_names(query: str, n: int = 3) -> tuple[str, ...]:
 _FAMILY_WORDS = frozenset(("rtx", "gtx", "gt"))
 _RUN = re.compile(r"[a-z]+|[0-9]+")
 MENTION_LINE_MAX = 2000  # longer lines are data, not prose naming a GPU
+# A notebook part named by its number alone ("GeForce 800M", legacy table) reads in prose as a
+# model's size ("800M parameters"): in prose it names the GPU only after "GeForce".
+_BARE_NOTEBOOK = re.compile(r"[0-9]+ mx?")
 
 
 def _runs(words: str) -> tuple[str, ...]:
@@ -222,6 +225,8 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
         words = [w for w in _tokens(re.sub(r"\([^)]*\)", " ", product.name))]
         words = [w for w in words if w not in NAME_QUALIFIERS]
         runs = _runs(" ".join(words))
+        if _BARE_NOTEBOOK.fullmatch(" ".join(runs)) and "geforce" in product.name.lower():
+            runs = ("geforce", *runs)  # "GeForce 410M", never a model's "pythia-410m"
         forms = [runs]
         if len(words) > 2 and words[0] in _FAMILY_WORDS:
             forms.append(_runs(" ".join(words[1:])))
@@ -237,6 +242,18 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
         if form not in named and sum(f == form for f, _ in misnamed) == 1:
             by_first.setdefault(form[0], []).append((form, product))
     return {k: tuple(sorted(v, key=lambda e: -len(e[0]))) for k, v in by_first.items()}
+
+
+@cache
+def _ambiguous_forms() -> frozenset[tuple[str, ...]]:
+    """Spellings two products of different compute capabilities share: "GT 730" is a Kepler
+    (3.5) and a Fermi (2.1) part, "GTX 860M" a Kepler and a Maxwell one (NVIDIA's legacy table).
+    Prose naming one does not say which, so it names neither."""
+    ccs: dict[tuple[str, ...], set[str]] = {}
+    for forms in _spellings().values():
+        for form, product in forms:
+            ccs.setdefault(form, set()).add(product.compute_capability)
+    return frozenset(form for form, found in ccs.items() if len(found) > 1)
 
 
 @cache
@@ -348,12 +365,12 @@ def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
                 for k in range(i, end - 1)
             )
             if not glued_before and not glued_after and apart:
-                match = (end, product)
+                match = (end, product, form)
                 break
         if match is None:
             i += 1
             continue
-        i, product = match
-        if product not in found:
+        i, product, form = match
+        if form not in _ambiguous_forms() and product not in found:
             found.append(product)
     return tuple(found)
