@@ -18,4 +18,3 @@ def test_no_module_is_over_600_lines() -> None:
     }
     assert len(sizes) > 200  # the package itself, not an empty directory
     assert {name: n for name, n in sizes.items() if n > LIMIT} == {}
-
