@@ -144,6 +144,10 @@ def find_products(query: str) -> tuple[GpuProduct, ...]:
     if not wanted:
         return ()
     exact = tuple(p for p in products() if _tokens(p.name) == wanted)
+    if exact and frozenset(wanted) - NAME_QUALIFIERS in {_core(p.name) for p in exact}:
+        # with the parts sold under the same name ("GT 730" and "GT 730 (DDR3, 128-bit)")
+        same = frozenset(wanted) - NAME_QUALIFIERS
+        return exact + tuple(p for p in products() if p not in exact and _core(p.name) == same)
     if exact:
         return exact
     return tuple(p for p in products() if all(w in _tokens(p.name) for w in wanted))
@@ -192,7 +196,7 @@ def close_names(query: str, n: int = 3) -> tuple[str, ...]:
     by_words = {" ".join(_tokens(p.name)): p.name for p in products()}
     wanted = _tokens(query)
     words = {w for key in by_words for w in key.split()}
-    options = [{w, *difflib.get_close_matches(w, words, 3, 0.6)} for w in wanted]
+    options = [{w, *difflib.get_close_matches(w, words, 6, 0.6)} for w in wanted]
     close = [key for key in by_words if wanted and all(o & set(key.split()) for o in options)]
     text = " ".join(wanted)
     close.sort(key=lambda key: -difflib.SequenceMatcher(None, text, key).ratio())
