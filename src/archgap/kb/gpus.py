@@ -231,21 +231,27 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
         runs = _runs(" ".join(words))
         if _BARE_NOTEBOOK.fullmatch(" ".join(runs)) and "geforce" in product.name.lower():
             runs = ("geforce", *runs)  # "GeForce 410M", never a model's "pythia-410m"
-        forms = [runs]
-        if len(words) > 2 and words[0] in _FAMILY_WORDS:
-            forms.append(_runs(" ".join(words[1:])))
         if words[0] in _FAMILY_WORDS:  # "GTX 3090": the model number says which GeForce
             misnamed += [((other, *runs[1:]), product) for other in _FAMILY_WORDS - {words[0]}]
-        rest = words[1:]
-        if words[0] == "jetson" and (len(rest) > 1 or any(c.isdigit() for c in "".join(rest))):
-            forms.append(_runs(" ".join(rest)))  # a board by its own name: "AGX Xavier", "T5000"
-        for form in forms:
+        for form in _forms(words, runs):
             by_first.setdefault(form[0], []).append((form, product))
     named = {form for forms in by_first.values() for form, _ in forms}
     for form, product in misnamed:  # only where no product is called so
         if form not in named and sum(f == form for f, _ in misnamed) == 1:
             by_first.setdefault(form[0], []).append((form, product))
     return {k: tuple(sorted(v, key=lambda e: -len(e[0]))) for k, v in by_first.items()}
+
+
+def _forms(words: list[str], runs: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The spellings of one product's name: its runs, without its family word ("RTX A6000" as
+    "A6000"), a Jetson board by its own name ("AGX Xavier", "T5000")."""
+    forms = [runs]
+    if len(words) > 2 and words[0] in _FAMILY_WORDS:
+        forms.append(_runs(" ".join(words[1:])))
+    rest = words[1:]
+    if words[0] == "jetson" and (len(rest) > 1 or any(c.isdigit() for c in "".join(rest))):
+        forms.append(_runs(" ".join(rest)))
+    return forms
 
 
 @cache
@@ -341,6 +347,23 @@ def may_mention(text: str) -> bool:
     return not _spellings().keys().isdisjoint(map(_spelled, _RUN.findall(text.lower())))
 
 
+def _standalone(lowered: str, runs: list[re.Match[str]], i: int, end: int) -> bool:
+    """Whether runs[i:end] are a name of their own: not glued to Latin letters, digits or "_"
+    (SM_VERSION_A100; Chinese or Japanese prose runs into it: "我用的4070ti显卡"), and its runs
+    next to each other or a space or dash apart."""
+    start, stop = runs[i].start(), runs[end - 1].end()
+    glued_before = start > 0 and _word_character(lowered[start - 1])
+    glued_after = stop < len(lowered) and _word_character(lowered[stop])
+    return (
+        not glued_before
+        and not glued_after
+        and all(
+            re.fullmatch(r"[\s_-]*", lowered[runs[k].end() : runs[k + 1].start()])
+            for k in range(i, end - 1)
+        )
+    )
+
+
 def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
     """The products a line of prose names, in any spelling ("my rtx5090", "2x 2080Ti", "Tesla
     K40c", "jetson axvier nx"): whole model words only, so "L4T" is not an L4 and "A100" not
@@ -359,16 +382,7 @@ def mentioned_products(text: str) -> tuple[GpuProduct, ...]:
             end = i + len(form)
             if end > len(runs) or any(words[i + k] != w for k, w in enumerate(form)):
                 continue
-            # a name is a word of its own: not glued to Latin letters, digits or "_"
-            # (SM_VERSION_A100); Chinese or Japanese prose runs into it ("我用的4070ti显卡")
-            start, stop = runs[i].start(), runs[end - 1].end()
-            glued_before = start > 0 and _word_character(lowered[start - 1])
-            glued_after = stop < len(lowered) and _word_character(lowered[stop])
-            apart = all(  # the runs of a name sit next to each other or a space or dash apart
-                re.fullmatch(r"[\s_-]*", lowered[runs[k].end() : runs[k + 1].start()])
-                for k in range(i, end - 1)
-            )
-            if not glued_before and not glued_after and apart:
+            if _standalone(lowered, runs, i, end):
                 match = (end, product, form)
                 break
         if match is None:
