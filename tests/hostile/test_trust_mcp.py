@@ -419,9 +419,9 @@ def test_roots_follow_the_client_and_allow_root(
 
 # --- annotations ------------------------------------------------------------------------------
 
-READ_ONLY = {"scan", "explain", "trace", "gates", "kernels", "versions", "recipe", "gpus", "probe",
-             "fleet", "fix"}  # fmt: skip
-TARGETED = {"scan", "explain", "trace", "gates", "kernels", "probe", "fix"}
+READ_ONLY = {"scan", "health", "explain", "trace", "gates", "kernels", "versions", "recipe", "gpus",
+             "probe", "fleet", "fix"}  # fmt: skip
+TARGETED = {"scan", "health", "explain", "trace", "gates", "kernels", "probe", "fix"}
 CLOSED = {"recipe", "gpus", "fleet"}  # knowledge and local documents: no other machine, no index
 
 
