@@ -12,7 +12,7 @@ decides (the CUDA major a driver must run: analysis/verdicts/drivers.py).
 
 Only allocated read-only data is searched (as probe.binary.rtcompilers: not code, not writable
 data, not ``.nv_fatbin``, whose cubins' notes ``elf.py`` reads and whose size is the bulk of a
-kernel library), at most ``MAX_DATA_BYTES`` per image and ``MAX_HITS`` banners, with ``memmem``
+kernel library), at most ``rodata.MAX_DATA_BYTES`` per image and ``MAX_HITS`` banners, with ``memmem``
 (bytesearch); pages are handed back after (binreader.release). It is read only for a linked
 image whose cubins' notes named no release (hostelf). Cost: 37 ms summed over the 186
 libraries (2.35 GiB) of tests/.data, within the noise of their plain read (docs/load-model.md,
@@ -28,11 +28,9 @@ from typing import List, Optional, Tuple
 
 from .binreader import NotRecorded, Reader
 from .bytesearch import searcher
-from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
-from .rodata import pieces
+from .elf import Sections
+from .rodata import pieces, read_only_regions
 
-SHF_WRITE, SHF_ALLOC = 0x1, 0x2
-MAX_DATA_BYTES = 1 << 30  # read-only data searched at most per image
 MAX_HITS = 256  # banners read at most per image (CUPTI 13.5 holds 38 in .rodata)
 LITERAL = b"Cuda compilation tools, release "
 RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,3})\.(\d{1,3}),")
@@ -47,7 +45,7 @@ def cuda_release(reader: Reader, sections: Sections) -> Optional[str]:
     buf = reader.buf
     found: List[Tuple[int, int]] = []
     try:
-        for _, start, stop, end in pieces(_regions(sections)):
+        for _, start, stop, end in pieces(read_only_regions(sections, _banner_section)):
             with searcher(buf, start, end) as (find, _):
                 at = find(LITERAL, start, end)
                 while 0 <= at < stop and len(found) < MAX_HITS:
@@ -61,18 +59,5 @@ def cuda_release(reader: Reader, sections: Sections) -> Optional[str]:
     return "%d.%d" % max(found) if found else ""
 
 
-def _regions(sections: Sections) -> List[Tuple[int, int]]:
-    regions: List[Tuple[int, int]] = []
-    budget = MAX_DATA_BYTES
-    for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
-        if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
-            continue
-        if sections.name(i).encode("utf-8", "replace").startswith(NOT_DATA) or budget <= 0:
-            continue
-        size = min(sections.sizes[i], budget)
-        budget -= size
-        regions.append((sections.offsets[i], sections.offsets[i] + size))
-    return regions
-
-
-__all__ = ["cuda_release"]
+def _banner_section(name: str) -> bool:
+    return not name.encode("utf-8", "replace").startswith(NOT_DATA)

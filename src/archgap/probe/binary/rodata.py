@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 from .elf import SHF_EXECINSTR, SHT_PROGBITS, Sections
 
@@ -33,14 +33,21 @@ PIECE = 16 << 20  # bytes of a range searched (and so mapped) at once
 OVERLAP = 4096  # bytes past a piece a string that starts in it may run on
 
 
-def read_only_regions(sections: Sections) -> List[Tuple[int, int]]:
-    """[start, end) of each read-only data section to search, in table order."""
+def _string_section(name: str) -> bool:
+    return name.startswith(STRING_SECTIONS)
+
+
+def read_only_regions(
+    sections: Sections, wanted: Callable[[str], bool] = _string_section
+) -> List[Tuple[int, int]]:
+    """[start, end) of each read-only data section to search (by default the literals'
+    sections; ``wanted`` says which by name), in table order, ``MAX_DATA_BYTES`` in all."""
     regions: List[Tuple[int, int]] = []
     budget = MAX_DATA_BYTES
     for i, (kind, flags) in enumerate(zip(sections.types, sections.flags)):
         if kind != SHT_PROGBITS or flags & (SHF_WRITE | SHF_EXECINSTR) or not flags & SHF_ALLOC:
             continue
-        if budget <= 0 or not sections.name(i).startswith(STRING_SECTIONS):
+        if budget <= 0 or not wanted(sections.name(i)):
             continue
         size = min(sections.sizes[i], budget)
         budget -= size
