@@ -161,6 +161,17 @@ def kernel_wheel(folder: Path, library: bytes) -> Path:
     return path
 
 
+def member_wheel(site: Path, member: str, info: str, wheel: Path) -> Path:
+    """A wheel of one installed file (``site/member``, its bytes as installed) and its
+    distribution's METADATA, deflated as pip's wheels are: the streamed reading of that member
+    must equal the file reader's over the installed file."""
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        zf.write(site / member, member)
+        zf.write(site / info / "METADATA", f"{info}/METADATA")
+        zf.writestr(f"{info}/RECORD", f"{member},,\n{info}/METADATA,,\n{info}/RECORD,,\n")
+    return wheel
+
+
 def good_and_old_venvs(base: Path) -> dict[str, Path]:
     """Two environments' interpreters, each with one fake distribution: "good" holds
     tests/fixtures/cuda's libmix.so (fakekernels 1.2.3), "old" its PTX-only libptxonly.so

@@ -21,14 +21,13 @@ knows its PTX ISA; a compiler cannot emit code for a target older than its oldes
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Any
 
 from archgap.archives.wheel import read_wheel
 from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import RuntimeCompiler
-from tests.helpers import json_output, need_data, run_cli
+from tests.helpers import json_output, member_wheel, need_data, run_cli
 
 
 def site(name: str) -> Path:
@@ -113,10 +112,7 @@ def test_a_streamed_wheel_member_names_its_compiler(tmp_path: Path) -> None:
     member = "warp/bin/warp.so"
     wheel = tmp_path / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl"
     info = "warp_lang-1.19.0.dist-info"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        zf.write(warp / member, member)
-        zf.write(warp / info / "METADATA", f"{info}/METADATA")
-        zf.writestr(f"{info}/RECORD", f"{member},,\n{info}/METADATA,,\n{info}/RECORD,,\n")
+    member_wheel(warp, member, info, wheel)
     (lib,) = read_wheel(str(wheel), deep=False).binaries
     assert lib.compilers == (RuntimeCompiler("nvrtc", (), None, None),)
     result = run_cli("scan", str(wheel), "--gpu", "A100", "--driver", "580.65.06", "--json")

@@ -28,7 +28,7 @@ import pytest
 
 from archgap.archives.wheel import IN_MEMORY_MAX, read_wheel
 from archgap.probe.binary.fatbin import read_binary
-from tests.helpers import DATA, need_data
+from tests.helpers import DATA, member_wheel, need_data
 
 CURAND = next(iter((DATA / "wheels").glob("nvidia_curand-10.4.0.35-*.whl")), None)
 MEMBER = "nvidia/cu13/lib/libcurand.so.10"
@@ -68,10 +68,7 @@ def test_a_section_name_table_far_before_the_section_table_is_kept(tmp_path: Pat
     member = "taichi/_lib/core/taichi_python.cpython-311-x86_64-linux-gnu.so"
     wheel = tmp_path / "taichi-1.7.4-cp311-cp311-manylinux_2_27_x86_64.whl"
     info = "taichi-1.7.4.dist-info"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        zf.write(site / member, member)
-        zf.write(site / info / "METADATA", f"{info}/METADATA")
-        zf.writestr(f"{info}/RECORD", f"{member},,\n{info}/METADATA,,\n{info}/RECORD,,\n")
+    member_wheel(site, member, info, wheel)
     assert (site / member).stat().st_size > IN_MEMORY_MAX
     for deep in (False, True):
         (lib,) = [b for b in read_wheel(str(wheel), deep=deep).binaries if b.path.endswith(member)]
