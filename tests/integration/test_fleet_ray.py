@@ -17,9 +17,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.hangs import GUARD
 from tests.helpers import (
     CUDA_BIN,
     install_fake_distribution,
@@ -91,20 +93,26 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _stop_leftovers(str(base))
 
 
+def _fleet_of_both_nodes(address: str, *args: str) -> tuple[Any, dict[str, Any]]:
+    """``fleet --ray`` once both nodes have registered (the second joins a few seconds after the
+    head): the run and its document. The wait is a hang guard (tests.hangs.GUARD), not a timing
+    claim; the caller's asserts say what was missing if it expires."""
+    deadline = time.monotonic() + GUARD
+    while True:
+        result = run_cli("fleet", "--ray", address, *args, "--json", timeout=300)
+        doc = json_output(result, "fleet")
+        if len(doc["hosts"]) + len(doc["unreachable"]) >= 2 or time.monotonic() > deadline:
+            return result, doc
+        time.sleep(1)
+
+
 def test_fleet_over_a_two_node_ray_cluster(ray_cluster: str, tmp_path: Path) -> None:
     venv = tmp_path / "good"
     install_fake_distribution(
         make_venv(venv), "fakekernels", "1.2.3", {"fakekernels/libmix.so": CUDA_BIN / "libmix.so"}
     )
     python = str(venv / "bin" / "python")
-    deadline = time.monotonic() + 60
-    while True:  # the second node registers a few seconds after the head
-        result = run_cli("fleet", "--ray", ray_cluster, "--python", python, "--gpu", "T4",
-                         "--json", timeout=180)  # fmt: skip
-        doc = json_output(result, "fleet")
-        if len(doc["hosts"]) + len(doc["unreachable"]) >= 2 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    result, doc = _fleet_of_both_nodes(ray_cluster, "--python", python, "--gpu", "T4")
     assert result.returncode == 0, result.stderr
     hosts = doc["hosts"]
     assert len(hosts) == 2 and not doc["unreachable"]
@@ -145,14 +153,9 @@ def test_fleet_ray_judges_the_jobs_runtime_env(ray_cluster: str, tmp_path: Path)
     runtime_env = {"env_vars": {"TORCH_CUDA_ARCH_LIST": "12.0"}, "py_executable": str(job_python)}
     env_file = tmp_path / "runtime_env.json"
     env_file.write_text(json.dumps(runtime_env))
-    deadline = time.monotonic() + 60
-    while True:
-        result = run_cli("fleet", "--ray", ray_cluster, "--runtime-env", f"@{env_file}",
-                         "--json", "--sections", "gpu,python", timeout=300)  # fmt: skip
-        doc = json_output(result, "fleet")
-        if len(doc["hosts"]) + len(doc["unreachable"]) >= 2 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    _, doc = _fleet_of_both_nodes(
+        ray_cluster, "--runtime-env", f"@{env_file}", "--sections", "gpu,python"
+    )
     hosts = doc["hosts"]
     assert len(hosts) == 2 and not doc["unreachable"], doc["unreachable"]
     for host in hosts:
