@@ -94,24 +94,13 @@ def companions(
                 findings.append(_soname_note(dist, companion, req, line, links, why, fix))
                 continue
             libs = tuple(sorted(set(dist.native_files) | set(companion.native_files)))
-            for path in libs:
-                _block(blocked, path, why)
+            evidence = (
+                f"{dist.name} {dist.version}: Requires-Dist: {line} ({dist.dist_info})",
+                f"{companion.name} {companion.version} ({companion.dist_info})",
+            )
+            cause = f"{why}: their native libraries are not built to load together"
             findings.append(
-                LoadFinding(
-                    "companion",
-                    "fails",
-                    "",
-                    dist.name,
-                    libs,
-                    (
-                        f"{dist.name} {dist.version}: Requires-Dist: {line} ({dist.dist_info})",
-                        f"{companion.name} {companion.version} ({companion.dist_info})",
-                    ),
-                    f"{why}: their native libraries are not built to load together",
-                    fix,
-                    PEP_508,
-                    gating,
-                )
+                _fails(blocked, dist.name, libs, why, evidence, cause, fix, PEP_508, gating)
             )
     return findings
 
@@ -232,34 +221,43 @@ def _missing(
         what = ("the package that provides it", "is") if len(needed) == 1 else (
             "the packages that provide them", "are")  # fmt: skip
         why = f"its import needs {modules}, and {what[0]} ({wants}) {what[1]} not installed"
-        for path in dist.native_files:
-            _block(blocked, path, why)
-        first = needed[0][0]
-        findings.append(
-            LoadFinding(
-                "companion",
-                "fails",
-                "",
-                dist.name,
-                tuple(sorted(dist.native_files)),
-                (
-                    *(f"{dist.name} {dist.version}: {w}: import {m}" for m, w, _, _ in needed),
-                    *(
-                        f"Requires-Dist: {line} ({dist.dist_info}): not installed"
-                        for _, _, line, _ in needed
-                    ),
-                ),
-                f"{dist.name} {dist.version} cannot be imported: {why} "
-                f"(\"ModuleNotFoundError: No module named '{first}'\")",
-                "pip install "
-                + " ".join(
-                    f"'{r.name}{r.specifier}'" if r.specifier else r.name for _, _, _, r in needed
-                ),
-                f"{PEP_508}; {IMPORT_SYSTEM}",
-                gating,
-            )
+        evidence = (
+            *(f"{dist.name} {dist.version}: {w}: import {m}" for m, w, _, _ in needed),
+            *(
+                f"Requires-Dist: {line} ({dist.dist_info}): not installed"
+                for _, _, line, _ in needed
+            ),
         )
+        cause = (
+            f"{dist.name} {dist.version} cannot be imported: {why} "
+            f"(\"ModuleNotFoundError: No module named '{needed[0][0]}'\")"
+        )
+        fix = "pip install " + " ".join(
+            f"'{r.name}{r.specifier}'" if r.specifier else r.name for _, _, _, r in needed
+        )
+        libs = tuple(sorted(dist.native_files))
+        source = f"{PEP_508}; {IMPORT_SYSTEM}"
+        findings.append(_fails(blocked, dist.name, libs, why, evidence, cause, fix, source, gating))
     return findings
 
 
 __all__ = ["PEP_508", "companions"]
+
+
+def _fails(
+    blocked: dict[tuple[str, str], str],
+    package: str,
+    libs: tuple[str, ...],
+    why: str,
+    evidence: tuple[str, ...],
+    cause: str,
+    fix: str,
+    source: str,
+    gating: bool,
+) -> LoadFinding:
+    """A companion finding that fails: each of ``libs`` is blocked for ``why``."""
+    for path in libs:
+        _block(blocked, path, why)
+    return LoadFinding(
+        "companion", "fails", "", package, libs, evidence, cause, fix, source, gating
+    )
