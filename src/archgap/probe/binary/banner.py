@@ -13,8 +13,8 @@ decides (the CUDA major a driver must run: analysis/verdicts/drivers.py).
 Only allocated read-only data is searched (as probe.binary.rtcompilers: not code, not writable
 data, not ``.nv_fatbin``, whose cubins' notes ``elf.py`` reads and whose size is the bulk of a
 kernel library), at most ``rodata.MAX_DATA_BYTES`` per image and ``MAX_HITS`` banners, with
-``memmem`` (bytesearch); pages are handed back after (binreader.release). It is read only for a linked
-image whose cubins' notes named no release (hostelf). Cost: 37 ms summed over the 186
+``memmem`` (bytesearch); pages are handed back after (binreader.release). It is read only for a
+linked image whose cubins' notes named no release (hostelf). Cost: 37 ms summed over the 186
 libraries (2.35 GiB) of tests/.data, within the noise of their plain read (docs/load-model.md,
 check 2).
 """
