@@ -5,6 +5,7 @@ targets its JIT build emits, and the fix engine's answer for each exact GPU."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from archgap.analysis.fixes.engine import (
     Fix,
@@ -164,6 +165,45 @@ def flashinfer_findings(
     return findings
 
 
+@dataclass
+class _Case:
+    """One GPU's FlashInfer case: what every step of ``_flashinfer_one`` reads, and the chain of
+    facts it adds to."""
+
+    facts: ToolchainFacts
+    version: str
+    rng: kb.FlashinferRange
+    target: GpuTarget
+    tk: Toolkit | None
+    cuda: str | None
+    chain: list[Fact]
+    missing_source: list[str]
+    when: str
+    driver: str | None
+    no_nvcc: str | None
+
+    def fixes(self, cuda: str | None) -> tuple[Fix, ...]:
+        home = self.tk.home if self.tk else None
+        return _flashinfer_fixes(
+            self.facts, self.version, self.target, cuda, home, self.driver, self.no_nvcc
+        )
+
+    def finding(
+        self, status: JitStatus, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
+    ) -> JitFinding:
+        if status == "fails" and self.missing_source:
+            status = "unknown"
+            cause += (
+                " (Not confirmed: the installed source lacks "
+                + ", ".join(self.missing_source)
+                + " — a fork or patched build may behave differently.)"
+            )
+        return gpu_finding(
+            "flashinfer-python", self.version, self.target, status, error, cause, self.chain,
+            fixes, self.when,
+        )  # fmt: skip
+
+
 def _flashinfer_one(
     facts: ToolchainFacts,
     version: str,
@@ -178,143 +218,166 @@ def _flashinfer_one(
     driver: str | None = None,
 ) -> JitFinding:
     cc = target.compute_capability
-    chain = list(base_chain)
-    chain.append(Fact(f"GPU {target.label}: compute capability {cc}", target.source))
-    no_nvcc = _no_nvcc(facts, tk)
+    chain = [*base_chain, Fact(f"GPU {target.label}: compute capability {cc}", target.source)]
+    case = _Case(
+        facts, version, rng, target, tk, cuda, chain, missing_source, when, driver,
+        _no_nvcc(facts, tk),
+    )  # fmt: skip
+    refused = _refused(case)
+    if refused is not None:
+        return refused
+    archs = _listed(case, arch_list) if arch_list is not None else _normalised(case)
+    if isinstance(archs, JitFinding):
+        return archs
+    return _built(case, archs)
 
-    def finding(
-        status: JitStatus, error: str | None, cause: str, fixes: tuple[Fix, ...] = ()
-    ) -> JitFinding:
-        if status == "fails" and missing_source:
-            status = "unknown"
-            cause += (
-                " (Not confirmed: the installed source lacks "
-                + ", ".join(missing_source)
-                + " — a fork or patched build may behave differently.)"
-            )
-        return gpu_finding(
-            "flashinfer-python", version, target, status, error, cause, chain, fixes, when
-        )
 
-    home = tk.home if tk else None
+def _refused(case: _Case) -> JitFinding | None:
+    """The GPU below FlashInfer's minimum, or an nvcc that never answers: a failure whatever
+    the arch set; None otherwise."""
+    cc, tk = case.target.compute_capability, case.tk
     if not flashinfer_supports(cc):
         rules = kb.jit_rules().flashinfer
-        chain.append(
+        case.chain.append(
             Fact("check_cuda_arch() requires sm75 or higher", rules.min_compute_capability_source)
         )
-        return finding(
+        return case.finding(
             "fails",
-            f"RuntimeError: {rng.check_message}",
-            f"FlashInfer {version} does not support sm_{cc.sm} (compute capability {cc}): "
+            f"RuntimeError: {case.rng.check_message}",
+            f"FlashInfer {case.version} does not support sm_{cc.sm} (compute capability {cc}): "
             "check_cuda_arch() rejects it whatever the toolkit; avoid its paths.",
-            _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
+            case.fixes(case.cuda),
         )
     if tk is not None and tk.status == "timeout":
-        return finding(
+        return case.finding(
             "fails",
             None,
             f"`{tk.tool_path} --version` never returns and FlashInfer runs it without a timeout,"
             " so the process hangs when FlashInfer first asks for the CUDA version.",
-            _flashinfer_fixes(facts, version, target, None, home, driver, no_nvcc),
+            case.fixes(None),
         )
-    if arch_list is not None:
-        whose = facts.env_source
-        chain.append(Fact(f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r}", f"env ({whose})"))
-        parsed = parse_flashinfer_arch_list(arch_list, rng, cuda)
-        if parsed.error:
-            return finding(
-                "fails",
-                parsed.error,
-                f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} does not parse with FlashInfer "
-                f"{version}'s parser (space-separated MAJOR.MINOR[a|f]); it raises at import.",
-                _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
-            )
-        archs = parsed.archs
-        if not any(_runs_on(m, t, target) for m, t in archs):
-            return finding(
-                "fails",
-                "CUDA error: no kernel image is available for execution on the device",
-                f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} builds no target that runs on "
-                f"compute capability {cc}.",
-                _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
-            )
-    else:
-        norm = normalise_arch(rng, cc.major, cc.minor, cuda)
-        if norm.raises:
-            chain.append(
-                Fact(
-                    f"_normalize_cuda_arch({cc.major}, {cc.minor}) raises "
-                    f"RuntimeError({norm.raises!r}) with CUDA {cuda or 'unknown'}; the broad "
-                    "`except Exception` logs it as a warning and TARGET_CUDA_ARCHS stays empty",
-                    rng.source,
-                )
-            )
-            warning = rng.warning.format(error=norm.raises, device_count="N")
-            nvcc = tk is not None and tk.status == "ok" and cuda
-            why = (
-                f"nvcc {cuda} is too old for FlashInfer {version}'s SM {cc.major}.x rule"
-                if nvcc
-                else f"{no_nvcc or _unusable(tk)}; FlashInfer {version}'s SM {cc.major}.x "
-                f"rule, given CUDA {cuda or 'unknown'}, raises"
-            )
-            return finding(
-                "fails",
-                f"RuntimeError: {rng.check_message}",
-                f"{why} ({norm.raises}); the error is swallowed at import "
-                f"(logged: {warning!r}) and check_cuda_arch() then rejects the GPU.",
-                _flashinfer_fixes(facts, version, target, cuda, home, driver, no_nvcc),
-            )
+    return None
+
+
+def _listed(case: _Case, arch_list: str) -> tuple[tuple[int, str], ...] | JitFinding:
+    """The targets FLASHINFER_CUDA_ARCH_LIST asks for, or the failure it leads to (it does not
+    parse, or asks nothing that runs on the GPU)."""
+    case.chain.append(
+        Fact(f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r}", f"env ({case.facts.env_source})")
+    )
+    parsed = parse_flashinfer_arch_list(arch_list, case.rng, case.cuda)
+    if parsed.error:
+        return case.finding(
+            "fails",
+            parsed.error,
+            f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} does not parse with FlashInfer "
+            f"{case.version}'s parser (space-separated MAJOR.MINOR[a|f]); it raises at import.",
+            case.fixes(case.cuda),
+        )
+    if not any(_runs_on(m, t, case.target) for m, t in parsed.archs):
+        return case.finding(
+            "fails",
+            "CUDA error: no kernel image is available for execution on the device",
+            f"FLASHINFER_CUDA_ARCH_LIST={arch_list!r} builds no target that runs on "
+            f"compute capability {case.target.compute_capability}.",
+            case.fixes(case.cuda),
+        )
+    return parsed.archs
+
+
+def _normalised(case: _Case) -> tuple[tuple[int, str], ...] | JitFinding:
+    """The target FlashInfer's arch normalisation picks for the GPU, or the failure when it
+    raises (swallowed at import; check_cuda_arch() then rejects the GPU)."""
+    cc, cuda, tk, version = case.target.compute_capability, case.cuda, case.tk, case.version
+    norm = normalise_arch(case.rng, cc.major, cc.minor, cuda)
+    if not norm.raises:
         archs = ((cc.major, norm.minor_text or str(cc.minor)),)
-        chain.append(
+        with_cuda = f" with CUDA {cuda}" if cc.major == 12 else ""
+        case.chain.append(
             Fact(
-                f"FlashInfer {version} normalises {cc} to {_target(*archs[0])}"
-                + (f" with CUDA {cuda}" if cc.major == 12 else ""),
-                rng.source,
+                f"FlashInfer {version} normalises {cc} to {_target(*archs[0])}{with_cuda}",
+                case.rng.source,
             )
         )
-    # The JIT build: every target goes to nvcc as -gencode=arch=compute_X,code=sm_X.
+        return archs
+    case.chain.append(
+        Fact(
+            f"_normalize_cuda_arch({cc.major}, {cc.minor}) raises "
+            f"RuntimeError({norm.raises!r}) with CUDA {cuda or 'unknown'}; the broad "
+            "`except Exception` logs it as a warning and TARGET_CUDA_ARCHS stays empty",
+            case.rng.source,
+        )
+    )
+    warning = case.rng.warning.format(error=norm.raises, device_count="N")
+    if tk is not None and tk.status == "ok" and cuda:
+        why = f"nvcc {cuda} is too old for FlashInfer {version}'s SM {cc.major}.x rule"
+    else:
+        why = (
+            f"{case.no_nvcc or _unusable(tk)}; FlashInfer {version}'s SM {cc.major}.x "
+            f"rule, given CUDA {cuda or 'unknown'}, raises"
+        )
+    return case.finding(
+        "fails",
+        f"RuntimeError: {case.rng.check_message}",
+        f"{why} ({norm.raises}); the error is swallowed at import "
+        f"(logged: {warning!r}) and check_cuda_arch() then rejects the GPU.",
+        case.fixes(cuda),
+    )
+
+
+def _built(case: _Case, archs: tuple[tuple[int, str], ...]) -> JitFinding:
+    """The JIT build: every target goes to nvcc as -gencode=arch=compute_X,code=sm_X; it fails
+    without a working nvcc or where that nvcc cannot compile a target."""
+    tk, version = case.tk, case.version
     if tk is None or tk.status != "ok" or tk.version is None:
-        reason = no_nvcc or ("no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status}")
-        return finding(
+        reason = case.no_nvcc or ("no nvcc found" if tk is None else f"{tk.tool_path}: {tk.status}")
+        return case.finding(
             "fails",
             None,
             f"FlashInfer must compile {', '.join(_target(*a) for a in archs)} but {reason}.",
-            _flashinfer_fixes(facts, version, target, None, home, driver, no_nvcc),
+            case.fixes(None),
         )
     built = []
     for major, minor_text in archs:
-        tgt = build_target(rng, major, minor_text, tk.version)
+        tgt = build_target(case.rng, major, minor_text, tk.version)
         if tgt != _target(major, minor_text):
-            chain.append(
+            case.chain.append(
                 Fact(
                     f"nvcc {tk.version} cannot build {_target(major, minor_text)}: FlashInfer "
                     f"{version} builds {tgt} instead",
-                    rng.source,
+                    case.rng.source,
                 )
             )
         built.append(tgt)
         if not kb.toolkit_can_target(tk.version, tgt):
-            first = kb.first_toolkit_for(tgt)
-            chain.append(
-                Fact(
-                    f"nvcc {tk.version} cannot compile {tgt}"
-                    + (f" (first toolkit: CUDA {first})" if first else ""),
-                    "kb/toolkits.json",
-                )
-            )
-            return finding(
-                "fails",
-                kb.jit_rules().flashinfer.nvcc_unsupported_arch.format(target=tgt[8:]),
-                f"The arch set is fine but the JIT build fails: nvcc {tk.version} cannot "
-                f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
-                _flashinfer_fixes(facts, version, target, tk.version, home, driver, no_nvcc),
-            )
+            return _uncompilable(case, tk.version, tgt)
     not_all = ""
-    if rng.sm107_not_all and "compute_100f" in built and "compute_107a" not in built:
-        not_all = f" Not every module: {rng.sm107_not_all}, which nvcc {tk.version} cannot compile."
-    return finding(
+    if case.rng.sm107_not_all and "compute_100f" in built and "compute_107a" not in built:
+        not_all = (
+            f" Not every module: {case.rng.sm107_not_all}, which nvcc {tk.version} cannot compile."
+        )
+    return case.finding(
         "ok",
         None,
-        f"flashinfer-python {version} on {target.label}: builds {', '.join(built)} with nvcc "
-        f"{tk.version} ({tk.tool_path}), which runs on {cc}.{not_all}",
+        f"flashinfer-python {version} on {case.target.label}: builds {', '.join(built)} with nvcc "
+        f"{tk.version} ({tk.tool_path}), which runs on {case.target.compute_capability}.{not_all}",
+    )
+
+
+def _uncompilable(case: _Case, nvcc: str, tgt: str) -> JitFinding:
+    """The arch set is fine but ``nvcc`` cannot compile the target ``tgt``."""
+    first = kb.first_toolkit_for(tgt)
+    case.chain.append(
+        Fact(
+            f"nvcc {nvcc} cannot compile {tgt}"
+            + (f" (first toolkit: CUDA {first})" if first else ""),
+            "kb/toolkits.json",
+        )
+    )
+    return case.finding(
+        "fails",
+        kb.jit_rules().flashinfer.nvcc_unsupported_arch.format(target=tgt[8:]),
+        f"The arch set is fine but the JIT build fails: nvcc {nvcc} cannot "
+        f"compile {tgt}" + (f" (needs CUDA >= {first})." if first else "."),
+        case.fixes(nvcc),
     )
