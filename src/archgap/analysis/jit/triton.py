@@ -45,14 +45,11 @@ def _triton_one(
     driver_source: str,
 ) -> list[JitFinding]:
     rules = kb.jit_rules().triton
-    suffix_from = kb.major_minor(rules.suffix_a_from_cc) or (9, 0)
     bundled = {t.tool: t for t in facts.toolkits if t.found_by == "triton"}
     cc = target.compute_capability
+    suffix_from = kb.major_minor(rules.suffix_a_from_cc) or (9, 0)
     arch = f"sm_{cc.sm}{'a' if (cc.major, cc.minor) >= suffix_from else ''}"
-    use_blackwell = cc.major >= rules.blackwell_from_major and bool(
-        rules.blackwell_binary in bundled or _env(facts, rules.env_blackwell)
-    )
-    env_name = rules.env_blackwell if use_blackwell else rules.env
+    binary, env_name = _ptxas_names(facts, cc.major, bundled)
     chain = [
         Fact(f"triton {pkg.version} installed", f"{pkg.dist_info}/METADATA"),
         Fact(f"GPU {target.label}: compute capability {cc}", target.source),
@@ -77,39 +74,17 @@ def _triton_one(
         tk = next((t for t in facts.toolkits if t.found_by == env_name), None)
         chain.append(Fact(f"{env_name}={override}", f"env {env_name} ({facts.env_source})"))
     else:
-        tk = bundled.get(rules.blackwell_binary if use_blackwell else "ptxas")
+        tk = bundled.get(binary)
     if tk is None:
         return out  # no bundled ptxas in this build: nothing to judge
     chain.append(_toolkit_fact(tk))
     chain.append(
         Fact(f"ptxas selection: {env_name} or the bundled binary", rules.ptxas_selection_source)
     )
-    if tk.status != "ok" or tk.version is None:
-        fixes = _ptxas_fixes(facts, tk, arch, env_name, None)
-        add("unknown", None, f"{tk.tool_path} does not run ({tk.reason}).", fixes)
-        return out
-    if not kb.toolkit_can_target(tk.version, arch):
-        cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
-        add(
-            "fails",
-            rules.error.format(target=arch),
-            cause,
-            _ptxas_fixes(facts, tk, arch, env_name, None),
-        )
-        return out
-    runs, rule = (None, "")
-    if driver_version:
-        runs, rule = kb.driver_runs_runtime(driver_version, tk.version)
-    if runs is False:
-        chain += [Fact(f"driver {driver_version}", driver_source), Fact(rule, "kb/drivers.json")]
-        cause = (
-            f"triton's ptxas {tk.version} ({tk.tool_path}) is newer than driver "
-            f"{driver_version} supports: the driver refuses the cubins it writes."
-        )
-        fixes = _ptxas_fixes(facts, tk, arch, env_name, driver_version)
-        add("fails", rules.ptxas_newer_than_driver_error, cause, fixes)
-        return out
-    if too_old is None:
+    failed = _ptxas_fails(facts, tk, arch, env_name, (driver_version, driver_source), chain)
+    if failed is not None:
+        add(*failed)
+    elif too_old is None:
         loads = f" and driver {driver_version} loads it" if driver_version else ""
         add(
             "ok",
@@ -117,6 +92,51 @@ def _triton_one(
             f"triton {pkg.version} on {target.label}: ptxas {tk.version} assembles {arch}{loads}.",
         )
     return out
+
+
+def _ptxas_names(facts: ToolchainFacts, major: int, bundled: dict[str, Toolkit]) -> tuple[str, str]:
+    """(the bundled binary, the variable that overrides it) triton uses for a GPU of ``major``:
+    its Blackwell ptxas from that major on, where the build bundles one or the variable is set."""
+    rules = kb.jit_rules().triton
+    use_blackwell = major >= rules.blackwell_from_major and bool(
+        rules.blackwell_binary in bundled or _env(facts, rules.env_blackwell)
+    )
+    if use_blackwell:
+        return rules.blackwell_binary, rules.env_blackwell
+    return "ptxas", rules.env
+
+
+def _ptxas_fails(
+    facts: ToolchainFacts,
+    tk: Toolkit,
+    arch: str,
+    env_name: str,
+    driver: tuple[str | None, str],
+    chain: list[Fact],
+) -> tuple[JitStatus, str | None, str, Sequence[Fix]] | None:
+    """Why the ptxas triton picked cannot serve ``arch``: it does not run, does not know the
+    target, or writes cubins newer than the driver (version, source) loads; None when it can."""
+    rules = kb.jit_rules().triton
+    if tk.status != "ok" or tk.version is None:
+        fixes = _ptxas_fixes(facts, tk, arch, env_name, None)
+        return "unknown", None, f"{tk.tool_path} does not run ({tk.reason}).", fixes
+    if not kb.toolkit_can_target(tk.version, arch):
+        cause = f"triton's ptxas {tk.version} ({tk.tool_path}) does not know {arch}."
+        fixes = _ptxas_fixes(facts, tk, arch, env_name, None)
+        return "fails", rules.error.format(target=arch), cause, fixes
+    driver_version, driver_source = driver
+    if not driver_version:
+        return None
+    runs, rule = kb.driver_runs_runtime(driver_version, tk.version)
+    if runs is not False:
+        return None
+    chain += [Fact(f"driver {driver_version}", driver_source), Fact(rule, "kb/drivers.json")]
+    cause = (
+        f"triton's ptxas {tk.version} ({tk.tool_path}) is newer than driver "
+        f"{driver_version} supports: the driver refuses the cubins it writes."
+    )
+    fixes = _ptxas_fixes(facts, tk, arch, env_name, driver_version)
+    return "fails", rules.ptxas_newer_than_driver_error, cause, fixes
 
 
 def _triton_minimum(
