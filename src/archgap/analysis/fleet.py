@@ -76,6 +76,9 @@ class HostSummary:
     # Why its facts are not live, "" when they are: a --from document older than --stale-after,
     # or one without a collection time. Its verdicts are then the last known, not the present.
     stale: str = ""
+    # The environment its facts were collected in: "shell" (the shell's, or what the engine
+    # exported), an env file or /proc/PID/environ (--env-from), a Ray runtime_env.
+    environment: str = "shell"
 
     def field(self, name: str) -> tuple[str, ...]:
         if name == "coverage":
@@ -262,6 +265,7 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
         problems=tuple(problems),
         fingerprint="",
         jit_findings=jit_findings,
+        environment=facts.env_source,
     )
     return _with_fingerprint(summary)
 

@@ -61,6 +61,11 @@ OPTIONS = (
         default=None,
         help=f"the interpreter to inspect on every host (default {DEFAULT_PYTHON})",
     ),
+    opt.env_from_option(
+        "judge on every host the environment its jobs get, read there: an env file (a systemd "
+        "EnvironmentFile, `docker inspect` JSON) or /proc/PID/environ; a host where it cannot "
+        "be read fails (never its shell's environment judged instead)"
+    ),
     opt.gpu_option("also judge every host against this GPU (12.0, sm_120, a name); repeatable"),
     opt.option("--jobs", type=int, default=32, metavar="N", help="hosts at a time"),
     opt.timeouts(),
@@ -94,7 +99,7 @@ def _fleet_run(args: argparse.Namespace, out: Output, named: list[str]) -> Fleet
     sections = tuple(args.sections)
     options = FleetOptions(
         sections, args.python, args.jobs, args.timeout, args.connect_timeout,
-        parse_duration(args.stale_after, "--stale-after"),
+        parse_duration(args.stale_after, "--stale-after"), args.env_from,
     )  # fmt: skip
     ray = f"probing the Ray cluster {args.ray}"
     waiting = out.status(ray) if source.ray else contextlib.nullcontext()

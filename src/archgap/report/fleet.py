@@ -80,6 +80,7 @@ def text(
         for name in report.duplicate_hosts
     ]
     letters = report.group_letters
+    environments = _environments(report)
     for group in report.groups:
         s = group.summary
         lines += [
@@ -89,6 +90,7 @@ def text(
             f"  driver    {escape(s.driver or 'none')}",
             f"  toolkits  {escape(', '.join(s.toolkits) or 'none found')}",
             f"  python    {escape(s.python)} · {len(s.packages)} packages",
+            f"  judged in {escape(environments[group.fingerprint])}",
         ]
         if s.env:
             lines.append(f"  env       {escape(' '.join(s.env))}")
@@ -116,6 +118,24 @@ def text(
             lines.append(f"  {escape(cache.message)} ({escape(cache.filesystem)})")
             lines.append(f"    hosts: {escape(', '.join(cache.hosts))}")
     return lines
+
+
+def _environments(report: FleetReport, shown: int = 3) -> dict[str, str]:
+    """Per group (by fingerprint), the environment(s) its hosts were judged in: the shell's,
+    or what --env-from named (each host's own /proc/PID/environ, say); --json has each host's."""
+    by_group: dict[str, dict[str, None]] = {}
+    for host in report.hosts:
+        by_group.setdefault(host.fingerprint, {})[host.environment] = None
+    described = {}
+    for fingerprint, seen in by_group.items():
+        names = [_environment(e) for e in seen]
+        more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
+        described[fingerprint] = ", ".join(names[:shown]) + more
+    return described
+
+
+def _environment(source: str) -> str:
+    return "the shell's environment" if source == "shell" else source
 
 
 def _stderr_tail(stderr: str, message: str, lines: int = 3) -> list[str]:

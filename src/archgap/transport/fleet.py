@@ -128,7 +128,9 @@ class FleetOptions:
     """How the hosts are probed: the probe sections, the interpreter to inspect (None: python3
     there, or a hostfile's per host; on Ray each node's worker interpreter), hosts at a time
     and the time limits; ``stale_after``: how old (seconds) a document read may be and still
-    count as the host's present state."""
+    count as the host's present state; ``env_from``: the environment each probed host judges
+    instead of its shell's (an env file such as a systemd EnvironmentFile, or
+    /proc/PID/environ of the serving process, read on that host)."""
 
     sections: tuple[str, ...] = DEFAULT_SECTIONS
     python: str | None = None
@@ -136,6 +138,7 @@ class FleetOptions:
     timeout: float = DEFAULT_TIMEOUT
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     stale_after: float = DEFAULT_STALE_AFTER
+    env_from: str | None = None
 
 
 def hostfile_hosts(path: str) -> list[tuple[str, str | None]]:
@@ -160,7 +163,44 @@ def collect_hosts(
 ) -> Iterator[HostInput]:
     """Every host's facts or failure, as ``HostInput`` values, as they come (the report keeps
     a summary of each, not its facts). ``UnknownSection`` for a section the probe does not
-    have."""
+    have; ``FleetInputError`` for ``env_from`` with a source that probes nothing here (--from)
+    or whose jobs take their environment elsewhere (Ray: the runtime_env)."""
+    _check_env_from(source, options.env_from)
+    for host in _hosts_of(source, options, tell):
+        yield judged_environment(host)
+
+
+def _check_env_from(source: FleetSource, env_from: str | None) -> None:
+    if env_from is None:
+        return
+    if not env_from.strip():
+        raise FleetInputError("--env-from: empty; expected a file on each host (or a PID)")
+    if source.documents:
+        raise FleetInputError(
+            "--env-from is read on each probed host: documents (--from) were collected with "
+            "the environment `archgap probe --env-from` named"
+        )
+    if source.ray:
+        raise FleetInputError("--env-from: a Ray job's environment is its --runtime-env")
+
+
+# A host whose --env-from could not be read there: no facts were collected (the probe never
+# judges the shell's environment in its place), and the fleet reports the host as failed.
+ENV_UNREADABLE = "env-unreadable"
+
+
+def judged_environment(host: HostInput) -> HostInput:
+    """``host`` as it came, or a failure when its facts say the environment it was to judge
+    (--env-from, on that host or in the document's probe) could not be read."""
+    errors = host.facts.errors if host.facts is not None else None
+    problem = errors.get("env_from") if isinstance(errors, Mapping) else None
+    if not problem:
+        return host
+    message = f"the environment to judge could not be read: {problem}"
+    return HostInput(host.name, None, ENV_UNREADABLE, message, host.stderr)
+
+
+def _hosts_of(source: FleetSource, options: FleetOptions, tell: Tell | None) -> Iterator[HostInput]:
     # python None in the request: each host's own interpreter, filled in per target.
     request = probe_request(options.sections, None)
     if source.documents:
@@ -169,7 +209,9 @@ def collect_hosts(
         from archgap.transport.slurm import run_probe_slurm
 
         python = options.python or DEFAULT_PYTHON
-        slurm = run_probe_slurm(list(source.srun_args), request, python, options.timeout)
+        slurm = run_probe_slurm(
+            list(source.srun_args), request, python, options.timeout, options.env_from
+        )
         yield from _engine_inputs(slurm.error, slurm.tasks, "slurm")
     elif source.ray:
         from archgap.transport.ray_fleet import run_probe_ray
@@ -206,7 +248,7 @@ def _ssh_hosts(
         raise FleetInputError("no hosts given")
     if len({t.name for t in targets}) != len(targets):
         raise FleetInputError("a host is named twice")
-    answered = run_many(targets, request, options.jobs, options.timeout)
+    answered = run_many(targets, request, options.jobs, options.timeout, options.env_from)
     for done, (target, result) in enumerate(answered, start=1):
         tell(done, len(targets), target.name)
         if isinstance(result, TransportFailure):

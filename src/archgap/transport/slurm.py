@@ -219,8 +219,10 @@ def run_probe_slurm(
     request: dict[str, Any],
     python: str = "python3",
     timeout: float = 300.0,
+    env_from: str | None = None,
 ) -> SlurmResult:
-    """Run the probe once per node with srun and read one facts document per node.
+    """Run the probe once per node with srun and read one facts document per node (judging
+    ``env_from``, a file or PID on each node, instead of the environment srun exports).
 
     One node that Slurm cannot start the probe on (its Prolog fails: the node drains and the
     whole step fails) never hides the others: that node is reported with srun's reason, and the
@@ -231,7 +233,7 @@ def run_probe_slurm(
     args = list(srun_args)  # or answered in a step that another node's failure ended
     while True:
         left_s = deadline - time.monotonic()
-        result, nodes, failed = _probe_step(args, request, python, left_s, timeout)
+        result, nodes, failed = _probe_step(args, (request, env_from), python, left_s, timeout)
         if not failed or not nodes:
             break
         done += [(node, TransportFailure(PROBE_FAILED, f"Slurm: {why}", line))
@@ -258,13 +260,18 @@ _LAUNCH_FAILED = re.compile(rb"^srun: error: Task launch for \S+ failed on node 
 
 
 def _probe_step(
-    srun_args: list[str], request: dict[str, Any], python: str, left_s: float, timeout: float
+    srun_args: list[str],
+    asked: tuple[dict[str, Any], str | None],
+    python: str,
+    left_s: float,
+    timeout: float,
 ) -> tuple[SlurmResult, list[str], dict[str, tuple[str, str]]]:
-    """One srun step given ``left_s`` seconds (of ``timeout`` in all): its result, the nodes of
-    its job (NodeNames) and the nodes srun could not start a task on, with the reason and
-    srun's line."""
+    """One srun step given ``left_s`` seconds (of ``timeout`` in all) for ``asked`` (the
+    request and the --env-from): its result, the nodes of its job (NodeNames) and the nodes
+    srun could not start a task on, with the reason and srun's line."""
+    request, env_from = asked
     argv = srun_argv(srun_args, python)
-    payload = stdin_payload(probe_input(fill_python(request, python)))
+    payload = stdin_payload(probe_input(fill_python(request, python), "/", env_from))
     code, outs, errs, error = stream_srun(argv, payload, max(left_s, 0.1))
     job_nodes: list[str] = []
     failed: dict[str, tuple[str, str]] = {}
