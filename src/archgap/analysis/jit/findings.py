@@ -239,78 +239,91 @@ def torch_findings(
         return []
     rules = kb.jit_rules().torch_ext
     gates = any(t.gates_exit_code for t in targets)
-    version = torch.version or "?"
-    findings: list[JitFinding] = []
-    base = [Fact(f"torch {version} built with CUDA {torch.cuda}", torch.file)]
-    when_ext = (
-        "when a torch C++/CUDA extension is built (torch.utils.cpp_extension, pip source builds)"
-    )
+    base = [Fact(f"torch {torch.version or '?'} built with CUDA {torch.cuda}", torch.file)]
     resolved = resolve_nvcc(facts, rules.cuda_home_lookup)
     tk = resolved.toolkit
+    findings: list[JitFinding] = []
     if tk is not None and tk.status == "ok" and tk.version:
-        have, want = kb.major_minor(tk.version), kb.major_minor(torch.cuda)
-        if have and want and have[0] != want[0]:
-            fixes = [
-                Fix(
-                    f"point CUDA_HOME at {t.home} (nvcc {t.version} found there: {t.origin})",
-                    "Extension builds then use a toolkit of torch's CUDA major.",
-                    env=(("CUDA_HOME", t.home),),
-                )
-                for t in _ok_nvcc_toolkits(facts)
-                if (kb.major_minor(t.version or "") or (0, 0))[0] == want[0] and t.home != tk.home
-            ]
-            findings.append(
-                JitFinding(
-                    package="torch (C++ extensions)",
-                    version=version,
-                    gpu=None,
-                    compute_capability=None,
-                    status="fails",
-                    error="RuntimeError: "
-                    + rules.mismatch_message.format(nvcc=tk.version, torch=torch.cuda),
-                    cause=f"nvcc {tk.version} (found through {tk.found_by}) and torch's CUDA "
-                    f"{torch.cuda} differ in major version; torch refuses to build extensions.",
-                    chain=(
-                        *base,
-                        *resolved.chain,
-                        _toolkit_fact(tk),
-                        Fact("major mismatch raises", rules.mismatch_source),
-                    ),
-                    fixes=tuple(fixes),
-                    when=when_ext,
-                    gates_exit_code=gates,
-                )
-            )
+        findings.extend(_major_mismatch(facts, torch, tk, resolved.chain, base, gates))
     arch_list = _env(facts, rules.arch_env)
     if arch_list:
         nvcc = tk.version if tk is not None and tk.status == "ok" else None
         findings.extend(_arch_list_findings(facts, torch, arch_list, targets, nvcc, base))
     if driver_version:
-        ok, rule = kb.driver_runs_runtime(driver_version, torch.cuda)
-        if ok is False:
-            findings.append(
-                driver_finding(
-                    "torch",
-                    version,
-                    f"torch's CUDA {torch.cuda} runtime needs a newer driver than "
-                    f"{driver_version}.",
-                    (
-                        *base,
-                        Fact(f"driver {driver_version}", driver_source),
-                        Fact(rule, "kb/drivers.json"),
-                    ),
-                    (
-                        Fix(
-                            "upgrade the NVIDIA driver, or install a torch build for an older CUDA "
-                            "(a different +cuXYZ wheel)",
-                            "A driver upgrade needs a reboot/maintenance window.",
-                        ),
-                    ),
-                    "at CUDA initialisation (the first torch.cuda call)",
-                    gates,
-                )
-            )
+        findings.extend(_torch_driver(torch, (driver_version, driver_source), base, gates))
     return findings
+
+
+def _major_mismatch(
+    facts: ToolchainFacts,
+    torch: TorchBuild,
+    tk: Toolkit,
+    lookup: Sequence[Fact],
+    base: list[Fact],
+    gates: bool,
+) -> list[JitFinding]:
+    """torch refuses to build extensions with an nvcc (``tk``, found by ``lookup``) of another
+    CUDA major than its own; the fixes point CUDA_HOME at a toolkit here of torch's major."""
+    rules = kb.jit_rules().torch_ext
+    have, want = kb.major_minor(tk.version or ""), kb.major_minor(torch.cuda or "")
+    if not (have and want and have[0] != want[0]):
+        return []
+    fixes = [
+        Fix(
+            f"point CUDA_HOME at {t.home} (nvcc {t.version} found there: {t.origin})",
+            "Extension builds then use a toolkit of torch's CUDA major.",
+            env=(("CUDA_HOME", t.home),),
+        )
+        for t in _ok_nvcc_toolkits(facts)
+        if (kb.major_minor(t.version or "") or (0, 0))[0] == want[0] and t.home != tk.home
+    ]
+    finding = JitFinding(
+        package="torch (C++ extensions)",
+        version=torch.version or "?",
+        gpu=None,
+        compute_capability=None,
+        status="fails",
+        error="RuntimeError: " + rules.mismatch_message.format(nvcc=tk.version, torch=torch.cuda),
+        cause=f"nvcc {tk.version} (found through {tk.found_by}) and torch's CUDA "
+        f"{torch.cuda} differ in major version; torch refuses to build extensions.",
+        chain=(
+            *base,
+            *lookup,
+            _toolkit_fact(tk),
+            Fact("major mismatch raises", rules.mismatch_source),
+        ),
+        fixes=tuple(fixes),
+        when="when a torch C++/CUDA extension is built (torch.utils.cpp_extension, pip source "
+        "builds)",
+        gates_exit_code=gates,
+    )
+    return [finding]
+
+
+def _torch_driver(
+    torch: TorchBuild, driver: tuple[str, str], base: list[Fact], gates: bool
+) -> list[JitFinding]:
+    """torch's CUDA runtime on a driver (version, source) too old for it: fails at CUDA init."""
+    driver_version, driver_source = driver
+    ok, rule = kb.driver_runs_runtime(driver_version, torch.cuda or "")
+    if ok is not False:
+        return []
+    fix = Fix(
+        "upgrade the NVIDIA driver, or install a torch build for an older CUDA "
+        "(a different +cuXYZ wheel)",
+        "A driver upgrade needs a reboot/maintenance window.",
+    )
+    return [
+        driver_finding(
+            "torch",
+            torch.version or "?",
+            f"torch's CUDA {torch.cuda} runtime needs a newer driver than {driver_version}.",
+            (*base, Fact(f"driver {driver_version}", driver_source), Fact(rule, "kb/drivers.json")),
+            (fix,),
+            "at CUDA initialisation (the first torch.cuda call)",
+            gates,
+        )
+    ]
 
 
 def _arch_list_findings(
