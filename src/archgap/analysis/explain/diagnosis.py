@@ -27,16 +27,16 @@ from archgap.analysis.explain.chain import (
     knowledge_steps,
     walk_code,
 )
+from archgap.analysis.explain.flashfixes import EngineFixes, engine_fixes
 from archgap.analysis.explain.gates import gate_ruling
 from archgap.analysis.explain.logparse import ParsedLog
 from archgap.analysis.explain.match import Focus, SignatureMatch, focus_of, site_relative
 from archgap.analysis.explain.rules.arch_token import build_targets
-from archgap.analysis.fixes.engine import AVOID, Fix, FlashinferCase, flashinfer_fixes, ranked
-from archgap.analysis.jit.flashinfer import flashinfer_findings
+from archgap.analysis.explain.suggestions import CaseAnswer, FixSuggestion, suggestions
 from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget
 from archgap.kb import toolchain as toolchain_kb
 from archgap.kb.gates import gate_of
-from archgap.kb.gpus import known_capabilities, products
+from archgap.kb.gpus import known_capabilities
 from archgap.kb.signatures import FIX_KINDS, Signature, load_version_marks
 
 # Evidence of the log reported as versions.
@@ -50,22 +50,6 @@ _PATH_KINDS = ("cuda_home", "cuda_path", "flashinfer_cuda_arch_list", "torch_cud
 
 # ``Diagnosis.exit_code`` by status; "no-error" is 0.
 _EXIT_CODES = {"diagnosed": 1, "unknown": 3, "not-architecture": 4}
-
-
-@dataclass(frozen=True)
-class FixSuggestion:
-    kind: str  # env < toolkit < upgrade < patch
-    text: str
-    source: str
-
-
-@dataclass(frozen=True)
-class CaseAnswer:
-    """One case of a conditional cause: the value of the deciding fact, its cause and fixes."""
-
-    when: str  # "if nvcc is CUDA > 12.9"
-    cause: str
-    fixes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -141,28 +125,67 @@ def explain(
     """The diagnosis of a log, confirmed on the ``examined`` environment's facts where given;
     with the log alone, the ``named`` GPUs (``--gpu``) are the GPUs in question."""
     recognised = recognise(log)
-    gpus = examined.gpus if examined is not None else tuple(named)
     where = examined.description if examined else ""
     focus = focus_of(log, signatures)
     if focus is None:
-        looks_like_error = any("error" in text.lower() for _, text in log.messages)
-        return Diagnosis(
-            status="unknown" if log.tracebacks or looks_like_error else "no-error",
-            signature=None,
-            root_signature=None,
-            error=recognised.error,
-            steps=(),
-            root_cause="",
-            fixes=(),
-            matches=(),
-            recognised=recognised,
-            confirmed=False,
-            notes=("no known architecture-gap signature in this input",),
-            environment=where,
-        )
+        return _unrecognised(log, recognised, where)
     if not focus.signature.architecture:
         return _not_architecture(focus, recognised, where)
+    gpus = examined.gpus if examined is not None else tuple(named)
     chain = Chain()
+    _log_steps(chain, focus)
+    walked = examined is not None and walk_code(chain, log, focus, examined)
+    facts = causes_.version_facts(log, _texts(log), load_version_marks(), gpus)
+    judgement = causes_.judge(focus.root_signature.causes, facts)
+    if not walked:
+        knowledge_steps(chain, log, focus, examined, facts)
+    _environment_notes(chain, examined)
+    answer = _judged(chain, focus, walked, judgement)
+    answer = _fixed(answer, focus, log, examined, facts, gpus, walked)
+    answer = _what_decides(answer, chain, examined)
+    return Diagnosis(
+        status="diagnosed",
+        signature=focus.signature.id,
+        root_signature=focus.root_signature.id,
+        error=focus.primary.text,
+        steps=tuple(chain.steps),
+        root_cause=answer.root_cause,
+        fixes=answer.fixes,
+        matches=focus.matches,
+        recognised=recognised,
+        confirmed=chain.confirmed and not chain.contradicted,
+        notes=tuple(chain.notes),
+        environment=where,
+        cause_status=answer.status,
+        decide=answer.decide,
+        tool=rules.log_facts(log, ()).tool,
+        cases=answer.cases,
+    )
+
+
+def _unrecognised(log: ParsedLog, recognised: Recognised, where: str) -> Diagnosis:
+    """A log no signature knows: "unknown" where it has a traceback or says "error" (a gap may be
+    missed), else "no-error"."""
+    looks_like_error = any("error" in text.lower() for _, text in log.messages)
+    return Diagnosis(
+        status="unknown" if log.tracebacks or looks_like_error else "no-error",
+        signature=None,
+        root_signature=None,
+        error=recognised.error,
+        steps=(),
+        root_cause="",
+        fixes=(),
+        matches=(),
+        recognised=recognised,
+        confirmed=False,
+        notes=("no known architecture-gap signature in this input",),
+        environment=where,
+    )
+
+
+def _log_steps(chain: Chain, focus: Focus) -> None:
+    """The steps the log itself states: the error, the earlier error that explains it (a failed
+    build), and the error the log ends with after that build."""
     primary, explaining = focus.primary, focus.explaining
     chain.add(
         f"The error: {primary.text}",
@@ -184,11 +207,11 @@ def explain(
             FROM_LOG,
         )
     _add_later(chain, focus)
-    walked = examined is not None and walk_code(chain, log, focus, examined)
-    facts = causes_.version_facts(log, _texts(log), load_version_marks(), gpus)
-    judgement = causes_.judge(focus.root_signature.causes, facts)
-    if not walked:
-        knowledge_steps(chain, log, focus, examined, facts)
+
+
+def _environment_notes(chain: Chain, examined: Examined | None) -> None:
+    """What the reader must know of the examined environment: the log contradicts it, and the
+    probe sections that failed."""
     if chain.contradicted:
         chain.notes.append(
             "unconfirmed: the log contradicts the examined environment; the service's environment "
@@ -196,30 +219,73 @@ def explain(
         )
     if examined is not None:
         chain.notes.extend(examined.problems)
-    root_cause, cause_status = _root_cause(chain, focus, walked, judgement)
-    decide = judgement.decide if cause_status in (causes_.CONDITIONAL, causes_.UNDETERMINED) else ()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The root cause, how it is known (``Diagnosis.cause_status``), what would decide it, the
+    fixes and the cases of a conditional cause."""
+
+    root_cause: str
+    status: str
+    decide: tuple[str, ...]
+    fixes: tuple[FixSuggestion, ...]
+    cases: tuple[CaseAnswer, ...]
+
+
+def _judged(chain: Chain, focus: Focus, walked: bool, judgement: causes_.Judgement) -> _Answer:
+    """The answer from the chain and the signature's known causes, before any fix."""
+    root_cause, status = _root_cause(chain, focus, walked, judgement)
+    undecided = status in (causes_.CONDITIONAL, causes_.UNDETERMINED)
+    cases = _signature_cases(judgement) if status == causes_.CONDITIONAL else ()
+    return _Answer(root_cause, status, judgement.decide if undecided else (), (), cases)
+
+
+def _fixed(
+    answer: _Answer,
+    focus: Focus,
+    log: ParsedLog,
+    examined: Examined | None,
+    facts: Mapping[str, causes_.Known],
+    gpus: Sequence[GpuTarget],
+    walked: bool,
+) -> _Answer:
+    """The answer with its fixes: a rule's ruling replaces it where one decides, else the
+    fixes of the engine or of the signatures."""
     fixes, shared, gpu_cases = _fixes(focus, log, examined, facts, gpus)
     # Where the code was not walked, the rules decide from the log's facts (analysis.explain.rules)
     ruling = None if walked else _ruling(focus, log, gpus)
-    cases = _signature_cases(judgement) if cause_status == causes_.CONDITIONAL else ()
     if ruling is not None:
-        root_cause = (
-            f"{ruling.cause} (rule {ruling.rule}, from the log's facts and the knowledge base; "
-            f"the error: {focus.root_signature.id})."
-        )
-        cause_status, decide = ruling.status, ruling.decide
-        fixes = _suggestions(ruling.fixes, "archgap's rule " + ruling.rule)
-        cases = tuple(
-            CaseAnswer(c.when, c.cause, tuple(f.text for f in _suggestions(c.fixes, "")))
-            for c in ruling.cases
-        )
-    if ruling is None and gpu_cases and not cases:
+        return _ruled(ruling, focus)
+    if gpu_cases and not answer.cases:
         # The log names the major only ("SM 12.x"): no fix is given as if the GPU were known;
         # those that hold on every GPU of the major stay fixes, the others are one case per GPU
         # (a cause's own cases keep the list, where each such fix says its GPU).
-        fixes, cases = shared, gpu_cases
-        decide += (f"the GPU's compute capability (which case's fixes apply): {causes_.HOW_CC}",)
-    legend = causes_.placeholder_legend(f.text for f in fixes)
+        which = f"the GPU's compute capability (which case's fixes apply): {causes_.HOW_CC}"
+        return replace(answer, fixes=shared, cases=gpu_cases, decide=(*answer.decide, which))
+    return replace(answer, fixes=fixes)
+
+
+def _ruled(ruling: rules.Ruling, focus: Focus) -> _Answer:
+    """The answer a rule decided from the log's facts."""
+    root_cause = (
+        f"{ruling.cause} (rule {ruling.rule}, from the log's facts and the knowledge base; "
+        f"the error: {focus.root_signature.id})."
+    )
+    cases = tuple(
+        CaseAnswer(c.when, c.cause, tuple(f.text for f in suggestions(c.fixes, "")))
+        for c in ruling.cases
+    )
+    fixes = suggestions(ruling.fixes, "archgap's rule " + ruling.rule)
+    return _Answer(root_cause, ruling.status, ruling.decide, fixes, cases)
+
+
+def _what_decides(answer: _Answer, chain: Chain, examined: Examined | None) -> _Answer:
+    """The answer with what would decide it: the GPU's capability where a fix needs it (with
+    the placeholder's legend as a note), and the machine that crashed, where it is undecided
+    and was not examined."""
+    decide = answer.decide
+    legend = causes_.placeholder_legend(f.text for f in answer.fixes)
     if legend:  # the fixes need the GPU's capability, which the log does not state
         chain.notes.append(f"in the fixes, {legend}")
         decide += (f"the GPU's compute capability (for the fixes): {causes_.HOW_CC}",)
@@ -228,24 +294,7 @@ def explain(
             "or run `archgap explain` on the machine that crashed (or with --host), so the "
             "installed code and toolchain are read",
         )
-    return Diagnosis(
-        status="diagnosed",
-        signature=focus.signature.id,
-        root_signature=focus.root_signature.id,
-        error=primary.text,
-        steps=tuple(chain.steps),
-        root_cause=root_cause,
-        fixes=fixes,
-        matches=focus.matches,
-        recognised=recognised,
-        confirmed=chain.confirmed and not chain.contradicted,
-        notes=tuple(chain.notes),
-        environment=where,
-        cause_status=cause_status,
-        decide=decide,
-        tool=rules.log_facts(log, ()).tool,
-        cases=cases,
-    )
+    return replace(answer, decide=decide)
 
 
 def _add_later(chain: Chain, focus: Focus) -> None:
@@ -290,18 +339,6 @@ def _ruling(focus: Focus, log: ParsedLog, gpus: Sequence[GpuTarget]) -> rules.Ru
         if ruling is not None:
             return ruling
     return None
-
-
-def _suggestions(fixes: Sequence[Fix], source: str) -> tuple[FixSuggestion, ...]:
-    """Fix-engine fixes as the diagnosis shows them, in the engine's ranking (as scan and fix
-    show them)."""
-    out: dict[str, FixSuggestion] = {}
-    for fix in ranked(fixes):
-        kind = "env" if fix.kind in (AVOID, "") else fix.kind
-        text = fix.action + (f": {fix.command}" if fix.command else "")
-        why = f"{fix.tradeoff} ({source})" if fix.tradeoff else source
-        out.setdefault(f"{kind}:{text}", FixSuggestion(kind, text, why))
-    return tuple(out.values())
 
 
 def _texts(log: ParsedLog) -> list[str]:
@@ -432,122 +469,22 @@ def _majors_named(log: ParsedLog) -> set[int]:
     return {m for m, _ in rules if any(f"SM {m}" in text for _, text in log.messages)}
 
 
-@dataclass(frozen=True)
-class _EngineFixes:
-    """The fix engine's fixes: all of them (a fix for one GPU of several says which), those that
-    hold on every GPU in question, and, where the log names only the major, one case per GPU of
-    it with the others."""
-
-    fixes: tuple[FixSuggestion, ...]
-    shared: tuple[FixSuggestion, ...]
-    cases: tuple[CaseAnswer, ...] = ()
-
-
 def _engine_fixes(
     focus: Focus,
     log: ParsedLog,
     examined: Examined | None,
     facts: Mapping[str, causes_.Known],
     gpus: Sequence[GpuTarget],
-) -> _EngineFixes | None:
+) -> EngineFixes | None:
     """The shared fix engine's FlashInfer fixes for each exact GPU (the ones scan prints), or
-    None when the error is not FlashInfer's, no exact GPU is known, or the log's evidence puts
-    FlashInfer before the first release kb/jit.json models (0.3.1: no compilation context, the
-    engine's rules do not apply)."""
+    None when the error is not FlashInfer's, no exact GPU is known, or the engine's rules do not
+    apply (``flashfixes.engine_fixes``)."""
+    exact = _exact_gpus(log, gpus, focus)
+    ccs = exact or _major_only(log)  # no exact GPU: a fix per compute capability of the major
     ids = (focus.signature.id, focus.root_signature.id)
-    ccs = _exact_gpus(log, gpus, focus)
-    per_gpu = not ccs  # the log names no exact GPU: a fix per compute capability of the major
-    ccs = ccs or _major_only(log)
     if not any(i.startswith("flashinfer") for i in ids) or not ccs:
         return None
-    modelled = toolchain_kb.jit_rules().flashinfer.first_modelled
-    if causes_.holds("flashinfer", f">={modelled}", facts) is False:
-        return None
-    fixes: list[Fix] = []
-    each: dict[ComputeCapability, Sequence[Fix]] = {}
-    if examined is not None and examined.toolchains is not None and examined.gpus:
-        findings = flashinfer_findings(examined.toolchains, examined.gpus, examined.driver)
-        failing = [f for f in findings if f.status == "fails"]
-        if not failing:
-            return None  # the examined environment does not fail: the signature's fixes stand
-        fixes = [fix for f in failing for fix in f.fixes]
-    else:
-        version = next((e.value for e in log.evidence_of("flashinfer")), None)
-        if (version and toolchain_kb.flashinfer_range(version) is None) or _older_wording(log):
-            return None  # older than the modelled releases: the signature's knowledge stands
-        cuda = next(
-            (e.value for k in ("nvcc", "flashinfer_cuda_version") for e in log.evidence_of(k)),
-            None,
-        )
-        each = {cc: flashinfer_fixes(FlashinferCase(version, cc, cuda)) for cc in ccs}
-        for cc, found in each.items():
-            # a fix that holds for only some of the GPUs the log may mean says for which
-            common = [all(f in other for other in each.values()) for f in found]
-            fixes.extend(
-                f if shared or not per_gpu else _for_gpu(f, cc)
-                for f, shared in zip(found, common, strict=True)
-            )
-    # Avoiding FlashInfer is the answer only when nothing else is (a GPU it does not support).
-    fixes = [f for f in fixes if f.kind != AVOID] or fixes
-    where = ", ".join(str(cc) for cc in ccs)
-    source = f"archgap's fix engine for compute capability {where}"
-    everything = _suggestions(fixes, source)
-    if not per_gpu or len(each) < 2:
-        return _EngineFixes(everything, everything)
-    # The same fix on every GPU (its tradeoff may name each one's target) is a fix; the others
-    # are cases.
-    keyed = {cc: {_fix_key(f): f for f in found} for cc, found in each.items()}
-    first = next(iter(keyed.values()))
-    keys = [k for k in first if all(k in other for other in keyed.values())]
-    everywhere = [_joined([(cc, found[k]) for cc, found in keyed.items()]) for k in keys]
-    rest = {cc: [f for k, f in found.items() if k not in keys] for cc, found in keyed.items()}
-    if not any(rest.values()):
-        return _EngineFixes(everything, everything)
-    cases = tuple(
-        CaseAnswer(
-            f"if the GPU is {cc} ({_gpu_name(cc)})",
-            "" if own else "no fix of its own: only the fixes that hold on every GPU",
-            tuple(
-                f"[{s.kind}] {s.text}"
-                for s in _suggestions([f for f in own if f.kind != AVOID] or own, "")
-            ),
-        )
-        for cc, own in rest.items()
-    )
-    shared = _suggestions([f for f in everywhere if f.kind != AVOID], source)
-    return _EngineFixes(everything, shared, cases)
-
-
-def _fix_key(fix: Fix) -> tuple[str, str, str | None]:
-    return (fix.kind, fix.action, fix.command)
-
-
-def _joined(per_gpu: Sequence[tuple[ComputeCapability, Fix]]) -> Fix:
-    """One fix that every GPU shares, its tradeoff said for each GPU where they differ."""
-    fix = per_gpu[0][1]
-    if len({f.tradeoff for _, f in per_gpu}) == 1:
-        return fix
-    said = (f"on {cc}: {f.tradeoff.rstrip('.')}" for cc, f in per_gpu)
-    return replace(fix, tradeoff="; ".join(said) + ".")
-
-
-def _gpu_name(cc: ComputeCapability) -> str:
-    """A product of that compute capability, as a person knows it ("e.g. NVIDIA GB10 ...")."""
-    name = next((p.name for p in products() if p.compute_capability == str(cc)), "")
-    return f"e.g. {name}" if name else "no product known"
-
-
-def _older_wording(log: ParsedLog) -> bool:
-    """The log's FlashInfer gate is worded as no modelled release words it ("requires sm75+",
-    0.2.x): the fix engine's rules (kb/jit.json's first modelled release on) do not apply."""
-    known = {r.check_message.split(".")[0] for r in toolchain_kb.flashinfer_ranges()}
-    gates = [t for _, t in log.messages if "FlashInfer requires" in t]
-    return bool(gates) and not any(k in t for t in gates for k in known)
-
-
-def _for_gpu(fix: Fix, cc: ComputeCapability) -> Fix:
-    """A fix that holds for one compute capability only, said so ("on 12.1 (NVIDIA GB10 ...)")."""
-    return replace(fix, action=f"on a {cc} GPU ({_gpu_name(cc)}): {fix.action}")
+    return engine_fixes(log, examined, facts, ccs, per_gpu=not exact)
 
 
 def _fixes(
