@@ -35,32 +35,34 @@ decided by knowledge with its source (kb/drivers.json, kb/load.json, kb/toolkits
    linker that compiles the PTX itself (nvJitLink), a driver that knows the PTX ISA of its CUDA.
 
 Pure: facts in, findings out. Each finding is one broken link, with its chain and its fix.
-Checks 1, 2 and 7 (against the driver) are in ``drivers``; what the checks share (the finding,
-how a block is recorded, where a compiler is found) in ``loadcommon``.
+Checks 1, 2 and 7 (against the driver) are in ``drivers``, check 5 in ``load_compilers``; what
+the checks share (the finding, how a block is recorded, where a compiler is found) in
+``loadcommon``.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from archgap.analysis.verdicts.companions import companions
-from archgap.analysis.verdicts.compat import GpuTarget, sass_compat
+from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.analysis.verdicts.dllsearch import dll_search
 from archgap.analysis.verdicts.dlopen import dlopened
 from archgap.analysis.verdicts.drivers import driver_cuda, driver_gpu, driver_jit
+from archgap.analysis.verdicts.load_compilers import compilers
 from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
 from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
-from archgap.analysis.verdicts.loadcommon import find_compiler as _find_compiler
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
-from archgap.kb.toolchain import first_toolkit_for, toolkit_can_target, version_tuple
+from archgap.kb.toolchain import version_tuple
 from archgap.probe.facts import (
     BinaryFacts,
+    Distribution,
+    EnvVar,
     LoaderFacts,
     PythonEnvironment,
     ToolchainFacts,
@@ -113,7 +115,7 @@ def load_model(
     findings += _needed(env, linux, owner, loader, blocked, gating)
     findings += dll_search(env, [b for b in elves if b.format == "pe"], owner, blocked, gating)
     findings += dlopened(env, linux, owner, loader, blocked, gating)
-    findings += _compilers(env, loader, toolchains, targets, blocked)
+    findings += compilers(env, loader, toolchains, targets, blocked)
     findings += companions(env, blocked, gating, binaries)
     findings += driver_jit(env, loader, toolchains, driver, blocked, gating)
     return LoadModel(tuple(findings + picked), blocked, not_loaded)
@@ -130,62 +132,104 @@ def _needed(
     """Check 3: one finding per package and missing provider (a package, or the library when
     no entry names one), for the CUDA libraries: those with device code or a CUDA library in
     their DT_NEEDED (a ROCm or CPU build beside them is never loaded on an NVIDIA GPU)."""
-    driver_libs, _ = kb.driver_libraries()
-    shipped = {_base(p) for d in env.distributions for p in d.native_files}
-    shipped.update(_base(p) for p in env.unowned_native_files)
-    shipped.update(_base(b.path) for b in elves)
-    system = set(loader.names) if loader is not None else None
     known = kb.cuda_libraries()
+    missing = _missing_needed(env, elves, owner, loader, known)
+    return [
+        _needed_finding(key, names, loader, known, blocked, gating)
+        for key, names in sorted(missing.items())
+    ]
+
+
+def _missing_needed(
+    env: PythonEnvironment,
+    elves: Sequence[BinaryFacts],
+    owner: Mapping[str, str],
+    loader: LoaderFacts | None,
+    known: Mapping[str, kb.CudaLibrary],
+) -> dict[tuple[str, str, Status], dict[str, list[BinaryFacts]]]:
+    """(package, provider, status) -> each DT_NEEDED name that nothing gives -> the CUDA
+    libraries that need it."""
+    given = _given(env, elves)
+    system = set(loader.names) if loader is not None else None
     missing: dict[tuple[str, str, Status], dict[str, list[BinaryFacts]]] = {}
     for binary in elves:
         needed = binary.needed or ()
         if not (has_device_code(binary) or any(n in known for n in needed)):
             continue
         there, unread = _runpath_libraries(binary, loader)
-        for name in needed:
-            if name in driver_libs or name in shipped or name in there:
-                continue
-            if system is not None and name in system:
-                continue
-            if system is None and name not in known:
-                continue  # a system library (libc, libstdc++): the target's loader was not read
+        status: Status = "unknown" if system is None or unread else "fails"
+        for name in _not_given(needed, (given, there), system, known):
             entry = known.get(name)
             provider = entry.package if entry else name
-            status: Status = "unknown" if system is None or unread else "fails"
             names = missing.setdefault((owner.get(binary.path, ""), provider, status), {})
             names.setdefault(name, []).append(binary)
-    findings = []
-    for (package, provider, status), names in sorted(missing.items()):
-        where = _not_found_where(loader, status)
-        libs = sorted({b.path: b for group in names.values() for b in group}.values(),
-                      key=lambda b: b.path)  # fmt: skip
-        listed = ", ".join(sorted(names))
-        if status == "fails":
-            for name, group in names.items():
-                for binary in group:
-                    _block(blocked, binary.path, f"{name} is not found")
-        entry = next((known[n] for n in sorted(names) if n in known), None)
-        fix = f"pip install {provider}" if entry else f"install the library that provides {listed}"
-        cause = (
-            f"{_names(libs)} of {package or 'no distribution'} needs {listed}: {where} "
-            f"('{sorted(names)[0]}: cannot open shared object file')"
-        )
-        chain = (f"{_names(libs)} needs {listed} (DT_NEEDED)", where)
-        findings.append(
-            LoadFinding(
-                "needed-library",
-                status,
-                "",
-                package,
-                tuple(b.path for b in libs),
-                chain,
-                cause,
-                fix,
-                entry.source if entry else LOADER_SEARCH,
-                gating and status == "fails",
-            )
-        )
-    return findings
+    return missing
+
+
+def _given(env: PythonEnvironment, elves: Sequence[BinaryFacts]) -> set[str]:
+    """The library names that resolve wherever the loader looks: the driver's, and the files
+    the environment ships."""
+    driver_libs, _ = kb.driver_libraries()
+    given = set(driver_libs)
+    given.update(_base(p) for d in env.distributions for p in d.native_files)
+    given.update(_base(p) for p in env.unowned_native_files)
+    given.update(_base(b.path) for b in elves)
+    return given
+
+
+def _not_given(
+    needed: Iterable[str],
+    given: tuple[Collection[str], ...],
+    system: set[str] | None,
+    known: Mapping[str, kb.CudaLibrary],
+) -> list[str]:
+    """The names of ``needed`` that neither ``given`` nor the target's loader (``system``, its
+    names) has; when the loader was not read, only the CUDA libraries among them (a system
+    library, libc or libstdc++, is the target's)."""
+    absent = [name for name in needed if not any(name in names for names in given)]
+    if system is None:
+        return [name for name in absent if name in known]
+    return [name for name in absent if name not in system]
+
+
+def _needed_finding(
+    key: tuple[str, str, Status],
+    names: Mapping[str, list[BinaryFacts]],
+    loader: LoaderFacts | None,
+    known: Mapping[str, kb.CudaLibrary],
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> LoadFinding:
+    """The finding for one package, provider and status; a library that surely cannot load
+    ("fails") is blocked for each name it misses."""
+    package, provider, status = key
+    where = _not_found_where(loader, status)
+    libs = sorted({b.path: b for group in names.values() for b in group}.values(),
+                  key=lambda b: b.path)  # fmt: skip
+    listed = ", ".join(sorted(names))
+    if status == "fails":
+        for name, group in names.items():
+            for binary in group:
+                _block(blocked, binary.path, f"{name} is not found")
+    entry = next((known[n] for n in sorted(names) if n in known), None)
+    fix = f"pip install {provider}" if entry else f"install the library that provides {listed}"
+    cause = (
+        f"{_names(libs)} of {package or 'no distribution'} needs {listed}: {where} "
+        f"('{sorted(names)[0]}: cannot open shared object file')"
+    )
+    chain = (f"{_names(libs)} needs {listed} (DT_NEEDED)", where)
+    return LoadFinding(
+        "needed-library",
+        status,
+        "",
+        package,
+        tuple(b.path for b in libs),
+        chain,
+        cause,
+        fix,
+        entry.source if entry else LOADER_SEARCH,
+        gating and status == "fails",
+    )
 
 
 NOT_FOUND = "no installed package ships it and the dynamic loader does not find it"
@@ -303,58 +347,73 @@ def _torch_gates(
         if gate is None or release is None:
             continue
         files = tuple(p for p in dist.native_files if fnmatch.fnmatch(_base(p), gate.files))
-        if not files:
-            continue
-        torch_min, source = release
-        skipped = (
-            next((v for v in toolchains.env if v.name == gate.skip), None) if toolchains else None
-        )
-        torch = toolchains.torch if toolchains else None
-        have = torch.version.split("+")[0] if torch and torch.version else None
-        first = f"{dist.name} {dist.version} loads {gate.files} only with torch >= {torch_min}"
-        if skipped is not None and skipped.value == "1":
-            why = f"{gate.skip}=1 ({skipped.source}) skips them"
-            fix = f"unset {gate.skip}"
-        elif have is None:
-            findings.append(
-                LoadFinding(
-                    "extension-gate",
-                    "unknown",
-                    "",
-                    dist.name,
-                    files,
-                    (first,),
-                    f"{dist.name}: whether it loads its extensions is not known: torch's "
-                    "version was not found",
-                    "scan the environment that has torch installed",
-                    source,
-                    False,
-                )
-            )
-            continue
-        elif (version_tuple(have) or ()) < (version_tuple(torch_min) or ()):
-            why = f"torch {torch.version if torch else have} is installed"
-            fix = f"pip install 'torch>={torch_min}', or a {dist.name} release for torch {have}"
-        else:
-            continue
-        for path in files:
-            not_loaded[path] = f"{first}: {why}"
-        findings.append(
-            LoadFinding(
-                "extension-gate",
-                "fails",
-                "",
-                dist.name,
-                files,
-                (first, why),
-                f"{dist.name} {dist.version} does not load its compiled extensions "
-                f"({_names_of(files)}): {why}; it goes on without their kernels",
-                fix,
-                source,
-                False,
-            )
-        )
+        found = _torch_gate(dist, gate, files, release, toolchains, not_loaded) if files else None
+        if found is not None:
+            findings.append(found)
     return findings
+
+
+def _torch_gate(
+    dist: Distribution,
+    gate: kb.TorchGate,
+    files: tuple[str, ...],
+    release: tuple[str, str],
+    toolchains: ToolchainFacts | None,
+    not_loaded: dict[str, str],
+) -> LoadFinding | None:
+    """Whether the package's gated extensions (``files``) load, by the torch its release
+    (``release``: the torch it needs, the source) needs: None when they do; a finding, and
+    ``not_loaded`` said for each file, when they do not."""
+    torch_min, source = release
+    skipped = _env_var(toolchains, gate.skip)
+    torch = toolchains.torch if toolchains else None
+    have = torch.version.split("+")[0] if torch and torch.version else None
+    first = f"{dist.name} {dist.version} loads {gate.files} only with torch >= {torch_min}"
+    if skipped is not None and skipped.value == "1":
+        why = f"{gate.skip}=1 ({skipped.source}) skips them"
+        fix = f"unset {gate.skip}"
+    elif have is None:
+        return LoadFinding(
+            "extension-gate",
+            "unknown",
+            "",
+            dist.name,
+            files,
+            (first,),
+            f"{dist.name}: whether it loads its extensions is not known: torch's "
+            "version was not found",
+            "scan the environment that has torch installed",
+            source,
+            False,
+        )
+    elif (version_tuple(have) or ()) < (version_tuple(torch_min) or ()):
+        why = f"torch {torch.version if torch else have} is installed"
+        fix = f"pip install 'torch>={torch_min}', or a {dist.name} release for torch {have}"
+    else:
+        return None
+    for path in files:
+        not_loaded[path] = f"{first}: {why}"
+    return LoadFinding(
+        "extension-gate",
+        "fails",
+        "",
+        dist.name,
+        files,
+        (first, why),
+        f"{dist.name} {dist.version} does not load its compiled extensions "
+        f"({_names_of(files)}): {why}; it goes on without their kernels",
+        fix,
+        source,
+        False,
+    )
+
+
+def _env_var(toolchains: ToolchainFacts | None, name: str) -> EnvVar | None:
+    """The environment variable ``name`` as the toolchain section read it (None: it is unset,
+    or the section was not collected)."""
+    if toolchains is None:
+        return None
+    return next((v for v in toolchains.env if v.name == name), None)
 
 
 def _names_of(paths: Iterable[str]) -> str:
@@ -393,109 +452,6 @@ def _select(
     lower = [v for v in same if v < wanted]
     higher = [v for v in same if v > wanted]
     return max(lower) if lower else min(higher) if higher else None
-
-
-def _compilers(
-    env: PythonEnvironment,
-    loader: LoaderFacts | None,
-    toolchains: ToolchainFacts | None,
-    targets: Sequence[GpuTarget],
-    blocked: dict[tuple[str, str], str],
-) -> list[LoadFinding]:
-    """Check 5: each package that compiles at run time, its compiler, and each GPU's target."""
-    findings = []
-    for rule in kb.compiler_rules():
-        for dist in env.distributions:
-            match = rule.package.match(dist.name)
-            if match is None:
-                continue
-            major = match.group(1)
-            library = rule.library.format(major=major)
-            wheel = rule.wheels.get(major, library)
-            found = _find_compiler(env, loader, toolchains, library, wheel)
-            if found is None and any(
-                _find_compiler(env, loader, None, alt.format(major=major), "") is not None
-                for alt in rule.alternatives
-            ):
-                continue  # the package's fallback is there (XLA: nvJitLink for ptxas)
-            libs = tuple(p for p in dist.native_files if p.endswith(".so"))
-            first = f"{dist.name} {dist.version} compiles its kernels with {rule.compiler}"
-            if found is None:
-                if loader is None:
-                    continue  # the target's loader was not read: it may have it
-                why = f"{rule.compiler} ({library}) is not installed"
-                for path in libs:
-                    _block(blocked, path, why)
-                findings.append(
-                    LoadFinding(
-                        "compiler",
-                        "fails",
-                        "",
-                        dist.name,
-                        libs,
-                        (
-                            first,
-                            f"{library}: not in site-packages, the loader's cache or a "
-                            "toolkit under /usr/local",
-                        ),
-                        f"{dist.name}: {why}: its kernels cannot be compiled on any GPU",
-                        f"pip install {wheel}",
-                        rule.source,
-                        any(t.gates_exit_code for t in targets),
-                    )
-                )
-                continue
-            version, where = found
-            if version is None:
-                continue  # found, of a version not known: nothing to compare
-            newest = rule.newest_arch(version)
-            for target in targets:
-                cc = target.compute_capability
-                arch = cc.sm if newest is None or str(cc) in rule.own_arch else min(cc.sm, newest)
-                knows = toolkit_can_target(version, f"sm_{arch}")
-                runs = sass_compat(arch, "", cc).runs
-                if knows and runs is not False:
-                    continue
-                need = first_toolkit_for(f"sm_{cc.sm}") or "a newer CUDA"
-                why = f"it asks {rule.compiler} {version} ({where}) for sm_{arch}, " + (
-                    "which that compiler does not know ('nvrtc: error: invalid value for "
-                    "--gpu-architecture (-arch)')"
-                    if not knows
-                    else f"whose cubins do not run on {cc} ('no kernel image is available')"
-                )
-                for path in libs:
-                    blocked[(path, target.label)] = why
-                findings.append(
-                    LoadFinding(
-                        "compiler",
-                        "fails",
-                        target.label,
-                        dist.name,
-                        libs,
-                        (
-                            first,
-                            f"{rule.compiler} {version}: {where}",
-                            f"{target.label} is sm_{cc.sm}; {rule.compiler} {version} is asked for "
-                            f"sm_{arch}",
-                        ),
-                        f"{dist.name} on {target.label}: {why}",
-                        _compiler_fix(rule, dist.name, match, need),
-                        rule.source,
-                        target.gates_exit_code,
-                    )
-                )
-    return findings
-
-
-def _compiler_fix(rule: kb.CompilerRule, name: str, match: re.Match[str], need: str) -> str:
-    """Install a compiler of version ``need``: of the package's own CUDA major, or with the
-    package's build for the major that has it (cupy-cuda13x for sm_110)."""
-    major = match.group(1)
-    wanted = need.split(".")[0]
-    if wanted == major or not wanted.isdigit():
-        return f"pip install '{rule.wheels.get(major, rule.compiler)}>={need}'"
-    build = name[: match.start(1)] + wanted + name[match.end(1) :]
-    return f"pip install {build} {rule.wheels.get(wanted, rule.compiler)} (CUDA {wanted})"
 
 
 __all__ = ["LoadFinding", "LoadModel", "load_model"]
