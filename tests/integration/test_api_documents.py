@@ -145,7 +145,12 @@ def test_fleet_from_documents(tmp_path: Path) -> None:
     code, cli = cli_document("fleet", "--from", str(probes), "--gpu", "T4")
     assert code == 1
     source = api.FleetSource(documents=(str(probes),))
-    same(cli, api.fleet(source, gpus=["T4"]), "fleet")
+    run = api.fleet(source, gpus=["T4"])
+    same(cli, rendered(run, "fleet"), "fleet")
+    assert run.document() == rendered(run, "fleet")
+    # The typed result says the same as the document: two hosts, one with a gap (n2's PTX).
+    assert (run.documents, run.report.exit_code, len(run.report.hosts)) == (2, code, 2)
+    assert [h.packages for h in run.report.hosts if h.gaps] == [("kernn2==1.0",)]
     assert cli["documents"] == 2 and len(cli["groups"]) == 2
     gaps = {h["name"]: bool(h["gaps"]) for h in cli["hosts"]}
     assert list(gaps.values()).count(True) == 1

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from archgap.errors import UsageError
 from archgap.orchestrate.shared import resolve
-from archgap.report.jsondoc import document
 
 if TYPE_CHECKING:
     from archgap.analysis.fleet import FleetReport
@@ -35,6 +34,12 @@ class FleetRun:
     shared_caches: tuple[SharedCache, ...]
     elapsed: float
     documents: int | None
+
+    def document(self) -> dict[str, Any]:
+        """The fleet document, what ``archgap fleet --json`` prints (``report.fleet.document``)."""
+        from archgap.report.fleet import document as fleet_document
+
+        return fleet_document(self)
 
 
 def fleet_run(
@@ -83,10 +88,8 @@ def fleet_run(
 
 def fleet(
     source: FleetSource, *, gpus: Sequence[str] = (), options: FleetOptions | None = None
-) -> dict[str, Any]:
-    """The fleet document (what ``archgap fleet --json`` prints) for the hosts of ``source``:
-    ``FleetSource(documents=("probes/",))``, ``FleetSource(hosts=(("gpu01", None),))``..."""
-    from archgap.report.fleet import body
-
-    run = fleet_run(source, gpus=gpus, options=options)
-    return document("fleet", body(run.report, run.elapsed, run.documents, run.shared_caches))
+) -> FleetRun:
+    """The hosts of ``source`` probed (or read) and compared, as ``fleet_run`` without a progress
+    display: ``FleetSource(documents=("probes/",))``, ``FleetSource(hosts=(("gpu01", None),))``...
+    Its ``document()`` is what ``archgap fleet --json`` prints."""
+    return fleet_run(source, gpus=gpus, options=options)

@@ -30,6 +30,14 @@ def headline(report: FleetReport, elapsed: float, documents: int | None) -> str:
     )
 
 
+def document(run: Any) -> dict[str, Any]:
+    """The fleet document of a run (``api.fleet``'s ``FleetRun``: report, elapsed, documents,
+    shared_caches): what ``archgap fleet --json`` prints."""
+    from archgap.report.jsondoc import document as envelope
+
+    return envelope("fleet", body(run.report, run.elapsed, run.documents, run.shared_caches))
+
+
 def body(
     report: FleetReport,
     elapsed: float,
