@@ -25,7 +25,7 @@ from archgap.analysis.jit.findings import Fact, JitFinding, JitStatus, gpu_findi
 from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import runtime_compilers as kb
 from archgap.kb.toolchain import max_ptx_isa_for_driver, toolkit_release
-from archgap.probe.facts import BinaryFacts, PythonEnvironment, RuntimeCompiler
+from archgap.probe.facts import BinaryFacts, Distribution, PythonEnvironment, RuntimeCompiler
 
 WHEN = "when it first compiles a kernel for the GPU"
 NAMES = {"nvrtc": "NVRTC", "nvptx": "LLVM NVPTX backend"}
@@ -44,21 +44,32 @@ def runtime_compiler_findings(
     for dist in env.distributions:
         carried = [(p, c) for p in dist.native_files if p in by_path
                    for c in by_path[p].compilers or ()]  # fmt: skip
-        if not carried or any(dist.name.startswith(p) for p, _ in kb.no_row()):
-            continue
-        model = kb.package_compilers().get(dist.name)
-        chosen = [pc for pc in carried if model is None or pc[1].kind == model.compiler]
-        if not chosen and model is not None:
-            kinds = ", ".join(sorted({NAMES[c.kind] for _, c in carried}))
-            for target in targets:
-                found.append(_row(dist.name, dist.version, target, "unknown",
-                                  f"{dist.name} compiles with {NAMES[model.compiler]}, which is "
-                                  f"not among what it carries ({kinds})", [], []))  # fmt: skip
-            continue
-        path, compiler = chosen[0]
-        judge = (path, compiler, model, driver_version, driver_source)
-        found.extend(_judge(dist.name, dist.version, target, *judge) for target in targets)
+        if carried and not any(dist.name.startswith(p) for p, _ in kb.no_row()):
+            found.extend(_rows(dist, carried, targets, driver_version, driver_source))
     return tuple(found)
+
+
+def _rows(
+    dist: Distribution,
+    carried: list[tuple[str, RuntimeCompiler]],
+    targets: Sequence[GpuTarget],
+    driver_version: str | None,
+    driver_source: str,
+) -> list[JitFinding]:
+    """One package's rows, a row per GPU: judged by the compiler its model names (or the first
+    it carries), ``unknown`` where the model's compiler is not among what it carries."""
+    model = kb.package_compilers().get(dist.name)
+    chosen = [pc for pc in carried if model is None or pc[1].kind == model.compiler]
+    if not chosen and model is not None:
+        kinds = ", ".join(sorted({NAMES[c.kind] for _, c in carried}))
+        why = (
+            f"{dist.name} compiles with {NAMES[model.compiler]}, which is not among what it "
+            f"carries ({kinds})"
+        )
+        return [_row(dist.name, dist.version, t, "unknown", why, [], []) for t in targets]
+    path, compiler = chosen[0]
+    judge = (path, compiler, model, driver_version, driver_source)
+    return [_judge(dist.name, dist.version, target, *judge) for target in targets]
 
 
 def _judge(
