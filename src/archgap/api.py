@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verify import VerifyReport
     from archgap.results import (
+        ExplainResult,
         FixResult,
         GatesResult,
         KernelsResult,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from archgap.transport.fleet import FleetOptions, FleetSource
 
 __all__ = [
+    "ExplainResult",
     "FixResult",
     "FleetOptions",
     "FleetRun",
@@ -99,6 +101,7 @@ _LATER = {
     "FleetOptions": "archgap.transport.fleet",
     "FleetSource": "archgap.transport.fleet",
     "VerifyReport": "archgap.analysis.verify",
+    "ExplainResult": "archgap.results",
     "FixResult": "archgap.results",
     "GatesResult": "archgap.results",
     "KernelsResult": "archgap.results",

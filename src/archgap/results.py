@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from archgap.errors import EXIT_ERROR, EXIT_GAP, EXIT_OK
 
 if TYPE_CHECKING:
+    from archgap.analysis.explain.diagnosis import Diagnosis
     from archgap.analysis.recipe.gate import GateResult
     from archgap.analysis.source_shown import GateRejection, GatesLeftOut, TraceLeftOut
     from archgap.analysis.verdicts.compat import GpuTarget
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from archgap.transport.run import TransportFailure
 
 __all__ = [
+    "ExplainResult",
     "FixResult",
     "GatesResult",
     "KernelsResult",
@@ -99,6 +101,29 @@ class ProbeResult:
         if self.failure is not None:
             return EXIT_ERROR
         return EXIT_GAP if self.missing else EXIT_OK
+
+
+@dataclass(frozen=True)
+class ExplainResult:
+    """A log explained: the ``diagnosis`` (confirmed on the environment it names, if any) and
+    what was read of the log: where it came from (``origin``: a path, "--message", "stdin"), its
+    ``lines`` as parsed, those cut for length (``truncated_lines``) and, of a log too long to
+    read whole, its middle not read (``skipped_bytes``, ``skipped_lines``; ``note`` says so in
+    words)."""
+
+    diagnosis: Diagnosis
+    origin: str
+    lines: int
+    truncated_lines: int = 0
+    skipped_bytes: int = 0
+    skipped_lines: int = 0
+    note: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """``archgap explain``'s: the diagnosis' (0 no error, 1 a gap explained, 3 an error
+        archgap cannot explain, 4 a known error that is no architecture gap)."""
+        return self.diagnosis.exit_code
 
 
 @dataclass(frozen=True)

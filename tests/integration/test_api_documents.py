@@ -1,8 +1,8 @@
 """The Python API and the documents the CLI prints with --json. trace, gates and kernels return
 typed results that ``archgap.report`` renders (the CLI prints those renderings: one path, so
-their documents are checked in-process against the schema); explain and fleet still return
-documents, compared whole with ``archgap CMD --json`` (a separate process). Only "seconds"
-(measured times) may differ.
+their documents are checked in-process against the schema); explain's typed result, rendered,
+and fleet's document are compared whole with ``archgap CMD --json`` (a separate process).
+Only "seconds" (measured times) may differ.
 
 The inputs are real: Python sources written here, the corpus logs, binaries built by
 tests/fixtures/cuda/build.sh and probe documents of real virtual environments."""
@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 from archgap import api
+from archgap.report import explain as explain_report
 from archgap.report.jsondoc import schema
 from tests.helpers import CUDA_BIN, FIXTURES, install_fake_distribution, make_venv, run_cli
 
@@ -113,8 +114,13 @@ def test_explain_of_a_message_alone() -> None:
     message = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
     code, cli = cli_document("explain", "--message", message, "--log-only")
     assert code == 1  # a known architecture gap
-    same(cli, api.explain(message, where=None, origin="--message"), "explain")
+    result = api.explain(message, where=None, origin="--message")
+    same(cli, explain_report.document(result), "explain")
     assert cli["explain"]["signature"] == "flashinfer-sm75-gate"
+    # the typed result says the same as the document: FlashInfer's own gate message, one line
+    assert result.diagnosis.signature == "flashinfer-sm75-gate"
+    assert (result.origin, result.lines, result.skipped_bytes) == ("--message", 1, 0)
+    assert result.exit_code == code
 
 
 def test_explain_examines_the_same_environment(tmp_path: Path) -> None:
@@ -125,8 +131,9 @@ def test_explain_examines_the_same_environment(tmp_path: Path) -> None:
     code, cli = cli_document("explain", str(log), "--python", python, "--gpu", "12.0")
     assert code == 1
     text = log.read_text(encoding="utf-8")
-    document = api.explain(text, gpus=["12.0"], where=api.Where(python), origin=str(log))
-    same(cli, document, "explain")
+    result = api.explain(text, gpus=["12.0"], where=api.Where(python), origin=str(log))
+    same(cli, explain_report.document(result), "explain")
+    assert result.exit_code == code
     assert python in cli["explain"]["environment"]
 
 

@@ -74,8 +74,7 @@ def _explain(
 
 def _text(log: str, origin: str) -> str:
     """The text report of ``log`` read alone, as a pipe gets it (the renderer, in-process)."""
-    diagnosis, parsed = api.diagnose(log, where=None)
-    text = plain_text("\n".join(explain_report.text(diagnosis, origin, parsed.lines)))
+    text = plain_text("\n".join(explain_report.text(api.explain(log, where=None, origin=origin))))
     assert text is not None
     return text
 

@@ -1,6 +1,6 @@
 """``archgap explain``: from an error log (file, stdin or a message) to the root cause and the fix.
 
-Exit codes (``Diagnosis.exit_code``): 0 = no error in the input; 1 = an architecture-gap error
+Exit codes (``ExplainResult.exit_code``): 0 = no error in the input; 1 = an architecture-gap error
 was recognised and explained; 2 = usage or probe error (no input, unreadable file, bad --gpu,
 unreadable --env-from, an unreachable host or a missing interpreter there); 3 = an error archgap
 cannot explain, printed as "unknown" with what it recognised (a gap in a wording archgap does not
@@ -50,7 +50,7 @@ OPTIONS = (
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from archgap.api import Where, diagnose
+    from archgap.api import Where, explain
     from archgap.logread import read_input
     from archgap.report import explain as rendering
 
@@ -58,17 +58,12 @@ def run(args: argparse.Namespace, out: Output) -> int:
     target = target_from_args(args)
     with out.status("reading the log" if args.log_only else f"examining {target.name}"):
         where = Where(args.python, target, args.env_from, args.root, args.timeout)
-        diagnosis, log = diagnose(
-            text.head, tail=text.tail, skipped_lines=text.gap_lines, gpus=args.gpu,
-            where=None if args.log_only else where, driver=args.driver,
+        result = explain(
+            text, gpus=args.gpu, where=None if args.log_only else where, origin=origin,
+            driver=args.driver,
         )  # fmt: skip
     if out.json_mode:
-        skipped = {"bytes": text.skipped_bytes, "lines": text.skipped_lines}
-        body = rendering.body(diagnosis, origin, log.lines, log.truncated_lines, skipped)
-        out.emit("explain", body)
+        out.emit("explain", rendering.body(result))
     else:
-        shown = rendering.text(
-            diagnosis, origin, log.lines, text.note(log.lines), out.verbosity > 0
-        )
-        out.print_lines(shown)
-    return diagnosis.exit_code
+        out.print_lines(rendering.text(result, out.verbosity > 0))
+    return result.exit_code

@@ -131,8 +131,12 @@ def _hint(function: Callable[..., Any], annotation: Any) -> Any:
 
 
 def _without_none(hint: Any) -> Any:
+    """The type of an optional parameter; of one that also takes a richer form (explain's
+    ``str | LogInput``), the plain type, which is what a tool call can send."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(rest) > 1:
+            rest = [a for a in rest if a in _PLAIN]
         return rest[0] if len(rest) == 1 else None
     return hint
 

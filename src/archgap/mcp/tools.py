@@ -238,7 +238,7 @@ def document(
     spec: ToolSpec, result: Any, arguments: Mapping[str, Any], seconds: float
 ) -> dict[str, Any]:
     """The tool's result as the command's versioned JSON document, checked against the
-    command's schema: the api's document itself (explain, fleet), or the typed result as
+    command's schema: the api's document itself (fleet), or the typed result as
     ``archgap.report.<command>`` renders it."""
     command = spec.command
     doc = result if isinstance(result, dict) else _rendered(command, result, arguments, seconds)

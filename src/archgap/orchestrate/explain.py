@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from archgap.errors import ProbeError, UsageError
+from archgap.logread import LogInput
 from archgap.orchestrate import explain_choice
 from archgap.orchestrate.shared import check_driver, probe_facts, resolve
 from archgap.probe.facts import ProbeResponse
-from archgap.report.jsondoc import document
 from archgap.request import explain_request, trace_request
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from archgap.analysis.explain.logparse import ParsedLog
     from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.kb.signatures import Signature
+    from archgap.results import ExplainResult
 
 
 @dataclass(frozen=True)
@@ -122,15 +123,29 @@ def _chosen(
 
 
 def explain(
-    log: str, *, gpus: Sequence[str] = (), where: Where | None = Where(), origin: str = "api"
-) -> dict[str, Any]:
-    """The explain document (what ``archgap explain --json`` prints) for the text of a log,
-    examined ``where`` (None: the log alone); ``origin`` is what the document names as where
-    the log came from."""
-    from archgap.report.explain import body
+    log: str | LogInput,
+    *,
+    gpus: Sequence[str] = (),
+    where: Where | None = Where(),
+    origin: str = "api",
+    driver: str | None = None,
+) -> ExplainResult:
+    """The explanation of a log: its text, or a long log as ``archgap.logread.read_log`` read
+    it (its start and its end); examined ``where`` (None: the log alone), with its fixes judged
+    against the NVIDIA ``driver`` when one is given; ``origin`` is what the result names as
+    where the log came from. ``archgap.report.explain.document(result)`` is what ``archgap
+    explain --json`` prints. Raises as ``diagnose`` does."""
+    from archgap.results import ExplainResult
 
-    diagnosis, parsed = diagnose(log, gpus=gpus, where=where)
-    return document("explain", body(diagnosis, origin, parsed.lines, parsed.truncated_lines))
+    read = log if isinstance(log, LogInput) else LogInput(log)
+    diagnosis, parsed = diagnose(
+        read.head, tail=read.tail, skipped_lines=read.gap_lines, gpus=gpus, where=where,
+        driver=driver,
+    )  # fmt: skip
+    return ExplainResult(
+        diagnosis, origin, parsed.lines, parsed.truncated_lines, read.skipped_bytes,
+        read.skipped_lines, read.note(parsed.lines),
+    )  # fmt: skip
 
 
 def _examine(

@@ -6,27 +6,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from archgap.codec import encode
+from archgap.report.jsondoc import document as envelope
 from archgap.report.markup import escape
 
 if TYPE_CHECKING:
     from archgap.analysis.explain.diagnosis import Diagnosis
+    from archgap.results import ExplainResult
 
 
-def body(
-    diagnosis: Diagnosis,
-    origin: str,
-    lines: int,
-    truncated_lines: int,
-    skipped: dict[str, int] | None = None,
-) -> dict[str, Any]:
+def body(result: ExplainResult) -> dict[str, Any]:
     """The body of the explain document (schema/explain.schema.json): the diagnosis and its
     input (where the log came from, its lines, and the middle not read of a very long log:
     ``skipped`` bytes and lines, when there are any)."""
-    data: dict[str, Any] = encode(diagnosis)
-    data["input"] = {"origin": origin, "lines": lines, "truncated_lines": truncated_lines}
-    if skipped and skipped.get("bytes"):
-        data["input"]["skipped"] = skipped
+    data: dict[str, Any] = encode(result.diagnosis)
+    data["input"] = {
+        "origin": result.origin,
+        "lines": result.lines,
+        "truncated_lines": result.truncated_lines,
+    }
+    if result.skipped_bytes:
+        data["input"]["skipped"] = {"bytes": result.skipped_bytes, "lines": result.skipped_lines}
     return {"explain": data}
+
+
+def document(result: ExplainResult) -> dict[str, Any]:
+    """What ``archgap explain --json`` prints (and the MCP tool returns): the versioned
+    envelope around ``body``."""
+    return envelope("explain", body(result))
 
 
 _STATUS_LABEL = {
@@ -99,16 +105,7 @@ def _chain(diagnosis: Diagnosis, verbose: bool = True) -> list[str]:
     """A diagnosed error: the chain of causes (without ``verbose``, one line a step: the code
     line and the source of each are folded, but for the error's own place in the log), the root
     cause (each case of a conditional one), what would decide it, and the fixes."""
-    lines = ["\n[bold]chain[/]"]
-    for number, step in enumerate(diagnosis.steps, start=1):
-        location = f" [bold]{escape(step.location)}[/]" if step.location else ""
-        lines.append(f" {number:>2}. {escape(step.text)}{location}  {_STATUS_LABEL[step.status]}")
-        if step.fact and verbose:
-            lines.append(f"     [dim]{escape(step.fact)}[/]")
-        if verbose or number == 1:
-            lines.append(f"     [dim]source: {escape(step.source)}[/]")
-    if diagnosis.steps and not verbose:
-        lines.append("     [dim](-v: each step's line of code or log and where it was read)[/]")
+    lines = ["\n[bold]chain[/]", *_steps(diagnosis, verbose)]
     label = _CAUSE_LABEL.get(diagnosis.cause_status, "")
     lines.append(f"\n[bold]root cause[/]{label} {escape(diagnosis.root_cause)}")
     for case in diagnosis.cases:  # a conditional cause: one bullet per case
@@ -118,27 +115,51 @@ def _chain(diagnosis: Diagnosis, verbose: bool = True) -> list[str]:
     if diagnosis.decide:
         lines.append("\n[bold]what would decide it[/]")
         lines += [f"  - {escape(item)}" for item in diagnosis.decide]
-    if diagnosis.fixes:
-        lines.append("\n[bold]fixes[/] (least invasive first)")
-        for number, fix in enumerate(diagnosis.fixes, start=1):
-            lines.append(f" {number}. {escape('[' + fix.kind + ']')} {escape(fix.text)}")
-            lines.append(f"    [dim]{escape(fix.source)}[/]")
+    return lines + _fixes(diagnosis)
+
+
+def _steps(diagnosis: Diagnosis, verbose: bool) -> list[str]:
+    """The chain's steps, numbered, each with its status (and with ``verbose`` its fact and
+    source; without, only the first step's source, and a line that says how to see them)."""
+    lines = []
+    for number, step in enumerate(diagnosis.steps, start=1):
+        location = f" [bold]{escape(step.location)}[/]" if step.location else ""
+        lines.append(f" {number:>2}. {escape(step.text)}{location}  {_STATUS_LABEL[step.status]}")
+        if step.fact and verbose:
+            lines.append(f"     [dim]{escape(step.fact)}[/]")
+        if verbose or number == 1:
+            lines.append(f"     [dim]source: {escape(step.source)}[/]")
+    if diagnosis.steps and not verbose:
+        lines.append("     [dim](-v: each step's line of code or log and where it was read)[/]")
     return lines
 
 
-def text(
-    diagnosis: Diagnosis, origin: str, lines: int, note: str = "", verbose: bool = True
-) -> list[str]:
+def _fixes(diagnosis: Diagnosis) -> list[str]:
+    """The fixes, least invasive first, each with its source ([] when there are none)."""
+    if not diagnosis.fixes:
+        return []
+    lines = ["\n[bold]fixes[/] (least invasive first)"]
+    for number, fix in enumerate(diagnosis.fixes, start=1):
+        lines.append(f" {number}. {escape('[' + fix.kind + ']')} {escape(fix.text)}")
+        lines.append(f"    [dim]{escape(fix.source)}[/]")
+    return lines
+
+
+def text(result: ExplainResult, verbose: bool = True) -> list[str]:
     """The text report (rich-markup lines): what was read and examined, then the error and its
-    chain, or what the log states when no signature matched; ``note`` last (a log not read
-    whole). Without ``verbose`` (-v) each step of the chain is one line, so the story fits a
+    chain, or what the log states when no signature matched; the note on a log not read whole
+    last. Without ``verbose`` (-v) each step of the chain is one line, so the story fits a
     screen."""
+    diagnosis = result.diagnosis
     where = escape(diagnosis.environment or "no environment (log only)")
     if diagnosis.environment_reason:  # archgap chose it: say why
         reason = escape(diagnosis.environment_reason)
         where = f"{where[:-1]}; {reason})" if where.endswith(")") else f"{where} ({reason})"
-    plural = "line" if lines == 1 else "lines"
-    out = [f"[bold]archgap explain[/] {escape(origin)} ({lines} {plural}) — examined: {where}"]
+    plural = "line" if result.lines == 1 else "lines"
+    out = [
+        f"[bold]archgap explain[/] {escape(result.origin)} ({result.lines} {plural}) — "
+        f"examined: {where}"
+    ]
     if diagnosis.status == "not-architecture":
         out.append(
             f"\n[bold yellow]not an architecture gap[/] {escape(diagnosis.error)}  "
@@ -148,16 +169,19 @@ def text(
     elif diagnosis.status != "diagnosed":
         out += _unrecognised(diagnosis)
     else:
-        first = next_step(diagnosis)
-        if first:
-            out.append(f"[bold]next:[/] {escape(first)}")
-        out.append(
-            f"\n[bold red]error[/] {escape(diagnosis.error)}  [dim]({diagnosis.signature})[/]"
-        )
-        if diagnosis.tool:
-            out.append(f"  raised by {escape(diagnosis.tool)}")
-        out += [f"\n[bold yellow]note[/] {escape(n)}" for n in diagnosis.notes]
-        out += _chain(diagnosis, verbose)
-    if note:
-        out.append(f"\n[bold yellow]note[/] {escape(note)}")
+        out += _diagnosed(diagnosis, verbose)
+    if result.note:
+        out.append(f"\n[bold yellow]note[/] {escape(result.note)}")
     return out
+
+
+def _diagnosed(diagnosis: Diagnosis, verbose: bool) -> list[str]:
+    """A diagnosed error: the next step first, the error and what raised it, the notes, the
+    chain."""
+    first = next_step(diagnosis)
+    out = [f"[bold]next:[/] {escape(first)}"] if first else []
+    out.append(f"\n[bold red]error[/] {escape(diagnosis.error)}  [dim]({diagnosis.signature})[/]")
+    if diagnosis.tool:
+        out.append(f"  raised by {escape(diagnosis.tool)}")
+    out += [f"\n[bold yellow]note[/] {escape(n)}" for n in diagnosis.notes]
+    return out + _chain(diagnosis, verbose)
