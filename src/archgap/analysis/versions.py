@@ -120,32 +120,35 @@ def exclusions(report: VersionsReport) -> tuple[Exclusion, ...]:
     that one index's build fails and another's covers, or a public version with a local
     variant that covers, cannot be excluded (``excluded`` False, and why). A variant no GPU
     verdict decided (unread, unknown) is left alone."""
-    found: list[Exclusion] = []
     judged = report.versions
-    for version in dict.fromkeys(v.version for v in judged):
-        builds = [v for v in judged if v.version == version]
-        failing = [v for v in builds if fails(v, report.strict)]
-        if not failing:
-            continue
-        first = failing[0]
-        why = f"{first.wheel}: {_failing(first, report.strict)}"
-        others = [v for v in builds if v not in failing]
-        if others:
-            found.append(Exclusion(version, False, f"{why}; but the build on {others[0].index} "
-                                   f"({others[0].wheel}) {_state(others[0])}: a constraint cannot "
-                                   "tell the two apart (install it by URL)"))  # fmt: skip
-            continue
-        local = [
-            v for v in judged
-            if v.version != version and "+" not in version and _public(v.version) == version
-            and not fails(v, report.strict)
-        ]  # fmt: skip
-        if local:
-            found.append(Exclusion(version, False, f"{why}; but !={version} would also exclude "
-                                   f"{local[0].version}, which {_state(local[0])}"))  # fmt: skip
-            continue
-        found.append(Exclusion(version, True, why))
-    return tuple(found)
+    found = (_exclusion(report, version) for version in dict.fromkeys(v.version for v in judged))
+    return tuple(e for e in found if e is not None)
+
+
+def _exclusion(report: VersionsReport, version: str) -> Exclusion | None:
+    """The constraint for ``version``: None when no build of it fails; not excludable when
+    another index's build, or a local variant of the same public version, does not fail."""
+    judged = report.versions
+    builds = [v for v in judged if v.version == version]
+    failing = [v for v in builds if fails(v, report.strict)]
+    if not failing:
+        return None
+    first = failing[0]
+    why = f"{first.wheel}: {_failing(first, report.strict)}"
+    others = [v for v in builds if v not in failing]
+    if others:
+        return Exclusion(version, False, f"{why}; but the build on {others[0].index} "
+                         f"({others[0].wheel}) {_state(others[0])}: a constraint cannot "
+                         "tell the two apart (install it by URL)")  # fmt: skip
+    local = [
+        v for v in judged
+        if v.version != version and "+" not in version and _public(v.version) == version
+        and not fails(v, report.strict)
+    ]  # fmt: skip
+    if local:
+        return Exclusion(version, False, f"{why}; but !={version} would also exclude "
+                         f"{local[0].version}, which {_state(local[0])}")  # fmt: skip
+    return Exclusion(version, True, why)
 
 
 def _state(variant: VersionVerdict) -> str:
