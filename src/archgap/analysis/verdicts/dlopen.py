@@ -39,17 +39,31 @@ def dlopened(
 ) -> list[LoadFinding]:
     """One finding per package, provider and status for the CUDA libraries its libraries may
     open by soname that dlopen would not find for them."""
-    known = kb.cuda_libraries()
-    driver_libs, _ = kb.driver_libraries()
     rules = kb.dlopen_rules()
+    missing = _missing(env, elves, owner, loader, rules)
+    return [_finding(key, names, rules, blocked, gating) for key, names in sorted(missing.items())]
+
+
+# (package, provider, status) -> soname -> [(library, where it was looked for, its fix)]
+_Missing = dict[tuple[str, str, Status], dict[str, list[tuple[BinaryFacts, str, str]]]]
+
+
+def _missing(
+    env: PythonEnvironment,
+    elves: Sequence[BinaryFacts],
+    owner: Mapping[str, str],
+    loader: LoaderFacts | None,
+    rules: kb.DlopenRules,
+) -> _Missing:
+    """Each soname a library opens that dlopen does not find for it, under its package, the
+    package that ships it and the finding's status."""
+    known = kb.cuda_libraries()
     files = {os.path.normpath(p) for d in env.distributions for p in d.native_files}
     files.update(os.path.normpath(p) for p in env.unowned_native_files)
     files.update(os.path.normpath(b.path) for b in elves)
-    # (package, provider, status) -> soname -> [(library, where it was looked for, its fix)]
-    missing: dict[tuple[str, str, Status], dict[str, list[tuple[BinaryFacts, str, str]]]] = {}
+    missing: _Missing = {}
     for binary in elves:
-        wanted = [n for n in binary.dlopens or () if n in known and n not in driver_libs
-                  and n not in (binary.needed or ()) and n != _base(binary.path)]  # fmt: skip
+        wanted = _opened(binary, known)
         package = owner.get(binary.path, "")
         found_families = {_family(n) for n in wanted if _resolves(binary, n, files, loader)}
         for name in wanted:
@@ -64,44 +78,60 @@ def dlopened(
             status: Status = "fails" if sure and required and name in required[0] else "unknown"
             key = (package, known[name].package, status)
             missing.setdefault(key, {}).setdefault(name, []).append((binary, where, fix))
-    findings = []
-    for (package, _, status), names in sorted(missing.items()):
-        rows = [row for group in names.values() for row in group]
-        libs = sorted({b.path: b for b, _, _ in rows}.values(), key=lambda b: b.path)
-        listed = ", ".join(sorted(names))
-        required = rules.required.get(package)
-        chain = [f"{_names(libs)} opens {listed} at run time (dlopen)"]
-        if status == "fails" and required:
-            use = f"which {package} documents its GPU work needs"
-            chain.append(required[1])
-            source = f"{required[2]}; {rules.source}"
-            for name, group in names.items():
-                for binary, _, _ in group:
-                    _block(blocked, binary.path, f"it opens {name} at run time (dlopen), which "
-                           "the dynamic loader does not find for it")  # fmt: skip
-        else:
-            use = "needed when it uses it (the binary does not say whether every run does)"
-            source = rules.source
-        where = "; ".join(sorted({w for _, w, _ in rows}))
-        fix = "; ".join(sorted({f for _, _, f in rows}))
-        first = sorted(names)[0]
-        findings.append(
-            LoadFinding(
-                "dlopen-library",
-                status,
-                "",
-                package,
-                tuple(b.path for b in libs),
-                (*chain, where),
-                f"{_names(libs)} of {package or 'no distribution'} opens {listed} at run time "
-                f"by dlopen, {use}: {where} ('{first}: cannot open shared object file' "
-                "when it is used)",
-                fix,
-                source,
-                gating and status == "fails",
-            )
-        )
-    return findings
+    return missing
+
+
+def _opened(binary: BinaryFacts, known: Mapping[str, kb.CudaLibrary]) -> list[str]:
+    """The CUDA libraries the binary may open by soname: not the driver's, not one it needs
+    (DT_NEEDED: check 3's), not itself."""
+    driver_libs, _ = kb.driver_libraries()
+    return [n for n in binary.dlopens or () if n in known and n not in driver_libs
+            and n not in (binary.needed or ()) and n != _base(binary.path)]  # fmt: skip
+
+
+def _finding(
+    key: tuple[str, str, Status],
+    names: Mapping[str, list[tuple[BinaryFacts, str, str]]],
+    rules: kb.DlopenRules,
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> LoadFinding:
+    """The finding for one package, provider and status; where it fails (a library the package
+    documents its GPU work needs), each library that opens it is blocked."""
+    package, _, status = key
+    rows = [row for group in names.values() for row in group]
+    libs = sorted({b.path: b for b, _, _ in rows}.values(), key=lambda b: b.path)
+    listed = ", ".join(sorted(names))
+    required = rules.required.get(package)
+    chain = [f"{_names(libs)} opens {listed} at run time (dlopen)"]
+    if status == "fails" and required:
+        use = f"which {package} documents its GPU work needs"
+        chain.append(required[1])
+        source = f"{required[2]}; {rules.source}"
+        for name, group in names.items():
+            for binary, _, _ in group:
+                _block(blocked, binary.path, f"it opens {name} at run time (dlopen), which "
+                       "the dynamic loader does not find for it")  # fmt: skip
+    else:
+        use = "needed when it uses it (the binary does not say whether every run does)"
+        source = rules.source
+    where = "; ".join(sorted({w for _, w, _ in rows}))
+    fix = "; ".join(sorted({f for _, _, f in rows}))
+    first = sorted(names)[0]
+    return LoadFinding(
+        "dlopen-library",
+        status,
+        "",
+        package,
+        tuple(b.path for b in libs),
+        (*chain, where),
+        f"{_names(libs)} of {package or 'no distribution'} opens {listed} at run time "
+        f"by dlopen, {use}: {where} ('{first}: cannot open shared object file' "
+        "when it is used)",
+        fix,
+        source,
+        gating and status == "fails",
+    )
 
 
 def _loaded_beside(

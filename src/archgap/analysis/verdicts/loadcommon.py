@@ -55,18 +55,29 @@ def find_compiler(
         if dist.name == wheel:
             return dist.version, f"the wheel {dist.name} {dist.version}"
     if library == "ptxas":  # a program: the toolkits the toolchain section found
-        for tk in toolchains.toolkits if toolchains is not None else ():
-            if tk.tool in ("ptxas", "nvcc") and tk.status == "ok" and tk.version:
-                return tk.full_version or tk.version, f"{tk.home}/bin/ptxas ({tk.origin})"
-        return None
+        return _toolkit_ptxas(toolchains)
     shipped = [p for d in env.distributions for p in d.native_files if base(p) == library]
     if shipped:
         return None, shipped[0]
-    for directory, names in loader.toolkit_dirs if loader is not None else ():
+    return _system_library(loader, library) if loader is not None else None
+
+
+def _toolkit_ptxas(toolchains: ToolchainFacts | None) -> tuple[str | None, str] | None:
+    """The ptxas of the first toolkit the toolchain section found working (its version, where)."""
+    for tk in toolchains.toolkits if toolchains is not None else ():
+        if tk.tool in ("ptxas", "nvcc") and tk.status == "ok" and tk.version:
+            return tk.full_version or tk.version, f"{tk.home}/bin/ptxas ({tk.origin})"
+    return None
+
+
+def _system_library(loader: LoaderFacts, library: str) -> tuple[str | None, str] | None:
+    """The library in a toolkit's directory the loader section listed (its version from the
+    directory's name, /usr/local/cuda-12.8/...), else in the dynamic loader's cache."""
+    for directory, names in loader.toolkit_dirs:
         if library in names:
             version = re.search(r"/cuda-(\d+\.\d+)/", directory + "/")
             return (version.group(1) if version else None), f"{directory}/{library}"
-    if loader is not None and library in loader.names:
+    if library in loader.names:
         return None, f"{library} in the dynamic loader's cache"
     return None
 
