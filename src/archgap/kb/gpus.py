@@ -226,11 +226,7 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
     by_first: dict[str, list[tuple[tuple[str, ...], GpuProduct]]] = {}
     misnamed: list[tuple[tuple[str, ...], GpuProduct]] = []
     for product in products():
-        words = [w for w in _tokens(re.sub(r"\([^)]*\)", " ", product.name))]
-        words = [w for w in words if w not in NAME_QUALIFIERS]
-        runs = _runs(" ".join(words))
-        if _BARE_NOTEBOOK.fullmatch(" ".join(runs)) and "geforce" in product.name.lower():
-            runs = ("geforce", *runs)  # "GeForce 410M", never a model's "pythia-410m"
+        words, runs = _name_runs(product.name)
         if words[0] in _FAMILY_WORDS:  # "GTX 3090": the model number says which GeForce
             misnamed += [((other, *runs[1:]), product) for other in _FAMILY_WORDS - {words[0]}]
         for form in _forms(words, runs):
@@ -240,6 +236,16 @@ def _spellings() -> dict[str, tuple[tuple[tuple[str, ...], GpuProduct], ...]]:
         if form not in named and sum(f == form for f, _ in misnamed) == 1:
             by_first.setdefault(form[0], []).append((form, product))
     return {k: tuple(sorted(v, key=lambda e: -len(e[0]))) for k, v in by_first.items()}
+
+
+def _name_runs(name: str) -> tuple[list[str], tuple[str, ...]]:
+    """A product name's words (no parenthesised part, no qualifier) and their runs; a bare
+    notebook number keeps its "GeForce" ("GeForce 410M", never a model's "pythia-410m")."""
+    words = [w for w in _tokens(re.sub(r"\([^)]*\)", " ", name)) if w not in NAME_QUALIFIERS]
+    runs = _runs(" ".join(words))
+    if _BARE_NOTEBOOK.fullmatch(" ".join(runs)) and "geforce" in name.lower():
+        runs = ("geforce", *runs)
+    return words, runs
 
 
 def _forms(words: list[str], runs: tuple[str, ...]) -> list[tuple[str, ...]]:
