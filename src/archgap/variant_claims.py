@@ -20,6 +20,7 @@ import os
 import re
 import zipfile
 from collections.abc import Sequence
+from typing import Any
 
 from archgap.claims import Claim, NoClaim, VariantClaims, cmake_architectures
 from archgap.errors import UsageError
@@ -35,18 +36,7 @@ def parse_variant(data: bytes, where: str) -> tuple[str, tuple[str, ...]] | None
     """(label, sm_arch values) of a variant.json; None for a variant that declares no
     ``nvidia :: sm_arch`` (the null variant, a CPU-only variant). A file that breaks the PEP's
     structure is a ``UsageError`` naming why."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{where}: not JSON ({exc})") from None
-    variants = doc.get("variants") if isinstance(doc, dict) else None
-    if not isinstance(variants, dict) or len(variants) != 1:
-        raise UsageError(f"{where}: 'variants' must list exactly one variant (PEP 817)")
-    ((label, namespaces),) = variants.items()
-    if not isinstance(label, str) or not _LABEL.match(label):
-        raise UsageError(f"{where}: {label!r} is not a variant label (PEP 817: [0-9a-z._]{{1,16}})")
-    if not isinstance(namespaces, dict):
-        raise UsageError(f"{where}: variant {label}: not a table of namespaces")
+    label, namespaces = _one_variant(data, where)
     features = namespaces.get(NAMESPACE) or {}
     values = features.get(FEATURE) if isinstance(features, dict) else None
     if values is None:
@@ -60,6 +50,24 @@ def parse_variant(data: bytes, where: str) -> tuple[str, tuple[str, ...]] | None
             "architecture (90_real, 120_virtual)"
         )
     return label, tuple(values)
+
+
+def _one_variant(data: bytes, where: str) -> tuple[str, dict[str, Any]]:
+    """(label, namespaces) of the one variant a variant.json declares; a ``UsageError`` naming
+    why where the file is not JSON or breaks the PEP's structure."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    variants = doc.get("variants") if isinstance(doc, dict) else None
+    if not isinstance(variants, dict) or len(variants) != 1:
+        raise UsageError(f"{where}: 'variants' must list exactly one variant (PEP 817)")
+    ((label, namespaces),) = variants.items()
+    if not isinstance(label, str) or not _LABEL.match(label):
+        raise UsageError(f"{where}: {label!r} is not a variant label (PEP 817: [0-9a-z._]{{1,16}})")
+    if not isinstance(namespaces, dict):
+        raise UsageError(f"{where}: variant {label}: not a table of namespaces")
+    return label, namespaces
 
 
 def claims_of(values: Sequence[str]) -> tuple[Claim, ...]:
