@@ -87,40 +87,47 @@ def _value(node: ast.expr, cc: ComputeCapability) -> Any:
 
 def _truth(node: ast.expr, cc: ComputeCapability) -> bool:
     if isinstance(node, ast.BoolOp):
-        results: list[bool | None] = []
-        for value in node.values:  # one decided operand can settle and/or on its own
-            try:
-                results.append(_truth(value, cc))
-            except _Unknown:
-                results.append(None)
-        if isinstance(node.op, ast.And):
-            if False in results:
-                return False
-            if None in results:
-                raise _Unknown
-            return True
-        if True in results:
-            return True
-        if None in results:
-            raise _Unknown
-        return False
+        return _bool_op(node, cc)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return not _truth(node.operand, cc)
     if isinstance(node, ast.Compare):
-        left = _value(node.left, cc)
-        for op, right_node in zip(node.ops, node.comparators, strict=True):
-            right = _value(right_node, cc)
-            check = _COMPARE.get(type(op))
-            if check is None:
-                raise _Unknown
-            try:
-                if not check(_like(left, right), _like(right, left)):
-                    return False
-            except TypeError as error:  # a tuple compared with an int: not what it means
-                raise _Unknown from error
-            left = right
-        return True
+        return _compare(node, cc)
     raise _Unknown
+
+
+def _bool_op(node: ast.BoolOp, cc: ComputeCapability) -> bool:
+    """``and``/``or``: one decided operand can settle it on its own (False for and, True for
+    or); otherwise an undecided operand leaves it undecided."""
+    results: list[bool | None] = []
+    for value in node.values:
+        try:
+            results.append(_truth(value, cc))
+        except _Unknown:
+            results.append(None)
+    settles = not isinstance(node.op, ast.And)  # the value that decides: False for and
+    if settles in results:
+        return settles
+    if None in results:
+        raise _Unknown
+    return not settles
+
+
+def _compare(node: ast.Compare, cc: ComputeCapability) -> bool:
+    """A comparison chain, each link with Python's meaning; an operator or operands it does
+    not decide leave it undecided."""
+    left = _value(node.left, cc)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        right = _value(right_node, cc)
+        check = _COMPARE.get(type(op))
+        if check is None:
+            raise _Unknown
+        try:
+            if not check(_like(left, right), _like(right, left)):
+                return False
+        except TypeError as error:  # a tuple compared with an int: not what it means
+            raise _Unknown from error
+        left = right
+    return True
 
 
 def holds(condition: str, cc: ComputeCapability) -> bool | None:
