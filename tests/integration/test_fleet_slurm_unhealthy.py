@@ -144,3 +144,74 @@ def test_a_node_whose_prolog_fails_does_not_hide_the_others(
         bad.unlink()
         subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"],
                        env={**os.environ, **env}, timeout=30, check=False)  # fmt: skip
+
+
+def _drain(env: dict[str, str], node: str, reason: str) -> None:
+    done = subprocess.run(
+        ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # ("drained*" when slurmctld has not heard from the node since: not responding as well)
+    assert _states({**os.environ, **env})[node].startswith(("drained", "draining"))
+
+
+def _resume(env: dict[str, str], *nodes: str) -> None:
+    for node in nodes:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                       env={**os.environ, **env}, timeout=30, check=False)  # fmt: skip
+
+
+def test_a_drained_node_is_left_out_up_front_with_slurms_reason(
+    cluster: tuple[dict[str, str], Path],
+) -> None:
+    """slurm.conf(5)/scontrol(1): a DRAIN node takes no new job, so `srun -N3` on these three
+    nodes would wait in the queue for n2 (ReqNodeNotAvail) and probe none. n2 is left out and
+    reported with the reason the operator gave; n1 and n3 answer."""
+    env, _hooks = cluster
+    _drain(env, "n2", "rack 4 PSU")
+    try:
+        result = run_cli("fleet", "--slurm", "--json", "--python", sys.executable, "--", "-N3",
+                         env=env, timeout=300)  # fmt: skip
+        doc = json_output(result, "fleet")
+        assert sorted(h["name"] for h in doc["hosts"]) == ["n1", "n3"], result.stdout
+        (left_out,) = doc["unreachable"]
+        assert left_out["name"] == "n2" and left_out["kind"] == "node-unavailable"
+        assert left_out["message"].startswith("Slurm: drained")
+        assert left_out["message"].endswith(" (rack 4 PSU); left out of the allocation")
+        assert result.returncode == 2  # no gap; a node not probed
+        # A nodelist naming it asks for the others; the text report names it with the reason.
+        _drain(env, "n3", "ECC errors")
+        text = run_cli("fleet", "--slurm", "--python", sys.executable, "--",
+                       "--nodelist=n[1-3]", env=env, timeout=300)  # fmt: skip
+        assert text.returncode == 2, text.stdout + text.stderr
+        assert "1/3 hosts answered" in text.stdout
+        assert re.search(r"n2: node-unavailable Slurm: drained[^(]*\(rack 4 PSU\)", text.stdout)
+        assert "n3: node-unavailable Slurm: drained (ECC errors)" in text.stdout
+    finally:
+        _resume(env, "n2", "n3")
+
+
+def test_env_from_on_every_node(cluster: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """srun --export=ALL (the default) hands each task archgap's own environment; --env-from
+    names the one the service's jobs get, read on each node, and each host says so. One that
+    cannot be read fails every node, with the reason, never srun's environment judged."""
+    env, _hooks = cluster
+    service = tmp_path / "service.env"
+    service.write_text("CUDA_HOME=/opt/cuda-12.9\nTORCH_CUDA_ARCH_LIST=12.0\n")
+    result = run_cli("fleet", "--slurm", "--json", "--python", sys.executable, "--env-from",
+                     str(service), "--", "-N3", env=env, timeout=300)  # fmt: skip
+    doc = json_output(result, "fleet")
+    assert {h["name"]: h["environment"] for h in doc["hosts"]} == dict.fromkeys(
+        NODES, str(service)
+    ), result.stdout
+    assert {tuple(h["env"]) for h in doc["hosts"]} == {
+        ("CUDA_HOME=/opt/cuda-12.9", "TORCH_CUDA_ARCH_LIST=12.0")
+    }
+    gone = run_cli("fleet", "--slurm", "--json", "--python", sys.executable, "--env-from",
+                   str(tmp_path / "gone.env"), "--", "-N3", env=env, timeout=300)  # fmt: skip
+    doc = json_output(gone, "fleet")
+    assert gone.returncode == 2 and doc["hosts"] == []
+    assert sorted(u["name"] for u in doc["unreachable"]) == list(NODES)
+    assert {u["kind"] for u in doc["unreachable"]} == {"env-unreadable"}
+    assert all("gone.env: No such file or directory" in u["message"] for u in doc["unreachable"])

@@ -42,7 +42,11 @@ from archgap.transport.run import (
     run_command,
     tail,
 )
+from archgap.transport.slurm_nodes import allocation
 from archgap.transport.target import Target, check_python
+
+# A node left out of the allocation because Slurm takes no job on it (drained, down).
+NODE_UNAVAILABLE = "node-unavailable"
 
 _LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
 # Each node's answer is capped on its own (a torch-sized environment is a few MiB of facts);
@@ -224,13 +228,23 @@ def run_probe_slurm(
     """Run the probe once per node with srun and read one facts document per node (judging
     ``env_from``, a file or PID on each node, instead of the environment srun exports).
 
+    Nodes Slurm takes no job on (drained, down: ``slurm_nodes.allocation``) are left out of
+    the allocation up front and reported by NodeName with Slurm's reason.
+
     One node that Slurm cannot start the probe on (its Prolog fails: the node drains and the
     whole step fails) never hides the others: that node is reported with srun's reason, and the
     step is run again on the allocation's other nodes (``--nodes=K --nodelist=...`` after the
     caller's options), as often as another node fails, within ``timeout`` in all."""
     deadline = time.monotonic() + timeout
-    done: list[tuple[str, ProbeResponse | TransportFailure]] = []  # nodes that failed to start
-    args = list(srun_args)  # or answered in a step that another node's failure ended
+    asked, left_out = allocation(list(srun_args), expand_hostlist)
+    # Nodes left out up front (drained, down), then nodes that failed to start or answered in
+    # a step that another node's failure ended.
+    done: list[tuple[str, ProbeResponse | TransportFailure]] = [
+        (n.node, TransportFailure(NODE_UNAVAILABLE, n.message)) for n in left_out
+    ]
+    if asked is None:
+        return SlurmResult(tuple(done))
+    srun_args = args = asked
     while True:
         left_s = deadline - time.monotonic()
         result, nodes, failed = _probe_step(args, (request, env_from), python, left_s, timeout)
