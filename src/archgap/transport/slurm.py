@@ -236,12 +236,9 @@ def run_probe_slurm(
     step is run again on the allocation's other nodes (``--nodes=K --nodelist=...`` after the
     caller's options), as often as another node fails, within ``timeout`` in all."""
     deadline = time.monotonic() + timeout
-    asked, left_out = allocation(list(srun_args), expand_hostlist)
     # Nodes left out up front (drained, down), then nodes that failed to start or answered in
     # a step that another node's failure ended.
-    done: list[tuple[str, ProbeResponse | TransportFailure]] = [
-        (n.node, TransportFailure(NODE_UNAVAILABLE, n.message)) for n in left_out
-    ]
+    asked, done = _allocation(srun_args)
     if asked is None:
         return SlurmResult(tuple(done))
     srun_args = args = asked
@@ -259,6 +256,22 @@ def run_probe_slurm(
         if not left or deadline - time.monotonic() <= 0:
             return SlurmResult(tuple(done))
         args = [*srun_args, f"--nodes={len(left)}", f"--nodelist={','.join(left)}"]
+    return _with_done(done, result)
+
+
+def _allocation(
+    srun_args: list[str],
+) -> tuple[list[str] | None, list[tuple[str, ProbeResponse | TransportFailure]]]:
+    """The srun options that leave out the nodes Slurm takes no job on (None: no node is left),
+    and those nodes as failures."""
+    asked, left_out = allocation(list(srun_args), expand_hostlist)
+    return asked, [(n.node, TransportFailure(NODE_UNAVAILABLE, n.message)) for n in left_out]
+
+
+def _with_done(
+    done: list[tuple[str, ProbeResponse | TransportFailure]], result: SlurmResult
+) -> SlurmResult:
+    """The last step's result after the nodes settled before it."""
     if not done:
         return result
     if result.error is not None:
