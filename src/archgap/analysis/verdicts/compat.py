@@ -174,47 +174,64 @@ def resolve_gpu(text: str) -> GpuTarget:
     """A ``--gpu``/``--require`` value: a compute capability (known or not) or a product name."""
     cc = ComputeCapability.parse(text)
     bare = text.strip()
-    if cc is not None and bare.isdigit() and len(bare) <= 2 and str(cc) not in known_capabilities():
-        # "12" is not compute capability 1.2: a bare major is a mistake, not a GPU
-        raise UnknownGpu(
-            f"GPU {bare!r} is a bare number: did you mean compute capability {bare}.0? "
-            f"(give MAJOR.MINOR like {bare}.0, or sm_{bare}0)"
-        )
     if cc is not None:
+        _refuse_bare_major(bare, cc)
         source = "compute capability given on the command line"
         return GpuTarget(bare, cc, "named", source, *capability_host_cpu(cc))
     matches = products_named(text)
     capabilities = sorted({m.compute_capability for m in matches})
     if len(capabilities) == 1:
-        product = matches[0]
-        names = ", ".join(m.name for m in matches[:3]) + (" …" if len(matches) > 3 else "")
-        parsed = ComputeCapability.parse(capabilities[0])
-        assert parsed is not None  # the knowledge base holds dotted capabilities only
-        hosts = {m.host_cpu for m in matches}
-        host = hosts.pop() if len(hosts) == 1 else None
-        found = (host, f"kb/gpus.json: {product.name} host CPU") if host else None
-        return GpuTarget(
-            bare,
-            parsed,
-            "named",
-            f"kb/gpus.json: {names} ({product.source})",
-            *(found or capability_host_cpu(parsed)),
-        )
-    if not matches:
-        vendor = other_vendor(text)
-        if vendor is not None:
-            raise UnknownGpu(
-                f"GPU {text!r} is an {vendor.vendor} GPU, not a CUDA GPU: CUDA binaries run on "
-                f"NVIDIA GPUs only, so archgap has nothing to judge for it ({vendor.source})"
-            )
-        close = close_names(text)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        return _product_target(bare, matches, capabilities[0])
+    raise _not_one_gpu(text, matches)
+
+
+def _refuse_bare_major(bare: str, cc: ComputeCapability) -> None:
+    """Refuse a bare major, one or two digits that name no known capability: "12" is not
+    compute capability 1.2 but a mistake, not a GPU."""
+    if bare.isdigit() and len(bare) <= 2 and str(cc) not in known_capabilities():
         raise UnknownGpu(
-            f"unknown GPU {text!r}: {hint}give a compute capability (12.0, sm_120) or a product "
-            "name (RTX PRO 6000, H100, B200, GB10; `archgap gpus` lists them)"
+            f"GPU {bare!r} is a bare number: did you mean compute capability {bare}.0? "
+            f"(give MAJOR.MINOR like {bare}.0, or sm_{bare}0)"
         )
-    options = "; ".join(f"{m.name} = {m.compute_capability}" for m in matches[:8])
-    raise UnknownGpu(f"GPU {text!r} is ambiguous: {options}")
+
+
+def _product_target(bare: str, matches: tuple[GpuProduct, ...], capability: str) -> GpuTarget:
+    """The target of a name whose products share one compute capability; its host CPU that of
+    the products when they agree, else the capability's."""
+    product = matches[0]
+    names = ", ".join(m.name for m in matches[:3]) + (" …" if len(matches) > 3 else "")
+    parsed = ComputeCapability.parse(capability)
+    assert parsed is not None  # the knowledge base holds dotted capabilities only
+    hosts = {m.host_cpu for m in matches}
+    host = hosts.pop() if len(hosts) == 1 else None
+    found = (host, f"kb/gpus.json: {product.name} host CPU") if host else None
+    return GpuTarget(
+        bare,
+        parsed,
+        "named",
+        f"kb/gpus.json: {names} ({product.source})",
+        *(found or capability_host_cpu(parsed)),
+    )
+
+
+def _not_one_gpu(text: str, matches: tuple[GpuProduct, ...]) -> UnknownGpu:
+    """Why a name that is not one compute capability is refused: another vendor's GPU, no
+    product (with the close names), or products of several capabilities."""
+    if matches:
+        options = "; ".join(f"{m.name} = {m.compute_capability}" for m in matches[:8])
+        return UnknownGpu(f"GPU {text!r} is ambiguous: {options}")
+    vendor = other_vendor(text)
+    if vendor is not None:
+        return UnknownGpu(
+            f"GPU {text!r} is an {vendor.vendor} GPU, not a CUDA GPU: CUDA binaries run on "
+            f"NVIDIA GPUs only, so archgap has nothing to judge for it ({vendor.source})"
+        )
+    close = close_names(text)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return UnknownGpu(
+        f"unknown GPU {text!r}: {hint}give a compute capability (12.0, sm_120) or a product "
+        "name (RTX PRO 6000, H100, B200, GB10; `archgap gpus` lists them)"
+    )
 
 
 def matrix_targets() -> tuple[GpuTarget, ...]:
