@@ -28,6 +28,7 @@ from archgap.probe.facts import (
     Raiser,
     Swallow,
     ToolchainFacts,
+    Toolkit,
     TraceFacts,
 )
 
@@ -144,6 +145,18 @@ def _branch(write: Occurrence) -> tuple[Guard | None, tuple[str, ...]]:
 def _follow_state(
     chain: Chain, log: ParsedLog, facts: TraceFacts, examined: Examined, source: str
 ) -> None:
+    """The steps of each write of the traced state: where it starts empty, then each branch that
+    writes it (the if before its else), in the order of the source."""
+    groups = _write_groups(chain, facts, source)
+    for (_, kind), group in sorted(groups.items(), key=lambda i: (i[0][0], i[0][1] != "if")):
+        _follow_branch(chain, log, facts.name, kind, group, examined, source)
+
+
+def _write_groups(
+    chain: Chain, facts: TraceFacts, source: str
+) -> dict[tuple[int, str], list[Occurrence]]:
+    """The writes that compute a value for the state, grouped by their branch (its line and
+    kind, (0, "") for none); a write of an empty value is a step of its own ("starts empty")."""
     name = facts.name
     writes = [o for o in facts.occurrences if o.kind == "write" and o.form not in _NOT_VALUE_WRITES]
     groups: dict[tuple[int, str], list[Occurrence]] = {}
@@ -154,21 +167,34 @@ def _follow_state(
             continue
         guard, _ = _branch(write)
         groups.setdefault((guard.line, guard.kind) if guard else (0, ""), []).append(write)
-    for (_, kind), group in sorted(groups.items(), key=lambda i: (i[0][0], i[0][1] != "if")):
-        guard, knobs = _branch(group[0])
-        lines = "/".join(f":{w.line}" for w in group)
-        swallowing = [(w, s) for w in group for s in w.swallowed]
-        if knobs and kind == "if" and not swallowing:
-            _knob_branch(chain, name, group[0], guard, knobs[0], lines, examined)
-        elif swallowing:
-            for write, swallow in swallowing:
-                knob = knobs[0] if kind == "else" and knobs else None
-                _swallowed_write(chain, log, write, swallow, examined, source, knob)
-        else:
-            under = f" (under `{guard.condition}`)" if guard else ""
-            first = group[0]
-            where = _where(first.path, first.line)
-            chain.add(f"{name} is also written here{under}", where, first.text, source, CONFIRMED)
+    return groups
+
+
+def _follow_branch(
+    chain: Chain,
+    log: ParsedLog,
+    name: str,
+    kind: str,
+    group: Sequence[Occurrence],
+    examined: Examined,
+    source: str,
+) -> None:
+    """The steps of one branch's writes of ``name``: the knob that decides it, the writes an
+    ``except`` swallows, or where else it is written."""
+    guard, knobs = _branch(group[0])
+    lines = "/".join(f":{w.line}" for w in group)
+    swallowing = [(w, s) for w in group for s in w.swallowed]
+    if knobs and kind == "if" and not swallowing:
+        _knob_branch(chain, name, group[0], guard, knobs[0], lines, examined)
+    elif swallowing:
+        for write, swallow in swallowing:
+            knob = knobs[0] if kind == "else" and knobs else None
+            _swallowed_write(chain, log, write, swallow, examined, source, knob)
+    else:
+        under = f" (under `{guard.condition}`)" if guard else ""
+        first = group[0]
+        where = _where(first.path, first.line)
+        chain.add(f"{name} is also written here{under}", where, first.text, source, CONFIRMED)
 
 
 def _knob_branch(
@@ -237,6 +263,8 @@ def _swallowed_write(
     source: str,
     knob: str | None,
 ) -> None:
+    """The steps of a write a broad ``except`` swallows: the raise that fired (the log shows its
+    message, or its conditions hold on this environment) and why, else that it can fail."""
     branch = f" in the else branch of `{knob}`" if knob else ""
     where = _where(write.path, write.line)
     fired, seen_text = _fired(log, swallow.raisers)
@@ -244,20 +272,7 @@ def _swallowed_write(
     held = _holding_raise(swallow, examined) if fired is None else None
     raiser = fired or (held[0] if held else None)
     if raiser is None:
-        chain.add(
-            f"The write at :{write.line}{branch} can fail silently: the `except` at "
-            f":{swallow.except_line} swallows any exception ({swallow.action})",
-            where,
-            write.text,
-            source,
-            CONFIRMED,
-        )
-        for hidden in swallow.raisers:
-            what = hidden.message or hidden.exception
-            location = _where(hidden.path, hidden.line)
-            chain.add(
-                f"{_short(hidden.function)}() can raise {what}", location, "", source, CONFIRMED
-            )
+        _may_fail_silently(chain, write, swallow, branch, source)
         return
     chain.add(
         f"The write at :{write.line}{branch} never completes: {_short(raiser.function)}() raises "
@@ -276,27 +291,54 @@ def _swallowed_write(
         chain.required_cuda, chain.nvcc_line = held[1].required_cuda, held[1].nvcc_line
         return
     if knob and knob in chain.knobs_set:
-        chain.contradicted = True
-        chain.add(
-            f"The log shows this branch ran, so {knob} was not set where the service ran; here "
-            f"it is set ({examined.env_source}): this environment would not run it",
-            where,
-            write.text,
-            f"environment ({examined.env_source})",
-            UNCONFIRMED,
-        )
-    warning = next((w for w in log.warnings if w.text == seen_text), None)
-    who = ""
-    # Counted once: the "Earlier in the log" step already says how often and from whom.
-    if warning is not None and not any(
-        s.text.startswith("Earlier in the log") for s in chain.steps
-    ):
-        workers = [w for w in warning.workers if w]
-        who = f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
-    text = f"The swallowed exception, as the handler logged it{who}: {seen_text}"
-    chain.add(text, location, code, "log", FROM_LOG)
+        _knob_contradicted(chain, knob, write, examined)
+    text = f"The swallowed exception, as the handler logged it{_logged_by(chain, log, seen_text)}"
+    chain.add(f"{text}: {seen_text}", location, code, "log", FROM_LOG)
     if site is not None:
         _raise_conditions(chain, site, examined)
+
+
+def _may_fail_silently(
+    chain: Chain, write: Occurrence, swallow: Swallow, branch: str, source: str
+) -> None:
+    """No raise is known to fire: the write can fail silently, and what each hidden raise
+    raises."""
+    chain.add(
+        f"The write at :{write.line}{branch} can fail silently: the `except` at "
+        f":{swallow.except_line} swallows any exception ({swallow.action})",
+        _where(write.path, write.line),
+        write.text,
+        source,
+        CONFIRMED,
+    )
+    for hidden in swallow.raisers:
+        what = hidden.message or hidden.exception
+        location = _where(hidden.path, hidden.line)
+        chain.add(f"{_short(hidden.function)}() can raise {what}", location, "", source, CONFIRMED)
+
+
+def _knob_contradicted(chain: Chain, knob: str, write: Occurrence, examined: Examined) -> None:
+    """The log shows the else branch of ``knob`` ran, but the knob is set here: the service ran
+    in another environment."""
+    chain.contradicted = True
+    chain.add(
+        f"The log shows this branch ran, so {knob} was not set where the service ran; here "
+        f"it is set ({examined.env_source}): this environment would not run it",
+        _where(write.path, write.line),
+        write.text,
+        f"environment ({examined.env_source})",
+        UNCONFIRMED,
+    )
+
+
+def _logged_by(chain: Chain, log: ParsedLog, seen_text: str) -> str:
+    """How often and from whom the handler logged the swallowed exception (" (4x from w0, w1)"),
+    or "" where the "Earlier in the log" step already says it (counted once)."""
+    warning = next((w for w in log.warnings if w.text == seen_text), None)
+    if warning is None or any(s.text.startswith("Earlier in the log") for s in chain.steps):
+        return ""
+    workers = [w for w in warning.workers if w]
+    return f" ({warning.count}x" + (f" from {', '.join(workers[:8])}" if workers else "") + ")"
 
 
 def _raise_conditions(chain: Chain, site: CodeSite, examined: Examined) -> tuple[bool, bool]:
@@ -343,21 +385,10 @@ def _version_condition(
     )
     toolkit = resolved.toolkit if resolved else None
     if resolved is None or toolkit is None or toolkit.status != "ok" or toolkit.version is None:
-        why = "no toolchain facts" if toolchains is None else "no working nvcc found"
-        if toolkit is not None and toolkit.reason:
-            why = toolkit.reason
-        chain.add(
-            f"`{guard.condition}` depends on the CUDA version of the nvcc the package finds: "
-            f"here {why}",
-            location,
-            _guard_code(guard),
-            "toolchains",
-            CONFIRMED,
-        )
+        _version_unknown(chain, guard, location, toolchains, toolkit)
         return None
     how = _resolution([f.what for f in resolved.chain])
-    version_tuple = toolchain_kb.version_tuple
-    below = (version_tuple(toolkit.version) or ()) < (version_tuple(required) or ())
+    below = _older(toolkit.version, required)
     holds = below == (guard.kind == "else")
     chain.nvcc_line = f"nvcc {toolkit.version} at {toolkit.tool_path}"
     chain.add(
@@ -371,6 +402,33 @@ def _version_condition(
     )
     chain.contradicted = chain.contradicted or not holds
     return holds
+
+
+def _older(version: str, required: str) -> bool:
+    """Whether a CUDA version is older than the ``required`` one (an unreadable one as none)."""
+    version_tuple = toolchain_kb.version_tuple
+    return (version_tuple(version) or ()) < (version_tuple(required) or ())
+
+
+def _version_unknown(
+    chain: Chain,
+    guard: Guard,
+    location: str,
+    toolchains: ToolchainFacts | None,
+    toolkit: Toolkit | None,
+) -> None:
+    """The version condition depends on an nvcc whose version is not known here, and why."""
+    why = "no toolchain facts" if toolchains is None else "no working nvcc found"
+    if toolkit is not None and toolkit.reason:
+        why = toolkit.reason
+    chain.add(
+        f"`{guard.condition}` depends on the CUDA version of the nvcc the package finds: "
+        f"here {why}",
+        location,
+        _guard_code(guard),
+        "toolchains",
+        CONFIRMED,
+    )
 
 
 def _resolution(steps: Sequence[str]) -> str:
