@@ -59,6 +59,14 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
         return _built_for(gate, who, cc, listed, facts)
     if gate.rule == "family":
         return _family(gate, who, cc, got, listed, facts)
+    return _minimum(gate, who, cc, got, listed, facts)
+
+
+def _minimum(
+    gate: Gate, who: str, cc: str | None, got: dict[str, str], listed: list[str], facts: LogFacts
+) -> Ruling | None:
+    """The minimum rules (minimum, toolkit-minimum, no-code-below): a GPU below the minimum the
+    message, the gate or the build's list names; None where the GPU meets it."""
     need = _need(got) or gate.need or (listed[0] if listed else None)
     if cc is None:
         return _unknown_gpu(gate, who, need)
@@ -67,19 +75,24 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
     gpu = _gpu(facts, cc)
     if gate.rule == "toolkit-minimum":
         return _toolkit_minimum(gate, who, got.get("tool", ""), cc, need, gpu)
+    cause = _below_cause(gate, who, cc, need, gpu)
+    return Ruling("framework-gate", cause, DETERMINED, _fixes(gate, who, cc, need))
+
+
+def _below_cause(gate: Gate, who: str, cc: str, need: str | None, gpu: str) -> str:
+    """Why a GPU below the minimum fails: a build with no code at or below it, or a framework
+    (or one path of it, where the framework names another) that needs a newer GPU."""
     if gate.rule == "no-code-below":
-        cause = (
+        return (
             f"{who}'s build carries no code for compute capability {cc} or below: the "
             f"GPU{gpu} is older than every target it was built for"
             + (f"; {who} supports {need} and newer" if need else "")
         )
-    else:
-        cause = f"{who} needs compute capability >= {need}; the GPU{gpu} is older, so " + (
-            "this path of it does not run there (the framework names another)"
-            if gate.instead
-            else "no build or setting of it runs there"
-        )
-    return Ruling("framework-gate", cause, DETERMINED, _fixes(gate, who, cc, need))
+    return f"{who} needs compute capability >= {need}; the GPU{gpu} is older, so " + (
+        "this path of it does not run there (the framework names another)"
+        if gate.instead
+        else "no build or setting of it runs there"
+    )
 
 
 def _fixes(gate: Gate, who: str, cc: str, need: str | None) -> tuple[Fix, ...]:
