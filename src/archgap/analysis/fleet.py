@@ -18,6 +18,8 @@ from archgap.analysis.verdicts.verdicts import RANK, UNKNOWN
 from archgap.transport.fleet import UNREADABLE, HostInput
 
 if TYPE_CHECKING:
+    from archgap.analysis.jit.findings import JitFinding
+    from archgap.analysis.scan import ScanReport
     from archgap.probe.facts import ProbeResponse
 
 # What makes two hosts "the same" for a fleet report, in the order drift is shown.
@@ -178,60 +180,98 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
     GPUs it has and the GPUs named; a fleet never falls back to the default matrix.
     """
     from archgap.analysis.gpu_fault import gpu_fault
+    from archgap.probe.environment.gpu import NVIDIA_SMI_MISSING
+
+    report, problems = _judged(facts, named_gpus)
+    gpu_facts = report.gpu_facts
+    problems += [f"{p.subject}: {p.reason}" for p in report.problems
+                 if (p.subject, p.reason) != ("nvidia-smi", NVIDIA_SMI_MISSING)]  # fmt: skip
+    fault = gpu_fault(gpu_facts)
+    env, environ = report.environment, facts.env
+    summary = HostSummary(
+        name=name,
+        hostname=facts.host or name,
+        gpus=_gpu_lines(report),
+        compute_capabilities=tuple(sorted({str(t.compute_capability) for t in report.gpus})),
+        driver=gpu_facts.driver_version,
+        toolkits=_toolkits(report),
+        python=f"{env.python_version or '?'} {env.executable}" if env.executable else "unknown",
+        packages=tuple(sorted(f"{d.name}=={d.version}" for d in env.distributions)),
+        coverage=_coverage(report),
+        jit=tuple(sorted({_jit_line(f) for f in report.jit if f.status == "fails"})),
+        env=tuple(f"{k}={environ[k]}" for k in FINGERPRINT_ENV if k in environ),
+        gaps=_gaps(report, fault),
+        problems=tuple(problems),
+        fingerprint="",
+        jit_findings=_jit_findings(report),
+        environment=facts.env_source,
+    )
+    return _with_fingerprint(summary)
+
+
+def _judged(facts: ProbeResponse, named_gpus: Sequence[str]) -> tuple[ScanReport, list[str]]:
+    """The host judged as scan judges it, and why not against the GPUs named (an unknown GPU,
+    facts that do not decode: then judged on nothing but its errors)."""
     from archgap.analysis.scan import report_from_facts
     from archgap.analysis.verdicts.compat import UnknownGpu
     from archgap.codec import DecodeError
-    from archgap.probe.environment.gpu import NVIDIA_SMI_MISSING
     from archgap.probe.facts import ProbeResponse
 
-    problems: list[str] = []
     try:
-        report = report_from_facts(facts, named_gpus, matrix=False)
+        return report_from_facts(facts, named_gpus, matrix=False), []
     except (UnknownGpu, DecodeError) as exc:
-        problems.append(str(exc))
-        report = report_from_facts(ProbeResponse(errors=facts.errors), (), matrix=False)
-    gpu_facts = report.gpu_facts
-    fault = gpu_fault(gpu_facts)
-    problems += [f"{p.subject}: {p.reason}" for p in report.problems
-                 if (p.subject, p.reason) != ("nvidia-smi", NVIDIA_SMI_MISSING)]  # fmt: skip
+        bare = ProbeResponse(errors=facts.errors)
+        return report_from_facts(bare, (), matrix=False), [str(exc)]
+
+
+def _gpu_lines(report: ScanReport) -> tuple[str, ...]:
+    """ "12.0 NVIDIA RTX PRO 6000 Blackwell ×8" per kind of GPU present, "12.0 (named T4)" per GPU
+    named."""
     counts: dict[tuple[str, str], int] = {}
-    for gpu in gpu_facts.gpus:
+    for gpu in report.gpu_facts.gpus:
         key = (gpu.compute_capability, gpu.name)
         counts[key] = counts.get(key, 0) + 1
-    gpus = tuple(f"{cc} {gpu_name} ×{n}" for (cc, gpu_name), n in sorted(counts.items()))
-    gpus += tuple(
+    present = tuple(f"{cc} {gpu_name} ×{n}" for (cc, gpu_name), n in sorted(counts.items()))
+    return present + tuple(
         f"{t.compute_capability} (named"
         + ("" if t.label == str(t.compute_capability) else f" {t.label}")
         + ")"
         for t in report.gpus
         if t.role != "present"
     )
-    env = report.environment
+
+
+def _coverage(report: ScanReport) -> tuple[Coverage, ...]:
+    """Each package's verdict on each GPU judged (by compute capability)."""
     by_label = {t.label: t for t in report.gpus}
-    coverage = tuple(
+    return tuple(
         Coverage(v.package, v.version, str(by_label[v.gpu].compute_capability), v.verdict, v.reason)
         for v in report.packages
     )
-    gaps = [f"GPU fault: nvidia-smi: {fault}"] if fault else []  # the rule of scan --health
+
+
+def _jit_line(finding: JitFinding) -> str:
+    where = finding.compute_capability or "any GPU"
+    return f"{finding.package} {finding.version} on {where}: {finding.cause}"
+
+
+def _gaps(report: ScanReport, fault: str | None) -> tuple[str, ...]:
+    """One sentence per gap: a GPU fault (the rule of scan --health), a package that cannot run
+    on a GPU, a JIT compiler that fails."""
+    by_label = {t.label: t for t in report.gpus}
+    gaps = [f"GPU fault: nvidia-smi: {fault}"] if fault else []
     gaps += [
         f"{v.package} {v.version} cannot run on {by_label[v.gpu].compute_capability} "
         f"({v.gpu}): {v.reason}"
         for v in report.gaps
     ]
-    jit = tuple(
-        sorted(
-            {
-                f"{f.package} {f.version} on {f.compute_capability or 'any GPU'}: {f.cause}"
-                for f in report.jit
-                if f.status == "fails"
-            }
-        )
-    )
-    gaps += [
-        f"JIT: {f.package} {f.version} on {f.compute_capability or 'any GPU'}: {f.cause}"
-        for f in report.jit_gaps
-    ]
-    jit_findings = tuple(
+    gaps += [f"JIT: {_jit_line(f)}" for f in report.jit_gaps]
+    return tuple(gaps)
+
+
+def _jit_findings(report: ScanReport) -> tuple[JitStatus, ...]:
+    """The JIT findings that are not ok, each once, for the heat map and metrics."""
+    return tuple(
         sorted(
             {
                 JitStatus(f.package, f.version, f.compute_capability or "any", f.status, f.cause)
@@ -241,33 +281,17 @@ def summarise_host(name: str, facts: ProbeResponse, named_gpus: Sequence[str] = 
             key=lambda j: (j.package.lower(), j.gpu, j.status, j.cause),
         )
     )
-    toolkits: tuple[str, ...] = ()
-    if report.toolchains is not None:
-        toolkits = tuple(
-            f"{t.version or '?'} {t.home} ({t.found_by})"
-            for t in report.toolchains.toolkits
-            if t.tool in ("nvcc", "") and t.status in ("ok", "wheel")
-        )
-    environ = facts.env
-    summary = HostSummary(
-        name=name,
-        hostname=facts.host or name,
-        gpus=gpus,
-        compute_capabilities=tuple(sorted({str(t.compute_capability) for t in report.gpus})),
-        driver=gpu_facts.driver_version,
-        toolkits=toolkits,
-        python=f"{env.python_version or '?'} {env.executable}" if env.executable else "unknown",
-        packages=tuple(sorted(f"{d.name}=={d.version}" for d in env.distributions)),
-        coverage=coverage,
-        jit=jit,
-        env=tuple(f"{k}={environ[k]}" for k in FINGERPRINT_ENV if k in environ),
-        gaps=tuple(gaps),
-        problems=tuple(problems),
-        fingerprint="",
-        jit_findings=jit_findings,
-        environment=facts.env_source,
+
+
+def _toolkits(report: ScanReport) -> tuple[str, ...]:
+    """ "12.8 /usr/local/cuda-12.8 (CUDA_HOME)" per nvcc toolkit found (a wheel's included)."""
+    if report.toolchains is None:
+        return ()
+    return tuple(
+        f"{t.version or '?'} {t.home} ({t.found_by})"
+        for t in report.toolchains.toolkits
+        if t.tool in ("nvcc", "") and t.status in ("ok", "wheel")
     )
-    return _with_fingerprint(summary)
 
 
 def _with_fingerprint(summary: HostSummary) -> HostSummary:
@@ -524,22 +548,25 @@ def compress_hosts(names: Iterable[str]) -> str:
         prefix, digits = match.groups()
         width = len(digits) if (prefix, len(digits)) in padded else 0
         runs.setdefault((prefix, width), []).append(int(digits))
-    parts: list[str] = []
-    for (prefix, width), numbers in sorted(runs.items()):
-        numbers.sort()
-        if len(numbers) == 1:
-            parts.append(f"{prefix}{numbers[0]:0{width}d}")
-            continue
-        ranges: list[str] = []
-        start = prev = numbers[0]
-        for n in [*numbers[1:], None]:
-            if n is not None and n == prev + 1:
-                prev = n
-                continue
-            ranges.append(
-                f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}"
-            )
-            if n is not None:
-                start = prev = n
-        parts.append(f"{prefix}[{','.join(ranges)}]")
+    parts = [_run_of(prefix, width, sorted(numbers))
+             for (prefix, width), numbers in sorted(runs.items())]  # fmt: skip
     return ",".join([*parts, *sorted(plain)])
+
+
+def _run_of(prefix: str, width: int, numbers: list[int]) -> str:
+    """``gpu[001-004,007]`` for sorted ``numbers`` of one prefix and zero padding (``gpu007``
+    alone)."""
+    if len(numbers) == 1:
+        return f"{prefix}{numbers[0]:0{width}d}"
+    ranges: list[str] = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        ranges.append(
+            f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}"
+        )
+        if n is not None:
+            start = prev = n
+    return f"{prefix}[{','.join(ranges)}]"
