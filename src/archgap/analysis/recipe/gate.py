@@ -62,6 +62,31 @@ def gate_fails(verdict: str, strict: bool) -> bool:
     return verdict != NATIVE and (strict or verdict not in (JIT, PARTIAL))
 
 
+def _fails(
+    binary: BinaryFacts, gpu: GpuTarget, misplaced: str | None, strict: bool
+) -> tuple[str, str] | None:
+    """(outcome, why) where a kernel library fails the gate on ``gpu`` (built for another CPU:
+    ``misplaced`` says why, blocked); None where it passes or is no kernel library (as in scan,
+    a kernel-less stub has nothing to load)."""
+    verdict = library_verdict(binary, gpu)
+    if verdict.role != KERNEL_LIBRARY:
+        return None
+    if misplaced is not None:
+        return BLOCKED, misplaced
+    if gate_fails(verdict.verdict, strict):
+        return verdict.verdict, verdict.reason
+    return None
+
+
+def _misplaced(libraries: list[BinaryFacts]) -> dict[str, str]:
+    """path -> why, for each library of a wheel whose file name says it is for another CPU."""
+    if not any(".whl/" in b.path for b in libraries):
+        return {}
+    from archgap.index.wheeltags import strays
+
+    return {b.path: s.reason for b in libraries for s in strays([b])}
+
+
 def check_build(
     binaries: Iterable[BinaryFacts], gpus: Sequence[GpuTarget], strict: bool = False
 ) -> GateResult:
@@ -77,11 +102,7 @@ def check_build(
         for p in wanted.gpus
     }
     # a library its wheel's file name says is for another CPU loads on no GPU (index.wheeltags)
-    misplaced = {}
-    if any(".whl/" in b.path for b in libraries):
-        from archgap.index.wheeltags import strays
-
-        misplaced = {b.path: s.reason for b in libraries for s in strays([b])}
+    misplaced = _misplaced(libraries)
     failures = []
     for gpu in gpus:
         cc = str(gpu.compute_capability)
@@ -89,19 +110,12 @@ def check_build(
             reason = "no file with device code in the given paths"
             failures.append(GateFailure("", gpu.label, cc, NONE, reason, expected[gpu.label]))
         for binary in libraries:
-            verdict = library_verdict(binary, gpu)
-            # as in scan, only kernel libraries count: a kernel-less stub has nothing to load
-            if verdict.role != KERNEL_LIBRARY:
-                continue
-            if binary.path in misplaced:
-                outcome, why = BLOCKED, misplaced[binary.path]
-            elif gate_fails(verdict.verdict, strict):
-                outcome, why = verdict.verdict, verdict.reason
-            else:
-                continue
-            failures.append(
-                GateFailure(binary.path, gpu.label, cc, outcome, why, expected[gpu.label])
-            )
+            failed = _fails(binary, gpu, misplaced.get(binary.path), strict)
+            if failed is not None:
+                outcome, why = failed
+                failures.append(
+                    GateFailure(binary.path, gpu.label, cc, outcome, why, expected[gpu.label])
+                )
     return GateResult(
         tuple(f"{g.label} ({g.compute_capability})" for g in gpus),
         strict,
