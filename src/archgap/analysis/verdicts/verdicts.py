@@ -415,23 +415,9 @@ def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple
     if not decided:
         verdict, reason = UNKNOWN, f"no library could be judged: {_names(unknown)}"
     elif len(none) + len(blocked) == len(decided):
-        if blocked:
-            links = sorted({link for lib in blocked for link in lib.load.split("; ")})
-            more = f"; and {len(links) - 3} more" if len(links) > 3 else ""
-            verdict = BLOCKED
-            reason = f"nothing loads on {cc}: {'; '.join(links[:3])}{more} ({_names(blocked)})"
-            if none:
-                reason += f"; nothing for {cc} in {_names(none)} either"
-        else:
-            verdict, reason = NONE, f"no library has kernels for {cc}: {_names(none)}"
+        verdict, reason = _nothing_runs(none, blocked, cc)
     elif none or blocked:
-        verdict = PARTIAL
-        count = f"{len(none)} of {len(decided)} libraries"
-        parts = [f"{count} have nothing for {cc}: {_names(none)}"] if none else []
-        if blocked:
-            count = f"{len(blocked)} of {len(decided)} libraries"
-            parts.append(f"{count} cannot load: {blocked[0].load} ({_names(blocked)})")
-        reason = "; ".join(parts)
+        verdict, reason = PARTIAL, _some_run(none, blocked, len(decided), cc)
     elif thin:
         verdict = PARTIAL
         reason = f"{_names(thin)} serves {cc} thinly: {thin[0].reason}"
@@ -443,6 +429,37 @@ def _rollup(libraries: Sequence[LibraryVerdict], cc: ComputeCapability) -> tuple
     if unknown and decided:
         reason += f"; unknown: {_names(unknown)}"
     return verdict, reason
+
+
+def _nothing_runs(
+    none: Sequence[LibraryVerdict], blocked: Sequence[LibraryVerdict], cc: ComputeCapability
+) -> tuple[Verdict, str]:
+    """No judged library runs: ``blocked`` (with its first broken links) when one of them has
+    kernels for the GPU and only cannot load, else ``none``."""
+    if blocked:
+        links = sorted({link for lib in blocked for link in lib.load.split("; ")})
+        more = f"; and {len(links) - 3} more" if len(links) > 3 else ""
+        reason = f"nothing loads on {cc}: {'; '.join(links[:3])}{more} ({_names(blocked)})"
+        if none:
+            reason += f"; nothing for {cc} in {_names(none)} either"
+        return BLOCKED, reason
+    return NONE, f"no library has kernels for {cc}: {_names(none)}"
+
+
+def _some_run(
+    none: Sequence[LibraryVerdict],
+    blocked: Sequence[LibraryVerdict],
+    decided: int,
+    cc: ComputeCapability,
+) -> str:
+    """Why a package of which some judged libraries (``decided`` in all) run is partial: those
+    with nothing for the GPU, and those that cannot load."""
+    count = f"{len(none)} of {decided} libraries"
+    parts = [f"{count} have nothing for {cc}: {_names(none)}"] if none else []
+    if blocked:
+        count = f"{len(blocked)} of {decided} libraries"
+        parts.append(f"{count} cannot load: {blocked[0].load} ({_names(blocked)})")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
