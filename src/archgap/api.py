@@ -168,18 +168,12 @@ def fix(
     written without a backup; a file changed since the plan is refused. ``UsageError`` for
     options that do not go together, ``ProbeError`` when the target cannot be probed."""
     from archgap.analysis.fixplan import Destination, plan, selected
-    from archgap.results import FixResult
 
-    if undo and (apply or only):
-        raise UsageError("--undo reverts everything archgap changed; it takes no --apply/--only")
-    if only and not apply:
-        raise UsageError("--only chooses what --apply changes; add --apply")
+    _check_fix_options(apply=apply, only=only, undo=undo)
     where = _Fixing(target, state_dir, timeout)
     if undo:
         named = _undo_targets(python, env_file, systemd, systemd_dir, target, root, timeout)
-        answer = where.fixer({"op": "undo", "force": force, **named})
-        undone = {k: answer.get(k) or [] for k in ("restored", "refused", "recovered", "kept")}
-        return FixResult(undo={**undone, "error": answer.get("error"), "forced": force})
+        return _undone(where, named, force)
 
     def judged(environment: str | None) -> ScanReport:
         return scan(
@@ -189,15 +183,7 @@ def fix(
 
     report = judged(env_from)
     fix_plan = plan(report, Destination(env_file, systemd, systemd_dir))
-    edits = [a.edit for a in fix_plan.actions if a.edit is not None]
-    planned = where.fixer({"op": "plan", "edits": edits})["planned"] if edits else []
-    for edit, answer in zip(edits, planned, strict=False):  # apply refuses if a file changes
-        if not answer.get("error"):
-            edit["planned_sha256"] = answer["sha256_before"]
-    result = FixResult(
-        report.environment.executable, report.has_gap, _planned_actions(fix_plan, planned),
-        fix_plan.exports, fix_plan.reload, fix_plan.notes,
-    )  # fmt: skip
+    result = _planned(where, report, fix_plan)
     chosen = selected(fix_plan, only) if apply else []
     if any(a.env and a.edit is None for a in chosen):  # said by the dry run too (report/fix)
         raise UsageError(
@@ -211,16 +197,54 @@ def fix(
     if applied["error"]:
         return replace(result, applied=applied)
     after = judged(env_file or env_from)  # the new env file as the service's environment
-    unconfirmed = None
-    if fix_plan.exports and any(a.env for a in chosen):
-        unconfirmed = (
-            "the variables were printed, not written: set them where the service reads them"
-        )
-    elif systemd and any(a.env for a in chosen):
-        unconfirmed = (
-            f"the drop-in takes effect after `{fix_plan.reload}`; then scan --env-from PID"
-        )
+    unconfirmed = _unconfirmed(fix_plan, chosen, systemd)
     return replace(result, applied=applied, verified=_verified(after, chosen, unconfirmed))
+
+
+def _check_fix_options(*, apply: bool, only: str | None, undo: bool) -> None:
+    """``UsageError`` for options of ``fix`` that do not go together."""
+    if undo and (apply or only):
+        raise UsageError("--undo reverts everything archgap changed; it takes no --apply/--only")
+    if only and not apply:
+        raise UsageError("--only chooses what --apply changes; add --apply")
+
+
+def _undone(where: _Fixing, named: dict[str, Any], force: bool) -> FixResult:
+    """``fix --undo``: archgap's changes (those of ``named``, by default all) taken back by the
+    fix program, newest first (``force``: over files edited since)."""
+    from archgap.results import FixResult
+
+    answer = where.fixer({"op": "undo", "force": force, **named})
+    undone = {k: answer.get(k) or [] for k in ("restored", "refused", "recovered", "kept")}
+    return FixResult(undo={**undone, "error": answer.get("error"), "forced": force})
+
+
+def _planned(where: _Fixing, report: ScanReport, fix_plan: Plan) -> FixResult:
+    """The plan as a dry run shows it: each edit planned by the fix program on the target (its
+    diff, and the file's sha256 then, so that applying refuses a file changed since)."""
+    from archgap.results import FixResult
+
+    edits = [a.edit for a in fix_plan.actions if a.edit is not None]
+    planned = where.fixer({"op": "plan", "edits": edits})["planned"] if edits else []
+    for edit, answer in zip(edits, planned, strict=False):  # apply refuses if a file changes
+        if not answer.get("error"):
+            edit["planned_sha256"] = answer["sha256_before"]
+    return FixResult(
+        report.environment.executable, report.has_gap, _planned_actions(fix_plan, planned),
+        fix_plan.exports, fix_plan.reload, fix_plan.notes,
+    )  # fmt: skip
+
+
+def _unconfirmed(fix_plan: Plan, chosen: list[Action], systemd: str | None) -> str | None:
+    """Why a new scan cannot confirm the applied variables (None: it can): printed, not
+    written, or in a drop-in the service reads only after a reload."""
+    if not any(a.env for a in chosen):
+        return None
+    if fix_plan.exports:
+        return "the variables were printed, not written: set them where the service reads them"
+    if systemd:
+        return f"the drop-in takes effect after `{fix_plan.reload}`; then scan --env-from PID"
+    return None
 
 
 def _undo_targets(

@@ -25,14 +25,7 @@ def _scan(doc: Mapping[str, Any], level: str) -> dict[str, Any]:
     findings that do not work and load findings (their chains of facts only with gaps); the
     summary leaves out the toolchain and cache details too."""
     out = dict(doc)
-    packages = []
-    passing = ("native",) if level == "gaps" else ("native", "no-kernels")
-    for p in doc.get("packages") or []:
-        if p.get("verdict") in passing and not p.get("notes"):
-            continue
-        libraries = [lib for lib in p.get("libraries") or [] if lib.get("verdict") != "native"]
-        packages.append({**p, "libraries": libraries if level == "gaps" else []})
-    out["packages"] = packages
+    out["packages"] = _packages(doc.get("packages") or [], level)
     jit = [f for f in doc.get("jit") or [] if f.get("status") != "ok"]
     out["jit"] = jit if level == "gaps" else [{**f, "chain": []} for f in jit]
     if level == "summary":
@@ -40,6 +33,19 @@ def _scan(doc: Mapping[str, Any], level: str) -> dict[str, Any]:
         out["caches"] = None
         out["load"] = [{**f, "libraries": [], "chain": []} for f in doc.get("load") or []]
     return out
+
+
+def _packages(packages: list[dict[str, Any]], level: str) -> list[dict[str, Any]]:
+    """The package verdicts that are not passing, without notes (native; at summary also
+    no-kernels), each with its libraries that are not native (at summary none)."""
+    passing = ("native",) if level == "gaps" else ("native", "no-kernels")
+    kept = []
+    for p in packages:
+        if p.get("verdict") in passing and not p.get("notes"):
+            continue
+        libraries = [lib for lib in p.get("libraries") or [] if lib.get("verdict") != "native"]
+        kept.append({**p, "libraries": libraries if level == "gaps" else []})
+    return kept
 
 
 def _explain(doc: Mapping[str, Any], level: str) -> dict[str, Any]:

@@ -324,17 +324,12 @@ def summary(spec: ToolSpec, doc: Mapping[str, Any]) -> str:
 def _scan(doc: Mapping[str, Any]) -> str:
     python = doc.get("python") or {}
     if not python.get("site_packages"):  # nothing was judged: say why, not "no gap"
-        executable = python.get("executable")
-        why = [p.get("reason") for p in doc.get("problems") or [] if p.get("subject") == executable]
-        return f"no environment read at {executable}: {'; '.join(why) or 'no site-packages'}"
+        return _unread(doc, python.get("executable"))
     verdicts = doc.get("packages") or []  # one entry per package and GPU
     gpus = [g.get("label") for g in doc.get("gpus") or []]
     failing = [f for f in doc.get("jit") or [] if f.get("status") == "fails"]
     head = "gap found" if doc.get("gap") else "no gap"
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        counts[v.get("verdict", "?")] = counts.get(v.get("verdict", "?"), 0) + 1
-    judged = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+    judged = _verdict_counts(verdicts)
     packages = len({v.get("package") for v in verdicts})
     line = (
         f"{head}: {packages} package(s) with device code on {len(gpus)} GPU(s) "
@@ -342,11 +337,28 @@ def _scan(doc: Mapping[str, Any]) -> str:
         + (f", verdicts (package x GPU): {judged}" if judged else "")
         + (f"; {len(failing)} JIT failure(s)" if failing else "")
     )
-    for f in failing[:1]:
-        where = f" on {f['gpu']}" if f.get("gpu") else ""
-        what = f.get("error") or f.get("cause")
-        line += f"; {f.get('package')} {f.get('version')}{where}: {what}"
-    return line
+    return line + "".join(_jit_failure(f) for f in failing[:1])
+
+
+def _unread(doc: Mapping[str, Any], executable: str | None) -> str:
+    """A scan that read no environment: the problems the scan names for its interpreter."""
+    why = [p.get("reason") for p in doc.get("problems") or [] if p.get("subject") == executable]
+    return f"no environment read at {executable}: {'; '.join(why) or 'no site-packages'}"
+
+
+def _verdict_counts(verdicts: list[dict[str, Any]]) -> str:
+    """How many package x GPU verdicts of each kind: "2 native, 1 none" ("" for none)."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.get("verdict", "?")] = counts.get(v.get("verdict", "?"), 0) + 1
+    return ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+
+
+def _jit_failure(finding: Mapping[str, Any]) -> str:
+    """A failing JIT finding, as the summary names the first: package, version, GPU, error."""
+    where = f" on {finding['gpu']}" if finding.get("gpu") else ""
+    what = finding.get("error") or finding.get("cause")
+    return f"; {finding.get('package')} {finding.get('version')}{where}: {what}"
 
 
 def _health(doc: Mapping[str, Any]) -> str:
@@ -440,23 +452,31 @@ def _probe(doc: Mapping[str, Any]) -> str:
 def _fix(doc: Mapping[str, Any]) -> str:
     undo = doc.get("undo")
     if undo is not None:
-        line = f"undo: {len(undo.get('restored') or [])} file(s) restored"
-        refused = undo.get("refused") or []
-        line += f", {len(refused)} refused (edited since; force restores them)" if refused else ""
-        return line + (f"; {undo['error']}" if undo.get("error") else "")
+        return _undo(undo)
     actions = doc.get("actions") or []
     line = ("gap found" if doc.get("gap") else "no gap") + f", {len(actions)} action(s)"
     line += f", first: {actions[0].get('action')}" if actions else ""
     applied = doc.get("applied")
     if applied:
-        line += f"; applied: {len(applied.get('changed') or [])} file(s) changed"
-        if applied.get("error"):
-            line += f", refused: {applied['error']}"
-        statuses = [v.get("status") for v in doc.get("verified") or []]
-        line += f"; rescanned: {', '.join(str(s) for s in statuses)}" if statuses else ""
-    elif actions:
-        line += " (a plan: nothing changed)"
-    return line
+        return line + _applied(applied, doc.get("verified") or [])
+    return line + (" (a plan: nothing changed)" if actions else "")
+
+
+def _undo(undo: Mapping[str, Any]) -> str:
+    """An undo: the files restored, those refused, the error."""
+    line = f"undo: {len(undo.get('restored') or [])} file(s) restored"
+    refused = undo.get("refused") or []
+    line += f", {len(refused)} refused (edited since; force restores them)" if refused else ""
+    return line + (f"; {undo['error']}" if undo.get("error") else "")
+
+
+def _applied(applied: Mapping[str, Any], verified: list[dict[str, Any]]) -> str:
+    """What --apply changed, what it refused, and what the new scan says of each finding."""
+    line = f"; applied: {len(applied.get('changed') or [])} file(s) changed"
+    if applied.get("error"):
+        line += f", refused: {applied['error']}"
+    statuses = [v.get("status") for v in verified]
+    return line + (f"; rescanned: {', '.join(str(s) for s in statuses)}" if statuses else "")
 
 
 def _done(doc: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from archgap.analysis.explain.logparse import ParsedLog
     from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.kb.signatures import Signature
+    from archgap.probe.facts import CodeFacts, PythonEnvironment, TraceFacts
     from archgap.results import ExplainResult
 
 
@@ -161,55 +162,89 @@ def _examine(
     present there are the GPUs in question only with ``own_gpus`` (no fix for a GPU neither the
     log nor the caller named: a problem says which were left out)."""
     from archgap.analysis.explain.chain import Examined
-    from archgap.analysis.explain.match import code_request, names_to_trace
-    from archgap.analysis.scan import present_targets
+    from archgap.analysis.explain.match import code_request
     from archgap.codec import decode
-    from archgap.probe.facts import (
-        CodeFacts,
-        GpuFacts,
-        PythonEnvironment,
-        ToolchainFacts,
-        TraceFacts,
-    )
+    from archgap.probe.facts import CodeFacts, ToolchainFacts
 
-    python, target = where.python, where.target
-    facts, errors = where.facts(explain_request(python, code_request(log, signatures)))
+    facts, errors = where.facts(explain_request(where.python, code_request(log, signatures)))
     sections = facts.sections
-    env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
-    if env is None or not env.site_packages:
-        problems = env.problems if env is not None else ()
-        why = errors.get("python") or "; ".join(p.reason for p in problems) or "none"
-        raise ProbeError(f"cannot examine {python or 'this interpreter'} on {target.name}: {why}")
+    env = _environment(where, sections, errors)
     empty: dict[str, list[Any]] = {"site_packages": [], "sites": [], "problems": []}
     code = decode(CodeFacts, sections.get("code") or empty)
-    traces = []
-    for name, dist in names_to_trace(log, signatures, code):
-        more, more_errors = where.facts(trace_request(name, dists=[dist], python=python))
-        errors.update(more_errors)
-        if more.section("trace"):
-            traces.append(decode(TraceFacts, more.section("trace")))
+    traces = _traces(where, log, signatures, code, errors)
     toolchains = (
         decode(ToolchainFacts, sections["toolchains"]) if sections.get("toolchains") else None
     )
-    present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
-    left_out: tuple[str, ...] = ()
-    if present and not own_gpus:
-        shown = ", ".join(dict.fromkeys(f"{g.label} ({g.compute_capability})" for g in present))
-        left_out = (
-            f"the GPUs here ({shown}) are not taken as the log's: archgap chose this "
-            "environment, and neither the log nor the command names it; name the GPU with "
-            "--gpu, or the environment with --python",
-        )
-        present = ()
-    place = "" if target.is_local else f" on {target.name}"
+    gpus, left_out = _gpus_in_question(sections, named, own_gpus)
+    place = "" if where.target.is_local else f" on {where.target.name}"
     examined = Examined(
         description=f"{env.executable} (Python {env.python_version}){place}",
         env=dict(facts.env),
         env_source=facts.env_source or "shell",
         code=code,
-        traces=tuple(traces),
+        traces=traces,
         toolchains=toolchains,
-        gpus=(*named, *present),
+        gpus=gpus,
         problems=tuple(f"probe section {k} failed: {v}" for k, v in errors.items()) + left_out,
     )
     return examined, tuple(env.site_packages), env.executable
+
+
+def _environment(
+    where: Where, sections: Mapping[str, Any], errors: Mapping[str, str]
+) -> PythonEnvironment:
+    """The examined Python environment; ``ProbeError`` where there is none to examine (no
+    section, or no site-packages), with the probe's reason."""
+    from archgap.codec import decode
+    from archgap.probe.facts import PythonEnvironment
+
+    env = decode(PythonEnvironment, sections["python"]) if sections.get("python") else None
+    if env is None or not env.site_packages:
+        problems = env.problems if env is not None else ()
+        why = errors.get("python") or "; ".join(p.reason for p in problems) or "none"
+        examined = where.python or "this interpreter"
+        raise ProbeError(f"cannot examine {examined} on {where.target.name}: {why}")
+    return env
+
+
+def _traces(
+    where: Where,
+    log: ParsedLog,
+    signatures: Sequence[Signature],
+    code: CodeFacts,
+    errors: dict[str, str],
+) -> tuple[TraceFacts, ...]:
+    """The trace of each name the raising condition reads (``errors``: the sections that
+    failed, added to)."""
+    from archgap.analysis.explain.match import names_to_trace
+    from archgap.codec import decode
+    from archgap.probe.facts import TraceFacts
+
+    traces = []
+    for name, dist in names_to_trace(log, signatures, code):
+        more, more_errors = where.facts(trace_request(name, dists=[dist], python=where.python))
+        errors.update(more_errors)
+        if more.section("trace"):
+            traces.append(decode(TraceFacts, more.section("trace")))
+    return tuple(traces)
+
+
+def _gpus_in_question(
+    sections: Mapping[str, Any], named: tuple[GpuTarget, ...], own_gpus: bool
+) -> tuple[tuple[GpuTarget, ...], tuple[str, ...]]:
+    """The GPUs the fixes are for: those named, and with ``own_gpus`` those present there;
+    without, a problem that says which present ones were left out."""
+    from archgap.analysis.scan import present_targets
+    from archgap.codec import decode
+    from archgap.probe.facts import GpuFacts
+
+    present = present_targets(decode(GpuFacts, sections["gpu"])) if sections.get("gpu") else ()
+    if not present or own_gpus:
+        return (*named, *present), ()
+    shown = ", ".join(dict.fromkeys(f"{g.label} ({g.compute_capability})" for g in present))
+    left_out = (
+        f"the GPUs here ({shown}) are not taken as the log's: archgap chose this "
+        "environment, and neither the log nor the command names it; name the GPU with "
+        "--gpu, or the environment with --python",
+    )
+    return named, left_out
