@@ -331,24 +331,36 @@ def verify_library(child: Child, library: Dict[str, Any]) -> Dict[str, Any]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         return lib.result("unknown", "cannot open: %s" % (exc.strerror or str(exc)).lower())
-    offered = 0
     try:
-        entries = [e for e in entries if not _relocatable(fd, e)]
-        for tier, listed in (("listed", True), ("hidden", False)):
-            groups = containers(fd, [e for e in entries if bool(e.get("listed", True)) == listed])
-            offered += len(groups)
-            if listed:  # what the runtime registers: every container, as it loads them
-                for group in groups:
-                    lib.container(child, fd, group)
-            else:
-                lib.first_load(child, fd, groups)
-            if lib.loaded:
-                return lib.outcome(tier, len(groups))
+        outcome, offered = _load_tiers(child, lib, fd, entries)
     finally:
         os.close(fd)
+    if outcome is not None:
+        return outcome
     if not lib.attempts and not lib.failures:
         return lib.result("unknown", "no device code to load")
     return lib.outcome("", offered)
+
+
+def _load_tiers(
+    child: Child, lib: _Library, fd: int, entries: List[Dict[str, Any]]
+) -> Tuple[Optional[Dict[str, Any]], int]:
+    """Load the listed containers (every one, as the runtime registers them), then the hidden
+    ones (the first that loads): (the outcome of the tier that loaded, or None; the containers
+    offered)."""
+    offered = 0
+    entries = [e for e in entries if not _relocatable(fd, e)]
+    for tier, listed in (("listed", True), ("hidden", False)):
+        groups = containers(fd, [e for e in entries if bool(e.get("listed", True)) == listed])
+        offered += len(groups)
+        if listed:
+            for group in groups:
+                lib.container(child, fd, group)
+        else:
+            lib.first_load(child, fd, groups)
+        if lib.loaded:
+            return lib.outcome(tier, len(groups)), offered
+    return None, offered
 
 
 def _errors(attempts: List[Dict[str, Any]]) -> str:
