@@ -349,8 +349,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if companion is None or not req.specifier:",
       "companion: a pure-Python companion out of range blocks"),
     M("load", V + "companions.py",
-      '                if name == wanted or name.startswith(wanted + "-"):',
-      '                if name.startswith(wanted):',
+      '            if name == wanted or name.startswith(wanted + "-"):',
+      '            if name.startswith(wanted):',
       "companion: an import joined to a requirement of a longer name"),
     # --- explain's rules
     M("explain", R + "capability.py",

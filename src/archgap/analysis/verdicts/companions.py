@@ -202,43 +202,60 @@ def _missing(
     installed: each unresolved import joined to the requirement of its name."""
     findings = []
     for dist in env.distributions:
-        if not dist.unresolved_imports:
-            continue
-        absent = [(line, req) for line, req in _requirements(env, dist)
-                  if canonicalize_name(req.name) not in installed]  # fmt: skip
-        needed = []  # (module, where, line, requirement)
-        for module, where in dist.unresolved_imports:
-            wanted = canonicalize_name(module)
-            for line, req in absent:
-                name = canonicalize_name(req.name)
-                if name == wanted or name.startswith(wanted + "-"):
-                    needed.append((module, where, line, req))
-                    break
-        if not needed:
-            continue
-        modules = ", ".join(f"{m} ({w})" for m, w, _, _ in needed)
-        wants = ", ".join(f"{r.name}{r.specifier}" for _, _, _, r in needed)
-        what = ("the package that provides it", "is") if len(needed) == 1 else (
-            "the packages that provide them", "are")  # fmt: skip
-        why = f"its import needs {modules}, and {what[0]} ({wants}) {what[1]} not installed"
-        evidence = (
-            *(f"{dist.name} {dist.version}: {w}: import {m}" for m, w, _, _ in needed),
-            *(
-                f"Requires-Dist: {line} ({dist.dist_info}): not installed"
-                for _, _, line, _ in needed
-            ),
-        )
-        cause = (
-            f"{dist.name} {dist.version} cannot be imported: {why} "
-            f"(\"ModuleNotFoundError: No module named '{needed[0][0]}'\")"
-        )
-        fix = "pip install " + " ".join(
-            f"'{r.name}{r.specifier}'" if r.specifier else r.name for _, _, _, r in needed
-        )
-        libs = tuple(sorted(dist.native_files))
-        source = f"{PEP_508}; {IMPORT_SYSTEM}"
-        findings.append(_fails(blocked, dist.name, libs, why, evidence, cause, fix, source, gating))
+        needed = _needed_imports(env, dist, installed) if dist.unresolved_imports else []
+        if needed:
+            findings.append(_missing_finding(dist, needed, blocked, gating))
     return findings
+
+
+# (module, where it is imported, the Requires-Dist line, its requirement)
+_Needed = tuple[str, str, str, Requirement]
+
+
+def _needed_imports(
+    env: PythonEnvironment, dist: Distribution, installed: Mapping[str, Distribution]
+) -> list[_Needed]:
+    """Each unresolved import of ``dist`` joined to the requirement of its name (``cumm`` to
+    ``cumm-cu120``) among those not installed; an import no requirement names is not one."""
+    absent = [(line, req) for line, req in _requirements(env, dist)
+              if canonicalize_name(req.name) not in installed]  # fmt: skip
+    needed = []
+    for module, where in dist.unresolved_imports:
+        wanted = canonicalize_name(module)
+        for line, req in absent:
+            name = canonicalize_name(req.name)
+            if name == wanted or name.startswith(wanted + "-"):
+                needed.append((module, where, line, req))
+                break
+    return needed
+
+
+def _missing_finding(
+    dist: Distribution,
+    needed: Sequence[_Needed],
+    blocked: dict[tuple[str, str], str],
+    gating: bool,
+) -> LoadFinding:
+    """The package cannot be imported: a ModuleNotFoundError for the first module it needs."""
+    modules = ", ".join(f"{m} ({w})" for m, w, _, _ in needed)
+    wants = ", ".join(f"{r.name}{r.specifier}" for _, _, _, r in needed)
+    what = ("the package that provides it", "is") if len(needed) == 1 else (
+        "the packages that provide them", "are")  # fmt: skip
+    why = f"its import needs {modules}, and {what[0]} ({wants}) {what[1]} not installed"
+    evidence = (
+        *(f"{dist.name} {dist.version}: {w}: import {m}" for m, w, _, _ in needed),
+        *(f"Requires-Dist: {line} ({dist.dist_info}): not installed" for _, _, line, _ in needed),
+    )
+    cause = (
+        f"{dist.name} {dist.version} cannot be imported: {why} "
+        f"(\"ModuleNotFoundError: No module named '{needed[0][0]}'\")"
+    )
+    fix = "pip install " + " ".join(
+        f"'{r.name}{r.specifier}'" if r.specifier else r.name for _, _, _, r in needed
+    )
+    libs = tuple(sorted(dist.native_files))
+    source = f"{PEP_508}; {IMPORT_SYSTEM}"
+    return _fails(blocked, dist.name, libs, why, evidence, cause, fix, source, gating)
 
 
 __all__ = ["PEP_508", "companions"]
