@@ -123,35 +123,57 @@ def classify(
     facts = find_facts(stdout)
     if facts is not None and returncode == 0:
         return facts
+    too_old = _too_old(target, stdout, stderr.lower())
+    if too_old is not None:
+        return too_old
+    if _uses_ssh(target) and returncode == 255:
+        return _ssh_failure(target, stderr)
+    return _exit_failure(target, returncode, stdout, stderr)
+
+
+def _too_old(target: Target, stdout: str, lowered: str) -> TransportFailure | None:
+    """The interpreter is too old for the probe (its marker line, or no ``-I`` option)."""
     too_old = find_too_old(stdout)
     if too_old is not None:
         return TransportFailure(
             TOO_OLD, f"{target.python} on {target.name} is Python {too_old}; the probe needs >= 3.8"
         )
-    lowered = stderr.lower()
     if "unknown option: -i" in lowered or "unknown option -i" in lowered:
         return TransportFailure(
             TOO_OLD,
             f"{target.python} on {target.name} has no -I option (Python 2?); need >= 3.8",
         )
-    first = tail(stderr, 1) or f"exit status {returncode}"
-    uses_ssh = target.kind == "ssh" or (
+    return None
+
+
+def _uses_ssh(target: Target) -> bool:
+    return target.kind == "ssh" or bool(
         target.prefix and os.path.basename(target.prefix[0]) == "ssh"
     )
-    if uses_ssh and returncode == 255:
-        if any(sign in lowered for sign in _HOST_KEY_SIGNS):
-            return TransportFailure(
-                HOST_KEY,
-                f"{target.name}: host key not known or changed (check known_hosts): {first}",
-                tail(stderr),
-            )
-        if "permission denied" in lowered or "too many authentication failures" in lowered:
-            return TransportFailure(
-                AUTH, f"{target.name}: authentication refused: {first}", tail(stderr)
-            )
-        if any(sign in lowered for sign in _UNREACHABLE_SIGNS) or not lowered.strip():
-            return TransportFailure(UNREACHABLE, f"{target.name}: {first}", tail(stderr))
-        return TransportFailure(UNREACHABLE, f"{target.name}: ssh failed: {first}", tail(stderr))
+
+
+def _ssh_failure(target: Target, stderr: str) -> TransportFailure:
+    """ssh's own failure (status 255): the host key, authentication, or the host unreachable."""
+    lowered = stderr.lower()
+    first = tail(stderr, 1) or "exit status 255"
+    if any(sign in lowered for sign in _HOST_KEY_SIGNS):
+        return TransportFailure(
+            HOST_KEY,
+            f"{target.name}: host key not known or changed (check known_hosts): {first}",
+            tail(stderr),
+        )
+    if "permission denied" in lowered or "too many authentication failures" in lowered:
+        return TransportFailure(
+            AUTH, f"{target.name}: authentication refused: {first}", tail(stderr)
+        )
+    if any(sign in lowered for sign in _UNREACHABLE_SIGNS) or not lowered.strip():
+        return TransportFailure(UNREACHABLE, f"{target.name}: {first}", tail(stderr))
+    return TransportFailure(UNREACHABLE, f"{target.name}: ssh failed: {first}", tail(stderr))
+
+
+def _exit_failure(target: Target, returncode: int, stdout: str, stderr: str) -> TransportFailure:
+    """The probe's command ended without facts: no such interpreter, or the probe failed."""
+    first = tail(stderr, 1) or f"exit status {returncode}"
     # 126/127: the shell (or env, docker, kubectl) found no runnable interpreter of that name.
     if returncode in (126, 127) or (
         returncode != 0 and target.python in stderr and _NOT_FOUND.search(stderr)
