@@ -71,28 +71,52 @@ def collect_evidence(
         return  # (a path only takes words away: its prose can name no more than the line)
     prose = prose_of(text)
     prose_lowered = prose.lower() if prose is not text else lowered
-    for rule in evidence_patterns() if gated else ():
+    if gated:
+        _patterns_stated(number, (text, lowered), (prose, prose_lowered), seen, counts)
+    if counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(prose):
+        _products_named(number, prose, text, seen, counts)
+
+
+def _patterns_stated(
+    number: int,
+    line: tuple[str, str],
+    prose: tuple[str, str],
+    seen: dict[tuple[str, str], Evidence],
+    counts: dict[str, int],
+) -> None:
+    """What the patterns of ``kb/evidence.json`` find in a line (``line``: its text and the text
+    lowercased; ``prose``: the same with paths blanked, where a GPU is read)."""
+    for rule in evidence_patterns():
         kind, gate, pattern = rule.kind, rule.gate, rule.pattern
-        subject, lowered_subject = (prose, prose_lowered) if kind in GPU_KINDS else (text, lowered)
+        subject, lowered_subject = prose if kind in GPU_KINDS else line
         if gate not in lowered_subject or counts.get(kind, 0) >= MAX_EVIDENCE:
             continue
         after = SETTING_AFTER if "_" in gate else EVIDENCE_AFTER  # NAME=value settings
         for match in _matches_near(pattern, subject, lowered_subject, gate, after):
-            value = match.group(1).strip()
-            # trailing punctuation is not part of a value, except a name nvidia-smi truncated
-            value = (value if value.endswith("...") else value.rstrip(".,;:)")).replace(", ", ".")
-            if kind == "gpu" and (value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4):
+            value = _value(match)
+            if kind == "gpu" and _not_a_new_gpu(value, number, seen):
                 continue
-            if kind == "gpu" and any(
-                e.kind == "gpu" and e.line == number and value in e.value for e in seen.values()
-            ):
-                continue  # "RTX PRO 6000" inside "NVIDIA RTX PRO 6000 Blackwell ..." said once
             key = (kind, value)
             if key not in seen:
-                seen[key] = Evidence(kind, value, number, text.strip()[:300])
+                seen[key] = Evidence(kind, value, number, line[0].strip()[:300])
                 counts[kind] = counts.get(kind, 0) + 1
-    if counts.get("gpu", 0) < MAX_EVIDENCE and may_name_product(prose):
-        _products_named(number, prose, text, seen, counts)
+
+
+def _value(match: re.Match[str]) -> str:
+    """A pattern's value: trailing punctuation is not part of it, except in a name nvidia-smi
+    truncated ("..."); a capability as a tuple prints it ("your GPU has capability (8, 6)")
+    reads "8.6"."""
+    value = match.group(1).strip()
+    return (value if value.endswith("...") else value.rstrip(".,;:)")).replace(", ", ".")
+
+
+def _not_a_new_gpu(value: str, number: int, seen: dict[tuple[str, str], Evidence]) -> bool:
+    """A "gpu" value that is no GPU's name (the vendor's, too short), or that a name this line
+    already stated contains ("RTX PRO 6000" inside "NVIDIA RTX PRO 6000 Blackwell ...": said
+    once)."""
+    if value in _GPU_NOISE or value == "NVIDIA" or len(value) < 4:
+        return True
+    return any(e.kind == "gpu" and e.line == number and value in e.value for e in seen.values())
 
 
 @cache
