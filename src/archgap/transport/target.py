@@ -90,17 +90,7 @@ def parse_host(text: str) -> tuple[str | None, str, int | None]:
     port: int | None = None
     host = rest
     if rest.startswith("["):
-        close = rest.find("]")
-        if close < 0:
-            raise TargetError(f"host {text!r}: unclosed '['")
-        host, tail = rest[: close + 1], rest[close + 1 :]
-        if tail:
-            if not tail.startswith(":"):
-                raise TargetError(f"host {text!r}: unexpected text after ']'")
-            port = _port(tail[1:], text)
-        if not _IPV6.match(host):
-            raise TargetError(f"host {text!r}: not an IPv6 address in brackets")
-        host = host[1:-1]
+        host, port = _bracketed(rest, text)
     elif ":" in rest:
         host, port_text = rest.rsplit(":", 1)
         port = _port(port_text, text)
@@ -109,6 +99,22 @@ def parse_host(text: str) -> tuple[str | None, str, int | None]:
             f"host {text!r}: a host name may hold only A-Z a-z 0-9 _ . - and may not start with '-'"
         )
     return user, host, port
+
+
+def _bracketed(rest: str, text: str) -> tuple[str, int | None]:
+    """(address, port) of ``[addr]`` or ``[addr]:port`` (``text``: the whole host, for errors)."""
+    close = rest.find("]")
+    if close < 0:
+        raise TargetError(f"host {text!r}: unclosed '['")
+    host, tail = rest[: close + 1], rest[close + 1 :]
+    port: int | None = None
+    if tail:
+        if not tail.startswith(":"):
+            raise TargetError(f"host {text!r}: unexpected text after ']'")
+        port = _port(tail[1:], text)
+    if not _IPV6.match(host):
+        raise TargetError(f"host {text!r}: not an IPv6 address in brackets")
+    return host[1:-1], port
 
 
 def _port(text: str, whole: str) -> int:
