@@ -434,20 +434,19 @@ def knobs(program: Program, info: ModuleInfo, qualname: str, node: ast.AST) -> T
     return tuple(found.values())
 
 
-def swallow(
-    program: Program, info: ModuleInfo, qualname: str, function_node: ast.AST, node: ast.Try
-) -> Optional[Swallow]:
-    """The swallowing broad handler of ``node`` and what its body can raise, or None."""
-    handler = next((h for h in node.handlers if is_broad(h) and only_quiet(h.body)), None)
-    if handler is None:
-        return None
-    src = info.src
-    imports = local_imports(function_node, info)
-    raisers: List[Raiser] = []
-    external: List[CallSite] = []
-    seen = {(info.path, qualname)}
+class _Walk:
+    """What a try body can raise: each raise its handlers on the way do not catch, followed into
+    the functions it calls (at most MAX_CALL_DEPTH deep, MAX_FUNCTIONS in all), and the calls of
+    the body itself that resolve to no function of the program."""
+
+    def __init__(self, program: Program, seen: Set[Tuple[str, str]]) -> None:
+        self.program = program
+        self.seen = seen
+        self.raisers: List[Raiser] = []
+        self.external: List[CallSite] = []
 
     def visit(
+        self,
         current: ModuleInfo,
         name: str,
         nodes: Sequence[ast.AST],
@@ -462,67 +461,81 @@ def swallow(
                 continue
             if isinstance(sub, ast.Try):
                 inner = caught | handler_names(sub)
-                visit(current, name, list(sub.body), inner, frames, depth, local)
-                for h in sub.handlers:
-                    visit(current, name, list(h.body), caught, frames, depth, local)
-                visit(
-                    current,
-                    name,
-                    list(sub.orelse) + list(sub.finalbody),
-                    caught,
-                    frames,
-                    depth,
-                    local,
-                )
+                self.visit(current, name, list(sub.body), inner, frames, depth, local)
+                rest = [h.body for h in sub.handlers] + [list(sub.orelse) + list(sub.finalbody)]
+                for block in rest:
+                    self.visit(current, name, list(block), caught, frames, depth, local)
                 continue
             if isinstance(sub, ast.Raise) and sub.exc is not None:
-                exc, message = raise_parts(sub, current.src)
-                short = exc.rsplit(".", 1)[-1]
-                if "*" not in caught and short not in caught:
-                    raisers.append(
-                        Raiser(
-                            exc,
-                            message,
-                            current.path,
-                            sub.lineno,
-                            fn,
-                            (*frames, Frame(fn, current.path, sub.lineno)),
-                        )
-                    )
+                self._raise(current, fn, sub, caught, frames)
             if isinstance(sub, ast.Call):
-                target = program.resolve(current, name, sub, local)
+                target = self.program.resolve(current, name, sub, local)
+                here = (*frames, Frame(fn, current.path, sub.lineno))
                 if target is not None:
-                    key = (target[0].path, target[1])
-                    if depth < MAX_CALL_DEPTH and key not in seen and len(seen) < MAX_FUNCTIONS:
-                        seen.add(key)
-                        callee_body = list(getattr(target[2], "body", []))
-                        visit(
-                            target[0],
-                            target[1],
-                            callee_body,
-                            caught,
-                            (*frames, Frame(fn, current.path, sub.lineno)),
-                            depth + 1,
-                            local_imports(target[2], target[0]),
-                        )
+                    self._follow(target, caught, here, depth)
                 elif depth == 0:
-                    text = dotted(sub.func) or ""
-                    method = text.rsplit(".", 1)[-1]
-                    if (
-                        text
-                        and text not in _BUILTIN_CALLS
-                        and method not in MUTATORS
-                        and not method.endswith(("Error", "Exception", "Warning"))
-                    ):
-                        external.append(CallSite(text, sub.lineno))
-            visit(current, name, list(ast.iter_child_nodes(sub)), caught, frames, depth, local)
+                    self._external(sub)
+            self.visit(current, name, list(ast.iter_child_nodes(sub)), caught, frames, depth, local)
 
-    body: List[ast.AST] = list(node.body)
-    visit(info, qualname, body, set(), (), 0, imports)
+    def _raise(
+        self,
+        current: ModuleInfo,
+        fn: str,
+        sub: ast.Raise,
+        caught: Set[str],
+        frames: Tuple[Frame, ...],
+    ) -> None:
+        """A raise no enclosing handler of the walk catches is a raiser."""
+        exc, message = raise_parts(sub, current.src)
+        if "*" in caught or exc.rsplit(".", 1)[-1] in caught:
+            return
+        here = (*frames, Frame(fn, current.path, sub.lineno))
+        self.raisers.append(Raiser(exc, message, current.path, sub.lineno, fn, here))
+
+    def _follow(
+        self,
+        target: Tuple[ModuleInfo, str, ast.AST],
+        caught: Set[str],
+        frames: Tuple[Frame, ...],
+        depth: int,
+    ) -> None:
+        """Walk into a called function of the program, once, within the depth and count bounds."""
+        key = (target[0].path, target[1])
+        if depth >= MAX_CALL_DEPTH or key in self.seen or len(self.seen) >= MAX_FUNCTIONS:
+            return
+        self.seen.add(key)
+        body = list(getattr(target[2], "body", []))
+        local = local_imports(target[2], target[0])
+        self.visit(target[0], target[1], body, caught, frames, depth + 1, local)
+
+    def _external(self, sub: ast.Call) -> None:
+        """A call of the try body that leaves the program (not a builtin, a mutator or an
+        exception being built)."""
+        text = dotted(sub.func) or ""
+        method = text.rsplit(".", 1)[-1]
+        if (
+            text
+            and text not in _BUILTIN_CALLS
+            and method not in MUTATORS
+            and not method.endswith(("Error", "Exception", "Warning"))
+        ):
+            self.external.append(CallSite(text, sub.lineno))
+
+
+def swallow(
+    program: Program, info: ModuleInfo, qualname: str, function_node: ast.AST, node: ast.Try
+) -> Optional[Swallow]:
+    """The swallowing broad handler of ``node`` and what its body can raise, or None."""
+    handler = next((h for h in node.handlers if is_broad(h) and only_quiet(h.body)), None)
+    if handler is None:
+        return None
+    src = info.src
+    walk = _Walk(program, {(info.path, qualname)})
+    walk.visit(info, qualname, list(node.body), set(), (), 0, local_imports(function_node, info))
     handler_text = src.line(handler.lineno)
     action = src.line(handler.body[0].lineno) if handler.body else ""
-    unique_raisers = tuple({(r.path, r.line): r for r in raisers}.values())
-    unique_external = tuple({(c.call, c.line): c for c in external}.values())
+    unique_raisers = tuple({(r.path, r.line): r for r in walk.raisers}.values())
+    unique_external = tuple({(c.call, c.line): c for c in walk.external}.values())
     return Swallow(
         src.path, node.lineno, handler.lineno, handler_text, action, unique_raisers, unique_external
     )
