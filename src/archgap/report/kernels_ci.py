@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
+    from archgap.analysis.recipe.gate import GateFailure, GateResult
     from archgap.results import KernelsResult
 
 SARIF_SCHEMA = (
@@ -87,30 +88,36 @@ def findings(result: KernelsResult) -> list[Finding]:
     gate = result.gate
     if gate is None:
         return found
-    mode = " (strict: PTX only fails)" if gate.strict else ""
     for failure in gate.failures:
-        cc = failure.compute_capability
         if not failure.path:
             for given in result.paths or ("",):
                 found.append(
                     Finding("no-device-code", given, "", f"{given}: {failure.reason}", given)
                 )
             continue
-        file, member = split_archive(failure.path)
-        if failure.claim:
-            rule = "claimed-arch-missing"
-            what = f"lacks claimed {failure.claim} ({cc}){mode}: {failure.verdict}"
-            source = f" (claimed by {gate.claimed_from})" if gate.claimed_from else ""
-        else:
-            rule = "gpu-not-covered"
-            what = f"on required {failure.gpu} ({cc}){mode}: {failure.verdict}"
-            expected = " or ".join(failure.expected)
-            source = f"; the recipe expects {expected}" if expected else ""
-        message = f"{failure.path} {what}: {failure.reason}{source}"
-        key = f"{failure.path}|{failure.claim or failure.gpu}|{cc}"
-        found.append(Finding(rule, file, member, message, key))
+        found.append(_gate_finding(gate, failure))
     # a build without device code fails each claim alike: one finding per path
     return list({(f.rule, f.key): f for f in found}.values())
+
+
+def _gate_finding(gate: GateResult, failure: GateFailure) -> Finding:
+    """A library the gate failed: a claimed target it lacks, or a required GPU it does not
+    cover (with the targets the recipe expects)."""
+    cc = failure.compute_capability
+    mode = " (strict: PTX only fails)" if gate.strict else ""
+    file, member = split_archive(failure.path)
+    if failure.claim:
+        rule = "claimed-arch-missing"
+        what = f"lacks claimed {failure.claim} ({cc}){mode}: {failure.verdict}"
+        source = f" (claimed by {gate.claimed_from})" if gate.claimed_from else ""
+    else:
+        rule = "gpu-not-covered"
+        what = f"on required {failure.gpu} ({cc}){mode}: {failure.verdict}"
+        expected = " or ".join(failure.expected)
+        source = f"; the recipe expects {expected}" if expected else ""
+    message = f"{failure.path} {what}: {failure.reason}{source}"
+    key = f"{failure.path}|{failure.claim or failure.gpu}|{cc}"
+    return Finding(rule, file, member, message, key)
 
 
 # --- SARIF --------------------------------------------------------------------------------------
