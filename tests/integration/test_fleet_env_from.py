@@ -10,6 +10,8 @@ an RTX PRO 6000 is 12.0, so FlashInfer's JIT fails with nvcc 12.8 and builds wit
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +90,23 @@ def test_env_from_with_documents_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("fleet", "--from", str(tmp_path), "--env-from", "/etc/sglang.env")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--env-from is read on each probed host" in result.stderr
+
+
+def test_a_pushed_document_whose_environment_was_unreadable_is_a_failure(tmp_path: Path) -> None:
+    """The standalone probe (what the Ansible refresh and other engines run) with an env file
+    that is gone writes facts with no sections and the reason (errors.env_from): fleet --from
+    reports that host as failed with the reason, never as a host judged on nothing."""
+    script = run_cli("probe", "--script", "--env-from", str(tmp_path / "gone.env"))
+    assert script.returncode == 0, script.stderr
+    (tmp_path / "probe.py").write_text(script.stdout)
+    ran = subprocess.run([sys.executable, "-I", str(tmp_path / "probe.py")],
+                         capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "node7.json").write_text(ran.stdout)
+    result = run_cli("fleet", "--from", str(inbox), "--json")
+    doc = json_output(result, "fleet")
+    assert result.returncode == 2 and doc["hosts"] == [], doc
+    (failed,) = doc["unreachable"]
+    assert failed["kind"] == "env-unreadable"
+    assert f"cannot read env file {tmp_path / 'gone.env'}" in failed["message"]
