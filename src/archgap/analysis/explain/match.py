@@ -297,29 +297,47 @@ def raise_site(focus: Focus, code: CodeFacts) -> tuple[CodeSite | None, str | No
     last = focus.frames[-1] if focus.frames else None
     relative = site_relative(last.file) if last else None
     if last is not None and relative is not None:
-        for site in code.sites:
-            if (site.requested_path, site.requested_line) != (relative, last.line):
-                continue
-            if not site.distribution:
-                break  # not installed here: fall back to the known sites
-            if site.line != last.line or site.error:
-                note = (
-                    f"{relative}:{last.line} here does not read `{last.code.strip()}` as in the "
-                    f"log: the installed {site.distribution} {site.version} differs from the one "
-                    "that crashed"
-                )
-                return (site if not site.error else None), note
-            return site, None
-    for raise_site in focus.signature.raise_sites:
+        found = _frame_site(last, relative, code)
+        if found is not None:
+            return found
+    return _known_site(focus.signature, code), None
+
+
+def _frame_site(
+    last: TracebackFrame, relative: str, code: CodeFacts
+) -> tuple[CodeSite | None, str | None] | None:
+    """The site the probe read at the log's last frame (``relative`` to its site-packages) and
+    a note where the installed version reads otherwise; None where it is not installed here
+    (then the known sites stand)."""
+    for site in code.sites:
+        if (site.requested_path, site.requested_line) != (relative, last.line):
+            continue
+        if not site.distribution:
+            return None  # not installed here: fall back to the known sites
+        if site.line != last.line or site.error:
+            note = (
+                f"{relative}:{last.line} here does not read `{last.code.strip()}` as in the "
+                f"log: the installed {site.distribution} {site.version} differs from the one "
+                "that crashed"
+            )
+            return (site if not site.error else None), note
+        return site, None
+    return None
+
+
+def _known_site(signature: Signature, code: CodeFacts) -> CodeSite | None:
+    """The signature's known raise site, found by its code in the installed version it
+    covers."""
+    for known in signature.raise_sites:
         for site in code.sites:
             if (
                 not site.requested_line
                 and site.line
-                and (site.requested_path, site.requested_code) == (raise_site.file, raise_site.code)
-                and raise_site.covers(site.version)
+                and (site.requested_path, site.requested_code) == (known.file, known.code)
+                and known.covers(site.version)
             ):
-                return site, None
-    return None, None
+                return site
+    return None
 
 
 def site_relative(path: str) -> str | None:
