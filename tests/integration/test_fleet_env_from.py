@@ -90,6 +90,10 @@ def test_env_from_with_documents_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("fleet", "--from", str(tmp_path), "--env-from", "/etc/sglang.env")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--env-from is read on each probed host" in result.stderr
+    # A Ray job's environment is its runtime_env: refused before any cluster is reached.
+    ray = run_cli("fleet", "--ray", "127.0.0.1:1", "--env-from", "/etc/sglang.env")
+    assert ray.returncode == 2 and "Traceback" not in ray.stderr
+    assert "a Ray job's environment is its --runtime-env" in ray.stderr
 
 
 def test_a_pushed_document_whose_environment_was_unreadable_is_a_failure(tmp_path: Path) -> None:
