@@ -325,3 +325,32 @@ def test_what_faiss_lacks_is_what_its_metadata_requires() -> None:
         if not _loader_finds(n)
     }
     assert fixes == wanted and wanted <= required
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "strict", "failing"),
+    [
+        # libfaiss: sm_70/sm_80 SASS serve 7.5-8.9; nothing of major 9 and no PTX for H100
+        ("faiss-gpu-cu12", ("T4", "RTX 4090", "H100"), False, {"H100": "none"}),
+        # _catboost.so: sm_90 SASS for H100; the RTX PRO 6000 only through compute_90 PTX, which
+        # passes a gate but not a --strict one (SASS only)
+        ("catboost", ("H100", "RTX PRO 6000"), False, {}),
+        ("catboost", ("H100", "RTX PRO 6000"), True, {"RTX PRO 6000": "jit"}),
+    ],
+)
+def test_the_ci_gate_on_the_library(
+    name: str, gpus: tuple[str, ...], strict: bool, failing: dict[str, str]
+) -> None:
+    package = PACKAGES[name]
+    (folder,) = need_data(package.data)
+    if name == "catboost":
+        target = str(folder / CATBOOST_WHEEL)
+    else:
+        (found,) = folder.glob(f"lib/python*/site-packages/{package.library}")
+        target = str(found)
+    requires = [a for gpu in gpus for a in ("--require", gpu)]
+    result = run_cli("kernels", target, *requires, *(["--strict"] if strict else []), "--json",
+                     timeout=300)  # fmt: skip
+    gate = json_output(result, "kernels")["require"]
+    assert {f["gpu"]: f["verdict"] for f in gate["failures"]} == failing
+    assert gate["passed"] == (not failing) and result.returncode == (1 if failing else 0)
