@@ -27,6 +27,7 @@ from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import find_compiler as _find_compiler
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.kb import load as kb
+from archgap.kb.fixes import fix_text
 from archgap.kb.toolchain import (
     ToolkitRelease,
     driver_cuda_version,
@@ -72,16 +73,15 @@ def driver_gpu(
                 f"driver {driver} is older than {arch.architecture}'s first driver "
                 f"{arch.min_driver} (CUDA {arch.first_cuda}'s minimum)"
             )
-            fix = (
-                f"install an NVIDIA driver >= {arch.min_driver} "
-                f"(a branch that runs CUDA >= {arch.first_cuda})"
+            fix = fix_text(
+                "driver-for-architecture", min_driver=arch.min_driver, first_cuda=arch.first_cuda
             )
         elif last and have[0] > int(last):
             why = (
                 f"driver {driver} is newer than R{last}, "
                 f"the last branch that runs {arch.architecture}"
             )
-            fix = f"install an R{last} driver (NVIDIA's last branch for {arch.architecture})"
+            fix = fix_text("driver-last-branch", last_branch=last, architecture=arch.architecture)
         else:
             continue
         blocked[("", target.label)] = why
@@ -206,10 +206,7 @@ def driver_cuda(
             f"{_names(b for b, _ in libs)} of {package or 'no distribution'}: {why} "
             "('CUDA driver version is insufficient for CUDA runtime version')"
         )
-        fix = (
-            f"install an NVIDIA {need}, or a build of {package or 'the library'} for a CUDA "
-            "the driver runs"
-        )
+        fix = fix_text("driver-for-cuda-major", need=need, package=package or "the library")
         source_of = floor.source if floor else evidence_source
         paths = tuple(b.path for b, _ in libs)
         findings.append(
@@ -271,7 +268,7 @@ def _driver_jit_gap(
             f"{rule.compiler} ({rule.library}) is not installed",
             (f"{rule.library}: not in site-packages, a toolkit or the loader",),
             "it cannot compile a kernel on any GPU",
-            f"pip install '{rule.extra_for(driver)}'",
+            fix_text("install-jit-compiler", requirement=rule.extra_for(driver)),
         )
     version, where = found
     release = toolkit_release(version) if version else None
@@ -290,13 +287,18 @@ def _driver_jit_gap(
     )
     runs = driver_cuda_version(driver or "") or ""
     wheel = rule.wheels.get(runs.split(".")[0])
-    older = f", or pip install '{wheel}=={runs}.*' (the CUDA the driver runs)" if wheel else ""
     evidence = (
         f"{rule.compiler} {version}: {where}",
         f"without {linker}, the driver JIT-compiles its PTX",
         f"driver {driver}: PTX ISA <= {have}",
     )
-    fix = f"install an NVIDIA driver >= {release.min_driver_linux}{older}"
+    if wheel:
+        fix = fix_text(
+            "driver-for-ptx-isa-or-older-compiler",
+            min_driver=release.min_driver_linux, wheel=wheel, cuda=runs,
+        )  # fmt: skip
+    else:
+        fix = fix_text("driver-for-ptx-isa", min_driver=release.min_driver_linux)
     return why, evidence, "no kernel it compiles loads", fix
 
 
