@@ -28,6 +28,9 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
   ``elf.dynamic_needs`` reads (a name that holds neither is not kept: its needs are unknown);
 - of a library, its section-name table also where it lies more than ``LOOKBEHIND`` before the
   section table (``NAMES_MARK``: the table holds its own section's name);
+- of a linked 64-bit library, what tells the names it may dlopen (``streamnames``): its first
+  ``FRONT_KEPT`` bytes as they are (its ``.dynsym``), its ``.dynsym`` and ``.dynstr`` where they
+  lie after the section table, and each string that can be such a name, where it lies;
 - an archive's member headers (a forward chain) and its long-name table;
 - for each position where the reader may ask whether a range is zero (after each container and
   entry chain), the first non-zero byte at or after it.
@@ -66,6 +69,7 @@ from archgap.probe.binary.elf import (
     MAX_NEED_NAME,
     MAX_SECTIONS,
     PT_DYNAMIC,
+    PT_LOAD,
 )
 from archgap.probe.binary.fatbin import kind_of, read_with
 from archgap.probe.binary.fatcontainer import (
@@ -84,6 +88,7 @@ from archgap.probe.binary.rtcompilers import NVPTX_MARK, NVRTC_MARK
 from archgap.probe.facts import BinaryFacts
 
 from .kept import NONZERO, Kept, KeptReader
+from .streamnames import SO_MARK, SonameCandidates, with_dlopens
 
 CHUNK = 1 << 20  # bytes read from the stream at a time
 LOOKBEHIND = 16 << 20  # bytes kept behind the stream's position (names before a section table)
@@ -94,7 +99,13 @@ PACK_MIN = 4096  # kept ranges larger than this are compressed (cubins' name tab
 PIN_COST = 96  # bookkeeping bytes counted per kept range
 NOTE_MAX = 65536  # bytes of a cubin's note read (``cubin_at`` reads its ptxas command line)
 MAX_NAMES = 64 << 20  # bytes of a section-name table read (as ``elf.section_table``)
-SHT_NOTE = 7
+SHT_NOTE, SHT_DYNSYM = 7, 11
+ET_EXEC, ET_DYN = 2, 3
+# Bytes kept as they are from the start of a linked library, of its first segment at most: its
+# .dynsym, which the linkers put there (ld, lld, patchelf'd wheels: ending 742 KB in at most,
+# libtorch_cuda.so 2.14.1), is read for whether it imports dlopen (``streamnames``); its place is
+# known only from the section table, at the end.
+FRONT_KEPT = 4 << 20
 NEED_MARKS = (b".so", b"$ORIGIN")  # what a needed name (libc.so.6) or a search path holds
 MARK_TAIL = len(b"$ORIGIN") - 1  # a mark may straddle two chunks
 # A section-name table holds the name of its own section: where a library's is, it is kept
@@ -107,8 +118,10 @@ COMPILER_MARKS = (NVRTC_MARK, NVPTX_MARK)  # a run-time compiler's (probe.binary
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
 # What ``want`` does with a range: keep it (past ``MAX_KEPT``: keeping stops), keep it while
-# ``MAX_PAYLOADS`` allows, or only hand it to its rule as it goes by.
-KEEP, OPTIONAL, LOOK = 0, 1, 2
+# ``MAX_PAYLOADS`` allows, only hand it to its rule as it goes by, or keep it as it is (not
+# compressed: a library's symbol tables, read whole, where compressing would cost more than the
+# reading).
+KEEP, OPTIONAL, LOOK, RAW = 0, 1, 2, 3
 
 
 class Collector:
@@ -143,6 +156,7 @@ class Collector:
         self.images: dict[int, bool] = {}  # ELF images whose section table is wanted
         self.marking: list[tuple[int, int]] = []  # [start, end): a library's strings are kept
         self.mark_tail = b""
+        self.sonames: SonameCandidates | None = None  # a linked library's (``streamnames``)
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -154,7 +168,7 @@ class Collector:
         self._find_needles(start, data)
         self._settle_zeros(start, data)
         self._serve()
-        if self.marking:
+        if self.marking or self.sonames is not None:
             self._mark_strings(start, data)
         self._trim()
 
@@ -203,17 +217,27 @@ class Collector:
 
     def _mark_strings(self, start: int, data: bytes) -> None:
         """Each string that may be a needed name or a search path, in the bytes of a library
-        before its dynamic section: kept from its start (after the NUL before it)."""
+        before its dynamic section: kept from its start (after the NUL before it); and in all
+        of it, each that may be a name it dlopens (``streamnames``)."""
         self.marking = [r for r in self.marking if r[1] > start - MARK_TAIL]
         joined = self.mark_tail + data
         base = start - len(self.mark_tail)
         self.mark_tail = joined[-MARK_TAIL:]
         with searcher(joined, 0, len(joined)) as (find, _):
-            for needle in NEED_MARKS:
+            for needle in NEED_MARKS if self.marking else (SO_MARK,):
                 at = find(needle, max(0, len(joined) - len(data) - len(needle) + 1), len(joined))
                 while at >= 0:
                     self._mark(base + at)
+                    if needle == SO_MARK:
+                        self._soname(base + at)
                     at = find(needle, at + 1, len(joined))
+
+    def _soname(self, pos: int) -> None:
+        """A ``.so`` in a linked library: the bytes it is judged from, as they go by."""
+        names = self.sonames
+        if names is not None:
+            first, length = names.window(pos)
+            self.want(first, length, lambda at, got: names.look(pos, at, got), LOOK)
 
     def _mark(self, pos: int) -> None:
         if not any(first <= pos < end for first, end in self.marking):
@@ -261,15 +285,16 @@ class Collector:
                 # a payload past the budget is not kept, and the pass goes on keeping headers
                 if self.payloads + len(data) <= MAX_PAYLOADS and self._keep(start, data):
                     self.payloads += len(data)
-            elif how == KEEP and not self._keep(start, data):
+            elif how in (KEEP, RAW) and not self._keep(start, data, how == RAW):
                 self._lose(start)
                 continue
             if rule is not None:
                 rule(start, data)
 
-    def _keep(self, start: int, data: bytes) -> bool:
-        """Keep ``data`` (large ranges compressed); False when that would pass ``MAX_KEPT``."""
-        if len(data) <= PACK_MIN:
+    def _keep(self, start: int, data: bytes, raw: bool = False) -> bool:
+        """Keep ``data`` (large ranges compressed, unless ``raw``); False when that would pass
+        ``MAX_KEPT``."""
+        if len(data) <= PACK_MIN or raw:
             if len(self.pins.get(start, b"")) >= len(data):
                 return True
             stored: Any = data
@@ -282,7 +307,7 @@ class Collector:
         if self.kept + cost + PIN_COST > MAX_KEPT:
             return False
         self.kept += cost + PIN_COST
-        (self.pins if len(data) <= PACK_MIN else self.packed)[start] = stored
+        (self.pins if len(data) <= PACK_MIN or raw else self.packed)[start] = stored
         return True
 
     def _window_bytes(self, start: int, end: int) -> bytes | None:
@@ -352,22 +377,29 @@ class Collector:
             return
         payload = pos + header_size
         following = payload + payload_size
-        packed = compressed or flags & (FLAG_LZ4 | FLAG_ZSTD)
-        unpacked = uncompressed if compressed and uncompressed else payload_size
-        if ENTRY_KINDS[kind] == "ltoir" or unpacked > KERNEL_CHECK_MAX:
-            pass  # walk_entries looks at the content of small SASS and PTX only
-        elif ENTRY_KINDS[kind] == "sass" and not packed:
-            # cubin_has_text reads its header and tables
-            self.want(payload, ELF64_HEADER.size, self._elf_rule(cuda_only=True))
-        else:  # content.has_kernel reads the whole payload: answered as it goes by
-            self._look_for_kernels(payload, payload_size, compressed, unpacked, kind, arch, flags)
-        if self.deep and ENTRY_KINDS[kind] == "sass" and not flags & FLAG_ZSTD:
-            # content.is_relocatable reads a deep container's cubin's ELF header (not Zstandard)
-            self.want(payload, min(compressed or payload_size, PREFIX_STORED))
+        self._payload(payload, payload_size, compressed, uncompressed, kind, arch, flags)
         if following + ENTRY_HEADER.size <= end:
             self.want(following, ENTRY_HEADER.size, lambda at, got: self._entry(at, got, end))
         else:
             self.zero_query(following)
+
+    def _payload(
+        self, at: int, size: int, compressed: int, uncompressed: int, code: int, arch: int,
+        flags: int,
+    ) -> None:  # fmt: skip
+        """What the reader reads of an entry's payload (``walk_entries``)."""
+        packed = compressed or flags & (FLAG_LZ4 | FLAG_ZSTD)
+        unpacked = uncompressed if compressed and uncompressed else size
+        sass = ENTRY_KINDS[code] == "sass"
+        if ENTRY_KINDS[code] == "ltoir" or unpacked > KERNEL_CHECK_MAX:
+            pass  # walk_entries looks at the content of small SASS and PTX only
+        elif sass and not packed:  # cubin_has_text reads its header and tables
+            self.want(at, ELF64_HEADER.size, self._elf_rule(cuda_only=True))
+        else:  # content.has_kernel reads the whole payload: answered as it goes by
+            self._look_for_kernels(at, size, compressed, unpacked, code, arch, flags)
+        if self.deep and sass and not flags & FLAG_ZSTD:
+            # content.is_relocatable reads a deep container's cubin's ELF header (not Zstandard)
+            self.want(at, min(compressed or size, PREFIX_STORED))
 
     def _look_for_kernels(
         self, at: int, size: int, packed: int, unpacked: int, code: int, arch: int, flags: int
@@ -400,13 +432,10 @@ class Collector:
 
     def _elf(self, base: int, data: bytes, cuda_only: bool) -> None:
         """An ELF image's header: its section table is kept when the stream reaches it."""
-        if len(data) < 52 or data[:4] != ELF_MAGIC or not {data[4], data[5]} <= {1, 2}:
+        header = _elf_header(data)
+        if header is None:
             return
-        order = "<" if data[5] == 1 else ">"
-        layout = ELF64_HEADER if data[4] == 2 else ELF32_HEADER
-        if len(data) < layout.size:
-            return
-        fields = struct.unpack(order + layout.format[1:], data[: layout.size])
+        order, fields = header
         machine, shoff, entry, count = fields[2], fields[6], fields[11], fields[12]
         cuda = data[4] == 2 and data[5] == 1 and machine == EM_CUDA
         if not cuda and not cuda_only:
@@ -425,6 +454,9 @@ class Collector:
             for needle in (NAMES_MARK, *COMPILER_MARKS):
                 self.needles.setdefault(needle, array("q"))
             self.tail_length = max(len(n) for n in self.needles) - 1
+        if base == 0 and data[4:6] == b"\x02\x01" and fields[1] in (ET_EXEC, ET_DYN):
+            # a linked 64-bit image: what it may dlopen (as hostelf reads it of a file)
+            self.sonames = SonameCandidates()
         if data[4:6] == b"\x02\x01" and base not in self.images:
             phoff, phentsize, phnum = fields[5], fields[9], fields[10]
             if phentsize == ELF64_PROGRAM.size and phnum:  # what dynamic_needs reads
@@ -433,9 +465,13 @@ class Collector:
 
     def _segments(self, base: int, data: bytes) -> None:
         """A library's program headers: its dynamic section is kept, and so are the strings
-        before it that may be the names that section gives (``_mark_strings``)."""
-        for at in range(0, len(data) - ELF64_PROGRAM.size + 1, ELF64_PROGRAM.size):
-            kind, _, offset, _, _, filesz, _, _ = ELF64_PROGRAM.unpack_from(data, at)
+        before it that may be the names that section gives (``_mark_strings``); of a linked
+        one, its first segment (the front: ``FRONT_KEPT``)."""
+        rows = list(ELF64_PROGRAM.iter_unpack(data[: len(data) - len(data) % ELF64_PROGRAM.size]))
+        loads = [row for row in rows if row[0] == PT_LOAD]
+        if base == 0 and self.sonames is not None and loads:
+            self.want(0, min(FRONT_KEPT, loads[0][2] + loads[0][5]), None, RAW)
+        for kind, _, offset, _, _, filesz, _, _ in rows:
             if kind == PT_DYNAMIC:
                 self.want(base + offset, min(filesz, MAX_DYNAMIC * ELF64_DYN.size))
                 self.marking.append((base, base + offset))
@@ -462,6 +498,18 @@ class Collector:
         for row in rows if cuda else ():
             if row[1] == SHT_NOTE:
                 self.want(base + row[4], min(row[5], NOTE_MAX))
+        if base == 0 and self.sonames is not None:
+            self._symbol_tables(rows)
+
+    def _symbol_tables(self, rows: list[tuple[int, ...]]) -> None:
+        """A linked library's dynamic symbol table and its strings, kept where they lie after
+        the section table (patchelf moves ``.dynstr`` there; elsewhere they went by, and the
+        front and the strings kept answer): whether it imports dlopen, and its needed names."""
+        for row in rows:
+            if row[1] == SHT_DYNSYM and row[6] < len(rows):
+                strings = rows[row[6]]
+                self.want(row[4], min(row[5], MAX_WANT), None, RAW)
+                self.want(strings[4], min(strings[5], MAX_WANT), None, RAW)
 
     def archive(self) -> None:
         """An ``ar`` archive: its member headers, long names and ELF members (``read_archive``)."""
@@ -486,6 +534,17 @@ class Collector:
         following = end + (end & 1)
         if following + 60 <= self.size:
             self.want(following, 60, self._ar_member)
+
+
+def _elf_header(data: bytes) -> tuple[str, tuple[Any, ...]] | None:
+    """(byte order, header fields) of the ELF image whose first bytes are ``data``."""
+    if len(data) < 52 or data[:4] != ELF_MAGIC or not {data[4], data[5]} <= {1, 2}:
+        return None
+    order = "<" if data[5] == 1 else ">"
+    layout = ELF64_HEADER if data[4] == 2 else ELF32_HEADER
+    if len(data) < layout.size:
+        return None
+    return order, struct.unpack(order + layout.format[1:], data[: layout.size])
 
 
 # Bytes kept from the start of a Windows image: its MS-DOS, PE and optional headers and its
@@ -520,7 +579,8 @@ def read_streamed(path: str, stream: IO[bytes], head: bytes, size: int, deep: bo
     collector.pins, collector.packed = {}, {}
     reader = KeptReader(kept, deep, collector)
     try:
-        return read_with(path, reader, kind)
+        facts = read_with(path, reader, kind)
+        return with_dlopens(facts, reader, collector.sonames, collector.lost_at)
     except Exception as exc:  # a reader bug or an odd member must not end a scan
         return BinaryFacts(path, 0, "unreadable", (), deep, f"{type(exc).__name__}: {exc}")
 
