@@ -129,22 +129,7 @@ def _directory(fp: IO[bytes]) -> tuple[int, int]:
 
 def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
     infos = _distinct([i for i in zf.infolist()[:MAX_MEMBERS] if not i.is_dir()], found)
-    dist_info = _dist_info_dir(infos)
-    owned: set[str] = set()
-    if dist_info is None:
-        found.problems.append(Problem(found.label, "no .dist-info directory: not a wheel"))
-    else:
-        name, version = _metadata(zf, dist_info + "/METADATA")
-        listed = _record(zf, dist_info + "/RECORD", found)
-        owned = {m for m in listed if is_native_file(m)}
-        found.distributions.append(
-            Distribution(
-                name or dist_info[: -len(".dist-info")],
-                version,
-                _member_path(found.label, dist_info),
-                tuple(sorted(_member_path(found.label, m) for m in owned)),
-            )
-        )
+    owned = _distribution(zf, infos, found)
     members = [(i, _member_path(found.label, i.filename)) for i in infos
                if is_native_file(i.filename)]  # fmt: skip
     found.unowned.extend(path for info, path in members if info.filename not in owned)
@@ -164,6 +149,28 @@ def _read_zip(zf: zipfile.ZipFile, found: WheelContents, deep: bool) -> None:
     note = foreign_wheel_note(found.label, native)
     if note is not None:
         found.problems.append(Problem(found.label, note))
+
+
+def _distribution(
+    zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], found: WheelContents
+) -> set[str]:
+    """The wheel's distribution (its METADATA and RECORD) into ``found``; the native members
+    its RECORD lists."""
+    dist_info = _dist_info_dir(infos)
+    if dist_info is None:
+        found.problems.append(Problem(found.label, "no .dist-info directory: not a wheel"))
+        return set()
+    name, version = _metadata(zf, dist_info + "/METADATA")
+    owned = {m for m in _record(zf, dist_info + "/RECORD", found) if is_native_file(m)}
+    found.distributions.append(
+        Distribution(
+            name or dist_info[: -len(".dist-info")],
+            version,
+            _member_path(found.label, dist_info),
+            tuple(sorted(_member_path(found.label, m) for m in owned)),
+        )
+    )
+    return owned
 
 
 def _distinct(infos: list[zipfile.ZipInfo], found: WheelContents) -> list[zipfile.ZipInfo]:
