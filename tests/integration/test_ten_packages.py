@@ -56,7 +56,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import json_output, need_data, run_cli
+from tests.helpers import json_output, member_wheel, need_data, run_cli
 
 GPUS = ("T4", "A100", "RTX 4090", "H100", "B200", "RTX PRO 6000", "V100")
 BLACKWELL = ("B200", "RTX PRO 6000")
@@ -354,3 +354,43 @@ def test_the_ci_gate_on_the_library(
     gate = json_output(result, "kernels")["require"]
     assert {f["gpu"]: f["verdict"] for f in gate["failures"]} == failing
     assert gate["passed"] == (not failing) and result.returncode == (1 if failing else 0)
+
+
+@pytest.fixture(scope="module")
+def member_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """xgboost-cu13's and custatevec-cu13's deciding libraries (87 and 69 MB: over the 64 MiB a
+    wheel member is read in memory, so they are streamed) as wheels of one member each, their
+    bytes as installed (tests.helpers.member_wheel)."""
+    folder = tmp_path_factory.mktemp("member-wheels")
+    for name, tag in (("xgboost-cu13", "manylinux_2_28_x86_64"),
+                      ("custatevec-cu13", "manylinux2014_x86_64")):  # fmt: skip
+        package = PACKAGES[name]
+        (venv,) = need_data(package.data)
+        (site,) = venv.glob("lib/python*/site-packages")
+        (info,) = site.glob("*.dist-info")
+        version = info.name.split("-")[1].removesuffix(".dist-info")
+        wheel = folder / f"{name.replace('-', '_')}-{version}-py3-none-{tag}.whl"
+        member_wheel(site, package.library, info.name, wheel)
+    return folder
+
+
+@pytest.mark.parametrize("driver", [NEW, OLD])
+def test_streamed_members_keep_what_decides(member_wheels: Path, driver: str) -> None:
+    """Before install, the same cells as installed: the kernels and the CUDA 13 driver floor read
+    from the streamed member; libcustatevec's DT_NEEDED cuBLAS 13 is named, as unknown, since a
+    wheel's target (its loader, what else is installed there) is not known."""
+    result = run_cli("scan", str(member_wheels), "--gpu", "A100", "--gpu", "V100",
+                     "--driver", driver, "--json", timeout=300)  # fmt: skip
+    doc = json_output(result, "scan")
+    got = {(p["package"], p["gpu"]): p["verdict"] for p in doc["packages"]}
+    a100 = "native" if driver == NEW else "blocked"  # sm_80 SASS; CUDA 13 needs >= 580
+    assert got == {
+        ("xgboost-cu13", "A100"): a100, ("xgboost-cu13", "V100"): "none",
+        ("custatevec-cu13", "A100"): a100, ("custatevec-cu13", "V100"): "none",
+    }  # fmt: skip
+    (needed,) = [f for f in doc["load"] if f["check"] == "needed-library"]
+    assert needed["package"] == "custatevec-cu13" and needed["status"] == "unknown"
+    assert set(re.findall(r"lib\w+\.so\.\d+", needed["chain"][0].split(" needs ", 1)[1])) == {
+        "libcublas.so.13", "libcublasLt.so.13"}  # fmt: skip
+    floors = {f["package"] for f in doc["load"] if f["check"] == "driver-cuda"}
+    assert floors == (set() if driver == NEW else {"xgboost-cu13", "custatevec-cu13"})
