@@ -4,7 +4,6 @@ its template names, every template is used and sourced, and a wording changes by
 from __future__ import annotations
 
 import ast
-import string
 from pathlib import Path
 
 import pytest
@@ -17,29 +16,32 @@ from tests.unit.test_kb_pretend_release import _amend
 SRC = Path(__file__).resolve().parents[2] / "src" / "archgap"
 
 
+CALLERS = ("fix_text", "fix_words")
+ENGINE = SRC / "analysis" / "fixes" / "engine.py"  # its _fix words a Fix, with kind and env
+
+
 def _calls() -> list[tuple[str, str, frozenset[str]]]:
-    """(where, key, keyword names) of every fix_text("key", ...) call in the package."""
+    """(where, key, the template fields it gives) of every call that words a fix by its key."""
     found = []
     for path in sorted(SRC.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fix_text"):
+            callers = (*CALLERS, "_fix") if path == ENGINE else CALLERS
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) in callers):
+                continue
+            if any(k.arg is None for k in node.keywords):  # a forwarder: _fix's own **fields
                 continue
             assert node.args and isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}"
-            names = frozenset(k.arg for k in node.keywords if k.arg)
+            names = frozenset(k.arg for k in node.keywords if k.arg not in (None, "kind", "env"))
             found.append((f"{path.name}:{node.lineno}", str(node.args[0].value), names))
     return found
 
 
-def _fields(text: str) -> frozenset[str]:
-    return frozenset(name for _, name, _, _ in string.Formatter().parse(text) if name)
-
-
 def test_every_call_gives_exactly_the_fields_of_its_template() -> None:
     calls = _calls()
-    assert len(calls) >= 6  # the driver checks' six fixes
+    assert len(calls) >= 14  # the driver checks' six fixes, the FlashInfer engine's eight
     for where, key, names in calls:
         assert key in templates(), f"{where}: no template {key!r} in kb/fixes.json"
-        assert names == _fields(templates()[key].text), where
+        assert names == templates()[key].fields(), where
 
 
 def test_every_template_is_used_and_sourced() -> None:

@@ -1,8 +1,9 @@
 """Fix texts as templates (``fixes.json``): one place that words what a check tells the user to
-do, with the fields the check fills in."""
+do, why, and the command, with the fields the check fills in."""
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from functools import cache
 
@@ -13,18 +14,39 @@ from archgap.kb import load_json
 class FixTemplate:
     key: str
     text: str  # "install an R{last_branch} driver (...)"
+    why: str  # "" where the fix says no more
+    command: str  # "" where none applies
     source: str  # the rule the fix follows
+
+    def fields(self) -> frozenset[str]:
+        """Every field its parts name."""
+        parts = (self.text, self.why, self.command)
+        return frozenset(f for part in parts for _, f, _, _ in string.Formatter().parse(part) if f)
+
+
+@dataclass(frozen=True)
+class FixWords:
+    text: str
+    why: str
+    command: str | None
 
 
 @cache
 def templates() -> dict[str, FixTemplate]:
     return {
-        key: FixTemplate(key, entry["text"], entry["source"])
-        for key, entry in load_json("fixes.json")["fixes"].items()
+        key: FixTemplate(key, e["text"], e.get("why", ""), e.get("command", ""), e["source"])
+        for key, e in load_json("fixes.json")["fixes"].items()
     }
 
 
+def fix_words(key: str, **fields: object) -> FixWords:
+    """The fix ``key``'s text, why and command with its fields filled in. A field a part names
+    and the caller does not give raises ``KeyError``: a template is never shown with a blank."""
+    template = templates()[key]
+    command = template.command.format_map(fields) if template.command else None
+    return FixWords(template.text.format_map(fields), template.why.format_map(fields), command)
+
+
 def fix_text(key: str, **fields: object) -> str:
-    """The fix ``key`` with its fields filled in. A field the template names and the caller
-    does not give raises ``KeyError``: a template is never shown with a blank."""
-    return templates()[key].text.format_map(fields)
+    """The fix ``key``'s text alone (a template without a why)."""
+    return fix_words(key, **fields).text

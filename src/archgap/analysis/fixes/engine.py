@@ -18,6 +18,7 @@ from archgap.analysis.fixes.flashinfer_rules import (
 )
 from archgap.analysis.verdicts.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
+from archgap.kb.fixes import fix_words
 from archgap.probe.facts import Toolkit
 
 # Kinds of fix ("avoid" is a configuration change); the engine orders a case's fixes, least
@@ -78,23 +79,24 @@ def normalised_target(
     return target if ok else None
 
 
+def _fix(key: str, kind: str, env: tuple[tuple[str, str], ...] = (), **fields: object) -> Fix:
+    """The fix worded by kb/fixes.json's template ``key``, with its fields filled in."""
+    words = fix_words(key, **fields)
+    return Fix(words.text, words.why, env=env, command=words.command, kind=kind)
+
+
 def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
     """Every fix that removes a FlashInfer JIT failure on ``case.cc``, least invasive first."""
     rules = kb.jit_rules().flashinfer
-    avoid = Fix(
-        f"avoid FlashInfer paths ({rules.avoid_options})", "Slower kernels; partial.", kind=AVOID
-    )
+    avoid = _fix("flashinfer-avoid", kind=AVOID, avoid_options=rules.avoid_options)
     cc = case.cc
     if not flashinfer_supports(cc):
-        version = f"FlashInfer {case.version}" if case.version else "FlashInfer"
-        return (
-            Fix(
-                f"{version} does not support sm_{cc.sm}; avoid its paths ({rules.avoid_options})",
-                f"check_cuda_arch() rejects compute capability {cc} whatever the toolkit "
-                f"({rules.min_compute_capability_source}); no toolkit or setting changes that.",
-                kind=AVOID,
-            ),
-        )
+        release = f"FlashInfer {case.version}" if case.version else "FlashInfer"
+        unsupported = _fix(
+            "flashinfer-unsupported-gpu", kind=AVOID, release=release, sm=cc.sm, cc=cc,
+            avoid_options=rules.avoid_options, source=rules.min_compute_capability_source,
+        )  # fmt: skip
+        return (unsupported,)
     rng = kb.flashinfer_range(case.version) if case.version else None
     if case.version and rng is None:
         return (avoid,)  # a release before the modelled ones (no FLASHINFER_CUDA_ARCH_LIST yet)
@@ -165,15 +167,18 @@ def _toolkit_fixes(
             needs_driver.append(_driver_first(case, tk, target, rule))
             continue
         (breaks if other_major else keeps).append(
-            Fix(
-                f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
-                "Every FlashInfer worker must get it (service unit / container env); the JIT "
-                f"then builds {target} with that nvcc and its headers.{note}",
-                # CUDA_HOME alone: FlashInfer runs $CUDA_HOME/bin/nvcc (jit/cpp_ext.py
-                # get_cuda_path: CUDA_HOME first; build.ninja `nvcc = $cuda_home/bin/nvcc`);
-                # PATH is not read while CUDA_HOME is set, so no PATH is proposed.
-                env=(("CUDA_HOME", tk.home),),
+            # CUDA_HOME alone: FlashInfer runs $CUDA_HOME/bin/nvcc (jit/cpp_ext.py
+            # get_cuda_path: CUDA_HOME first; build.ninja `nvcc = $cuda_home/bin/nvcc`);
+            # PATH is not read while CUDA_HOME is set, so no PATH is proposed.
+            _fix(
+                "flashinfer-cuda-home",
                 kind=TOOLKIT,
+                env=(("CUDA_HOME", tk.home),),
+                home=tk.home,
+                nvcc=tk.version,
+                origin=tk.origin,
+                target=target,
+                note=note,
             )
         )
     return keeps, breaks, needs_driver
@@ -182,13 +187,10 @@ def _toolkit_fixes(
 def _driver_first(case: FlashinferCase, tk: Toolkit, target: str, rule: str) -> Fix:
     """A toolkit switch the driver cannot run: the driver upgrade first, said so. No variables
     to apply: written alone, CUDA_HOME would move the JIT to a build the driver refuses."""
-    return Fix(
-        f"upgrade the NVIDIA driver (driver {case.driver} cannot run CUDA {tk.version}), then "
-        f"point CUDA_HOME at {tk.home} (nvcc {tk.version} found there: {tk.origin})",
-        f"{rule} (kb/drivers.json). Until the driver is upgraded, code nvcc {tk.version} builds "
-        f"({target}) does not run here; a driver upgrade needs a maintenance window.",
-        kind=UPGRADE,
-    )
+    return _fix(
+        "flashinfer-driver-first", kind=UPGRADE, driver=case.driver, nvcc=tk.version,
+        home=tk.home, origin=tk.origin, rule=rule, target=target,
+    )  # fmt: skip
 
 
 def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list[Fix]:
@@ -211,23 +213,13 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
             if suffix == "a"
             else f"sm_{cc.sm}f cubins run on the {cc.major}.x family from {cc}"
         )
+        env = (("FLASHINFER_CUDA_ARCH_LIST", value),)
         return [
-            Fix(
-                f'export FLASHINFER_CUDA_ARCH_LIST="{value}" ({nvcc}; checked against '
-                "FlashInfer's parser)",
-                f"Keeps the current toolkit; {portability}; must be in the environment of every "
-                "worker process; other GPU models need their own entry.",
-                env=(("FLASHINFER_CUDA_ARCH_LIST", value),),
-                kind=ENV,
-            ),
-            Fix(
-                "patch flashinfer/compilation_context.py _normalize_cuda_arch to return "
-                f'({cc.major}, "{cc.minor}{suffix}") for compute capability {cc}',
-                f"{nvcc[0].upper()}{nvcc[1:]}; the patch is lost on reinstall; prefer the env "
-                "variable.",
-                kind=PATCH,
-            ),
-        ]
+            _fix("flashinfer-arch-list", kind=ENV, env=env, value=value, nvcc=nvcc,
+                 portability=portability),
+            _fix("flashinfer-patch-normalise", kind=PATCH, major=cc.major,
+                 minor=f"{cc.minor}{suffix}", cc=cc, nvcc=f"{nvcc[0].upper()}{nvcc[1:]}"),
+        ]  # fmt: skip
     return []
 
 
@@ -243,15 +235,11 @@ def _upgrade_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list
     target = normalised_target(newer, case.cc, case.cuda)
     if target is None:
         return []
-    return [
-        Fix(
-            f"upgrade flashinfer-python to >= {fixed_in}",
-            f"{fixed_in} builds {target} with nvcc {case.cuda}; check the versions your serving "
-            f"framework pins ({rules.fixed_in_source}).",
-            command=f"pip install 'flashinfer-python>={fixed_in}'",
-            kind=UPGRADE,
-        )
-    ]
+    upgrade = _fix(
+        "flashinfer-upgrade", kind=UPGRADE, fixed_in=fixed_in, target=target, cuda=case.cuda,
+        source=rules.fixed_in_source,
+    )  # fmt: skip
+    return [upgrade]
 
 
 def toolkit_limit(target: str) -> str | None:
@@ -272,15 +260,11 @@ def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
     if not needs:
         return []
     target, limit = max(needs, key=lambda n: kb.major_minor(n[1].split()[-1]) or (0, 0))
-    return [
-        Fix(
-            f"install a CUDA toolkit {limit.removeprefix('CUDA ')}{_driver_cap(case.driver)} "
-            "and point CUDA_HOME at it",
-            f"FlashInfer then builds {target}; a pip nvcc wheel or a system toolkit both work if "
-            "CUDA_HOME/PATH name it in every worker's environment.",
-            kind=TOOLKIT,
-        )
-    ]
+    install = _fix(
+        "flashinfer-install-toolkit", kind=TOOLKIT, limit=limit.removeprefix("CUDA "),
+        driver_cap=_driver_cap(case.driver), target=target,
+    )  # fmt: skip
+    return [install]
 
 
 def _driver_cap(driver: str | None) -> str:
