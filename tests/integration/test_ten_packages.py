@@ -212,12 +212,14 @@ def _ptx_isas(tool: Path, library: Path, arch: int) -> set[str]:
 
 def _loader_finds(soname: str) -> bool:
     """Whether this host's dynamic loader finds ``soname`` for a library with no RUNPATH into
-    the venv: its cache (``ldconfig -p``) or an LD_LIBRARY_PATH directory (ld.so(8))."""
+    the venv: its cache (``ldconfig -p``), an LD_LIBRARY_PATH directory or a trusted directory
+    (ld.so(8))."""
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     cache = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=True).stdout
     if re.search(rf"^\s*{re.escape(soname)} \(", cache, re.MULTILINE):
         return True
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += ["/lib", "/usr/lib", "/lib64", "/usr/lib64"]
     return any((Path(d) / soname).exists() for d in dirs)
 
 
