@@ -21,7 +21,7 @@ import re
 from typing import Any, Optional, Tuple
 
 from .binreader import NotRecorded
-from .elf import ET_EXEC, ET_REL, cubin_has_text
+from .elf import ET_EXEC, ET_REL, cubin_has_text, cubin_toolkit, note_toolkit
 
 PTX_ENTRY = re.compile(rb"(?:^|\s)\.entry\s")  # the directive of a kernel (PTX ISA, 11.1)
 
@@ -78,6 +78,33 @@ def is_relocatable(
         return None
     e_type = head[E_TYPE_AT] | head[E_TYPE_AT + 1] << 8  # cubins are little-endian
     return e_type == ET_REL if e_type in (ET_REL, ET_EXEC) else None
+
+
+# Unpacked bytes of a compressed cubin looked at for its toolkit note at most: the note follows
+# its name, string and symbol tables (a kernel's cubin: a few KiB of them).
+NOTE_PREFIX = 64 << 10
+
+
+def packed_toolkit(
+    buf: Any, payload: int, stored: int, unpacked: int, compression: str
+) -> Optional[str]:
+    """The CUDA release the toolkit note of the compressed cubin whose payload is
+    ``buf[payload : payload + stored]`` names; None when it has none in its first
+    ``NOTE_PREFIX`` unpacked bytes, or cannot be unpacked here. LZ4: only the first
+    ``NOTE_PREFIX`` bytes are unpacked (a sequence's literals are stored as they are, so that
+    many bytes come from as many stored ones and a byte per 255 of their lengths); Zstandard,
+    where the interpreter has it, whole, if it unpacks to ``NOTE_PREFIX`` bytes at most."""
+    want = min(unpacked, NOTE_PREFIX)
+    if compression == "lz4":
+        src = bytes(buf[payload : payload + min(stored, want + want // 255 + 64)])
+        data = lz4_prefix(src, unpacked, want)
+    elif compression == "zstd" and unpacked <= NOTE_PREFIX and _zstd() is not None:
+        data = zstd_frame(bytes(buf[payload : payload + stored]), unpacked)
+    else:
+        return None
+    if data is None:
+        return None
+    return cubin_toolkit(data, 0, len(data)) or note_toolkit(data)
 
 
 def lz4_block(src: bytes, size: int) -> Optional[bytes]:
@@ -162,4 +189,11 @@ def zstd_frame(src: bytes, size: int) -> Optional[bytes]:
     return data if len(data) == size else None
 
 
-__all__ = ["has_kernel", "is_relocatable", "lz4_block", "lz4_prefix", "zstd_frame"]
+__all__ = [
+    "has_kernel",
+    "is_relocatable",
+    "lz4_block",
+    "lz4_prefix",
+    "packed_toolkit",
+    "zstd_frame",
+]

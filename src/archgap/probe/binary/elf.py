@@ -255,6 +255,27 @@ def cubin_toolkit(buf: Any, base: int, end: int) -> Optional[str]:
     return None
 
 
+# An ELF note (the ELF specification's note format: namesz, descsz, type, then the name and
+# the descriptor, each 4-byte aligned) owned by "NVIDIA Corp", as ptxas writes .note.nv.tkinfo.
+NVIDIA_NOTE = re.compile(rb"\x0c\x00\x00\x00(.{4})(.{4})NVIDIA Corp\x00", re.DOTALL)
+
+
+def note_toolkit(data: bytes) -> Optional[str]:
+    """The CUDA release the first NVIDIA note in ``data`` (the first bytes of a cubin, before
+    its section table) names with the toolkit's banner: the tkinfo note by its own format,
+    where the section table that names it is not at hand (a compressed cubin unpacked only as
+    far as its notes); None when no such note is in ``data``."""
+    for match in NVIDIA_NOTE.finditer(data):
+        if match.start() % 4:
+            continue
+        size = struct.unpack("<I", match.group(1))[0]
+        desc = data[match.end() : match.end() + min(size, TKINFO_READ_MAX)]
+        found = TKINFO_RELEASE.search(desc)
+        if found:
+            return "%d.%d" % (int(found.group(1)), int(found.group(2)))
+    return None
+
+
 def plausible_cubin(reader: Reader, base: int, fields: Tuple[Any, ...]) -> bool:
     """Cheap checks of a cubin found by searching, before its section table is parsed: its
     name table is a string table, and no other cubin owns its section table. Each candidate

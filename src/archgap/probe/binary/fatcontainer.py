@@ -14,7 +14,7 @@ import struct
 from typing import Any, Callable, List, Optional, Tuple
 
 from .binreader import SEARCH_WINDOW, TOOLKIT_READS, NotRecorded, Reader
-from .content import PREFIX_STORED, has_kernel, is_relocatable
+from .content import PREFIX_STORED, has_kernel, is_relocatable, packed_toolkit
 from .elf import cubin_has_text, cubin_toolkit
 
 CONTAINER_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
@@ -215,8 +215,8 @@ def _sass_entry(
     """What a SASS entry tells of its container: the toolkit its note names (read from the
     first uncompressed cubin, unless ``noted``) and, when ``relocatable`` asks and is not yet
     told, whether it is a relocatable object. Returns whether a cubin's note was looked at."""
-    if not noted and compression == "none":
-        noted = _toolkit_note(reader, payload, stored)
+    if not noted and compression in ("none", "lz4", "zstd"):
+        noted = _toolkit_note(reader, payload, stored, unpacked, compression)
     if relocatable is not None and relocatable[0] is None:
         relocatable[0] = _relocatable(reader, payload, stored, unpacked, compression)
     return noted
@@ -244,17 +244,23 @@ def _kernels(
     return kernels
 
 
-def _toolkit_note(reader: Reader, payload: int, stored: int) -> bool:
-    """Record the toolkit that the cubin at ``payload`` (stored as is) names in its
-    ``.note.nv.tkinfo``, while fewer than ``TOOLKIT_READS`` cubins of the file were looked at.
-    Returns whether the container needs no more looks: a note was found (CUDA 12.8 wrote one
-    only in its sm_100 and newer cubins), or the file's looks are spent."""
+def _toolkit_note(
+    reader: Reader, payload: int, stored: int, unpacked: int, compression: str
+) -> bool:
+    """Record the toolkit that the cubin at ``payload`` names in its ``.note.nv.tkinfo`` (of a
+    compressed one, in its first unpacked bytes: content.packed_toolkit), while fewer than
+    ``TOOLKIT_READS`` cubins of the file were looked at. Returns whether the container needs no
+    more looks: a note was found (CUDA 12.8 wrote one only in its sm_100 and newer cubins), or
+    the file's looks are spent."""
     if reader.toolkit_reads >= TOOLKIT_READS:
         return True
     reader.toolkit_reads += 1
     reader.spend(1)
     try:
-        release = cubin_toolkit(reader.buf, payload, payload + stored)
+        if compression == "none":
+            release = cubin_toolkit(reader.buf, payload, payload + stored)
+        else:
+            release = packed_toolkit(reader.buf, payload, stored, unpacked, compression)
     except NotRecorded:  # a streamed member's bytes not kept: nothing claimed
         return False
     if release is None:
