@@ -74,6 +74,7 @@ def run(args: Any, out: Output) -> int:
         "deep": bool(args.deep), "require": args.require, "strict": bool(args.strict),
         "target": target, "root": getattr(args, "root", "/"), "timeout": args.timeout,
         "detail": show_all or out.json_mode,  # else one row per kind of entry is enough
+        "strings": out.json_mode,  # a library's strings (dlopen names...): the document's only
         "options": opt.index_options(args),
         "claims_from": args.claims_from, "config": not getattr(args, "no_config", False),
     }  # fmt: skip

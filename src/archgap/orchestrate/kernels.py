@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from archgap.errors import UsageError
@@ -31,6 +32,7 @@ def kernel_files(
     resolved: list[Chosen] | None = None,
     progress: Progress | None = None,
     unverified: list[str] | None = None,
+    strings: bool = True,
 ) -> list[BinaryFacts]:
     """The device code of ``paths`` on ``target``, read by the probe there (every entry with
     ``detail``, else one row per kind of entry); here, ``binaries.local_binaries`` (files,
@@ -40,14 +42,17 @@ def kernel_files(
     certificate must verify); ``resolved`` is told the wheel each requirement resolved to,
     ``progress(done, total, path)`` as files are read here, ``unverified`` the archives read
     through range requests (the index's sha256 not checked); a path missing here is an
-    unreadable row. ``UsageError`` for URLs and requirements with a remote target,
-    ``ProbeError`` when a remote probe fails."""
+    unreadable row. Without ``strings``, files read here leave a linked library's strings unread
+    (``dlopens``, ``compilers``, ``cuda_release`` None: probe.binary.hostelf.device_code_only).
+    ``UsageError`` for URLs and requirements with a remote target, ``ProbeError`` when a remote
+    probe fails."""
     from archgap.binaries import local_binaries
     from archgap.codec import decode
     from archgap.probe.facts import BinaryFacts
 
     if target.is_local:
-        return local_binaries(paths, deep, options, progress, resolved, detail, unverified)
+        with _reading(strings):
+            return local_binaries(paths, deep, options, progress, resolved, detail, unverified)
     from archgap.index.options import URL_SCHEMES
 
     if (options is not None and options.deps) or any(p.startswith(URL_SCHEMES) for p in paths):
@@ -70,12 +75,14 @@ def kernels(
     progress: Progress | None = None,
     claims_from: str | None = None,
     config: bool = True,
+    strings: bool = True,
 ) -> KernelsResult:
     """Every file's device code (see ``kernel_files``) and, with ``require`` (GPUs), the build
     gate (``strict``: only SASS counts; PTX alone fails too). ``UnknownGpu`` for a bad GPU name,
     ``UsageError`` for ``strict`` without ``require``. ``require=["claimed"]``: the gate checks
     what the build claims (archgap.claims: ``claims_from``, else found; ``config``: [tool.archgap]
-    may say)."""
+    may say). Without ``strings`` (an output that shows device code only: ``kernels``' table),
+    a linked library's strings are not read here (``kernel_files``): cuobjdump's work."""
     import time
 
     from archgap.claims import asks_claimed, requested
@@ -99,6 +106,7 @@ def kernels(
     files = kernel_files(
         paths, deep=deep, detail=detail, target=target, options=options, root=root,
         timeout=timeout, resolved=resolved, progress=progress, unverified=unverified,
+        strings=strings,
     )  # fmt: skip
     gate = None
     if required:  # the build gate's rules are imported only when asked (~0.1 s of start-up)
@@ -110,7 +118,8 @@ def kernels(
             from archgap.probe.binary.deep_plan import deepened, judged_native_sets
 
             native_sets = judged_native_sets(deep_search_plan(require), None)
-            judged = deepened(files, native_sets) if native_sets is not None else files
+            with _reading(strings):
+                judged = deepened(files, native_sets) if native_sets is not None else files
         if claims is None:
             gate = check_build(judged, required, strict)
         else:
@@ -123,6 +132,15 @@ def kernels(
         tuple(paths), tuple(files), deep, seconds, gate, tuple(resolved), missing,
         tuple(unverified),
     )  # fmt: skip
+
+
+def _reading(strings: bool) -> AbstractContextManager[object]:
+    """Where files read here have their strings read (the default), or not."""
+    from contextlib import nullcontext
+
+    from archgap.probe.binary.hostelf import device_code_only
+
+    return nullcontext() if strings else device_code_only()
 
 
 def _missing(paths: Sequence[str]) -> list[str]:

@@ -21,17 +21,16 @@ check 2).
 
 from __future__ import annotations
 
-import mmap
 import re
 import struct
 from typing import List, Optional, Tuple
 
 from .binreader import NotRecorded, Reader
-from .bytesearch import searcher
 from .elf import Sections
-from .rodata import pieces, read_only_regions
+from .rodata import Search, read_only_regions, search_one
 
 MAX_HITS = 256  # banners read at most per image (CUPTI 13.5 holds 38 in .rodata)
+MAX_PLACES = 16 * MAX_HITS  # places of its words looked at (a banner is not at every one)
 LITERAL = b"Cuda compilation tools, release "
 RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,3})\.(\d{1,3}),")
 # read-only sections that hold no banner, or whose cubins are read by elf.py
@@ -42,18 +41,27 @@ NOT_DATA = (b".nv_fatbin", b".eh_frame", b".gcc_except_table", b".note", b".inte
 def cuda_release(reader: Reader, sections: Sections) -> Optional[str]:
     """The newest CUDA release ("13.4") a toolkit banner in the image's read-only data names;
     "" when none does; None when its bytes were not kept (a streamed wheel member)."""
-    buf = reader.buf
+    return release_found(reader, search_one(reader, banner_search(sections)))
+
+
+def banner_search(sections: Sections) -> Search:
+    """What to search the image's read-only data for: the banner's words."""
+    return Search(LITERAL, read_only_regions(sections, _banner_section), MAX_PLACES)
+
+
+def release_found(reader: Reader, search: Optional[Search]) -> Optional[str]:
+    """The newest release the banners at ``search``'s places (``banner_search``) name; "" when
+    none does; None when the bytes were not kept."""
+    if search is None or search.failed:
+        return None
     found: List[Tuple[int, int]] = []
     try:
-        for _, start, stop, end in pieces(read_only_regions(sections, _banner_section)):
-            with searcher(buf, start, end) as (find, _):
-                at = find(LITERAL, start, end)
-                while 0 <= at < stop and len(found) < MAX_HITS:
-                    match = RELEASE.match(buf, at, min(end, at + len(LITERAL) + 8))
-                    if match:
-                        found.append((int(match.group(1)), int(match.group(2))))
-                    at = find(LITERAL, at + len(LITERAL), end)
-            reader.release(start - start % mmap.PAGESIZE, stop)  # the page cache keeps them
+        for at, _, last in search.hits:
+            match = RELEASE.match(reader.buf, at, min(last, at + len(LITERAL) + 8))
+            if match:
+                found.append((int(match.group(1)), int(match.group(2))))
+                if len(found) >= MAX_HITS:
+                    break
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
     return "%d.%d" % max(found) if found else ""

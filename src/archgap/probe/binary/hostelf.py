@@ -8,13 +8,15 @@ dynamic linker's tables are never searched. An ELF image of e_machine 190 is a c
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import struct
-from typing import Any, List, Literal, Optional, Tuple
+from typing import Any, Iterator, List, Literal, Optional, Tuple
 
-from .banner import cuda_release
-from .binreader import NotRecorded, Reader
+from . import banner as cuda_banner
+from . import dlnames, rtcompilers
+from .binreader import NotRecorded, Reader, WorkBoundReached
 from .deepsearch import SEARCH_MIN, read_section
-from .dlnames import dlopened_names
 from .elf import (
     EM_CUDA,
     SHF_EXECINSTR,
@@ -26,11 +28,14 @@ from .elf import (
     dynamic_needs,
     section_table,
 )
-from .rtcompilers import runtime_compilers
+from .rodata import Search, search_all
 
 # e_machine values of host CPUs (the ELF specification's registry, elf.h)
 MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
+# Whether the linked images read here have their strings read (read_strings); a caller whose
+# output shows only device code says not (device_code_only): its read is then cuobjdump's work.
+STRINGS: contextvars.ContextVar[bool] = contextvars.ContextVar("archgap_strings", default=True)
 
 # Sections a deep search never looks into: code, debug info, tables of the dynamic linker.
 NOT_DATA_PREFIXES = (
@@ -102,13 +107,21 @@ def _e_type(buf: Any) -> int:
     return int(struct.unpack("<H", bytes(buf[16:18]))[0])
 
 
-def _read_library(reader: Reader, fields: Tuple[Any, ...], sections: Optional[Sections]) -> None:
-    """A linked library's own facts: what it needs, what it may dlopen, its run-time compilers."""
-    _read_needs(reader, fields)
-    if sections is not None and reader.needed is not None:
-        reader.dlopens = dlopened_names(reader, sections)
-    if sections is not None:
-        reader.compilers = runtime_compilers(reader, sections)
+def _linked(buf: Any, base: int, limit: int) -> bool:
+    """Whether [base, limit) starts a linked 64-bit little-endian image (a library, a program)."""
+    linked = base == 0 and limit >= 64 and bytes(buf[4:6]) == b"\x02\x01"
+    return linked and _e_type(buf) in (ET_EXEC, ET_DYN)
+
+
+def _read_header(reader: Reader, fields: Tuple[Any, ...], base: int) -> bool:
+    """The machine of the image's header and, for a linked library at the start of the file,
+    what it needs (``_read_needs``); whether it is one."""
+    if reader.machine is None:
+        reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
+    library = base == 0 and fields[1] in (ET_EXEC, ET_DYN)
+    if library:
+        _read_needs(reader, fields)
+    return library
 
 
 def read_elf(
@@ -120,20 +133,31 @@ def read_elf(
     if base + 20 <= limit and struct.unpack("<H", buf[base + 18 : base + 20])[0] == EM_CUDA:
         cubin_at(reader, base, limit, "", True, member, loose=True)
         return "cubin"
-    deep = reader.deep
     # a linked image's whole table (a few dozen sections): what it may dlopen is read too
-    linked = base == 0 and limit >= 64 and bytes(buf[4:6]) == b"\x02\x01"
-    linked = linked and _e_type(buf) in (ET_EXEC, ET_DYN)
-    only_fatbin = not deep and not linked
+    linked = _linked(buf, base, limit)
+    only_fatbin = not reader.deep and not linked
     fields, sections = section_table(reader, base, limit, where, only_fatbin=only_fatbin)
-    if fields is not None and reader.machine is None:
-        reader.machine = MACHINES.get(fields[2], "e_machine %d" % fields[2])
-    if fields is not None and base == 0 and fields[1] in (ET_EXEC, ET_DYN):
-        _read_library(reader, fields, sections)
+    library = fields is not None and _read_header(reader, fields, base)
     if sections is None:
         return "elf"
-    is_object = fields[1] == ET_REL
-    for i in _to_read(sections, deep, limit):
+    strings = library and STRINGS.get()
+    try:
+        _read_sections(reader, sections, limit, member, fields[1] == ET_REL, where)
+    except (WorkBoundReached, NotRecorded):  # what was read of the library still counts
+        if strings:
+            read_strings(reader, sections, banner=False)
+        raise
+    if strings:  # the banner, where its cubins' notes (read above) named no release
+        read_strings(reader, sections, banner=linked and not reader.toolkits)
+    return "elf"
+
+
+def _read_sections(
+    reader: Reader, sections: Sections, limit: int, member: Optional[str], is_object: bool,
+    where: str,
+) -> None:  # fmt: skip
+    """The device code of the sections ``_to_read`` names."""
+    for i in _to_read(sections, reader.deep, limit):
         if sections.types[i] in (SHT_NULL, SHT_NOBITS) or not sections.sizes[i]:
             continue
         name = sections.name(i)
@@ -143,6 +167,30 @@ def read_elf(
         if not fatbin_section and name.startswith(NOT_DATA_PREFIXES):
             continue
         read_section(reader, name, offset, end, limit, member, is_object, where)
-    if linked and not reader.toolkits:  # its cubins' notes, where read, name the release
-        reader.cuda_release = cuda_release(reader, sections)
-    return "elf"
+
+
+def read_strings(reader: Reader, sections: Sections, banner: bool) -> None:
+    """A linked library's facts from its read-only data, in one pass over it (rodata.search_all):
+    the names it may dlopen (where its dynamic section was read), its run-time compilers, and
+    with ``banner`` the CUDA release a toolkit banner names."""
+    names = dlnames.names_search(reader, sections) if reader.needed is not None else None
+    triple = rtcompilers.triple_search(sections)
+    release = cuda_banner.banner_search(sections) if banner else None
+    search_all(reader, [s for s in (names, triple, release) if isinstance(s, Search)])
+    if reader.needed is not None:
+        reader.dlopens = dlnames.names_found(reader, names) if isinstance(names, Search) else names
+    reader.compilers = rtcompilers.compilers_found(reader, triple)
+    if release is not None:
+        reader.cuda_release = cuda_banner.release_found(reader, release)
+
+
+@contextlib.contextmanager
+def device_code_only() -> Iterator[None]:
+    """Within the block, the linked images read here leave their strings unread (``dlopens``,
+    ``compilers`` and ``cuda_release`` stay None: not read): for a caller whose output shows
+    only device code (the table of ``archgap kernels``)."""
+    token = STRINGS.set(False)
+    try:
+        yield
+    finally:
+        STRINGS.reset(token)

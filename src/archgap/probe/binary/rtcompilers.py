@@ -36,7 +36,7 @@ from ..facts import RuntimeCompiler
 from .binreader import NotRecorded, Reader
 from .bytesearch import searcher
 from .elf import Sections
-from .rodata import pieces, read_only_regions, readahead
+from .rodata import Search, pieces, read_only_regions, readahead, search_one
 
 MAX_HITS = 4096  # table strings read at most per pattern and image
 MATCH_MAX = 64  # bytes one table string is matched in
@@ -58,32 +58,36 @@ LITERALS = {
 def runtime_compilers(reader: Reader, sections: Sections) -> Optional[Tuple[RuntimeCompiler, ...]]:
     """The run-time compilers in the read-only data of the image at the start of ``reader``:
     () when none; None when its bytes were not kept."""
+    return compilers_found(reader, search_one(reader, triple_search(sections)))
+
+
+def triple_search(sections: Sections) -> Search:
+    """What to search the image's read-only data for first: NVPTX's target triple."""
+    return Search(NVPTX_MARK, read_only_regions(sections), 1)
+
+
+def compilers_found(
+    reader: Reader, triple: Optional[Search]
+) -> Optional[Tuple[RuntimeCompiler, ...]]:
+    """The compilers of an image whose data was searched for the triple (``triple_search``):
+    () without it; else NVRTC where its mark is found too, else NVPTX, with their tables;
+    None when the bytes were not kept."""
+    if triple is None or triple.failed:
+        return None
+    if not triple.hits:
+        return ()
+    # NVRTC carries NVVM, whose target triple is NVPTX's: its mark is looked for only in an
+    # image that has the triple (one pass over the data of every other image, not two)
+    regions = triple.regions
     try:
-        regions = read_only_regions(sections)
-        # NVRTC carries NVVM, whose target triple is NVPTX's: its mark is looked for only in an
-        # image that has the triple (one pass over the data of every other image, not two)
-        if not _holds(reader, NVPTX_MARK, regions):
-            return ()
-        if _holds(reader, NVRTC_MARK, regions):
+        nvrtc = search_one(reader, Search(NVRTC_MARK, regions, 1))
+        if nvrtc is None:
+            return None
+        if nvrtc.hits:
             return (_nvrtc(reader, regions),)
         return (_nvptx(reader, regions),)
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
-
-
-def _holds(reader: Reader, mark: bytes, regions: List[Tuple[int, int]]) -> bool:
-    """Whether ``mark`` lies in one of ``regions``, read front to back (read-ahead, as
-    search_section) piece by piece, each piece's pages handed back after (the page cache
-    keeps them)."""
-    buf = reader.buf
-    for _, start, stop, end in pieces(regions):
-        readahead(buf, start, end)
-        with searcher(buf, start, end) as (find, _):
-            found = 0 <= find(mark, start, end) < stop
-        reader.release(start - start % mmap.PAGESIZE, stop)
-        if found:
-            return True
-    return False
 
 
 def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[Any]:
@@ -94,6 +98,7 @@ def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[A
     for first, start, stop, end in pieces(regions):
         if start == first:  # a table string's NUL may be the byte before the section
             start = max(0, start - 1)
+        readahead(buf, start, end)
         with searcher(buf, start, end) as (find, _):
             try:
                 at = find(literal, start, end)
@@ -121,4 +126,4 @@ def _nvptx(reader: Reader, regions: List[Tuple[int, int]]) -> RuntimeCompiler:
     return RuntimeCompiler("nvptx", tuple(targets), "%d.%d" % isas[-1] if isas else None, None)
 
 
-__all__ = ["runtime_compilers"]
+__all__ = ["compilers_found", "runtime_compilers", "triple_search"]
