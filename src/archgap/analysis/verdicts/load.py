@@ -167,8 +167,8 @@ def _missing_needed(
 
 
 def _given(env: PythonEnvironment, elves: Sequence[BinaryFacts]) -> set[str]:
-    """The library names that resolve wherever the loader looks: the driver's, and the files
-    the environment ships."""
+    """The library names check 3 counts as there on every target: those the driver installs,
+    and the files the environment ships."""
     driver_libs, _ = kb.driver_libraries()
     given = set(driver_libs)
     given.update(_base(p) for d in env.distributions for p in d.native_files)
