@@ -39,7 +39,8 @@ def streamed(data: bytes, deep: bool, chunk: int = 1 << 20) -> BinaryFacts:
 
 
 def facts(b: BinaryFacts) -> tuple[object, ...]:
-    return (b.format, b.size, b.machine, b.entries, b.error)
+    """What must be alike: the device code, and what the loader needs and dlopen may open."""
+    return (b.format, b.size, b.machine, b.entries, b.error, b.needed, b.runpath, b.dlopens)
 
 
 @pytest.mark.parametrize("deep", [False, True])

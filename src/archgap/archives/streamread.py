@@ -186,6 +186,7 @@ class Collector:
             self.window_bytes -= len(self.window.popleft()[1])
 
     def finish(self) -> None:
+        self._serve()  # what the last bytes' strings asked for (``_mark_strings``)
         for start, data in self.names:
             self._keep(start, data)
         for pos in self.waiting_zero:  # nothing but zeros after it
