@@ -7,7 +7,9 @@ into bench/.data/venv-cuobjdump here).
 
 Prints: files, entries each tool finds, agreement (names and order, per file), the extra entries
 --deep finds, whole-process wall times warm and cold cache, and the ratios.
-Targets: archgap default >= 150x faster than cuobjdump; --deep under 1.5 s warm.
+Targets (issue 38): archgap default >= 250x faster than cuobjdump; --deep under 1.5 s warm.
+archgap's table is what this times: device code only, as cuobjdump's listing (a library's strings,
+dlopen names and the like, are read for --json and scan, not for the table).
 
 Usage: .venv/bin/python bench/kernels_vs_cuobjdump.py [--runs N] [--cold] [--skip-cuobjdump-cold]
 """
@@ -178,7 +180,7 @@ def main() -> int:
     print("\nwall times, whole process (warm page cache):")
     print(f"  cuobjdump --list-elf + --list-ptx, per file: {cuobj_warm:8.2f} s")
     print(f"  archgap kernels (median of {args.runs}):         {default_warm:8.3f} s"
-          f"   ratio {cuobj_warm / default_warm:6.0f}x  (target >= 150x)")  # fmt: skip
+          f"   ratio {cuobj_warm / default_warm:6.0f}x  (target >= 250x)")  # fmt: skip
     print(f"  archgap kernels --deep (median of {args.runs}):  {deep_warm:8.3f} s"
           f"   ratio {cuobj_warm / deep_warm:6.0f}x  (target < 1.5 s)")  # fmt: skip
     print(f"  runs: default {min(default_runs):.3f}-{max(default_runs):.3f} s, --deep "
