@@ -17,7 +17,9 @@ A package that compiles device code while it runs keeps its compiler's tables as
 
 kb/runtime_compilers.json holds these markers with their sources (a unit test holds the two
 equal: this module travels without the kb). The read-only data of probe.binary.rodata is
-searched with ``memmem`` (bytesearch), and its pages are handed back after (binreader.release).
+searched with ``memmem`` (bytesearch) for the triple in the pass the dlopen names and the banner
+share (``triple_search``, ``compilers_found``: rodata.search_all), and its pages are handed back
+after (binreader.release).
 Of a streamed wheel member only the marks' places are kept (archives.streamread): the compiler
 is named, its tables are not read. Cost: one mark (the triple) is looked for in every linked
 image's read-only data, ~5 GB/s; the NVRTC mark and the tables only in the few with the triple
