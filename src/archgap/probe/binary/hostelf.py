@@ -35,7 +35,7 @@ MACHINES = {3: "x86", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243:
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 # Whether the linked images read here have their strings read (read_strings); a caller whose
 # output shows only device code says not (device_code_only): its read is then cuobjdump's work.
-STRINGS: contextvars.ContextVar[bool] = contextvars.ContextVar("archgap_strings", default=True)
+STRINGS = contextvars.ContextVar("archgap_strings", default=True)
 
 # Sections a deep search never looks into: code, debug info, tables of the dynamic linker.
 NOT_DATA_PREFIXES = (
