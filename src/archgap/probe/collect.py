@@ -62,7 +62,8 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     binaries = request.get("binaries")
-    deferred = binaries.get("of_python") if isinstance(binaries, dict) else None
+    binaries = binaries if isinstance(binaries, dict) else {}
+    deferred = binaries.get("of_python")
     now = [
         (name, params) for name, params in request.items() if not (deferred and name == "binaries")
     ]
@@ -71,19 +72,25 @@ def collect(request: Mapping[str, Any], system: System) -> Dict[str, Any]:
     for name, params in now:  # the facts keep the request's order of sections
         _record(facts, together.get(name) or _run_section(name, params, system))
     if deferred:
-        env = facts["sections"].get("python") or {}
-        paths = set(env.get("unowned_native_files") or [])
-        for dist in env.get("distributions") or []:
-            paths.update(dist.get("native_files") or [])
-        deep = bool(binaries.get("deep", True)) if isinstance(binaries, dict) else True
-        detail = bool(binaries.get("detail", True)) if isinstance(binaries, dict) else True
-        params = {"paths": sorted(paths), "deep": deep, "detail": detail}
-        if deep and isinstance(binaries, dict) and "deep_plan" in binaries:
-            # Deeply only where hidden entries can matter for the GPUs judged (deep_plan.py).
-            gpu = facts["sections"].get("gpu")
-            params["native_sets"] = judged_native_sets(binaries["deep_plan"], gpu)
-        _record(facts, _run_section("binaries", params, system))
+        _record(facts, _run_section("binaries", _of_python(binaries, facts), system))
     return facts
+
+
+def _of_python(binaries: Mapping[str, Any], facts: Dict[str, Any]) -> Dict[str, Any]:
+    """The parameters of the "binaries" section that reads the native files of the environment
+    the "python" section found (``of_python``): each distribution's and the unowned ones."""
+    env = facts["sections"].get("python") or {}
+    paths = set(env.get("unowned_native_files") or [])
+    for dist in env.get("distributions") or []:
+        paths.update(dist.get("native_files") or [])
+    deep = bool(binaries.get("deep", True))
+    params = {"paths": sorted(paths), "deep": deep, "detail": bool(binaries.get("detail", True))}
+    if deep and "deep_plan" in binaries:
+        # Deeply only where hidden entries can matter for the GPUs judged (deep_plan.py).
+        params["native_sets"] = judged_native_sets(
+            binaries["deep_plan"], facts["sections"].get("gpu")
+        )
+    return params
 
 
 def _run_together(sections: List[Tuple[str, Any]], system: System) -> List[Tuple[str, Outcome]]:
