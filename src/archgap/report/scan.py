@@ -13,6 +13,7 @@ from archgap.report.table import VERDICT_STYLE, Cell, Column, Table, csv_text, m
 from archgap.report.table import markup_escape as e
 
 if TYPE_CHECKING:
+    from archgap.analysis.jit.findings import JitFinding
     from archgap.analysis.scan import ScanReport
     from archgap.analysis.verdicts.verdicts import LibraryVerdict
     from archgap.probe.facts import ToolchainFacts, Toolkit
@@ -179,11 +180,30 @@ def markdown(report: ScanReport, libs: bool) -> str:
     """Paste-ready for a GitHub issue: versions, GPUs, the table, the findings."""
     from archgap.report.table import markdown_escape as esc
 
+    lines = ["### archgap scan", "", *_markdown_facts(report)]
+    gpus = ", ".join(f"{g.label} ({g.compute_capability}, {g.role})" for g in report.gpus)
+    lines.append(f"- judged on: {esc(gpus)}")
+    lines += [f"- **{esc(summary_line(report))}**", ""]
+    table = package_table(report)
+    lines += (
+        markdown_lines(table) if table.rows else ["No installed package carries CUDA device code."]
+    )
+    if libs:
+        lines += ["", *markdown_lines(library_table(report))]
+    notes = findings(report) + [f"{p.subject}: {p.reason}" for p in report.problems]
+    if notes:
+        lines += ["", "#### Findings", ""] + [f"- {esc(n)}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_facts(report: ScanReport) -> list[str]:
+    """The markdown's bullets of what was inspected: archgap, Python (or the environment not
+    installed), the GPUs found and the toolkits that work."""
+    from archgap.report.table import markdown_escape as esc
+
     env = report.environment
     facts = report.gpu_facts
     lines = [
-        "### archgap scan",
-        "",
         f"- archgap {__version__}",
         f"- Python {esc(env.python_version or '?')} (`{env.executable}`){esc(where(report))}"
         if env.executable
@@ -200,19 +220,7 @@ def markdown(report: ScanReport, libs: bool) -> str:
         }
         if tools:
             lines.append(f"- toolkits: {esc(', '.join(tools))}")
-    gpus = ", ".join(f"{g.label} ({g.compute_capability}, {g.role})" for g in report.gpus)
-    lines.append(f"- judged on: {esc(gpus)}")
-    lines += [f"- **{esc(summary_line(report))}**", ""]
-    table = package_table(report)
-    lines += (
-        markdown_lines(table) if table.rows else ["No installed package carries CUDA device code."]
-    )
-    if libs:
-        lines += ["", *markdown_lines(library_table(report))]
-    notes = findings(report) + [f"{p.subject}: {p.reason}" for p in report.problems]
-    if notes:
-        lines += ["", "#### Findings", ""] + [f"- {esc(n)}" for n in notes]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def csv(report: ScanReport, libs: bool) -> str:
@@ -287,37 +295,12 @@ def text(
     screen: a reason shared by several GPUs or packages is one line, a JIT failure's evidence is
     folded (counted) under its fixes; ``verbose`` gives every finding and fact its own line."""
     from archgap.report.caches import cache_lines
-    from archgap.report.grouping import verdict_groups
 
-    lines: list[str | Table] = [*_environment_lines(report, python_source)]
-    facts = report.gpu_facts
-    if facts.gpus:
-        driver = f", driver {facts.driver_version}" if facts.driver_version else ""
-        lines.append(f"[bold]GPUs[/] {len(facts.gpus)} found by {facts.source}{driver}")
-    elif any(g.role == "matrix" for g in report.gpus):
-        lines.append("[bold]GPUs[/] none found, none named: the default matrix (information only)")
+    lines: list[str | Table] = [*_environment_lines(report, python_source), *_gpu_lines(report)]
     for problem in () if quiet else report.problems:
         lines.append(f"[magenta]![/] {e(problem.subject)}: {e(problem.reason)}")
-    table = package_table(report)
-    lines.append(table if table.rows else "No installed package carries CUDA device code.")
-    if libs and table.rows:
-        lines += ["", library_table(report)]
-        uncounted = not_counted(report)
-        if uncounted:
-            lines.append("[bold]Not counted[/] (only kernel libraries decide a package's verdict)")
-            lines += [f"  [dim]{e(line)}[/]" for line in uncounted]
-    notes = [p for p in report.packages if p.verdict != "native" or p.notes]
-    if notes:
-        lines.append("\n[bold]Why[/]")
-        for p in notes if verbose else ():
-            style = VERDICT_STYLE.get(p.verdict, "default")
-            lines.append(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
-            lines += [f"    [dim]{e(note)}[/]" for note in p.notes]
-        for g in () if verbose else verdict_groups(report, notes):
-            style = VERDICT_STYLE.get(g.verdict, "default")
-            where = e(g.where(len(report.gpus)))
-            lines.append(f"  {e(g.package)} {where}: [{style}]{g.verdict}[/] — {e(g.reason)}")
-            lines += [f"    [dim]{e(note)}[/]" for note in g.notes]
+    lines += _tables(report, libs)
+    lines += _why_lines(report, verbose)
     lines += _platform_and_load_lines(report, verbose)
     if report.toolchains is not None:
         lines += _toolkit_lines(report.toolchains)
@@ -331,6 +314,55 @@ def text(
         else "[green]no gap[/] on a present or named GPU"
     )
     lines.append(f"\n{verdict} · {_where_the_time_went(report, elapsed)}")
+    return lines
+
+
+def _gpu_lines(report: ScanReport) -> list[str]:
+    """The GPUs found (by what, with which driver), or that none was: the default matrix."""
+    facts = report.gpu_facts
+    if facts.gpus:
+        driver = f", driver {facts.driver_version}" if facts.driver_version else ""
+        return [f"[bold]GPUs[/] {len(facts.gpus)} found by {facts.source}{driver}"]
+    if any(g.role == "matrix" for g in report.gpus):
+        return ["[bold]GPUs[/] none found, none named: the default matrix (information only)"]
+    return []
+
+
+def _tables(report: ScanReport, libs: bool) -> list[str | Table]:
+    """The package table (or that no package carries device code); with ``libs`` the library
+    table and the libraries not counted."""
+    table = package_table(report)
+    lines: list[str | Table] = [
+        table if table.rows else "No installed package carries CUDA device code."
+    ]
+    if not (libs and table.rows):
+        return lines
+    lines += ["", library_table(report)]
+    uncounted = not_counted(report)
+    if uncounted:
+        lines.append("[bold]Not counted[/] (only kernel libraries decide a package's verdict)")
+        lines += [f"  [dim]{e(line)}[/]" for line in uncounted]
+    return lines
+
+
+def _why_lines(report: ScanReport, verbose: bool) -> list[str]:
+    """Why each package is not native (or has notes): with ``verbose`` one line per package and
+    GPU, else one per reason shared by several GPUs or packages."""
+    from archgap.report.grouping import verdict_groups
+
+    notes = [p for p in report.packages if p.verdict != "native" or p.notes]
+    if not notes:
+        return []
+    lines = ["\n[bold]Why[/]"]
+    for p in notes if verbose else ():
+        style = VERDICT_STYLE.get(p.verdict, "default")
+        lines.append(f"  {e(p.package)} on {e(p.gpu)}: [{style}]{p.verdict}[/] — {e(p.reason)}")
+        lines += [f"    [dim]{e(note)}[/]" for note in p.notes]
+    for g in () if verbose else verdict_groups(report, notes):
+        style = VERDICT_STYLE.get(g.verdict, "default")
+        where = e(g.where(len(report.gpus)))
+        lines.append(f"  {e(g.package)} {where}: [{style}]{g.verdict}[/] — {e(g.reason)}")
+        lines += [f"    [dim]{e(note)}[/]" for note in g.notes]
     return lines
 
 
@@ -422,31 +454,35 @@ def _jit_lines(report: ScanReport, verbose: bool = True) -> list[str]:
     for key in numbering(fix for f in report.jit for fix in f.fixes):
         numbers.setdefault(key, len(numbers) + 1)
     for f in report.jit:
-        style = {"fails": "bold red", "ok": "green"}.get(f.status, "magenta")
-        where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
-        if f.status == "ok":  # checked and works: one line
-            lines.append(f"  [{style}]ok[/] {e(f.cause)}")
-            continue
+        lines += _jit_finding(f, numbers, verbose)
+    return lines
+
+
+def _jit_finding(f: JitFinding, numbers: dict[tuple[str, str], int], verbose: bool) -> list[str]:
+    """One JIT finding: ok in one line, else its status, error, cause, numbered fixes and its
+    chain of facts (without ``verbose`` counted on one line)."""
+    style = {"fails": "bold red", "ok": "green"}.get(f.status, "magenta")
+    if f.status == "ok":  # checked and works: one line
+        return [f"  [{style}]ok[/] {e(f.cause)}"]
+    where = f" on {f.gpu} ({f.compute_capability})" if f.gpu else ""
+    lines = [f"  [{style}]{f.status}[/] {e(f.package)} {e(f.version)}{e(where)} — {e(f.when)}"]
+    if f.error:
+        lines.append(f"    [bold]error:[/] {e(f.error)}")
+    lines.append(f"    [bold]cause:[/] {e(f.cause)}")
+    for fix in sorted(f.fixes, key=lambda x: numbers[(x.kind, x.action)]):
+        lines.append(f"    [green]fix {numbers[(fix.kind, fix.action)]}:[/] {e(fix.action)}")
+        if fix.command:
+            lines.append(f"           $ {e(fix.command)}")
+        lines += [f"           {e(name)}={e(value)}" for name, value in fix.env]
+        lines.append(f"           [dim]{e(fix.tradeoff)}[/]")
+    if verbose and f.chain:
+        lines.append("    [bold]evidence:[/]")
+        lines += [f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]" for fact in f.chain]
+    elif f.chain:
         lines.append(
-            f"  [{style}]{f.status}[/] {e(f.package)} {e(f.version)}{e(where)} — {e(f.when)}"
+            f"    [dim]evidence: {len(f.chain)} facts, each with where it was read "
+            "(installed source, nvcc, the knowledge base): -v shows them[/]"
         )
-        if f.error:
-            lines.append(f"    [bold]error:[/] {e(f.error)}")
-        lines.append(f"    [bold]cause:[/] {e(f.cause)}")
-        for fix in sorted(f.fixes, key=lambda x: numbers[(x.kind, x.action)]):
-            lines.append(f"    [green]fix {numbers[(fix.kind, fix.action)]}:[/] {e(fix.action)}")
-            if fix.command:
-                lines.append(f"           $ {e(fix.command)}")
-            lines += [f"           {e(name)}={e(value)}" for name, value in fix.env]
-            lines.append(f"           [dim]{e(fix.tradeoff)}[/]")
-        if verbose and f.chain:
-            lines.append("    [bold]evidence:[/]")
-            lines += [f"      · {e(fact.what)} [dim]← {e(fact.source)}[/]" for fact in f.chain]
-        elif f.chain:
-            lines.append(
-                f"    [dim]evidence: {len(f.chain)} facts, each with where it was read "
-                "(installed source, nvcc, the knowledge base): -v shows them[/]"
-            )
     return lines
 
 
