@@ -73,3 +73,27 @@ def test_a_required_keyword_without_a_json_form_is_an_error() -> None:
 
     with pytest.raises(TypeError, match="no JSON form"):
         derive(needs)
+
+
+@dataclass(frozen=True)
+class Read:
+    """A richer form of a parameter (explain's LogInput: a long log's start and end)."""
+
+    head: str
+    tail: str = ""
+
+
+def explain_like(log: str | Read, *, driver: str | None = None) -> None:
+    """A function shaped like api.explain: the log as text, or as read in parts."""
+
+
+def test_a_parameter_with_a_richer_form_is_offered_as_its_plain_type() -> None:
+    # A tool call sends JSON: of `str | Read` it can send only the string, so that is the
+    # property (required: no default), and the call gets the string as is.
+    derived = derive(explain_like)
+    assert derived.schema["properties"]["log"] == {"type": "string"}
+    assert derived.schema["required"] == ["log"]
+    assert bind(derived, {"log": "RuntimeError: x", "driver": "570.124.06"}) == {
+        "log": "RuntimeError: x",
+        "driver": "570.124.06",
+    }
