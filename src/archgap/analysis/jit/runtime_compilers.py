@@ -14,6 +14,12 @@ release's; NVPTX: the newest its feature table names). On a GPU:
   the package's own rule (kb "packages": taichi caps its target at sm_86, warp compiles PTX for
   compute_75 when NVRTC lacks the GPU's target); a package with no entry is ``unknown``;
 - a package with a compiler found but no entry gets ``unknown`` rows that say what was found.
+
+Whatever it compiles runs only where the driver runs: a driver older than the GPU
+architecture's first one (or past its last branch) runs nothing there, and NVRTC's code is of
+its release's CUDA major, which needs a driver that runs that major (warp 1.19.0 enumerates no
+CUDA device below a driver of its toolkit's major, context.py min_driver_version); such a
+driver makes the row ``fails`` with the driver named, as the load model's checks 1 and 2 say.
 """
 
 from __future__ import annotations
@@ -24,7 +30,13 @@ from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit.findings import Fact, JitFinding, JitStatus, gpu_finding
 from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import runtime_compilers as kb
-from archgap.kb.toolchain import max_ptx_isa_for_driver, toolkit_release
+from archgap.kb.load import gpu_architecture
+from archgap.kb.toolchain import (
+    driver_runs_runtime,
+    max_ptx_isa_for_driver,
+    toolkit_release,
+    version_tuple,
+)
 from archgap.probe.facts import BinaryFacts, Distribution, PythonEnvironment, RuntimeCompiler
 
 WHEN = "when it first compiles a kernel for the GPU"
@@ -91,9 +103,9 @@ def _judge(
         cause = f"{package} carries {name} ({span}); how it picks its target is not modelled"
         return _row(package, version, target, "unknown", cause, chain, [])
     chain.append(Fact(f"{package}: {model.newer_gpu}", model.source))
-    if not compiler.targets:
-        return _row(package, version, target, "unknown",
-                    f"the targets of its {name} could not be read", chain, [])  # fmt: skip
+    early = _cannot_judge(package, version, target, compiler, name, chain, driver, driver_source)
+    if early is not None:
+        return early
     if gpu in compiler.targets:
         cause = f"{package} on {target.label}: its {name} compiles for sm_{gpu} itself"
         return _row(package, version, target, "ok", cause, chain, [])
@@ -126,6 +138,71 @@ def _judge(
     if have is None and isa is not None:
         via += f" (a driver that knows PTX ISA {isa})"
     return _row(package, version, target, "ok", f"{package} on {target.label}: {via}", chain, [])
+
+
+def _cannot_judge(
+    package: str,
+    version: str,
+    target: GpuTarget,
+    compiler: RuntimeCompiler,
+    name: str,
+    chain: list[Fact],
+    driver: str | None,
+    driver_source: str,
+) -> JitFinding | None:
+    """The row where the targets do not decide: a driver that runs nothing the compiler makes
+    on the GPU (``fails``), targets that could not be read (``unknown``)."""
+    refused = _driver_refuses(target, compiler, name, driver) if driver else None
+    if refused is not None:
+        chain.append(Fact(f"driver {driver}", driver_source))
+        fix = Fix(
+            f"install a driver that runs {target.label} and {name}",
+            "a driver upgrade",
+            kind="upgrade",
+        )
+        return _row(package, version, target, "fails", refused, chain, [fix])
+    if not compiler.targets:
+        return _row(package, version, target, "unknown",
+                    f"the targets of its {name} could not be read", chain, [])  # fmt: skip
+    return None
+
+
+def _driver_refuses(
+    target: GpuTarget, compiler: RuntimeCompiler, name: str, driver: str
+) -> str | None:
+    """Why nothing the compiler makes runs on the GPU with this driver (None: the driver runs
+    it): the GPU's architecture outside the driver's range (kb/drivers.json
+    gpu_architectures, the load model's check 1), or NVRTC's CUDA major not run by the driver
+    (minor-version compatibility's floor, check 2: CUDA 13 needs >= 580)."""
+    outside = _outside_driver(target, driver)
+    if outside is not None:
+        return outside
+    if compiler.kind == "nvrtc" and compiler.release:
+        runs, rule = driver_runs_runtime(driver, compiler.release)
+        if runs is False:
+            major = compiler.release.split(".")[0]
+            return (
+                f"its {name} makes CUDA {major} code, which driver {driver} does not run ({rule})"
+            )
+    return None
+
+
+def _outside_driver(target: GpuTarget, driver: str) -> str | None:
+    """Why the driver runs nothing on the GPU's architecture (None: it runs it)."""
+    have = version_tuple(driver) or ()
+    arch = gpu_architecture(str(target.compute_capability))
+    if arch is None or not have:
+        return None
+    need = version_tuple(arch.min_driver or "")
+    if need and have < need:
+        return (
+            f"driver {driver} is older than {arch.architecture}'s first driver "
+            f"{arch.min_driver}: nothing it compiles runs on {target.label}"
+        )
+    last = arch.last_driver_branch
+    if last and have[0] > int(last):
+        return f"driver {driver} is past R{last}, the last branch that runs {arch.architecture}"
+    return None
 
 
 def _describe(compiler: RuntimeCompiler) -> tuple[str, str | None]:
