@@ -29,6 +29,7 @@ class PackageCompiler:
     compiler: str
     newer_gpu: str  # what it does on a GPU newer than the compiler's newest target
     source: str
+    own_target_only: bool = False  # it asks for the GPU's own target, never an older one
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,13 @@ def compiler_markers() -> tuple[CompilerMarkers, ...]:
 def package_compilers() -> dict[str, PackageCompiler]:
     entries = load_json("runtime_compilers.json")["packages"]
     return {
-        e["package"]: PackageCompiler(e["package"], e["compiler"], e["newer_gpu"], e["source"])
+        e["package"]: PackageCompiler(
+            e["package"],
+            e["compiler"],
+            e["newer_gpu"],
+            e["source"],
+            bool(e.get("own_target_only", False)),
+        )
         for e in entries
     }
 

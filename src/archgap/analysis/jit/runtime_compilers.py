@@ -109,17 +109,9 @@ def _judge(
     if gpu in compiler.targets:
         cause = f"{package} on {target.label}: its {name} compiles for sm_{gpu} itself"
         return _row(package, version, target, "ok", cause, chain, [])
-    older = [t for t in compiler.targets if t < gpu]
+    older = _older_targets(model, compiler, gpu)
     if not older:
-        cause = (
-            f"its {name} has no target at or below sm_{gpu} (oldest compute_{compiler.targets[0]})"
-        )
-        fix = Fix(
-            f"use a build of {package} whose compiler still targets sm_{gpu}",
-            "an older release",
-            kind="upgrade",
-        )
-        return _row(package, version, target, "fails", cause, chain, [fix])
+        return _no_target(package, version, target, name, compiler, model, chain)
     rule = kb.ptx_jit_rule()
     chain.append(Fact(rule.rule, rule.source))
     have = max_ptx_isa_for_driver(driver) if driver else None
@@ -165,6 +157,44 @@ def _cannot_judge(
         return _row(package, version, target, "unknown",
                     f"the targets of its {name} could not be read", chain, [])  # fmt: skip
     return None
+
+
+def _older_targets(model: kb.PackageCompiler, compiler: RuntimeCompiler, gpu: int) -> list[int]:
+    """The compiler's targets older than the GPU that the package may ask for (none where it
+    asks for the GPU's own target only)."""
+    if model.own_target_only:
+        return []
+    return [t for t in compiler.targets if t < gpu]
+
+
+def _no_target(
+    package: str,
+    version: str,
+    target: GpuTarget,
+    name: str,
+    compiler: RuntimeCompiler,
+    model: kb.PackageCompiler,
+    chain: list[Fact],
+) -> JitFinding:
+    """``fails``: the compiler lacks the GPU's target and the package asks for no other (its
+    own target only), or it has no target at or below the GPU's."""
+    gpu = target.compute_capability.major * 10 + target.compute_capability.minor
+    if model.own_target_only and compiler.targets[0] < gpu:
+        cause = (
+            f"{package} asks its {name} for sm_{gpu}, the GPU's own target, which it does not "
+            f"have (newest compute_{compiler.targets[-1]}): 'nvrtc: error: invalid value for "
+            f"--gpu-architecture (-arch)'"
+        )
+        fix = Fix(f"use a build of {package} whose compiler targets sm_{gpu}", "a newer release",
+                  kind="upgrade")  # fmt: skip
+        return _row(package, version, target, "fails", cause, chain, [fix])
+    cause = f"its {name} has no target at or below sm_{gpu} (oldest compute_{compiler.targets[0]})"
+    fix = Fix(
+        f"use a build of {package} whose compiler still targets sm_{gpu}",
+        "an older release",
+        kind="upgrade",
+    )
+    return _row(package, version, target, "fails", cause, chain, [fix])
 
 
 def _driver_refuses(
