@@ -23,6 +23,7 @@ import dataclasses
 import struct
 
 from archgap.probe.binary.binreader import NotRecorded
+from archgap.probe.binary.bytesearch import searcher
 from archgap.probe.binary.dlnames import (
     MAX_NAME,
     MAX_NAMES,
@@ -39,6 +40,7 @@ from .kept import Kept, KeptReader
 SO_MARK = b".so"  # where every soname's end starts (SONAME_END)
 MATCH_SPAN = 40  # bytes from ".so" a soname's end can take: ".so", four ".NNNNNN", its NUL
 MAX_CANDIDATES = 1 << 14  # soname strings noted per library at most (~4 MiB)
+PF_W = 0x2  # a program header's flag: the segment is written
 
 
 class SonameCandidates:
@@ -48,6 +50,52 @@ class SonameCandidates:
     def __init__(self) -> None:
         self.found: list[tuple[int, int, int, bytes]] = []
         self.complete = True  # False once MAX_CANDIDATES was passed
+        # [start, end) of the segments loaded and not written (where read-only data is), from
+        # its program headers; None before they are read (then every byte is searched)
+        self.loads: list[tuple[int, int]] | None = None
+        self.searched: list[list[int]] = []  # [start, end) searched for SO_MARK, in order
+
+    def loaded(self, loads: list[tuple[int, ...]]) -> None:
+        """The library's PT_LOAD program headers (type, flags, offset, ..., filesz, ...)."""
+        self.loads = sorted((row[2], row[2] + row[5]) for row in loads if not row[1] & PF_W)
+
+    def search(self, start: int, data: bytes, tail: bytes) -> list[int]:
+        """Where ``SO_MARK`` is in the chunk ``data`` at ``start``, searched where read-only
+        data can be (``to_search``: not in written segments, nor in what is not loaded, such as
+        symbol tables), and where it straddles ``tail`` (the bytes before) and the chunk."""
+        found = []
+        at = (tail + data[: len(SO_MARK) - 1]).find(SO_MARK, max(0, len(tail) - 2))
+        if 0 <= at < len(tail):
+            found.append(start - len(tail) + at)
+        for lo, hi in self.to_search(start, len(data)):
+            with searcher(data, lo, hi) as (find, _):
+                at = find(SO_MARK, lo, hi)
+                while at >= 0:
+                    found.append(start + at)
+                    at = find(SO_MARK, at + 1, hi)
+        return found
+
+    def to_search(self, start: int, length: int) -> list[tuple[int, int]]:
+        """[lo, hi) of the chunk at ``start`` to search, as offsets into it (noted searched)."""
+        end = start + length
+        spans = [(start, end)] if self.loads is None else self.loads
+        found = []
+        for first, last in spans:
+            lo, hi = max(first, start), min(last, end)
+            if lo < hi:
+                self.note_searched(lo, hi)
+                found.append((lo - start, hi - start))
+        return found
+
+    def note_searched(self, start: int, end: int) -> None:
+        if self.searched and self.searched[-1][1] >= start:
+            self.searched[-1][1] = max(self.searched[-1][1], end)
+        else:
+            self.searched.append([start, end])
+
+    def covers(self, first: int, last: int) -> bool:
+        """Whether [first, last) was searched whole."""
+        return any(lo <= first and last <= hi for lo, hi in self.searched)
 
     def window(self, pos: int) -> tuple[int, int]:
         """(start, length) of the bytes a ``.so`` at ``pos`` is judged from."""
@@ -81,6 +129,8 @@ def streamed_dlopens(
     starts = [at for at, _, _, _ in found]
     names: list[str] = []
     for first, last in read_only_regions(sections):
+        if not candidates.covers(first, last):
+            return None  # read-only data where the stream did not look (a written segment)
         for at, end, raw_at, raw in found[bisect.bisect_left(starts, first) :]:
             if at >= last:
                 break

@@ -118,9 +118,8 @@ COMPILER_MARKS = (NVRTC_MARK, NVPTX_MARK)  # a run-time compiler's (probe.binary
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
 # What ``want`` does with a range: keep it (past ``MAX_KEPT``: keeping stops), keep it while
-# ``MAX_PAYLOADS`` allows, only hand it to its rule as it goes by, or keep it as it is (not
-# compressed: a library's symbol tables, read whole, where compressing would cost more than the
-# reading).
+# ``MAX_PAYLOADS`` allows, only hand it to its rule as it goes by, or keep it uncompressed (a
+# library's symbol tables: zlib took 30-110 ms per MiB of them here, more than the reading).
 KEEP, OPTIONAL, LOOK, RAW = 0, 1, 2, 3
 
 
@@ -218,20 +217,31 @@ class Collector:
 
     def _mark_strings(self, start: int, data: bytes) -> None:
         """Each string that may be a needed name or a search path, in the bytes of a library
-        before its dynamic section: kept from its start (after the NUL before it); and in all
-        of it, each that may be a name it dlopens (``streamnames``)."""
+        before its dynamic section: kept from its start (after the NUL before it); and each
+        that may be a name it dlopens (``streamnames``), there and past it."""
         self.marking = [r for r in self.marking if r[1] > start - MARK_TAIL]
+        if not self.marking:
+            return self._find_sonames(start, data)
+        if self.sonames is not None:
+            self.sonames.note_searched(start, start + len(data))
         joined = self.mark_tail + data
         base = start - len(self.mark_tail)
         self.mark_tail = joined[-MARK_TAIL:]
         with searcher(joined, 0, len(joined)) as (find, _):
-            for needle in NEED_MARKS if self.marking else (SO_MARK,):
+            for needle in NEED_MARKS:
                 at = find(needle, max(0, len(joined) - len(data) - len(needle) + 1), len(joined))
                 while at >= 0:
                     self._mark(base + at)
                     if needle == SO_MARK:
                         self._soname(base + at)
                     at = find(needle, at + 1, len(joined))
+
+    def _find_sonames(self, start: int, data: bytes) -> None:
+        """Each ``.so`` past a library's dynamic section (``SonameCandidates.search``)."""
+        if self.sonames is not None:
+            for pos in self.sonames.search(start, data, self.mark_tail):
+                self._soname(pos)
+            self.mark_tail = (self.mark_tail + data[-MARK_TAIL:])[-MARK_TAIL:]
 
     def _soname(self, pos: int) -> None:
         """A ``.so`` in a linked library: the bytes it is judged from, as they go by."""
@@ -472,6 +482,7 @@ class Collector:
         loads = [row for row in rows if row[0] == PT_LOAD]
         if base == 0 and self.sonames is not None and loads:
             self.want(0, min(FRONT_KEPT, loads[0][2] + loads[0][5]), None, RAW)
+            self.sonames.loaded(loads)
         for kind, _, offset, _, _, filesz, _, _ in rows:
             if kind == PT_DYNAMIC:
                 self.want(base + offset, min(filesz, MAX_DYNAMIC * ELF64_DYN.size))
