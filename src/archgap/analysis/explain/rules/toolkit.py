@@ -54,59 +54,123 @@ def toolkit_target(error: str, facts: LogFacts, tool: str = "") -> Ruling | None
         return nvrtc_without_gpu(facts)
     if tool == TRITON or target is None or span is None:
         return None
-    first, last = span
-    have = nvrtc_cuda(facts) if tool == NVRTC else facts.toolkit if tool in (NVCC, PTXAS) else None
-    dropped, needs = dropped_words(target, last), f"{target} needs CUDA >= {first}"
+    return _judged(tool, target, span[0], span[1], facts)
+
+
+# (cause, whether the log determines it, whether the toolkit is newer than the target's releases)
+_Verdict = tuple[str, bool, bool]
+
+
+def _judged(tool: str, target: str, first: str, last: str | None, facts: LogFacts) -> Ruling:
+    """The ruling on a target that CUDA ``first`` .. ``last`` builds: by the tool's CUDA where
+    the log states it, else by the other tool that ran, else conditional on the tool's CUDA."""
+    have = _cuda_of(tool, facts)
+    verdict = _stated(tool, target, have, first, last)
+    if verdict is None:
+        other = _another_tool(tool, target, have, first, last, facts)
+        if other is not None:
+            return other
+        if last and not kb.long_dropped(last):
+            return _either_way(tool, target, first, last, facts)
+        verdict = _unstated(tool, target, first, last)
+    return _ruled(tool, target, first, last, verdict, facts)
+
+
+def _cuda_of(tool: str, facts: LogFacts) -> str | None:
+    """The CUDA of the tool that ran, where the log states it: NVRTC's own, the toolkit's for
+    nvcc and ptxas, none for XLA's ptxas."""
+    if tool == NVRTC:
+        return nvrtc_cuda(facts)
+    return facts.toolkit if tool in (NVCC, PTXAS) else None
+
+
+def _stated(
+    tool: str, target: str, have: str | None, first: str, last: str | None
+) -> _Verdict | None:
+    """The determined cause where the tool's CUDA is outside the target's releases: newer than
+    the last that builds it, or older than the first."""
     if have and last and version_of(have) > version_of(last):
-        cause, status, newer = f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
-    elif have and version_of(have) < version_of(first):
-        cause, status, newer = f"{tool} is CUDA {have}, older than {target}: {needs}", True, False
-    elif tool == PTXAS and (stack := have or facts.torch_cuda) and _builds(stack, target):
+        dropped = dropped_words(target, last)
+        return f"{tool} is CUDA {have}, newer than {target}: {dropped}", True, True
+    if have and version_of(have) < version_of(first):
+        needs = f"{target} needs CUDA >= {first}"
+        return f"{tool} is CUDA {have}, older than {target}: {needs}", True, False
+    return None
+
+
+def _another_tool(
+    tool: str, target: str, have: str | None, first: str, last: str | None, facts: LogFacts
+) -> Ruling | None:
+    """A ptxas or nvcc rejected a target that the CUDA the log states builds: the one that ran
+    is another toolkit's."""
+    if tool == PTXAS and (stack := have or facts.torch_cuda) and _builds(stack, target):
         # the CUDA the log states (its toolkit, or torch's build) builds the target, yet a ptxas
         # rejected it: the ptxas that ran is another one (a bundled one such as Triton's, or an
         # older toolkit's on PATH)
         return _other_ptxas(target, stack, facts)
-    elif tool == NVCC and have and _builds(have, target):
+    if tool == NVCC and have and _builds(have, target):
         return _other_nvcc(target, have, first, last, facts)
-    elif kb.long_dropped(last):
-        # a target no toolkit of the last years builds (kb/toolkits.json "long_dropped"): the one
-        # in use most likely dropped it (the answer stays conditional on the toolkit's version)
-        cause, status, newer = f"{dropped}; the {tool} in use is newer than that", False, True
-    elif last:  # a toolkit too old or too new both reject it: the toolkit's version decides
-        newer_fixes = _target_fixes(tool, target, first, last, True, facts)
-        older_fixes = _target_fixes(tool, target, first, last, False, facts)[-1:]
-        cases = (
-            Case(f"if {tool} is CUDA > {last}", f"{dropped}; the {tool} is newer", newer_fixes),
-            Case(
-                f"if {tool} is CUDA < {first}",
-                f"the {tool} predates {target}: {needs}",
-                older_fixes,
-            ),
-        )
-        cause = (
-            f"{tool} is either newer than the last release that builds {target} or older than "
-            f"the first"
-        )
-        decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
-        return Ruling(
-            "toolkit-target",
-            f"{cause}{gpu_words(facts)}",
-            CONDITIONAL,
-            newer_fixes + older_fixes,
-            decide,
-            cases,
-        )
-    else:
-        cause, status, newer = f"the {tool} in use predates {target}: {needs}", False, False
+    return None
+
+
+def _unstated(tool: str, target: str, first: str, last: str | None) -> _Verdict:
+    """The conditional cause with no CUDA stated, where the target's releases leave one answer:
+    a target no toolkit of the last years builds (kb/toolkits.json "long_dropped"), so the one
+    in use most likely dropped it; or one no release dropped, so the one in use predates it."""
+    if kb.long_dropped(last):
+        return f"{dropped_words(target, last)}; the {tool} in use is newer than that", False, True
+    return f"the {tool} in use predates {target}: {target} needs CUDA >= {first}", False, False
+
+
+def _either_way(tool: str, target: str, first: str, last: str, facts: LogFacts) -> Ruling:
+    """A toolkit too old or too new both reject the target: the toolkit's version decides."""
+    needs = f"{target} needs CUDA >= {first}"
+    newer_fixes = _target_fixes(tool, target, first, last, True, facts)
+    older_fixes = _target_fixes(tool, target, first, last, False, facts)[-1:]
+    cases = (
+        Case(
+            f"if {tool} is CUDA > {last}",
+            f"{dropped_words(target, last)}; the {tool} is newer",
+            newer_fixes,
+        ),
+        Case(
+            f"if {tool} is CUDA < {first}",
+            f"the {tool} predates {target}: {needs}",
+            older_fixes,
+        ),
+    )
+    cause = (
+        f"{tool} is either newer than the last release that builds {target} or older than the first"
+    )
+    return Ruling(
+        "toolkit-target",
+        f"{cause}{gpu_words(facts)}",
+        CONDITIONAL,
+        newer_fixes + older_fixes,
+        _decide(tool),
+        cases,
+    )
+
+
+def _ruled(
+    tool: str, target: str, first: str, last: str | None, verdict: _Verdict, facts: LogFacts
+) -> Ruling:
+    """The ruling on a verdict: its fixes, Thor's renumbering named, the tool's CUDA to decide
+    where the log leaves it open."""
+    cause, determined, newer = verdict
     fixes = _target_fixes(tool, target, first, last, newer, facts)
     found = _renumbered(target)
     if found:  # Thor: sm_101 up to CUDA 12.9, sm_110 from 13.0
         cause += f" (CUDA {found[0].toolkit} renumbered sm_{found[0].old.replace('.', '')} as "
         cause += f"sm_{found[0].new.replace('.', '')}: the same GPU)"
-    if status:
+    if determined:
         return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
-    decide = (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
-    return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", CONDITIONAL, fixes, decide)
+    return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", CONDITIONAL, fixes, _decide(tool))
+
+
+def _decide(tool: str) -> tuple[str, ...]:
+    """What decides a conditional ruling: the tool's CUDA version."""
+    return (f"the CUDA version of {tool}: `nvcc --version` (or the package's CUDA build)",)
 
 
 def _renumbered(target: str) -> tuple[Renumbered, bool] | None:
