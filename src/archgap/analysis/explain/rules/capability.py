@@ -24,30 +24,55 @@ def capability_gate(error: str, facts: LogFacts) -> Ruling | None:
     if len(facts.ccs) != 1:
         return None
     cc, gpu = facts.ccs[0], gpu_words(facts)
+    package, module, who = _who(facts)
+    needs = _NEEDS.search(error)
+    wanted = _wanted(error, needs)
+    if wanted and wanted != cc and _older_in_family(wanted, cc):
+        return _family_gate(who, package, wanted, cc, facts)
+    cause = _cause(who, wanted, needs, cc, gpu)
+    return Ruling("capability-gate", cause, DETERMINED, _gate_fixes(package, module, cc))
+
+
+def _who(facts: LogFacts) -> tuple[str, str, str]:
+    """(package, module, the words for them) of the check: the innermost site-packages frame,
+    else the package the log names."""
     package, module = raiser(facts.frames)
     package = package or next(iter(facts.stated.get("package", ())), "")
     who = f"{package} ({module})" if module else package or "the package"
-    only, needs = _ONLY_ON.search(error), _NEEDS.search(error)
-    wanted = (
-        dotted(only.group(1))
-        if only
-        else needs.group(2)
-        if needs and needs.group(1) == "=="
-        else None
-    )
-    family = next((f for f in families() if cc in f and wanted in f), None) if wanted else None
-    if wanted and wanted != cc and family and version_of(wanted) < version_of(cc):
-        return _family_gate(who, package, wanted, cc, facts)
+    return package, module, who
+
+
+def _wanted(error: str, needs: re.Match[str] | None) -> str | None:
+    """The one capability the check accepts: "only supported on SM 90", "compute capability ==
+    9.0"; None for a lower bound or none stated."""
+    only = _ONLY_ON.search(error)
+    if only:
+        return dotted(only.group(1))
+    return needs.group(2) if needs and needs.group(1) == "==" else None
+
+
+def _older_in_family(wanted: str, cc: str) -> bool:
+    """Whether ``wanted`` is an older member of the GPU's architecture family (kb/gpus.json)."""
+    family = next((f for f in families() if cc in f and wanted in f), None)
+    return bool(family) and version_of(wanted) < version_of(cc)
+
+
+def _cause(who: str, wanted: str | None, needs: re.Match[str] | None, cc: str, gpu: str) -> str:
+    """The check's cause: a kernel for another capability only, a lower bound above the GPU,
+    else a table of capabilities that lacks it."""
     if wanted and wanted != cc:
-        cause = (
+        return (
             f"{who} has this kernel for {wanted} only{gpu}: it was written for that "
             f"architecture, so rebuilding for {cc} does not add it"
         )
-    elif needs and needs.group(1) == ">=" and version_of(cc) < version_of(needs.group(2)):
-        cause = f"{who} needs compute capability >= {needs.group(2)}; the GPU is older{gpu}"
-    else:
-        cause = f"{who}'s check does not accept {cc}{gpu}: its table of capabilities lacks it"
-    fixes = (
+    if needs and needs.group(1) == ">=" and version_of(cc) < version_of(needs.group(2)):
+        return f"{who} needs compute capability >= {needs.group(2)}; the GPU is older{gpu}"
+    return f"{who}'s check does not accept {cc}{gpu}: its table of capabilities lacks it"
+
+
+def _gate_fixes(package: str, module: str, cc: str) -> tuple[Fix, ...]:
+    """Run without the checked feature, or a release that implements it for the GPU."""
+    return (
         Fix(
             f"run {package or 'it'} without the feature whose check failed"
             + (f" (the one {module} serves)" if module else "")
@@ -61,7 +86,6 @@ def capability_gate(error: str, facts: LogFacts) -> Ruling | None:
             kind=UPGRADE,
         ),
     )
-    return Ruling("capability-gate", cause, DETERMINED, fixes)
 
 
 def _family_gate(who: str, package: str, wanted: str, cc: str, facts: LogFacts) -> Ruling:
