@@ -8,7 +8,7 @@ from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, LogFac
 from archgap.analysis.explain.rules.words import gpu_words
 from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
 from archgap.kb import toolchain as kb
-from archgap.kb.tensorrt import tensorrt_on_jetson, tensorrt_support
+from archgap.kb.tensorrt import TensorrtSupport, tensorrt_on_jetson, tensorrt_support
 
 _TRT_VERSION_HOW = (
     "the TensorRT version: `python -c 'import tensorrt; print(tensorrt.__version__)'` "
@@ -30,31 +30,53 @@ def tensorrt(facts: LogFacts) -> Ruling | None:
         why = "which TensorRT releases support the GPU: the TensorRT support matrix"
         cause = f"{said} does not build engines for SM {cc}{gpu}"
         return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (why,))
-    have = kb.major_minor(version) if version else None
-    last = kb.major_minor(known.last) if known.last else None
-    first_at = kb.major_minor(known.first) if known.first else None
-    dropped = (have and last and have > last) or (not have and last and not known.first)
-    if have and not dropped and (first_at is None or have >= first_at) and not facts.tegra:
-        return None  # a release the table says builds the GPU: its SM gate has another cause
-    if facts.tegra and not dropped:
+    dropped = _dropped(version, known)
+    if not dropped and facts.tegra:
         return _tensorrt_on_jetson(said, cc, gpu)
-    if dropped:
-        cause = (
-            f"{said} dropped SM {cc}{gpu}: the release is newer than the GPU's support (the "
-            f"last release that builds it is {known.last})"
-        )
-        fix = Fix(f"TensorRT <= {known.last} (it supports SM {cc})", known.source, kind=TOOLKIT)
-    else:
-        first = known.first or "a later release"
-        cause = f"{said} predates SM {cc}{gpu}: the first release that supports it is {first}"
-        fix = Fix(
-            f"upgrade to TensorRT >= {first} (with the CUDA and cuDNN it requires)",
-            known.source,
-            kind=UPGRADE,
-        )
+    if not dropped and _supported(version, known):
+        return None  # a release the table says builds the GPU: its SM gate has another cause
+    cause, fix = _dropped_gap(said, cc, gpu, known) if dropped else _early_gap(said, cc, gpu, known)
     if version:
         return Ruling("tensorrt-sm", cause, DETERMINED, (fix,))
     return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (_TRT_VERSION_HOW,))
+
+
+def _dropped(version: str | None, known: TensorrtSupport) -> bool:
+    """Whether the TensorRT in use dropped the SM: its version is past the table's last release
+    for it; with no version, whether the table has a last release and no first."""
+    have = kb.major_minor(version) if version else None
+    last = kb.major_minor(known.last) if known.last else None
+    return bool((have and last and have > last) or (not have and last and not known.first))
+
+
+def _supported(version: str | None, known: TensorrtSupport) -> bool:
+    """Whether the table says the TensorRT version in use builds the SM (it is at least the
+    first release for it; not past the last: see ``_dropped``)."""
+    have = kb.major_minor(version) if version else None
+    first_at = kb.major_minor(known.first) if known.first else None
+    return have is not None and (first_at is None or have >= first_at)
+
+
+def _dropped_gap(said: str, cc: str, gpu: str, known: TensorrtSupport) -> tuple[str, Fix]:
+    """(cause, fix) of a TensorRT newer than the last release that builds the SM."""
+    cause = (
+        f"{said} dropped SM {cc}{gpu}: the release is newer than the GPU's support (the "
+        f"last release that builds it is {known.last})"
+    )
+    fix = Fix(f"TensorRT <= {known.last} (it supports SM {cc})", known.source, kind=TOOLKIT)
+    return cause, fix
+
+
+def _early_gap(said: str, cc: str, gpu: str, known: TensorrtSupport) -> tuple[str, Fix]:
+    """(cause, fix) of a TensorRT older than the first release that supports the SM."""
+    first = known.first or "a later release"
+    cause = f"{said} predates SM {cc}{gpu}: the first release that supports it is {first}"
+    fix = Fix(
+        f"upgrade to TensorRT >= {first} (with the CUDA and cuDNN it requires)",
+        known.source,
+        kind=UPGRADE,
+    )
+    return cause, fix
 
 
 def _tensorrt_on_jetson(said: str, cc: str, gpu: str) -> Ruling:
