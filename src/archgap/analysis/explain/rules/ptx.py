@@ -31,22 +31,8 @@ def ptx_isa(facts: LogFacts) -> Ruling | None:
     found = needed and known
     writer = _cuda_of_isa(needed) if needed else None
     reader = _cuda_of_isa(known) if known else None
-    through_driver = facts.tool in (DRIVER, "") or found is None
-    if not through_driver:
-        if facts.tool == TRITON or writer is None:
-            return None  # Triton's ptxas: the signature's fixes (TRITON_PTXAS_PATH)
-        cause = (
-            f"{facts.tool} knows PTX ISA {known} (CUDA {reader.cuda if reader else '?'}) but the "
-            f"PTX is ISA {needed} (CUDA {writer.cuda}): the ptxas in use is older than the "
-            f"toolchain that wrote the PTX"
-        )
-        where = "first on PATH" if facts.tool in (XLA, PTXAS) else "in CUDA_HOME / PATH"
-        fix = Fix(
-            f"put a ptxas from CUDA >= {writer.cuda} {where}",
-            f"{facts.tool} assembles the PTX; it must know ISA {needed}",
-            kind=TOOLKIT,
-        )
-        return Ruling("ptx-isa", cause, DETERMINED, (fix,))
+    if facts.tool not in (DRIVER, "") and found is not None:
+        return _older_ptxas(facts, needed, known, writer, reader)
     newest: kb.ToolkitRelease | None = writer
     if writer is not None:
         cause = (
@@ -56,16 +42,7 @@ def ptx_isa(facts: LogFacts) -> Ruling | None:
         )
         status = DETERMINED
     else:
-        have = facts.toolkit
-        newest = kb.toolkit_release(have) if have else None
-        runs = kb.driver_cuda_version(facts.driver) if facts.driver else None
-        said = f" (CUDA {have})" if have else ""
-        drv = f"; driver {facts.driver} runs up to CUDA {runs}" if runs else ""
-        cause = (
-            f"the driver is older than the toolchain that built the PTX{said}{drv}: the driver "
-            f"cannot JIT-compile a PTX ISA newer than its own CUDA"
-        )
-        status = DETERMINED if have or runs else CONDITIONAL
+        cause, status, newest = _older_driver(facts)
     return Ruling(
         "ptx-isa",
         cause,
@@ -75,6 +52,47 @@ def ptx_isa(facts: LogFacts) -> Ruling | None:
         if status == DETERMINED
         else ("the driver's CUDA version and the toolkit's: `nvidia-smi`, `nvcc --version`",),
     )
+
+
+def _older_ptxas(
+    facts: LogFacts,
+    needed: str | None,
+    known: str | None,
+    writer: kb.ToolkitRelease | None,
+    reader: kb.ToolkitRelease | None,
+) -> Ruling | None:
+    """A ptxas (the tool the log names) older than the toolchain that wrote the PTX: the tool's
+    own fix. None for Triton's ptxas (the signature's fixes: TRITON_PTXAS_PATH) or an ISA no
+    release is known to write."""
+    if facts.tool == TRITON or writer is None:
+        return None
+    cause = (
+        f"{facts.tool} knows PTX ISA {known} (CUDA {reader.cuda if reader else '?'}) but the "
+        f"PTX is ISA {needed} (CUDA {writer.cuda}): the ptxas in use is older than the "
+        f"toolchain that wrote the PTX"
+    )
+    where = "first on PATH" if facts.tool in (XLA, PTXAS) else "in CUDA_HOME / PATH"
+    fix = Fix(
+        f"put a ptxas from CUDA >= {writer.cuda} {where}",
+        f"{facts.tool} assembles the PTX; it must know ISA {needed}",
+        kind=TOOLKIT,
+    )
+    return Ruling("ptx-isa", cause, DETERMINED, (fix,))
+
+
+def _older_driver(facts: LogFacts) -> tuple[str, str, kb.ToolkitRelease | None]:
+    """(cause, status, the newest toolkit release involved) where the log does not name the
+    PTX's ISA: the toolkit and the driver the log states; conditional with neither."""
+    have = facts.toolkit
+    newest = kb.toolkit_release(have) if have else None
+    runs = kb.driver_cuda_version(facts.driver) if facts.driver else None
+    said = f" (CUDA {have})" if have else ""
+    drv = f"; driver {facts.driver} runs up to CUDA {runs}" if runs else ""
+    cause = (
+        f"the driver is older than the toolchain that built the PTX{said}{drv}: the driver "
+        f"cannot JIT-compile a PTX ISA newer than its own CUDA"
+    )
+    return cause, DETERMINED if have or runs else CONDITIONAL, newest
 
 
 def _driver_fixes(
