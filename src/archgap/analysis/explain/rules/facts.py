@@ -77,29 +77,52 @@ class Ruling:
 
 
 def log_facts(log: ParsedLog, ccs: Sequence[str]) -> LogFacts:
+    """The facts the rules read from a parsed log, for the GPU's compute capabilities ``ccs``."""
+    stated = _stated(log)
+    words = {w.lower() for w in stated.get("tool", ())}
+    tool = next((name for name, known in _TOOL_ORDER if words & known), "")
+    names = stated.get("gpu", ())
+    tegra = bool(stated.get("platform")) or any(cc in integrated() for cc in ccs)
+    driver = next(iter(stated.get("driver", ())), None)
+    name = names[0] if names else ""
+    return LogFacts(
+        tool,
+        _log_toolkit(log, stated),
+        tuple(ccs),
+        name,
+        tegra,
+        driver,
+        stated,
+        _frames(log, stated),
+        _torch_cuda(stated),
+    )
+
+
+def _stated(log: ParsedLog) -> dict[str, tuple[str, ...]]:
+    """The log's evidence values by kind, in the log's order (package names lowercased)."""
     stated: dict[str, tuple[str, ...]] = {}
     for e in log.evidence:
         if e.kind == "cuda_toolkit" and "Driver Version" in e.text:
             continue  # nvidia-smi's "CUDA Version: 12.4" beside the driver is the driver's
         value = e.value.lower() if e.kind == "package" else e.value  # "CuPy", "onnxruntime"
         stated[e.kind] = (*stated.get(e.kind, ()), value)
-    words = {w.lower() for w in stated.get("tool", ())}
-    tool = next((name for name, known in _TOOL_ORDER if words & known), "")
+    return stated
+
+
+def _log_toolkit(log: ParsedLog, stated: dict[str, tuple[str, ...]]) -> str | None:
+    """The toolkit's CUDA version the log states: nvcc's, in words, else a report's own "CUDA
+    Version" line."""
     # nvidia-smi's "CUDA Version" (beside "Driver Version") is the driver's; a report's own
     # "CUDA Version: 8.0" line is its toolkit
     said = (e.value for e in log.evidence_of("driver_cuda") if "Driver Version" not in e.text)
-    toolkit = next(iter(stated.get("nvcc", ())), None) or _toolkit(stated) or next(said, None)
-    names = stated.get("gpu", ())
-    tegra = bool(stated.get("platform")) or any(cc in integrated() for cc in ccs)
-    driver = next(iter(stated.get("driver", ())), None)
-    # the files of the last traceback, else the site-packages files the log names (a traceback
-    # pasted without its header or line numbers), innermost last
+    return next(iter(stated.get("nvcc", ())), None) or _toolkit(stated) or next(said, None)
+
+
+def _frames(log: ParsedLog, stated: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The files of the last traceback, else the site-packages files the log names (a traceback
+    pasted without its header or line numbers), innermost last."""
     frames = tuple(f.file for f in log.tracebacks[-1].frames) if log.tracebacks else ()
-    frames = frames or stated.get("site_file", ())
-    name = names[0] if names else ""
-    return LogFacts(
-        tool, toolkit, tuple(ccs), name, tegra, driver, stated, frames, _torch_cuda(stated)
-    )
+    return frames or stated.get("site_file", ())
 
 
 def _torch_cuda(stated: dict[str, tuple[str, ...]]) -> str | None:
