@@ -14,16 +14,13 @@ from archgap.kb.load import install_names
 def torch_archs(facts: LogFacts) -> Ruling | None:
     """torch's capability warning against its own arch list: SASS of X.Y runs on X.Z (Z >= Y)
     of a desktop GPU, so a newer minor of a built major is no gap; older or newer majors are."""
-    listed = facts.first("torch_archs")
-    low, high = facts.first("torch_cc_min"), facts.first("torch_cc_max")
-    archs = [dotted(a) for a in listed.split() if a.startswith("sm_")] if listed else [low, high]
-    built = sorted({parts for a in archs if a and (parts := kb.major_minor(a))})
+    built = _built(facts)
     cc = kb.major_minor(facts.ccs[0]) if len(facts.ccs) == 1 else None
     if cc is None:
         return None
     if not built:
         return _torch_cuda_build(cc, facts)
-    gpu, name, dot = gpu_words(facts), f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
+    gpu, dot = gpu_words(facts), f"{cc[0]}.{cc[1]}"
     runs = [b for b in built if b[0] == cc[0] and b[1] <= cc[1]]
     if runs and not facts.tegra:
         best = max(runs)
@@ -32,27 +29,50 @@ def torch_archs(facts: LogFacts) -> Ruling | None:
             f"newer minor){gpu}; the warning compares the arch list literally, so it is harmless"
         )
         return Ruling("torch-arch-list", cause, DETERMINED, ())
-    oldest, newest = built[0], built[-1]
-    if cc < oldest:
-        last = kb.last_toolkit_for(name) or "the last toolkit that builds it"
-        cause = (
-            f"the GPU ({dot}){gpu} is older than the oldest architecture this torch was built "
-            f"for (sm_{oldest[0]}{oldest[1]})"
-        )
-        fix = Fix(
-            f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
-            f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
-            "current torch wheels no longer carry it",
-            kind=UPGRADE,
-        )
-        return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+    if cc < built[0]:
+        return _older_than_built(cc, built[0], facts)
+    return _newer_than_built(cc, built[-1], facts)
+
+
+def _built(facts: LogFacts) -> list[tuple[int, int]]:
+    """The capabilities torch was built for, oldest first: its arch list's sm_ entries, else
+    the lowest and highest its warning names."""
+    listed = facts.first("torch_archs")
+    low, high = facts.first("torch_cc_min"), facts.first("torch_cc_max")
+    archs = [dotted(a) for a in listed.split() if a.startswith("sm_")] if listed else [low, high]
+    return sorted({parts for a in archs if a and (parts := kb.major_minor(a))})
+
+
+def _older_than_built(cc: tuple[int, int], oldest: tuple[int, int], facts: LogFacts) -> Ruling:
+    """The GPU is older than the oldest architecture torch was built for."""
+    name, dot = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
+    last = kb.last_toolkit_for(name) or "the last toolkit that builds it"
+    cause = (
+        f"the GPU ({dot}){gpu_words(facts)} is older than the oldest architecture this torch "
+        f"was built for (sm_{oldest[0]}{oldest[1]})"
+    )
+    fix = Fix(
+        f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
+        f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
+        "current torch wheels no longer carry it",
+        kind=UPGRADE,
+    )
+    return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+
+
+def _newer_than_built(
+    cc: tuple[int, int], newest: tuple[int, int], facts: LogFacts
+) -> Ruling | None:
+    """Nothing torch was built for runs on the GPU, newer than its list: a torch built with the
+    CUDA that first builds the GPU's target (None for a target no release builds)."""
+    name, dot = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
     first = kb.first_toolkit_for(name)
     if first is None:
         return None
     index, url = install_names().torch_index_of(first)
     cause = (
         f"this torch was built for up to sm_{newest[0]}{newest[1]}, nothing of which runs on "
-        f"{dot}{gpu}: {name} needs a torch built with CUDA >= {first}"
+        f"{dot}{gpu_words(facts)}: {name} needs a torch built with CUDA >= {first}"
     )
     fix = Fix(
         f"install a torch built with CUDA >= {first} (the {index} index or a newer one: {url})",
