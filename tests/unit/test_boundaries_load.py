@@ -85,6 +85,13 @@ def test_torch_exactly_at_the_gates_minimum_loads_the_extensions() -> None:
     assert [s for s, _ in gate("2.10.0+cu128")] == ["fails"]
 
 
+def test_without_the_toolchain_facts_the_gate_is_not_known() -> None:
+    # torch's version decides (torchao/__init__.py): not collected, it is not known either way
+    environment = PythonEnvironment("python", "3.11", ("/sp",), (TORCHAO,), ())
+    model = load_model(environment, [], [resolve_gpu("H100")], None, "", None, None)
+    assert [f.status for f in model.findings if f.check == "extension-gate"] == ["unknown"]
+
+
 @pytest.mark.parametrize(("value", "skips"), [("1", True), ("0", False), ("", False)])
 def test_torchaos_skip_variable_skips_only_when_1(value: str, skips: bool) -> None:
     skip = EnvVar("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", value, "shell")

@@ -88,3 +88,41 @@ def wheel(name: str, version: str, *files: str) -> Distribution:
 )  # fmt: skip
 def test_the_ptxas_jax_runs(dists: tuple[Distribution, ...], gpu: str, fixes: list[str]) -> None:
     assert [f for _, f in compiler_findings((JAX, *dists), gpu)] == fixes
+
+
+# NVRTC outside site-packages (cupy/_environment.py: cuda.pathfinder falls back to the system's
+# loader search and the CUDA toolkit). A toolkit directory says its version in its name (NVIDIA's
+# installer puts CUDA X.Y in /usr/local/cuda-X.Y); NVRTC 12.6 knows sm_90 but not sm_120, and
+# CuPy asks an NVRTC below 12.8 for sm_90 at most, whose cubin does not run on 12.0. A library
+# the loader's cache names, or /usr/local/cuda without a version, is installed (no finding that
+# it is missing) of a release not known: nothing to compare the GPU's target with.
+TOOLKIT_126 = "/usr/local/cuda-12.6/targets/x86_64-linux/lib"
+
+
+def system_nvrtc_findings(loader: LoaderFacts, gpu: str) -> list[tuple[str, str]]:
+    env = PythonEnvironment("python", "3.11", ("/sp",), (CUPY,), ())
+    model = load_model(env, [], [resolve_gpu(gpu)], None, "", loader)
+    return [(f.gpu, f.fix) for f in model.findings if f.check == "compiler"]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "fixes"),
+    [("RTX PRO 6000", ["pip install 'nvidia-cuda-nvrtc-cu12>=12.8'"]), ("H100", [])],
+)
+def test_nvrtc_of_a_toolkit_directory_has_its_version(gpu: str, fixes: list[str]) -> None:
+    loader = LoaderFacts(NOTHING.names, NOTHING.directories,
+                         toolkit_dirs=((TOOLKIT_126, ("libnvrtc.so.12",)),))  # fmt: skip
+    assert [f for _, f in system_nvrtc_findings(loader, gpu)] == fixes
+
+
+@pytest.mark.parametrize(
+    "loader",
+    [
+        LoaderFacts(("libc.so.6", "libnvrtc.so.12"), NOTHING.directories),
+        LoaderFacts(NOTHING.names, NOTHING.directories,
+                    toolkit_dirs=(("/usr/local/cuda/lib64", ("libnvrtc.so.12",)),)),
+    ],
+    ids=["loader-cache", "unversioned-toolkit"],
+)  # fmt: skip
+def test_nvrtc_of_a_release_not_known_is_installed_and_not_judged(loader: LoaderFacts) -> None:
+    assert system_nvrtc_findings(loader, "RTX PRO 6000") == []
