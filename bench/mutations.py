@@ -444,8 +444,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "FlashInfer 0.7.4: 10.7 as 100f even when nvcc builds 107a"),
     # --- JIT models
     M("jit", "analysis/jit/triton.py",
-      "    use_blackwell = cc.major >= rules.blackwell_from_major and bool(",
-      "    use_blackwell = cc.major > rules.blackwell_from_major and bool(",
+      "    use_blackwell = major >= rules.blackwell_from_major and bool(",
+      "    use_blackwell = major > rules.blackwell_from_major and bool(",
       "Triton on a 10.x GPU: its Blackwell ptxas ignored"),
     M("jit", "analysis/jit/triton.py",
       "{'a' if (cc.major, cc.minor) >= suffix_from else ''}",
