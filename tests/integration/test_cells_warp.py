@@ -29,6 +29,11 @@ Rules:
   target below compute_75).
 
 At 75c8efa the JIT rows were ``ok`` on 535 and 570 (the driver was not asked).
+
+The same library as a wheel member (298 MB, streamed: NVRTC's marks are kept, not its tables
+or banner) is CUDA 13 by its PTX ISA 9.4 (CUDA 13.4's), so on 570 the package is blocked and
+its compiler fails as installed; on 580 its targets are unread and the row stays ``unknown``
+(not asserted: by hand it is ``ok`` from 7.5, which the streamed read cannot show).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import json_output, need_data, run_cli
+from tests.helpers import json_output, member_wheel, need_data, run_cli
 
 GPUS = ("T4", "A100", "RTX 4090", "H100", "B200", "RTX PRO 6000", "V100")
 OWN_SASS = {"T4": 75, "A100": 80, "RTX 4090": 89, "H100": 90, "B200": 100, "RTX PRO 6000": 120}
@@ -93,3 +98,18 @@ def test_its_compiler_on_each_gpu(docs: dict[str, dict[str, Any]], driver: str) 
         assert "older than Blackwell's first driver" in rows["B200"]["cause"]
     if driver == "580.65.06":
         assert "compiles for sm_89 itself" in rows["RTX 4090"]["cause"]
+
+
+def test_the_wheel_on_a_570_driver(tmp_path: Path) -> None:
+    (venv,) = need_data("venv-warp-lang-1.19.0")
+    (site,) = Path(venv).glob("lib/python*/site-packages")
+    wheel = tmp_path / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl"
+    member_wheel(site, "warp/bin/warp.so", "warp_lang-1.19.0.dist-info", wheel)
+    result = run_cli("scan", str(wheel), "--gpu", ",".join(GPUS), "--driver", "570.124.06",
+                     "--json", "--no-config")  # fmt: skip
+    doc = json_output(result, "scan")
+    packages = {p["gpu"]: p["verdict"] for p in doc["packages"] if p["package"] == "warp-lang"}
+    assert packages == {g: expected_package(g) for g in GPUS}
+    rows = {j["gpu"]: j for j in doc["jit"] if j["package"] == "warp-lang"}
+    assert {g: r["status"] for g, r in rows.items()} == {g: "fails" for g in GPUS}
+    assert "CUDA 13 (its PTX is ISA 9.4" in rows["A100"]["cause"]

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit.findings import Fact, JitFinding, JitStatus, gpu_finding
 from archgap.analysis.verdicts.compat import GpuTarget
+from archgap.analysis.verdicts.drivers import cuda_majors
 from archgap.kb import runtime_compilers as kb
 from archgap.kb.load import gpu_architecture
 from archgap.kb.toolchain import (
@@ -57,13 +58,15 @@ def runtime_compiler_findings(
         carried = [(p, c) for p in dist.native_files if p in by_path
                    for c in by_path[p].compilers or ()]  # fmt: skip
         if carried and not any(dist.name.startswith(p) for p, _ in kb.no_row()):
-            found.extend(_rows(dist, carried, targets, driver_version, driver_source))
+            majors = {p: cuda_majors(by_path[p], dist.name) for p, _ in carried}
+            found.extend(_rows(dist, carried, majors, targets, driver_version, driver_source))
     return tuple(found)
 
 
 def _rows(
     dist: Distribution,
     carried: list[tuple[str, RuntimeCompiler]],
+    majors: dict[str, dict[int, tuple[str, str]]],
     targets: Sequence[GpuTarget],
     driver_version: str | None,
     driver_source: str,
@@ -80,7 +83,7 @@ def _rows(
         )
         return [_row(dist.name, dist.version, t, "unknown", why, [], []) for t in targets]
     path, compiler = chosen[0]
-    judge = (path, compiler, model, driver_version, driver_source)
+    judge = (path, compiler, model, driver_version, driver_source, majors[path])
     return [_judge(dist.name, dist.version, target, *judge) for target in targets]
 
 
@@ -93,6 +96,7 @@ def _judge(
     model: kb.PackageCompiler | None,
     driver: str | None,
     driver_source: str,
+    majors: dict[int, tuple[str, str]],
 ) -> JitFinding:
     cc = target.compute_capability
     gpu = cc.major * 10 + cc.minor
@@ -103,7 +107,8 @@ def _judge(
         cause = f"{package} carries {name} ({span}); how it picks its target is not modelled"
         return _row(package, version, target, "unknown", cause, chain, [])
     chain.append(Fact(f"{package}: {model.newer_gpu}", model.source))
-    early = _cannot_judge(package, version, target, compiler, name, chain, driver, driver_source)
+    where = (name, chain, driver, driver_source, majors)
+    early = _cannot_judge(package, version, target, compiler, *where)
     if early is not None:
         return early
     if gpu in compiler.targets:
@@ -141,10 +146,11 @@ def _cannot_judge(
     chain: list[Fact],
     driver: str | None,
     driver_source: str,
+    majors: dict[int, tuple[str, str]],
 ) -> JitFinding | None:
     """The row where the targets do not decide: a driver that runs nothing the compiler makes
     on the GPU (``fails``), targets that could not be read (``unknown``)."""
-    refused = _driver_refuses(target, compiler, name, driver) if driver else None
+    refused = _driver_refuses(target, compiler, name, driver, majors) if driver else None
     if refused is not None:
         chain.append(Fact(f"driver {driver}", driver_source))
         fix = Fix(
@@ -198,7 +204,11 @@ def _no_target(
 
 
 def _driver_refuses(
-    target: GpuTarget, compiler: RuntimeCompiler, name: str, driver: str
+    target: GpuTarget,
+    compiler: RuntimeCompiler,
+    name: str,
+    driver: str,
+    majors: dict[int, tuple[str, str]],
 ) -> str | None:
     """Why nothing the compiler makes runs on the GPU with this driver (None: the driver runs
     it): the GPU's architecture outside the driver's range (kb/drivers.json
@@ -213,6 +223,13 @@ def _driver_refuses(
             major = compiler.release.split(".")[0]
             return (
                 f"its {name} makes CUDA {major} code, which driver {driver} does not run ({rule})"
+            )
+    for cuda, (what, _source) in sorted(majors.items()):
+        runs, rule = driver_runs_runtime(driver, f"{cuda}.0")
+        if runs is False:
+            return (
+                f"the library that carries its {name} is CUDA {cuda} ({what}), which driver "
+                f"{driver} does not run ({rule}): it does not load, nor compile"
             )
     return None
 
