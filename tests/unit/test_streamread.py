@@ -39,8 +39,10 @@ def streamed(data: bytes, deep: bool, chunk: int = 1 << 20) -> BinaryFacts:
 
 
 def facts(b: BinaryFacts) -> tuple[object, ...]:
-    """What must be alike: the device code, and what the loader needs and dlopen may open."""
-    return (b.format, b.size, b.machine, b.entries, b.error, b.needed, b.runpath, b.dlopens)
+    """What must be alike: the device code, the toolkits its cubins' notes name (compressed
+    ones too: libtiny_lz4.so), and what the loader needs and dlopen may open."""
+    return (b.format, b.size, b.machine, b.entries, b.error, b.toolkits, b.needed, b.runpath,
+            b.dlopens)  # fmt: skip
 
 
 @pytest.mark.parametrize("deep", [False, True])

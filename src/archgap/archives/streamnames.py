@@ -41,6 +41,7 @@ SO_MARK = b".so"  # where every soname's end starts (SONAME_END)
 MATCH_SPAN = 40  # bytes from ".so" a soname's end can take: ".so", four ".NNNNNN", its NUL
 MAX_CANDIDATES = 1 << 14  # soname strings noted per library at most (~4 MiB)
 PF_W = 0x2  # a program header's flag: the segment is written
+SHT_DYNSYM = 11
 
 
 class SonameCandidates:
@@ -113,6 +114,17 @@ class SonameCandidates:
         self.found.append((pos, start + match.end(), start, data[: match.end()]))
 
 
+def symbol_tables(rows: list[tuple[int, ...]]) -> list[tuple[int, int]]:
+    """(offset, size) of a library's .dynsym and its strings (.dynstr), from the rows of its
+    section table: kept where they lie after it (patchelf moves .dynstr there), for whether it
+    imports dlopen and for its needed names."""
+    found = []
+    for row in rows:
+        if row[1] == SHT_DYNSYM and row[6] < len(rows):
+            found += [(row[4], row[5]), (rows[row[6]][4], rows[row[6]][5])]
+    return found
+
+
 def streamed_dlopens(
     candidates: SonameCandidates, kept: Kept, sections: Sections
 ) -> tuple[str, ...] | None:
@@ -165,4 +177,11 @@ def with_dlopens(
     return dataclasses.replace(facts, dlopens=streamed_dlopens(names, reader.buf, sections))
 
 
-__all__ = ["MATCH_SPAN", "SO_MARK", "SonameCandidates", "streamed_dlopens", "with_dlopens"]
+__all__ = [
+    "MATCH_SPAN",
+    "SO_MARK",
+    "SonameCandidates",
+    "streamed_dlopens",
+    "symbol_tables",
+    "with_dlopens",
+]

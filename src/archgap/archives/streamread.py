@@ -29,8 +29,8 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
 - of a library, its section-name table also where it lies more than ``LOOKBEHIND`` before the
   section table (``NAMES_MARK``: the table holds its own section's name);
 - of a linked 64-bit library, what tells the names it may dlopen (``streamnames``): its first
-  ``FRONT_KEPT`` bytes as they are (its ``.dynsym``), its ``.dynsym`` and ``.dynstr`` where they
-  lie after the section table, and each string that can be such a name, where it lies;
+  ``FRONT_KEPT`` bytes, its ``.dynsym``/``.dynstr`` after the section table, each such string;
+- of the first compressed cubins, the bytes that hold their toolkit note (``_note``);
 - an archive's member headers (a forward chain) and its long-name table;
 - for each position where the reader may ask whether a range is zero (after each container and
   entry chain), the first non-zero byte at or after it.
@@ -54,8 +54,9 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from archgap.probe.binary.ar import AR_MAGIC
+from archgap.probe.binary.binreader import TOOLKIT_READS
 from archgap.probe.binary.bytesearch import searcher
-from archgap.probe.binary.content import PREFIX_STORED, has_kernel
+from archgap.probe.binary.content import PREFIX_STORED, has_kernel, note_span
 from archgap.probe.binary.deepsearch import PADDING_PEEK, SEARCH_MIN
 from archgap.probe.binary.elf import (
     CUBIN_IDENT,
@@ -88,7 +89,7 @@ from archgap.probe.binary.rtcompilers import NVPTX_MARK, NVRTC_MARK
 from archgap.probe.facts import BinaryFacts
 
 from .kept import NONZERO, Kept, KeptReader
-from .streamnames import SO_MARK, SonameCandidates, with_dlopens
+from .streamnames import SO_MARK, SonameCandidates, symbol_tables, with_dlopens
 
 CHUNK = 1 << 20  # bytes read from the stream at a time
 LOOKBEHIND = 16 << 20  # bytes kept behind the stream's position (names before a section table)
@@ -99,12 +100,11 @@ PACK_MIN = 4096  # kept ranges larger than this are compressed (cubins' name tab
 PIN_COST = 96  # bookkeeping bytes counted per kept range
 NOTE_MAX = 65536  # bytes of a cubin's note read (``cubin_at`` reads its ptxas command line)
 MAX_NAMES = 64 << 20  # bytes of a section-name table read (as ``elf.section_table``)
-SHT_NOTE, SHT_DYNSYM = 7, 11
+SHT_NOTE = 7
 ET_EXEC, ET_DYN = 2, 3
-# Bytes kept as they are from the start of a linked library, of its first segment at most: its
-# .dynsym, which the linkers put there (ld, lld, patchelf'd wheels: ending 742 KB in at most,
-# libtorch_cuda.so 2.14.1), is read for whether it imports dlopen (``streamnames``); its place is
-# known only from the section table, at the end.
+# Bytes kept from the start of a linked library (of its first segment at most): its .dynsym,
+# which linkers put there (ld, lld, patchelf: 742 KB in at most, libtorch_cuda.so 2.14.1), tells
+# whether it imports dlopen (``streamnames``); its place is known only at the end.
 FRONT_KEPT = 4 << 20
 NEED_MARKS = (b".so", b"$ORIGIN")  # what a needed name (libc.so.6) or a search path holds
 MARK_TAIL = len(b"$ORIGIN") - 1  # a mark may straddle two chunks
@@ -156,6 +156,7 @@ class Collector:
         self.marking: list[tuple[int, int]] = []  # [start, end): a library's strings are kept
         self.mark_tail = b""
         self.sonames: SonameCandidates | None = None  # a linked library's (``streamnames``)
+        self.notes = 0  # compressed cubins whose note's bytes are kept (the reader's first reads)
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -217,8 +218,7 @@ class Collector:
 
     def _mark_strings(self, start: int, data: bytes) -> None:
         """Each string that may be a needed name or a search path, in the bytes of a library
-        before its dynamic section: kept from its start (after the NUL before it); and each
-        that may be a name it dlopens (``streamnames``), there and past it."""
+        before its dynamic section: kept from its start; and each that may be a dlopen name."""
         self.marking = [r for r in self.marking if r[1] > start - MARK_TAIL]
         if not self.marking:
             return self._find_sonames(start, data)
@@ -411,6 +411,16 @@ class Collector:
         if self.deep and sass and not flags & FLAG_ZSTD:
             # content.is_relocatable reads a deep container's cubin's ELF header (not Zstandard)
             self.want(at, min(compressed or size, PREFIX_STORED))
+        if sass and packed:
+            self._note(at, compressed or size, unpacked, flags)
+
+    def _note(self, at: int, stored: int, unpacked: int, flags: int) -> None:
+        """A compressed cubin's bytes that hold its toolkit note, for the reader's first looks."""
+        how = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else ""
+        span = note_span(stored, unpacked, how)
+        if span and self.notes < TOOLKIT_READS:
+            self.notes += 1
+            self.want(at, span, None, RAW)
 
     def _look_for_kernels(
         self, at: int, size: int, packed: int, unpacked: int, code: int, arch: int, flags: int
@@ -510,18 +520,8 @@ class Collector:
         for row in rows if cuda else ():
             if row[1] == SHT_NOTE:
                 self.want(base + row[4], min(row[5], NOTE_MAX))
-        if base == 0 and self.sonames is not None:
-            self._symbol_tables(rows)
-
-    def _symbol_tables(self, rows: list[tuple[int, ...]]) -> None:
-        """A linked library's dynamic symbol table and its strings, kept where they lie after
-        the section table (patchelf moves ``.dynstr`` there; elsewhere they went by, and the
-        front and the strings kept answer): whether it imports dlopen, and its needed names."""
-        for row in rows:
-            if row[1] == SHT_DYNSYM and row[6] < len(rows):
-                strings = rows[row[6]]
-                self.want(row[4], min(row[5], MAX_WANT), None, RAW)
-                self.want(strings[4], min(strings[5], MAX_WANT), None, RAW)
+        for start, length in symbol_tables(rows) if base == 0 and self.sonames else ():
+            self.want(start, min(length, MAX_WANT), None, RAW)  # where they lie ahead
 
     def archive(self) -> None:
         """An ``ar`` archive: its member headers, long names and ELF members (``read_archive``)."""

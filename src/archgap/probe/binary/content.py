@@ -81,8 +81,12 @@ def is_relocatable(
 
 
 # Unpacked bytes of a compressed cubin looked at for its toolkit note at most: the note follows
-# its name, string and symbol tables (a kernel's cubin: a few KiB of them).
-NOTE_PREFIX = 64 << 10
+# its name, string and symbol tables. In the 800 noted cubins of 41 CUDA 13 libraries (torch
+# 2.14.1+cu130's nvidia/cu13, cuFFT 12.0) it starts 2.4 KiB in (median), within 16 KiB in 89%,
+# 64 KiB in 94%; a file's first 16 cubins are looked at, and one note names its release. A
+# cubin without a note (CUDA < 12.8) costs its whole prefix: the five all-LZ4 CUDA 12 libraries
+# of tests/.data read in 0.117 s of CPU, 0.088 s when compressed cubins were not looked at.
+NOTE_PREFIX = 16 << 10
 
 
 def packed_toolkit(
@@ -94,17 +98,27 @@ def packed_toolkit(
     ``NOTE_PREFIX`` bytes are unpacked (a sequence's literals are stored as they are, so that
     many bytes come from as many stored ones and a byte per 255 of their lengths); Zstandard,
     where the interpreter has it, whole, if it unpacks to ``NOTE_PREFIX`` bytes at most."""
-    want = min(unpacked, NOTE_PREFIX)
-    if compression == "lz4":
-        src = bytes(buf[payload : payload + min(stored, want + want // 255 + 64)])
-        data = lz4_prefix(src, unpacked, want)
-    elif compression == "zstd" and unpacked <= NOTE_PREFIX and _zstd() is not None:
-        data = zstd_frame(bytes(buf[payload : payload + stored]), unpacked)
-    else:
+    span = note_span(stored, unpacked, compression)
+    if not span:
         return None
+    src = bytes(buf[payload : payload + span])
+    if compression == "lz4":
+        data = lz4_prefix(src, unpacked, min(unpacked, NOTE_PREFIX))
+    else:
+        data = zstd_frame(src, unpacked)
     if data is None:
         return None
     return cubin_toolkit(data, 0, len(data)) or note_toolkit(data)
+
+
+def note_span(stored: int, unpacked: int, compression: str) -> int:
+    """The stored bytes of a compressed cubin that ``packed_toolkit`` reads: 0 when none."""
+    want = min(unpacked, NOTE_PREFIX)
+    if compression == "lz4":
+        return min(stored, want + want // 255 + 64)
+    if compression == "zstd" and unpacked <= NOTE_PREFIX and _zstd() is not None:
+        return stored
+    return 0
 
 
 def lz4_block(src: bytes, size: int) -> Optional[bytes]:
@@ -194,6 +208,7 @@ __all__ = [
     "is_relocatable",
     "lz4_block",
     "lz4_prefix",
+    "note_span",
     "packed_toolkit",
     "zstd_frame",
 ]
