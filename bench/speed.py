@@ -118,8 +118,9 @@ def host_documents(doc: dict[str, Any], count: int, folder: Path) -> Path:
 
 def fan_out(recorded: Path, hosts: int, jobs: int, delay: float) -> tuple[float, int]:
     """Seconds to probe and judge ``hosts`` replaying targets, and how many answered."""
-    from archgap.analysis.fleet import HostInput, fleet_report
+    from archgap.analysis.fleet import fleet_report
     from archgap.request import probe_request
+    from archgap.transport.fleet import HostInput
     from archgap.transport.run import TransportFailure, run_many
     from archgap.transport.target import Target
 
