@@ -6,8 +6,8 @@ same traceback at once, megabytes of unrelated output, single lines of megabytes
 holding a whole traceback, messages wrapped by a terminal or an editor. A JSON record is read as
 the lines it holds, a longer line than ``LINE_LIMIT`` by its first and last ``MAX_LINE``
 characters (``logrecords``), and a wrapped message as one line (``logwrap``) before any regex
-sees it; every regex is anchored or starts on a literal, and cheap substring tests gate the
-rest, so time is linear in the input.
+sees it, and each line's prefixes are peeled (``logprefix``); every regex is anchored or starts
+on a literal, and cheap substring tests gate the rest, so time is linear in the input.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 
 from archgap.analysis.explain.logevidence import Evidence, any_literal, collect_evidence
+from archgap.analysis.explain.logprefix import strip_line as strip_line  # a line's prefixes
 from archgap.analysis.explain.logrecords import (
     LINE_LIMIT,
-    clip_line,
     expand_records,
     may_hold_records,
 )
@@ -33,36 +33,6 @@ from archgap.kb.gpus import may_mention
 MAX_MESSAGE_LINES = 12  # continuation lines kept for one exception message
 MAX_FRAMES = 200
 MAX_WARNINGS = 200
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)")
-
-# Prefixes peeled off the start of a line, repeatedly; each yields an optional worker id.
-_SGLANG_PREFIX = re.compile(
-    r"\[(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)"
-    r"(?P<rank>(?: (?:TP|DP|PP|EP|CP|MOE|RANK)[0-9]{1,4}){1,4})?\] ?"
-)
-_RANK_PREFIX = re.compile(
-    r"\[(?P<rank>(?:TP|DP|PP|EP|RANK|rank|Rank) ?[0-9]{1,4}"
-    r"(?:[ ,/](?:TP|DP|PP|EP)[0-9]{1,4}){0,3})\] ?"
-)
-_WORKER_PREFIX = re.compile(
-    r"\((?P<rank>[A-Za-z_][\w-]{0,40}(?: [\w-]{1,20}=[\w.-]{1,20}){0,3})\) ?"
-)
-_VLLM_PREFIX = re.compile(
-    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) {1,3}"
-    r"\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})? "
-    r"\[[^\]\s]{1,100}\] ?"
-)
-_GLOG_PREFIX = re.compile(
-    r"(?P<level>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{1,6} {1,8}(?P<pid>\d{1,8}) [^\]\s]{1,300}\] ?"
-)
-_TIMESTAMP = re.compile(
-    r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?"
-    r"(?:Z|[+-]\d{2}:?\d{2})?\]?(?: ?[-|] ?| )"
-)
-_PY_LOGGING = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?:- |: )")
-_QUOTE = re.compile(r"> ?")
-_PREFIX_FIRST = frozenset("[(>DIWECF0123456789")  # the characters the prefixes above start with
 
 _TRACEBACK_START = "Traceback (most recent call last):"
 _FRAME = re.compile(
@@ -131,42 +101,6 @@ class _Line:
     worker: str
     level: str
     text: str
-
-
-def strip_line(raw: str) -> tuple[str, str, str]:
-    """(worker, level, text) of one raw line: ANSI colours, timestamps and prefixes removed."""
-    text = clip_line(raw)
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    if "\r" in text:
-        text = text.replace("\r", "")
-    text = text.rstrip()
-    worker, level = "", ""
-    for _ in range(6):  # prefixes stack: "(EngineCore_0 pid=9) ERROR 09-06 23:28:45 [core.py:714] "
-        if text[:1] not in _PREFIX_FIRST:
-            break
-        for pattern in (_SGLANG_PREFIX, _RANK_PREFIX, _VLLM_PREFIX, _GLOG_PREFIX, _WORKER_PREFIX):
-            match = pattern.match(text)
-            if match:
-                groups = match.groupdict()
-                if groups.get("rank"):
-                    worker = " ".join(groups["rank"].split())
-                elif groups.get("pid") and not worker:
-                    worker = "pid " + groups["pid"]
-                if groups.get("level"):
-                    level = groups["level"]
-                text = text[match.end() :]
-                break
-        else:
-            match = _TIMESTAMP.match(text) or _QUOTE.match(text)
-            if not match:
-                break
-            text = text[match.end() :]
-    match = _PY_LOGGING.match(text)
-    if match:
-        level = level or match.group("level")
-        text = text[match.end() :]
-    return worker, level, text
 
 
 _WARNING_LEVELS = ("WARNING", "WARN", "W")
@@ -264,13 +198,7 @@ class _Reader:
         for number, raw in self.numbered:
             self.lines = number
             if not self.builders:
-                kind = kinds.get(raw) if len(raw) <= _CACHED_LINE else None
-                if kind is None:
-                    if len(kinds) >= _QUIET_CACHE:
-                        kinds.clear()
-                    kind = _quiet_kind(raw)
-                    if len(raw) <= _CACHED_LINE:
-                        kinds[raw] = kind
+                kind = _cached_kind(raw, kinds)
                 if kind != _LOUD:
                     passed = passed or kind == _QUIET_TEXT
                     continue
@@ -280,16 +208,35 @@ class _Reader:
             if worker:
                 self.workers.setdefault(worker, None)
                 self.last_worker = worker
-            if (
-                not self.builders
-                and len(text) < len(raw)  # a prefix (or colour) was peeled: is the rest quiet?
-                and level not in _WARNING_LEVELS
-                and _quiet_kind(text) != _LOUD
-            ):
+            if self._quiet_rest(raw, level, text):
                 passed = passed or bool(text.strip())
                 continue
             yield number, worker, level, text, passed
             passed = False
+
+    def _quiet_rest(self, raw: str, level: str, text: str) -> bool:
+        """Whether a line outside any traceback is quiet once its prefix (or colour) was peeled:
+        its ``text`` is shorter than the ``raw`` line, its ``level`` no warning's, and the rest
+        cannot say anything to the parser (``_quiet_kind``)."""
+        return (
+            not self.builders
+            and len(text) < len(raw)
+            and level not in _WARNING_LEVELS
+            and _quiet_kind(text) != _LOUD
+        )
+
+
+def _cached_kind(raw: str, kinds: dict[str, int]) -> int:
+    """``_quiet_kind`` of a line, remembered in ``kinds`` for lines up to ``_CACHED_LINE``
+    characters (a flood repeats its lines), the memory cleared at ``_QUIET_CACHE`` lines."""
+    kind = kinds.get(raw) if len(raw) <= _CACHED_LINE else None
+    if kind is None:
+        if len(kinds) >= _QUIET_CACHE:
+            kinds.clear()
+        kind = _quiet_kind(raw)
+        if len(raw) <= _CACHED_LINE:
+            kinds[raw] = kind
+    return kind
 
 
 _LOUD_START = re.compile(
@@ -334,20 +281,7 @@ class _TracebackBuilder:
     def feed(self, text: str) -> bool:
         """Take one line; False when the line ends the traceback (not consumed)."""
         if self.exception is not None:
-            stop = (
-                not text.strip()
-                or text.startswith(_CHAINED)
-                or _TRACEBACK_START in text
-                or len(self.exception[1]) >= MAX_MESSAGE_LINES
-            )
-            # A message continues on unindented lines only when its first line was empty
-            # ("RuntimeError:" then the text, as torch's cpp_extension prints it); otherwise a
-            # following unprefixed line is the next log record, not part of the message.
-            continues = text[:1].isspace() or not self.exception[1][0]
-            if stop or not continues:
-                return False
-            self.exception[1].append(text.strip())
-            return True
+            return self._message_line(text, self.exception[1])
         frame = _FRAME.match(text)
         if frame:
             self._flush()
@@ -360,11 +294,7 @@ class _TracebackBuilder:
         if _CARETS.match(text) or not text.strip():
             return True
         if text[:1].isspace():  # the code line under a frame
-            if self.pending is not None:
-                file, number, func = self.pending
-                if len(self.frames) < MAX_FRAMES:
-                    self.frames.append(TracebackFrame(file, number, func, text.strip()))
-                self.pending = None
+            self._flush(text.strip())
             return True
         exception = _EXCEPTION.match(text)
         if exception and (self.frames or self.pending):
@@ -373,11 +303,30 @@ class _TracebackBuilder:
             return True
         return False
 
-    def _flush(self) -> None:
+    def _message_line(self, text: str, message: list[str]) -> bool:
+        """Take a line after the exception's: a continuation of its ``message``, or False where
+        it ends the traceback (a blank line, a chained or new traceback, the message full)."""
+        stop = (
+            not text.strip()
+            or text.startswith(_CHAINED)
+            or _TRACEBACK_START in text
+            or len(message) >= MAX_MESSAGE_LINES
+        )
+        # A message continues on unindented lines only when its first line was empty
+        # ("RuntimeError:" then the text, as torch's cpp_extension prints it); otherwise a
+        # following unprefixed line is the next log record, not part of the message.
+        continues = text[:1].isspace() or not message[0]
+        if stop or not continues:
+            return False
+        message.append(text.strip())
+        return True
+
+    def _flush(self, code: str = "") -> None:
+        """Keep the pending frame (up to MAX_FRAMES), with ``code``, the source line under it."""
         if self.pending is not None:
             file, number, func = self.pending
             if len(self.frames) < MAX_FRAMES:
-                self.frames.append(TracebackFrame(file, number, func, ""))
+                self.frames.append(TracebackFrame(file, number, func, code))
             self.pending = None
 
     def result(self) -> tuple[tuple[TracebackFrame, ...], str, str] | None:
