@@ -82,6 +82,16 @@ def record_lines(raw: str, one_line: bool = False) -> list[str] | None:
     """The lines a JSON log record holds (see the module), or None when ``raw`` is not one
     (or holds no newline and ``one_line`` is not asked for, or no message field: then it reads
     as it is)."""
+    record = _record(raw)
+    if record is None:
+        return None
+    lines, multiline = _held_lines(record)
+    return lines[:MAX_RECORD_LINES] if (multiline or one_line) and lines else None
+
+
+def _record(raw: str) -> dict[str, object] | None:
+    """The JSON object a line holds after a prefix ``_RECORD_PREFIX`` allows; None for a line
+    that is not one (or one longer than MAX_RECORD)."""
     brace = raw.find("{", 0, _PREFIX_MAX)
     if brace < 0 or len(raw) > MAX_RECORD or not raw.rstrip().endswith("}"):
         return None
@@ -92,8 +102,12 @@ def record_lines(raw: str, one_line: bool = False) -> list[str] | None:
         record = json.loads(raw[brace:])
     except (ValueError, RecursionError):
         return None
-    if not isinstance(record, dict):
-        return None
+    return record if isinstance(record, dict) else None
+
+
+def _held_lines(record: dict[str, object]) -> tuple[list[str], bool]:
+    """The lines of a record's strings (every one holding a newline, split at its newlines; the
+    message fields' one-line strings), up to MAX_RECORD_LINES, and whether any held a newline."""
     lines: list[str] = []
     multiline = False
     for key, value in _strings(record, "", 0):
@@ -105,7 +119,7 @@ def record_lines(raw: str, one_line: bool = False) -> list[str] | None:
             lines.append(value)
         if len(lines) >= MAX_RECORD_LINES:
             break
-    return lines[:MAX_RECORD_LINES] if (multiline or one_line) and lines else None
+    return lines, multiline
 
 
 def _strings(value: object, key: str, depth: int) -> Iterator[tuple[str, str]]:
