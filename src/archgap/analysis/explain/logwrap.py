@@ -106,6 +106,24 @@ def _joined(first: str, last_piece: str, rest: str) -> str:
     return first.rstrip() + " " + rest.strip()
 
 
+def _is_frame(raw: str) -> bool:
+    """Whether a line is a traceback's frame line (``File "...", line N``)."""
+    return 'File "' in raw and bool(_FRAME.match(raw))
+
+
+def _goes_on(start: int, text: str, pieces: int, last_piece: str, number: int, raw: str) -> bool:
+    """Whether line ``number``, ``raw``, continues ``text``, the line begun at ``start`` from
+    ``pieces`` physical lines, the last ``last_piece``: it is the next line, within MAX_JOINED
+    lines and LINE_LIMIT characters, starts no record of its own, and a width wrapped there."""
+    return (
+        pieces < MAX_JOINED
+        and number == start + pieces
+        and len(text) + len(raw) <= LINE_LIMIT
+        and _continues(raw)
+        and _wrapped_at(last_piece, raw)
+    )
+
+
 class Unwrapped:
     """The numbered lines, each wrapped message joined into its first line (see the module);
     ``last`` is the number of the last physical line read (a joined line carries its first)."""
@@ -122,19 +140,13 @@ class Unwrapped:
         try:
             for number, raw in self.numbered:
                 if pending is None and len(raw) < MIN_WRAPPED:  # most lines: short, no wrap
-                    after_frame = 'File "' in raw and bool(_FRAME.match(raw))
+                    after_frame = _is_frame(raw)
                     yield number, raw
                     continue
                 if pending is not None:
                     start, text = pending
                     pending = None
-                    if (
-                        pieces < MAX_JOINED
-                        and number == start + pieces
-                        and len(text) + len(raw) <= LINE_LIMIT
-                        and _continues(raw)
-                        and _wrapped_at(last_piece, raw)
-                    ):
+                    if _goes_on(start, text, pieces, last_piece, number, raw):
                         text = _joined(text, last_piece, raw)
                         last_piece, pieces = raw, pieces + 1
                         if _may_continue(raw):
@@ -144,7 +156,7 @@ class Unwrapped:
                             yield start, text
                         continue
                     yield start, text
-                is_frame = 'File "' in raw and bool(_FRAME.match(raw))
+                is_frame = _is_frame(raw)
                 if not after_frame and not is_frame and _may_continue(raw):
                     pending, last_piece, pieces = (number, raw), raw, 1
                     continue
