@@ -28,8 +28,8 @@ from archgap.probe.binary.dlnames import (
     MAX_NAME,
     MAX_NAMES,
     SONAME_END,
-    _imports,
-    _name_before,
+    imports_symbol,
+    name_before,
 )
 from archgap.probe.binary.elf import Sections, section_table
 from archgap.probe.binary.rodata import read_only_regions
@@ -133,7 +133,7 @@ def streamed_dlopens(
     if not candidates.complete:
         return None
     try:
-        if not _imports(kept, sections, b"dlopen"):
+        if not imports_symbol(kept, sections, b"dlopen"):
             return ()
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
@@ -149,7 +149,7 @@ def streamed_dlopens(
             if end > last:  # the soname runs past the section: no match there
                 continue
             floor = max(first, at - MAX_NAME)
-            name = _name_before(raw, floor - raw_at, end - 1 - raw_at)
+            name = name_before(raw, floor - raw_at, end - 1 - raw_at)
             if name is not None and name not in names:
                 names.append(name)
                 if len(names) >= MAX_NAMES:

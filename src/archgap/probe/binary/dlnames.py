@@ -54,7 +54,7 @@ def names_search(reader: Reader, sections: Sections) -> Union[Search, Tuple[()],
     bytes (a streamed member's: its names are read as it streams by, archives.streamnames)."""
     try:
         memoryview(reader.buf).release()
-        if not _imports(reader.buf, sections, b"dlopen"):
+        if not imports_symbol(reader.buf, sections, b"dlopen"):
             return ()
     except (NotRecorded, TypeError, ValueError, struct.error):
         return None
@@ -73,7 +73,7 @@ def names_found(reader: Reader, search: Optional[Search]) -> Optional[Tuple[str,
             match = SONAME_END.match(buf, at, last)
             if match is None:
                 continue
-            name = _name_before(buf, max(first, at - MAX_NAME), match.end() - 1)
+            name = name_before(buf, max(first, at - MAX_NAME), match.end() - 1)
             if name is not None and name not in found:
                 found.append(name)
                 if len(found) >= MAX_NAMES:
@@ -83,7 +83,7 @@ def names_found(reader: Reader, search: Optional[Search]) -> Optional[Tuple[str,
     return tuple(found)
 
 
-def _imports(buf: Any, sections: Sections, symbol: bytes) -> bool:
+def imports_symbol(buf: Any, sections: Sections, symbol: bytes) -> bool:
     """Whether an undefined symbol of the dynamic symbol table is called ``symbol``: its name's
     offset in ``.dynstr`` is one where ``symbol`` and a NUL start (names may share a tail)."""
     tables = [i for i, kind in enumerate(sections.types) if kind == SHT_DYNSYM]
@@ -111,7 +111,7 @@ def _imports(buf: Any, sections: Sections, symbol: bytes) -> bool:
     return any(n in spots and s == SHN_UNDEF for n, s in zip(names, shndx))
 
 
-def _name_before(buf: Any, floor: int, end: int) -> Optional[str]:
+def name_before(buf: Any, floor: int, end: int) -> Optional[str]:
     """The name that ends at ``end``: the bytes of soname characters before it, if they start
     with ``lib`` and not after a ``/``."""
     piece = bytes(buf[floor:end])
