@@ -147,6 +147,11 @@ class BinaryFacts:
     # (not a linked host ELF, its cubins' notes already name a release: ``toolkits``, or its
     # bytes were not kept).
     cuda_release: Optional[str] = None
+    # The CUDA functions through which it may load device code itself (probe.binary.loadsyms:
+    # cuModuleLoad*, cuLibraryLoad*, cudaLibraryLoad*, cuGetProcAddress*,
+    # cudaGetDriverEntryPoint*) that its dynamic symbol table imports, sorted; () when none;
+    # None when not read (as ``dlopens``).
+    loader_imports: Optional[Tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)

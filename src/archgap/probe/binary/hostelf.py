@@ -14,7 +14,7 @@ import struct
 from typing import Any, Iterator, List, Literal, Optional, Tuple
 
 from . import banner as cuda_banner
-from . import dlnames, rtcompilers
+from . import dlnames, loadsyms, rtcompilers
 from .binreader import NotRecorded, Reader, WorkBoundReached
 from .deepsearch import SEARCH_MIN, read_section
 from .elf import (
@@ -171,14 +171,16 @@ def _read_sections(
 
 def read_strings(reader: Reader, sections: Sections, banner: bool) -> None:
     """A linked library's facts from its read-only data, in one pass over it (rodata.search_all):
-    the names it may dlopen (where its dynamic section was read), its run-time compilers, and
-    with ``banner`` the CUDA release a toolkit banner names."""
+    the names it may dlopen and the CUDA functions it may load device code with (where its
+    dynamic section was read), its run-time compilers, and with ``banner`` the CUDA release a
+    toolkit banner names."""
     names = dlnames.names_search(reader, sections) if reader.needed is not None else None
     triple = rtcompilers.triple_search(sections)
     release = cuda_banner.banner_search(sections) if banner else None
     search_all(reader, [s for s in (names, triple, release) if isinstance(s, Search)])
     if reader.needed is not None:
         reader.dlopens = dlnames.names_found(reader, names) if isinstance(names, Search) else names
+        reader.loader_imports = loadsyms.loader_imports(reader.buf, sections)
     reader.compilers = rtcompilers.compilers_found(reader, triple)
     if release is not None:
         reader.cuda_release = cuda_banner.release_found(reader, release)

@@ -110,6 +110,8 @@ def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
     data["toolkits"] = list(facts.toolkits)
     if facts.dlopens is not None:
         data["dlopens"] = list(facts.dlopens)
+    if facts.loader_imports is not None:
+        data["loader_imports"] = list(facts.loader_imports)
     if facts.compilers is not None:
         data["compilers"] = [dict(vars(c), targets=list(c.targets)) for c in facts.compilers]
     return data
