@@ -17,7 +17,10 @@ What a library can load: its listed fatbin (``.nv_fatbin``, what cuobjdump lists
 registers), and the containers outside it that a deep read finds in its data sections (cuFFT's
 ``.ldata``, cuBLASLt's ``.cask_resource``: the library loads them itself), unless their cubins
 are relocatable (``nvcc -rdc`` output, ELF type ET_REL: device-link inputs, as cuSPARSE's
-``.rodata`` bundles for nvJitLink). The listed fatbin decides where it serves as well.
+``.rodata`` bundles for nvJitLink), or the library has no way to load them (it imports no driver
+function to load a module with and neither needs nor opens libcuda: deep_plan.loads_device_code;
+they are listed, and named where they would have decided). The listed fatbin decides where it
+serves as well.
 Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU or cannot
 load: packages ship arch-specific extras by design; or one serves it thinly), ``jit``,
 ``blocked`` (nothing runs, and some library would once the missing piece is installed), ``none``
@@ -51,7 +54,7 @@ from archgap.kb import roles
 
 if TYPE_CHECKING:
     from archgap.analysis.verdicts.load import LoadModel
-from archgap.probe.binary.deep_plan import kernel_less, runtime_entries
+from archgap.probe.binary.deep_plan import kernel_less, loads_device_code, runtime_entries
 from archgap.probe.facts import BinaryFacts, KernelEntry, PythonEnvironment
 
 Verdict = Literal["native", "jit", "none", "blocked", "unknown", "partial", "no-kernels"]
@@ -117,7 +120,11 @@ def _isa(text: str | None) -> tuple[int, int] | None:
 
 
 def has_device_code(binary: BinaryFacts) -> bool:
-    return bool(runtime_entries(binary))
+    """Whether the file holds device code that can run: listed, or kept elsewhere by a library
+    that can load it (deep_plan.loads_device_code; one with no way to load its hidden entries
+    is judged as a CPU-only file, as a scan that does not search it finds it)."""
+    entries = runtime_entries(binary)
+    return any(e.listed for e in entries) or (bool(entries) and loads_device_code(binary) != "")
 
 
 def role_of(binary: BinaryFacts) -> tuple[str, str]:
@@ -217,6 +224,7 @@ class _Library(NamedTuple):
     hidden: list[KernelEntry]  # those of containers cuobjdump does not list, loadable as they are
     links: list[KernelEntry]  # unlisted relocatable device code: device-link inputs
     modules: tuple[tuple[str, int, str, int], ...]  # (kind, arch, variant, count) it can load
+    stranded: list[KernelEntry]  # hidden ones of a library that has no way to load them
 
 
 def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
@@ -224,13 +232,24 @@ def _library(binary: BinaryFacts, not_loaded: str = "") -> _Library:
     entries = runtime_entries(binary)
     real = [e for e in entries if not kernel_less(e)]
     listed = [e for e in real if e.listed]
-    hidden = [e for e in real if not e.listed and e.relocatable is not True]
-    links = [e for e in real if not e.listed and e.relocatable is True]
+    hidden, links, stranded = _unlisted(binary, real)
     modules: Counter[tuple[str, int, str]] = Counter()
     for e in listed + hidden:  # a summary row counts the entries it stands for
         modules[(e.kind, e.arch, e.variant)] += e.count
     counted = tuple((kind, arch, variant, n) for (kind, arch, variant), n in modules.items())
-    return _Library(binary, role, why, entries, real, listed, hidden, links, counted)
+    return _Library(binary, role, why, entries, real, listed, hidden, links, counted, stranded)
+
+
+def _unlisted(
+    binary: BinaryFacts, real: list[KernelEntry]
+) -> tuple[list[KernelEntry], list[KernelEntry], list[KernelEntry]]:
+    """The entries with kernels cuobjdump does not list: (those the library can load as they
+    are, the relocatable ones, those of a library with no way to load them)."""
+    hidden = [e for e in real if not e.listed and e.relocatable is not True]
+    links = [e for e in real if not e.listed and e.relocatable is True]
+    if hidden and loads_device_code(binary) == "":
+        return [], links, hidden
+    return hidden, links, []
 
 
 def library_verdict(
@@ -292,12 +311,14 @@ def _kernels_verdict(
         return LibraryVerdict(binary.path, gpu.label, NO_KERNELS, why, None, False, role, why)
     decided, from_deep = _tiers(library, cc, driver_ptx_isa)
     loadable = library.listed + library.hidden
+    if library.stranded:  # what it has is what it can load
+        entries, real = tuple(_without(entries, library.stranded)), _without(real, library.stranded)
     if decided is not None:
         verdict, reason, entry, link = decided
         if from_deep:
             reason += _hidden_note(library)
         elif verdict != NATIVE:
-            reason += _link_inputs(library.links, cc)
+            reason += _link_inputs(library.links, cc) + _stranded(library, cc, verdict)
         thin = _thin(library.modules, cc) if verdict in (NATIVE, JIT) else ""
         if thin:
             verdict, reason = PARTIAL, f"{thin} ({reason})"
@@ -310,6 +331,7 @@ def _kernels_verdict(
         + (f" (read stopped early: {binary.error})" if binary.error else "")
         + ' -> "no kernel image is available for execution on the device"'
         + _link_inputs(library.links, cc)
+        + _stranded(library, cc, NONE)
     )
     return LibraryVerdict(binary.path, gpu.label, NONE, reason, None, False, role, why)
 
@@ -361,6 +383,25 @@ def _link_inputs(links: Sequence[KernelEntry], cc: ComputeCapability) -> str:
         f"; {found[2]} is relocatable device code (nvcc -rdc, in a container cuobjdump does "
         "not list) and does not count: it must be device-linked (nvlink, nvJitLink) before "
         "anything can load it"
+    )
+
+
+def _without(entries: Sequence[KernelEntry], left: Sequence[KernelEntry]) -> list[KernelEntry]:
+    gone = {id(e) for e in left}
+    return [e for e in entries if id(e) not in gone]
+
+
+def _stranded(library: _Library, cc: ComputeCapability, verdict: str) -> str:
+    """A note when containers the library has no way to load would serve the GPU better than
+    what decided (``verdict``): they are not counted."""
+    found = _decide(library.stranded, cc, None) if library.stranded else None
+    if found is None or _RANK[found[0]] <= _RANK.get(verdict, 0):
+        return ""
+    return (
+        f"; {found[2]} would serve it, but that container is not listed and the library has "
+        "no way to load it: it imports no driver function to load a module with "
+        "(cuModuleLoad*, cuLibraryLoad*, cudaLibraryLoad*, cuGetProcAddress*) and neither "
+        "needs nor opens libcuda, and the runtime registers only the listed fatbin"
     )
 
 

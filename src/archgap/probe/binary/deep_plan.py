@@ -8,7 +8,10 @@ fatbin holds one for every GPU the scan judges gets the same verdict, reason, de
 role with or without them. So such a scan reads each file plainly and then searches deeply only
 the files where the hidden entries can matter: no listed kernels at all, or a judged GPU without
 native SASS in the listed fatbin (cuFFT 12.0 lists one sm_75 cubin; its kernels for every other
-GPU are in ``.ldata``).
+GPU are in ``.ldata``). Hidden entries count only for a library that can load device code itself
+(``loads_device_code``): the runtime registers the listed fatbin alone, so a library that neither
+imports a driver function to load a module with nor needs or opens libcuda has no way to run
+them, and is not searched (libtorch_cpu.so: 426 MiB of a torch environment).
 
 The compatibility rules stay in the analysis: the request carries, for every compute capability
 the scan may judge, the SASS targets that run on it natively (``analysis/deep_plan.py``):
@@ -88,9 +91,32 @@ def _strings(value: Any) -> Sequence[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
+# The driver library: what a library that loads modules itself links or opens (libcuda.so.1;
+# nvcuda.dll on Windows, in a PE image's imports)
+DRIVER_LIBRARIES = ("libcuda.so", "nvcuda.dll")
+
+
+def loads_device_code(binary: BinaryFacts) -> Optional[str]:
+    """How ``binary`` can load device code outside its listed fatbin, which the runtime registers
+    for it: the first sign of its content ("imports cuModuleLoadData", "needs libcuda.so.1",
+    "dlopens libcuda.so.1": a statically linked CUDA runtime opens the driver itself); "" when
+    its tables were read and show none; None when they were not read (it may)."""
+    for name in binary.loader_imports or ():
+        return "imports %s" % name
+    for what, names in (("needs", binary.needed), ("dlopens", binary.dlopens)):
+        for name in names or ():
+            if name.lower().startswith(DRIVER_LIBRARIES):
+                return "%s %s" % (what, name)
+    unread = (binary.loader_imports, binary.needed, binary.dlopens)
+    return None if any(facts is None for facts in unread) else ""
+
+
 def needs_deep_search(binary: BinaryFacts, native_sets: List[FrozenSet[str]]) -> bool:
     """Whether hidden entries could change what the scan says about ``binary`` (read plainly):
-    unless its listed fatbin has a kernel cubin native to every judged GPU."""
+    unless it cannot load device code itself (``loads_device_code``), or its listed fatbin has
+    a kernel cubin native to every judged GPU."""
+    if loads_device_code(binary) == "":
+        return False
     listed = {
         "sm_%d%s" % (e.arch, e.variant)
         for e in runtime_entries(binary)
@@ -143,6 +169,7 @@ __all__ = [
     "deepened",
     "judged_native_sets",
     "kernel_less",
+    "loads_device_code",
     "needs_deep_search",
     "read_selectively",
     "runtime_entries",
