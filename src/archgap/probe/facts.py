@@ -152,6 +152,11 @@ class BinaryFacts:
     # cudaGetDriverEntryPoint*) that its dynamic symbol table imports, sorted; () when none;
     # None when not read (as ``dlopens``).
     loader_imports: Optional[Tuple[str, ...]] = None
+    # The module loaders it names in its read-only data (cuModuleLoadData, cuLibraryLoadData,
+    # cudaLibraryLoadData: resolved by name, through dlsym or cuGetProcAddress, as a statically
+    # linked CUDA runtime or a dlopen stub does; probe.binary.loadsyms), sorted; () when none;
+    # None when not read (as ``dlopens``).
+    loader_names: Optional[Tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ What a library can load: its listed fatbin (``.nv_fatbin``, what cuobjdump lists
 registers), and the containers outside it that a deep read finds in its data sections (cuFFT's
 ``.ldata``, cuBLASLt's ``.cask_resource``: the library loads them itself), unless their cubins
 are relocatable (``nvcc -rdc`` output, ELF type ET_REL: device-link inputs, as cuSPARSE's
-``.rodata`` bundles for nvJitLink), or the library has no way to load them (it imports no driver
-function to load a module with and neither needs nor opens libcuda: deep_plan.loads_device_code;
+``.rodata`` bundles for nvJitLink), or the library has no way to load them (it neither imports
+nor names a function to load a module with, nor needs or opens libcuda: loads_device_code;
 they are listed, and named where they would have decided). The listed fatbin decides where it
 serves as well.
 Per package: ``native``, ``partial`` (some kernel libraries have nothing for that GPU or cannot
@@ -399,7 +399,7 @@ def _stranded(library: _Library, cc: ComputeCapability, verdict: str) -> str:
         return ""
     return (
         f"; {found[2]} would serve it, but that container is not listed and the library has "
-        "no way to load it: it imports no driver function to load a module with "
+        "no way to load it: it neither imports nor names a function to load a module with "
         "(cuModuleLoad*, cuLibraryLoad*, cudaLibraryLoad*, cuGetProcAddress*) and neither "
         "needs nor opens libcuda, and the runtime registers only the listed fatbin"
     )

@@ -140,6 +140,7 @@ class Reader:
         self.compilers: Optional[Tuple[Any, ...]] = None  # probe.binary.rtcompilers
         self.cuda_release: Optional[str] = None  # probe.binary.banner
         self.loader_imports: Optional[Tuple[str, ...]] = None  # probe.binary.loadsyms
+        self.loader_names: Optional[Tuple[str, ...]] = None  # probe.binary.loadsyms
         # the CUDA releases the toolkit notes of its cubins name (fatcontainer, elf.cubin_at),
         # and how many listed cubins were looked at for one (TOOLKIT_READS at most)
         self.toolkits: Set[str] = set()

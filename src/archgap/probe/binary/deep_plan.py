@@ -3,15 +3,17 @@
 A deep read searches every data section of a file for containers and cubins cuobjdump does not
 list; on a torch environment it is most of a scan's time. The verdicts
 (analysis/verdicts/verdicts.py) count those hidden entries (but relocatable ones) beside the
-listed ones, and a listed kernel cubin native to a GPU decides alone: a library whose listed
-fatbin holds one for every GPU the scan judges gets the same verdict, reason, deciding entry and
-role with or without them. So such a scan reads each file plainly and then searches deeply only
-the files where the hidden entries can matter: no listed kernels at all, or a judged GPU without
-native SASS in the listed fatbin (cuFFT 12.0 lists one sm_75 cubin; its kernels for every other
-GPU are in ``.ldata``). Hidden entries count only for a library that can load device code itself
-(``loads_device_code``): the runtime registers the listed fatbin alone, so a library that neither
-imports a driver function to load a module with nor needs or opens libcuda has no way to run
-them, and is not searched (libtorch_cpu.so: 426 MiB of a torch environment).
+listed ones only for a library that can load device code itself (``loads_device_code``: the
+runtime registers the listed fatbin alone, so a library that neither imports nor names a
+function to load a module with, nor needs or opens libcuda, has no way to run them), and a
+listed kernel cubin native to a GPU decides alone. A library that cannot load them, or whose
+listed fatbin holds such a cubin for every GPU the scan judges, gets the same verdict and
+deciding entry with or without them (the first a note in its reason where they would have
+served). So such a scan reads each file plainly and then searches deeply only the files where
+the hidden entries can matter: a library that loads device code itself with no listed kernels
+at all, or a judged GPU without native SASS in the listed fatbin (cuFFT 12.0 lists one sm_75
+cubin; its kernels for every other GPU are in ``.ldata``). Not searched on a torch environment:
+libtorch_cpu.so (426 MiB), libtorch_python.so, libcudnn_heuristic.so, ...
 
 The compatibility rules stay in the analysis: the request carries, for every compute capability
 the scan may judge, the SASS targets that run on it natively (``analysis/deep_plan.py``):
@@ -99,15 +101,18 @@ DRIVER_LIBRARIES = ("libcuda.so", "nvcuda.dll")
 def loads_device_code(binary: BinaryFacts) -> Optional[str]:
     """How ``binary`` can load device code outside its listed fatbin, which the runtime registers
     for it: the first sign of its content ("imports cuModuleLoadData", "needs libcuda.so.1",
-    "dlopens libcuda.so.1": a statically linked CUDA runtime opens the driver itself); "" when
-    its tables were read and show none; None when they were not read (it may)."""
+    "dlopens libcuda.so.1": a statically linked CUDA runtime opens the driver itself, "names
+    cuModuleLoadData": it resolves a loader by name, as a dlopen stub does); "" when its tables
+    and strings were read and show none; None when they were not read (it may)."""
     for name in binary.loader_imports or ():
         return "imports %s" % name
     for what, names in (("needs", binary.needed), ("dlopens", binary.dlopens)):
         for name in names or ():
             if name.lower().startswith(DRIVER_LIBRARIES):
                 return "%s %s" % (what, name)
-    unread = (binary.loader_imports, binary.needed, binary.dlopens)
+    for name in binary.loader_names or ():
+        return "names %s" % name
+    unread = (binary.loader_imports, binary.loader_names, binary.needed, binary.dlopens)
     return None if any(facts is None for facts in unread) else ""
 
 

@@ -188,6 +188,7 @@ def read_with(path: str, reader: Reader, kind: str) -> BinaryFacts:
         path, size, found, reader.found_entries(), reader.deep, reader.error_text(), reader.machine,
         reader.needed, reader.runpath, tuple(sorted(reader.toolkits, key=_release_key)),
         reader.dlopens, reader.compilers, reader.cuda_release, reader.loader_imports,
+        reader.loader_names,
     )  # fmt: skip
 
 

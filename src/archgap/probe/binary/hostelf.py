@@ -177,10 +177,12 @@ def read_strings(reader: Reader, sections: Sections, banner: bool) -> None:
     names = dlnames.names_search(reader, sections) if reader.needed is not None else None
     triple = rtcompilers.triple_search(sections)
     release = cuda_banner.banner_search(sections) if banner else None
-    search_all(reader, [s for s in (names, triple, release) if isinstance(s, Search)])
+    loaders = loadsyms.names_search(sections) if reader.needed is not None else None
+    search_all(reader, [s for s in (names, triple, release, loaders) if isinstance(s, Search)])
     if reader.needed is not None:
         reader.dlopens = dlnames.names_found(reader, names) if isinstance(names, Search) else names
         reader.loader_imports = loadsyms.loader_imports(reader.buf, sections)
+        reader.loader_names = loadsyms.names_found(reader, loaders)
     reader.compilers = rtcompilers.compilers_found(reader, triple)
     if release is not None:
         reader.cuda_release = cuda_banner.release_found(reader, release)

@@ -7,13 +7,20 @@ it to the driver itself: with ``cuModuleLoadData``/``cuModuleLoadDataEx``/
 "Library Management"), the runtime's ``cudaLibraryLoadData`` (CUDA Runtime API, "Library
 Management", since 12.0), or a driver function pointer it asks for by name
 (``cuGetProcAddress``, ``cudaGetDriverEntryPoint``). Linked against libcuda or libcudart, such a
-library imports one of those symbols: an undefined symbol of its dynamic symbol table. (A
-library that opens libcuda itself, as a statically linked CUDA runtime does, names it among the
-sonames it dlopens instead: ``BinaryFacts.dlopens``.)
+library imports one of those symbols: an undefined symbol of its dynamic symbol table
+(``loader_imports``). A library that opens libcuda itself, as a statically linked CUDA runtime
+does, names it among the sonames it dlopens (``BinaryFacts.dlopens``); one that resolves the
+loader by name keeps the name in its read-only data (``names_found``: a dlopen stub, as
+jax-cuda12-plugin 0.6's ``_triton.so``, which builds libcuda's name at run time and keeps
+``cuModuleLoadData`` and ``cuLibraryLoadData`` in ``.rodata``; a static runtime's table of
+driver entry points).
 
-Read with the image's strings (hostelf.read_strings), from ``.dynstr`` and ``.dynsym`` only: the
-string table is searched for each name's start, and the symbol table is read only when one is
-there (most libraries name none of them).
+The imports are read with the image's strings (hostelf.read_strings), from ``.dynstr`` and
+``.dynsym`` only: the string table is searched for each name's start, and the symbol table is
+read only when one is there (most libraries name none of them). The names are searched in the
+one pass over the read-only data that the dlopen names, run-time compilers and banner share
+(rodata.search_all): ~0.05 s of CPU over the plain read of torch 2.14.1+cu130's site-packages
+(0.77 s; 3 runs each, /tmp script timing ``read_binary`` of every ELF file).
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ import struct
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .binreader import NotRecorded
+from .binreader import NotRecorded, Reader
 from .elf import Sections
+from .rodata import UNREAD, Search, read_only_regions
 
 SHT_DYNSYM = 11
 SHN_UNDEF = 0
@@ -40,6 +48,35 @@ PREFIXES = (
     b"cuGetProcAddress",
     b"cudaGetDriverEntryPoint",
 )
+
+
+# What a library that resolves a loader by name keeps in its read-only data: the function's
+# name, for dlsym or cuGetProcAddress (a dlopen stub, as XLA's for libcuda; a statically linked
+# CUDA runtime's table of driver entry points). Each such name ends in ``LoadData``.
+NAME_MARK = b"LoadData"
+NAME_STARTS = (b"cuModule", b"cuLibrary", b"cudaLibrary")
+MAX_NAME_PLACES = 256  # places of the mark looked at per image at most
+
+
+def names_search(sections: Sections) -> Search:
+    """What to search the image's read-only data for: the loaders' names (``NAME_MARK``)."""
+    return Search(NAME_MARK, read_only_regions(sections), MAX_NAME_PLACES)
+
+
+def names_found(reader: Reader, search: Optional[Search]) -> Optional[Tuple[str, ...]]:
+    """The loaders' names (``cuModuleLoadData``, ``cuLibraryLoadData``, ``cudaLibraryLoadData``)
+    at ``search``'s places, sorted, each once; None when the bytes could not be searched."""
+    if search is None or search.failed:
+        return None
+    found = set()
+    try:
+        for at, first, _ in search.hits:
+            for start in NAME_STARTS:
+                if at - len(start) >= first and reader.buf[at - len(start) : at] == start:
+                    found.add((start + NAME_MARK).decode("ascii"))
+    except UNREAD:
+        return None
+    return tuple(sorted(found))
 
 
 def loader_imports(buf: Any, sections: Sections) -> Optional[Tuple[str, ...]]:
@@ -89,4 +126,4 @@ def _name_spots(buf: Any, start: int, size: int) -> Dict[int, str]:
     return spots
 
 
-__all__ = ["PREFIXES", "loader_imports"]
+__all__ = ["NAME_MARK", "PREFIXES", "loader_imports", "names_found", "names_search"]

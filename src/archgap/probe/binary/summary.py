@@ -112,6 +112,8 @@ def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
         data["dlopens"] = list(facts.dlopens)
     if facts.loader_imports is not None:
         data["loader_imports"] = list(facts.loader_imports)
+    if facts.loader_names is not None:
+        data["loader_names"] = list(facts.loader_names)
     if facts.compilers is not None:
         data["compilers"] = [dict(vars(c), targets=list(c.targets)) for c in facts.compilers]
     return data
