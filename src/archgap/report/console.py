@@ -98,14 +98,11 @@ class Output:
             self.print(line)
 
     def emit(self, command: str, body: dict[str, Any]) -> None:
-        from archgap.report.jsondoc import document, dumps
+        from archgap.report.jsondoc import document, write
 
-        text = dumps(document(command, body))
-        # In pieces, and without a copy for the newline: a 50,000-host fleet document is about
-        # 100 MB, and one write would hold it twice more (with "\n", then encoded).
-        for start in range(0, len(text), 1 << 20):
-            sys.stdout.write(text[start : start + (1 << 20)])
-        sys.stdout.write("\n")
+        # Written as it is made: a 50,000-host fleet document is about 100 MB of text, and its
+        # parts held at once several times that (jsondoc.write).
+        write(document(command, body), sys.stdout)
 
     def error(self, message: str) -> None:
         """A failure on one line on stderr; with --json also an error document on stdout."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from archgap import __version__
@@ -48,13 +49,32 @@ def dumps(doc: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def write(doc: dict[str, Any], stream: Any) -> None:
+    """``dumps(doc)`` and a newline written to ``stream`` (a text file) a part at a time: the
+    document is never held as text, nor its parts all at once (a fleet of 50,000 hosts is
+    100 MB of JSON in 2.8 million parts: 330 MB held as one list, then 100 MB joined)."""
+
+    def flush() -> None:
+        stream.write("".join(out))
+        out.clear()
+
+    out: list[str] = []
+    _write(doc, 0, out, flush)
+    out.append("\n")
+    flush()
+
+
+# Parts gathered before write() hands them on: about 300 KB of a fleet document's text.
+_CHUNK = 8192
+
+
 @functools.cache
 def _flat_encoder(level: int) -> json.JSONEncoder:
     """Writes an object or array of plain values with its members on the lines of ``level``."""
     return json.JSONEncoder(separators=(",\n" + INDENT * (level + 1), ": "))
 
 
-def _write(value: Any, level: int, out: list[str]) -> None:
+def _write(value: Any, level: int, out: list[str], flush: Callable[[], None] | None = None) -> None:
     inner = "\n" + INDENT * (level + 1)
     if isinstance(value, dict) and value and all(type(k) is str for k in value):
         members: Any = value.values()
@@ -73,13 +93,15 @@ def _write(value: Any, level: int, out: list[str]) -> None:
     if opening == "{":
         for key, member in value.items():
             out.append(separator + json.dumps(key) + ": ")
-            _write(member, level + 1, out)
+            _write(member, level + 1, out, flush)
             separator = "," + inner
     else:
         for member in value:
             out.append(separator)
-            _write(member, level + 1, out)
+            _write(member, level + 1, out, flush)
             separator = "," + inner
+            if flush is not None and len(out) > _CHUNK:
+                flush()
     out.append("\n" + INDENT * level + closing)
 
 
