@@ -11,12 +11,17 @@ on a T4 node (this machine has no GPU: the stand-in is the section, not the judg
 from __future__ import annotations
 
 import copy
+import io
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import archgap.analysis.fleet as fleet
+from archgap.cli import main
+from archgap.report import jsondoc
 from archgap.transport.fleet import host_from_facts
 from tests.helpers import CUDA_BIN, install_fake_distribution, make_venv, run_cli
 
@@ -95,3 +100,53 @@ def test_a_deciding_fact_is_judged_on_its_own(
     assert by_name["gpu002"].driver == "570.133.20" and by_name["gpu001"].driver == "580.65.06"
     assert "ptxkernels==0.2" in by_name["gpu003"].packages
     assert len(report.groups) == 3
+
+
+def test_hosts_of_one_configuration_share_what_was_judged(
+    probed: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a fleet keeps per host is its names and collection time; the judged values (GPUs,
+    # packages, coverage, gaps, JIT findings) are the configuration's, one object for all of its
+    # hosts: 50,000 hosts of 80 configurations hold 80 sets of them.
+    docs = [
+        _host(probed, f"gpu{i:03d}", f"GPU-{i:08x}-0000-1111-2222-333344445555") for i in range(3)
+    ]
+    report, judged = _judged(monkeypatch, docs)
+    first, *others = report.hosts
+    assert judged == 1 and first.gaps
+    for host in others:
+        for field in ("gpus", "packages", "coverage", "gaps", "jit_findings", "toolkits"):
+            assert getattr(host, field) is getattr(first, field), field
+
+
+class _Stdout(io.StringIO):
+    """sys.stdout that keeps each write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(len(text))
+        return super().write(text)
+
+
+def test_the_fleet_document_is_written_a_part_at_a_time(
+    probed: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `fleet --json` over 50,000 hosts is 100 MB of JSON: built whole, its 2.8 million parts
+    # and then its text held 450 MB (issue 40's limit is 500 MB). It is handed to stdout as it
+    # is written (jsondoc.write), never as one string: here 400 hosts, ~23,000 parts, in
+    # several writes, none of them near the whole, the same document.
+    for i in range(400):
+        name = f"gpu{i:03d}"
+        doc = _host(probed, name, f"GPU-{i:08x}-0000-1111-2222-333344445555")
+        (tmp_path / f"{name}.json").write_text(json.dumps({"command": "probe", "facts": doc}))
+    stdout = _Stdout()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert main(["fleet", "--from", str(tmp_path), "--stale-after", "36500d", "--json"]) == 1
+    text = stdout.getvalue()
+    fleet_doc = json.loads(text)
+    assert fleet_doc["command"] == "fleet" and len(fleet_doc["hosts"]) == 400
+    assert text == jsondoc.dumps(fleet_doc) + "\n"
+    assert len(stdout.writes) >= 3 and max(stdout.writes) < len(text) / 2
