@@ -11,6 +11,7 @@ sitecustomize and user site out; no ``.pyc`` is written because no module comes 
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 PACKAGE = "archgap_probe"  # the probe's package name on the target (no clash with an install)
@@ -110,10 +111,14 @@ sys.stdout.write("\\n")
 )
 
 
+@cache
 def probe_sources() -> dict[str, str]:
     """Every module of ``archgap.probe`` and its subpackages, by dotted name relative to it: ''
-    for the package itself, ``source`` for the subpackage's ``__init__``, ``source.trace``."""
+    for the package itself, ``source`` for the subpackage's ``__init__``, ``source.trace``; as
+    shipped (``transport.shipped``: docstrings and comments blanked, lines kept). Read once."""
     from importlib import resources  # not at import: every command imports this module
+
+    from archgap.transport.shipped import shipped
 
     sources: dict[str, str] = {}
     folders = [(resources.files("archgap.probe"), "")]
@@ -123,7 +128,7 @@ def probe_sources() -> dict[str, str]:
             name = entry.name
             if name.endswith(".py") and entry.is_file():
                 key = prefix[:-1] if name == "__init__.py" else prefix + name[:-3]
-                sources[key] = entry.read_text(encoding="utf-8")
+                sources[key] = shipped(entry.read_text(encoding="utf-8"))
             elif name.isidentifier() and entry.joinpath("__init__.py").is_file():
                 folders.append((entry, prefix + name + "."))
     return dict(sorted(sources.items()))
