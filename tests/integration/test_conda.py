@@ -137,13 +137,15 @@ def test_both_formats_are_judged_alike_and_by_the_rules(packages: dict[str, Path
     """What each library carries (build.sh; cuobjdump agrees above), and the rules:
     - libmix.so: SASS sm_75/90/90a/100a/103f/120/120a, PTX compute_75/100f/120a;
     - libhidden.so: in .rodata (read because archives are read --deep) SASS sm_86, sm_110f, a bare
-      sm_89 cubin, PTX compute_89;
+      sm_89 cubin, PTX compute_89 -- but it imports no CUDA module loader and neither needs nor
+      dlopens libcuda (`nm -D`: no CUDA symbol; `readelf -d`: no NEEDED), so nothing can ever
+      load them: no device code library;
     - k_sm90a.cubin: SASS sm_90a only (arch-specific: runs on exactly 9.0);
     - libcudadevrt.a: a device-link archive, never loaded at run time: not counted.
-    12.0: libmix runs sm_120; libhidden only JITs compute_89; the cubin has nothing -> partial.
-    9.0: libmix sm_90, the cubin sm_90a; libhidden only through PTX -> jit.
-    8.0: libmix JITs compute_75 (no SASS of major 8); libhidden's sm_86/sm_89/compute_89 all need
-    more than 8.0, the cubin is 9.0 only -> partial naming both. 7.0: nothing anywhere -> none."""
+    12.0: libmix runs sm_120; the cubin has nothing -> partial (1 of 2).
+    9.0: libmix sm_90, the cubin sm_90a -> native in both.
+    8.0: libmix JITs compute_75 (no SASS of major 8), the cubin is 9.0 only -> partial.
+    7.0: nothing in either -> none."""
     gpus = ["12.0", "9.0", "8.0", "7.0"]
     rows = {}
     for suffix, path in packages.items():
@@ -153,10 +155,10 @@ def test_both_formats_are_judged_alike_and_by_the_rules(packages: dict[str, Path
         }
     assert rows[".conda"] == rows[".tar.bz2"]
     assert rows[".conda"] == {
-        "12.0": ("partial", "1 of 3 libraries have nothing for 12.0: k_sm90a.cubin"),
-        "9.0": ("jit", "PTX JIT only (no SASS for 9.0) in libhidden.so"),
-        "8.0": ("partial", "2 of 3 libraries have nothing for 8.0: k_sm90a.cubin, libhidden.so"),
-        "7.0": ("none", "no library has kernels for 7.0: k_sm90a.cubin, libhidden.so, libmix.so"),
+        "12.0": ("partial", "1 of 2 libraries have nothing for 12.0: k_sm90a.cubin"),
+        "9.0": ("native", "SASS for 9.0 in every library (2)"),
+        "8.0": ("partial", "1 of 2 libraries have nothing for 8.0: k_sm90a.cubin"),
+        "7.0": ("none", "no library has kernels for 7.0: k_sm90a.cubin, libmix.so"),
     }
 
 
