@@ -176,15 +176,16 @@ def test_each_module_is_unloaded_before_the_next(driver_dir: Path, tmp_path: Pat
 def test_self_loaded_code_is_loaded_until_the_first_image_settles_it(
     driver_dir: Path, tmp_path: Path
 ) -> None:
-    # libhidden.so (build.sh): no .nv_fatbin; a fatbin (SASS sm_86, sm_110f, PTX compute_89) in
-    # .rodata and a bare sm_89 cubin in .data, which GNU ld places after .rodata. Its library
-    # would load such code itself, on demand, so one image that loads settles the outcome.
+    # libhidden_loads.so (build.sh): no .nv_fatbin; a fatbin (SASS sm_86, sm_110f, PTX
+    # compute_89) in .rodata and a bare sm_89 cubin in .data, which GNU ld places after .rodata,
+    # and an import of cuModuleLoadData: the library loads such code itself, on demand, so one
+    # image that loads settles the outcome.
     log = tmp_path / "calls.log"
-    result = verify(driver_dir, str(CUDA_BIN / "libhidden.so"), "--json", devices="8.9,9.0",
+    result = verify(driver_dir, str(CUDA_BIN / "libhidden_loads.so"), "--json", devices="8.9,9.0",
                     log=str(log))  # fmt: skip
     by = checks(json_output(result, "verify"))
     # 8.9: sm_86 SASS runs on 8.x with x >= 6, and it is first; the sm_89 cubin is not loaded too.
-    ada = by[("libhidden.so", 0)]
+    ada = by[("libhidden_loads.so", 0)]
     assert (ada["observed"], ada["target"], ada["images"], ada["loaded"]) == (
         "native",
         "sm_86",
@@ -193,7 +194,7 @@ def test_self_loaded_code_is_loaded_until_the_first_image_settles_it(
     )
     # 9.0: no SASS of major 9 anywhere, so every container's SASS is refused before any PTX is
     # JIT-compiled: compute_89 (9.0 >= 8.9), once.
-    hopper = by[("libhidden.so", 1)]
+    hopper = by[("libhidden_loads.so", 1)]
     assert (hopper["observed"], hopper["target"], hopper["loaded"]) == ("jit", "compute_89", 1)
     assert [a["image"].split()[0] for a in hopper["attempts"]] == ["sm_110f", "sm_86", "sm_89"]
     assert ada["agrees"] is True and hopper["agrees"] is True
