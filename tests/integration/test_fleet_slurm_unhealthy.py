@@ -42,6 +42,15 @@ def _states(env: dict[str, str]) -> dict[str, str]:
     return dict(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
 
 
+def _wait_idle(env: dict[str, str]) -> None:
+    """Until the three nodes are idle and responding ("idle*": slurmctld has not heard from the
+    node since; it takes no job then, and fleet --slurm rightly leaves it out)."""
+    deadline = time.monotonic() + GUARD  # a hang guard, not a timing claim
+    while _states(env) != {n: "idle" for n in NODES}:
+        assert time.monotonic() < deadline, f"three idle nodes: {_states(env)}"
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
     """(environment with SLURM_CONF, hooks directory): hooks/prolog-NODE runs as NODE's Prolog."""
@@ -107,10 +116,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         for n in NODES
     ]
     try:
-        deadline = time.monotonic() + GUARD  # a hang guard, not a timing claim
-        while _states(env) != {n: "idle" for n in NODES}:
-            assert time.monotonic() < deadline, f"three idle nodes: {_states(env)}"
-            time.sleep(0.5)
+        _wait_idle(env)
         yield {"SLURM_CONF": str(conf)}, hooks
     finally:
         for daemon in daemons:
@@ -142,8 +148,7 @@ def test_a_node_whose_prolog_fails_does_not_hide_the_others(
         assert _states({**os.environ, **env})["n2"] in ("drained", "draining")
     finally:
         bad.unlink()
-        subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"],
-                       env={**os.environ, **env}, timeout=30, check=False)  # fmt: skip
+        _resume(env, "n2")
 
 
 def _drain(env: dict[str, str], node: str, reason: str) -> None:
@@ -157,9 +162,14 @@ def _drain(env: dict[str, str], node: str, reason: str) -> None:
 
 
 def _resume(env: dict[str, str], *nodes: str) -> None:
+    """Back in service, and heard from: `scontrol reconfigure` has every slurmd register again,
+    which clears a "not responding" left by the drain."""
+    whole = {**os.environ, **env}
     for node in nodes:
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
-                       env={**os.environ, **env}, timeout=30, check=False)  # fmt: skip
+                       env=whole, timeout=30, check=False)  # fmt: skip
+    subprocess.run(["scontrol", "reconfigure"], env=whole, timeout=30, check=False)
+    _wait_idle(whole)
 
 
 def test_a_drained_node_is_left_out_up_front_with_slurms_reason(
@@ -197,6 +207,7 @@ def test_env_from_on_every_node(cluster: tuple[dict[str, str], Path], tmp_path: 
     names the one the service's jobs get, read on each node, and each host says so. One that
     cannot be read fails every node, with the reason, never srun's environment judged."""
     env, _hooks = cluster
+    _wait_idle({**os.environ, **env})
     service = tmp_path / "service.env"
     service.write_text("CUDA_HOME=/opt/cuda-12.9\nTORCH_CUDA_ARCH_LIST=12.0\n")
     result = run_cli("fleet", "--slurm", "--json", "--python", sys.executable, "--env-from",
