@@ -61,3 +61,15 @@ def test_no_model_is_unknown_and_nvidias_own_nvrtc_gets_no_row() -> None:
     status, cause = rows("somepkg", NVRTC_134, ["9.0"], None)["9.0"]
     assert status == "unknown" and "NVRTC 13.4" in cause and "not modelled" in cause
     assert rows("nvidia-cuda-nvrtc-cu12", NVRTC_134, ["9.0"], None) == {}
+
+
+def test_an_nvptx_backend_newer_than_the_drivers_jit_is_not_known_to_fail() -> None:
+    # An LLVM NVPTX backend's PTX ISA is the newest it can write, not what the package asks of
+    # it (taichi asks for sm_86 at most). On 8.9 (Ada: CUDA 11.8's driver 520 and up) with driver
+    # 525.60.13 (CUDA 12.0 GA: the driver JITs PTX ISA 8.0 at most), a backend that can write
+    # ISA 8.3 may or may not be refused: unknown, saying both ISAs. NVRTC's ISA is what it
+    # writes: the same case with NVRTC fails (test above).
+    newer_llvm = RuntimeCompiler("nvptx", (60, 70, 75, 80, 86), "8.3", None)
+    status, cause = rows("taichi", newer_llvm, ["8.9"], "525.60.13")["8.9"]
+    assert status == "unknown"
+    assert "up to 8.3" in cause and "525.60.13 JITs <= 8.0" in cause
