@@ -31,6 +31,7 @@ from archgap.probe.binary.dlnames import (
     imports_symbol,
     name_before,
 )
+from archgap.probe.binary.dynsym import SHT_DYNSYM
 from archgap.probe.binary.elf import Sections, section_table
 from archgap.probe.binary.rodata import read_only_regions
 from archgap.probe.facts import BinaryFacts
@@ -41,7 +42,6 @@ SO_MARK = b".so"  # where every soname's end starts (SONAME_END)
 MATCH_SPAN = 40  # bytes from ".so" a soname's end can take: ".so", four ".NNNNNN", its NUL
 MAX_CANDIDATES = 1 << 14  # soname strings noted per library at most (~4 MiB)
 PF_W = 0x2  # a program header's flag: the segment is written
-SHT_DYNSYM = 11
 
 
 class SonameCandidates:

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import re
 import struct
-import sys
 from typing import Any, List, Optional, Set, Tuple, Union
 
 from .binreader import NotRecorded, Reader
+from .dynsym import dynstr, undefined_at
 from .elf import Sections
 from .rodata import UNREAD, Search, read_only_regions, search_one
 
-SHT_DYNSYM = 11
-SHN_UNDEF = 0
-ELF64_SYM = struct.Struct("<IBBHQQ")  # st_name, st_info, st_other, st_shndx, st_value, st_size
-MAX_DYNSYM_BYTES = 64 << 20  # a symbol table read at most (libtorch_cuda.so: ~5 MiB)
 MAX_NAMES = 256  # names reported at most per image
 MAX_NAME = 200  # bytes of one name at most
 SO_MARK = b".so"  # where every soname's end starts (SONAME_END)
@@ -86,29 +82,17 @@ def names_found(reader: Reader, search: Optional[Search]) -> Optional[Tuple[str,
 def imports_symbol(buf: Any, sections: Sections, symbol: bytes) -> bool:
     """Whether an undefined symbol of the dynamic symbol table is called ``symbol``: its name's
     offset in ``.dynstr`` is one where ``symbol`` and a NUL start (names may share a tail)."""
-    tables = [i for i, kind in enumerate(sections.types) if kind == SHT_DYNSYM]
-    strings = sections.named(b".dynstr")
-    if not tables or not strings:
+    table = dynstr(sections)
+    if table is None:
         return False
-    start, size = sections.offsets[strings[0]], sections.sizes[strings[0]]
+    start, size = table
     wanted = symbol + b"\0"
     spots: Set[int] = set()
     at = buf.find(wanted, start, start + size)
     while at >= 0:
         spots.add(at - start)
         at = buf.find(wanted, at + 1, start + size)
-    if not spots:
-        return False
-    offset = sections.offsets[tables[0]]
-    size = min(sections.sizes[tables[0]], MAX_DYNSYM_BYTES)
-    raw = bytes(buf[offset : offset + size - size % ELF64_SYM.size])
-    if sys.byteorder == "little":
-        names: List[int] = memoryview(raw).cast("I")[0::6].tolist()
-        shndx: List[int] = memoryview(raw).cast("H")[3::12].tolist()
-    else:
-        rows = list(ELF64_SYM.iter_unpack(raw))
-        names, shndx = [r[0] for r in rows], [r[3] for r in rows]
-    return any(n in spots and s == SHN_UNDEF for n, s in zip(names, shndx))
+    return bool(spots) and bool(undefined_at(buf, sections, spots))
 
 
 def name_before(buf: Any, floor: int, end: int) -> Optional[str]:

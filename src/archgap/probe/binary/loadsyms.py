@@ -26,17 +26,13 @@ one pass over the read-only data that the dlopen names, run-time compilers and b
 from __future__ import annotations
 
 import struct
-import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .binreader import NotRecorded, Reader
+from .dynsym import dynstr, undefined_at
 from .elf import Sections
 from .rodata import UNREAD, Search, read_only_regions
 
-SHT_DYNSYM = 11
-SHN_UNDEF = 0
-ELF64_SYM = struct.Struct("<IBBHQQ")  # st_name, st_info, st_other, st_shndx, st_value, st_size
-MAX_DYNSYM_BYTES = 64 << 20  # a symbol table read at most (libtorch_cuda.so: ~5 MiB)
 MAX_SPOTS = 4096  # name starts looked at in .dynstr at most
 MAX_NAME = 64  # bytes of one symbol's name at most
 # The names' starts: a symbol whose name starts with one of them (cuModuleLoadDataEx,
@@ -90,24 +86,13 @@ def loader_imports(buf: Any, sections: Sections) -> Optional[Tuple[str, ...]]:
 
 
 def _imports(buf: Any, sections: Sections) -> Tuple[str, ...]:
-    tables = [i for i, kind in enumerate(sections.types) if kind == SHT_DYNSYM]
-    strings = sections.named(b".dynstr")
-    if not tables or not strings:
+    table = dynstr(sections)
+    if table is None:
         return ()
-    spots = _name_spots(buf, sections.offsets[strings[0]], sections.sizes[strings[0]])
+    spots = _name_spots(buf, *table)
     if not spots:
         return ()
-    offset = sections.offsets[tables[0]]
-    size = min(sections.sizes[tables[0]], MAX_DYNSYM_BYTES)
-    raw = bytes(buf[offset : offset + size - size % ELF64_SYM.size])
-    if sys.byteorder == "little":
-        names: List[int] = memoryview(raw).cast("I")[0::6].tolist()
-        shndx: List[int] = memoryview(raw).cast("H")[3::12].tolist()
-    else:
-        rows = list(ELF64_SYM.iter_unpack(raw))
-        names, shndx = [r[0] for r in rows], [r[3] for r in rows]
-    found = {spots[n] for n, s in zip(names, shndx) if s == SHN_UNDEF and n in spots}
-    return tuple(sorted(found))
+    return tuple(sorted({spots[n] for n in undefined_at(buf, sections, spots)}))
 
 
 def _name_spots(buf: Any, start: int, size: int) -> Dict[int, str]:
