@@ -35,6 +35,7 @@ from packaging.version import InvalidVersion, Version
 from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
 from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
+from archgap.kb.fixes import fix_text
 from archgap.probe.facts import BinaryFacts, Distribution, PythonEnvironment
 
 PEP_508 = (
@@ -86,9 +87,10 @@ def companions(
                 f"{companion.version} is installed"
             )
             pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
-            fix = f"pip install {companion.name}=={pins[0]}" if len(pins) == 1 else (
-                f"pip install '{wanted}'"
-            )  # fmt: skip
+            if len(pins) == 1:
+                fix = fix_text("companion-pin", companion=companion.name, version=pins[0])
+            else:
+                fix = fix_text("companion-range", requirement=wanted)
             links = _soname_bound(dist, companion, needed)
             if links:
                 findings.append(_soname_note(dist, companion, req, line, links, why, fix))

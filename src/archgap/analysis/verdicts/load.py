@@ -58,6 +58,7 @@ from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
+from archgap.kb.fixes import fix_text
 from archgap.kb.toolchain import version_tuple
 from archgap.probe.facts import (
     BinaryFacts,
@@ -212,7 +213,10 @@ def _needed_finding(
             for binary in group:
                 _block(blocked, binary.path, f"{name} is not found")
     entry = next((known[n] for n in sorted(names) if n in known), None)
-    fix = f"pip install {provider}" if entry else f"install the library that provides {listed}"
+    if entry:
+        fix = fix_text("needed-library-provider", provider=provider)
+    else:
+        fix = fix_text("needed-library-unknown", libraries=listed)
     cause = (
         f"{_names(libs)} of {package or 'no distribution'} needs {listed}: {where} "
         f"('{sorted(names)[0]}: cannot open shared object file')"
@@ -297,8 +301,9 @@ def _picked_builds(
                     (rule.what, why),
                     f"{package}: which of its {len(builds)} builds it loads "
                     f"is not known ({why}): every build is judged",
-                    f"scan the environment that has {rule.cuda_from} installed, or set "
-                    f"{rule.override}",
+                    fix_text(
+                        "picked-build-undecided", decider=rule.cuda_from, override=rule.override
+                    ),
                     rule.source,
                     False,
                 )
@@ -326,8 +331,12 @@ def _picked_builds(
                     tuple(sorted(builds.values())),
                     (rule.what, why, f"no build for CUDA {wanted[0]}.x"),
                     reason,
-                    f"install a {package} release with a CUDA {wanted[0]} build, or set "
-                    f"{rule.override} to one it ships",
+                    fix_text(
+                        "picked-build-missing",
+                        package=package,
+                        major=wanted[0],
+                        override=rule.override,
+                    ),
                     rule.source,
                     gating,
                 )
@@ -371,7 +380,7 @@ def _torch_gate(
     first = f"{dist.name} {dist.version} loads {gate.files} only with torch >= {torch_min}"
     if skipped is not None and skipped.value == "1":
         why = f"{gate.skip}=1 ({skipped.source}) skips them"
-        fix = f"unset {gate.skip}"
+        fix = fix_text("extension-gate-skipped", variable=gate.skip)
     elif have is None:
         return LoadFinding(
             "extension-gate",
@@ -382,13 +391,15 @@ def _torch_gate(
             (first,),
             f"{dist.name}: whether it loads its extensions is not known: torch's "
             "version was not found",
-            "scan the environment that has torch installed",
+            fix_text("extension-gate-torch-unknown"),
             source,
             False,
         )
     elif (version_tuple(have) or ()) < (version_tuple(torch_min) or ()):
         why = f"torch {torch.version if torch else have} is installed"
-        fix = f"pip install 'torch>={torch_min}', or a {dist.name} release for torch {have}"
+        fix = fix_text(
+            "extension-gate-old-torch", torch_min=torch_min, package=dist.name, torch=have
+        )
     else:
         return None
     for path in files:
