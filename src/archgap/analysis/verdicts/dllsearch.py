@@ -40,6 +40,7 @@ from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
+from archgap.kb.fixes import fix_text
 from archgap.kb.windows import outside_packages, search_order
 from archgap.probe.facts import BinaryFacts, Distribution, PythonEnvironment
 
@@ -139,19 +140,13 @@ def _finding(
 def _fix(package: str, status: Status, names: Missing, elsewhere: bool) -> str:
     what = package or "it"
     if status == "unknown":
-        return f"scan {what} with what it requires (scan REQUIREMENT --deps, or the environment)"
+        return fix_text("dll-unread", package=what)
     if elsewhere:
-        return (
-            f"add the directory that holds {sorted(names)[0]} with os.add_dll_directory before "
-            f"importing {what}, or install a build of {what} that ships it"
-        )
+        return fix_text("dll-add-directory", dll=sorted(names)[0], package=what)
     known = kb.cuda_libraries()
     lower = {n.lower(): e.package for n, e in known.items()}
     providers = " ".join(sorted({lower[n.lower()] for n in names}))
-    return (
-        f"pip install {providers}, and add the directories of their DLLs with "
-        "os.add_dll_directory before the import"
-    )
+    return fix_text("dll-providers", providers=providers)
 
 
 def _folders(env: PythonEnvironment, images: Sequence[BinaryFacts]) -> dict[str, set[str]]:

@@ -24,6 +24,7 @@ from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.kb import load as kb
+from archgap.kb.fixes import fix_text
 from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment
 
 ORIGIN = ("$ORIGIN", "${ORIGIN}")
@@ -213,7 +214,7 @@ def _not_found(
     if loader is None:
         return (
             f"not in the directories it names ({runpath}); the target's loader cache was not read",
-            f"scan with the target's loader facts, or put {name}'s directory on LD_LIBRARY_PATH",
+            fix_text("dlopen-loader-unread", library=name),
             False,
         )
     unread = _unread(dirs, env_dirs, loader)
@@ -222,18 +223,18 @@ def _not_found(
         return (
             f"dlopen does not search {here[0]} ({searched}); it is found there only when "
             f"{', '.join(preload[:3])}, which needs it (DT_NEEDED), was loaded first",
-            f"import the package of {preload[0]} first, or add {here[0]} to LD_LIBRARY_PATH",
+            fix_text("dlopen-preload", needer=preload[0], directory=here[0]),
             False,
         )
     if here:
         return (
             f"installed in {here[0]}, which dlopen does not search ({searched})",
-            f"add {here[0]} to LD_LIBRARY_PATH",
+            fix_text("dlopen-not-searched", directory=here[0]),
             not unread,
         )
     return (
         f"no installed package ships it and dlopen does not find it ({searched})",
-        f"pip install {provider}: dlopen finds it {_where_found(dirs)}",
+        fix_text("dlopen-provider", provider=provider, where=_where_found(dirs)),
         not unread,
     )
 
