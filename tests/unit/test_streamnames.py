@@ -12,8 +12,6 @@ gives over the same bytes, name for name and in order.
 from __future__ import annotations
 
 import io
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from archgap.archives import streamnames, streamread
 from archgap.archives.streamread import read_streamed
 from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.facts import BinaryFacts
+from tests.unit.test_dlopen_rules import NO_DLOPEN, build
 
 SOURCE = r"""
 #include <dlfcn.h>
@@ -30,21 +29,6 @@ const char *const names[] = {"libcublas.so.12", "libcudnn.so.9", "/opt/x/libpath
 char writable[] = "libwritable.so.3";
 void *open_them(int i) { return dlopen(i ? names[i] : writable, RTLD_LAZY); }
 """
-NO_DLOPEN = r"""
-const char *const names[] = {"libcublas.so.12"};
-const char *name(int i) { return names[i]; }
-"""
-
-
-def build(tmp_path: Path, name: str, source: str) -> Path:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed: cannot build the test libraries")
-    c = tmp_path / f"{name}.c"
-    c.write_text(source)
-    out = tmp_path / f"lib{name}.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(c), "-ldl"], check=True)
-    return out
 
 
 def streamed(path: Path, chunk: int) -> BinaryFacts:
