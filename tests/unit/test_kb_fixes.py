@@ -16,8 +16,7 @@ from tests.unit.test_kb_pretend_release import _amend
 SRC = Path(__file__).resolve().parents[2] / "src" / "archgap"
 
 
-CALLERS = ("fix_text", "fix_words")
-ENGINE = SRC / "analysis" / "fixes" / "engine.py"  # its _fix words a Fix, with kind and env
+CALLERS = ("fix_text", "fix_words", "worded")  # worded: a Fix, with kind and env
 
 
 def _calls() -> list[tuple[str, str, frozenset[str]]]:
@@ -25,10 +24,9 @@ def _calls() -> list[tuple[str, str, frozenset[str]]]:
     found = []
     for path in sorted(SRC.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            callers = (*CALLERS, "_fix") if path == ENGINE else CALLERS
-            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) in callers):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) in CALLERS):
                 continue
-            if any(k.arg is None for k in node.keywords):  # a forwarder: _fix's own **fields
+            if any(k.arg is None for k in node.keywords):  # a forwarder: worded's own **fields
                 continue
             assert node.args and isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}"
             names = frozenset(k.arg for k in node.keywords if k.arg not in (None, "kind", "env"))
@@ -82,3 +80,12 @@ def test_a_wording_changes_by_data_alone(monkeypatch: pytest.MonkeyPatch) -> Non
 
     _amend(monkeypatch, {"fixes.json": reword})
     assert _volta_on_590() == "pin the R580 branch: it is the last for Volta"
+
+
+def test_a_key_defined_in_two_files_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def copy_one(data: dict[str, dict[str, dict[str, str]]]) -> None:
+        data["fixes"]["driver-last-branch"] = {"text": "again", "source": "a test"}
+
+    _amend(monkeypatch, {"fixes_jit.json": copy_one})
+    with pytest.raises(ValueError, match="driver-last-branch"):
+        templates()

@@ -1,4 +1,4 @@
-"""Fix texts as templates (``fixes.json``): one place that words what a check tells the user to
+"""Fix texts as templates (``fixes*.json``): one place that words what a check tells the user to
 do, why, and the command, with the fields the check fills in."""
 
 from __future__ import annotations
@@ -31,12 +31,21 @@ class FixWords:
     command: str | None
 
 
+FILES = ("fixes.json", "fixes_explain.json", "fixes_jit.json")  # by subject: checks, explain, JIT
+
+
 @cache
 def templates() -> dict[str, FixTemplate]:
-    return {
-        key: FixTemplate(key, e["text"], e.get("why", ""), e.get("command", ""), e["source"])
-        for key, e in load_json("fixes.json")["fixes"].items()
-    }
+    """Every template of the FILES; a key two files define is an error, not a silent override."""
+    found: dict[str, FixTemplate] = {}
+    for name in FILES:
+        for key, e in load_json(name)["fixes"].items():
+            if key in found:
+                raise ValueError(f"kb/{name}: fix template {key!r} is defined twice")
+            found[key] = FixTemplate(
+                key, e["text"], e.get("why", ""), e.get("command", ""), e["source"]
+            )
+    return found
 
 
 def fix_words(key: str, **fields: object) -> FixWords:

@@ -79,8 +79,8 @@ def normalised_target(
     return target if ok else None
 
 
-def _fix(key: str, kind: str, env: tuple[tuple[str, str], ...] = (), **fields: object) -> Fix:
-    """The fix worded by kb/fixes.json's template ``key``, with its fields filled in."""
+def worded(key: str, kind: str, env: tuple[tuple[str, str], ...] = (), **fields: object) -> Fix:
+    """The fix worded by the kb template ``key`` (kb/fixes*.json), with its fields filled in."""
     words = fix_words(key, **fields)
     return Fix(words.text, words.why, env=env, command=words.command, kind=kind)
 
@@ -88,11 +88,11 @@ def _fix(key: str, kind: str, env: tuple[tuple[str, str], ...] = (), **fields: o
 def flashinfer_fixes(case: FlashinferCase) -> tuple[Fix, ...]:
     """Every fix that removes a FlashInfer JIT failure on ``case.cc``, least invasive first."""
     rules = kb.jit_rules().flashinfer
-    avoid = _fix("flashinfer-avoid", kind=AVOID, avoid_options=rules.avoid_options)
+    avoid = worded("flashinfer-avoid", kind=AVOID, avoid_options=rules.avoid_options)
     cc = case.cc
     if not flashinfer_supports(cc):
         release = f"FlashInfer {case.version}" if case.version else "FlashInfer"
-        unsupported = _fix(
+        unsupported = worded(
             "flashinfer-unsupported-gpu", kind=AVOID, release=release, sm=cc.sm, cc=cc,
             avoid_options=rules.avoid_options, source=rules.min_compute_capability_source,
         )  # fmt: skip
@@ -170,7 +170,7 @@ def _toolkit_fixes(
             # CUDA_HOME alone: FlashInfer runs $CUDA_HOME/bin/nvcc (jit/cpp_ext.py
             # get_cuda_path: CUDA_HOME first; build.ninja `nvcc = $cuda_home/bin/nvcc`);
             # PATH is not read while CUDA_HOME is set, so no PATH is proposed.
-            _fix(
+            worded(
                 "flashinfer-cuda-home",
                 kind=TOOLKIT,
                 env=(("CUDA_HOME", tk.home),),
@@ -187,7 +187,7 @@ def _toolkit_fixes(
 def _driver_first(case: FlashinferCase, tk: Toolkit, target: str, rule: str) -> Fix:
     """A toolkit switch the driver cannot run: the driver upgrade first, said so. No variables
     to apply: written alone, CUDA_HOME would move the JIT to a build the driver refuses."""
-    return _fix(
+    return worded(
         "flashinfer-driver-first", kind=UPGRADE, driver=case.driver, nvcc=tk.version,
         home=tk.home, origin=tk.origin, rule=rule, target=target,
     )  # fmt: skip
@@ -215,9 +215,9 @@ def _arch_list_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
         )
         env = (("FLASHINFER_CUDA_ARCH_LIST", value),)
         return [
-            _fix("flashinfer-arch-list", kind=ENV, env=env, value=value, nvcc=nvcc,
+            worded("flashinfer-arch-list", kind=ENV, env=env, value=value, nvcc=nvcc,
                  portability=portability),
-            _fix("flashinfer-patch-normalise", kind=PATCH, major=cc.major,
+            worded("flashinfer-patch-normalise", kind=PATCH, major=cc.major,
                  minor=f"{cc.minor}{suffix}", cc=cc, nvcc=f"{nvcc[0].upper()}{nvcc[1:]}"),
         ]  # fmt: skip
     return []
@@ -235,7 +235,7 @@ def _upgrade_fixes(case: FlashinferCase, rng: kb.FlashinferRange | None) -> list
     target = normalised_target(newer, case.cc, case.cuda)
     if target is None:
         return []
-    upgrade = _fix(
+    upgrade = worded(
         "flashinfer-upgrade", kind=UPGRADE, fixed_in=fixed_in, target=target, cuda=case.cuda,
         source=rules.fixed_in_source,
     )  # fmt: skip
@@ -260,7 +260,7 @@ def _install_toolkit(case: FlashinferCase, rng: kb.FlashinferRange | None) -> li
     if not needs:
         return []
     target, limit = max(needs, key=lambda n: kb.major_minor(n[1].split()[-1]) or (0, 0))
-    install = _fix(
+    install = worded(
         "flashinfer-install-toolkit", kind=TOOLKIT, limit=limit.removeprefix("CUDA "),
         driver_cap=_driver_cap(case.driver), target=target,
     )  # fmt: skip
