@@ -31,7 +31,8 @@ class FixWords:
     command: str | None
 
 
-FILES = ("fixes.json", "fixes_explain.json", "fixes_jit.json")  # by subject: checks, explain, JIT
+# By subject: the checks, the frameworks' gates, explain's rules, the JIT models.
+FILES = ("fixes.json", "fixes_gates.json", "fixes_explain.json", "fixes_jit.json")
 
 
 @cache
