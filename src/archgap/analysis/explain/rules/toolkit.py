@@ -21,7 +21,7 @@ from archgap.analysis.explain.rules.facts import (
 )
 from archgap.analysis.explain.rules.nvrtc import nvrtc_cuda, nvrtc_fix, nvrtc_without_gpu
 from archgap.analysis.explain.rules.words import dropped_words, gpu_words, version_of
-from archgap.analysis.fixes.engine import ENV, TOOLKIT, Fix, toolkit_limit
+from archgap.analysis.fixes.engine import ENV, TOOLKIT, Fix, toolkit_limit, worded
 from archgap.kb import toolchain as kb
 from archgap.kb.gpus import Renumbered, renumbered
 
@@ -189,26 +189,17 @@ def _renumbered_fixes(target: str, newer: bool) -> tuple[Fix, ...]:
     if found is None:
         return ()
     r, is_old = found
-    old, new = f"sm_{r.old.replace('.', '')}", f"sm_{r.new.replace('.', '')}"
+    old_sm, new_sm = r.old.replace(".", ""), r.new.replace(".", "")
     if newer and is_old:
         return (
-            Fix(
-                f"build for {new} instead of {old} (CMAKE_CUDA_ARCHITECTURES="
-                f'{new.removeprefix("sm_")}, TORCH_CUDA_ARCH_LIST="{r.new}"): CUDA {r.toolkit} '
-                f"renumbered {old} as {new}, the same GPU",
-                r.source,
-                kind=ENV,
-            ),
-        )
+            worded("toolkit-renumbered-new-number", kind=ENV, new_sm=new_sm, old_sm=old_sm,
+                   new_cc=r.new, toolkit=r.toolkit, source=r.source),
+        )  # fmt: skip
     if not newer and not is_old:
         return (
-            Fix(
-                f"with a CUDA older than {r.toolkit}, build for {old} instead: the same GPU's "
-                f"number there",
-                r.source,
-                kind=ENV,
-            ),
-        )
+            worded("toolkit-renumbered-old-number", kind=ENV, toolkit=r.toolkit, old_sm=old_sm,
+                   source=r.source),
+        )  # fmt: skip
     return ()
 
 
@@ -220,19 +211,8 @@ def _other_ptxas(target: str, have: str, facts: LogFacts) -> Ruling:
         f"older toolkit's first on PATH"
     )
     fixes = (
-        Fix(
-            f"export TRITON_PTXAS_PATH to the ptxas of CUDA {have} (e.g. "
-            f"/usr/local/cuda-{have}/bin/ptxas; Triton runs its bundled ptxas unless told), and "
-            f"clear ~/.triton/cache",
-            "Triton's bundled ptxas is older than the toolkit",
-            kind=ENV,
-        ),
-        Fix(
-            f"put the CUDA {have} bin directory first on PATH (CUDA_HOME too) for other tools "
-            f"that run the first ptxas they find",
-            "",
-            kind=ENV,
-        ),
+        worded("toolkit-triton-ptxas", kind=ENV, cuda=have),
+        worded("toolkit-ptxas-on-path", kind=ENV, cuda=have),
     )
     return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
 
@@ -247,18 +227,8 @@ def _other_nvcc(target: str, have: str, first: str, last: str | None, facts: Log
         f"({outside}): one found first on PATH or through CUDA_HOME, not CUDA {have}"
     )
     fixes = (
-        Fix(
-            f"put the CUDA {have} nvcc first: PATH=/usr/local/cuda-{have}/bin:$PATH and "
-            f"CUDA_HOME=/usr/local/cuda-{have} (check with `which -a nvcc` and `nvcc --version`)",
-            f"CUDA {have} builds {target}",
-            kind=ENV,
-        ),
-        Fix(
-            "or remove the other toolkit the build finds first (a distribution's "
-            "nvidia-cuda-toolkit in /usr/bin, an older /usr/local/cuda link)",
-            "",
-            kind=TOOLKIT,
-        ),
+        worded("toolkit-nvcc-first", kind=ENV, cuda=have, target=target),
+        worded("toolkit-remove-other-nvcc", kind=TOOLKIT),
     )
     return Ruling("toolkit-target", f"{cause}{gpu_words(facts)}", DETERMINED, fixes)
 
@@ -284,53 +254,20 @@ def _target_fixes(
     fixes: list[Fix] = list(_renumbered_fixes(target, newer))
     if tool == XLA:
         need = toolkit_limit(gpu_target or target) or f"CUDA >= {first}"
-        fixes.append(
-            Fix(
-                f"put a ptxas from {need} first on PATH for XLA (jax: pip install "
-                f"'nvidia-cuda-nvcc-cu12'; TensorFlow: the CUDA its release names)",
-                "XLA runs the ptxas it finds on PATH or in its CUDA directory; Triton's settings "
-                "do not apply",
-                kind=TOOLKIT,
-            )
-        )
+        fixes.append(worded("toolkit-xla-ptxas", kind=TOOLKIT, cuda_range=need))
         return tuple(fixes)
     if tool == NVRTC:
         return (nvrtc_fix(newer, target, last, first),)
     if not_the_gpu and gpu_target:
         cc = facts.ccs[0]
         fixes.append(
-            Fix(
-                f"build for the GPU itself: leave {target} out of the arch list and build "
-                f"{gpu_target} (CMAKE_CUDA_ARCHITECTURES={cc.replace('.', '')}, "
-                f'TORCH_CUDA_ARCH_LIST="{cc}", -gencode arch=compute_{cc.replace(".", "")},'
-                f"code={gpu_target})",
-                f"the {facts.gpu_name or 'GPU'} is {cc}; {target} is not needed for it",
-                kind=ENV,
-            )
-        )
+            worded("toolkit-build-for-gpu", kind=ENV, target=target, sm=cc.replace(".", ""),
+                   cc=cc, gpu=facts.gpu_name or "GPU")
+        )  # fmt: skip
     elif newer:
-        fixes.append(
-            Fix(
-                f"remove {target} from the build's arch list (-gencode, CMAKE_CUDA_ARCHITECTURES, "
-                f"TORCH_CUDA_ARCH_LIST)",
-                "the toolkit in use no longer builds it",
-                kind=ENV,
-            )
-        )
+        fixes.append(worded("toolkit-remove-target", kind=ENV, target=target))
     if newer:
-        fixes.append(
-            Fix(
-                f"or build with CUDA <= {last} (the last toolkit that builds {target})",
-                "an older toolkit, only if that GPU must be supported",
-                kind=TOOLKIT,
-            )
-        )
+        fixes.append(worded("toolkit-older", kind=TOOLKIT, last=last, target=target))
     else:
-        fixes.append(
-            Fix(
-                f"build with CUDA >= {first} (point CUDA_HOME and PATH at it)",
-                f"the first toolkit that builds {target}",
-                kind=TOOLKIT,
-            )
-        )
+        fixes.append(worded("toolkit-newer", kind=TOOLKIT, first=first, target=target))
     return tuple(fixes)
