@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from archgap.analysis.explain.causes import HOW_CC, dotted
 from archgap.analysis.explain.rules import CONDITIONAL, DETERMINED, LogFacts, Ruling, raiser
-from archgap.analysis.fixes.engine import AVOID, ENV, TOOLKIT, UPGRADE, Fix
+from archgap.analysis.fixes.engine import AVOID, ENV, TOOLKIT, UPGRADE, Fix, worded
 from archgap.kb import toolchain as kb
 from archgap.kb.gates import Gate
 
@@ -97,28 +97,19 @@ def _below_cause(gate: Gate, who: str, cc: str, need: str | None, gpu: str) -> s
 
 def _fixes(gate: Gate, who: str, cc: str, need: str | None) -> tuple[Fix, ...]:
     fixes = _instead(gate)
-    fixes.append(
-        Fix(
-            f"run without {who} on this GPU: another backend for what needs it, or the CPU",
-            "the GPU, not a setting, decides",
-            kind=AVOID,
-        )
-    )
-    if gate.older is not None and _key(cc) >= _key(gate.older.serves_from):
+    fixes.append(worded("gate-minimum-run-without", kind=AVOID, framework=who))
+    older = gate.older
+    if older is not None and _key(cc) >= _key(older.serves_from):
         fixes.append(
-            Fix(
-                f"install {gate.older.release} (it serves compute capability "
-                f"{gate.older.serves_from} and newer)",
-                gate.older.source,
-                kind=UPGRADE,
+            worded(
+                "gate-minimum-older-release", kind=UPGRADE,
+                release=older.release, serves_from=older.serves_from, source=older.source,
             )
-        )
+        )  # fmt: skip
     if need is not None:
         fixes.append(
-            Fix(
-                f"run it on a GPU with compute capability {need} or newer",
-                f"{who}'s own minimum ({gate.source})",
-                kind=AVOID,
+            worded(
+                "gate-minimum-newer-gpu", kind=AVOID, min_cc=need, framework=who, source=gate.source
             )
         )
     return tuple(fixes)
@@ -128,7 +119,12 @@ def _instead(gate: Gate) -> list[Fix]:
     """What the framework's own message says to do instead (a setting that avoids the gate)."""
     if not gate.instead:
         return []
-    return [Fix(gate.instead, f"{gate.framework}'s own advice ({gate.source})", kind=AVOID)]
+    return [
+        worded(
+            "gate-instead", kind=AVOID,
+            instead=gate.instead, framework=gate.framework, source=gate.source,
+        )
+    ]  # fmt: skip
 
 
 def _toolkit_minimum(
@@ -144,17 +140,9 @@ def _toolkit_minimum(
     )
     fixes = (
         *_instead(gate),
-        Fix(
-            f"use a CUDA toolkit (NVRTC/NVVM) that still builds {target}: CUDA {last} or older",
-            "NVIDIA's toolkit release notes: the targets each release adds and drops",
-            kind=TOOLKIT,
-        )
+        worded("gate-toolkit-minimum-last-cuda", kind=TOOLKIT, target=target, last_cuda=last)
         if last
-        else Fix(
-            f"use a CUDA toolkit whose compiler still builds {target}",
-            "NVIDIA's toolkit release notes",
-            kind=TOOLKIT,
-        ),
+        else worded("gate-toolkit-minimum-older-cuda", kind=TOOLKIT, target=target),
     )
     return Ruling("framework-gate", cause, DETERMINED, fixes)
 
@@ -193,16 +181,8 @@ def _family(
 def _family_fixes(gate: Gate, who: str, named: str) -> tuple[Fix, ...]:
     return (
         *_instead(gate),
-        Fix(
-            f"use another path than {who} on this GPU (another backend or kernel, or the CPU)",
-            "the GPU's architecture, not a build or setting, decides",
-            kind=AVOID,
-        ),
-        Fix(
-            f"run it on a GPU with compute capability {named}",
-            f"{who}'s own check ({gate.source})",
-            kind=AVOID,
-        ),
+        worded("gate-family-another-path", kind=AVOID, framework=who),
+        worded("gate-family-gpu", kind=AVOID, accepts=named, framework=who, source=gate.source),
     )
 
 
@@ -235,26 +215,39 @@ def _built_for(
             f"{who} was built for compute capability {built}: none of it is code for the "
             f"GPU{gpu} (code for sm_XY runs only on X.Z with Z >= Y), so {target} is missing"
         )
-    first, last = kb.first_toolkit_for(target), kb.last_toolkit_for(target)
-    span = f"CUDA {first} or newer" if first else "a CUDA toolkit that targets it"
-    if last:
-        span = f"CUDA {first} to {last}" if first else f"CUDA {last} or older"
     fixes = [
-        Fix(
-            f"install a build of {who} that lists {target} (its release notes or index name the "
-            "architectures of each wheel)",
-            "the build, not the GPU, lacks the code",
-            kind=UPGRADE,
-        ),
-        Fix(
-            f"or build it from source for {target}, with {span}",
-            "NVIDIA's toolkit release notes: the targets each release adds and drops",
-            kind=TOOLKIT,
-        ),
+        worded("gate-built-for-listing-build", kind=UPGRADE, framework=who, target=target),
+        _from_source(target),
     ]
-    if gate.older is not None and _key(cc) >= _key(gate.older.serves_from):
-        fixes.insert(0, Fix(f"install {gate.older.release}", gate.older.source, kind=UPGRADE))
+    older = gate.older
+    if older is not None and _key(cc) >= _key(older.serves_from):
+        fixes.insert(
+            0,
+            worded(
+                "gate-built-for-older-release", kind=UPGRADE,
+                release=older.release, source=older.source,
+            ),
+        )  # fmt: skip
     return Ruling("framework-gate", cause, DETERMINED, tuple(fixes))
+
+
+def _from_source(target: str) -> Fix:
+    """A build from source for ``target``, with the toolkits that target it (first to last)."""
+    first, last = kb.first_toolkit_for(target), kb.last_toolkit_for(target)
+    if first and last:
+        return worded(
+            "gate-built-for-from-source-between", kind=TOOLKIT,
+            target=target, first_cuda=first, last_cuda=last,
+        )  # fmt: skip
+    if last:
+        return worded(
+            "gate-built-for-from-source-until", kind=TOOLKIT, target=target, last_cuda=last
+        )
+    if first:
+        return worded(
+            "gate-built-for-from-source-since", kind=TOOLKIT, target=target, first_cuda=first
+        )
+    return worded("gate-built-for-from-source", kind=TOOLKIT, target=target)
 
 
 def _shipped(gate: Gate, who: str, cc: str | None, facts: LogFacts) -> Ruling | None:
@@ -275,33 +268,30 @@ def _shipped(gate: Gate, who: str, cc: str | None, facts: LogFacts) -> Ruling | 
         decide = (
             f"the {who} version (`pip show {who}`), and the arch list of a build of one's own",
         )
-        upgrade = Fix(
-            f"install {gate.release} or newer", f"its libraries carry {target}", kind=UPGRADE
+        upgrade = worded(
+            "gate-shipped-release-or-newer", kind=UPGRADE, release=gate.release, target=target
         )
         return Ruling("framework-gate", cause, CONDITIONAL, (upgrade,), decide)
     if not runs:
         cause = f"no library of {who} ({gate.release}) has code for the GPU{gpu}: {shipped}"
         fixes: tuple[Fix, ...] = (
-            Fix(
-                f"run without {who} on this GPU (another quantization backend, or the CPU)",
-                f"none of {gate.release}'s libraries carries {target}",
-                kind=AVOID,
+            worded(
+                "gate-shipped-run-without", kind=AVOID,
+                framework=who, release=gate.release, target=target,
             ),
-        )
+        )  # fmt: skip
         return Ruling("framework-gate", cause, DETERMINED, fixes)
     cause = (
         f"{who} loaded a library without code for the GPU{gpu}: in {gate.release} only "
         f"{', '.join(b.libraries for b in runs)} carry {target} or an older minor of it ({shipped})"
     )
     fixes = tuple(
-        Fix(
-            f"load {b.libraries}: {b.switch} (it picks the library of torch's CUDA otherwise), "
-            f"or install a torch built with that CUDA",
-            f"{gate.release}'s libraries as read ({gate.source})",
-            kind=ENV,
+        worded(
+            "gate-shipped-load-library", kind=ENV,
+            libraries=b.libraries, switch=b.switch, release=gate.release, source=gate.source,
         )
         for b in runs
-    )
+    )  # fmt: skip
     return Ruling("framework-gate", cause, DETERMINED, fixes)
 
 
@@ -314,20 +304,18 @@ def _driver_minimum(gate: Gate, who: str, got: dict[str, str], facts: LogFacts) 
     if built is not None and _key(found) >= _key(built):
         return None  # the driver's CUDA is not older than the build's: not this gap
     release = kb.toolkit_release(built) if built else None
-    upgrade = (
-        f"upgrade the NVIDIA driver to {release.min_driver_linux} or newer (CUDA {built}'s "
-        "minimum on Linux)"
-        if release and release.min_driver_linux
-        else "upgrade the NVIDIA driver to one whose CUDA version is at least the build's"
-    )
+    min_driver = release.min_driver_linux if release else None
     fixes = (
-        Fix(upgrade, "NVIDIA's CUDA toolkit release notes: the minimum driver", kind=UPGRADE),
-        Fix(
-            f"or install a build of {who} made with CUDA {found} or older (keeps the driver)",
-            f"{who}'s own advice ({gate.source})",
-            kind=UPGRADE,
+        worded(
+            "gate-driver-minimum-upgrade-to", kind=UPGRADE, min_driver=min_driver, build_cuda=built
+        )
+        if min_driver
+        else worded("gate-driver-minimum-upgrade", kind=UPGRADE),
+        worded(
+            "gate-driver-minimum-older-build", kind=UPGRADE,
+            framework=who, driver_cuda=found, source=gate.source,
         ),
-    )
+    )  # fmt: skip
     if built is None:
         cause = f"the NVIDIA driver runs CUDA up to {found}, older than {who}'s build needs"
         decide = (f"the CUDA version {who} was built with (e.g. torch.version.cuda)",)
@@ -354,26 +342,25 @@ def _toolkit_version(gate: Gate, who: str, got: dict[str, str], facts: LogFacts)
         f"{who}'s build needs a CUDA toolkit >= {need} and the nvcc it found is older{have}: "
         "its setup checks nvcc -V before compiling anything, whatever the GPU"
     )
-    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
-    last = kb.last_toolkit_for("sm_" + cc.replace(".", "")) if cc else None
-    upto = (
-        f", and no newer than CUDA {last}, the last that builds sm_{cc_int(cc)}"
-        if cc and last
-        else ""
-    )
     fixes = (
-        Fix(
-            f"install CUDA {need} or newer{upto}; point CUDA_HOME at it so that nvcc -V reports it",
-            f"{who}'s own check ({gate.source})",
-            kind=TOOLKIT,
-        ),
-        Fix(
-            f"or install a prebuilt wheel of {who} for your torch and CUDA (no nvcc needed)",
-            "a wheel skips the build and its toolkit check",
-            kind=UPGRADE,
-        ),
+        _newer_toolkit(gate, who, need, facts),
+        worded("gate-toolkit-version-prebuilt-wheel", kind=UPGRADE, framework=who),
     )
     return Ruling("toolkit-gate", cause, DETERMINED, fixes)
+
+
+def _newer_toolkit(gate: Gate, who: str, need: str, facts: LogFacts) -> Fix:
+    """CUDA ``need`` or newer; where the log names one GPU, no newer than the last CUDA for it."""
+    cc = facts.ccs[0] if len(facts.ccs) == 1 else None
+    last = kb.last_toolkit_for("sm_" + cc_int(cc)) if cc else None
+    if cc and last:
+        return worded(
+            "gate-toolkit-version-newer-until", kind=TOOLKIT,
+            min_cuda=need, last_cuda=last, sm=cc_int(cc), framework=who, source=gate.source,
+        )  # fmt: skip
+    return worded(
+        "gate-toolkit-version-newer", kind=TOOLKIT, min_cuda=need, framework=who, source=gate.source
+    )
 
 
 def _ptx_minimum(gate: Gate, who: str, got: dict[str, str]) -> Ruling | None:
@@ -393,19 +380,16 @@ def _ptx_minimum(gate: Gate, who: str, got: dict[str, str]) -> Ruling | None:
         "program that drives the compiler (its own CUDA-to-PTX table), not from the GPU"
     )
     fixes = (
-        Fix(
-            f"upgrade the program that sets the PTX version (so that it asks for PTX ISA {need} "
-            f"or newer for {target}), or let the compiler choose its default",
-            f"{who}'s own advice ({gate.source})",
-            kind=UPGRADE,
+        worded(
+            "gate-ptx-minimum-program", kind=UPGRADE,
+            ptx_isa=need, target=target, framework=who, source=gate.source,
         ),
-        Fix(
-            f"whatever assembles it (ptxas, or the driver's JIT) must know PTX ISA {need}"
-            + (f": CUDA {first.cuda} or newer" if first else ""),
-            "NVIDIA's PTX ISA release notes: the ISA each toolkit writes",
-            kind=UPGRADE,
-        ),
-    )
+        worded(
+            "gate-ptx-minimum-assembler-cuda", kind=UPGRADE, ptx_isa=need, first_cuda=first.cuda
+        )
+        if first
+        else worded("gate-ptx-minimum-assembler", kind=UPGRADE, ptx_isa=need),
+    )  # fmt: skip
     return Ruling("ptx-gate", cause, DETERMINED, fixes)
 
 
@@ -423,19 +407,17 @@ def _build_list_minimum(
         f"(CUDA_ARCH_BIN), and its configure step refuses any target under that minimum: the "
         "build's own arch list, not the GPU, stops it"
     )
-    keep = (
-        f"-D CUDA_ARCH_BIN={cc} for the GPU{_gpu(facts, cc)}"
+    remove = (
+        worded(
+            "gate-arch-list-remove-for-gpu", kind=ENV,
+            min_cc=need, cc=cc, gpu=_gpu_words(facts, cc), framework=who, source=gate.source,
+        )
         if cc and _key(cc) >= _key(need)
-        else f"e.g. -D CUDA_ARCH_BIN=<your GPU's compute capability, {need} or newer>"
-    )
-    fixes = [
-        Fix(
-            f"remove the architectures below {need} from CUDA_ARCH_BIN (and CUDA_ARCH_PTX): {keep}",
-            f"{who}'s own check ({gate.source})",
-            kind=ENV,
-        ),
-        *_instead(gate),
-    ]
+        else worded(
+            "gate-arch-list-remove", kind=ENV, min_cc=need, framework=who, source=gate.source
+        )
+    )  # fmt: skip
+    fixes = [remove, *_instead(gate)]
     if cc and _key(cc) < _key(need):  # no arch list makes that part run on this GPU
         cause += f"; the GPU{_gpu(facts, cc)} is itself below {need}, so it needs the other way"
         fixes = fixes[1:] or fixes
@@ -479,8 +461,13 @@ def _who(gate: Gate, facts: LogFacts) -> str:
 
 
 def _gpu(facts: LogFacts, cc: str) -> str:
+    """The GPU as a cause names it after "the GPU": " (Tesla T4, 7.5)", or " (7.5)"."""
+    return f" ({_gpu_words(facts, cc)})"
+
+
+def _gpu_words(facts: LogFacts, cc: str) -> str:
     named = facts.gpu_name and not _SM_WORD.search(facts.gpu_name)  # "NVIDIA SM100+" is no GPU
-    return f" ({facts.gpu_name}, {cc})" if named else f" ({cc})"
+    return f"{facts.gpu_name}, {cc}" if named else cc
 
 
 def _cc(got: dict[str, str]) -> str | None:
