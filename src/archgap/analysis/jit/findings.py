@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from archgap.analysis.fixes.engine import Fix
+from archgap.analysis.fixes.engine import Fix, worded
 from archgap.analysis.jit import torch_ext
 from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.kb import toolchain as kb
@@ -269,10 +269,13 @@ def _major_mismatch(
     if not (have and want and have[0] != want[0]):
         return []
     fixes = [
-        Fix(
-            f"point CUDA_HOME at {t.home} (nvcc {t.version} found there: {t.origin})",
-            "Extension builds then use a toolkit of torch's CUDA major.",
+        worded(
+            "torch-ext-cuda-home",
+            kind="",
             env=(("CUDA_HOME", t.home),),
+            home=t.home,
+            nvcc=t.version,
+            origin=t.origin,
         )
         for t in _ok_nvcc_toolkits(facts)
         if (kb.major_minor(t.version or "") or (0, 0))[0] == want[0] and t.home != tk.home
@@ -308,11 +311,7 @@ def _torch_driver(
     ok, rule = kb.driver_runs_runtime(driver_version, torch.cuda or "")
     if ok is not False:
         return []
-    fix = Fix(
-        "upgrade the NVIDIA driver, or install a torch build for an older CUDA "
-        "(a different +cuXYZ wheel)",
-        "A driver upgrade needs a reboot/maintenance window.",
-    )
+    fix = worded("torch-driver-upgrade", kind="")
     return [
         driver_finding(
             "torch",
@@ -370,12 +369,8 @@ def _arch_list_findings(
 
     if parsed.unknown:
         token = parsed.unknown[0]
-        fix = Fix(
-            "use names from torch's list, e.g. "
-            + " ".join(sorted({f"{t.compute_capability}" for t in targets})),
-            "Family 'f' names are not accepted by torch's parser.",
-            kind="env",
-        )
+        names = " ".join(sorted({f"{t.compute_capability}" for t in targets}))
+        fix = worded("torch-ext-arch-names", kind="env", names=names)
         status: JitStatus = "fails" if parsed.definitive else "unknown"
         arch = token.removesuffix("+PTX")
         return [
@@ -451,19 +446,8 @@ def runtime_findings(
                     Fact(rule, "kb/drivers.json"),
                 ),
                 (
-                    Fix(
-                        f"upgrade the NVIDIA driver to one that runs CUDA {tk.version}, or install "
-                        "the CUDA forward-compatibility package (cuda-compat) on a datacenter GPU",
-                        "A driver upgrade needs a maintenance window; forward compatibility "
-                        "works only on datacenter GPUs (https://docs.nvidia.com/deploy/cuda-compatibility/).",
-                        kind="upgrade",
-                    ),
-                    Fix(
-                        "install builds for the CUDA the driver supports (a torch wheel from an "
-                        "older +cuXYZ index and its nvidia-* wheels)",
-                        "Keeps the driver; the whole stack must move to that CUDA.",
-                        kind="upgrade",
-                    ),
+                    worded("cuda-runtime-driver-upgrade", kind="upgrade", cuda=tk.version),
+                    worded("cuda-runtime-older-cuda", kind="upgrade"),
                 ),
                 "at CUDA initialisation (the first CUDA call of any package using it)",
                 gates,

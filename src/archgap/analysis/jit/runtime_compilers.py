@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archgap.analysis.fixes.engine import Fix
+from archgap.analysis.fixes.engine import Fix, worded
 from archgap.analysis.jit.findings import Fact, JitFinding, JitStatus, gpu_finding
 from archgap.analysis.verdicts.compat import GpuTarget
 from archgap.analysis.verdicts.drivers import cuda_majors
@@ -130,7 +130,7 @@ def _judge(
         cause = f"{via}, but its {name} emits PTX ISA {isa}"
         if status == "unknown":
             cause = f"{via}; it emits PTX ISA up to {isa}, driver {driver} JITs <= {have}"
-        fix = Fix("install a driver that JITs PTX ISA " + isa, "a driver upgrade", kind="upgrade")
+        fix = worded("runtime-compiler-ptx-isa", kind="upgrade", isa=isa)
         return _row(package, version, target, status, cause, chain, [fix])
     if have is None and isa is not None:
         via += f" (a driver that knows PTX ISA {isa})"
@@ -153,11 +153,7 @@ def _cannot_judge(
     refused = _driver_refuses(target, compiler, name, driver, majors) if driver else None
     if refused is not None:
         chain.append(Fact(f"driver {driver}", driver_source))
-        fix = Fix(
-            f"install a driver that runs {target.label} and {name}",
-            "a driver upgrade",
-            kind="upgrade",
-        )
+        fix = worded("runtime-compiler-driver", kind="upgrade", gpu=target.label, compiler=name)
         return _row(package, version, target, "fails", refused, chain, [fix])
     if not compiler.targets:
         return _row(package, version, target, "unknown",
@@ -191,15 +187,10 @@ def _no_target(
             f"have (newest compute_{compiler.targets[-1]}): 'nvrtc: error: invalid value for "
             f"--gpu-architecture (-arch)'"
         )
-        fix = Fix(f"use a build of {package} whose compiler targets sm_{gpu}", "a newer release",
-                  kind="upgrade")  # fmt: skip
+        fix = worded("runtime-compiler-newer-build", kind="upgrade", package=package, sm=gpu)
         return _row(package, version, target, "fails", cause, chain, [fix])
     cause = f"its {name} has no target at or below sm_{gpu} (oldest compute_{compiler.targets[0]})"
-    fix = Fix(
-        f"use a build of {package} whose compiler still targets sm_{gpu}",
-        "an older release",
-        kind="upgrade",
-    )
+    fix = worded("runtime-compiler-older-build", kind="upgrade", package=package, sm=gpu)
     return _row(package, version, target, "fails", cause, chain, [fix])
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archgap.analysis.fixes.engine import Fix, toolkit_limit
+from archgap.analysis.fixes.engine import Fix, toolkit_limit, worded
 from archgap.analysis.verdicts.compat import GpuTarget, ptx_jits_on, sass_runs_on, target_name
 from archgap.kb import toolchain as kb
 from archgap.probe.facts import TorchBuild
@@ -92,27 +92,19 @@ def unbuildable(entries: Sequence[ArchEntry], nvcc: str) -> list[ArchEntry]:
 
 def drop_or_toolkit_fixes(bad: Sequence[ArchEntry], nvcc: str) -> tuple[Fix, ...]:
     limits = sorted({limit for e in bad if (limit := toolkit_limit(e.target))})
-    fixes = [
-        Fix(
-            "drop " + ", ".join(e.text for e in bad) + " from TORCH_CUDA_ARCH_LIST",
-            f"nvcc {nvcc} cannot build {', '.join(e.target for e in bad)}; GPUs of that "
-            "architecture then get no kernels from the extension.",
-            kind="env",
-        )
-    ]
+    entries, targets = ", ".join(e.text for e in bad), ", ".join(e.target for e in bad)
+    fixes = [worded("torch-ext-drop-arch", kind="env", entries=entries, nvcc=nvcc, targets=targets)]
     if limits:
         dropped: dict[str, list[str]] = {}  # the release that dropped each (kb/toolkits.json)
         for e in bad:
             if (cuda := kb.dropped_in(e.target)) is not None:
                 dropped.setdefault(cuda, []).append(e.target)
         said = "; ".join(f"CUDA {c} dropped {', '.join(t)}" for c, t in sorted(dropped.items()))
+        toolkits = " and ".join(limits)
         fixes.append(
-            Fix(
-                f"build with {' and '.join(limits)} (point CUDA_HOME at such a toolkit)",
-                (f"Newer toolkits dropped these architectures ({said}); the " if said else "The ")
-                + "toolkit's major must still match torch's CUDA major.",
-                kind="toolkit",
-            )
+            worded("torch-ext-toolkit-dropped", kind="toolkit", toolkits=toolkits, dropped=said)
+            if said
+            else worded("torch-ext-toolkit", kind="toolkit", toolkits=toolkits)
         )
     return tuple(fixes)
 
@@ -124,12 +116,8 @@ def exact_entry_fix(target: GpuTarget, valid: Sequence[str], nvcc: str | None) -
         entry_target = f"compute_{cc.sm}{text[3:] if text.endswith('a') else ''}"
         if text in valid and (nvcc is None or kb.toolkit_can_target(nvcc, entry_target)):
             return (
-                Fix(
-                    f'add "{text}" to TORCH_CUDA_ARCH_LIST (compute capability {cc} of '
-                    f"{target.label})",
-                    f"sm_{cc.sm} SASS runs on {cc}; a cubin for another minor does not "
-                    "(12.0a does not run on a 12.1 GB10).",
-                    kind="env",
+                worded(
+                    "torch-ext-add-arch", kind="env", entry=text, cc=cc, gpu=target.label, sm=cc.sm
                 ),
             )
     return ()

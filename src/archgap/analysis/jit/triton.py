@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archgap.analysis.fixes.engine import Fix
+from archgap.analysis.fixes.engine import Fix, worded
 from archgap.analysis.jit.findings import (
     Fact,
     JitFinding,
@@ -175,25 +175,17 @@ def _ptxas_fixes(
             continue
         if driver and kb.driver_runs_runtime(driver, version)[0] is False:
             continue
+        env = ((env_name, path),)
         fixes.append(
-            Fix(
-                f"export {env_name}={path} (ptxas {version} found there)",
-                "Triton then assembles every kernel with that ptxas; it is not the version "
-                "triton tested." + (f" Driver {driver} runs its cubins." if driver else ""),
-                env=((env_name, path),),
-                kind="env",
-            )
-        )
-    what = f"knows {arch}" if driver is None else f"driver {driver} supports"
+            worded("triton-ptxas-env-driver", kind="env", env=env, env_name=env_name, path=path,
+                   version=version, driver=driver)
+            if driver
+            else worded("triton-ptxas-env", kind="env", env=env, env_name=env_name, path=path,
+                        version=version)
+        )  # fmt: skip
     fixes.append(
-        Fix(
-            f"upgrade triton (and the torch that pins it) to a release whose bundled ptxas {what}"
-            if driver is None
-            else f"upgrade the NVIDIA driver, or point {env_name} at a ptxas {what}",
-            "torch pins triton; upgrade them together."
-            if driver is None
-            else "A driver upgrade needs a maintenance window.",
-            kind="upgrade",
-        )
+        worded("triton-upgrade", kind="upgrade", arch=arch)
+        if driver is None
+        else worded("triton-driver-upgrade", kind="upgrade", env_name=env_name, driver=driver)
     )
     return fixes
