@@ -126,18 +126,10 @@ def summary_rows() -> Summary:
 def _read_files(
     paths: Sequence[str], deep: bool, progress: Progress | None, detail: bool
 ) -> list[BinaryFacts]:
-    from archgap.probe.binary.binfiles import discover, walk_binaries
-    from archgap.probe.binary.fatbin import read_binary
+    from archgap.probe.binary.binfiles import walk_binaries
 
-    if deep:
-        # Deep reads search whole data sections: walk_binaries may share them with a forked
-        # helper, which it only does from a process without threads. Summarized where they are
-        # read: the helper then sends ~700 rows, not 48,000 entries to unpickle (0.08 s).
-        return list(walk_binaries(paths, deep, summarize=None if detail else summary_rows))
-    found = list(discover(paths))
-    files: list[BinaryFacts] = []
-    for done, (path, ready) in enumerate(found, start=1):
-        files.append(ready if ready is not None else read_binary(path, deep))
-        if progress is not None:
-            progress(done, len(found), path)
-    return files
+    # walk_binaries may share the reading with a forked helper, which it only does from a
+    # process without threads. Summarized where they are read (without ``detail``): no object
+    # per entry, and a helper sends back ~700 rows, not 21,000-48,000 entries to unpickle.
+    summarize = None if detail else summary_rows
+    return list(walk_binaries(paths, deep, progress, summarize))
