@@ -14,10 +14,22 @@ The expectations come from NVIDIA's published facts, not from archgap's output:
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
+import archgap.analysis.explain.gates as gates_module
 from tests.unit.test_gates import GATES, _explained, _printed, _with_gpu
 from tests.unit.test_kb_pretend_release import _amend, _clear_caches
+
+
+def test_no_gate_rule_words_a_fix_in_code() -> None:
+    # Every fix of the gate rules comes from a template (worded); none is built from a literal.
+    path = Path(gates_module.__file__)
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        called = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Fix"
+        assert not called, f"{path.name}:{getattr(node, 'lineno', '?')} builds a Fix"
 
 
 def _fix_texts(text: str) -> list[str]:
