@@ -30,10 +30,11 @@ Rules:
 
 At 75c8efa the JIT rows were ``ok`` on 535 and 570 (the driver was not asked).
 
-The same library as a wheel member (298 MB, streamed: NVRTC's marks are kept, not its tables
-or banner) is CUDA 13 by its PTX ISA 9.4 (CUDA 13.4's), so on 570 the package is blocked and
-its compiler fails as installed; on 580 its targets are unread and the row stays ``unknown``
-(not asserted: by hand it is ``ok`` from 7.5, which the streamed read cannot show).
+The same library as a wheel member (298 MB, streamed: NVRTC's marks are kept, and the bytes at
+its '-arch=compute_' strings and banners) is CUDA 13 by its PTX ISA 9.4 (CUDA 13.4's), so on 570
+the package is blocked and its compiler fails as installed; on 580 its compiler is ``ok`` from
+7.5, as installed, and the package (its numpy is pip's to install) is native where it has SASS.
+At eb60471 that 580 row was ``unknown``: the streamed read kept no table.
 """
 
 from __future__ import annotations
@@ -100,16 +101,36 @@ def test_its_compiler_on_each_gpu(docs: dict[str, dict[str, Any]], driver: str) 
         assert "compiles for sm_89 itself" in rows["RTX 4090"]["cause"]
 
 
-def test_the_wheel_on_a_570_driver(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (venv,) = need_data("venv-warp-lang-1.19.0")
     (site,) = Path(venv).glob("lib/python*/site-packages")
-    wheel = tmp_path / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl"
-    member_wheel(site, "warp/bin/warp.so", "warp_lang-1.19.0.dist-info", wheel)
-    result = run_cli("scan", str(wheel), "--gpu", ",".join(GPUS), "--driver", "570.124.06",
+    made = tmp_path_factory.mktemp("wheel") / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl"
+    member_wheel(site, "warp/bin/warp.so", "warp_lang-1.19.0.dist-info", made)
+    return made
+
+
+def scan_wheel(wheel: Path, driver: str) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    result = run_cli("scan", str(wheel), "--gpu", ",".join(GPUS), "--driver", driver,
                      "--json", "--no-config")  # fmt: skip
     doc = json_output(result, "scan")
     packages = {p["gpu"]: p["verdict"] for p in doc["packages"] if p["package"] == "warp-lang"}
+    return packages, {j["gpu"]: j for j in doc["jit"] if j["package"] == "warp-lang"}
+
+
+def test_the_wheel_on_a_570_driver(wheel: Path) -> None:
+    packages, rows = scan_wheel(wheel, "570.124.06")
     assert packages == {g: expected_package(g) for g in GPUS}
-    rows = {j["gpu"]: j for j in doc["jit"] if j["package"] == "warp-lang"}
     assert {g: r["status"] for g, r in rows.items()} == {g: "fails" for g in GPUS}
-    assert "CUDA 13 (its PTX is ISA 9.4" in rows["A100"]["cause"]
+    # as installed: its NVRTC's banner says 13.4 (at eb60471: "CUDA 13 (its PTX is ISA 9.4")
+    assert "NVRTC 13.4 makes CUDA 13 code" in rows["A100"]["cause"]
+    assert "570.124.06" in rows["A100"]["cause"]
+
+
+def test_the_wheel_on_a_580_driver_compiles_as_installed(wheel: Path) -> None:
+    packages, rows = scan_wheel(wheel, "580.65.06")
+    assert packages == {g: "native" if g in OWN_SASS else "none" for g in GPUS}
+    assert {g: r["status"] for g, r in rows.items()} == {
+        g: expected_jit(g, "580.65.06") for g in GPUS
+    }
+    assert "NVRTC 13.4 compiles for sm_89 itself" in rows["RTX 4090"]["cause"]  # the banner's

@@ -3,11 +3,9 @@
 A member too large to hold in memory (an 800 MB ``libtorch_cuda.so`` in a wheel, a container
 layer's library) is read once, front to back, as it is decompressed. The file reader
 (``fatbin.read_with``: ``hostelf``, ``fatcontainer``, ``deepsearch``, ``elf``, ``ar``) needs
-random access, above all an ELF image's section table, which sits at the end of the file after
-the sections it describes. So the pass keeps, as the bytes go by, every byte that reader can
-ask for, and the reader then runs unchanged over what was kept (``Kept``), where every offset is
-the member's own (``archives.kept``); each finding is attributed to its section exactly as in an
-installed file.
+random access, above all to an ELF image's section table, at the end after the sections it
+describes. So the pass keeps, as the bytes go by, every byte that reader can ask for, and the
+reader runs unchanged over what was kept (``Kept``: the member's own offsets, ``archives.kept``).
 
 What is kept (``Collector``), found as the bytes go by, each rule following headers forward:
 
@@ -27,20 +25,19 @@ What is kept (``Collector``), found as the bytes go by, each rule following head
   name or a search path (it holds ``.so`` or ``$ORIGIN``) from its start: what
   ``elf.dynamic_needs`` reads (a name that holds neither is not kept: its needs are unknown);
 - of a library, its section-name table also where it lies more than ``LOOKBEHIND`` before the
-  section table (``NAMES_MARK``: the table holds its own section's name);
+  section table (``NAMES_MARK``: the table holds its own section's name), and ``MATCH_MAX`` bytes
+  at each of the first ``TABLE_HITS`` table strings of a run-time compiler and toolkit banners;
 - of a linked 64-bit library, what tells the names it may dlopen (``streamnames``): its first
   ``FRONT_KEPT`` bytes, its ``.dynsym``/``.dynstr`` after the section table, each such string;
 - of the first compressed cubins, the bytes that hold their toolkit note (``_note``);
 - an archive's member headers (a forward chain) and its long-name table;
-- for each position where the reader may ask whether a range is zero (after each container and
-  entry chain), the first non-zero byte at or after it.
+- where the reader may ask whether a range is zero (after each chain), the next non-zero byte.
 
-Memory is the lookbehind, the chunk being read, and the kept headers (a few bytes per entry,
-bounded by ``MAX_KEPT``; payloads by ``MAX_PAYLOADS``, so that later headers, the section table
-above all, are still kept); nothing is written anywhere. Where the reader asks for bytes that
-were not kept (a section that does not start with a container, a cubin whose names are more
-than ``LOOKBEHIND`` bytes before its section table, headers past the bound), ``Kept`` raises
-``NotRecorded``: the member is "unknown" with the offset, never a guess.
+Memory is the lookbehind, the chunk being read and the kept bytes (``MAX_KEPT``; payloads
+``MAX_PAYLOADS``, so that later headers, the section table above all, are still kept); nothing is
+written anywhere. Where the reader asks for bytes not kept (a section that does not start with a
+container, names more than ``LOOKBEHIND`` before a cubin's section table, headers past the
+bound), ``Kept`` raises ``NotRecorded``: the member is "unknown" with the offset, never a guess.
 """
 
 from __future__ import annotations
@@ -85,7 +82,7 @@ from archgap.probe.binary.fatcontainer import (
     KERNEL_CHECK_MAX,
     MAX_ENTRY_HEADER,
 )
-from archgap.probe.binary.rtcompilers import NVPTX_MARK, NVRTC_MARK
+from archgap.probe.binary.rtcompilers import MATCH_MAX, NVPTX_MARK, NVRTC_MARK, TABLE_LITERALS
 from archgap.probe.facts import BinaryFacts
 
 from .kept import NONZERO, Kept, KeptReader
@@ -115,6 +112,7 @@ NAMES_MARK = b"\0.shstrtab"  # (a needle that ends in a rare pair of bytes: memm
 NAMES_SPAN = 64 << 10
 NAMES_KEPT = 8
 COMPILER_MARKS = (NVRTC_MARK, NVPTX_MARK)  # a run-time compiler's (probe.binary.rtcompilers)
+TABLE_HITS = 4096  # its table strings and banners kept (MATCH_MAX bytes each) per literal
 Positions = Any  # array("q") of offsets (``array.array`` is generic only to the type checker)
 Rule = Callable[[int, bytes], None]  # (where the kept bytes start, the bytes)
 # What ``want`` does with a range: keep it (past ``MAX_KEPT``: keeping stops), keep it while
@@ -212,6 +210,9 @@ class Collector:
                         self.want(base + at, SEARCH_MIN, self._container)
                     elif needle == NAMES_MARK:
                         self._names_mark(base + at)
+                    elif needle in TABLE_LITERALS:  # matched by rtcompilers and the banner
+                        if len(positions) <= TABLE_HITS:
+                            self.want(base + at, MATCH_MAX)
                     elif needle not in COMPILER_MARKS:  # (their positions answer rtcompilers)
                         self.want(base + at, ELF64_HEADER.size, self._cubin_candidate)
                     at = find(needle, at + 1, len(joined))
@@ -472,7 +473,7 @@ class Collector:
         """A host library's header: its names and compilers are searched for as the stream goes
         by (the outermost image only), and its program headers give its dynamic section."""
         if base == 0:
-            for needle in (NAMES_MARK, *COMPILER_MARKS):
+            for needle in (NAMES_MARK, *COMPILER_MARKS, *TABLE_LITERALS):
                 self.needles.setdefault(needle, array("q"))
             self.tail_length = max(len(n) for n in self.needles) - 1
         if base == 0 and data[4:6] == b"\x02\x01" and fields[1] in (ET_EXEC, ET_DYN):
@@ -559,9 +560,8 @@ def _elf_header(data: bytes) -> tuple[str, tuple[Any, ...]] | None:
     return order, struct.unpack(order + layout.format[1:], data[: layout.size])
 
 
-# Bytes kept from the start of a Windows image: its MS-DOS, PE and optional headers and its
-# section table (SizeOfHeaders: 1 KiB in the DLLs seen; 96 sections take 4 KiB).
-PE_HEADERS_KEPT = 64 << 10
+# A Windows image's MS-DOS, PE and optional headers and section table, kept from its start
+PE_HEADERS_KEPT = 64 << 10  # (SizeOfHeaders: 1 KiB in the DLLs seen; 96 sections: 4 KiB)
 
 
 def read_streamed(path: str, stream: IO[bytes], head: bytes, size: int, deep: bool) -> BinaryFacts:

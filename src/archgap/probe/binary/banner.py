@@ -57,7 +57,7 @@ def release_found(reader: Reader, search: Optional[Search]) -> Optional[str]:
     found: List[Tuple[int, int]] = []
     try:
         for at, _, last in search.hits:
-            match = RELEASE.match(reader.buf, at, min(last, at + len(LITERAL) + 8))
+            match = RELEASE.match(reader.buf[at : min(last, at + len(LITERAL) + 8)])
             if match:
                 found.append((int(match.group(1)), int(match.group(2))))
                 if len(found) >= MAX_HITS:

@@ -55,6 +55,8 @@ LITERALS = {
     NVPTX_PTX: b"\0Use PTX version ",
     RELEASE: b"Cuda compilation tools, release ",
 }
+# a streamed member keeps MATCH_MAX bytes at each of these (archives.streamread), MAX_HITS each
+TABLE_LITERALS = tuple(LITERALS.values())
 
 
 def runtime_compilers(reader: Reader, sections: Sections) -> Optional[Tuple[RuntimeCompiler, ...]]:
@@ -102,15 +104,15 @@ def _all(reader: Reader, pattern: Any, regions: List[Tuple[int, int]]) -> List[A
             start = max(0, start - 1)
         readahead(buf, start, end)
         with searcher(buf, start, end) as (find, _):
-            try:
+            try:  # a streamed member keeps the first MAX_HITS of each table string
                 at = find(literal, start, end)
-            except NotRecorded:  # a streamed member keeps the marks, not the tables
+                while 0 <= at < stop and len(found) < MAX_HITS:
+                    match = pattern.match(buf[at : min(end, at + MATCH_MAX)])
+                    if match:
+                        found.append(match.groups())
+                    at = find(literal, at + 1, end)
+            except NotRecorded:  # past what a streamed member kept: what was read counts
                 return found
-            while 0 <= at < stop and len(found) < MAX_HITS:
-                match = pattern.match(buf, at, min(end, at + MATCH_MAX))
-                if match:
-                    found.append(match.groups())
-                at = find(literal, at + 1, end)
         reader.release(start - start % mmap.PAGESIZE, stop)
     return found
 
