@@ -11,7 +11,7 @@ from archgap.analysis.explain.causes import product_cc
 from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
 from archgap.analysis.explain.rules.nvrtc import cupy_compiles
 from archgap.analysis.explain.rules.words import gpu_words, release_after
-from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix, worded
 from archgap.analysis.verdicts.compat import ComputeCapability, sass_runs_on
 from archgap.kb import toolchain as kb
 
@@ -79,40 +79,53 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
             f"toolkit that builds it is {last}), so current builds leave it out",
             DETERMINED,
             (
-                Fix(
-                    f"an older release of {what} built with CUDA <= {last} that still ships "
-                    f"sm_{sm}, or build {what} from source for {cc} with CUDA <= {last}",
-                    "newer releases will not support this GPU again",
+                worded(
+                    "kernel-image-older-release",
                     kind=UPGRADE,
+                    package=what,
+                    last=last,
+                    sm=sm,
+                    cc=cc,
                 ),
             ),
         )
-    runs = _sass_that_runs(cc)
-    first = kb.first_toolkit_for(runs[0])
-    also = (
-        f" (or {', '.join(runs[:-1])}: plain SASS of an older minor runs on {cc})"
-        if len(runs) > 1
-        else ""
-    )
-    fixes = [
-        Fix(
-            f"install a build of {what} that contains sm_{sm}{also}, built with CUDA >= {first}; "
-            f"check with `archgap scan --gpu {cc}`",
-            "an arch-specific build (sm_XYa) of another GPU does not run on it",
-            kind=UPGRADE,
-        ),
-        Fix(
-            f"when you build {what} yourself: rebuild it for {cc} ({_rebuild_switch(package, cc)})",
-            "",
+    fixes = (
+        _build_with_sass(what, cc),
+        worded(
+            "kernel-image-rebuild",
             kind=ENV,
+            package=what,
+            cc=cc,
+            switch=_rebuild_switch(package, cc),
         ),
-    ]
+    )
     return Ruling(
         "no-kernel-image",
         f"{what} was built without sm_{sm}{gpu}",
         DETERMINED if package else CONDITIONAL,
-        tuple(fixes),
+        fixes,
         () if package else ("which package's kernel failed: the traceback's frames",),
+    )
+
+
+def _build_with_sass(what: str, cc: str) -> Fix:
+    """A build of the package with SASS that runs on ``cc``: its own target, or an older minor's
+    plain SASS of its major, from the toolkit that first builds the oldest of them."""
+    runs = _sass_that_runs(cc)
+    first = kb.first_toolkit_for(runs[0])
+    sm = cc.replace(".", "")
+    if len(runs) > 1:
+        return worded(
+            "kernel-image-build-with-sass-or-older-minor",
+            kind=UPGRADE,
+            package=what,
+            sm=sm,
+            older=", ".join(runs[:-1]),
+            cc=cc,
+            first=first,
+        )
+    return worded(
+        "kernel-image-build-with-sass", kind=UPGRADE, package=what, sm=sm, first=first, cc=cc
     )
 
 
@@ -128,11 +141,13 @@ def _below_minimum(package: str | None, cc: str, gpu: str) -> Ruling | None:
         f"older{gpu}: its kernels are not built for it",
         DETERMINED,
         (
-            Fix(
-                f"run {package} without the GPU on this machine ({switch}), or on a GPU with "
-                f"compute capability {need} or newer",
-                source,
+            worded(
+                "kernel-image-below-minimum",
                 kind=ENV,
+                package=package,
+                switch=switch,
+                minimum=need,
+                source=source,
             ),
         ),
     )
@@ -193,14 +208,7 @@ def _jetson_build(what: str, facts: LogFacts, package: str | None) -> Ruling:
         "aarch64 wheels leave Jetson out)",
         DETERMINED,
         (
-            Fix(
-                f"install the JetPack build of {what} (NVIDIA's Jetson wheels or containers for "
-                "the board's JetPack), not a desktop or server index",
-                "Jetson builds carry the board's architecture",
-                kind=UPGRADE,
-            ),
-            Fix(
-                f"or build {what} on the board for {build}", "a long build on the device", kind=ENV
-            ),
+            worded("kernel-image-jetpack", kind=UPGRADE, package=what),
+            worded("kernel-image-build-on-board", kind=ENV, package=what, build=build),
         ),
     )

@@ -8,7 +8,7 @@ import re
 from archgap.analysis.explain.causes import HOW_CC
 from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import gpu_words, major_of, release_after, version_of
-from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
+from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix, worded
 from archgap.kb import toolchain as kb
 from archgap.kb.load import install_names
 
@@ -30,12 +30,7 @@ def nvrtc_without_gpu(facts: LogFacts) -> Ruling:
     have = nvrtc_cuda(facts)
     targets = sorted(kb.targets_of(have) or () if have else (), key=_number)
     plain = [t for t in targets if t[-1].isdigit()]
-    fix = Fix(
-        f"use the package's build for a CUDA whose NVRTC targets the GPU (check the GPU with "
-        f"{HOW_CC})",
-        "the package compiles at run time with the NVRTC of its CUDA",
-        kind=TOOLKIT,
-    )
+    fix = worded("nvrtc-package-build", kind=TOOLKIT, how_cc=HOW_CC)
     decide = (f"the GPU's compute capability: {HOW_CC}",)
     if have and plain:
         cause = f"the NVRTC of CUDA {have} rejected the GPU's architecture"
@@ -77,18 +72,14 @@ def _every_target() -> frozenset[str]:
 def nvrtc_fix(newer: bool, target: str, last: str | None, first: str | None) -> Fix:
     """The NVRTC to use: the last CUDA that builds a dropped target, or one new enough."""
     if newer:
-        return Fix(
-            f"use the CUDA {last} NVRTC for this GPU (e.g. {_cupy_package(last)} with a CUDA "
-            f"{last} runtime); a newer CUDA cannot build {target}",
-            "the package compiles at run time with the NVRTC of its CUDA",
+        return worded(
+            "nvrtc-last-cuda",
             kind=TOOLKIT,
+            last=last,
+            cupy_wheel=_cupy_package(last),
+            target=target,
         )
-    return Fix(
-        f"use an NVRTC from CUDA >= {first} (the package's build for that CUDA, e.g. "
-        f"{_cupy_package(first)})",
-        "the package compiles at run time with the NVRTC of its CUDA",
-        kind=TOOLKIT,
-    )
+    return worded("nvrtc-first-cuda", kind=TOOLKIT, first=first, cupy_wheel=_cupy_package(first))
 
 
 def _cupy_package(cuda: str | None) -> str:
@@ -122,11 +113,7 @@ def cupy_compiles(facts: LogFacts) -> Ruling | None:
         f"CuPy compiles its kernels at run time with NVRTC, and the kernel it loaded has no "
         f"image for {target}{gpu_words(facts)}: {why}"
     )
-    fix = Fix(
-        f"use a CuPy release that supports compute capability {cc} (its compatibility matrix) "
-        f"built for CUDA >= {first} ({_cupy_at_least(first)}, with "
-        f"nvidia-cuda-nvrtc of that CUDA), and clear ~/.cupy/kernel_cache",
-        "CuPy compiles with the NVRTC of its CUDA; a kernel cache built before stays stale",
-        kind=UPGRADE,
+    fix = worded(
+        "nvrtc-cupy-release", kind=UPGRADE, cc=cc, first=first, cupy_wheel=_cupy_at_least(first)
     )
     return Ruling("nvrtc-target", cause, DETERMINED, (fix,))

@@ -192,14 +192,26 @@ def _renumbered_fixes(target: str, newer: bool) -> tuple[Fix, ...]:
     old_sm, new_sm = r.old.replace(".", ""), r.new.replace(".", "")
     if newer and is_old:
         return (
-            worded("toolkit-renumbered-new-number", kind=ENV, new_sm=new_sm, old_sm=old_sm,
-                   new_cc=r.new, toolkit=r.toolkit, source=r.source),
-        )  # fmt: skip
+            worded(
+                "toolkit-renumbered-new-number",
+                kind=ENV,
+                new_sm=new_sm,
+                old_sm=old_sm,
+                new_cc=r.new,
+                toolkit=r.toolkit,
+                source=r.source,
+            ),
+        )
     if not newer and not is_old:
         return (
-            worded("toolkit-renumbered-old-number", kind=ENV, toolkit=r.toolkit, old_sm=old_sm,
-                   source=r.source),
-        )  # fmt: skip
+            worded(
+                "toolkit-renumbered-old-number",
+                kind=ENV,
+                toolkit=r.toolkit,
+                old_sm=old_sm,
+                source=r.source,
+            ),
+        )
     return ()
 
 
@@ -261,9 +273,15 @@ def _target_fixes(
     if not_the_gpu and gpu_target:
         cc = facts.ccs[0]
         fixes.append(
-            worded("toolkit-build-for-gpu", kind=ENV, target=target, sm=cc.replace(".", ""),
-                   cc=cc, gpu=facts.gpu_name or "GPU")
-        )  # fmt: skip
+            worded(
+                "toolkit-build-for-gpu",
+                kind=ENV,
+                target=target,
+                sm=cc.replace(".", ""),
+                cc=cc,
+                gpu=facts.gpu_name or "GPU",
+            )
+        )
     elif newer:
         fixes.append(worded("toolkit-remove-target", kind=ENV, target=target))
     if newer:

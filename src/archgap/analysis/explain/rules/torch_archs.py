@@ -6,7 +6,7 @@ from __future__ import annotations
 from archgap.analysis.explain.causes import dotted
 from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import dropped_words, gpu_words, version_of
-from archgap.analysis.fixes.engine import UPGRADE, Fix
+from archgap.analysis.fixes.engine import UPGRADE, Fix, worded
 from archgap.kb import toolchain as kb
 from archgap.kb.load import install_names
 
@@ -51,13 +51,7 @@ def _older_than_built(cc: tuple[int, int], oldest: tuple[int, int], facts: LogFa
         f"the GPU ({dot}){gpu_words(facts)} is older than the oldest architecture this torch "
         f"was built for (sm_{oldest[0]}{oldest[1]})"
     )
-    fix = Fix(
-        f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
-        f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
-        "current torch wheels no longer carry it",
-        kind=UPGRADE,
-    )
-    return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+    return Ruling("torch-arch-list", cause, DETERMINED, (_older_torch(last, cc),))
 
 
 def _newer_than_built(
@@ -69,17 +63,23 @@ def _newer_than_built(
     first = kb.first_toolkit_for(name)
     if first is None:
         return None
-    index, url = install_names().torch_index_of(first)
     cause = (
         f"this torch was built for up to sm_{newest[0]}{newest[1]}, nothing of which runs on "
         f"{dot}{gpu_words(facts)}: {name} needs a torch built with CUDA >= {first}"
     )
-    fix = Fix(
-        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: {url})",
-        "a torch release that has wheels for that CUDA",
-        kind=UPGRADE,
-    )
-    return Ruling("torch-arch-list", cause, DETERMINED, (fix,))
+    return Ruling("torch-arch-list", cause, DETERMINED, (_newer_torch(first),))
+
+
+def _newer_torch(first: str) -> Fix:
+    """A torch built with a CUDA that builds the GPU's target, from that CUDA's index."""
+    index, url = install_names().torch_index_of(first)
+    return worded("torch-archs-newer-torch", kind=UPGRADE, first=first, index=index, url=url)
+
+
+def _older_torch(last: str, cc: tuple[int, int]) -> Fix:
+    """An older torch whose CUDA still builds the GPU's target, or one built for it."""
+    target, dot = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
+    return worded("torch-archs-older-torch", kind=UPGRADE, last=last, target=target, cc=dot)
 
 
 def _torch_cuda_build(cc: tuple[int, int], facts: LogFacts) -> Ruling | None:
@@ -93,18 +93,7 @@ def _torch_cuda_build(cc: tuple[int, int], facts: LogFacts) -> Ruling | None:
     if span is None:
         return None
     first, last = span
-    index, url = install_names().torch_index_of(first)
-    newer = Fix(
-        f"install a torch built with CUDA >= {first} (the {index} index or a newer one: {url})",
-        "a torch release that has wheels for that CUDA",
-        kind=UPGRADE,
-    )
-    older = Fix(
-        f"an older torch built with CUDA <= {last} that still ships {name}, or torch built "
-        f'from source with TORCH_CUDA_ARCH_LIST="{dot}"',
-        "current torch wheels no longer carry it",
-        kind=UPGRADE,
-    )
+    newer, older = _newer_torch(first), _older_torch(str(last), cc)
     if built and version_of(built) < version_of(first):
         cause = (
             f"this torch was built with CUDA {built}, older than {name}{gpu}: {name} needs "
