@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from archgap.analysis.explain.rules.facts import DETERMINED, PTXAS, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import gpu_words
-from archgap.analysis.fixes.engine import ENV, Fix
+from archgap.analysis.fixes.engine import ENV, worded
 
 NVCC_DOC = "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html#gpu-architecture-arch"
 # The special values nvcc takes for -arch, and the first CUDA that takes each (nvcc's option
@@ -46,14 +46,7 @@ def not_an_arch(error: str, facts: LogFacts, tool: str) -> Ruling | None:
         return None
     cc = facts.ccs[0] if len(facts.ccs) == 1 else "<CC>"
     plain = cc.replace(".", "")
-    explicit = Fix(
-        f"set the arch list explicitly instead of letting the build derive it: "
-        f'TORCH_CUDA_ARCH_LIST="{cc}" (CMAKE_CUDA_ARCHITECTURES={plain}, '
-        f"-gencode arch=compute_{plain},code=sm_{plain})",
-        f"'{token}' is not an architecture: the build script's arch detection or parsing "
-        f"produced it (e.g. DeepSpeed's op_builder), and an explicit list bypasses it",
-        kind=ENV,
-    )
+    explicit = worded("arch-token-explicit-list", kind=ENV, cc=cc, sm=plain, token=token)
     special = SPECIAL.get(token.lower())
     if special:
         where = "ptxas takes only sm_XY" if tool == PTXAS else f"nvcc takes it from CUDA {special}"

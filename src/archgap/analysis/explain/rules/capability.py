@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from archgap.analysis.explain.causes import dotted
 from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import gpu_words, version_of
-from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix, worded
 from archgap.kb.gpus import families
 
 _ONLY_ON = re.compile(r"only support(?:ed on SM ?|s sm_?)(\d{2,3})\b", re.IGNORECASE)
@@ -72,20 +72,17 @@ def _cause(who: str, wanted: str | None, needs: re.Match[str] | None, cc: str, g
 
 def _gate_fixes(package: str, module: str, cc: str) -> tuple[Fix, ...]:
     """Run without the checked feature, or a release that implements it for the GPU."""
-    return (
-        Fix(
-            f"run {package or 'it'} without the feature whose check failed"
-            + (f" (the one {module} serves)" if module else "")
-            + ", or with another backend for it",
-            "the check, not the GPU, decides",
-            kind=ENV,
-        ),
-        Fix(
-            f"a {package or 'package'} release that implements it for {cc}, if one exists",
-            "check the project's release notes for the GPU",
-            kind=UPGRADE,
-        ),
+    without = (
+        worded(
+            "capability-without-module-feature", kind=ENV, package=package or "it", module=module
+        )
+        if module
+        else worded("capability-without-feature", kind=ENV, package=package or "it")
     )
+    release = worded(
+        "capability-release-for-gpu", kind=UPGRADE, package=package or "package", cc=cc
+    )
+    return without, release
 
 
 def _family_gate(who: str, package: str, wanted: str, cc: str, facts: LogFacts) -> Ruling:
@@ -100,26 +97,12 @@ def _family_gate(who: str, package: str, wanted: str, cc: str, facts: LogFacts) 
             f"if the kernel is plain or family SASS (sm_{sm}, sm_{sm}f)",
             f"it runs on {cc} too (same family, newer minor): {who}'s check compares the "
             f"capability literally",
-            (
-                Fix(
-                    f"a release of {name} whose check accepts {cc} with the same kernels (or "
-                    f"the check widened to the family, as its maintainers decide)",
-                    "no rebuild is needed for the kernel itself",
-                    kind=UPGRADE,
-                ),
-            ),
+            (worded("capability-family-release", kind=UPGRADE, package=name, cc=cc),),
         ),
         Case(
             f"if the kernel is arch-specific SASS (sm_{sm}a)",
             f"it runs on {wanted} only: {cc} needs kernels built for sm_{own}a or sm_{sm}f",
-            (
-                Fix(
-                    f"run {name} without the feature whose check failed, or with another "
-                    f"backend for it, until it ships {cc} kernels",
-                    "the check, not the GPU, decides",
-                    kind=ENV,
-                ),
-            ),
+            (worded("capability-family-without-feature", kind=ENV, package=name, cc=cc),),
         ),
     )
     cause = f"{who} accepts {wanted} only{gpu_words(facts)}, a member of the same family"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from archgap.analysis.explain.rules.facts import CONDITIONAL, Case, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import gpu_words
-from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix
+from archgap.analysis.fixes.engine import ENV, UPGRADE, worded
 
 SUPPORT_MATRIX = (
     "https://docs.nvidia.com/deeplearning/cudnn/backend/latest/reference/support-matrix.html"
@@ -18,18 +18,12 @@ def cudnn_arch_mismatch(facts: LogFacts) -> Ruling:
     whether the cuDNN release's support matrix lists the GPU's compute capability decides."""
     cc = facts.ccs[0] if len(facts.ccs) == 1 else None
     gpu = f"compute capability {cc}" if cc else "the GPU's compute capability"
-    release = Fix(
-        f"use a cuDNN release whose support matrix lists {gpu} (the cuDNN the framework "
-        "bundles: its nvidia-cudnn wheel, or a framework build for another CUDA)",
-        f"cuDNN's support matrix: {SUPPORT_MATRIX}",
-        kind=UPGRADE,
+    release = (
+        worded("cudnn-release-for-cc", kind=UPGRADE, cc=cc, support_matrix=SUPPORT_MATRIX)
+        if cc
+        else worded("cudnn-release-for-gpu", kind=UPGRADE, support_matrix=SUPPORT_MATRIX)
     )
-    call = Fix(
-        "use a data type or algorithm of that call the GPU has (e.g. FP16/FP32 instead of "
-        "FP8/BF16), or run that operation without cuDNN (torch.backends.cudnn.enabled = False)",
-        "the GPU is supported; the call needs a newer architecture",
-        kind=ENV,
-    )
+    call = worded("cudnn-call-for-gpu", kind=ENV)
     cases = (
         Case(
             f"if this cuDNN release's support matrix does not list {gpu}",

@@ -14,7 +14,7 @@ from archgap.analysis.explain.rules.facts import (
     Ruling,
 )
 from archgap.analysis.explain.rules.words import version_of
-from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
+from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix, worded
 from archgap.kb import toolchain as kb
 
 
@@ -71,11 +71,14 @@ def _older_ptxas(
         f"PTX is ISA {needed} (CUDA {writer.cuda}): the ptxas in use is older than the "
         f"toolchain that wrote the PTX"
     )
-    where = "first on PATH" if facts.tool in (XLA, PTXAS) else "in CUDA_HOME / PATH"
-    fix = Fix(
-        f"put a ptxas from CUDA >= {writer.cuda} {where}",
-        f"{facts.tool} assembles the PTX; it must know ISA {needed}",
-        kind=TOOLKIT,
+    fix = (
+        worded(
+            "ptx-ptxas-first-on-path", kind=TOOLKIT, cuda=writer.cuda, tool=facts.tool, isa=needed
+        )
+        if facts.tool in (XLA, PTXAS)
+        else worded(
+            "ptx-ptxas-in-cuda-home", kind=TOOLKIT, cuda=writer.cuda, tool=facts.tool, isa=needed
+        )
     )
     return Ruling("ptx-isa", cause, DETERMINED, (fix,))
 
@@ -99,30 +102,24 @@ def _driver_fixes(
     newest: kb.ToolkitRelease | None, reader: kb.ToolkitRelease | None, facts: LogFacts
 ) -> tuple[Fix, ...]:
     if facts.tegra:
-        return (
-            Fix(
-                "build with the CUDA of the board's JetPack (or flash a newer JetPack): on "
-                "Jetson the driver comes with JetPack, desktop drivers and wheels do not apply",
-                "the JetPack release fixes the driver's CUDA",
-                kind=TOOLKIT,
-            ),
-        )
-    need = (
-        f" >= {newest.min_driver_linux} (CUDA {newest.cuda})"
-        if newest and newest.min_driver_linux
-        else " whose CUDA version is at least the toolkit's"
-    )
-    match = f"CUDA {reader.cuda}" if reader else "the driver's CUDA version (nvidia-smi)"
-    return (
-        Fix(
-            f"upgrade the NVIDIA driver to one{need}",
-            "the driver then JIT-compiles the PTX",
+        return (worded("ptx-jetpack-cuda", kind=TOOLKIT),)
+    return (_upgrade_driver(newest), _match_driver(reader))
+
+
+def _upgrade_driver(newest: kb.ToolkitRelease | None) -> Fix:
+    """A driver that JIT-compiles the PTX: the minimum of the toolkit that wrote it, where known."""
+    if newest and newest.min_driver_linux:
+        return worded(
+            "ptx-driver-for-toolkit",
             kind=UPGRADE,
-        ),
-        Fix(
-            f"or produce the PTX with a toolkit matching the driver: {match} (a container or a "
-            "cudatoolkit / nvidia-cuda-nvcc of that version for numba, CuPy, candle)",
-            "keeps the driver",
-            kind=TOOLKIT,
-        ),
-    )
+            min_driver=newest.min_driver_linux,
+            cuda=newest.cuda,
+        )
+    return worded("ptx-driver-for-toolkit-unknown", kind=UPGRADE)
+
+
+def _match_driver(reader: kb.ToolkitRelease | None) -> Fix:
+    """PTX written by the toolkit whose ISA the driver knows, where the log says which."""
+    if reader:
+        return worded("ptx-toolkit-of-driver", kind=TOOLKIT, cuda=reader.cuda)
+    return worded("ptx-toolkit-of-driver-unknown", kind=TOOLKIT)

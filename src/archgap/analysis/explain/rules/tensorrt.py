@@ -6,7 +6,7 @@ from __future__ import annotations
 from archgap.analysis.explain.causes import dotted
 from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, LogFacts, Ruling
 from archgap.analysis.explain.rules.words import gpu_words
-from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix
+from archgap.analysis.fixes.engine import TOOLKIT, UPGRADE, Fix, worded
 from archgap.kb import toolchain as kb
 from archgap.kb.tensorrt import TensorrtSupport, tensorrt_on_jetson, tensorrt_support
 
@@ -26,7 +26,7 @@ def tensorrt(facts: LogFacts) -> Ruling | None:
     gpu = gpu_words(facts)
     said = f"TensorRT {version}" if version else "this TensorRT"
     if known is None:
-        fix = Fix(f"a TensorRT release whose support matrix lists SM {cc}", "", kind=UPGRADE)
+        fix = worded("tensorrt-listed-release", kind=UPGRADE, cc=cc)
         why = "which TensorRT releases support the GPU: the TensorRT support matrix"
         cause = f"{said} does not build engines for SM {cc}{gpu}"
         return Ruling("tensorrt-sm", cause, CONDITIONAL, (fix,), (why,))
@@ -63,7 +63,7 @@ def _dropped_gap(said: str, cc: str, gpu: str, known: TensorrtSupport) -> tuple[
         f"{said} dropped SM {cc}{gpu}: the release is newer than the GPU's support (the "
         f"last release that builds it is {known.last})"
     )
-    fix = Fix(f"TensorRT <= {known.last} (it supports SM {cc})", known.source, kind=TOOLKIT)
+    fix = worded("tensorrt-older", kind=TOOLKIT, last=known.last, cc=cc, source=known.source)
     return cause, fix
 
 
@@ -71,11 +71,7 @@ def _early_gap(said: str, cc: str, gpu: str, known: TensorrtSupport) -> tuple[st
     """(cause, fix) of a TensorRT older than the first release that supports the SM."""
     first = known.first or "a later release"
     cause = f"{said} predates SM {cc}{gpu}: the first release that supports it is {first}"
-    fix = Fix(
-        f"upgrade to TensorRT >= {first} (with the CUDA and cuDNN it requires)",
-        known.source,
-        kind=UPGRADE,
-    )
+    fix = worded("tensorrt-upgrade", kind=UPGRADE, first=first, source=known.source)
     return cause, fix
 
 
@@ -87,13 +83,7 @@ def _tensorrt_on_jetson(said: str, cc: str, gpu: str) -> Ruling:
         f"{said} has no engines for SM {cc}{gpu}, a Jetson: it is not the board's JetPack "
         f"TensorRT ({jetson.text})"
     )
-    fix = Fix(
-        "use the TensorRT of the board's JetPack (its nvinfer packages, or an L4T / JetPack "
-        "container of that release): drop a pin to a TensorRT built for another platform or "
-        "JetPack",
-        jetson.source,
-        kind=TOOLKIT,
-    )
+    fix = worded("tensorrt-jetpack", kind=TOOLKIT, source=jetson.source)
     return Ruling("tensorrt-sm", cause, DETERMINED, (fix,))
 
 
