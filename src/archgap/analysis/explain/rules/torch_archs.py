@@ -46,7 +46,7 @@ def _built(facts: LogFacts) -> list[tuple[int, int]]:
 def _older_than_built(cc: tuple[int, int], oldest: tuple[int, int], facts: LogFacts) -> Ruling:
     """The GPU is older than the oldest architecture torch was built for."""
     name, dot = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
-    last = kb.last_toolkit_for(name) or "the last toolkit that builds it"
+    last = kb.last_toolkit_for(name)
     cause = (
         f"the GPU ({dot}){gpu_words(facts)} is older than the oldest architecture this torch "
         f"was built for (sm_{oldest[0]}{oldest[1]})"
@@ -76,9 +76,13 @@ def _newer_torch(first: str) -> Fix:
     return worded("torch-archs-newer-torch", kind=UPGRADE, first=first, index=index, url=url)
 
 
-def _older_torch(last: str, cc: tuple[int, int]) -> Fix:
-    """An older torch whose CUDA still builds the GPU's target, or one built for it."""
+def _older_torch(last: str | None, cc: tuple[int, int]) -> Fix:
+    """An older torch that still ships the GPU's target, or one built for it: built with the
+    last CUDA that builds the target where a release dropped it; where none did (``last`` None),
+    torch's own arch list left it out and no CUDA bound applies."""
     target, dot = f"sm_{cc[0]}{cc[1]}", f"{cc[0]}.{cc[1]}"
+    if last is None:
+        return worded("torch-archs-older-release", kind=UPGRADE, target=target, cc=dot)
     return worded("torch-archs-older-torch", kind=UPGRADE, last=last, target=target, cc=dot)
 
 
@@ -93,7 +97,7 @@ def _torch_cuda_build(cc: tuple[int, int], facts: LogFacts) -> Ruling | None:
     if span is None:
         return None
     first, last = span
-    newer, older = _newer_torch(first), _older_torch(str(last), cc)
+    newer, older = _newer_torch(first), _older_torch(last, cc)
     if built and version_of(built) < version_of(first):
         cause = (
             f"this torch was built with CUDA {built}, older than {name}{gpu}: {name} needs "
