@@ -4,6 +4,7 @@ its template names, every template is used and sourced, and a wording changes by
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from archgap.analysis.verdicts import drivers
 from archgap.analysis.verdicts.compat import ComputeCapability, GpuTarget
 from archgap.kb.fixes import fix_text, templates
-from tests.unit.test_kb_pretend_release import _amend
+from tests.unit.test_kb_pretend_release import _amend, _clear_caches
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "archgap"
 
@@ -72,20 +73,29 @@ def test_the_last_branch_fix_names_r580_for_volta() -> None:
     assert _volta_on_590() == "install an R580 driver (NVIDIA's last branch for Volta)"
 
 
-def test_a_wording_changes_by_data_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def amended(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """``monkeypatch`` for ``_amend``; after the test the kb and the caches built from the
+    amended copy are the real ones again (a cached template would leak into later tests)."""
+    yield monkeypatch
+    monkeypatch.undo()
+    _clear_caches()
+
+
+def test_a_wording_changes_by_data_alone(amended: pytest.MonkeyPatch) -> None:
     def reword(data: dict[str, dict[str, dict[str, str]]]) -> None:
         data["fixes"]["driver-last-branch"]["text"] = (
             "pin the R{last_branch} branch: it is the last for {architecture}"
         )
 
-    _amend(monkeypatch, {"fixes.json": reword})
+    _amend(amended, {"fixes.json": reword})
     assert _volta_on_590() == "pin the R580 branch: it is the last for Volta"
 
 
-def test_a_key_defined_in_two_files_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_defined_in_two_files_is_an_error(amended: pytest.MonkeyPatch) -> None:
     def copy_one(data: dict[str, dict[str, dict[str, str]]]) -> None:
         data["fixes"]["driver-last-branch"] = {"text": "again", "source": "a test"}
 
-    _amend(monkeypatch, {"fixes_jit.json": copy_one})
+    _amend(amended, {"fixes_jit.json": copy_one})
     with pytest.raises(ValueError, match="driver-last-branch"):
         templates()
