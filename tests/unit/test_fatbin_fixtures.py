@@ -230,14 +230,17 @@ def test_walk_reads_every_fixture_once() -> None:
 @pytest.mark.skipif(
     not hasattr(os, "fork") or threading.active_count() > 1, reason="forks only without threads"
 )
-def test_deep_read_shared_with_the_helper_process() -> None:
+@pytest.mark.parametrize("deep", [True, False])
+def test_a_read_shared_with_the_helper_process_is_the_same(deep: bool) -> None:
     # read_binaries forks the helper only for >= 256 MB with an idle CPU; the fixtures are small,
     # so the sharing step is called directly. Files the helper took but did not send back stay
-    # None: a helper that fails, or a transfer that loses rows, fails this test.
+    # None: a helper that fails, or a transfer that loses rows (or a plain read's strings:
+    # dlopen names, loaders, compilers, banner), fails this test.
     paths = [str(p) for p in sorted(BIN.iterdir())]
     results: list[BinaryFacts | None] = [None] * len(paths)
-    _read_shared(paths, list(range(len(paths))), functools.partial(read_binary, deep=True), results)
-    assert results == [read_binary(p, deep=True) for p in paths]
+    _read_shared(paths, list(range(len(paths))), functools.partial(read_binary, deep=deep), results)
+    assert results == [read_binary(p, deep=deep) for p in paths]
+    assert any(r is not None and r.needed and r.dlopens is not None for r in results)  # read
 
 
 def test_entries_from_the_fast_constructor_are_kernel_entries() -> None:
