@@ -105,18 +105,26 @@ def test_a_compiler_without_a_model_is_unknown_with_what_was_found() -> None:
     assert "LLVM NVPTX backend" in row["cause"] and "not modelled" in row["cause"]
 
 
-def test_a_streamed_wheel_member_names_its_compiler(tmp_path: Path) -> None:
-    """warp.so (298 MB) in a wheel is read as it streams by: the places of NVRTC's marks are
-    kept, its tables are not, so warp-lang's row says the targets could not be read (unknown),
-    never ok or fails, where the installed package's rows are judged."""
+def test_a_streamed_wheel_member_reads_its_compiler_as_installed(tmp_path: Path) -> None:
+    """warp.so (298 MB) in a wheel is read as it streams by: the bytes at NVRTC's table strings
+    and the toolkit's banners are kept, so the member's compiler is the installed file's
+    (NVRTC's '-arch=compute_75' ... 'compute_121' list, "release 13.4"), and warp-lang's row on
+    an A100 with driver 580 is judged (``ok``: NVRTC 13.4 targets compute_80, the driver runs
+    CUDA 13). At eb60471 the tables were not kept and the row was ``unknown``."""
     warp = site("venv-warp-lang-1.19.0")
     member = "warp/bin/warp.so"
     wheel = tmp_path / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl"
     info = "warp_lang-1.19.0.dist-info"
     member_wheel(warp, member, info, wheel)
     (lib,) = read_wheel(str(wheel), deep=False).binaries
-    assert lib.compilers == (RuntimeCompiler("nvrtc", (), None, None),)
+    assert lib.compilers == read_binary(str(warp / member), False).compilers
+    (nvrtc,) = lib.compilers or ()
+    assert (nvrtc.kind, nvrtc.release, min(nvrtc.targets), max(nvrtc.targets)) == (
+        "nvrtc",
+        "13.4",
+        75,
+        121,
+    )
     result = run_cli("scan", str(wheel), "--gpu", "A100", "--driver", "580.65.06", "--json")
     (row,) = json_output(result, "scan")["jit"]
-    assert (row["package"], row["status"]) == ("warp-lang", "unknown")
-    assert "could not be read" in row["cause"]
+    assert (row["package"], row["status"]) == ("warp-lang", "ok")
