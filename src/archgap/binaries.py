@@ -36,9 +36,8 @@ def local_binaries(
     docker:// registry's certificate must verify); an archive, image or requirement that cannot
     be read is an unreadable row per problem. ``resolved`` is told the wheel each requirement
     resolved to, ``unverified`` the archives read through range requests, so that the index's
-    sha256 was not checked. ``progress(done, total, path)`` is told as files are read (not with
-    ``deep``).
-    Without ``detail``, a deep read of files keeps one row per kind of entry (``summarized``)."""
+    sha256 was not checked. ``progress(done, total, path)`` is told as files are read. Without
+    ``detail``, a file's entries are kept as one row per kind of entry (``summary_rows``)."""
     from archgap.image.targets import is_image
 
     remote = [p for p in paths if is_image(p, rootfs=False) or is_index_target(p)]

@@ -8,11 +8,11 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from archgap.errors import UsageError
-from archgap.orchestrate.shared import checked_facts, resolve
 from archgap.request import binaries_request
 from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
+    from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
     from archgap.probe.binary.fatbin import Progress
@@ -54,6 +54,7 @@ def kernel_files(
         with _reading(strings):
             return local_binaries(paths, deep, options, progress, resolved, detail, unverified)
     from archgap.index.options import URL_SCHEMES
+    from archgap.orchestrate.shared import checked_facts
 
     if (options is not None and options.deps) or any(p.startswith(URL_SCHEMES) for p in paths):
         raise UsageError("URLs and requirements are read here: not with a remote target")
@@ -85,19 +86,25 @@ def kernels(
     a linked library's strings are not read here (``kernel_files``): cuobjdump's work."""
     import time
 
-    from archgap.claims import asks_claimed, requested
+    from archgap.claims import VariantClaims, asks_claimed, requested
     from archgap.results import KernelsResult
-    from archgap.variant_claims import variant_claims
 
     # --require claimed: the build's claims, and what variant wheels among the paths declare
-    variants = variant_claims(paths) if asks_claimed(require) else ()
+    variants: tuple[VariantClaims, ...] = ()
+    if asks_claimed(require):
+        from archgap.variant_claims import variant_claims
+
+        variants = variant_claims(paths)
     claims = requested(require, claims_from, config, variants)
     if claims is not None:
         from archgap.analysis.recipe.claimed import judged_names
 
         require = judged_names(claims)
-    # each GPU once (a name given twice); the GPU knowledge is loaded only when some are named
-    required = list({g.label: g for g in resolve(require)}.values()) if require else []
+    required: list[GpuTarget] = []
+    if require:  # each GPU once (a name given twice); its knowledge is loaded only then
+        from archgap.orchestrate.shared import resolve
+
+        required = list({g.label: g for g in resolve(require)}.values())
     if strict and not required:
         raise UsageError("--strict needs --require GPU")
     started = time.perf_counter()
@@ -145,11 +152,10 @@ def _reading(strings: bool) -> AbstractContextManager[object]:
 
 def _missing(paths: Sequence[str]) -> list[str]:
     """The paths that name no file here (not an image, a URL or a requirement either)."""
+    absent = [p for p in paths if not os.path.lexists(p)]
+    if not absent:  # the usual case: nothing more to import
+        return []
     from archgap.binaries import is_index_target
     from archgap.image.targets import is_image
 
-    return [
-        p
-        for p in paths
-        if not (os.path.lexists(p) or is_image(p, rootfs=False) or is_index_target(p))
-    ]
+    return [p for p in absent if not (is_image(p, rootfs=False) or is_index_target(p))]
