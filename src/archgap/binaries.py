@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from archgap.archives.wheel import WheelContents
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
+    from archgap.probe.binary.facts import BinaryFacts
     from archgap.probe.binary.fatbin import Progress
     from archgap.probe.binary.summary import Summary
-    from archgap.probe.facts import BinaryFacts
 
 
 def local_binaries(
@@ -74,7 +74,7 @@ def _held_archive_binaries(holding: list[str], deep: bool) -> list[BinaryFacts]:
     """The binaries of the wheels and conda packages named or in the directories named."""
     from archgap.archives.wheel import wheel_files
     from archgap.index.conda import read_archive
-    from archgap.probe.facts import BinaryFacts
+    from archgap.probe.binary.facts import BinaryFacts
 
     found: list[BinaryFacts] = []
     skipped: list[tuple[str, str]] = []  # links out of a directory named: not followed
@@ -107,7 +107,7 @@ def _holds_archives(path: str) -> bool:
 def _archive_binaries(contents: WheelContents) -> list[BinaryFacts]:
     """An archive's (a wheel's, an image's) native members; what could not be read of it is
     one unreadable row per problem."""
-    from archgap.probe.facts import BinaryFacts
+    from archgap.probe.binary.facts import BinaryFacts
 
     unread = [
         BinaryFacts(p.subject, 0, "unreadable", (), False, p.reason) for p in contents.problems

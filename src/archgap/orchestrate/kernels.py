@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from archgap.analysis.verdicts.compat import GpuTarget
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
+    from archgap.probe.binary.facts import BinaryFacts
     from archgap.probe.binary.fatbin import Progress
-    from archgap.probe.facts import BinaryFacts
     from archgap.results import KernelsResult
 
 
@@ -48,7 +48,7 @@ def kernel_files(
     probe fails."""
     from archgap.binaries import local_binaries
     from archgap.codec import decode
-    from archgap.probe.facts import BinaryFacts
+    from archgap.probe.binary.facts import BinaryFacts
 
     if target.is_local:
         with _reading(strings):

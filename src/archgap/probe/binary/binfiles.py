@@ -24,9 +24,9 @@ import stat
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from ..facts import BinaryFacts
 from .deep_plan import read_selectively
 from .elf import ELF_MAGIC
+from .facts import BinaryFacts
 from .fatbin import Progress, Summarize, open_error, read_binaries
 from .names import NATIVE_NAME
 from .summary import Summary, binary_json

@@ -20,7 +20,7 @@ import mmap
 import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from ..facts import KernelEntry
+from .facts import KernelEntry
 
 if TYPE_CHECKING:
     from .summary import Summary

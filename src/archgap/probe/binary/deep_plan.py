@@ -42,7 +42,7 @@ from typing import (
     Tuple,
 )
 
-from ..facts import BinaryFacts, KernelEntry
+from .facts import BinaryFacts, KernelEntry
 
 if TYPE_CHECKING:  # fatbin is imported where files are read
     from .fatbin import Summarize

@@ -13,8 +13,8 @@ import struct
 import sys
 from typing import Any, List, Optional, Tuple
 
-from ..facts import Variant, as_variant
 from .binreader import Reader
+from .facts import Variant, as_variant
 
 ELF_MAGIC = b"\x7fELF"
 # What a deep search looks for to find a bare cubin: the ELF ident of a 64-bit little-endian

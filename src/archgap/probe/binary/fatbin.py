@@ -30,11 +30,11 @@ import stat
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, Union
 
-from ..facts import BinaryFacts, BinaryFormat
 from ..forked import Send, fork_safe, in_two_processes
 from .ar import AR_MAGIC, THIN_AR_MAGIC, read_archive
 from .binreader import NotRecorded, Reader, WorkBoundReached
 from .elf import ELF_MAGIC, cubin_at
+from .facts import BinaryFacts, BinaryFormat
 from .fatcontainer import CONTAINER_MAGIC, walk_containers
 from .hostelf import read_elf
 from .pe import MZ_MAGIC, read_pe

@@ -34,10 +34,10 @@ import re
 import struct
 from typing import Any, List, Optional, Tuple
 
-from ..facts import RuntimeCompiler
 from .binreader import NotRecorded, Reader
 from .bytesearch import searcher
 from .elf import Sections
+from .facts import RuntimeCompiler
 from .rodata import Search, pieces, read_only_regions, readahead, search_one
 
 MAX_HITS = 4096  # table strings read at most per pattern and image

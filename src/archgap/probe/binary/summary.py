@@ -16,8 +16,8 @@ import operator
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..facts import BinaryFacts, KernelEntry
 from .binreader import entry_keeper
+from .facts import BinaryFacts, KernelEntry
 
 # What tells entries apart in a summary: everything but where they are and how big.
 EntryKey = Tuple[str, int, str, Any, str, str, bool, bool, Any, Any]
