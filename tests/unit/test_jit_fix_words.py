@@ -22,8 +22,8 @@ from pathlib import Path
 from archgap.analysis.fixes.engine import Fix
 from archgap.analysis.jit.compilers import jit_findings
 from archgap.analysis.verdicts.compat import resolve_gpu
-from archgap.probe.facts import EnvVar, Toolkit
-from tests.unit.test_jit_rules import facts
+from archgap.probe.facts import EnvVar
+from tests.unit.test_jit_rules import facts, ptxas, triton_with_a_cuda_118_toolkit
 from tests.unit.test_torch_ext import torch_2141
 
 JIT = Path(__file__).resolve().parents[2] / "src" / "archgap" / "analysis" / "jit"
@@ -76,16 +76,12 @@ def test_an_entry_too_new_for_the_toolkit_names_no_drop(tmp_path: Path) -> None:
     )
 
 
-def _ptxas(home: str, version: str, tool: str = "ptxas", found_by: str = "triton") -> Toolkit:
-    return Toolkit(home, found_by, "test", tool, f"{home}/bin/{tool}", "ok", version, None, "t")
-
-
 TESTED = "Triton then assembles every kernel with that ptxas; it is not the version triton tested."
 
 
 def test_triton_without_a_driver_offers_a_ptxas_that_knows_the_target_and_an_upgrade() -> None:
-    bundled = _ptxas("/site/triton/backends/nvidia", "12.8")
-    cuda13 = _ptxas("/usr/local/cuda-13.0", "13.0", "nvcc", "/usr/local/cuda-*")
+    bundled = ptxas("/site/triton/backends/nvidia", "12.8")
+    cuda13 = ptxas("/usr/local/cuda-13.0", "13.0", "nvcc", "/usr/local/cuda-*")
     f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(bundled, cuda13))
     (finding,) = [x for x in jit_findings(f, [resolve_gpu("GB10")]) if x.package == "triton"]
     env, upgrade = finding.fixes
@@ -104,9 +100,7 @@ def test_triton_without_a_driver_offers_a_ptxas_that_knows_the_target_and_an_upg
 
 
 def test_triton_with_a_driver_too_old_names_the_driver_in_both_fixes() -> None:
-    bundled = _ptxas("/site/triton/backends/nvidia", "12.8")
-    cuda118 = _ptxas("/usr/local/cuda-11.8", "11.8", "nvcc", "/usr/local/cuda-*")
-    f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(bundled, cuda118))
+    f = triton_with_a_cuda_118_toolkit()
     got = jit_findings(f, [resolve_gpu("A100")], driver_version="470.57.02")
     (finding,) = [x for x in got if x.package == "triton"]
     env, upgrade = finding.fixes

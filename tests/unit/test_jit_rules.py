@@ -180,17 +180,22 @@ def test_triton_bundled_ptxas_too_old_for_gb10() -> None:
     assert h100.status == "ok" and "ptxas 12.8 assembles sm_90a" in h100.cause
 
 
-def _ptxas(home: str, version: str, tool: str = "ptxas", found_by: str = "triton") -> Toolkit:
+def ptxas(home: str, version: str, tool: str = "ptxas", found_by: str = "triton") -> Toolkit:
     return Toolkit(home, found_by, "test", tool, f"{home}/bin/{tool}", "ok", version, None, "t")
+
+
+def triton_with_a_cuda_118_toolkit() -> ToolchainFacts:
+    """Facts of triton 3.5.0 with its bundled ptxas 12.8 and a CUDA 11.8 toolkit beside it."""
+    bundled = ptxas("/site/triton/backends/nvidia", "12.8")
+    cuda118 = ptxas("/usr/local/cuda-11.8", "11.8", "nvcc", "/usr/local/cuda-*")
+    return facts(flashinfer=None, triton="3.5.0", extra_toolkits=(bundled, cuda118))
 
 
 def test_triton_ptxas_newer_than_the_driver() -> None:
     # pytorch#119054: triton's bundled ptxas 12.x with a 470 driver (CUDA 11.4): the driver
     # rejects its cubins; CUDA 12.x needs >= 525 even with minor-version compatibility, and a
     # CUDA 11.8 ptxas (11.x runs on >= 450.80.02) fixes it.
-    bundled = _ptxas("/site/triton/backends/nvidia", "12.8")
-    cuda118 = _ptxas("/usr/local/cuda-11.8", "11.8", "nvcc", "/usr/local/cuda-*")
-    f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(bundled, cuda118))
+    f = triton_with_a_cuda_118_toolkit()
     got = jit_findings(f, [resolve_gpu("A100")], driver_version="470.57.02")
     (finding,) = [x for x in got if x.package == "triton"]
     assert finding.status == "fails"
@@ -203,7 +208,7 @@ def test_triton_ptxas_newer_than_the_driver() -> None:
 def test_triton_below_its_supported_minimum() -> None:
     # README: NVIDIA GPUs of compute capability 8.0+ (PR #5066: FMA fallback below 8.0);
     # torch/_inductor refuses below 7.0.
-    f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(_ptxas("/t", "12.8"),))
+    f = facts(flashinfer=None, triton="3.5.0", extra_toolkits=(ptxas("/t", "12.8"),))
     (v100,) = [x for x in jit_findings(f, [resolve_gpu("V100")]) if x.package == "triton"]
     assert v100.status == "unknown" and "FMA" in v100.cause
     (p100,) = [x for x in jit_findings(f, [resolve_gpu("P100")]) if x.package == "triton"]
