@@ -8,3 +8,11 @@ and RECORD, and the native files, through the same reader as wheels and installe
 counts from the one layer that provides it in the final image. The result has the shape of
 ``archives.wheel.WheelContents``, so the analysis is the installed environment's.
 """
+
+# How a target names each transport (targets.py), and a source its image's label. Here, not
+# with the sources: `kernels DIR` asks targets.is_image and needs none of them.
+OCI_PREFIX = "oci:"
+ARCHIVE_PREFIX = "docker-archive:"
+REGISTRY_PREFIX = "docker://"
+ROOTFS_PREFIX = "rootfs:"
+PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)

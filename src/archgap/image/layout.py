@@ -23,12 +23,11 @@ import tarfile
 from collections.abc import Mapping
 from typing import IO, Any
 
+from archgap.image import ARCHIVE_PREFIX, OCI_PREFIX
 from archgap.image.source import (
-    ARCHIVE_PREFIX,
     LAYER_TAR,
     MAX_JSON_BYTES,
     OCI_INDEX,
-    OCI_PREFIX,
     REF_NAME,
     Blob,
     ImageError,

@@ -38,12 +38,6 @@ DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 MAX_JSON_BYTES = 4 << 20  # an index, a manifest or a config (real ones are a few KiB)
 MAX_NESTING = 8  # indexes inside indexes followed at most
 REF_NAME = "org.opencontainers.image.ref.name"
-# How a target names each transport (image/targets.py), and a source its image's label.
-OCI_PREFIX = "oci:"
-ARCHIVE_PREFIX = "docker-archive:"
-REGISTRY_PREFIX = "docker://"
-ROOTFS_PREFIX = "rootfs:"
-PREFIXES = (OCI_PREFIX, ARCHIVE_PREFIX, REGISTRY_PREFIX, ROOTFS_PREFIX)
 DIGEST = re.compile(r"^(sha256|sha512):([0-9a-f]{64}|[0-9a-f]{128})$")
 
 

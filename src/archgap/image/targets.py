@@ -15,13 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from archgap.image.source import (
-    ARCHIVE_PREFIX,
-    OCI_PREFIX,
-    PREFIXES,
-    REGISTRY_PREFIX,
-    ROOTFS_PREFIX,
-)
+from archgap.image import ARCHIVE_PREFIX, OCI_PREFIX, PREFIXES, REGISTRY_PREFIX, ROOTFS_PREFIX
 
 if TYPE_CHECKING:  # the readers load only when an image is read: `kernels DIR` asks is_image
     from archgap.image.read import ImageContents

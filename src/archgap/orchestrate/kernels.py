@@ -13,6 +13,7 @@ from archgap.transport.target import DEFAULT_TIMEOUT, LOCAL, Target
 
 if TYPE_CHECKING:
     from archgap.analysis.verdicts.compat import GpuTarget
+    from archgap.claims import Claims
     from archgap.index.deps import Chosen
     from archgap.index.options import IndexOptions
     from archgap.probe.binary.facts import BinaryFacts
@@ -86,16 +87,9 @@ def kernels(
     a linked library's strings are not read here (``kernel_files``): cuobjdump's work."""
     import time
 
-    from archgap.claims import VariantClaims, asks_claimed, requested
     from archgap.results import KernelsResult
 
-    # --require claimed: the build's claims, and what variant wheels among the paths declare
-    variants: tuple[VariantClaims, ...] = ()
-    if asks_claimed(require):
-        from archgap.variant_claims import variant_claims
-
-        variants = variant_claims(paths)
-    claims = requested(require, claims_from, config, variants)
+    claims = _claims(paths, require, claims_from, config) if require or claims_from else None
     if claims is not None:
         from archgap.analysis.recipe.claimed import judged_names
 
@@ -139,6 +133,21 @@ def kernels(
         tuple(paths), tuple(files), deep, seconds, gate, tuple(resolved), missing,
         tuple(unverified),
     )  # fmt: skip
+
+
+def _claims(
+    paths: Sequence[str], require: Sequence[str], claims_from: str | None, config: bool
+) -> Claims | None:
+    """What ``--require claimed`` asks to check: the build's claims, and what variant wheels
+    among the paths declare (None: not asked for)."""
+    from archgap.claims import VariantClaims, asks_claimed, requested
+
+    variants: tuple[VariantClaims, ...] = ()
+    if asks_claimed(require):
+        from archgap.variant_claims import variant_claims
+
+        variants = variant_claims(paths)
+    return requested(require, claims_from, config, variants)
 
 
 def _reading(strings: bool) -> AbstractContextManager[object]:
