@@ -9,15 +9,18 @@ the first occurrence in the range, so what is found does not depend on which one
 
 The buffer's address comes from the buffer protocol (``PyObject_GetBuffer``: a read-only mmap
 has no other way to it), held only while ``searcher`` is open. Without ctypes, ``memmem`` or
-``pythonapi`` (PyPy), or for a buffer that does not export one, ``find`` does the work.
+``pythonapi`` (PyPy), or for a buffer that does not export one, ``find`` does the work. Given
+the needles it will be asked for, ``searcher`` finds them all in one pass where it can
+(``literals``: Hyperscan).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Iterator, Sequence, Tuple
 
-Find = Callable[[bytes, int, int], int]  # (needle, start, end) -> offset, or -1
+from .literals import Find, block_index
+
 # Below this many bytes the set-up of a ctypes search (~5 us) costs more than it saves.
 MEMMEM_MIN = 64 << 10
 
@@ -71,11 +74,15 @@ def _buffer_struct() -> Any:
 
 
 @contextlib.contextmanager
-def searcher(buf: Any, start: int, end: int) -> Iterator[Tuple[Find, bool]]:
+def searcher(
+    buf: Any, start: int, end: int, needles: Sequence[bytes] = ()
+) -> Iterator[Tuple[Find, bool]]:
     """(``find(needle, start, end)`` over ``buf``, whether it is ``memmem``) for searches in
     [``start``, ``end``): ``memmem`` when that range is large enough and ctypes can reach the
     bytes (``buf``: any object with the buffer protocol and a ``find``: mmap, bytes), else
-    ``buf.find``. Both return the first occurrence that lies wholly in the range, or -1."""
+    ``buf.find``. Both return the first occurrence that lies wholly in the range, or -1.
+    ``needles``: the ones the caller will look for, found in one pass where ``hyperscan`` is
+    installed (``literals``: the same answers)."""
     memmem: Any = _load() if end - start >= MEMMEM_MIN else None
     if not memmem:
         yield buf.find, False
@@ -97,9 +104,12 @@ def searcher(buf: Any, start: int, end: int) -> Iterator[Tuple[Find, bool]]:
         at = memmem(base + first, stop - first, needle, len(needle))
         return -1 if at is None else at - base
 
+    index = block_index(buf, start, end, needles, find) if needles else None
     try:
-        yield find, True
+        yield (index.find if index is not None else find), True
     finally:
+        if index is not None:
+            index.close()
         ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
 
 

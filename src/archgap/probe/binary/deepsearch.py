@@ -97,7 +97,7 @@ def search_section(
         aligned = start - start % mmap.PAGESIZE
         with contextlib.suppress(OSError, ValueError, AttributeError):
             buf.madvise(mmap.MADV_NORMAL, aligned, end - aligned)
-    with searcher(buf, start, end) as (find, fast):
+    with searcher(buf, start, end, (CONTAINER_START, CUBIN_IDENT)) as (find, fast):
         _search(
             reader, start, end, section, member, find, CONTAINER_START if fast else CONTAINER_MAGIC
         )

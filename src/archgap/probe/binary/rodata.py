@@ -122,7 +122,7 @@ def search_all(reader: Reader, searches: List[Search]) -> None:
             if not live:
                 break
             readahead(buf, start, end)
-            with searcher(buf, start, end) as (find, _):
+            with searcher(buf, start, end, [s.mark for s in live]) as (find, _):
                 for search in live:
                     _hits(search, find, region, start, stop, end)
             reader.release(start - start % mmap.PAGESIZE, stop)
