@@ -2,9 +2,9 @@
 
 Libraries such as cuBLASLt (``.cask_resource``), cuFFT (``.ldata``) and cuDNN keep device code in
 data sections that they load themselves and cuobjdump never lists. ``search_section`` finds it
-by searching for the container magic and the cubin ELF ident (``bytesearch``: libc's memmem,
-~3x Python's find); every candidate header is validated before it counts, so a stray magic
-number is no hit.
+by searching for the container magic and the cubin ELF ident (``bytesearch``: both in one scan
+with Hyperscan where it is installed, else libc's memmem, ~3x Python's find); every candidate
+header is validated before it counts, so a stray magic number is no hit.
 """
 
 from __future__ import annotations

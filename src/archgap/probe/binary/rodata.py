@@ -18,9 +18,10 @@ piece's pages back before the next (binreader.release; the page cache keeps them
 that claims a gigabyte (a hole in a sparse file) never holds more than a piece mapped.
 
 The three readers of a linked image's strings (dlnames, rtcompilers, banner) search it in one
-pass (``search_all``): each piece is read ahead, searched for every mark with ``memmem``
-(bytesearch) and handed back once, where three passes faulted the same pages in three times
-(the banner's without read-ahead, a page per fault). What each reader finds is the same: the
+pass (``search_all``): each piece is read ahead, searched for every mark (bytesearch: all marks
+in one scan with Hyperscan where it is installed, else ``memmem`` per mark) and handed back once,
+where three passes faulted the same pages in three times (the banner's without read-ahead, a
+page per fault). What each reader finds is the same: the
 marks' places in each region, in table order, and then the reader's own rules at each place.
 """
 
