@@ -16,6 +16,11 @@ REPO = KB.parents[2]
 # What a source names in this repository: a kb file, or a markdown note (upstream projects are
 # cited by URL, issue number or their own paths such as flashinfer/jit/core.py).
 LOCAL_NAME = re.compile(r"(?<![\w/.])(kb/[\w.-]+\.json|[\w./-]+\.md)\b")
+URL = re.compile(r"https?://\S+")  # an upstream page, whatever its path ends in
+
+
+def local_names(text: str) -> list[str]:
+    return LOCAL_NAME.findall(URL.sub(" ", text))
 
 
 def _sources(node: Any, where: str) -> Iterator[tuple[str, str]]:
@@ -57,14 +62,15 @@ def test_a_source_cites_public_places_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("where", "text"), [s for s in _all_sources() if LOCAL_NAME.search(s[1])], ids=lambda v: v
+    ("where", "text"), [s for s in _all_sources() if local_names(s[1])], ids=lambda v: v
 )
 def test_a_local_file_a_source_names_is_in_the_repository(where: str, text: str) -> None:
-    missing = [m for m in LOCAL_NAME.findall(text) if not _resolves(m)]
+    missing = [m for m in local_names(text) if not _resolves(m)]
     assert not missing, f"{where} cites {missing}, which this repository does not have"
 
 
 def test_the_check_catches_a_note_outside_the_repository() -> None:
-    assert LOCAL_NAME.findall("stack_gates.md 1.1 (flashinfer tags)") == ["stack_gates.md"]
+    assert local_names("stack_gates.md 1.1 (flashinfer tags)") == ["stack_gates.md"]
+    assert not local_names("https://github.com/filecoin-project/bellperson/blob/v0.27.0/README.md")
     assert not _resolves("stack_gates.md")
     assert _resolves("kb/drivers.json")

@@ -13,42 +13,11 @@ from archgap.analysis.explain.rules.nvrtc import cupy_compiles
 from archgap.analysis.explain.rules.words import gpu_words, release_after
 from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix, worded
 from archgap.analysis.verdicts.compat import ComputeCapability, sass_runs_on
+from archgap.kb import builds
 from archgap.kb import toolchain as kb
 
 # Packages whose own kernels a "no kernel image" names, most specific first.
 _PACKAGES = ("onnxruntime", "jaxlib", "jax", "cupy", "ggml", "ctranslate2", "mxnet", "bellperson")
-# Packages built by their own CMake or make, not torch's extension builder (which alone reads
-# TORCH_CUDA_ARCH_LIST): the switch that sets their architectures. ggml: llama.cpp's
-# docs/build.md (-DCMAKE_CUDA_ARCHITECTURES); CTranslate2: its CMakeLists.txt CUDA_ARCH_LIST
-# (docs: installation, -DCUDA_ARCH_LIST); MXNet: make/config.mk CUDA_ARCH (apache/mxnet#11052).
-_OWN_BUILD = {
-    "ggml": "CMAKE_CUDA_ARCHITECTURES={sm}",
-    "ctranslate2": '-DCUDA_ARCH_LIST="{cc}"',
-    "mxnet": "CUDA_ARCH=-gencode arch=compute_{sm},code=sm_{sm}",
-    "bellperson": "BELLMAN_CUDA_NVCC_ARGS='--fatbin --gpu-architecture=sm_{sm} "
-    "--generate-code=arch=compute_{sm},code=sm_{sm}'",
-}
-# Packages whose released source states the oldest GPU they support: (that capability, the
-# switch to their CPU path, where).
-# bellperson: README.md at v0.27.0, "Requirements: NVIDIA (Turing or newer)", BELLMAN_NO_GPU and
-# BELLMAN_CUDA_NVCC_ARGS (https://github.com/filecoin-project/bellperson/tree/v0.27.0).
-_MINIMUM = {
-    "bellperson": (
-        "7.5",
-        "BELLMAN_NO_GPU=1, its switch to the CPU path",
-        "bellperson's README (v0.27.0): 'NVIDIA (Turing or newer)'; "
-        "https://github.com/filecoin-project/bellperson/blob/v0.27.0/README.md",
-    )
-}
-
-
-def _rebuild_switch(package: str | None, cc: str) -> str:
-    """How a build of ``package`` is told to target ``cc``."""
-    sm = cc.replace(".", "")
-    own = _OWN_BUILD.get(package or "")
-    if own is not None:
-        return own.format(sm=sm, cc=cc)
-    return f'CMAKE_CUDA_ARCHITECTURES={sm}, TORCH_CUDA_ARCH_LIST="{cc}"'
 
 
 def no_kernel_image(facts: LogFacts) -> Ruling | None:
@@ -96,7 +65,7 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
             kind=ENV,
             package=what,
             cc=cc,
-            switch=_rebuild_switch(package, cc),
+            switch=builds.build_switch(package).for_gpu(cc),
         ),
     )
     return Ruling(
@@ -132,12 +101,12 @@ def _build_with_sass(what: str, cc: str) -> Fix:
 def _below_minimum(package: str | None, cc: str, gpu: str) -> Ruling | None:
     """A GPU older than the oldest its package's released source says it supports: no build of
     it is meant to run there."""
-    need, switch, source = _MINIMUM.get(package or "", ("", "", ""))
-    if not need or (kb.major_minor(cc) or (0, 0)) >= (kb.major_minor(need) or (0, 0)):
+    minimum = builds.minimums().get(package or "")
+    if minimum is None or (kb.major_minor(cc) or (0, 0)) >= (kb.major_minor(minimum.cc) or (0, 0)):
         return None
     return Ruling(
         "no-kernel-image",
-        f"{package} supports compute capability {need} and newer only, and the GPU is "
+        f"{package} supports compute capability {minimum.cc} and newer only, and the GPU is "
         f"older{gpu}: its kernels are not built for it",
         DETERMINED,
         (
@@ -145,9 +114,9 @@ def _below_minimum(package: str | None, cc: str, gpu: str) -> Ruling | None:
                 "kernel-image-below-minimum",
                 kind=ENV,
                 package=package,
-                switch=switch,
-                minimum=need,
-                source=source,
+                switch=minimum.cpu_switch,
+                minimum=minimum.cc,
+                source=minimum.source,
             ),
         ),
     )
@@ -197,7 +166,7 @@ def _jetson_build(what: str, facts: LogFacts, package: str | None) -> Ruling:
     cc = facts.ccs[0] if len(facts.ccs) == 1 else None
     arch = f"sm_{cc.replace('.', '')}" if cc else "the board's architecture"
     build = (
-        _rebuild_switch(package, cc)
+        builds.build_switch(package).for_gpu(cc)
         if cc
         else "the board's compute capability (Orin 8.7, Xavier 7.2, Thor 11.0)"
     )
