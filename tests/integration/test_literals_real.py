@@ -17,6 +17,7 @@ import pytest
 from archgap.probe.binary import literals
 from archgap.probe.binary.fatbin import read_binary
 from tests.helpers import need_data
+from tests.unit.test_literals import need_hyperscan
 
 SITE = "lib/python3.11/site-packages"
 LIBRARIES = {
@@ -33,8 +34,7 @@ def test_the_one_pass_search_finds_what_memmem_finds(
 ) -> None:
     (root,) = need_data(venv)
     path = str(root / SITE / LIBRARIES[venv])
-    if not literals._database((b"x",)):
-        pytest.skip("no hyperscan here (a dependency only on Linux x86-64 CPython)")
+    need_hyperscan()
     scanned: list[int] = []
     places = literals.BlockIndex._places
 

@@ -13,16 +13,13 @@ from __future__ import annotations
 import pytest
 
 from archgap.analysis.explain.rules import kernel_image
-from archgap.analysis.explain.rules.facts import DETERMINED, LogFacts
+from archgap.analysis.explain.rules.facts import DETERMINED
 from archgap.kb import builds
-
-
-def _facts(cc: str, package: str) -> LogFacts:
-    return LogFacts("", None, (cc,), "", False, None, {"package": (package,)}, (), None)
+from tests.unit.test_explain_fix_wording import _facts
 
 
 def _rebuild(cc: str, package: str) -> str:
-    ruling = kernel_image.no_kernel_image(_facts(cc, package))
+    ruling = kernel_image.no_kernel_image(_facts(cc, package=package))
     assert ruling is not None
     return ruling.fixes[-1].action
 
@@ -46,12 +43,13 @@ def test_any_other_package_gets_cmake_and_torchs_switches() -> None:
 
 
 def test_a_gpu_below_a_packages_minimum_is_told_so_with_the_source() -> None:
-    ruling = kernel_image.no_kernel_image(_facts("7.0", "bellperson"))  # V100: Volta, before Turing
+    # V100 (7.0): Volta, before Turing
+    ruling = kernel_image.no_kernel_image(_facts("7.0", package="bellperson"))
     assert ruling is not None and ruling.status == DETERMINED
     assert "compute capability 7.5 and newer only" in ruling.cause
     (fix,) = ruling.fixes
     assert "BELLMAN_NO_GPU=1" in fix.action and "v0.27.0" in fix.tradeoff
-    turing = kernel_image.no_kernel_image(_facts("7.5", "bellperson"))  # T4: supported
+    turing = kernel_image.no_kernel_image(_facts("7.5", package="bellperson"))  # T4: supported
     assert turing is not None and "and newer only" not in turing.cause
 
 

@@ -104,7 +104,7 @@ def searcher(
         at = memmem(base + first, stop - first, needle, len(needle))
         return -1 if at is None else at - base
 
-    index = block_index(buf, start, end, needles, find) if needles else None
+    index = block_index(buf, start, end, needles, find)
     try:
         yield (index.find if index is not None else find), True
     finally:

@@ -89,15 +89,16 @@ class BlockIndex:
         high = min(self.end, (block + 1) * BLOCK + self.longest - 1)
         span = (block + 1) * BLOCK - low  # a place that starts past it is the next block's
         found: List[List[int]] = [[] for _ in self.lengths]
-        count = [0]
+        count = 0
         lengths = self.lengths
 
         def on_match(index: int, _first: int, last: int, _flags: int, _context: Any) -> bool:
+            nonlocal count
             at = last - lengths[index]
             if at < span:
                 found[index].append(low + at)
-                count[0] += 1
-            return count[0] > MAX_BLOCK_PLACES  # True ends the scan
+                count += 1
+            return count > MAX_BLOCK_PLACES  # True ends the scan
 
         places: Optional[List[List[int]]] = found
         try:
@@ -105,9 +106,8 @@ class BlockIndex:
                 self.database.scan(piece, match_event_handler=on_match)
         except Exception:  # ScanTerminated (too many places), or any failure: searched plainly
             places = None
-        if places is not None:
-            for each in places:  # (in order already: a literal's matches end in order)
-                each.sort()
+        for each in places or ():  # (matches come by end offset: sorting costs ~nothing)
+            each.sort()
         self.blocks[block] = places
         return places
 
@@ -119,11 +119,12 @@ def block_index(
     where there can be none (no usable ``hyperscan``, another kind of buffer, no needles)."""
     if not needles or not isinstance(buf, mmap.mmap):
         return None
-    database = _database(tuple(dict.fromkeys(needles)))
+    unique = tuple(dict.fromkeys(needles))
+    database = _database(unique)
     if database is None:
         return None
     try:
-        return BlockIndex(buf, start, end, tuple(dict.fromkeys(needles)), database, plain)
+        return BlockIndex(buf, start, end, unique, database, plain)
     except (TypeError, ValueError, BufferError):  # a closed mapping, no buffer to export
         return None
 
