@@ -9,7 +9,8 @@ builds it: 5.5 GB, ~120 native files, ~48,000 fatbin entries). Prints, with the 
                             table reads device code only (cuobjdump's work), scan also reads
                             each library's strings (dlopen names, compilers, banner) and deeply
                             where hidden entries matter: against `kernels SITE --json`, which
-                            reads the strings too, on the next line
+                            reads the strings too, on the next line; and scan of an interpreter
+                            with no packages (a bare venv): scan's fixed work, nothing read
   2. probe document         bytes of `archgap probe --python T --json` (goal <= 1 MB)
   3. fleet ingest           `fleet --from` 64 copies of that document vs 1 (goal <= 3x)
   4. fleet memory           max RSS of `fleet --from` over 1,000 host documents
@@ -18,7 +19,8 @@ builds it: 5.5 GB, ~120 native files, ~48,000 fatbin entries). Prints, with the 
                             `fleet` does; vs the floor hosts / jobs x delay (goal <= 1.5x)
   6. deep vs plain          `kernels --deep` vs `kernels` on the site-packages (goal <= 2x)
 
-Wall times are whole processes (what a user waits for), the median of --runs, warm page cache.
+Wall times are whole processes (what a user waits for), the median of --runs, warm page cache;
+a ratio's two commands run in turn (--runs pairs), with the range of the pairs' ratios.
 The trace vs rg and kernels vs cuobjdump figures are bench/trace_vs_rg.py and
 bench/kernels_vs_cuobjdump.py.
 
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -75,10 +78,8 @@ def run(argv: list[str]) -> Run:
     return Run(elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, data)
 
 
-def timed(argv: list[str], runs: int) -> Run:
-    """Median wall and CPU seconds, the largest max RSS over ``runs`` runs (after a warm-up)."""
-    run(argv)
-    results = [run(argv) for _ in range(runs)]
+def summed(results: list[Run]) -> Run:
+    """Median wall and CPU seconds and the largest max RSS of ``results``."""
     return Run(
         statistics.median(r.wall for r in results),
         statistics.median(r.cpu for r in results),
@@ -87,12 +88,37 @@ def timed(argv: list[str], runs: int) -> Run:
     )
 
 
-def ratio(label: str, ours: Run, anchor: Run, goal: str) -> None:
+def timed(argv: list[str], runs: int) -> Run:
+    """Median wall and CPU seconds, the largest max RSS over ``runs`` runs (after a warm-up)."""
+    run(argv)
+    return summed([run(argv) for _ in range(runs)])
+
+
+def paired(ours: list[str], anchor: list[str], runs: int) -> tuple[Run, Run, list[float]]:
+    """``ours`` and ``anchor`` run in turn, ``runs`` pairs after a warm-up of each: their medians
+    and each pair's wall ratio. On a shared machine the load moves within minutes; runs in a
+    row put one command in a busier minute than the other, pairs do not."""
+    run(ours)
+    run(anchor)
+    mine: list[Run] = []
+    theirs: list[Run] = []
+    for _ in range(runs):
+        mine.append(run(ours))
+        theirs.append(run(anchor))
+    return (
+        summed(mine),
+        summed(theirs),
+        [a.wall / b.wall for a, b in zip(mine, theirs, strict=True)],
+    )
+
+
+def ratio(label: str, ours: Run, anchor: Run, goal: str, pairs: Sequence[float] = ()) -> None:
     """archgap against its anchor, in wall seconds and in CPU seconds (the second one moves
-    less with the load of a shared machine)."""
+    less with the load of a shared machine); with ``pairs``, the range of the pairs' ratios."""
+    spread = f", pairs {min(pairs):.2f}-{max(pairs):.2f}x" if pairs else ""
     report(
         label,
-        f"{ours.wall:.2f} s vs {anchor.wall:.2f} s = {ours.wall / anchor.wall:.2f}x wall, "
+        f"{ours.wall:.2f} s vs {anchor.wall:.2f} s = {ours.wall / anchor.wall:.2f}x wall{spread}, "
         f"{ours.cpu / anchor.cpu:.2f}x CPU ({ours.cpu:.2f} vs {anchor.cpu:.2f} s)",
         goal,
     )
@@ -170,11 +196,20 @@ def main() -> int:
     site = str(sites[0])
     print(f"torch environment {site}; {os.cpu_count()} CPUs; runs {args.runs}", flush=True)
 
-    kernels = timed([*ARCHGAP, "kernels", site], args.runs)
-    scan = timed([*ARCHGAP, "scan", "--python", str(python)], args.runs)
-    ratio("1. scan vs kernels", scan, kernels, "goal <= 1.5x")
-    document = timed([*ARCHGAP, "kernels", site, "--json"], args.runs)
-    ratio("   scan vs kernels --json", scan, document, "the strings read by both")
+    scan_argv = [*ARCHGAP, "scan", "--python", str(python)]
+    kernels_argv = [*ARCHGAP, "kernels", site]
+    scan, kernels, pairs = paired(scan_argv, kernels_argv, args.runs)
+    ratio("1. scan vs kernels", scan, kernels, "goal <= 1.5x", pairs)
+    scan_, document, pairs = paired(scan_argv, [*kernels_argv, "--json"], args.runs)
+    ratio("   scan vs kernels --json", scan_, document, "the strings read by both", pairs)
+    with tempfile.TemporaryDirectory(prefix="archgap-bare-") as bare:
+        # scan's own fixed work (start-up, the interpreter's answer, the toolchain, judging,
+        # the report) with no package to read, against the same kernels run
+        subprocess.run([str(python), "-m", "venv", "--without-pip", bare], check=True)
+        fixed, kernels_, pairs = paired(
+            [*ARCHGAP, "scan", "--python", f"{bare}/bin/python"], kernels_argv, args.runs
+        )
+    ratio("   scan, nothing to read", fixed, kernels_, "scan's floor, against goal 1.5x", pairs)
     report("   peak memory (max RSS)", f"scan {scan.rss / 1024:.0f} MB, kernels "
            f"{kernels.rss / 1024:.0f} MB", "goal scan <= 150 MB")  # fmt: skip
 
@@ -210,8 +245,8 @@ def main() -> int:
         "goal <= 1.5x",
     )
 
-    deep = timed([*ARCHGAP, "kernels", "--deep", site], args.runs)
-    ratio("6. kernels --deep vs kernels", deep, kernels, "goal <= 2x")
+    deep, plain, pairs = paired([*kernels_argv, "--deep"], kernels_argv, args.runs)
+    ratio("6. kernels --deep vs kernels", deep, plain, "goal <= 2x", pairs)
     subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0
 
