@@ -148,6 +148,15 @@ def test_a_driver_older_than_the_gpu_runs_nothing_there(bnb_facts: dict[str, Any
             assert package.verdict == "blocked" and "Blackwell's first driver" in package.reason
 
 
+def test_a_branch_named_alone_runs_the_gpus_it_came_with(bnb_facts: dict[str, Any]) -> None:
+    """`--driver 570`: an R570 driver. Blackwell came with CUDA 12.8, whose GA minimum 570.26 is
+    an R570 release (NVIDIA's Table 3), so the branch runs it; R560 does not."""
+    on_570 = judge(bnb_facts, ["B200", "RTX PRO 6000"], "570").load
+    assert not [f for f in on_570 if f.check == "driver-gpu"]
+    on_560 = judge(bnb_facts, ["B200", "RTX PRO 6000"], "560").load
+    assert sorted(f.gpu for f in on_560 if f.check == "driver-gpu") == ["B200", "RTX PRO 6000"]
+
+
 def test_a_driver_newer_than_the_last_branch_of_the_gpu(bnb_facts: dict[str, Any]) -> None:
     (finding,) = [f for f in judge(bnb_facts, ["V100"], "590.44.01").load if f.gpu]
     assert finding.check == "driver-gpu" and "R580" in finding.cause

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from archgap.kb.toolchain import driver_runs_runtime
+from archgap.kb.load import gpu_architectures
+from archgap.kb.toolchain import driver_cuda_version, driver_runs_runtime, max_ptx_isa_for_driver
 
 
 @pytest.mark.parametrize(
@@ -33,3 +34,54 @@ def test_a_runtime_on_a_driver_at_and_below_its_minimums(
 def test_the_ga_minimum_is_named_when_it_decides() -> None:
     runs, why = driver_runs_runtime("450.51.05", "11.0")
     assert runs is True and why == "driver 450.51.05 >= 450.51.05 (CUDA 11.0 GA minimum)"
+
+
+# `--driver 570` names a branch ("an R570 driver"). NVIDIA's Table 3 puts CUDA 12.8 GA's minimum
+# at 570.26 and 12.8 Update 1's at 570.124.06, both inside R570, and 13.0 GA's at 580.65.06; the
+# PTX ISA table gives CUDA 12.8 ISA 8.7 and 12.9 ISA 8.8. So an R570 driver runs CUDA 12.8 and
+# JITs PTX ISA 8.7, and no R570 or R575 driver runs CUDA 13.
+@pytest.mark.parametrize(
+    ("driver", "runtime", "runs"),
+    [
+        ("570", "12.8", True),  # the branch: past 570.26 and 570.124.06
+        ("575", "12.9", True),
+        ("575", "13.0", False),  # below R580
+        ("580", "13.0", True),
+        ("570.25", "12.8", True),  # a release below 12.8's GA minimum: minor-version rule
+    ],
+)
+def test_a_lone_branch_stands_for_its_releases(driver: str, runtime: str, runs: bool) -> None:
+    assert driver_runs_runtime(driver, runtime)[0] is runs
+
+
+@pytest.mark.parametrize(
+    ("driver", "cuda", "isa"),
+    [
+        ("570", "12.8", "8.7"),
+        ("570.26", "12.8", "8.7"),
+        ("570.25", "12.6", "8.5"),
+        ("560", "12.6", "8.5"),
+    ],
+)
+def test_a_branch_jits_what_its_cuda_does(driver: str, cuda: str, isa: str) -> None:
+    assert driver_cuda_version(driver) == cuda
+    assert max_ptx_isa_for_driver(driver) == isa
+
+
+@pytest.mark.parametrize(
+    ("driver", "gap"),
+    [
+        ("570", None),
+        ("570.26", None),
+        ("560", "first"),
+        ("570.25", "first"),
+        ("535.104.05", "first"),
+    ],
+)
+def test_blackwell_runs_on_r570_and_not_before(driver: str, gap: str | None) -> None:
+    """Blackwell came with CUDA 12.8 (sm_100, sm_120), whose GA driver minimum is 570.26."""
+    (blackwell,) = [a for a in gpu_architectures() if "12.0" in a.compute_capabilities]
+    found = blackwell.driver_gap(driver)
+    assert (found[0] if found else None) == gap
+    if found:
+        assert found[1].startswith(f"driver {driver} is older than Blackwell's first driver 570.26")

@@ -40,8 +40,8 @@ OPTIONS = (
     opt.option(
         "--driver",
         metavar="VERSION",
-        help="the NVIDIA driver of the crashed host (570.124.06): a toolkit switch it cannot "
-        "run (CUDA 13 needs >= 580) says so and is not first",
+        help="the NVIDIA driver of the crashed host (570.124.06, or a branch: 570): a toolkit "
+        "switch it cannot run (CUDA 13 needs >= 580) says so and is not first",
     ),
     opt.ENVIRONMENT,
     opt.output(),

@@ -40,8 +40,9 @@ OPTIONS = (
     opt.option(
         "--driver",
         metavar="VERSION",
-        help="judge against this NVIDIA driver (570.124.06) instead of the detected one: a "
-        "toolkit switch it cannot run (CUDA 13 needs >= 580) says so and is not first",
+        help="judge against this NVIDIA driver (570.124.06, or a branch: 570) instead of the "
+        "detected one: a toolkit switch it cannot run (CUDA 13 needs >= 580) says so and is not "
+        "first",
     ),
     opt.flag("--apply", "make the changes (default: show)"),
     opt.option(

@@ -42,8 +42,9 @@ OPTIONS = (
     opt.option(
         "--driver",
         metavar="VERSION",
-        help="judge against this NVIDIA driver (580.65.06) instead of the detected one: the PTX "
-        "ISA it can JIT and the CUDA runtimes (cudart/nvrtc wheels, torch) it can run",
+        help="judge against this NVIDIA driver (580.65.06, or a branch: 580) instead of the "
+        "detected one: the PTX ISA it can JIT and the CUDA runtimes (cudart/nvrtc wheels, torch) "
+        "it can run",
     ),
     opt.STRICT,
     opt.env_from_option(

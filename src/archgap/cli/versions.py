@@ -43,7 +43,8 @@ OPTIONS = (
     opt.option(
         "--driver",
         metavar="VERSION",
-        help="judge PTX against this NVIDIA driver (580.65.06): the PTX ISA it can JIT",
+        help="judge PTX against this NVIDIA driver (580.65.06, or a branch: 580): the PTX ISA it "
+        "can JIT",
     ),
     opt.flag("--strict", "a 'partial' variant does not cover the GPU"),
     opt.option(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from archgap.kb import load_json
-from archgap.kb.toolchain import driver_runs_runtime, toolkit_release, version_tuple
+from archgap.kb.toolchain import driver_runs_runtime, driver_tuple, toolkit_release, version_tuple
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,27 @@ class GpuArchitecture:
     min_driver: str | None  # that toolkit's GA driver minimum (toolkits.json); None if unknown
     last_driver_branch: str | None  # "580": the last driver branch that runs it
     source: str
+
+    def driver_gap(self, driver: str) -> tuple[str, str] | None:
+        """Why ``driver`` runs nothing of this architecture, as ("first", why) for a driver
+        older than its first one, ("last", why) for a branch past its last; None: it runs it
+        (or the driver cannot be read)."""
+        have = driver_tuple(driver)
+        if not have:
+            return None
+        need = version_tuple(self.min_driver or "")
+        if need and have < need:
+            return "first", (
+                f"driver {driver} is older than {self.architecture}'s first driver "
+                f"{self.min_driver} (CUDA {self.first_cuda}'s minimum)"
+            )
+        last = self.last_driver_branch
+        if last and have[0] > int(last):
+            return "last", (
+                f"driver {driver} is newer than R{last}, the last branch that runs "
+                f"{self.architecture}"
+            )
+        return None
 
 
 @dataclass(frozen=True)

@@ -152,9 +152,23 @@ def long_dropped(last: str | None) -> bool:
     return last is not None and (major_minor(last) or (0, 0)) < long_dropped_before()
 
 
+# What a lone branch number stands for after its own: every release of the branch.
+BRANCH_WIDE = 1 << 30
+
+
+def driver_tuple(driver_version: str) -> tuple[int, ...] | None:
+    """A driver version, as it is compared with the drivers NVIDIA documents as minimums:
+    ``"570.124.06"`` -> (570, 124, 6). A lone branch (``--driver 570``: "an R570 driver")
+    stands for the branch: above every minimum inside it (CUDA 12.8 GA's 570.26, 12.8 U1's
+    570.124.06: R570 runs CUDA 12.8 and PTX ISA 8.7), below the next branch's. Read as
+    570.0, a version no R570 driver has, it would fail the branch's own GPUs and PTX."""
+    parts = version_tuple(driver_version)
+    return (*parts, BRANCH_WIDE) if parts is not None and len(parts) == 1 else parts
+
+
 def driver_cuda_version(driver_version: str) -> str | None:
     """The newest CUDA whose GA minimum Linux driver ``driver_version`` meets."""
-    have = version_tuple(driver_version)
+    have = driver_tuple(driver_version)
     if not have:
         return None
     best: str | None = None
@@ -174,7 +188,7 @@ def max_ptx_isa_for_driver(driver_version: str) -> str | None:
 
 def driver_runs_runtime(driver_version: str, runtime_version: str) -> tuple[bool | None, str]:
     """(whether a CUDA runtime of ``runtime_version`` runs on the driver, the rule that decided)."""
-    have = version_tuple(driver_version)
+    have = driver_tuple(driver_version)
     runtime = major_minor(runtime_version)
     if not have or not runtime:
         return None, "unparseable version"

@@ -36,7 +36,6 @@ from archgap.kb.toolchain import (
     driver_runs_runtime,
     max_ptx_isa_for_driver,
     toolkit_release,
-    version_tuple,
 )
 from archgap.probe.facts import BinaryFacts, Distribution, PythonEnvironment, RuntimeCompiler
 
@@ -227,20 +226,12 @@ def _driver_refuses(
 
 def _outside_driver(target: GpuTarget, driver: str) -> str | None:
     """Why the driver runs nothing on the GPU's architecture (None: it runs it)."""
-    have = version_tuple(driver) or ()
     arch = gpu_architecture(str(target.compute_capability))
-    if arch is None or not have:
+    gap = arch.driver_gap(driver) if arch is not None else None
+    if gap is None:
         return None
-    need = version_tuple(arch.min_driver or "")
-    if need and have < need:
-        return (
-            f"driver {driver} is older than {arch.architecture}'s first driver "
-            f"{arch.min_driver}: nothing it compiles runs on {target.label}"
-        )
-    last = arch.last_driver_branch
-    if last and have[0] > int(last):
-        return f"driver {driver} is past R{last}, the last branch that runs {arch.architecture}"
-    return None
+    which, why = gap
+    return f"{why}: nothing it compiles runs on {target.label}" if which == "first" else why
 
 
 def _describe(compiler: RuntimeCompiler) -> tuple[str, str | None]:

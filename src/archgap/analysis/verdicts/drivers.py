@@ -60,30 +60,23 @@ def driver_gpu(
     targets: Sequence[GpuTarget], driver: str, source: str, blocked: dict[tuple[str, str], str]
 ) -> list[LoadFinding]:
     """Check 1: one finding per GPU the driver cannot run."""
-    have = version_tuple(driver) or ()
     findings = []
     for target in targets:
         arch = kb.gpu_architecture(str(target.compute_capability))
-        if arch is None or not have:
+        gap = arch.driver_gap(driver) if arch is not None else None
+        if arch is None or gap is None:
             continue
-        need = version_tuple(arch.min_driver or "")
-        last = arch.last_driver_branch
-        if need and have < need:
-            why = (
-                f"driver {driver} is older than {arch.architecture}'s first driver "
-                f"{arch.min_driver} (CUDA {arch.first_cuda}'s minimum)"
-            )
+        which, why = gap
+        if which == "first":
             fix = fix_text(
                 "driver-for-architecture", min_driver=arch.min_driver, first_cuda=arch.first_cuda
             )
-        elif last and have[0] > int(last):
-            why = (
-                f"driver {driver} is newer than R{last}, "
-                f"the last branch that runs {arch.architecture}"
-            )
-            fix = fix_text("driver-last-branch", last_branch=last, architecture=arch.architecture)
         else:
-            continue
+            fix = fix_text(
+                "driver-last-branch",
+                last_branch=arch.last_driver_branch,
+                architecture=arch.architecture,
+            )
         blocked[("", target.label)] = why
         findings.append(
             LoadFinding(
