@@ -139,10 +139,12 @@ def test_the_build_bitsandbytes_loads(
 # list does not exist.
 
 
-def needed_status(runpath: tuple[str, ...]) -> list[tuple[str, str]]:
+def needed_status(
+    runpath: tuple[str, ...], there: tuple[str, ...] | None = None
+) -> list[tuple[str, str]]:
     lib = BinaryFacts(
         "/sp/pkg/libk.so", 1, "elf", (ptx("8.7"),), False, needed=("libcublas.so.12",),
-        runpath=runpath,
+        runpath=runpath, runpath_found=there,
     )  # fmt: skip
     dist = Distribution("pkg", "1.0", "/sp/pkg-1.0.dist-info", (lib.path,))
     environment = PythonEnvironment("python", "3.11", ("/sp",), (dist,), ())
@@ -159,3 +161,11 @@ def test_a_library_the_loader_does_not_find_fails() -> None:
 
 def test_a_library_whose_runpath_names_an_unread_directory_is_unknown() -> None:
     assert needed_status(("/opt/mytoolkit/lib64",)) == [("unknown", "/sp/pkg/libk.so")]
+
+
+# The probe looked the RUNPATH directories up on the target (probe.binary.runpath): a directory
+# of the build machine that the target does not have holds nothing (ld.so goes on to the next,
+# then fails), and a name found there loads.
+def test_a_runpath_directory_looked_up_on_the_target_decides() -> None:
+    assert needed_status(("/opt/mytoolkit/lib64",), ()) == [("fails", "/sp/pkg/libk.so")]
+    assert needed_status(("/opt/mytoolkit/lib64",), ("libcublas.so.12",)) == []

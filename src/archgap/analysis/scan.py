@@ -258,7 +258,7 @@ def report_from_facts(
     )
     isa = max_ptx_isa_for_driver(version) if version else None
     loader = _section(facts, "loader", LoaderFacts)
-    load = load_model(env, binaries, targets, version, source, loader, toolchains)
+    load = load_model(env, binaries, targets, version, source, loader, toolchains, facts.platform)
     images = tuple(decode(ImageFacts, i) for i in facts.section("images") or ())
     off_platform = platform_blocked(binaries, targets, facts.platform, images)
     load = replace(load, blocked={**load.blocked, **off_platform})

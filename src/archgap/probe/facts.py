@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+from .binary.facts import TOOLKIT_DIRS as TOOLKIT_DIRS
+
 # The "binaries" section's facts live with the code that reads them; named here as well.
 from .binary.facts import BinaryFacts as BinaryFacts
 from .binary.facts import BinaryFormat as BinaryFormat
@@ -103,7 +105,8 @@ class LoaderFacts:
     names: Tuple[str, ...]  # library file names in its cache and searched directories
     directories: Tuple[str, ...]  # where they were read: /etc/ld.so.cache, LD_LIBRARY_PATH ...
     error: Optional[str] = None  # why the cache could not be read (fully)
-    # each CUDA toolkit library directory under /usr/local, and the library names in it
+    # each CUDA toolkit library directory under /usr/local (TOOLKIT_DIRS), and the library
+    # names in it
     toolkit_dirs: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
 
 

@@ -25,7 +25,7 @@ from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.kb import load as kb
 from archgap.kb.fixes import fix_text
-from archgap.probe.facts import BinaryFacts, LoaderFacts, PythonEnvironment
+from archgap.probe.facts import TOOLKIT_DIRS, BinaryFacts, LoaderFacts, PythonEnvironment
 
 ORIGIN = ("$ORIGIN", "${ORIGIN}")
 
@@ -170,6 +170,8 @@ def _resolves(binary: BinaryFacts, name: str, files: set[str], loader: LoaderFac
     """Whether dlopen finds ``name`` for ``binary``: its RPATH/RUNPATH (files of the
     environment, the toolkits' directories the loader section listed), else the loader's
     names (LD_LIBRARY_PATH, the cache, the trusted directories)."""
+    if name in (binary.runpath_found or ()):
+        return True
     listed = dict(loader.toolkit_dirs) if loader is not None else {}
     for directory in _search_dirs(binary):
         if os.path.join(directory, name) in files or name in listed.get(directory, ()):
@@ -194,7 +196,7 @@ def _unread(dirs: Sequence[str], env_dirs: Sequence[str], loader: LoaderFacts) -
     listed = {d for d, _ in loader.toolkit_dirs} | set(loader.directories)
     inside = tuple(d.rstrip("/") + "/" for d in env_dirs)
     return [d for d in dirs if not (d + "/").startswith(inside) and d not in listed
-            and not d.startswith("/usr/local/cuda")]  # fmt: skip
+            and not d.startswith(TOOLKIT_DIRS)]  # fmt: skip
 
 
 def _not_found(
@@ -217,7 +219,9 @@ def _not_found(
             fix_text("dlopen-loader-unread", library=name),
             False,
         )
-    unread = _unread(dirs, env_dirs, loader)
+    # absolute RUNPATH directories the probe looked up on the target are read
+    looked = {d.rstrip("/") for d in binary.runpath} if binary.runpath_found is not None else set()
+    unread = [d for d in _unread(dirs, env_dirs, loader) if d not in looked]
     searched = f"{runpath}, {', '.join(loader.directories)}"
     if here and preload:
         return (

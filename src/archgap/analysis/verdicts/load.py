@@ -56,11 +56,13 @@ from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
 from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
+from archgap.analysis.verdicts.platform import other_system_files
 from archgap.analysis.verdicts.verdicts import has_device_code
 from archgap.kb import load as kb
 from archgap.kb.fixes import fix_text
 from archgap.kb.toolchain import version_tuple
 from archgap.probe.facts import (
+    TOOLKIT_DIRS,
     BinaryFacts,
     Distribution,
     EnvVar,
@@ -96,15 +98,17 @@ def load_model(
     driver_source: str,
     loader: LoaderFacts | None = None,
     toolchains: ToolchainFacts | None = None,
+    platform: str | None = None,
 ) -> LoadModel:
-    """Every broken link of every package's libraries on the judged GPUs."""
+    """Every broken link of every package's libraries on the judged GPUs; ``platform``: the
+    host's (uname), whose loader loads only its own system's format."""
     findings: list[LoadFinding] = []
     blocked: dict[tuple[str, str], str] = {}
     gating = any(t.gates_exit_code for t in targets)
     if driver:
         findings += driver_gpu(targets, driver, driver_source, blocked)
     owner = {path: dist.name for dist in env.distributions for path in dist.native_files}
-    not_loaded: dict[str, str] = {}
+    not_loaded: dict[str, str] = other_system_files(binaries, platform)
     picked = _picked_builds(binaries, owner, toolchains, not_loaded, blocked, gating)
     picked += _torch_gates(env, toolchains, not_loaded)
     # only what the packages load has to load (a build they never pick may need anything)
@@ -255,10 +259,12 @@ def _runpath_libraries(
     binary: BinaryFacts, loader: LoaderFacts | None
 ) -> tuple[frozenset[str], bool]:
     """The library names in the binary's absolute RUNPATH directories that the loader section
-    listed (the toolkits' under /usr/local), and whether one of them was not read. A toolkit
-    directory the probe did not find does not exist ($ORIGIN ones are the environment's)."""
+    listed (the toolkits' under /usr/local) or the probe found in the others
+    (``runpath_found``), and whether one of them was not read. A toolkit directory the probe
+    did not list does not exist ($ORIGIN ones are the environment's)."""
     listed = dict(loader.toolkit_dirs) if loader is not None else {}
-    names: set[str] = set()
+    names: set[str] = set(binary.runpath_found or ())
+    looked = binary.runpath_found is not None  # the others were looked up on the target
     unread = False
     for directory in binary.runpath:
         if not directory.startswith("/"):
@@ -266,7 +272,7 @@ def _runpath_libraries(
         directory = directory.rstrip("/")
         if directory in listed:
             names.update(listed[directory])
-        elif not directory.startswith("/usr/local/cuda"):
+        elif not directory.startswith(TOOLKIT_DIRS) and not looked:
             unread = True
     return frozenset(names), unread
 

@@ -170,6 +170,29 @@ def platform_findings(
     return tuple(findings) + wheel_findings(binaries, targets)
 
 
+# The image format each system's loader loads (uname's system name, lower case)
+_LOADER_FORMAT = {"linux": ("elf", "Linux", "ld.so"), "windows": ("pe", "Windows", "LoadLibrary")}
+_FORMAT_NAME = {"elf": "an ELF shared object", "pe": "a Windows DLL"}
+
+
+def other_system_files(binaries: Iterable[BinaryFacts], platform: str | None) -> dict[str, str]:
+    """Library path -> why the host's loader never loads it: a file of the other system's
+    format (a Windows DLL in a Linux environment). Some wheels ship every system's build side by
+    side (ctransformers 0.2.27, py3-none-any: lib/cuda/ctransformers.dll beside
+    lib/cuda/libctransformers.so); only the host's own counts toward its package. Nothing where
+    the host's system is not known (wheels and images judged without one)."""
+    system = (platform or "").split()[:1]
+    known = _LOADER_FORMAT.get(system[0].lower()) if system else None
+    if known is None:
+        return {}
+    loads, name, loader = known
+    return {
+        b.path: f"{_FORMAT_NAME[b.format]}: {name}'s loader ({loader}) never loads it"
+        for b in binaries
+        if b.format in _FORMAT_NAME and b.format != loads
+    }
+
+
 def platform_blocked(
     binaries: Sequence[BinaryFacts],
     targets: Sequence[GpuTarget],

@@ -29,6 +29,7 @@ from .elf import ELF_MAGIC
 from .facts import BinaryFacts
 from .fatbin import Progress, Summarize, open_error, read_binaries
 from .names import NATIVE_NAME
+from .runpath import with_runpaths
 from .summary import Summary, binary_json
 
 if TYPE_CHECKING:  # a plain read needs none of what System imports (subprocess, uuid ...)
@@ -252,7 +253,7 @@ def collect_binaries(system: System, params: Dict[str, Any]) -> List[Dict[str, A
         )
     else:
         found = walk_binaries(paths, deep, system.progress, summarize)
-    return [binary_json(facts, detail) for facts in found]
+    return [binary_json(facts, detail) for facts in with_runpaths(system.path, found)]
 
 
 __all__ = [

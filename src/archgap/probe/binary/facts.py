@@ -13,6 +13,10 @@ from typing import Literal, Optional, Tuple
 EntryKind = Literal["sass", "ptx", "ltoir"]  # an ELF cubin, PTX text, LTO IR
 Variant = Literal["", "a", "f"]  # plain, arch-specific (sm_90a), family-specific (sm_100f)
 Compression = Literal["none", "zstd", "lz4", "unknown"]
+# The directories the loader section lists (``LoaderFacts.toolkit_dirs``: one of these it does
+# not list does not exist); a library's other absolute RUNPATH directories are looked up with
+# the library (``BinaryFacts.runpath_found``).
+TOOLKIT_DIRS = "/usr/local/cuda"
 BinaryFormat = Literal["elf", "pe", "archive", "cubin", "fatbin", "other", "unreadable", "unknown"]
 
 
@@ -117,3 +121,7 @@ class BinaryFacts:
     # linked CUDA runtime or a dlopen stub does; probe.binary.loadsyms), sorted; () when none;
     # None when not read (as ``dlopens``).
     loader_names: Optional[Tuple[str, ...]] = None
+    # The names it needs or dlopens that lie in its absolute RUNPATH/RPATH directories on the
+    # target (probe.binary.runpath), sorted; None when not looked at (no such directory, a
+    # directory that could not be read, a wheel or image member).
+    runpath_found: Optional[Tuple[str, ...]] = None

@@ -114,6 +114,8 @@ def binary_json(facts: BinaryFacts, detail: bool = True) -> Dict[str, Any]:
         data["loader_imports"] = list(facts.loader_imports)
     if facts.loader_names is not None:
         data["loader_names"] = list(facts.loader_names)
+    if facts.runpath_found is not None:
+        data["runpath_found"] = list(facts.runpath_found)
     if facts.compilers is not None:
         data["compilers"] = [dict(vars(c), targets=list(c.targets)) for c in facts.compilers]
     return data
