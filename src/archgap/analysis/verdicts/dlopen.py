@@ -189,11 +189,16 @@ def _where_found(dirs: Sequence[str]) -> str:
     return "on LD_LIBRARY_PATH or in the loader's cache, not in site-packages"
 
 
-def _unread(dirs: Sequence[str], env_dirs: Sequence[str], loader: LoaderFacts) -> list[str]:
+def _unread(
+    binary: BinaryFacts, dirs: Sequence[str], env_dirs: Sequence[str], loader: LoaderFacts
+) -> list[str]:
     """The search directories whose files are not known: not in the environment, not a
     toolkit's the loader section listed (a /usr/local/cuda one it did not list does not
-    exist), not one the loader section read."""
+    exist), not one the loader section read, not one of the library's own absolute RUNPATH
+    directories the probe looked up on the target (``runpath_found``)."""
     listed = {d for d, _ in loader.toolkit_dirs} | set(loader.directories)
+    if binary.runpath_found is not None:
+        listed |= {d.rstrip("/") for d in binary.runpath}
     inside = tuple(d.rstrip("/") + "/" for d in env_dirs)
     return [d for d in dirs if not (d + "/").startswith(inside) and d not in listed
             and not d.startswith(TOOLKIT_DIRS)]  # fmt: skip
@@ -219,9 +224,7 @@ def _not_found(
             fix_text("dlopen-loader-unread", library=name),
             False,
         )
-    # absolute RUNPATH directories the probe looked up on the target are read
-    looked = {d.rstrip("/") for d in binary.runpath} if binary.runpath_found is not None else set()
-    unread = [d for d in _unread(dirs, env_dirs, loader) if d not in looked]
+    unread = _unread(binary, dirs, env_dirs, loader)
     searched = f"{runpath}, {', '.join(loader.directories)}"
     if here and preload:
         return (

@@ -43,8 +43,11 @@ the checks share (the finding, how a block is recorded, where a compiler is foun
 from __future__ import annotations
 
 import fnmatch
+import os
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from archgap.analysis.verdicts.companions import companions
 from archgap.analysis.verdicts.compat import GpuTarget
@@ -75,6 +78,9 @@ LOADER_SEARCH = (
     "ld.so(8) (https://man7.org/linux/man-pages/man8/ld.so.8.html): a DT_NEEDED name is looked "
     "up in DT_RUNPATH, LD_LIBRARY_PATH, /etc/ld.so.cache and the trusted directories"
 )
+
+# A Python extension module's file name: a module name, a PEP 3149 or stable-ABI tag, ".so"
+EXTENSION_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.(?:cpython-[^.]+|abi3))?\.so$")
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,9 @@ def _missing_needed(
 ) -> dict[tuple[str, str, Status], dict[str, list[BinaryFacts]]]:
     """(package, provider, status) -> each DT_NEEDED name that nothing gives -> the CUDA
     libraries that need it."""
-    given = _given(env, elves)
+    driver_libs, _ = kb.driver_libraries()
+    files = _shipped(env, elves)
+    loaded = _loaded_with_python(elves, files)
     system = set(loader.names) if loader is not None else None
     missing: dict[tuple[str, str, Status], dict[str, list[BinaryFacts]]] = {}
     for binary in elves:
@@ -163,7 +171,9 @@ def _missing_needed(
             continue
         there, unread = _runpath_libraries(binary, loader)
         status: Status = "unknown" if system is None or unread else "fails"
-        for name in _not_given(needed, (given, there), system, known):
+        for name in _not_given(needed, (driver_libs, there), system, known):
+            if _found_by_path(binary, name, files, loaded):
+                continue
             entry = known.get(name)
             provider = entry.package if entry else name
             names = missing.setdefault((owner.get(binary.path, ""), provider, status), {})
@@ -171,15 +181,78 @@ def _missing_needed(
     return missing
 
 
-def _given(env: PythonEnvironment, elves: Sequence[BinaryFacts]) -> set[str]:
-    """The library names check 3 counts as there on every target: those the driver installs,
-    and the files the environment ships."""
-    driver_libs, _ = kb.driver_libraries()
-    given = set(driver_libs)
-    given.update(_base(p) for d in env.distributions for p in d.native_files)
-    given.update(_base(p) for p in env.unowned_native_files)
-    given.update(_base(b.path) for b in elves)
-    return given
+def _shipped(env: PythonEnvironment, elves: Sequence[BinaryFacts]) -> dict[str, set[str]]:
+    """The environment's native files: file name -> the directories that hold one."""
+    paths = [p for d in env.distributions for p in d.native_files]
+    paths += [*env.unowned_native_files, *(b.path for b in elves)]
+    found: dict[str, set[str]] = {}
+    for path in paths:
+        directory, name = os.path.split(os.path.normpath(path))
+        found.setdefault(name, set()).add(directory)
+    return found
+
+
+class _Loaded(NamedTuple):
+    """What a Python process has loaded once the environment's modules are imported."""
+
+    names: set[str]  # the libraries' file names (the process has them by soname)
+    dirs: set[str]  # the RPATH/RUNPATH directories of those libraries
+
+
+def _loaded_with_python(elves: Sequence[BinaryFacts], files: Mapping[str, set[str]]) -> _Loaded:
+    """The environment's extension modules (``_C.cpython-311-x86_64-linux-gnu.so``,
+    ``_swigfaiss.so``; and a library named like one, which a package loads with ctypes) and,
+    transitively, what they need and find in the directories of what is loaded (a library's
+    own RUNPATH; its loader's RPATH, which ld.so(8) also searches for it: auditwheel's
+    ``faiss_gpu_cu12.libs``), as torch/_C -> libtorch_python.so -> ... -> libtorch_cuda.so ->
+    nvidia/cublas/lib/libcublas.so.12."""
+    by_path = {os.path.normpath(b.path): b for b in elves}
+    todo = [b for b in elves if EXTENSION_MODULE.match(_base(b.path))]
+    loaded = _Loaded({_base(b.path) for b in todo}, set())
+    grew = True
+    while grew:  # until nothing more is found: each library found may name more directories
+        grew = False
+        for binary in list(todo):
+            loaded.dirs.update(_own_dirs(binary))
+        for binary in list(todo):
+            for name in binary.needed or ():
+                there = sorted(files.get(name, set()) & loaded.dirs)
+                if name in loaded.names or not there:
+                    continue
+                loaded.names.add(name)
+                grew = True
+                found = by_path.get(os.path.join(there[0], name))
+                if found is not None:
+                    todo.append(found)
+    return loaded
+
+
+def _found_by_path(
+    binary: BinaryFacts, name: str, files: Mapping[str, set[str]], loaded: _Loaded
+) -> bool:
+    """Whether ld.so finds ``name``, a file of the environment, for ``binary``: in a directory
+    of its own RUNPATH/RPATH (``$ORIGIN`` made its directory), loaded already (by its soname,
+    as torch's nvidia-* libraries are for every torch extension), or, for a library that is
+    loaded itself, in a directory of what is loaded. A file that lies only elsewhere in
+    site-packages is found by none, as ld.so(8) does not search site-packages
+    (cuequivariance-ops-cu12 0.13.0: libcue_ops.so, no RUNPATH, needs libnvrtc.so.12, which
+    nvidia-cuda-nvrtc-cu12 installs in nvidia/cuda_nvrtc/lib; `import cuequivariance_ops`
+    prints "libnvrtc.so.12: cannot open shared object file")."""
+    held = files.get(name) or set()
+    if held & set(_own_dirs(binary)) or name in loaded.names:
+        return True
+    return _base(binary.path) in loaded.names and bool(held & loaded.dirs)
+
+
+def _own_dirs(binary: BinaryFacts) -> list[str]:
+    """The library's RPATH/RUNPATH directories, ``$ORIGIN`` made its own directory."""
+    here = os.path.dirname(os.path.normpath(binary.path))
+    dirs = []
+    for directory in binary.runpath:
+        for origin in ("$ORIGIN", "${ORIGIN}"):
+            directory = directory.replace(origin, here)
+        dirs.append(os.path.normpath(directory))
+    return dirs
 
 
 def _not_given(
