@@ -12,7 +12,7 @@ reviewed after the first scoring, with its reason in the set), and each cell tha
 Not a test: the first-time figure of a set is the one recorded in it (`first_time`); a rerun is
 in-sample.
 
-Usage: .venv/bin/python bench/scan_blind.py [--set bench/scan_blind/set1.json] [--show-wrong]
+Usage: .venv/bin/python bench/scan_blind.py [SET.json ...] [--show-wrong]   (default: every set)
 """
 
 from __future__ import annotations
@@ -55,12 +55,9 @@ def scanned(venv: Path, gpus: list[str], driver: str) -> dict[tuple[str, str], s
     return {(p["package"].lower(), p["gpu"]): p["verdict"] for p in doc["packages"]}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default=str(ROOT / "bench" / "scan_blind" / "set1.json"))
-    parser.add_argument("--show-wrong", action="store_true", help="each cell that differs")
-    args = parser.parse_args()
-    blind = json.loads(Path(args.set).read_text())
+def score(path: Path, show_wrong: bool) -> None:
+    """Print one set's figures."""
+    blind = json.loads(path.read_text())
     rows = []
     for package in blind["packages"]:
         venv = environment(package)
@@ -73,7 +70,7 @@ def main() -> int:
     hand = sum(got == cell["verdict"] for _, cell, got, _ in rows)
     adjudicated = sum(got == judged for _, _, got, judged in rows)
     first = blind["first_time"]
-    print(f"{Path(args.set).name}: {len(rows)} cells, {len(blind['packages'])} packages")
+    print(f"{path.name}: {len(rows)} cells, {len(blind['packages'])} packages")
     print(f"  first time ({first['commit']}): {first['right']}/{first['cells']} right")
     print(f"  now, against the hand-worked verdicts: {hand}/{len(rows)}")
     print(f"  now, against the adjudicated ones:     {adjudicated}/{len(rows)}")
@@ -82,11 +79,19 @@ def main() -> int:
         print(f"    {name:28} {sum(got == judged for _, _, got, judged in mine)}/{len(mine)}")
     wrong = Counter((judged, got) for _, _, got, judged in rows if got != judged)
     print("  differences (expected -> archgap):", dict(wrong) or "none")
-    if args.show_wrong:
-        for name, cell, got, judged in rows:
-            if got != judged:
-                where = f"{name} {cell['gpu']} {cell['driver']}"
-                print(f"    {where}: {judged} -> {got}: {cell['why']}")
+    for name, cell, got, judged in rows if show_wrong else ():
+        if got != judged:
+            where = f"{name} {cell['gpu']} {cell['driver']}"
+            print(f"    {where}: {judged} -> {got}: {cell['why']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sets", nargs="*", type=Path, help="sets to score (default: every set)")
+    parser.add_argument("--show-wrong", action="store_true", help="each cell that differs")
+    args = parser.parse_args()
+    for path in args.sets or sorted((ROOT / "bench" / "scan_blind").glob("set*.json")):
+        score(path, args.show_wrong)
     return 0
 
 
