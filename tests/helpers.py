@@ -181,3 +181,20 @@ def good_and_old_venvs(base: Path) -> dict[str, Path]:
     install_fake_distribution(make_venv(base / "old"), "ptxkernels", "0.1",
                               {"ptxkernels/libptx.so": CUDA_BIN / "libptxonly.so"})  # fmt: skip
     return {"good": base / "good" / "bin" / "python", "old": base / "old" / "bin" / "python"}
+
+
+def stand_in_loader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]
+) -> None:
+    """The probe's loader section sees only empty stand-ins of ``names`` in one trusted
+    directory, no cache and no toolkits: what this machine has installed (a system cuBLAS, a
+    CUDA toolkit) changes nothing in a test."""
+    from archgap.probe.environment import loader as loader_probe
+
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    for name in names:
+        (trusted / name).write_bytes(b"")
+    monkeypatch.setattr(loader_probe, "LOADER_CACHE", str(tmp_path / "no-ld.so.cache"))
+    monkeypatch.setattr(loader_probe, "LOADER_DEFAULT_DIRS", (str(trusted),))
+    monkeypatch.setattr(loader_probe, "TOOLKITS", str(tmp_path / "no-toolkits"))

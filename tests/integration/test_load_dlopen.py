@@ -27,10 +27,9 @@ import pytest
 from archgap.analysis.scan import report_from_facts
 from archgap.probe.binary.fatbin import read_binary
 from archgap.probe.collect import collect
-from archgap.probe.environment import loader as loader_probe
 from archgap.probe.environment.system import System
 from archgap.probe.facts import ProbeResponse
-from tests.helpers import DATA, need_data
+from tests.helpers import DATA, need_data, stand_in_loader
 
 CT2 = DATA / "venv-ctranslate2-4.8.5"
 
@@ -61,13 +60,7 @@ SYSTEM_LIBS = ("libdl.so.2", "librt.so.1", "libpthread.so.0", "libstdc++.so.6", 
 
 def ct2_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **environ: str) -> Any:
     need_data(CT2.name)
-    trusted = tmp_path / "trusted"
-    trusted.mkdir()
-    for name in SYSTEM_LIBS:
-        (trusted / name).write_bytes(b"")
-    monkeypatch.setattr(loader_probe, "LOADER_CACHE", str(tmp_path / "no-ld.so.cache"))
-    monkeypatch.setattr(loader_probe, "LOADER_DEFAULT_DIRS", (str(trusted),))
-    monkeypatch.setattr(loader_probe, "TOOLKITS", str(tmp_path / "no-toolkits"))
+    stand_in_loader(tmp_path, monkeypatch, SYSTEM_LIBS)
     python = str(CT2 / "bin" / "python")
     request = {
         "python": {"python": python},

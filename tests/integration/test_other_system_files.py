@@ -29,10 +29,9 @@ import pytest
 
 from archgap.analysis.scan import report_from_facts
 from archgap.probe.collect import collect
-from archgap.probe.environment import loader as loader_probe
 from archgap.probe.environment.system import System
 from archgap.probe.facts import ProbeResponse
-from tests.helpers import DATA, need_data
+from tests.helpers import DATA, need_data, stand_in_loader
 
 VENV = DATA / "venv-ctransformers-0.2.27"
 SYSTEM_LIBS = ("libpthread.so.0", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6")
@@ -42,13 +41,7 @@ def judged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform: str | None
     """The scan of the venv on an H100 with driver 580, the loader replaced by stand-ins of the
     system libraries it needs (the machine's own CUDA libraries change nothing here)."""
     need_data(VENV.name)
-    trusted = tmp_path / "trusted"
-    trusted.mkdir()
-    for name in SYSTEM_LIBS:
-        (trusted / name).write_bytes(b"")
-    monkeypatch.setattr(loader_probe, "LOADER_CACHE", str(tmp_path / "no-ld.so.cache"))
-    monkeypatch.setattr(loader_probe, "LOADER_DEFAULT_DIRS", (str(trusted),))
-    monkeypatch.setattr(loader_probe, "TOOLKITS", str(tmp_path / "no-toolkits"))
+    stand_in_loader(tmp_path, monkeypatch, SYSTEM_LIBS)
     python = str(VENV / "bin" / "python")
     request = {
         "python": {"python": python},
