@@ -89,3 +89,25 @@ def test_a_vendored_library_beside_one_loaded_through_an_rpath_is_found() -> Non
     blas = elf("faiss_gpu_cu12.libs/libopenblas-r0-f650aae0.3.3.so", ("libc.so.6",))
     assert missing(swig, faiss, blas) == set()
     assert missing(faiss, blas) == {"libopenblas-r0-f650aae0.3.3.so"}  # nothing loads faiss so
+
+
+def test_a_library_its_package_preloads_by_path_is_found() -> None:
+    """pycolmap-cuda12 4.2.1: pycolmap/_core.cpython-311-x86_64-linux-gnu.so needs
+    libcudart.so.12 with no RUNPATH; pycolmap/__init__.py passes nvidia.cuda_runtime's
+    ``libcudart.so.*[0-9]`` to ctypes.CDLL before ``from . import _core`` (`import pycolmap`
+    works)."""
+    cudart = elf("nvidia/cuda_runtime/lib/libcudart.so.12", ("libc.so.6",))
+    core = elf("pycolmap/_core.cpython-311-x86_64-linux-gnu.so", ("libcudart.so.12",), cuda=True)
+    dist = Distribution(
+        "pycolmap-cuda12", "4.2.1", f"{SP}/pycolmap_cuda12-4.2.1.dist-info",
+        (core.path,), preloads=("libcudart.so.*[0-9]", "libcurand.so.*[0-9]"),
+    )  # fmt: skip
+    nvidia = Distribution("nvidia-cuda-runtime-cu12", "12.9.79", f"{SP}/x", (cudart.path,))
+    env = PythonEnvironment("python", "3.11", (SP,), (dist, nvidia), ())
+    loader = LoaderFacts(("libc.so.6",), ("/etc/ld.so.cache",))
+    model = load_model(env, [cudart, core], [resolve_gpu("H100")], None, "", loader)
+    assert not [f for f in model.findings if f.check == "needed-library"]
+    unloaded = Distribution(dist.name, dist.version, dist.dist_info, (core.path,))
+    env = PythonEnvironment("python", "3.11", (SP,), (unloaded, nvidia), ())
+    model = load_model(env, [cudart, core], [resolve_gpu("H100")], None, "", loader)
+    assert [f.status for f in model.findings if f.check == "needed-library"] == ["fails"]

@@ -84,6 +84,9 @@ class Distribution:
     # (probe.environment.dlldirs)
     dll_directories: Optional[Tuple[str, ...]] = None
     dll_directories_unread: Tuple[str, ...] = ()
+    # The library names and patterns ("libcudart.so.*[0-9]") its top-level __init__.py files
+    # load through ctypes before their extensions (probe.environment.preloads); () when none
+    preloads: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,7 @@ def _missing_needed(
     driver_libs, _ = kb.driver_libraries()
     files = _shipped(env, elves)
     loaded = _loaded_with_python(elves, files)
+    preloads = {d.name: d.preloads for d in env.distributions}
     system = set(loader.names) if loader is not None else None
     missing: dict[tuple[str, str, Status], dict[str, list[BinaryFacts]]] = {}
     for binary in elves:
@@ -172,7 +173,8 @@ def _missing_needed(
         there, unread = _runpath_libraries(binary, loader)
         status: Status = "unknown" if system is None or unread else "fails"
         for name in _not_given(needed, (driver_libs, there), system, known):
-            if _found_by_path(binary, name, files, loaded):
+            mine = preloads.get(owner.get(binary.path, ""), ())
+            if _found_by_path(binary, name, files, loaded, mine):
                 continue
             entry = known.get(name)
             provider = entry.package if entry else name
@@ -228,18 +230,25 @@ def _loaded_with_python(elves: Sequence[BinaryFacts], files: Mapping[str, set[st
 
 
 def _found_by_path(
-    binary: BinaryFacts, name: str, files: Mapping[str, set[str]], loaded: _Loaded
+    binary: BinaryFacts,
+    name: str,
+    files: Mapping[str, set[str]],
+    loaded: _Loaded,
+    preloads: Sequence[str] = (),
 ) -> bool:
     """Whether ld.so finds ``name``, a file of the environment, for ``binary``: in a directory
     of its own RUNPATH/RPATH (``$ORIGIN`` made its directory), loaded already (by its soname,
-    as torch's nvidia-* libraries are for every torch extension), or, for a library that is
-    loaded itself, in a directory of what is loaded. A file that lies only elsewhere in
-    site-packages is found by none, as ld.so(8) does not search site-packages
+    as torch's nvidia-* libraries are for every torch extension; or by its package's own
+    import, ``preloads``: pycolmap-cuda12's ``ctypes.CDLL`` of ``libcudart.so.*[0-9]``), or,
+    for a library that is loaded itself, in a directory of what is loaded. A file that lies
+    only elsewhere in site-packages is found by none, as ld.so(8) does not search site-packages
     (cuequivariance-ops-cu12 0.13.0: libcue_ops.so, no RUNPATH, needs libnvrtc.so.12, which
     nvidia-cuda-nvrtc-cu12 installs in nvidia/cuda_nvrtc/lib; `import cuequivariance_ops`
     prints "libnvrtc.so.12: cannot open shared object file")."""
     held = files.get(name) or set()
     if held & set(_own_dirs(binary)) or name in loaded.names:
+        return True
+    if held and any(fnmatch.fnmatchcase(name, pattern) for pattern in preloads):
         return True
     return _base(binary.path) in loaded.names and bool(held & loaded.dirs)
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 from ..binary.names import NATIVE_LAST, is_native_file
 from ..facts import Distribution, Problem, PythonEnvironment
 from .imports import with_unresolved_imports
+from .preloads import with_preloads
 from .system import System, read_regular
 
 # What is read of a distribution's metadata files, and what an interpreter may answer.
@@ -309,7 +310,7 @@ def installed_distributions(
         fallback = os.path.basename(dist_info)[: -len(".dist-info")]
         requires = metadata_requires(metadata)
         dists.append(Distribution(name or fallback, version, dist_info, native, requires))
-    return with_unresolved_imports(dists, site_packages), tuple(problems)
+    return with_preloads(with_unresolved_imports(dists, site_packages)), tuple(problems)
 
 
 def _unowned_native_files(site_packages: Tuple[str, ...], owned: Set[str]) -> Tuple[str, ...]:
