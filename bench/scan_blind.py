@@ -55,6 +55,9 @@ def scanned(venv: Path, gpus: list[str], driver: str) -> dict[tuple[str, str], s
     return {(p["package"].lower(), p["gpu"]): p["verdict"] for p in doc["packages"]}
 
 
+NO_ROW = "no-kernels"  # a package that carries no device code has no row in the scan
+
+
 def score(path: Path, show_wrong: bool) -> None:
     """Print one set's figures."""
     blind = json.loads(path.read_text())
@@ -64,7 +67,7 @@ def score(path: Path, show_wrong: bool) -> None:
         for driver in blind["drivers"]:
             verdicts = scanned(venv, blind["gpus"], driver)
             for cell in (c for c in package["cells"] if c["driver"] == driver):
-                verdict = verdicts.get((package["package"].lower(), cell["gpu"]), "(no row)")
+                verdict = verdicts.get((package["package"].lower(), cell["gpu"]), NO_ROW)
                 judged = cell.get("adjudicated", {}).get("verdict", cell["verdict"])
                 rows.append((package["package"], cell, verdict, judged))
     hand = sum(got == cell["verdict"] for _, cell, got, _ in rows)
