@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from archgap.probe.environment.preloads import preloaded
+from archgap.probe.environment.preloads import package_inits, preloaded
 
 PYCOLMAP = """import ctypes
 def _preload_cuda_lib(module_name: str, lib_name: str):
@@ -28,34 +28,26 @@ def load_library():
 """
 
 
-def package(tmp_path: Path, name: str, init: str, record: str = "") -> str:
+def package(tmp_path: Path, name: str, init: str) -> tuple[str, ...]:
     (tmp_path / name).mkdir()
     (tmp_path / name / "__init__.py").write_text(init)
-    dist_info = tmp_path / f"{name}-1.0.dist-info"
-    dist_info.mkdir()
-    (dist_info / "RECORD").write_text(record or f"{name}/__init__.py,,\n{name}/_core.so,,\n")
-    return str(dist_info)
+    return preloaded(str(tmp_path), package_inits([f"{name}/__init__.py", f"{name}/_core.so"]))
 
 
 def test_the_globs_a_package_loads_with_ctypes(tmp_path: Path) -> None:
-    found = preloaded(package(tmp_path, "pycolmap", PYCOLMAP))
+    found = package(tmp_path, "pycolmap", PYCOLMAP)
     assert found == ("libcudart.so.*[0-9]", "libcurand.so.*[0-9]")
 
 
 def test_a_path_of_its_own_names_no_library_to_preload(tmp_path: Path) -> None:
-    assert preloaded(package(tmp_path, "cuequivariance_ops", CUE)) == ()
+    assert package(tmp_path, "cuequivariance_ops", CUE) == ()
 
 
 def test_names_without_a_ctypes_load_are_not_preloads(tmp_path: Path) -> None:
     text = 'MESSAGE = "install libcudart.so.12"\n'
-    assert preloaded(package(tmp_path, "pkg", text)) == ()
+    assert package(tmp_path, "pkg", text) == ()
 
 
-def test_only_top_level_package_inits_are_read(tmp_path: Path) -> None:
-    record = "pkg/sub/__init__.py,,\n"
-    (tmp_path / "pkg" / "sub").mkdir(parents=True)
-    (tmp_path / "pkg" / "sub" / "__init__.py").write_text(PYCOLMAP)
-    dist_info = tmp_path / "pkg-1.0.dist-info"
-    dist_info.mkdir()
-    (dist_info / "RECORD").write_text(record)
-    assert preloaded(str(dist_info)) == ()
+def test_only_top_level_package_inits_are_read() -> None:
+    names = ["pkg/sub/__init__.py", "pkg/__init__.py", "pkg-1.0.dist-info/RECORD", "__init__.py"]
+    assert package_inits(names) == ["pkg/__init__.py"]

@@ -16,16 +16,12 @@ way (computed at run time) is not read, and the analysis then finds nothing prel
 
 from __future__ import annotations
 
-import csv
 import os
 import re
-from dataclasses import replace
-from typing import List, Sequence, Tuple
+from typing import Iterable, List, Sequence, Tuple
 
-from ..facts import Distribution
 from .system import read_regular
 
-MAX_RECORD_BYTES = 16 << 20
 MAX_SOURCE_BYTES = 1 << 20  # bytes of one __init__.py read at most
 MAX_PACKAGES = 16  # top-level packages read per distribution at most
 MAX_NAMES = 64  # names kept per distribution
@@ -34,19 +30,21 @@ LOADS = re.compile(r"\b(?:CDLL|LoadLibrary)\b")
 LIBRARY = re.compile(r"""["'](lib[A-Za-z0-9_+.\-]*\.so[A-Za-z0-9_.*?\[\]\-]*)["']""")
 
 
-def with_preloads(dists: Sequence[Distribution]) -> Tuple[Distribution, ...]:
-    """``dists``, each distribution with native files given what its import preloads."""
-    return tuple(
-        replace(d, preloads=preloaded(d.dist_info)) if d.native_files else d for d in dists
-    )
+def package_inits(names: Iterable[str]) -> List[str]:
+    """The ``PACKAGE/__init__.py`` files among a RECORD's names, in its order."""
+    found = []
+    for name in names:
+        parts = name.split("/")
+        if len(parts) == 2 and parts[1] == "__init__.py" and parts[0].isidentifier():
+            found.append(name)
+    return found
 
 
-def preloaded(dist_info: str) -> Tuple[str, ...]:
-    """The library names and patterns the distribution's top-level ``__init__.py`` files
-    load through ctypes, sorted (see the module doc)."""
-    site = os.path.dirname(dist_info)
+def preloaded(site: str, inits: Sequence[str]) -> Tuple[str, ...]:
+    """The library names and patterns the ``inits`` (``package_inits``, under ``site``) load
+    through ctypes, sorted (see the module doc)."""
     names: List[str] = []
-    for init in _package_inits(dist_info)[:MAX_PACKAGES]:
+    for init in inits[:MAX_PACKAGES]:
         try:
             data, _ = read_regular(os.path.join(site, init), MAX_SOURCE_BYTES, follow=False)
         except OSError:
@@ -55,23 +53,3 @@ def preloaded(dist_info: str) -> Tuple[str, ...]:
         if LOADS.search(text):
             names += LIBRARY.findall(text)
     return tuple(sorted(set(names)))[:MAX_NAMES]
-
-
-def _package_inits(dist_info: str) -> List[str]:
-    """The ``PACKAGE/__init__.py`` files the distribution's RECORD lists, in its order."""
-    try:
-        data, _ = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES)
-    except OSError:
-        return []
-    found = []
-    for line in data.decode("utf-8", "replace").splitlines():
-        if "__init__.py" not in line:
-            continue
-        try:
-            row = next(csv.reader([line]), [])
-        except csv.Error:  # a row no reader takes (a huge field): that row only
-            continue
-        parts = (row[0] if row else "").split("/")
-        if len(parts) == 2 and parts[1] == "__init__.py" and parts[0].isidentifier():
-            found.append("/".join(parts))
-    return found

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 from ..binary.names import NATIVE_LAST, is_native_file
 from ..facts import Distribution, Problem, PythonEnvironment
 from .imports import with_unresolved_imports
-from .preloads import with_preloads
+from .preloads import package_inits, preloaded
 from .system import System, read_regular
 
 # What is read of a distribution's metadata files, and what an interpreter may answer.
@@ -197,15 +197,21 @@ def record_files(dist_info: str, bad: Optional[List[str]] = None) -> Tuple[str, 
     return tuple(os.path.normpath(os.path.join(site, name)) for name in names)
 
 
-def record_native_files(dist_info: str, bad: List[str]) -> Tuple[str, ...]:
+def record_native_files(
+    dist_info: str, bad: List[str], inits: Optional[List[str]] = None
+) -> Tuple[str, ...]:
     """``record_files`` that ``is_native_file``, without building the paths of the others
     (torch's RECORD lists ~20,000 files, ~30 of them native): a name whose last character is
-    neither "/" nor "." keeps its last component through ``normpath``, so its own name says."""
+    neither "/" nor "." keeps its last component through ``normpath``, so its own name says.
+    ``inits`` gets the top-level packages' ``__init__.py`` names (``preloads``)."""
     site = os.path.dirname(dist_info)
     data, more = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES)
+    names = record_names(data, more, bad)
+    if inits is not None:
+        inits.extend(package_inits(names))
     paths = (
         os.path.normpath(os.path.join(site, name))
-        for name in record_names(data, more, bad)
+        for name in names
         if name[-1:] in RECORD_LAST  # no call for the others: torch's 14,700 names, 37 left
     )
     return tuple(path for path in paths if is_native_file(path))
@@ -292,7 +298,7 @@ def installed_distributions(
     """Every ``*.dist-info`` in the given directories, with the native files its RECORD owns."""
     dists: List[Distribution] = []
     problems: List[Problem] = []
-    for _site, dist_info in dist_infos(site_packages, problems):
+    for site, dist_info in dist_infos(site_packages, problems):
         try:
             metadata, _ = read_regular(os.path.join(dist_info, "METADATA"), MAX_METADATA_BYTES)
         except OSError as exc:
@@ -300,8 +306,9 @@ def installed_distributions(
             continue
         name, version = metadata_fields(metadata)
         bad: List[str] = []
+        inits: List[str] = []
         try:
-            native = record_native_files(dist_info, bad)
+            native = record_native_files(dist_info, bad, inits)
         except OSError as exc:
             problems.append(Problem(dist_info, "unreadable RECORD: %s" % (exc.strerror or exc)))
             native = ()
@@ -309,8 +316,11 @@ def installed_distributions(
             problems.append(Problem(dist_info, first_problems(bad)))
         fallback = os.path.basename(dist_info)[: -len(".dist-info")]
         requires = metadata_requires(metadata)
-        dists.append(Distribution(name or fallback, version, dist_info, native, requires))
-    return with_preloads(with_unresolved_imports(dists, site_packages)), tuple(problems)
+        preloads = preloaded(site, inits) if native else ()
+        dists.append(
+            Distribution(name or fallback, version, dist_info, native, requires, preloads=preloads)
+        )
+    return with_unresolved_imports(dists, site_packages), tuple(problems)
 
 
 def _unowned_native_files(site_packages: Tuple[str, ...], owned: Set[str]) -> Tuple[str, ...]:
