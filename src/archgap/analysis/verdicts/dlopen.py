@@ -19,15 +19,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
+from archgap.analysis.verdicts.loadcommon import LoadFinding, Status, search_dirs
 from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
 from archgap.kb import load as kb
 from archgap.kb.fixes import fix_text
 from archgap.probe.facts import TOOLKIT_DIRS, BinaryFacts, LoaderFacts, PythonEnvironment
-
-ORIGIN = ("$ORIGIN", "${ORIGIN}")
 
 
 def dlopened(
@@ -155,15 +153,8 @@ def _family(soname: str) -> str:
 
 
 def _search_dirs(binary: BinaryFacts) -> list[str]:
-    """The library's own RPATH/RUNPATH directories, ``$ORIGIN`` made its directory."""
-    here = os.path.dirname(binary.path)
-    found = []
-    for directory in binary.runpath:
-        for origin in ORIGIN:
-            directory = directory.replace(origin, here)
-        if directory.startswith("/"):
-            found.append(os.path.normpath(directory))
-    return found
+    """The library's own absolute RPATH/RUNPATH directories, ``$ORIGIN`` made its directory."""
+    return [d for d in search_dirs(binary) if d.startswith("/")]
 
 
 def _resolves(binary: BinaryFacts, name: str, files: set[str], loader: LoaderFacts | None) -> bool:

@@ -55,7 +55,7 @@ from archgap.analysis.verdicts.dllsearch import dll_search
 from archgap.analysis.verdicts.dlopen import dlopened
 from archgap.analysis.verdicts.drivers import driver_cuda, driver_gpu, driver_jit
 from archgap.analysis.verdicts.load_compilers import compilers
-from archgap.analysis.verdicts.loadcommon import LoadFinding, Status
+from archgap.analysis.verdicts.loadcommon import LoadFinding, Status, search_dirs
 from archgap.analysis.verdicts.loadcommon import base as _base
 from archgap.analysis.verdicts.loadcommon import block as _block
 from archgap.analysis.verdicts.loadcommon import names as _names
@@ -215,7 +215,7 @@ def _loaded_with_python(elves: Sequence[BinaryFacts], files: Mapping[str, set[st
     while grew:  # until nothing more is found: each library found may name more directories
         grew = False
         for binary in list(todo):
-            loaded.dirs.update(_own_dirs(binary))
+            loaded.dirs.update(search_dirs(binary))
         for binary in list(todo):
             for name in binary.needed or ():
                 there = sorted(files.get(name, set()) & loaded.dirs)
@@ -246,22 +246,11 @@ def _found_by_path(
     nvidia-cuda-nvrtc-cu12 installs in nvidia/cuda_nvrtc/lib; `import cuequivariance_ops`
     prints "libnvrtc.so.12: cannot open shared object file")."""
     held = files.get(name) or set()
-    if held & set(_own_dirs(binary)) or name in loaded.names:
+    if held & set(search_dirs(binary)) or name in loaded.names:
         return True
     if held and any(fnmatch.fnmatchcase(name, pattern) for pattern in preloads):
         return True
     return _base(binary.path) in loaded.names and bool(held & loaded.dirs)
-
-
-def _own_dirs(binary: BinaryFacts) -> list[str]:
-    """The library's RPATH/RUNPATH directories, ``$ORIGIN`` made its own directory."""
-    here = os.path.dirname(os.path.normpath(binary.path))
-    dirs = []
-    for directory in binary.runpath:
-        for origin in ("$ORIGIN", "${ORIGIN}"):
-            directory = directory.replace(origin, here)
-        dirs.append(os.path.normpath(directory))
-    return dirs
 
 
 def _not_given(

@@ -92,9 +92,27 @@ def base(path: str) -> str:
     return os.path.basename(path)
 
 
+ORIGIN = ("$ORIGIN", "${ORIGIN}")
+
+
+def search_dirs(binary: BinaryFacts) -> list[str]:
+    """The library's own RPATH/RUNPATH directories, ``$ORIGIN`` made its directory, normalized
+    (relative where the library's path is: a wheel member)."""
+    here = os.path.dirname(os.path.normpath(binary.path))
+    found = []
+    for directory in binary.runpath:
+        for origin in ORIGIN:
+            directory = directory.replace(origin, here)
+        found.append(os.path.normpath(directory))
+    return found
+
+
 def names(binaries: Iterable[BinaryFacts]) -> str:
     names = sorted({base(b.path) for b in binaries})
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
-__all__ = ["Check", "LoadFinding", "Status", "base", "block", "find_compiler", "names"]
+__all__ = [
+    "ORIGIN", "Check", "LoadFinding", "Status", "base", "block", "find_compiler", "names",
+    "search_dirs",
+]  # fmt: skip
