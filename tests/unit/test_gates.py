@@ -240,6 +240,9 @@ FAMILY = {
     "liger-cute-hopper": ("10.0", "9.0", "newer than each"),
     "gptqmodel-machete-hopper-only": ("10.0", "9.0", "newer than each"),
     "gptqmodel-swordfish-blackwell": ("9.0", "10.3", "older than each"),
+    # TGI 1.x flash_attn.py:29: V2 when is_sm8x or is_sm90 only
+    "tgi-flash-attention-v2-families": ("7.5", "8.6", "older than each"),
+    "tgi-flash-attention-v2-families#new": ("12.0", "9.0", "newer than each"),
 }
 LISTED = {"gptqmodel-swordfish-blackwell": "sm100, sm103, sm120"}  # the kernel's own list
 

@@ -42,6 +42,8 @@ MINED_MINIMUM = {
     "deepspeed-inference-pascal": ("5.2", "6.0"),  # a GTX 980 (Maxwell)
     "deepspeed-fp-quantizer-ampere": ("7.5", "8.0"),
     "nccl-gin-volta": ("6.1", "7.0"),  # GIN on a GTX 1080
+    "torch-inductor-triton-minimum": ("6.1", "7.0"),  # torch.compile on a GTX 1080 Ti
+    "any-requires-capability": ("3.7", "5.0"),  # "the kernel requires 5.0 capability" on a K80
 }
 # a build script's own CUDA toolkit minimum: (the minimum, an nvcc release below it)
 TOOLKIT_VERSION = {
@@ -62,6 +64,8 @@ OWN_TESTS = {
     "any-compiled-for-current-gpu",
     "opencv-dnn-cuda-arch-bin",
     "bitsandbytes-ops-cuda-error",
+    # explain blind set 9's wordings: tests/unit/test_gates_set9.py
+    "any-not-supported-on-cuda",
 }
 
 

@@ -18,8 +18,8 @@ from archgap.kb import builds
 from tests.unit.test_explain_fix_wording import _facts
 
 
-def _rebuild(cc: str, package: str) -> str:
-    ruling = kernel_image.no_kernel_image(_facts(cc, package=package))
+def _rebuild(cc: str, package: str, **stated: str) -> str:
+    ruling = kernel_image.no_kernel_image(_facts(cc, package=package, **stated))
     assert ruling is not None
     return ruling.fixes[-1].action
 
@@ -37,9 +37,16 @@ def test_a_package_with_its_own_build_gets_its_own_switch(package: str, expected
     assert expected in _rebuild("12.0", package)
 
 
-def test_any_other_package_gets_cmake_and_torchs_switches() -> None:
-    action = _rebuild("12.0", "onnxruntime")
+def test_any_other_package_gets_cmake_and_torchs_switches_where_the_log_shows_torch() -> None:
+    action = _rebuild("12.0", "onnxruntime", torch="2.7.1")
     assert 'CMAKE_CUDA_ARCHITECTURES=120, TORCH_CUDA_ARCH_LIST="12.0"' in action
+
+
+def test_a_log_without_torch_gets_cmakes_and_nvccs_switches_only() -> None:
+    # only torch.utils.cpp_extension reads TORCH_CUDA_ARCH_LIST
+    action = _rebuild("12.0", "onnxruntime")
+    assert "CMAKE_CUDA_ARCHITECTURES=120" in action and "arch=compute_120,code=sm_120" in action
+    assert "TORCH_CUDA_ARCH_LIST" not in action
 
 
 def test_a_gpu_below_a_packages_minimum_is_told_so_with_the_source() -> None:
@@ -54,7 +61,8 @@ def test_a_gpu_below_a_packages_minimum_is_told_so_with_the_source() -> None:
 
 
 def test_every_switch_names_the_target_it_is_given() -> None:
-    for switch in (*builds.build_switches().values(), builds.default_switch()):
+    every = (*builds.build_switches().values(), builds.default_switch(), builds.cmake_switch())
+    for switch in every:
         told = switch.for_gpu("12.0")
         assert "120" in told or "12.0" in told, switch
         assert switch.source.strip()

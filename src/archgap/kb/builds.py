@@ -41,10 +41,17 @@ def default_switch() -> BuildSwitch:
     return BuildSwitch(entry["switch"], entry["source"])
 
 
-def build_switch(package: str | None) -> BuildSwitch:
+@cache
+def cmake_switch() -> BuildSwitch:
+    entry = load_json("builds.json")["cmake_switch"]
+    return BuildSwitch(entry["switch"], entry["source"])
+
+
+def build_switch(package: str | None, torch: bool = True) -> BuildSwitch:
     """The switch that tells ``package``'s build its GPU targets (the default: CMake's and
-    torch's)."""
-    return build_switches().get(package or "") or default_switch()
+    torch's; CMake's and nvcc's alone where nothing ties the build to torch)."""
+    own = build_switches().get(package or "")
+    return own or (default_switch() if torch else cmake_switch())
 
 
 @cache
@@ -55,4 +62,12 @@ def minimums() -> dict[str, Minimum]:
     }
 
 
-__all__ = ["BuildSwitch", "Minimum", "build_switch", "build_switches", "default_switch", "minimums"]
+__all__ = [
+    "BuildSwitch",
+    "Minimum",
+    "build_switch",
+    "build_switches",
+    "cmake_switch",
+    "default_switch",
+    "minimums",
+]

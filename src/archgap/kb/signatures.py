@@ -283,7 +283,7 @@ def gate_signatures() -> tuple[Signature, ...]:
             project=gate.framework,
             keywords=gate.keywords,
             patterns=(gate.pattern,),
-            meaning=f"{gate.framework}'s check on {_checked(gate.rule)} ({gate.rule})",
+            meaning=f"{_owner(gate.framework)}'s check on {_checked(gate.rule)} ({gate.rule})",
             causes=(Cause(f"{_outside(gate.rule)} is outside what it serves", gate.source),),
             raise_sites=(),
             fixes=(),
@@ -291,6 +291,11 @@ def gate_signatures() -> tuple[Signature, ...]:
         )
         for gate in load_gates()
     )
+
+
+def _owner(framework: str) -> str:
+    """Whose check a gate is: its framework, or for a wording of the facts ("any") the program's."""
+    return "the program" if framework == "any" else framework
 
 
 def _checked(rule: str) -> str:

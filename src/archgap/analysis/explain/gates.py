@@ -129,15 +129,20 @@ def _instead(gate: Gate) -> list[Fix]:
 
 def _toolkit_minimum(
     gate: Gate, who: str, tool: str, cc: str, need: str | None, gpu: str
-) -> Ruling:
+) -> Ruling | None:
     target = "sm_" + cc.replace(".", "")
     last = kb.last_toolkit_for(target)
-    compiler = f"{who} {tool}".strip() if tool else who
-    cause = (
-        f"{compiler} cannot compile for compute capability {cc}: its lowest target is "
-        f"{need or 'newer'}, and the GPU{gpu} is older"
-        + (f" (CUDA dropped {target} after {last})" if last else "")
-    )
+    dropped = f" (CUDA dropped {target} after {last})" if last else ""
+    if tool.startswith("CUDA "):  # a CUDA release itself, whoever reports it ("CUDA 13+")
+        if last is None or _key(last) >= _key(tool.removeprefix("CUDA ")):
+            return None  # that release still targets the GPU (NVIDIA's notes): not this gap
+        cause = f"{tool} does not support compute capability {cc}, the GPU{gpu}{dropped}"
+    else:
+        compiler = f"{who} {tool}".strip() if tool else who
+        cause = (
+            f"{compiler} cannot compile for compute capability {cc}: its lowest target is "
+            f"{need or 'newer'}, and the GPU{gpu} is older{dropped}"
+        )
     fixes = (
         *_instead(gate),
         worded("gate-toolkit-minimum-last-cuda", kind=TOOLKIT, target=target, last_cuda=last)

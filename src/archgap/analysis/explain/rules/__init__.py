@@ -97,6 +97,7 @@ RULES: dict[str, Rule] = {
     "torch-found-gpu-capability": _of_facts(torch_archs),
     "torch-supported-archs": _of_facts(torch_archs),
     "cuda-no-kernel-image": _of_facts(no_kernel_image),
+    "cuda-invalid-device-function": _of_facts(no_kernel_image),  # the same gap, older wording
     "cuda-device-kernel-image-invalid": _cupy_kernel_image,
     "capability-gate": capability_gate,
     "cudnn-status-arch-mismatch": _of_facts(cudnn_arch_mismatch),

@@ -34,7 +34,7 @@ _TOOL_ORDER: tuple[tuple[str, frozenset[str]], ...] = (
     (TENSORRT, frozenset(("tensorrt", "trt", "trtexec", "nvinfer1"))),
     (NVRTC, frozenset(("nvrtc",))),
     (XLA, frozenset(("asm_compiler", "stream_executor"))),
-    (TRITON, frozenset(("triton",))),
+    (TRITON, frozenset(("triton", "ptxas-blackwell"))),
     (NVCC, frozenset(("nvcc",))),
 )
 
