@@ -55,6 +55,15 @@ class LogFacts:
         values = self.stated.get(kind, ())
         return values[0] if values else None
 
+    def names(self, package: str) -> bool:
+        """Whether the log shows ``package`` ("torch", "cupy"): a fact of it ("torch_cuda"),
+        the package named, or a traceback frame inside it."""
+        return (
+            any(kind.startswith(package) for kind in self.stated)
+            or package in self.stated.get("package", ())
+            or any(f"/{package}/" in f.replace("\\", "/") for f in self.frames)
+        )
+
 
 @dataclass(frozen=True)
 class Case:

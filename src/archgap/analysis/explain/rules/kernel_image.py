@@ -65,7 +65,7 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
             kind=ENV,
             package=what,
             cc=cc,
-            switch=builds.build_switch(package, _torch_in_log(facts)).for_gpu(cc),
+            switch=builds.build_switch(package, facts.names("torch")).for_gpu(cc),
         ),
     )
     return Ruling(
@@ -74,16 +74,6 @@ def no_kernel_image(facts: LogFacts) -> Ruling | None:
         DETERMINED if package else CONDITIONAL,
         fixes,
         () if package else ("which package's kernel failed: the traceback's frames",),
-    )
-
-
-def _torch_in_log(facts: LogFacts) -> bool:
-    """Whether the log shows torch at all (a torch fact, the package, a frame in it): only then
-    may the failing build be an extension of torch's builder, which reads TORCH_CUDA_ARCH_LIST."""
-    return (
-        any(kind.startswith("torch") for kind in facts.stated)
-        or "torch" in facts.stated.get("package", ())
-        or any("/torch/" in f.replace("\\", "/") for f in facts.frames)
     )
 
 
@@ -176,7 +166,7 @@ def _jetson_build(what: str, facts: LogFacts, package: str | None) -> Ruling:
     cc = facts.ccs[0] if len(facts.ccs) == 1 else None
     arch = f"sm_{cc.replace('.', '')}" if cc else "the board's architecture"
     build = (
-        builds.build_switch(package, _torch_in_log(facts)).for_gpu(cc)
+        builds.build_switch(package, facts.names("torch")).for_gpu(cc)
         if cc
         else "the board's compute capability (Orin 8.7, Xavier 7.2, Thor 11.0)"
     )

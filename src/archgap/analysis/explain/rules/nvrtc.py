@@ -44,12 +44,12 @@ def nvrtc_without_gpu(facts: LogFacts) -> Ruling:
             Case(
                 f"if the GPU is older than {oldest}",
                 f"CUDA {have} no longer builds it (a newer CUDA dropped it)",
-                (nvrtc_fix(True, below or oldest, last, None),),
+                (nvrtc_fix(True, below or oldest, last, None, facts),),
             ),
             Case(
                 f"if the GPU is newer than {newest}",
                 f"CUDA {have} predates it: it needs a newer CUDA",
-                (nvrtc_fix(False, newest, None, release_after(have)),),
+                (nvrtc_fix(False, newest, None, release_after(have), facts),),
             ),
         )
         return Ruling("toolkit-target", cause, CONDITIONAL, (fix,), decide, cases)
@@ -69,17 +69,29 @@ def _every_target() -> frozenset[str]:
     return frozenset(t for r in kb.toolkit_releases() for t in r.targets_added if t[-1].isdigit())
 
 
-def nvrtc_fix(newer: bool, target: str, last: str | None, first: str | None) -> Fix:
-    """The NVRTC to use: the last CUDA that builds a dropped target, or one new enough."""
+def nvrtc_fix(
+    newer: bool, target: str, last: str | None, first: str | None, facts: LogFacts
+) -> Fix:
+    """The NVRTC to use: the last CUDA that builds a dropped target, or one new enough; the
+    package's build of that CUDA named where the log names the package (CuPy's wheel, torch)."""
     if newer:
         return worded(
-            "nvrtc-last-cuda",
-            kind=TOOLKIT,
-            last=last,
-            cupy_wheel=_cupy_package(last),
-            target=target,
-        )
-    return worded("nvrtc-first-cuda", kind=TOOLKIT, first=first, cupy_wheel=_cupy_package(first))
+            "nvrtc-last-cuda", kind=TOOLKIT, last=last, target=target,
+            example=_build_of(facts, last, "{} with a CUDA {} runtime"),
+        )  # fmt: skip
+    return worded(
+        "nvrtc-first-cuda", kind=TOOLKIT, first=first, example=_build_of(facts, first, "{}")
+    )
+
+
+def _build_of(facts: LogFacts, cuda: str | None, words: str) -> str:
+    """ " (e.g. cupy-cuda11x)" or " (e.g. a torch built with CUDA 11.8)" where the log names
+    CuPy or torch, whose NVRTC is that of their CUDA; "" where it names neither."""
+    if facts.names("cupy"):
+        return f" (e.g. {words.format(_cupy_package(cuda), cuda)})"
+    if facts.names("torch"):
+        return f" (e.g. a torch built with CUDA {cuda}: torch.version.cuda)"
+    return ""
 
 
 def _cupy_package(cuda: str | None) -> str:

@@ -269,7 +269,7 @@ def _target_fixes(
         fixes.append(worded("toolkit-xla-ptxas", kind=TOOLKIT, cuda_range=need))
         return tuple(fixes)
     if tool == NVRTC:
-        return (nvrtc_fix(newer, target, last, first),)
+        return (nvrtc_fix(newer, target, last, first, facts),)
     if not_the_gpu and gpu_target:
         cc = facts.ccs[0]
         fixes.append(
