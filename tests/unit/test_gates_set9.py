@@ -9,7 +9,11 @@ never from archgap's output:
   Triton's, so a target it rejects is fixed by pointing Triton at a toolkit's ptxas, not by
   building with another nvcc;
 - TORCH_CUDA_ARCH_LIST is read by torch's extension builder alone: for a build the log ties to
-  no torch, the switch to name is CMake's (or nvcc's -gencode).
+  no torch, the switch to name is CMake's (or nvcc's -gencode);
+- a release that says a GPU is not supported *yet* is older than the GPU: a later release serves
+  it (NVIDIA's framework containers list the GPUs of each release in their support matrix);
+- TensorRT releases before Blackwell assert that the SM major is below 10: a 12.0 GPU needs the
+  first TensorRT that supports SM 12.0 (10.8, TensorRT's support matrix, kb/tensorrt.json).
 """
 
 from __future__ import annotations
@@ -56,3 +60,39 @@ def test_a_rebuild_without_torch_in_the_log_names_cmake_only() -> None:
     # the same error from a torch extension keeps torch's switch
     torch_log = "torch 2.3.1+cu121\n" + log
     assert 'TORCH_CUDA_ARCH_LIST="6.1"' in _fixes(_explained(torch_log))
+
+
+def test_a_container_release_older_than_the_gpu() -> None:
+    gate = GATES["ngc-container-not-yet-supported"]
+    diagnosis = _explained(_printed(gate, "8.9"))  # the message names an RTX 4090
+    assert diagnosis.signature == gate.signature_id
+    assert "predates the GPU (NVIDIA GeForce RTX 4090, 8.9)" in diagnosis.root_cause
+    assert "later release of NVIDIA's NGC container that supports compute capability 8.9" in (
+        _fixes(diagnosis)
+    )
+
+
+def test_not_yet_supported_names_a_later_release_and_without_the_gpu_asks_for_it() -> None:
+    thor = "I run max serve on my Jetson Thor\n" + _printed(GATES["any-not-yet-supported"], "11.0")
+    diagnosis = _explained(thor)
+    assert diagnosis.signature == "gate:any-not-yet-supported"
+    assert "predates the GPU (" in diagnosis.root_cause and "11.0)" in diagnosis.root_cause
+    unnamed = _explained("RuntimeError: This GPU is not yet supported")
+    assert unnamed.cause_status == "conditional" and "later release" in _fixes(unnamed)
+    # a feature or a count of GPUs that is not supported says nothing of the GPU's age
+    for words in (
+        "Multi-GPU training is not currently supported",
+        "bf16 on this GPU is not currently supported",
+    ):
+        assert _explained(words).signature != "gate:any-not-yet-supported"
+
+
+def test_tensorrt_before_blackwell_asserts_on_a_major_of_12() -> None:
+    log = (
+        "TensorRT backend thread 0: Found GPU NVIDIA GeForce RTX 5090 memory 34190458880\n"
+        "TensorRT backend: 2: [helpers.h::nvinfer1::smVerHex2Dig::694] Error Code 2: Internal "
+        "Error (Assertion major >= 0 && major < 10 failed. )\n"
+    )
+    diagnosis = _explained(log)
+    assert diagnosis.signature == "tensorrt-unsupported-sm"
+    assert "12.0" in diagnosis.root_cause and "10.8" in diagnosis.root_cause

@@ -25,6 +25,7 @@ RULES = (
     "toolkit-version",
     "ptx-minimum",
     "build-list-minimum",
+    "release-predates",
 )
 PREFIX = "gate:"
 

@@ -22,7 +22,9 @@ numbering does:
   release notes; LLVM's own error names that minimum), so PTX asked for an older ISA cannot
   name it: the caller's PTX version, not the GPU, is the gap;
 - build-list-minimum: a build's configure step checks its own arch list (OpenCV's CUDA_ARCH_BIN)
-  against a minimum: targets below it are a build setting to remove, whatever the GPU.
+  against a minimum: targets below it are a build setting to remove, whatever the GPU;
+- release-predates: a release whose own check says the GPU is not supported *yet* predates it:
+  a later release of it (its support matrix) serves it, no setting of this one does.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def gate_ruling(gate: Gate, error: str, facts: LogFacts) -> Ruling | None:
     listed = _listed(got.get("list", ""))
     if gate.rule == "built-for":
         return _built_for(gate, who, cc, listed, facts)
+    if gate.rule == "release-predates":
+        return _release_predates(gate, who, cc, facts)
     if gate.rule == "family":
         return _family(gate, who, cc, got, listed, facts)
     return _minimum(gate, who, cc, got, listed, facts)
@@ -234,6 +238,28 @@ def _built_for(
             ),
         )  # fmt: skip
     return Ruling("framework-gate", cause, DETERMINED, tuple(fixes))
+
+
+def _release_predates(gate: Gate, who: str, cc: str | None, facts: LogFacts) -> Ruling:
+    """A release that says the GPU is not supported yet predates it: a later release of it
+    serves the GPU, whichever it is (where the log does not name it, its capability is what to
+    look up in the release notes)."""
+    release = f" ({gate.release})" if gate.release else ""
+    gpu = f"compute capability {cc}" if cc else "the GPU"
+    cause = (
+        f"{who}{release} predates the GPU{_gpu(facts, cc) if cc else ''}: its own check does not "
+        "list it yet, so this release refuses it whatever the settings"
+    )
+    fixes = (
+        worded(
+            "gate-release-predates-newer", kind=UPGRADE, framework=who, gpu=gpu, source=gate.source
+        ),
+        *_instead(gate),
+    )
+    if cc is None:
+        decide = (f"the GPU's compute capability, to find the release that lists it: {HOW_CC}",)
+        return Ruling("framework-gate", cause, CONDITIONAL, fixes, decide)
+    return Ruling("framework-gate", cause, DETERMINED, fixes)
 
 
 def _from_source(target: str) -> Fix:

@@ -150,6 +150,8 @@ _MESSAGE_GATES = (
     "invalid device function",
     "arch_mismatch",
     "not supported",
+    "not yet supported",
+    "not currently supported",
     "only supported",
     "backend",
     "repository not found",
