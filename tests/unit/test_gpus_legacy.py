@@ -104,6 +104,15 @@ def test_current_gpus_keep_their_names(text: str, name: str, cc: str) -> None:
     assert [(p.name, p.compute_capability) for p in mentioned_products(text)] == [(name, cc)]
 
 
+def test_a_geforce_by_its_model_number_after_the_vendor() -> None:
+    # hashcat#2628: "run with NVIDIA 3080" is the RTX 3080 (8.6); three digits after the vendor
+    # are a driver branch ("NVIDIA 570.86.10"), never the Fermi GTX 570
+    assert [p.name for p in mentioned_products("run with NVIDIA 3080")] == ["GeForce RTX 3080"]
+    assert [p.name for p in mentioned_products("NVIDIA 3080 Ti")] == ["GeForce RTX 3080 Ti"]
+    assert mentioned_products("NVIDIA 570.86.10 driver") == ()
+    assert mentioned_products("nvidia 580 installed") == ()
+
+
 def _blind_root_cause(name: str) -> str:
     return explain(parse_log((BLIND / name).read_text()), load_signatures(), None, ()).root_cause
 

@@ -254,6 +254,10 @@ def _forms(words: list[str], runs: tuple[str, ...]) -> list[tuple[str, ...]]:
     forms = [runs]
     if len(words) > 2 and words[0] in _FAMILY_WORDS:
         forms.append(_runs(" ".join(words[1:])))
+    if words[0] in _FAMILY_WORDS and len(runs) > 1 and len(runs[1]) == 4 and runs[1].isdigit():
+        # "NVIDIA 3080": a GeForce by its four-digit model number after the vendor's name (three
+        # digits after it are a driver branch: "NVIDIA 570" is no GTX 570)
+        forms.append(("nvidia", *runs[1:]))
     rest = words[1:]
     if words[0] == "jetson" and (len(rest) > 1 or any(c.isdigit() for c in "".join(rest))):
         forms.append(_runs(" ".join(rest)))
