@@ -280,6 +280,11 @@ def test_kernels_of_named_architectures_run_on_those_alone(
         # Thrust names only the GPU: a T4 (7.5) the binary has no code for; nvcc targets sm_75
         # from CUDA 10.0 on
         ("thrust-not-compiled-for-sm", "", "7.5", "sm_75 is not among|CUDA 10.0 or newer"),
+        # Kokkos built for an A100 (8.0) on a V100 (7.0): SASS of 8.0 does not run on 7.0;
+        # nvcc targets sm_70 from CUDA 9.0 to 12.9
+        ("kokkos-compiled-for-newer", "8.0", "7.0", "older than every|CUDA 9.0 to 12.9"),
+        # its test kernel ran nowhere: the GPU is no target of the build
+        ("kokkos-no-kernel-for-device", "", "7.0", "sm_70 is not among|CUDA 9.0 to 12.9"),
     ],
 )
 def test_a_build_list_against_the_gpu(gate_id: str, listed: str, cc: str, expect: str) -> None:
