@@ -68,6 +68,7 @@ OWN_TESTS = {
     "any-not-supported-on-cuda",
     "ngc-container-not-yet-supported",
     "any-not-yet-supported",
+    "hoomd-below-build-arch",
 }
 
 

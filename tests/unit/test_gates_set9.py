@@ -96,3 +96,13 @@ def test_tensorrt_before_blackwell_asserts_on_a_major_of_12() -> None:
     diagnosis = _explained(log)
     assert diagnosis.signature == "tensorrt-unsupported-sm"
     assert "12.0" in diagnosis.root_cause and "10.8" in diagnosis.root_cause
+
+
+def test_hoomd_excludes_a_gpu_below_its_builds_lowest_architecture() -> None:
+    # HOOMD-blue's scanGPUs: major*10+minor below CUDA_ARCH (the build's lowest) is excluded; a
+    # Tesla K80 (3.7) under a build for 6.0 and newer is older than every target
+    gate = GATES["hoomd-below-build-arch"]
+    diagnosis = _explained(_printed(gate, "3.7"))
+    assert diagnosis.signature == gate.signature_id
+    assert "no code for compute capability 3.7 or below" in diagnosis.root_cause
+    assert "the CPU" in _fixes(diagnosis) and "rebuild" not in _fixes(diagnosis)
