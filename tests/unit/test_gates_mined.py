@@ -44,6 +44,7 @@ MINED_MINIMUM = {
     "nccl-gin-volta": ("6.1", "7.0"),  # GIN on a GTX 1080
     "torch-inductor-triton-minimum": ("6.1", "7.0"),  # torch.compile on a GTX 1080 Ti
     "any-requires-capability": ("3.7", "5.0"),  # "the kernel requires 5.0 capability" on a K80
+    "any-capability-or-greater": ("3.5", "5.0"),  # neon on a Tesla K20
 }
 # a build script's own CUDA toolkit minimum: (the minimum, an nvcc release below it)
 TOOLKIT_VERSION = {
@@ -64,7 +65,7 @@ OWN_TESTS = {
     "any-compiled-for-current-gpu",
     "opencv-dnn-cuda-arch-bin",
     "bitsandbytes-ops-cuda-error",
-    # explain blind set 9's wordings: tests/unit/test_gates_set9.py
+    # explain blind set 9's wordings: tests/unit/test_gates_blind_rounds.py
     "any-not-supported-on-cuda",
     "ngc-container-not-yet-supported",
     "any-not-yet-supported",

@@ -523,7 +523,8 @@ def _listed(text: str) -> list[str]:
     """A list of capabilities in any spelling ("60 61 70", "7.5, 8.0", "sm_80 sm_90"), sorted;
     __CUDA_ARCH__ numbers ("520", "1200") are kept as they are, for ``_arch_numbers``."""
     found = {_arch_token(m.group(1)) for m in _TOKEN.finditer(text.replace("x", "0"))}
-    return sorted((c for c in found if c), key=_key)
+    # "0.0" is no architecture: a __CUDA_ARCH__ of 0 is a test kernel that did not run (Kokkos)
+    return sorted((c for c in found if c and c != "0.0"), key=_key)
 
 
 def _arch_token(token: str) -> str | None:

@@ -280,10 +280,14 @@ def _target_fixes(
                 sm=cc.replace(".", ""),
                 cc=cc,
                 gpu=facts.gpu_name or "GPU",
+                torch_list=f', TORCH_CUDA_ARCH_LIST="{cc}"' if facts.names("torch") else "",
             )
         )
     elif newer:
-        fixes.append(worded("toolkit-remove-target", kind=ENV, target=target))
+        torch_list = ", TORCH_CUDA_ARCH_LIST" if facts.names("torch") else ""
+        fixes.append(
+            worded("toolkit-remove-target", kind=ENV, target=target, torch_list=torch_list)
+        )
     if newer:
         fixes.append(worded("toolkit-older", kind=TOOLKIT, last=last, target=target))
     else:

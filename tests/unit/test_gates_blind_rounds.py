@@ -1,4 +1,4 @@
-"""Wordings that explain blind set 9 met and no earlier gate read, each printed here as its
+"""Wordings that explain blind sets 9 and 10 met and no earlier gate read, each printed here as its
 source prints it and explained from the log alone. The expectations come from NVIDIA's rules,
 never from archgap's output:
 
@@ -106,3 +106,40 @@ def test_hoomd_excludes_a_gpu_below_its_builds_lowest_architecture() -> None:
     assert diagnosis.signature == gate.signature_id
     assert "no code for compute capability 3.7 or below" in diagnosis.root_cause
     assert "the CPU" in _fixes(diagnosis) and "rebuild" not in _fixes(diagnosis)
+
+
+def test_kokkos_older_words_with_bounds_and_a_kernel_that_did_not_run() -> None:
+    # kokkos/kokkos#1944: "compiled for compute capability 0.0 (< 5.0)": 0.0 is no architecture
+    # (the test kernel did not run), so the GPU is no target of the build
+    log = (
+        "Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 0.0 "
+        "(< 5.0) on device with compute capability 5.0 (>=5.0), this would give incorrect results!"
+    )
+    diagnosis = _explained(log)
+    assert diagnosis.signature == "gate:kokkos-compiled-for-newer"
+    assert "sm_50 is not among its targets" in diagnosis.root_cause
+    assert "0.0" not in diagnosis.root_cause
+
+
+def test_an_invalid_kernel_image_after_nvrtc_rejected_the_target_is_that_nvrtc() -> None:
+    # xmrig-nvidia 2.14.4 with CUDA 9.0's NVRTC on an RTX 2060 (7.5): sm_75 needs CUDA >= 10.0
+    log = (
+        " * LIBS         libuv/1.29.1 CUDA/9.0\n"
+        " * GPU #0       PCI:0000:01:00 GeForce RTX 2060 @ 1200/7001 MHz arch:75\n"
+        "Program compile log: nvrtc: error: invalid value for --gpu-architecture (-arch)\n"
+        '[CUDA] Error gpu 0: <cryptonight_gpu_hash>:878 "device kernel image is invalid"\n'
+    )
+    diagnosis = _explained(log)
+    assert "NVRTC" in diagnosis.root_cause and "CUDA >= 10.0" in diagnosis.root_cause
+    assert "TRITON_PTXAS_PATH" not in _fixes(diagnosis)
+
+
+def test_a_dropped_target_without_torch_in_the_log_names_no_torch_switch() -> None:
+    # CUDA 11.0 removed sm_30: a CMake list that still names compute_30 fails under nvcc 11.2
+    log = "nvcc --version: Cuda compilation tools, release 11.2, V11.2.152\n" + (
+        "nvcc fatal   : Unsupported gpu architecture 'compute_30'\n"
+    )
+    fixes = _fixes(_explained(log))
+    assert "remove sm_30 from the build's arch list" in fixes
+    assert "TORCH_CUDA_ARCH_LIST" not in fixes
+    assert "TORCH_CUDA_ARCH_LIST" in _fixes(_explained("torch 1.8.1+cu111\n" + log))
