@@ -143,3 +143,16 @@ def test_a_dropped_target_without_torch_in_the_log_names_no_torch_switch() -> No
     assert "remove sm_30 from the build's arch list" in fixes
     assert "TORCH_CUDA_ARCH_LIST" not in fixes
     assert "TORCH_CUDA_ARCH_LIST" in _fixes(_explained("torch 1.8.1+cu111\n" + log))
+
+
+def test_a_tensorrt_engine_built_on_another_gpu_is_rebuilt_here() -> None:
+    # TensorRT's words when a plan built on an A100 (8.0) is deserialized on an A10 (8.6): an
+    # engine serves the kind of GPU it was built on, so the fix is a rebuild on this one
+    log = (
+        "[E] Error[6]: The engine plan file is generated on an incompatible device, expecting "
+        "compute 8.6 got compute 8.0, please rebuild.\n"
+    )
+    diagnosis = _explained(log)
+    assert diagnosis.signature == "tensorrt-engine-other-device"
+    assert "built on a GPU of another compute capability" in diagnosis.root_cause
+    assert "rebuild the engine on this GPU" in _fixes(diagnosis)

@@ -124,6 +124,7 @@ _MESSAGE_GATES = (
     "capability",
     "kernel image",
     "not compatible",
+    "incompatible device",
     "unsupported",
     "gpu-name",
     "gpu-architecture",
