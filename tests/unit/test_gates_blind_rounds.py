@@ -156,3 +156,18 @@ def test_a_tensorrt_engine_built_on_another_gpu_is_rebuilt_here() -> None:
     assert diagnosis.signature == "tensorrt-engine-other-device"
     assert "built on a GPU of another compute capability" in diagnosis.root_cause
     assert "rebuild the engine on this GPU" in _fixes(diagnosis)
+
+
+def test_an_instruction_newer_than_the_gpu_is_the_gpu_not_the_arch_list() -> None:
+    # PTX ISA: mma .m16n8k16 with bf16 needs sm_80. A Tesla T4 (7.5) is older: no arch list
+    # helps. An RTX 3090 (8.6) is new enough: the build also named an older target.
+    ptxas = (
+        "ptxas gemm.ptx, line 709; error   : Feature '.m16n8k16' requires .target sm_80 or higher"
+    )
+    older = _explained("GPU: NVIDIA Tesla T4\n" + ptxas)
+    assert "older than sm_80" in older.root_cause and "7.5" in older.root_cause
+    assert "code path without these kernels" in _fixes(older)
+    newer = _explained("GPU: NVIDIA GeForce RTX 3090\n" + ptxas)
+    assert "names a target older than sm_80" in newer.root_cause
+    assert "arch=compute_86,code=sm_86" in _fixes(newer)
+    assert "TORCH_CUDA_ARCH_LIST" not in _fixes(newer)  # nothing in the log is torch

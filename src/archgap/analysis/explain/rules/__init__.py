@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from archgap.analysis.explain.rules.capability import capability_gate, raiser
+from archgap.analysis.explain.rules.capability import capability_gate, feature_needs_arch, raiser
 from archgap.analysis.explain.rules.cudnn import cudnn_arch_mismatch
 from archgap.analysis.explain.rules.facts import (
     CONDITIONAL,
@@ -100,6 +100,7 @@ RULES: dict[str, Rule] = {
     "cuda-invalid-device-function": _of_facts(no_kernel_image),  # the same gap, older wording
     "cuda-device-kernel-image-invalid": _cupy_kernel_image,
     "capability-gate": capability_gate,
+    "ptxas-feature-needs-newer-arch": feature_needs_arch,
     "cudnn-status-arch-mismatch": _of_facts(cudnn_arch_mismatch),
 }
 

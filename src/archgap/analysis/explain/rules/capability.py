@@ -16,6 +16,7 @@ _ONLY_ON = re.compile(r"only support(?:ed on SM ?|s sm_?)(\d{2,3})\b", re.IGNORE
 
 
 _NEEDS = re.compile(r"compute capability (==|>=) (\d{1,2}\.\d)")
+_FEATURE_TARGET = re.compile(r"requires \.target sm_(\d{2,3}) or higher")
 
 
 def capability_gate(error: str, facts: LogFacts) -> Ruling | None:
@@ -122,3 +123,30 @@ def raiser(frames: Sequence[str]) -> tuple[str, str]:
             parts = path.split("-packages/", 1)[1].split("/")
             return parts[0], parts[-1].removesuffix(".py") if len(parts) > 1 else ""
     return "", ""
+
+
+def feature_needs_arch(error: str, facts: LogFacts) -> Ruling | None:
+    """ptxas refused an instruction for a target older than it needs ('Feature .m16n8k16
+    requires .target sm_80 or higher'), settled by the GPU: one older than that target runs no
+    build of those kernels (another code path, or a newer GPU); for one new enough, the build's
+    arch list names an older target as well (build for the GPU alone)."""
+    found = _FEATURE_TARGET.search(error)
+    if found is None or len(facts.ccs) != 1:
+        return None
+    need, cc, gpu = dotted(found.group(1)), facts.ccs[0], gpu_words(facts)
+    target = f"sm_{found.group(1)}"
+    if need is not None and version_of(cc) < version_of(need):
+        cause = (
+            f"the GPU is older than {target}{gpu}, whose instructions these kernels use: no "
+            "build of them runs on it, whatever the arch list"
+        )
+        fixes = (worded("feature-arch-gpu-older", kind=ENV, target=target, need=need),)
+        return Ruling("feature-arch", cause, DETERMINED, fixes)
+    sm = cc.replace(".", "")
+    cause = (
+        f"the build's arch list names a target older than {target}, which these kernels need; "
+        f"the GPU itself is new enough{gpu}"
+    )
+    torch_list = f'TORCH_CUDA_ARCH_LIST="{cc}", ' if facts.names("torch") else ""
+    fixes = (worded("feature-arch-build-for-gpu", kind=ENV, sm=sm, torch_list=torch_list),)
+    return Ruling("feature-arch", cause, DETERMINED, fixes)
