@@ -29,8 +29,11 @@ def test_a_cuda_release_that_dropped_the_gpu() -> None:
     assert "CUDA 13 does not support compute capability 7.0" in diagnosis.root_cause
     assert "CUDA dropped sm_70 after 12.9" in diagnosis.root_cause
     assert "CUDA 12.9 or older" in _fixes(diagnosis)
-    # a 7.5 GPU is still a CUDA 13 target: the words do not make it this gap
+    # a 7.5 GPU is still a CUDA 13 target, and CUDA 12 still targets 7.0 (to 12.9): the words
+    # do not make either this gap
     assert "does not support" not in _explained(_printed(gate, "7.5")).root_cause
+    on_12 = _printed(gate, "7.0").replace("CUDA 13+", "CUDA 12+")
+    assert "does not support" not in _explained(on_12).root_cause
 
 
 def test_a_minimum_with_an_advice_line_is_read_from_the_requirement_only() -> None:
