@@ -18,6 +18,8 @@ never from archgap's output:
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.test_gates import GATES, _explained, _fixes, _printed
 
 
@@ -45,15 +47,6 @@ def test_a_minimum_with_an_advice_line_is_read_from_the_requirement_only() -> No
     assert _explained(required).signature == "gate:any-requires-capability"
 
 
-def test_tritons_ptxas_blackwell_is_tritons() -> None:
-    log = "Log said that Cuda capability of sm-110 is not supported\n" + (
-        "ptxas-blackwell fatal: Value 'sm_110a' is not defined for option 'gpu-name'\n"
-    )
-    diagnosis = _explained(log)
-    assert "Triton's bundled ptxas" in diagnosis.root_cause
-    assert "TRITON_PTXAS_PATH" in _fixes(diagnosis)
-
-
 def test_a_rebuild_without_torch_in_the_log_names_cmake_only() -> None:
     # GOMC's own CMake build on a GTX 1060 (6.1): nothing in the log is torch
     log = "GPU: NVIDIA GeForce GTX 1060 6GB\nCUDA error: invalid device function\n"
@@ -63,16 +56,6 @@ def test_a_rebuild_without_torch_in_the_log_names_cmake_only() -> None:
     # the same error from a torch extension keeps torch's switch
     torch_log = "torch 2.3.1+cu121\n" + log
     assert 'TORCH_CUDA_ARCH_LIST="6.1"' in _fixes(_explained(torch_log))
-
-
-def test_a_container_release_older_than_the_gpu() -> None:
-    gate = GATES["ngc-container-not-yet-supported"]
-    diagnosis = _explained(_printed(gate, "8.9"))  # the message names an RTX 4090
-    assert diagnosis.signature == gate.signature_id
-    assert "predates the GPU (NVIDIA GeForce RTX 4090, 8.9)" in diagnosis.root_cause
-    assert "later release of NVIDIA's NGC container that supports compute capability 8.9" in (
-        _fixes(diagnosis)
-    )
 
 
 def test_not_yet_supported_names_a_later_release_and_without_the_gpu_asks_for_it() -> None:
@@ -88,40 +71,6 @@ def test_not_yet_supported_names_a_later_release_and_without_the_gpu_asks_for_it
         "bf16 on this GPU is not currently supported",
     ):
         assert _explained(words).signature != "gate:any-not-yet-supported"
-
-
-def test_tensorrt_before_blackwell_asserts_on_a_major_of_12() -> None:
-    log = (
-        "TensorRT backend thread 0: Found GPU NVIDIA GeForce RTX 5090 memory 34190458880\n"
-        "TensorRT backend: 2: [helpers.h::nvinfer1::smVerHex2Dig::694] Error Code 2: Internal "
-        "Error (Assertion major >= 0 && major < 10 failed. )\n"
-    )
-    diagnosis = _explained(log)
-    assert diagnosis.signature == "tensorrt-unsupported-sm"
-    assert "12.0" in diagnosis.root_cause and "10.8" in diagnosis.root_cause
-
-
-def test_hoomd_excludes_a_gpu_below_its_builds_lowest_architecture() -> None:
-    # HOOMD-blue's scanGPUs: major*10+minor below CUDA_ARCH (the build's lowest) is excluded; a
-    # Tesla K80 (3.7) under a build for 6.0 and newer is older than every target
-    gate = GATES["hoomd-below-build-arch"]
-    diagnosis = _explained(_printed(gate, "3.7"))
-    assert diagnosis.signature == gate.signature_id
-    assert "no code for compute capability 3.7 or below" in diagnosis.root_cause
-    assert "the CPU" in _fixes(diagnosis) and "rebuild" not in _fixes(diagnosis)
-
-
-def test_kokkos_older_words_with_bounds_and_a_kernel_that_did_not_run() -> None:
-    # kokkos/kokkos#1944: "compiled for compute capability 0.0 (< 5.0)": 0.0 is no architecture
-    # (the test kernel did not run), so the GPU is no target of the build
-    log = (
-        "Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 0.0 "
-        "(< 5.0) on device with compute capability 5.0 (>=5.0), this would give incorrect results!"
-    )
-    diagnosis = _explained(log)
-    assert diagnosis.signature == "gate:kokkos-compiled-for-newer"
-    assert "sm_50 is not among its targets" in diagnosis.root_cause
-    assert "0.0" not in diagnosis.root_cause
 
 
 def test_an_invalid_kernel_image_after_nvrtc_rejected_the_target_is_that_nvrtc() -> None:
@@ -148,19 +97,6 @@ def test_a_dropped_target_without_torch_in_the_log_names_no_torch_switch() -> No
     assert "TORCH_CUDA_ARCH_LIST" in _fixes(_explained("torch 1.8.1+cu111\n" + log))
 
 
-def test_a_tensorrt_engine_built_on_another_gpu_is_rebuilt_here() -> None:
-    # TensorRT's words when a plan built on an A100 (8.0) is deserialized on an A10 (8.6): an
-    # engine serves the kind of GPU it was built on, so the fix is a rebuild on this one
-    log = (
-        "[E] Error[6]: The engine plan file is generated on an incompatible device, expecting "
-        "compute 8.6 got compute 8.0, please rebuild.\n"
-    )
-    diagnosis = _explained(log)
-    assert diagnosis.signature == "tensorrt-engine-other-device"
-    assert "built on a GPU of another compute capability" in diagnosis.root_cause
-    assert "rebuild the engine on this GPU" in _fixes(diagnosis)
-
-
 def test_an_instruction_newer_than_the_gpu_is_the_gpu_not_the_arch_list() -> None:
     # PTX ISA: mma .m16n8k16 with bf16 needs sm_80. A Tesla T4 (7.5) is older: no arch list
     # helps. An RTX 3090 (8.6) is new enough: the build also named an older target.
@@ -174,3 +110,77 @@ def test_an_instruction_newer_than_the_gpu_is_the_gpu_not_the_arch_list() -> Non
     assert "names a target older than sm_80" in newer.root_cause
     assert "arch=compute_86,code=sm_86" in _fixes(newer)
     assert "TORCH_CUDA_ARCH_LIST" not in _fixes(newer)  # nothing in the log is torch
+
+
+# One wording each, as its source prints it: (the log, the signature, what the cause must say,
+# what the fixes must say, what neither may say). Why each expectation holds:
+WORDINGS = {
+    # triton/knobs.py names its second bundled ptxas "ptxas-blackwell": a target it rejects is
+    # Triton's ptxas's gap, fixed by pointing Triton at a toolkit's ptxas
+    "triton-ptxas-blackwell": (
+        "Log said that Cuda capability of sm-110 is not supported\n"
+        "ptxas-blackwell fatal: Value 'sm_110a' is not defined for option 'gpu-name'\n",
+        "ptxas-unknown-gpu-name",
+        ("Triton's bundled ptxas",),
+        ("TRITON_PTXAS_PATH",),
+        (),
+    ),
+    # an NGC container that does not list an RTX 4090 (8.9) yet predates it: a later release
+    "ngc-container": (
+        _printed(GATES["ngc-container-not-yet-supported"], "8.9"),
+        "gate:ngc-container-not-yet-supported",
+        ("predates the GPU (NVIDIA GeForce RTX 4090, 8.9)",),
+        ("later release of NVIDIA's NGC container that supports compute capability 8.9",),
+        (),
+    ),
+    # TensorRT before Blackwell asserts the SM major is below 10; SM 12.0 from TensorRT 10.8
+    "tensorrt-smverhex2dig": (
+        "TensorRT backend thread 0: Found GPU NVIDIA GeForce RTX 5090 memory 34190458880\n"
+        "TensorRT backend: 2: [helpers.h::nvinfer1::smVerHex2Dig::694] Error Code 2: Internal "
+        "Error (Assertion major >= 0 && major < 10 failed. )\n",
+        "tensorrt-unsupported-sm",
+        ("12.0", "10.8"),
+        (),
+        (),
+    ),
+    # HOOMD-blue's scanGPUs excludes major*10+minor below CUDA_ARCH, the build's lowest target:
+    # a Tesla K80 (3.7) is older than every target; HOOMD's CPU device still runs
+    "hoomd-scan-gpus": (
+        _printed(GATES["hoomd-below-build-arch"], "3.7"),
+        "gate:hoomd-below-build-arch",
+        ("no code for compute capability 3.7 or below",),
+        ("the CPU",),
+        ("rebuild",),
+    ),
+    # kokkos/kokkos#1944: "compiled for compute capability 0.0 (< 5.0)": 0.0 is no architecture
+    # (the test kernel did not run), so the GPU is no target of the build
+    "kokkos-zero-arch": (
+        "Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 0.0 "
+        "(< 5.0) on device with compute capability 5.0 (>=5.0), this would give incorrect results!",
+        "gate:kokkos-compiled-for-newer",
+        ("sm_50 is not among its targets",),
+        (),
+        ("0.0",),
+    ),
+    # TensorRT's words when a plan built on an A100 (8.0) is deserialized on an A10 (8.6): an
+    # engine serves the kind of GPU it was built on, so the fix is a rebuild on this one
+    "tensorrt-engine-elsewhere": (
+        "[E] Error[6]: The engine plan file is generated on an incompatible device, expecting "
+        "compute 8.6 got compute 8.0, please rebuild.\n",
+        "tensorrt-engine-other-device",
+        ("built on a GPU of another compute capability",),
+        ("rebuild the engine on this GPU",),
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WORDINGS)
+def test_a_wording_is_decided_by_its_rule(case: str) -> None:
+    log, signature, cause, fixes, neither = WORDINGS[case]
+    diagnosis = _explained(log)
+    assert diagnosis.signature == signature
+    said = diagnosis.root_cause + " | " + _fixes(diagnosis)
+    assert all(part in diagnosis.root_cause for part in cause)
+    assert all(part in _fixes(diagnosis) for part in fixes)
+    assert not any(part in said for part in neither)
