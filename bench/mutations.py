@@ -391,7 +391,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if need is not None and version_of(cc) > version_of(need):",
       "an instruction's target: a GPU older than it read as new enough"),
     M("explain", "analysis/explain/gates.py",
-      '        if last is None or _key(last) >= _key(tool.removeprefix("CUDA ")):',
+      "        if last is None or _key(last) >= _key(cuda):",
       "        if last is None:",
       "a CUDA release that still targets the GPU read as dropping it"),
     M("explain", R + "kernel_image.py",

@@ -78,7 +78,7 @@ def _minimum(
         return None  # the message's own facts say the GPU is not below it
     gpu = _gpu(facts, cc)
     if gate.rule == "toolkit-minimum":
-        return _toolkit_minimum(gate, who, got.get("tool", ""), cc, need, gpu)
+        return _toolkit_minimum(gate, who, got, cc, need, gpu)
     cause = _below_cause(gate, who, cc, need, gpu)
     return Ruling("framework-gate", cause, DETERMINED, _fixes(gate, who, cc, need))
 
@@ -132,16 +132,20 @@ def _instead(gate: Gate) -> list[Fix]:
 
 
 def _toolkit_minimum(
-    gate: Gate, who: str, tool: str, cc: str, need: str | None, gpu: str
+    gate: Gate, who: str, got: dict[str, str], cc: str, need: str | None, gpu: str
 ) -> Ruling | None:
+    """A compiler whose lowest target is above the GPU (``tool``), or a CUDA release the message
+    says does not support it (``cuda``: "not supported on CUDA 13+")."""
     target = "sm_" + cc.replace(".", "")
     last = kb.last_toolkit_for(target)
     dropped = f" (CUDA dropped {target} after {last})" if last else ""
-    if tool.startswith("CUDA "):  # a CUDA release itself, whoever reports it ("CUDA 13+")
-        if last is None or _key(last) >= _key(tool.removeprefix("CUDA ")):
+    cuda = got.get("cuda")
+    if cuda:
+        if last is None or _key(last) >= _key(cuda):
             return None  # that release still targets the GPU (NVIDIA's notes): not this gap
-        cause = f"{tool} does not support compute capability {cc}, the GPU{gpu}{dropped}"
+        cause = f"CUDA {cuda} does not support compute capability {cc}, the GPU{gpu}{dropped}"
     else:
+        tool = got.get("tool", "")
         compiler = f"{who} {tool}".strip() if tool else who
         cause = (
             f"{compiler} cannot compile for compute capability {cc}: its lowest target is "
