@@ -35,16 +35,21 @@ def build_switches() -> dict[str, BuildSwitch]:
     }
 
 
+def _switch(key: str) -> BuildSwitch:
+    entry = load_json("builds.json")[key]
+    return BuildSwitch(entry["switch"], entry["source"])
+
+
 @cache
 def default_switch() -> BuildSwitch:
-    entry = load_json("builds.json")["default_switch"]
-    return BuildSwitch(entry["switch"], entry["source"])
+    """CMake's and torch's: any package, where the log may be a torch extension's."""
+    return _switch("default_switch")
 
 
 @cache
 def cmake_switch() -> BuildSwitch:
-    entry = load_json("builds.json")["cmake_switch"]
-    return BuildSwitch(entry["switch"], entry["source"])
+    """CMake's and nvcc's: a build the log ties to no torch."""
+    return _switch("cmake_switch")
 
 
 def build_switch(package: str | None, torch: bool = True) -> BuildSwitch:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from archgap.analysis.explain.causes import dotted
 from archgap.analysis.explain.rules.facts import CONDITIONAL, DETERMINED, Case, LogFacts, Ruling
-from archgap.analysis.explain.rules.words import gpu_words, version_of
+from archgap.analysis.explain.rules.words import gpu_words, torch_list, version_of
 from archgap.analysis.fixes.engine import ENV, UPGRADE, Fix, worded
 from archgap.kb.gpus import families
 
@@ -147,6 +147,6 @@ def feature_needs_arch(error: str, facts: LogFacts) -> Ruling | None:
         f"the build's arch list names a target older than {target}, which these kernels need; "
         f"the GPU itself is new enough{gpu}"
     )
-    torch_list = f'TORCH_CUDA_ARCH_LIST="{cc}", ' if facts.names("torch") else ""
-    fixes = (worded("feature-arch-build-for-gpu", kind=ENV, sm=sm, torch_list=torch_list),)
+    switches = torch_list(facts, cc)
+    fixes = (worded("feature-arch-build-for-gpu", kind=ENV, sm=sm, torch_list=switches),)
     return Ruling("feature-arch", cause, DETERMINED, fixes)

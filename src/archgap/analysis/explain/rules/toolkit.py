@@ -20,7 +20,7 @@ from archgap.analysis.explain.rules.facts import (
     Ruling,
 )
 from archgap.analysis.explain.rules.nvrtc import nvrtc_cuda, nvrtc_fix, nvrtc_without_gpu
-from archgap.analysis.explain.rules.words import dropped_words, gpu_words, version_of
+from archgap.analysis.explain.rules.words import dropped_words, gpu_words, torch_list, version_of
 from archgap.analysis.fixes.engine import ENV, TOOLKIT, Fix, toolkit_limit, worded
 from archgap.kb import toolchain as kb
 from archgap.kb.gpus import Renumbered, renumbered
@@ -280,13 +280,12 @@ def _target_fixes(
                 sm=cc.replace(".", ""),
                 cc=cc,
                 gpu=facts.gpu_name or "GPU",
-                torch_list=f', TORCH_CUDA_ARCH_LIST="{cc}"' if facts.names("torch") else "",
+                torch_list=torch_list(facts, cc),
             )
         )
     elif newer:
-        torch_list = ", TORCH_CUDA_ARCH_LIST" if facts.names("torch") else ""
         fixes.append(
-            worded("toolkit-remove-target", kind=ENV, target=target, torch_list=torch_list)
+            worded("toolkit-remove-target", kind=ENV, target=target, torch_list=torch_list(facts))
         )
     if newer:
         fixes.append(worded("toolkit-older", kind=TOOLKIT, last=last, target=target))

@@ -26,6 +26,14 @@ def gpu_words(facts: LogFacts) -> str:
     return f" (the GPU: {named}{facts.ccs[0]})"
 
 
+def torch_list(facts: LogFacts, cc: str | None = None) -> str:
+    """', TORCH_CUDA_ARCH_LIST="6.1"' (the bare name without ``cc``) to add to a build's switches
+    where the log shows torch, whose extension builder alone reads it; "" where it does not."""
+    if not facts.names("torch"):
+        return ""
+    return f', TORCH_CUDA_ARCH_LIST="{cc}"' if cc else ", TORCH_CUDA_ARCH_LIST"
+
+
 def release_after(cuda: str) -> str:
     releases = [r.cuda for r in kb.toolkit_releases()]
     return releases[releases.index(cuda) + 1] if cuda in releases[:-1] else "a later release"
